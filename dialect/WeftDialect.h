@@ -1,0 +1,18 @@
+//===- WeftDialect.h - the weft dialect and its ops -------------*- C++ -*-===//
+#ifndef WEFT_DIALECT_WEFTDIALECT_H
+#define WEFT_DIALECT_WEFTDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialect/WeftDialect.h.inc"
+#include "dialect/WeftInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialect/WeftOps.h.inc"
+
+#endif // WEFT_DIALECT_WEFTDIALECT_H

@@ -1,0 +1,26 @@
+//===- WeftInterfaces.td - op interfaces of weft ----------------*- tablegen -*-===//
+#ifndef WEFT_INTERFACES_TD
+#define WEFT_INTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def Weft_VjpOpInterface : OpInterface<"VjpOpInterface"> {
+  let cppNamespace = "::weft";
+  let description = [{
+    An op that knows its vector-Jacobian product. Given the gradient of the loss
+    with respect to each result (a null Value where a result does not reach the
+    loss), `buildVjp` builds, at the builder's insertion point, ops computing the
+    gradient with respect to each operand, and appends one Value per operand to
+    `operandGrads` (null for operands without a gradient, e.g. token ids).
+  }];
+  let methods = [
+    InterfaceMethod<
+      "Builds the gradients of the operands from those of the results.",
+      "::mlir::LogicalResult", "buildVjp",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::mlir::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>
+  ];
+}
+
+#endif // WEFT_INTERFACES_TD

@@ -1,0 +1,400 @@
+//===- WeftOps.cpp - shape rules and verifiers of weft ops ----------------===//
+//
+// Each compute op infers its result types here; a bad operand shape is reported
+// with the op's operand names, the dims involved and expected versus actual.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/WeftDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <numeric>
+#include <string>
+
+using namespace mlir;
+using namespace weft;
+
+namespace {
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? ", " : "") + std::to_string(d);
+  return s + "]";
+}
+
+int64_t rowsOf(ArrayRef<int64_t> shape) {
+  return std::accumulate(shape.begin(), shape.end() - 1, int64_t{1},
+                         std::multiplies<int64_t>());
+}
+
+RankedTensorType withShape(RankedTensorType like, ArrayRef<int64_t> shape) {
+  return RankedTensorType::get(shape, like.getElementType());
+}
+
+// `name` must have rank 1 and `size` elements (norm scales, biases).
+LogicalResult checkVector(std::optional<Location> loc, StringRef name, Value v,
+                          int64_t size) {
+  auto t = typeOf(v);
+  if (t.getRank() != 1 || t.getDimSize(0) != size)
+    return emitOptionalError(loc, name, " must have shape [", size,
+                             "] to match the last dim of x, got ",
+                             shapeStr(t.getShape()));
+  return success();
+}
+
+LogicalResult checkSameElementType(std::optional<Location> loc, Value a,
+                                   Value b) {
+  if (typeOf(a).getElementType() != typeOf(b).getElementType())
+    return emitOptionalError(loc, "operands mix element types ",
+                             typeOf(a).getElementType(), " and ",
+                             typeOf(b).getElementType());
+  return success();
+}
+
+// Shared by attention and attention_grad: q [B,S,H*hd], k/v [B,S,Hkv*hd].
+LogicalResult checkAttention(std::optional<Location> loc, Value q, Value k,
+                             Value v, int64_t heads, int64_t kvHeads) {
+  auto qt = typeOf(q), kt = typeOf(k), vt = typeOf(v);
+  if (qt.getRank() != 3 || kt.getRank() != 3 || vt.getRank() != 3)
+    return emitOptionalError(loc, "q, k and v must be [batch, seq, features]");
+  if (heads <= 0 || kvHeads <= 0)
+    return emitOptionalError(loc, "num_heads=", heads, " and num_kv_heads=",
+                             kvHeads, " must be positive");
+  if (heads % kvHeads != 0)
+    return emitOptionalError(loc, "num_heads=", heads,
+                             " is not divisible by num_kv_heads=", kvHeads);
+  int64_t features = qt.getDimSize(2);
+  if (features % heads != 0)
+    return emitOptionalError(loc, "num_heads=", heads,
+                             " does not divide q's features=", features);
+  int64_t headDim = features / heads;
+  for (auto [name, t] : {std::pair{"k", kt}, std::pair{"v", vt}}) {
+    if (t.getDimSize(0) != qt.getDimSize(0) ||
+        t.getDimSize(1) != qt.getDimSize(1))
+      return emitOptionalError(loc, name, " has shape ", shapeStr(t.getShape()),
+                               " but q has ", shapeStr(qt.getShape()),
+                               ": batch and seq must agree");
+    if (t.getDimSize(2) != kvHeads * headDim)
+      return emitOptionalError(loc, name, " must have num_kv_heads*head_dim=",
+                               kvHeads, "*", headDim, "=", kvHeads * headDim,
+                               " features, got ", t.getDimSize(2));
+  }
+  return success();
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Parameters
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  StringRef init = getInit();
+  if (init != "normal" && init != "zeros" && init != "ones")
+    return emitOpError("init must be normal, zeros or ones, got '")
+           << init << "'";
+  if (init == "normal" && !(getStd().convertToDouble() > 0))
+    return emitOpError("init normal needs std > 0, got ")
+           << getStd().convertToDouble();
+  if (!getResult().getType().hasStaticShape())
+    return emitOpError("parameter '") << getName() << "' needs a static shape";
+  return success();
+}
+
+LogicalResult AdamWOp::verify() {
+  if (!getParam().getDefiningOp<ParamOp>())
+    return emitOpError("updates a parameter: operand 0 must be a weft.param");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Forward ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto table = typeOf(adaptor.getTable());
+  if (table.getRank() != 2)
+    return emitOptionalError(loc, "table must be [vocab, dim], got ",
+                             shapeStr(table.getShape()));
+  SmallVector<int64_t> shape(typeOf(adaptor.getIds()).getShape());
+  shape.push_back(table.getDimSize(1));
+  types.push_back(withShape(table, shape));
+  return success();
+}
+
+LogicalResult PositionEmbeddingOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  auto x = typeOf(adaptor.getX()), table = typeOf(adaptor.getTable());
+  if (x.getRank() != 3 || table.getRank() != 2)
+    return emitOptionalError(loc, "expects x [batch, seq, dim] and table "
+                                  "[positions, dim]");
+  if (table.getDimSize(1) != x.getDimSize(2))
+    return emitOptionalError(loc, "table dim ", table.getDimSize(1),
+                             " differs from x dim ", x.getDimSize(2));
+  if (table.getDimSize(0) < x.getDimSize(1))
+    return emitOptionalError(loc, "seq=", x.getDimSize(1),
+                             " exceeds the table's positions=",
+                             table.getDimSize(0));
+  if (failed(checkSameElementType(loc, adaptor.getX(), adaptor.getTable())))
+    return failure();
+  types.push_back(x);
+  return success();
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto a = typeOf(adaptor.getA()), b = typeOf(adaptor.getB());
+  if (a.getRank() < 2 || b.getRank() < 2)
+    return emitOptionalError(loc, "operands must have rank >= 2, got ",
+                             shapeStr(a.getShape()), " and ",
+                             shapeStr(b.getShape()));
+  if (failed(checkSameElementType(loc, adaptor.getA(), adaptor.getB())))
+    return failure();
+  bool ta = adaptor.getTransposeA(), tb = adaptor.getTransposeB();
+  int64_t aRows = rowsOf(a.getShape()), aLast = a.getShape().back();
+  int64_t bRows = rowsOf(b.getShape()), bLast = b.getShape().back();
+  int64_t kA = ta ? aRows : aLast, kB = tb ? bLast : bRows;
+  if (kA != kB)
+    return emitOptionalError(
+        loc, "contracting dims differ: a ", shapeStr(a.getShape()),
+        " (transpose_a=", ta, ") gives K=", kA, ", b ", shapeStr(b.getShape()),
+        " (transpose_b=", tb, ") gives K=", kB);
+  SmallVector<int64_t> shape;
+  if (ta)
+    shape.push_back(aLast);
+  else
+    shape.append(a.getShape().begin(), a.getShape().end() - 1);
+  shape.push_back(tb ? bRows : bLast);
+  types.push_back(withShape(a, shape));
+  return success();
+}
+
+LogicalResult BiasAddOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  auto x = typeOf(adaptor.getX());
+  if (failed(checkVector(loc, "bias", adaptor.getBias(), x.getShape().back())))
+    return failure();
+  types.push_back(x);
+  return success();
+}
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto x = typeOf(adaptor.getX());
+  int64_t total = 0;
+  for (auto [i, size] : llvm::enumerate(adaptor.getSizes())) {
+    if (size <= 0)
+      return emitOptionalError(loc, "sizes[", i, "]=", size,
+                               " must be positive");
+    SmallVector<int64_t> shape(x.getShape());
+    shape.back() = size;
+    types.push_back(withShape(x, shape));
+    total += size;
+  }
+  if (total != x.getShape().back())
+    return emitOptionalError(loc, "sizes sum to ", total,
+                             " but the last dim of x is ", x.getShape().back());
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  if (adaptor.getInputs().empty())
+    return emitOptionalError(loc, "needs at least one input");
+  auto first = typeOf(adaptor.getInputs().front());
+  SmallVector<int64_t> shape(first.getShape());
+  shape.back() = 0;
+  for (auto [i, v] : llvm::enumerate(adaptor.getInputs())) {
+    auto t = typeOf(v);
+    if (t.getRank() != first.getRank() ||
+        !llvm::equal(t.getShape().drop_back(), first.getShape().drop_back()) ||
+        t.getElementType() != first.getElementType())
+      return emitOptionalError(loc, "input ", i, " has type ", t,
+                               ", leading dims must match input 0's ", first);
+    shape.back() += t.getShape().back();
+  }
+  types.push_back(withShape(first, shape));
+  return success();
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto x = typeOf(adaptor.getX());
+  int64_t d = x.getShape().back();
+  if (failed(checkVector(loc, "gamma", adaptor.getGamma(), d)) ||
+      failed(checkVector(loc, "beta", adaptor.getBeta(), d)))
+    return failure();
+  types.push_back(x);
+  return success();
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  auto x = typeOf(adaptor.getX());
+  if (failed(checkVector(loc, "gamma", adaptor.getGamma(), x.getShape().back())))
+    return failure();
+  types.push_back(x);
+  return success();
+}
+
+LogicalResult RopeOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  auto x = typeOf(adaptor.getX());
+  int64_t heads = adaptor.getNumHeads();
+  if (x.getRank() != 3)
+    return emitOptionalError(loc, "x must be [batch, seq, heads*head_dim], got ",
+                             shapeStr(x.getShape()));
+  if (heads <= 0 || x.getDimSize(2) % heads != 0)
+    return emitOptionalError(loc, "num_heads=", heads,
+                             " does not divide x's features=", x.getDimSize(2));
+  if ((x.getDimSize(2) / heads) % 2 != 0)
+    return emitOptionalError(loc, "head_dim=", x.getDimSize(2) / heads,
+                             " must be even to rotate pairs");
+  types.push_back(x);
+  return success();
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  if (failed(checkAttention(loc, adaptor.getQ(), adaptor.getK(),
+                            adaptor.getV(), adaptor.getNumHeads(),
+                            adaptor.getNumKvHeads())))
+    return failure();
+  types.push_back(adaptor.getQ().getType());
+  return success();
+}
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &types) {
+  auto logits = typeOf(adaptor.getLogits());
+  auto targets = typeOf(adaptor.getTargets());
+  if (logits.getRank() != targets.getRank() + 1 ||
+      !llvm::equal(logits.getShape().drop_back(), targets.getShape()))
+    return emitOptionalError(loc, "logits ", shapeStr(logits.getShape()),
+                             " must be targets ", shapeStr(targets.getShape()),
+                             " plus a vocab dim");
+  types.push_back(RankedTensorType::get({}, logits.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  auto dy = typeOf(adaptor.getDy());
+  auto ids = typeOf(adaptor.getIds());
+  if (!llvm::equal(dy.getShape().drop_back(), ids.getShape()))
+    return emitOptionalError(loc, "dy ", shapeStr(dy.getShape()),
+                             " must be ids ", shapeStr(ids.getShape()),
+                             " plus a dim");
+  types.push_back(withShape(dy, {adaptor.getVocab(), dy.getShape().back()}));
+  return success();
+}
+
+LogicalResult PositionEmbeddingGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  auto dy = typeOf(adaptor.getDy());
+  if (dy.getRank() != 3 || adaptor.getPositions() < dy.getDimSize(1))
+    return emitOptionalError(loc, "dy must be [batch, seq, dim] with seq <= "
+                                  "positions=",
+                             adaptor.getPositions());
+  types.push_back(withShape(dy, {adaptor.getPositions(), dy.getDimSize(2)}));
+  return success();
+}
+
+LogicalResult ReduceRowsOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location>,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  auto x = typeOf(adaptor.getX());
+  types.push_back(withShape(x, {x.getShape().back()}));
+  return success();
+}
+
+LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  auto x = typeOf(adaptor.getX());
+  if (failed(checkVector(loc, "gamma", adaptor.getGamma(), x.getShape().back())))
+    return failure();
+  types.append({x, adaptor.getGamma().getType(), adaptor.getGamma().getType()});
+  return success();
+}
+
+LogicalResult RmsNormGradOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  auto x = typeOf(adaptor.getX());
+  if (failed(checkVector(loc, "gamma", adaptor.getGamma(), x.getShape().back())))
+    return failure();
+  types.append({x, adaptor.getGamma().getType()});
+  return success();
+}
+
+LogicalResult SwigluGradOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  Type t = adaptor.getDy().getType();
+  if (adaptor.getGate().getType() != t || adaptor.getUp().getType() != t)
+    return emitOptionalError(loc, "dy, gate and up must have one type");
+  types.append({t, t});
+  return success();
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  if (failed(checkAttention(loc, adaptor.getQ(), adaptor.getK(),
+                            adaptor.getV(), adaptor.getNumHeads(),
+                            adaptor.getNumKvHeads())))
+    return failure();
+  if (adaptor.getDy().getType() != adaptor.getQ().getType())
+    return emitOptionalError(loc, "dy must have q's type");
+  types.append({adaptor.getQ().getType(), adaptor.getK().getType(),
+                adaptor.getV().getType()});
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location>, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  types.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialect/WeftOps.cpp.inc"

@@ -1,0 +1,295 @@
+//===- WeftOps.td - weft ops -------------------------------------*- tablegen -*-===//
+//
+// Shapes: `[..., N]` means any leading dims ("rows" are their product).
+// Result types are inferred (InferTypeOpAdaptor), so the shape rules live in one
+// place, WeftOps.cpp, and a mismatching result type is a verifier error.
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_OPS_TD
+#define WEFT_OPS_TD
+
+include "dialect/WeftDialect.td"
+include "dialect/WeftInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Weft_FloatTensor : RankedTensorOf<[F32, F64]>;
+def Weft_IdTensor : RankedTensorOf<[I32]>;
+def Weft_Scalar : 0DTensorOf<[F32, F64]>;
+
+// A pure op whose result types follow from its operands and attributes.
+class Weft_ComputeOp<string mnemonic, list<Trait> traits = []>
+    : Weft_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+}
+
+// An elementwise op: operands and result share one type.
+class Weft_ElementwiseOp<string mnemonic, list<Trait> traits = []>
+    : Weft_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+  let assemblyFormat = "operands attr-dict `:` type($result)";
+}
+
+// A forward op: computes and knows its vector-Jacobian product.
+class Weft_ForwardOp<string mnemonic, list<Trait> traits = []>
+    : Weft_ComputeOp<mnemonic, !listconcat(traits,
+          [DeclareOpInterfaceMethods<Weft_VjpOpInterface>])>;
+class Weft_ElementwiseForwardOp<string mnemonic>
+    : Weft_ElementwiseOp<mnemonic,
+          [DeclareOpInterfaceMethods<Weft_VjpOpInterface>]>;
+
+//===----------------------------------------------------------------------===//
+// Parameters and optimizer state
+//===----------------------------------------------------------------------===//
+
+def Weft_ParamOp : Weft_Op<"param", [Pure]> {
+  let summary = "a named, trainable parameter";
+  let description = [{
+    A model parameter, named by its Hugging Face checkpoint name. `init` is
+    `normal` (with `std`), `zeros` or `ones`; the runtime draws element i from
+    (seed, name, i) only, so every layout starts from the same global weights.
+
+    ```mlir
+    %w = weft.param "transformer.wte.weight" {init = "normal", std = 2.0e-02}
+        : tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, StrAttr:$init,
+                   DefaultValuedAttr<F64Attr, "0.0">:$std);
+  let results = (outs Weft_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Weft_ParamGradOp : Weft_Op<"param_grad", [MemoryEffects<[MemWrite]>]> {
+  let summary = "the loss gradient of a parameter, stored in its grad buffer";
+  let arguments = (ins StrAttr:$name, Weft_FloatTensor:$grad);
+  let assemblyFormat = "$name `,` $grad attr-dict `:` type($grad)";
+}
+
+def Weft_AdamWOp : Weft_Op<"adamw", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "one AdamW update of a parameter, in place";
+  let description = [{
+    Updates `param` (a `weft.param`) and its Adam moments in place from the
+    gradient that `weft.param_grad` stored for it, as PyTorch's
+    `torch.optim.AdamW`. Reading the stored gradient (not an SSA value) lets
+    the memory plan free each gradient temporary as soon as it is stored. Hyper-parameters and the learning-rate
+    schedule live in the enclosing function's `weft.optimizer` dictionary;
+    `weight_decay` says whether decoupled weight decay applies to this tensor.
+  }];
+  let arguments = (ins Weft_FloatTensor:$param, BoolAttr:$weight_decay);
+  let assemblyFormat = "$param attr-dict `:` type($param)";
+  let hasVerifier = 1;
+}
+
+def Weft_FillOp : Weft_Op<"fill", [Pure]> {
+  let summary = "a tensor with every element equal to `value`";
+  let arguments = (ins F64Attr:$value);
+  let results = (outs Weft_FloatTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Forward ops
+//===----------------------------------------------------------------------===//
+
+def Weft_EmbeddingOp : Weft_ForwardOp<"embedding"> {
+  let summary = "token embedding lookup: y[r] = table[ids[r]]";
+  let arguments = (ins Weft_FloatTensor:$table, Weft_IdTensor:$ids);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_PositionEmbeddingOp : Weft_ForwardOp<"position_embedding"> {
+  let summary = "learned positions: y[b,s] = x[b,s] + table[s]";
+  let arguments = (ins Weft_FloatTensor:$x, Weft_FloatTensor:$table);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_MatmulOp : Weft_ForwardOp<"matmul"> {
+  let summary = "matrix product over flattened leading (batch) dims";
+  let description = [{
+    `a` is viewed as the matrix `[rows(a), last(a)]`, `b` likewise; the result is
+    `op(a) x op(b)` where `op` transposes when the flag is set. Without
+    `transpose_a` the result keeps a's leading (batch) dims: a linear layer
+    `[B, S, K] x [K, N] -> [B, S, N]`. With `transpose_a` the batch dims are
+    contracted: `[B, S, K]^T x [B, S, N] -> [K, N]` (a weight gradient).
+
+    ```mlir
+    %y = weft.matmul %x, %w {transpose_b = true}
+        : (tensor<8x64x64xf32>, tensor<192x64xf32>) -> tensor<8x64x192xf32>
+    ```
+  }];
+  let arguments = (ins Weft_FloatTensor:$a, Weft_FloatTensor:$b,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_BiasAddOp : Weft_ForwardOp<"bias_add"> {
+  let summary = "y[r, n] = x[r, n] + bias[n]";
+  let arguments = (ins Weft_FloatTensor:$x, Weft_FloatTensor:$bias);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_AddOp : Weft_ElementwiseForwardOp<"add"> {
+  let summary = "elementwise sum (residual connections, gradient accumulation)";
+  let arguments = (ins Weft_FloatTensor:$lhs, Weft_FloatTensor:$rhs);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_MulOp : Weft_ElementwiseForwardOp<"mul"> {
+  let summary = "elementwise product";
+  let arguments = (ins Weft_FloatTensor:$lhs, Weft_FloatTensor:$rhs);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_SplitOp : Weft_ForwardOp<"split"> {
+  let summary = "consecutive slices of the last dim (GPT-2's fused QKV)";
+  let arguments = (ins Weft_FloatTensor:$x, DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<Weft_FloatTensor>:$results);
+}
+
+def Weft_ConcatOp : Weft_ForwardOp<"concat"> {
+  let summary = "concatenation along the last dim; the inverse of split";
+  let arguments = (ins Variadic<Weft_FloatTensor>:$inputs);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_LayerNormOp : Weft_ForwardOp<"layer_norm"> {
+  let summary = "y = (x - mean) / sqrt(var + eps) * gamma + beta, per row";
+  let arguments = (ins Weft_FloatTensor:$x, Weft_FloatTensor:$gamma,
+                   Weft_FloatTensor:$beta, F64Attr:$eps);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_RmsNormOp : Weft_ForwardOp<"rms_norm"> {
+  let summary = "y = x / sqrt(mean(x^2) + eps) * gamma, per row";
+  let arguments = (ins Weft_FloatTensor:$x, Weft_FloatTensor:$gamma,
+                   F64Attr:$eps);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_GeluOp : Weft_ElementwiseForwardOp<"gelu"> {
+  let summary = "GELU, tanh approximation (GPT-2)";
+  let arguments = (ins Weft_FloatTensor:$x);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_SiluOp : Weft_ElementwiseForwardOp<"silu"> {
+  let summary = "x * sigmoid(x)";
+  let arguments = (ins Weft_FloatTensor:$x);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_SwigluOp : Weft_ElementwiseForwardOp<"swiglu"> {
+  let summary = "silu(gate) * up (Llama's MLP)";
+  let arguments = (ins Weft_FloatTensor:$gate, Weft_FloatTensor:$up);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_RopeOp : Weft_ForwardOp<"rope"> {
+  let summary = "rotary position embedding, HF Llama rotate_half convention";
+  let description = [{
+    Rotates each head's `(i, i + hd/2)` pairs by `s * theta^(-2i/hd)` for the
+    token at sequence position s. `inverse` rotates backwards; since the
+    rotation is orthogonal, the inverse is the VJP.
+  }];
+  let arguments = (ins Weft_FloatTensor:$x, I64Attr:$num_heads, F64Attr:$theta,
+                   DefaultValuedAttr<BoolAttr, "false">:$inverse);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_AttentionOp : Weft_ForwardOp<"attention"> {
+  let summary = "causal multi-head / grouped-query self-attention";
+  let description = [{
+    `q: [B, S, H*hd]`, `k, v: [B, S, Hkv*hd]` -> `[B, S, H*hd]`; softmax of
+    `q k^T / sqrt(hd)` with a causal mask. Query head h reads key/value head
+    `h / (H / Hkv)`; `H == Hkv` is multi-head attention.
+  }];
+  let arguments = (ins Weft_FloatTensor:$q, Weft_FloatTensor:$k,
+                   Weft_FloatTensor:$v, I64Attr:$num_heads,
+                   I64Attr:$num_kv_heads);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_CrossEntropyOp : Weft_ForwardOp<"cross_entropy"> {
+  let summary = "mean softmax cross-entropy of logits against target ids";
+  let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets);
+  let results = (outs Weft_Scalar:$loss);
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops (built by the VJPs above)
+//===----------------------------------------------------------------------===//
+
+def Weft_EmbeddingGradOp : Weft_ComputeOp<"embedding_grad"> {
+  let summary = "scatter-add of dy rows into a zeroed table gradient";
+  let arguments = (ins Weft_FloatTensor:$dy, Weft_IdTensor:$ids,
+                   I64Attr:$vocab);
+  let results = (outs Weft_FloatTensor:$dtable);
+}
+
+def Weft_PositionEmbeddingGradOp
+    : Weft_ComputeOp<"position_embedding_grad"> {
+  let summary = "dtable[s] = sum over the batch of dy[b, s]; 0 past seq";
+  let arguments = (ins Weft_FloatTensor:$dy, I64Attr:$positions);
+  let results = (outs Weft_FloatTensor:$dtable);
+}
+
+def Weft_ReduceRowsOp : Weft_ComputeOp<"reduce_rows"> {
+  let summary = "y[n] = sum over rows r of x[r, n] (bias gradients)";
+  let arguments = (ins Weft_FloatTensor:$x);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_LayerNormGradOp : Weft_ComputeOp<"layer_norm_grad"> {
+  let summary = "dx, dgamma, dbeta of layer_norm";
+  let arguments = (ins Weft_FloatTensor:$dy, Weft_FloatTensor:$x,
+                   Weft_FloatTensor:$gamma, F64Attr:$eps);
+  let results = (outs Weft_FloatTensor:$dx, Weft_FloatTensor:$dgamma,
+                 Weft_FloatTensor:$dbeta);
+}
+
+def Weft_RmsNormGradOp : Weft_ComputeOp<"rms_norm_grad"> {
+  let summary = "dx, dgamma of rms_norm";
+  let arguments = (ins Weft_FloatTensor:$dy, Weft_FloatTensor:$x,
+                   Weft_FloatTensor:$gamma, F64Attr:$eps);
+  let results = (outs Weft_FloatTensor:$dx, Weft_FloatTensor:$dgamma);
+}
+
+def Weft_GeluGradOp : Weft_ElementwiseOp<"gelu_grad"> {
+  let summary = "dx = dy * gelu'(x)";
+  let arguments = (ins Weft_FloatTensor:$dy, Weft_FloatTensor:$x);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_SiluGradOp : Weft_ElementwiseOp<"silu_grad"> {
+  let summary = "dx = dy * silu'(x)";
+  let arguments = (ins Weft_FloatTensor:$dy, Weft_FloatTensor:$x);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_SwigluGradOp : Weft_ComputeOp<"swiglu_grad"> {
+  let summary = "dgate, dup of swiglu";
+  let arguments = (ins Weft_FloatTensor:$dy, Weft_FloatTensor:$gate,
+                   Weft_FloatTensor:$up);
+  let results = (outs Weft_FloatTensor:$dgate, Weft_FloatTensor:$dup);
+}
+
+def Weft_AttentionGradOp : Weft_ComputeOp<"attention_grad"> {
+  let summary = "dq, dk, dv of attention (recomputes the softmax)";
+  let arguments = (ins Weft_FloatTensor:$dy, Weft_FloatTensor:$q,
+                   Weft_FloatTensor:$k, Weft_FloatTensor:$v,
+                   I64Attr:$num_heads, I64Attr:$num_kv_heads);
+  let results = (outs Weft_FloatTensor:$dq, Weft_FloatTensor:$dk,
+                 Weft_FloatTensor:$dv);
+}
+
+def Weft_CrossEntropyGradOp : Weft_ComputeOp<"cross_entropy_grad"> {
+  let summary = "dlogits = (softmax(logits) - onehot(targets)) * dloss / rows";
+  let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
+                   Weft_Scalar:$dloss);
+  let results = (outs Weft_FloatTensor:$dlogits);
+}
+
+#endif // WEFT_OPS_TD

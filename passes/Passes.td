@@ -1,0 +1,89 @@
+//===- Passes.td - weft passes ------------------------------------*- tablegen -*-===//
+#ifndef WEFT_PASSES_TD
+#define WEFT_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def WeftAutodiff : Pass<"weft-autodiff", "mlir::func::FuncOp"> {
+  let summary = "Appends the backward pass: every parameter's loss gradient";
+  let description = [{
+    The function must return one scalar, the loss. Walking the body in reverse,
+    each op's `VjpOpInterface` builds its operands' gradients from its results';
+    gradients of values used more than once are summed with `weft.add`. Each
+    `weft.param` gets a `weft.param_grad` holding its gradient (zeros where the
+    loss does not depend on it).
+
+    Before:
+    ```mlir
+    %w = weft.param "w" {init = "normal", std = 0.02} : tensor<4x8xf32>
+    %y = weft.matmul %x, %w : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+    %l = weft.cross_entropy %y, %t : (tensor<2x8xf32>, tensor<2xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+    ```
+    After (backward appended before the return):
+    ```mlir
+    %one = weft.fill {value = 1.0} : tensor<f32>
+    %dy = weft.cross_entropy_grad %y, %t, %one : ... -> tensor<2x8xf32>
+    %dx = weft.matmul %dy, %w {transpose_b = true} : ...
+    %dw = weft.matmul %x, %dy {transpose_a = true} : ...
+    weft.param_grad "w", %dw : tensor<4x8xf32>
+    ```
+  }];
+  let dependentDialects = ["::weft::WeftDialect"];
+}
+
+def WeftInsertAdamW : Pass<"weft-insert-adamw", "mlir::func::FuncOp"> {
+  let summary = "Appends one AdamW update per parameter gradient";
+  let description = [{
+    After `weft-autodiff`: for each `weft.param_grad`, appends
+    `weft.adamw %param` after the last gradient, so every update reads
+    finished gradients. Decoupled weight decay applies to tensors of rank >= 2
+    (matrices and embeddings), not to biases and norm scales, as nanoGPT and
+    Megatron do. The hyper-parameters and the schedule are recorded on the
+    function as the `weft.optimizer` dictionary.
+  }];
+  let options = [
+    Option<"lr", "lr", "double", "1e-3", "peak learning rate">,
+    Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "double", "0.95", "Adam beta2">,
+    Option<"eps", "eps", "double", "1e-8", "Adam epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.1",
+           "decoupled weight decay (rank >= 2 tensors)">,
+    Option<"schedule", "schedule", "std::string", "\"constant\"",
+           "learning-rate schedule: constant or cosine (with warmup)">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", "0",
+           "linear warmup steps (cosine)">,
+    Option<"totalSteps", "total-steps", "int64_t", "0",
+           "steps over which the cosine decays to min-lr">,
+    Option<"minLr", "min-lr", "double", "0.0", "cosine floor">,
+  ];
+  let dependentDialects = ["::weft::WeftDialect"];
+}
+
+def WeftPlanMemory : Pass<"weft-plan-memory", "mlir::func::FuncOp"> {
+  let summary = "Places every temporary tensor in one preallocated arena";
+  let description = [{
+    Liveness-based first-fit placement in program order: a result is placed
+    before its op's operands are released, so no kernel reads and writes the
+    same bytes; a value's bytes are reused after its last use. Each op gets
+    `weft.offsets` (byte offset per result, 64-byte aligned) and the function
+    `weft.arena_bytes` (the peak). Parameters, gradients and Adam moments are
+    persistent and not in the arena. Page faults are expensive on the machines
+    we run on, so the runtime allocates and touches the arena once.
+  }];
+}
+
+def WeftEmitProgram : Pass<"weft-emit-program", "mlir::ModuleOp"> {
+  let summary = "Writes the runtime program file (docs/program-format.md)";
+  let description = [{
+    Translates the planned training step into the versioned program file the
+    runtime executes: parameters with init specs, buffers (inputs, parameters,
+    gradients, Adam moments, arena slices), and one instruction per op.
+  }];
+  let options = [
+    Option<"output", "output", "std::string", "\"\"",
+           "program file to write">,
+  ];
+}
+
+#endif // WEFT_PASSES_TD

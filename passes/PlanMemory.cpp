@@ -1,0 +1,130 @@
+//===- PlanMemory.cpp - weft-plan-memory: liveness-based arena placement --===//
+#include "dialect/WeftDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <map>
+
+namespace weft {
+#define GEN_PASS_DEF_WEFTPLANMEMORY
+#include "passes/Passes.h.inc"
+} // namespace weft
+
+using namespace mlir;
+using namespace weft;
+
+namespace {
+constexpr int64_t kAlignment = 64;
+
+int64_t byteSize(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  int64_t bytes = t.getNumElements() * t.getElementTypeBitWidth() / 8;
+  return std::max<int64_t>(kAlignment,
+                           (bytes + kAlignment - 1) / kAlignment * kAlignment);
+}
+
+/// First-fit allocator over [0, infinity) that remembers its high-water mark.
+class Arena {
+public:
+  int64_t allocate(int64_t size) {
+    for (auto it = free.begin(); it != free.end(); ++it) {
+      if (it->second < size)
+        continue;
+      int64_t offset = it->first, rest = it->second - size;
+      free.erase(it);
+      if (rest)
+        free[offset + size] = rest;
+      return offset;
+    }
+    // Grow: extend a free block that ends at the top, if any.
+    int64_t offset = top;
+    if (!free.empty()) {
+      auto last = std::prev(free.end());
+      if (last->first + last->second == top) {
+        offset = last->first;
+        free.erase(last);
+      }
+    }
+    top = offset + size;
+    return offset;
+  }
+
+  void release(int64_t offset, int64_t size) {
+    auto [it, inserted] = free.emplace(offset, size);
+    (void)inserted;
+    auto next = std::next(it);
+    if (next != free.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free.erase(next);
+    }
+    if (it != free.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free.erase(it);
+      }
+    }
+  }
+
+  int64_t peak() const { return top; }
+
+private:
+  std::map<int64_t, int64_t> free; // offset -> size, coalesced
+  int64_t top = 0;
+};
+
+struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    Block &body = fn.getBody().front();
+
+    // Index ops; a value dies after the last op that uses it. The returned
+    // loss lives to the end.
+    DenseMap<Operation *, int64_t> index;
+    for (Operation &op : body)
+      index[&op] = index.size();
+    auto lastUse = [&](Value v) {
+      int64_t last = -1;
+      for (Operation *user : v.getUsers())
+        last = std::max(last, index.lookup(body.findAncestorOpInBlock(*user)));
+      return last;
+    };
+
+    Arena arena;
+    DenseMap<Value, int64_t> offsets;
+    OpBuilder b(fn);
+    for (Operation &op : body) {
+      if (isa<ParamOp>(op) || op.getNumResults() == 0) {
+        releaseDead(op, index[&op], lastUse, offsets, arena);
+        continue;
+      }
+      SmallVector<int64_t> placed;
+      for (Value r : op.getResults()) {
+        int64_t offset = arena.allocate(byteSize(r));
+        offsets[r] = offset;
+        placed.push_back(offset);
+      }
+      op.setAttr("weft.offsets", b.getDenseI64ArrayAttr(placed));
+      releaseDead(op, index[&op], lastUse, offsets, arena);
+      // Results nobody reads (e.g. an unused split part) die at once.
+      for (Value r : op.getResults())
+        if (r.use_empty())
+          arena.release(offsets[r], byteSize(r));
+    }
+    fn->setAttr("weft.arena_bytes", b.getI64IntegerAttr(arena.peak()));
+  }
+
+  template <typename LastUse>
+  static void releaseDead(Operation &op, int64_t at, LastUse &lastUse,
+                          DenseMap<Value, int64_t> &offsets, Arena &arena) {
+    llvm::SmallDenseSet<Value> seen;
+    for (Value v : op.getOperands()) {
+      if (!offsets.count(v) || !seen.insert(v).second)
+        continue;
+      if (lastUse(v) == at)
+        arena.release(offsets[v], byteSize(v));
+    }
+  }
+};
+} // namespace

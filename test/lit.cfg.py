@@ -1,0 +1,14 @@
+# lit configuration for weft: dialect, pass and tool tests.
+import os
+import lit.formats
+
+config.name = "weft"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.excludes = ["unit", "reference", "bench", "e2e", "lit.cfg.py", "Inputs"]
+config.environment["PATH"] = os.pathsep.join(
+    [config.weft_bin_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+config.environment["OMP_NUM_THREADS"] = "2"
+config.substitutions.append(("%srcroot", config.weft_src_root))
+config.substitutions.append(("%python", "/usr/bin/python3"))
