@@ -1,0 +1,168 @@
+//===- BuildModel.cpp - GPT-2 and Llama forward graphs --------------------===//
+#include "frontends/builtin/BuildModel.h"
+#include "dialect/WeftDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace weft {
+namespace {
+
+class ModelBuilder {
+public:
+  ModelBuilder(OpBuilder &b, const ModelConfig &c, Type element)
+      : b(b), c(c), element(element), loc(b.getUnknownLoc()) {}
+
+  Value param(const std::string &name, ArrayRef<int64_t> shape,
+              StringRef init, double std = 0.0) {
+    return ParamOp::create(b, loc, RankedTensorType::get(shape, element),
+                           b.getStringAttr(name), b.getStringAttr(init),
+                           b.getF64FloatAttr(std));
+  }
+  Value normal(const std::string &name, ArrayRef<int64_t> shape, double std) {
+    return param(name, shape, "normal", std);
+  }
+  Value ones(const std::string &name, int64_t n) {
+    return param(name, {n}, "ones");
+  }
+  Value zeros(const std::string &name, int64_t n) {
+    return param(name, {n}, "zeros");
+  }
+
+  Value matmul(Value x, Value w, bool transposeB = false) {
+    return MatmulOp::create(b, loc, x, w, false, transposeB);
+  }
+  Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
+
+  // GPT-2: HF GPT2LMHeadModel (Conv1D weights are [in, out]).
+  Value gpt2(Value tokens, Value targets) {
+    int64_t d = c.hidden, layers = c.numLayers;
+    double std = c.initStd, projStd = c.initStd / std::sqrt(2.0 * layers);
+    auto epsAttr = b.getF64FloatAttr(c.normEps);
+    Value wte = normal("transformer.wte.weight", {c.vocab, d}, std);
+    Value wpe = normal("transformer.wpe.weight", {c.maxPositions, d}, std);
+    Value x = EmbeddingOp::create(b, loc, wte, tokens);
+    x = PositionEmbeddingOp::create(b, loc, x, wpe);
+    auto layerNorm = [&](Value in, const std::string &prefix) -> Value {
+      Value g = ones(prefix + ".weight", d), beta = zeros(prefix + ".bias", d);
+      return LayerNormOp::create(b, loc, in, g, beta, epsAttr);
+    };
+    auto linear = [&](Value in, const std::string &prefix, int64_t out,
+                      double wStd) -> Value {
+      int64_t inDim = cast<RankedTensorType>(in.getType()).getShape().back();
+      Value w = normal(prefix + ".weight", {inDim, out}, wStd);
+      Value bias = zeros(prefix + ".bias", out);
+      return BiasAddOp::create(b, loc, matmul(in, w), bias);
+    };
+    for (int64_t i = 0; i < layers; ++i) {
+      std::string p = "transformer.h." + std::to_string(i);
+      Value h = layerNorm(x, p + ".ln_1");
+      Value qkv = linear(h, p + ".attn.c_attn", 3 * d, std);
+      auto parts = SplitOp::create(b, loc, qkv,
+                                   b.getDenseI64ArrayAttr({d, d, d}));
+      Value a = AttentionOp::create(b, loc, parts.getResult(0),
+                                    parts.getResult(1), parts.getResult(2),
+                                    c.numHeads, c.numHeads);
+      x = add(x, linear(a, p + ".attn.c_proj", d, projStd));
+      h = layerNorm(x, p + ".ln_2");
+      Value f = GeluOp::create(b, loc, linear(h, p + ".mlp.c_fc",
+                                               c.intermediate, std));
+      x = add(x, linear(f, p + ".mlp.c_proj", d, projStd));
+    }
+    x = layerNorm(x, "transformer.ln_f");
+    Value logits = matmul(x, wte, /*transposeB=*/true); // tied LM head
+    return CrossEntropyOp::create(b, loc, logits, targets);
+  }
+
+  // Llama: HF LlamaForCausalLM (nn.Linear weights are [out, in]).
+  Value llama(Value tokens, Value targets) {
+    int64_t d = c.hidden, hd = c.hidden / c.numHeads;
+    double std = c.initStd;
+    auto epsAttr = b.getF64FloatAttr(c.normEps);
+    auto theta = b.getF64FloatAttr(c.ropeTheta);
+    Value embed = normal("model.embed_tokens.weight", {c.vocab, d}, std);
+    Value x = EmbeddingOp::create(b, loc, embed, tokens);
+    auto rmsNorm = [&](Value in, const std::string &name) -> Value {
+      return RmsNormOp::create(b, loc, in, ones(name, d), epsAttr);
+    };
+    auto linear = [&](Value in, const std::string &name, int64_t out) {
+      int64_t inDim = cast<RankedTensorType>(in.getType()).getShape().back();
+      return matmul(in, normal(name, {out, inDim}, std), /*transposeB=*/true);
+    };
+    for (int64_t i = 0; i < c.numLayers; ++i) {
+      std::string p = "model.layers." + std::to_string(i);
+      Value h = rmsNorm(x, p + ".input_layernorm.weight");
+      Value q = linear(h, p + ".self_attn.q_proj.weight", c.numHeads * hd);
+      Value k = linear(h, p + ".self_attn.k_proj.weight", c.numKvHeads * hd);
+      Value v = linear(h, p + ".self_attn.v_proj.weight", c.numKvHeads * hd);
+      q = RopeOp::create(b, loc, q, b.getI64IntegerAttr(c.numHeads), theta,
+                           b.getBoolAttr(false));
+      k = RopeOp::create(b, loc, k, b.getI64IntegerAttr(c.numKvHeads), theta,
+                           b.getBoolAttr(false));
+      Value a = AttentionOp::create(b, loc, q, k, v, c.numHeads, c.numKvHeads);
+      x = add(x, linear(a, p + ".self_attn.o_proj.weight", d));
+      h = rmsNorm(x, p + ".post_attention_layernorm.weight");
+      Value gate = linear(h, p + ".mlp.gate_proj.weight", c.intermediate);
+      Value up = linear(h, p + ".mlp.up_proj.weight", c.intermediate);
+      Value act = SwigluOp::create(b, loc, gate, up);
+      x = add(x, linear(act, p + ".mlp.down_proj.weight", d));
+    }
+    x = rmsNorm(x, "model.norm.weight");
+    Value head = c.tieEmbeddings ? embed
+                                 : normal("lm_head.weight", {c.vocab, d}, std);
+    Value logits = matmul(x, head, /*transposeB=*/true);
+    return CrossEntropyOp::create(b, loc, logits, targets);
+  }
+
+private:
+  OpBuilder &b;
+  const ModelConfig &c;
+  Type element;
+  Location loc;
+};
+
+} // namespace
+
+OwningOpRef<ModuleOp> buildModel(MLIRContext &context,
+                                 const ModelConfig &config,
+                                 const BuildOptions &options,
+                                 std::string &error) {
+  context.loadDialect<WeftDialect, func::FuncDialect>();
+  Location loc = UnknownLoc::get(&context);
+  std::string problem = validateConfig(config);
+  if (problem.empty() && (options.batch <= 0 || options.seq <= 0))
+    problem = "batch=" + std::to_string(options.batch) + " and seq=" +
+              std::to_string(options.seq) + " must be positive";
+  if (problem.empty() && config.family == ModelFamily::Gpt2 &&
+      options.seq > config.maxPositions)
+    problem = "seq=" + std::to_string(options.seq) + " exceeds n_positions=" +
+              std::to_string(config.maxPositions) + " of " + config.name;
+  if (!problem.empty()) {
+    error = problem;
+    return nullptr;
+  }
+
+  OpBuilder b(&context);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  Type element = options.f64 ? Type(b.getF64Type()) : Type(b.getF32Type());
+  auto ids = RankedTensorType::get({options.batch, options.seq},
+                                   b.getI32Type());
+  auto fnType = b.getFunctionType({ids, ids}, {RankedTensorType::get({}, element)});
+  auto fn = func::FuncOp::create(b, loc, "forward", fnType);
+  fn->setAttr("weft.model", b.getStringAttr(config.name));
+  Block *body = fn.addEntryBlock();
+  b.setInsertionPointToEnd(body);
+  ModelBuilder mb(b, config, element);
+  Value loss = config.family == ModelFamily::Gpt2
+                   ? mb.gpt2(body->getArgument(0), body->getArgument(1))
+                   : mb.llama(body->getArgument(0), body->getArgument(1));
+  func::ReturnOp::create(b, loc, loss);
+  return module;
+}
+
+} // namespace weft

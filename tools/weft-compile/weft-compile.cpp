@@ -1,0 +1,182 @@
+//===- weft-compile.cpp - model + options -> runtime program --------------===//
+//
+//   weft-compile MODEL [--batch B] [--seq S] [--lr X] ... -o OUT
+//
+// MODEL is a preset name, a Hugging Face style config.json, or a .mlir file
+// holding a forward function in weft IR. The stages are the passes of
+// passes/Pipeline.cpp; --emit-mlir=STAGE prints the IR after one of them.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/WeftDialect.h"
+#include "frontends/builtin/BuildModel.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <functional>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> modelArg(cl::Positional, cl::Required,
+                                     cl::desc("<preset | config.json | model.mlir>"));
+static cl::opt<std::string> outputArg("o", cl::desc("program file to write"),
+                                      cl::value_desc("file"));
+static cl::opt<int64_t> batchArg("batch", cl::desc("sequences per step"),
+                                 cl::init(8));
+static cl::opt<int64_t> seqArg("seq", cl::desc("tokens per sequence"),
+                               cl::init(64));
+static cl::opt<std::string> dtypeArg("dtype", cl::desc("f32 or f64"),
+                                     cl::init("f32"));
+static cl::opt<double> lrArg("lr", cl::desc("peak learning rate"),
+                             cl::init(1e-3));
+static cl::opt<double> beta1Arg("beta1", cl::init(0.9));
+static cl::opt<double> beta2Arg("beta2", cl::init(0.95));
+static cl::opt<double> epsArg("adam-eps", cl::init(1e-8));
+static cl::opt<double> wdArg("weight-decay", cl::init(0.1));
+static cl::opt<std::string> scheduleArg("schedule",
+                                        cl::desc("constant or cosine"),
+                                        cl::init("constant"));
+static cl::opt<int64_t> warmupArg("warmup-steps", cl::init(0));
+static cl::opt<int64_t> totalArg("total-steps", cl::init(0));
+static cl::opt<double> minLrArg("min-lr", cl::init(0.0));
+static cl::opt<std::string> emitMlirArg(
+    "emit-mlir",
+    cl::desc("print the IR after a stage: forward, autodiff, optimizer, "
+             "plan-memory"),
+    cl::value_desc("stage"));
+static cl::opt<bool> quietArg("quiet", cl::desc("no summary line"));
+
+namespace {
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "weft-compile: error: " << message << "\n";
+  return 1;
+}
+
+OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
+                                std::string &name, std::string &error) {
+  StringRef model = modelArg;
+  if (model.ends_with(".mlir")) {
+    name = llvm::sys::path::stem(model).str();
+    return parseSourceFile<ModuleOp>(model, sources, &context);
+  }
+  weft::ConfigResult config = weft::resolveModel(modelArg);
+  if (!config.ok()) {
+    error = config.error;
+    return nullptr;
+  }
+  name = config.config.name;
+  weft::BuildOptions options;
+  options.batch = batchArg;
+  options.seq = seqArg;
+  options.f64 = dtypeArg == "f64";
+  return weft::buildModel(context, config.config, options, error);
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "weft-compile: a GPT-2 / Llama model to a weft training-step program\n");
+  if (dtypeArg != "f32" && dtypeArg != "f64")
+    return fail("--dtype must be f32 or f64, got '" + dtypeArg + "'");
+  static const char *stages[] = {"forward", "autodiff", "optimizer",
+                                 "plan-memory"};
+  if (!emitMlirArg.empty() && !llvm::is_contained(stages, emitMlirArg))
+    return fail("unknown --emit-mlir stage '" + emitMlirArg +
+                "' (expected forward, autodiff, optimizer or plan-memory)");
+  if (outputArg.empty() && emitMlirArg.empty())
+    return fail("no output: give -o FILE or --emit-mlir=STAGE");
+
+  DialectRegistry registry;
+  registry.insert<weft::WeftDialect, func::FuncDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sources;
+  SourceMgrDiagnosticHandler diagnostics(sources, &context);
+
+  std::string name, error;
+  OwningOpRef<ModuleOp> module = loadModel(context, sources, name, error);
+  if (!module)
+    return error.empty() ? 1 : fail(error);
+  if (failed(mlir::verify(*module)))
+    return 1;
+  module->walk([&](func::FuncOp fn) {
+    if (!fn->hasAttr("weft.model"))
+      fn->setAttr("weft.model", StringAttr::get(&context, name));
+  });
+
+  weft::WeftInsertAdamWOptions optimizer;
+  optimizer.lr = lrArg;
+  optimizer.beta1 = beta1Arg;
+  optimizer.beta2 = beta2Arg;
+  optimizer.eps = epsArg;
+  optimizer.weightDecay = wdArg;
+  optimizer.schedule = scheduleArg;
+  optimizer.warmupSteps = warmupArg;
+  optimizer.totalSteps = totalArg;
+  optimizer.minLr = minLrArg;
+
+  using Stage = std::pair<const char *, std::function<void(OpPassManager &)>>;
+  std::vector<Stage> pipeline = {
+      {"forward", [](OpPassManager &) {}},
+      {"autodiff",
+       [](OpPassManager &pm) {
+         pm.addNestedPass<func::FuncOp>(weft::createWeftAutodiff());
+       }},
+      {"optimizer",
+       [&](OpPassManager &pm) {
+         pm.addNestedPass<func::FuncOp>(weft::createWeftInsertAdamW(optimizer));
+       }},
+      {"plan-memory",
+       [](OpPassManager &pm) {
+         pm.addNestedPass<func::FuncOp>(weft::createWeftPlanMemory());
+       }},
+  };
+  for (auto &[stage, addPasses] : pipeline) {
+    PassManager pm(&context);
+    addPasses(pm);
+    if (failed(pm.run(*module)))
+      return 1;
+    if (emitMlirArg == stage)
+      module->print(llvm::outs());
+  }
+  if (outputArg.empty())
+    return 0;
+  PassManager pm(&context);
+  pm.addPass(weft::createWeftEmitProgram(
+      weft::WeftEmitProgramOptions{outputArg.getValue()}));
+  if (failed(pm.run(*module)))
+    return 1;
+
+  if (!quietArg) {
+    int64_t params = 0, arena = 0;
+    module->walk([&](weft::ParamOp p) {
+      params += p.getType().getNumElements();
+    });
+    module->walk([&](func::FuncOp fn) {
+      if (auto a = fn->getAttrOfType<IntegerAttr>("weft.arena_bytes"))
+        arena = a.getInt();
+    });
+    int64_t width = dtypeArg == "f64" ? 8 : 4;
+    llvm::errs() << llvm::format(
+        "weft-compile: %s: %.3fM parameters, batch %lld x seq %lld, "
+        "activation arena %.1f MiB, training state %.1f MiB -> %s\n",
+        name.c_str(), params / 1e6, (long long)batchArg, (long long)seqArg,
+        arena / 1048576.0, 4.0 * params * width / 1048576.0,
+        outputArg.c_str());
+  }
+  return 0;
+}
