@@ -1,0 +1,63 @@
+//===- Backend.h - Where instructions run ----------------------*- C++ -*-===//
+//
+// The executor resolves every instruction's buffer ids to memory once, at
+// load, and hands the backend BoundInstructions. A backend owns the kernels
+// (and their scratch) for one device kind. CPU today; a CUDA backend would
+// allocate device memory and launch its own kernels behind the same calls.
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_RUNTIME_BACKEND_H
+#define WEFT_RUNTIME_BACKEND_H
+
+#include "runtime/Program.h"
+#include "runtime/Status.h"
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+namespace weft {
+
+/// A buffer bound to memory, with the 2-D view kernels use.
+struct TensorRef {
+  void *Data = nullptr;
+  const BufferSpec *Spec = nullptr;
+  int64_t Numel = 0;
+  int64_t Rows = 1; // product of the leading dims
+  int64_t Last = 1; // the last dim (1 for scalars)
+  template <typename T> T *as() const { return static_cast<T *>(Data); }
+};
+
+struct BoundInstruction {
+  OpKind Op;
+  const OpAttrs *Attrs;
+  size_t Index; // position in the program, for messages
+  std::vector<TensorRef> In, Out;
+};
+
+/// Per-step values the optimizer instructions read.
+struct StepContext {
+  double Lr = 0.0;
+  int64_t Step = 1; // 1-based optimizer step
+  const OptimizerSpec *Optimizer = nullptr;
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual const char *name() const = 0;
+  /// Zeroed (and therefore pre-faulted) 64-byte-aligned memory.
+  virtual void *allocate(size_t Bytes) = 0;
+  virtual void release(void *Ptr) = 0;
+  /// Called once before any run: sizes the kernels' scratch for these
+  /// instructions. Returns the scratch bytes it holds.
+  virtual Expected<size_t> prepare(const std::vector<BoundInstruction> &Insts) = 0;
+  virtual Status run(const BoundInstruction &I, const StepContext &Ctx) = 0;
+};
+
+/// OpenBLAS + OpenMP kernels for f32 or f64 programs.
+std::unique_ptr<Backend> createCpuBackend(DType Type);
+
+} // namespace weft
+
+#endif // WEFT_RUNTIME_BACKEND_H

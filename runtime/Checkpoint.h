@@ -1,0 +1,27 @@
+//===- Checkpoint.h - Model/optimizer checkpoints (safetensors) -*- C++ -*-===//
+#ifndef WEFT_RUNTIME_CHECKPOINT_H
+#define WEFT_RUNTIME_CHECKPOINT_H
+
+#include "runtime/Executor.h"
+
+#include <string>
+
+namespace weft {
+
+/// Writes DIR/model.safetensors, DIR/optimizer.safetensors
+/// (<name>.exp_avg, <name>.exp_avg_sq) and DIR/trainer_state.json
+/// ({"step": Step}); creates DIR if needed.
+Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step);
+
+/// Loads parameters from every *.safetensors in Path (or the file Path),
+/// accepting names with or without a "transformer." prefix, converting
+/// F32/F64/F16/BF16. When the files also hold <name>.exp_avg/_sq they are
+/// loaded into Adam m/v. Returns the step of trainer_state.json (0 if none).
+Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path);
+
+/// Writes DIR/grads.safetensors: every parameter's gradient buffer.
+Status saveGradients(const Executor &E, const std::string &Dir);
+
+} // namespace weft
+
+#endif // WEFT_RUNTIME_CHECKPOINT_H

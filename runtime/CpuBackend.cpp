@@ -1,0 +1,332 @@
+//===- CpuBackend.cpp - Dispatch of bound instructions to CPU kernels -----===//
+//
+// The dispatch table (op -> kernel adapter) is built once per dtype; the step
+// loop indexes it by OpKind and never compares strings. Adapters only unpack
+// TensorRefs: shapes were validated at load.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Backend.h"
+#include "runtime/kernels/cpu/Kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+
+namespace weft {
+
+namespace {
+
+using namespace cpu;
+
+struct CpuState {
+  void *Scratch = nullptr;
+};
+
+template <typename T>
+using KernelFn = Status (*)(const BoundInstruction &, const StepContext &,
+                            CpuState &);
+
+template <typename T> struct Kernels {
+  using BI = BoundInstruction;
+  using SC = StepContext;
+
+  static Status embedding(const BI &I, const SC &, CpuState &) {
+    const TensorRef &Tab = I.In[0], &Ids = I.In[1];
+    return cpu::embedding(Tab.as<T>(), Tab.Rows, Tab.Last, Ids.as<int32_t>(),
+                          Ids.Numel, I.Out[0].as<T>());
+  }
+  static Status embeddingGrad(const BI &I, const SC &, CpuState &) {
+    const TensorRef &Ids = I.In[1], &Tab = I.Out[0];
+    return cpu::embeddingGrad(I.In[0].as<T>(), Ids.as<int32_t>(), Ids.Numel,
+                              Tab.Rows, Tab.Last, Tab.as<T>());
+  }
+  static Status positionEmbedding(const BI &I, const SC &, CpuState &) {
+    const Shape &D = I.In[0].Spec->Dims;
+    cpu::positionEmbedding(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(),
+                           D[0], D[1], D[2]);
+    return Status::success();
+  }
+  static Status positionEmbeddingGrad(const BI &I, const SC &, CpuState &) {
+    const Shape &D = I.In[0].Spec->Dims;
+    cpu::positionEmbeddingGrad(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1],
+                               I.Out[0].Rows, D[2]);
+    return Status::success();
+  }
+  static Status matmul(const BI &I, const SC &, CpuState &) {
+    const TensorRef &A = I.In[0], &B = I.In[1];
+    bool TA = I.Attrs->TransposeA, TB = I.Attrs->TransposeB;
+    int64_t M = TA ? A.Last : A.Rows, K = TA ? A.Rows : A.Last;
+    int64_t N = TB ? B.Rows : B.Last;
+    cpu::matmul(A.as<T>(), B.as<T>(), I.Out[0].as<T>(), M, N, K, TA, TB);
+    return Status::success();
+  }
+  static Status biasAdd(const BI &I, const SC &, CpuState &) {
+    cpu::biasAdd(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(),
+                 I.In[0].Rows, I.In[0].Last);
+    return Status::success();
+  }
+  static Status reduceRows(const BI &I, const SC &, CpuState &) {
+    cpu::reduceRows(I.In[0].as<T>(), I.Out[0].as<T>(), I.In[0].Rows,
+                    I.In[0].Last);
+    return Status::success();
+  }
+  static Status add(const BI &I, const SC &, CpuState &) {
+    cpu::add(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(),
+             I.In[0].Numel);
+    return Status::success();
+  }
+  static Status mul(const BI &I, const SC &, CpuState &) {
+    cpu::mul(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(),
+             I.In[0].Numel);
+    return Status::success();
+  }
+  static Status split(const BI &I, const SC &, CpuState &) {
+    constexpr size_t MaxParts = 16;
+    T *Parts[MaxParts];
+    int64_t Sizes[MaxParts];
+    // Splits into more than MaxParts pieces go MaxParts at a time.
+    int64_t Col = 0;
+    for (size_t P0 = 0; P0 < I.Out.size(); P0 += MaxParts) {
+      size_t N = std::min(MaxParts, I.Out.size() - P0);
+      int64_t Width = 0;
+      for (size_t K = 0; K < N; ++K) {
+        Parts[K] = I.Out[P0 + K].as<T>();
+        Sizes[K] = I.Out[P0 + K].Last;
+        Width += Sizes[K];
+      }
+      if (Width == I.In[0].Last) {
+        cpu::split(I.In[0].as<T>(), I.In[0].Rows, I.In[0].Last, Parts, Sizes,
+                   int64_t(N));
+      } else {
+        for (int64_t R = 0; R < I.In[0].Rows; ++R) {
+          const T *Src = I.In[0].as<T>() + R * I.In[0].Last + Col;
+          for (size_t K = 0; K < N; ++K) {
+            std::memcpy(Parts[K] + R * Sizes[K], Src, Sizes[K] * sizeof(T));
+            Src += Sizes[K];
+          }
+        }
+      }
+      Col += Width;
+    }
+    return Status::success();
+  }
+  static Status concat(const BI &I, const SC &, CpuState &) {
+    const TensorRef &Y = I.Out[0];
+    int64_t Col = 0;
+    for (const TensorRef &X : I.In) {
+      const T *Src = X.as<T>();
+      T *Dst = Y.as<T>() + Col;
+      int64_t W = X.Last, Rows = Y.Rows, N = Y.Last;
+#pragma omp parallel for schedule(static) if (Rows * W > (1 << 15))
+      for (int64_t R = 0; R < Rows; ++R)
+        std::memcpy(Dst + R * N, Src + R * W, W * sizeof(T));
+      Col += W;
+    }
+    return Status::success();
+  }
+  static Status layerNorm(const BI &I, const SC &, CpuState &) {
+    cpu::layerNorm(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
+                   I.Out[0].as<T>(), I.In[0].Rows, I.In[0].Last,
+                   I.Attrs->Eps);
+    return Status::success();
+  }
+  static Status layerNormGrad(const BI &I, const SC &, CpuState &S) {
+    cpu::layerNormGrad(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
+                       I.Out[0].as<T>(), I.Out[1].as<T>(), I.Out[2].as<T>(),
+                       I.In[1].Rows, I.In[1].Last, I.Attrs->Eps, S.Scratch);
+    return Status::success();
+  }
+  static Status rmsNorm(const BI &I, const SC &, CpuState &) {
+    cpu::rmsNorm(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(),
+                 I.In[0].Rows, I.In[0].Last, I.Attrs->Eps);
+    return Status::success();
+  }
+  static Status rmsNormGrad(const BI &I, const SC &, CpuState &S) {
+    cpu::rmsNormGrad(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
+                     I.Out[0].as<T>(), I.Out[1].as<T>(), I.In[1].Rows,
+                     I.In[1].Last, I.Attrs->Eps, S.Scratch);
+    return Status::success();
+  }
+  static Status gelu(const BI &I, const SC &, CpuState &) {
+    cpu::gelu(I.In[0].as<T>(), I.Out[0].as<T>(), I.In[0].Numel);
+    return Status::success();
+  }
+  static Status geluGrad(const BI &I, const SC &, CpuState &) {
+    cpu::geluGrad(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(),
+                  I.In[0].Numel);
+    return Status::success();
+  }
+  static Status silu(const BI &I, const SC &, CpuState &) {
+    cpu::silu(I.In[0].as<T>(), I.Out[0].as<T>(), I.In[0].Numel);
+    return Status::success();
+  }
+  static Status siluGrad(const BI &I, const SC &, CpuState &) {
+    cpu::siluGrad(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(),
+                  I.In[0].Numel);
+    return Status::success();
+  }
+  static Status swiglu(const BI &I, const SC &, CpuState &) {
+    cpu::swiglu(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(),
+                I.In[0].Numel);
+    return Status::success();
+  }
+  static Status swigluGrad(const BI &I, const SC &, CpuState &) {
+    cpu::swigluGrad(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
+                    I.Out[0].as<T>(), I.Out[1].as<T>(), I.In[0].Numel);
+    return Status::success();
+  }
+  static Status rope(const BI &I, const SC &, CpuState &) {
+    const Shape &D = I.In[0].Spec->Dims;
+    int64_t H = I.Attrs->NumHeads;
+    cpu::rope(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1], H, D[2] / H,
+              I.Attrs->Theta, I.Attrs->Inverse);
+    return Status::success();
+  }
+  static Status attention(const BI &I, const SC &, CpuState &S) {
+    const Shape &D = I.In[0].Spec->Dims;
+    int64_t H = I.Attrs->NumHeads;
+    cpu::attention(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
+                   I.Out[0].as<T>(), D[0], D[1], H, I.Attrs->NumKvHeads,
+                   D[2] / H, S.Scratch);
+    return Status::success();
+  }
+  static Status attentionGrad(const BI &I, const SC &, CpuState &S) {
+    const Shape &D = I.In[1].Spec->Dims;
+    int64_t H = I.Attrs->NumHeads;
+    cpu::attentionGrad(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
+                       I.In[3].as<T>(), I.Out[0].as<T>(), I.Out[1].as<T>(),
+                       I.Out[2].as<T>(), D[0], D[1], H, I.Attrs->NumKvHeads,
+                       D[2] / H, S.Scratch);
+    return Status::success();
+  }
+  static Status crossEntropy(const BI &I, const SC &, CpuState &) {
+    return cpu::crossEntropy(I.In[0].as<T>(), I.In[1].as<int32_t>(),
+                             I.In[0].Rows, I.In[0].Last, I.Out[0].as<T>());
+  }
+  static Status crossEntropyGrad(const BI &I, const SC &, CpuState &) {
+    return cpu::crossEntropyGrad(I.In[0].as<T>(), I.In[1].as<int32_t>(),
+                                 I.In[2].as<T>(), I.Out[0].as<T>(),
+                                 I.In[0].Rows, I.In[0].Last);
+  }
+  static Status fill(const BI &I, const SC &, CpuState &) {
+    const TensorRef &Y = I.Out[0];
+    if (Y.Spec->Type == DType::I32)
+      cpu::fill(Y.as<int32_t>(), Y.Numel, I.Attrs->Value);
+    else
+      cpu::fill(Y.as<T>(), Y.Numel, I.Attrs->Value);
+    return Status::success();
+  }
+  static Status copy(const BI &I, const SC &, CpuState &) {
+    cpu::copyBytes(I.In[0].Data, I.Out[0].Data,
+                   size_t(I.In[0].Numel) * dtypeBytes(I.In[0].Spec->Type));
+    return Status::success();
+  }
+  static Status adamw(const BI &I, const SC &Ctx, CpuState &) {
+    const OptimizerSpec &O = *Ctx.Optimizer;
+    AdamWParams P{Ctx.Lr,          O.Beta1,  O.Beta2,
+                  O.Eps,           O.WeightDecay, Ctx.Step,
+                  I.Attrs->WeightDecay};
+    cpu::adamw(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
+               I.In[3].as<T>(), I.In[0].Numel, P);
+    return Status::success();
+  }
+
+  static std::array<KernelFn<T>, NumOpKinds> table() {
+    std::array<KernelFn<T>, NumOpKinds> Tab{};
+    auto Set = [&](OpKind K, KernelFn<T> F) { Tab[int(K)] = F; };
+    Set(OpKind::Embedding, embedding);
+    Set(OpKind::EmbeddingGrad, embeddingGrad);
+    Set(OpKind::PositionEmbedding, positionEmbedding);
+    Set(OpKind::PositionEmbeddingGrad, positionEmbeddingGrad);
+    Set(OpKind::Matmul, matmul);
+    Set(OpKind::BiasAdd, biasAdd);
+    Set(OpKind::ReduceRows, reduceRows);
+    Set(OpKind::Add, add);
+    Set(OpKind::Mul, mul);
+    Set(OpKind::Split, split);
+    Set(OpKind::Concat, concat);
+    Set(OpKind::LayerNorm, layerNorm);
+    Set(OpKind::LayerNormGrad, layerNormGrad);
+    Set(OpKind::RmsNorm, rmsNorm);
+    Set(OpKind::RmsNormGrad, rmsNormGrad);
+    Set(OpKind::Gelu, gelu);
+    Set(OpKind::GeluGrad, geluGrad);
+    Set(OpKind::Silu, silu);
+    Set(OpKind::SiluGrad, siluGrad);
+    Set(OpKind::Swiglu, swiglu);
+    Set(OpKind::SwigluGrad, swigluGrad);
+    Set(OpKind::Rope, rope);
+    Set(OpKind::Attention, attention);
+    Set(OpKind::AttentionGrad, attentionGrad);
+    Set(OpKind::CrossEntropy, crossEntropy);
+    Set(OpKind::CrossEntropyGrad, crossEntropyGrad);
+    Set(OpKind::Fill, fill);
+    Set(OpKind::Copy, copy);
+    Set(OpKind::AdamW, adamw);
+    return Tab;
+  }
+};
+
+template <typename T> class CpuBackend final : public Backend {
+public:
+  CpuBackend() : Table(Kernels<T>::table()) {}
+  ~CpuBackend() override { release(State.Scratch); }
+  const char *name() const override { return "cpu"; }
+
+  void *allocate(size_t Bytes) override {
+    size_t Rounded = (std::max<size_t>(Bytes, 1) + 63) / 64 * 64;
+    void *P = std::aligned_alloc(64, Rounded);
+    if (P)
+      std::memset(P, 0, Rounded); // fault the pages in now, not in step 1
+    return P;
+  }
+  void release(void *Ptr) override { std::free(Ptr); }
+
+  Expected<size_t> prepare(const std::vector<BoundInstruction> &Insts) override {
+    size_t Need = 0;
+    int Threads = omp_get_max_threads();
+    for (const BoundInstruction &I : Insts) {
+      switch (I.Op) {
+      case OpKind::Attention:
+      case OpKind::AttentionGrad: {
+        int64_t S = I.In[I.Op == OpKind::Attention ? 0 : 1].Spec->Dims[1];
+        Need = std::max(Need, attentionScratchBytes(S, sizeof(T), Threads));
+        break;
+      }
+      case OpKind::LayerNormGrad:
+      case OpKind::RmsNormGrad:
+        Need = std::max(Need, normGradScratchBytes(I.In[1].Rows));
+        break;
+      default:
+        break;
+      }
+    }
+    release(State.Scratch);
+    State.Scratch = allocate(Need);
+    if (!State.Scratch)
+      return Status::error("cannot allocate " + std::to_string(Need) +
+                           " bytes of kernel scratch");
+    return Need;
+  }
+
+  Status run(const BoundInstruction &I, const StepContext &Ctx) override {
+    return Table[int(I.Op)](I, Ctx, State);
+  }
+
+private:
+  std::array<KernelFn<T>, NumOpKinds> Table;
+  CpuState State;
+};
+
+} // namespace
+
+std::unique_ptr<Backend> createCpuBackend(DType Type) {
+  if (Type == DType::F64)
+    return std::make_unique<CpuBackend<double>>();
+  return std::make_unique<CpuBackend<float>>();
+}
+
+} // namespace weft

@@ -1,0 +1,37 @@
+//===- Data.h - uint16 token files (nanoGPT .bin) --------------*- C++ -*-===//
+#ifndef WEFT_RUNTIME_DATA_H
+#define WEFT_RUNTIME_DATA_H
+
+#include "runtime/Status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace weft {
+
+/// A whole token file in memory, validated against the vocabulary.
+class TokenData {
+public:
+  /// Reads PATH; refuses ids >= Vocab (naming the first position and value)
+  /// and files with fewer than Seq+1 tokens.
+  static Expected<TokenData> open(const std::string &Path, int64_t Vocab,
+                                  int64_t Seq);
+  /// Wraps tokens already in memory (tests, --grad-check without --data).
+  static Expected<TokenData> fromTokens(std::vector<uint16_t> Tokens,
+                                        int64_t Vocab, int64_t Seq,
+                                        const std::string &What = "tokens");
+
+  /// Writes sample i of step k for i < Batch: inputs are positions
+  /// [(k*B+i)*S, +S), targets the same shifted by one, modulo size().
+  void fillBatch(int64_t Step, int64_t Batch, int64_t Seq, int32_t *Tokens,
+                 int32_t *Targets) const;
+  size_t size() const { return Tokens.size(); }
+
+private:
+  std::vector<uint16_t> Tokens;
+};
+
+} // namespace weft
+
+#endif // WEFT_RUNTIME_DATA_H

@@ -1,0 +1,132 @@
+//===- Dump.cpp - Readable listing of a program (weft-run --dump) ---------===//
+#include "runtime/Program.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace weft {
+
+namespace {
+
+std::string idList(const std::vector<int64_t> &Ids) {
+  std::string R = "[";
+  for (size_t I = 0; I < Ids.size(); ++I)
+    R += (I ? "," : "") + std::to_string(Ids[I]);
+  return R + "]";
+}
+
+std::string num(double V) {
+  char B[32];
+  std::snprintf(B, sizeof(B), "%g", V);
+  return B;
+}
+
+std::string attrString(const Instruction &I) {
+  const OpAttrs &A = I.Attrs;
+  std::string R;
+  auto Add = [&](const std::string &S) { R += "  " + S; };
+  switch (I.Op) {
+  case OpKind::Matmul:
+    if (A.TransposeA)
+      Add("transpose_a=true");
+    if (A.TransposeB)
+      Add("transpose_b=true");
+    break;
+  case OpKind::LayerNorm:
+  case OpKind::LayerNormGrad:
+  case OpKind::RmsNorm:
+  case OpKind::RmsNormGrad:
+    Add("eps=" + num(A.Eps));
+    break;
+  case OpKind::Rope:
+    Add("num_heads=" + std::to_string(A.NumHeads) + " theta=" + num(A.Theta) +
+        (A.Inverse ? " inverse=true" : ""));
+    break;
+  case OpKind::Attention:
+  case OpKind::AttentionGrad:
+    Add("num_heads=" + std::to_string(A.NumHeads) +
+        " num_kv_heads=" + std::to_string(A.NumKvHeads));
+    break;
+  case OpKind::Split:
+    Add("sizes=" + idList(A.Sizes));
+    break;
+  case OpKind::Fill:
+    Add("value=" + num(A.Value));
+    break;
+  case OpKind::AdamW:
+    Add(std::string("weight_decay=") + (A.WeightDecay ? "true" : "false"));
+    break;
+  default:
+    break;
+  }
+  return R;
+}
+
+std::string shapes(const Program &P, const std::vector<int64_t> &Ids,
+                   const char *Sep) {
+  std::string R;
+  for (size_t I = 0; I < Ids.size(); ++I)
+    R += (I ? Sep : "") + shapeString(P.Buffers[Ids[I]].Dims);
+  return R;
+}
+
+} // namespace
+
+std::string dumpProgram(const Program &P) {
+  std::ostringstream OS;
+  const OptimizerSpec &O = P.Optimizer;
+  OS << "program: model " << P.Model << " | dtype " << dtypeName(P.Type)
+     << " | batch " << P.Batch << " | seq " << P.Seq << " | vocab " << P.Vocab
+     << "\n";
+  OS << "optimizer: " << O.Kind << " lr=" << num(O.Lr)
+     << " beta1=" << num(O.Beta1) << " beta2=" << num(O.Beta2)
+     << " eps=" << num(O.Eps) << " weight_decay=" << num(O.WeightDecay)
+     << " schedule=" << O.Schedule << " warmup_steps=" << O.WarmupSteps
+     << " total_steps=" << O.TotalSteps << " min_lr=" << num(O.MinLr) << "\n";
+  int64_t Total = 0;
+  for (const ParamSpec &Pa : P.Params)
+    Total += numElements(Pa.Dims);
+  OS << "params: " << P.Params.size() << " (" << Total << " elements)\n";
+  for (size_t I = 0; I < P.Params.size(); ++I) {
+    const ParamSpec &Pa = P.Params[I];
+    OS << "  " << I << "  " << Pa.Name << "  " << shapeString(Pa.Dims)
+       << "  init="
+       << (Pa.Init.K == InitSpec::Normal
+               ? "normal(std=" + num(Pa.Init.Std) + ")"
+               : Pa.Init.K == InitSpec::Ones ? "ones" : "zeros")
+       << (Pa.WeightDecay ? "  decay" : "") << "\n";
+  }
+  OS << "arena_bytes: " << P.ArenaBytes << "\n";
+  OS << "buffers: " << P.Buffers.size() << "\n";
+  for (size_t I = 0; I < P.Buffers.size(); ++I) {
+    const BufferSpec &B = P.Buffers[I];
+    OS << "  " << I << "  " << bufferKindName(B.Kind) << "  "
+       << dtypeName(B.Type) << shapeString(B.Dims);
+    if (B.Kind == BufferKind::Input)
+      OS << "  " << B.Name;
+    else if (B.Kind == BufferKind::Arena)
+      OS << "  offset=" << B.Offset;
+    else
+      OS << "  " << P.Params[B.Param].Name;
+    OS << "\n";
+  }
+  OS << "instructions: " << P.Instructions.size() << " (loss = buffer "
+     << P.Loss << ", forward_end " << P.ForwardEnd << ", optimizer_begin "
+     << P.OptimizerBegin << ")\n";
+  for (size_t I = 0; I < P.Instructions.size(); ++I) {
+    const Instruction &In = P.Instructions[I];
+    if (int64_t(I) == P.ForwardEnd)
+      OS << "  -- forward_end\n";
+    if (int64_t(I) == P.OptimizerBegin)
+      OS << "  -- optimizer_begin\n";
+    char Idx[32];
+    std::snprintf(Idx, sizeof(Idx), "%4zu", I);
+    OS << Idx << "  " << opName(In.Op) << "  in=" << idList(In.In)
+       << " out=" << idList(In.Out) << attrString(In) << "  : "
+       << shapes(P, In.In, " x ") << " -> " << shapes(P, In.Out, ", ")
+       << "\n";
+  }
+  return OS.str();
+}
+
+} // namespace weft

@@ -1,0 +1,154 @@
+//===- Executor.cpp - Allocation, binding and instruction loop ------------===//
+#include "runtime/Executor.h"
+#include "runtime/Init.h"
+
+#include <cstring>
+
+namespace weft {
+
+namespace {
+size_t align64(size_t N) { return (N + 63) / 64 * 64; }
+} // namespace
+
+Executor::Executor(Program P, std::unique_ptr<Backend> B)
+    : Prog(std::move(P)), Impl(std::move(B)) {}
+
+Executor::~Executor() {
+  Impl->release(Arena);
+  Impl->release(Persistent);
+}
+
+Expected<std::unique_ptr<Executor>> Executor::create(Program P,
+                                                     std::unique_ptr<Backend> B) {
+  WEFT_RETURN_IF_ERROR(validateProgram(P));
+  if (!B)
+    B = createCpuBackend(P.Type);
+  std::unique_ptr<Executor> E(new Executor(std::move(P), std::move(B)));
+  WEFT_RETURN_IF_ERROR(E->bind());
+  return E;
+}
+
+Status Executor::bind() {
+  const size_t Elem = dtypeBytes(Prog.Type);
+  // One block: params, grads, m, v (each 64-aligned), then the two inputs.
+  size_t Total = 0;
+  std::vector<size_t> Offsets;
+  for (const ParamSpec &P : Prog.Params)
+    for (int K = 0; K < 4; ++K) {
+      Offsets.push_back(Total);
+      Total += align64(size_t(numElements(P.Dims)) * Elem);
+    }
+  size_t InputBytes = align64(size_t(Prog.Batch * Prog.Seq) * 4);
+  size_t TokensOff = Total, TargetsOff = Total + InputBytes;
+  Total += 2 * InputBytes;
+  PersistentBytes = Total;
+  Persistent = Impl->allocate(Total);
+  Arena = Impl->allocate(size_t(Prog.ArenaBytes));
+  if (!Persistent || !Arena)
+    return Status::error("cannot allocate " + std::to_string(Total) +
+                         " bytes of state and " +
+                         std::to_string(Prog.ArenaBytes) + " arena bytes");
+  char *Base = static_cast<char *>(Persistent);
+  for (size_t P = 0; P < Prog.Params.size(); ++P)
+    State.push_back({Base + Offsets[4 * P], Base + Offsets[4 * P + 1],
+                     Base + Offsets[4 * P + 2], Base + Offsets[4 * P + 3]});
+  Tokens = reinterpret_cast<int32_t *>(Base + TokensOff);
+  Targets = reinterpret_cast<int32_t *>(Base + TargetsOff);
+
+  std::vector<void *> Where(Prog.Buffers.size());
+  for (size_t I = 0; I < Prog.Buffers.size(); ++I) {
+    const BufferSpec &B = Prog.Buffers[I];
+    switch (B.Kind) {
+    case BufferKind::Input:
+      Where[I] = B.Name == "tokens" ? Tokens : Targets;
+      break;
+    case BufferKind::Arena:
+      Where[I] = static_cast<char *>(Arena) + B.Offset;
+      break;
+    case BufferKind::Param:
+      Where[I] = State[B.Param].Param;
+      break;
+    case BufferKind::Grad:
+      Where[I] = State[B.Param].Grad;
+      break;
+    case BufferKind::AdamM:
+      Where[I] = State[B.Param].M;
+      break;
+    case BufferKind::AdamV:
+      Where[I] = State[B.Param].V;
+      break;
+    }
+  }
+  LossData = Where[Prog.Loss];
+  auto Ref = [&](int64_t Id) {
+    const BufferSpec &B = Prog.Buffers[Id];
+    TensorRef R;
+    R.Data = Where[Id];
+    R.Spec = &B;
+    R.Numel = B.numel();
+    R.Last = B.Dims.empty() ? 1 : B.Dims.back();
+    R.Rows = R.Last ? R.Numel / R.Last : 0;
+    return R;
+  };
+  for (size_t K = 0; K < Prog.Instructions.size(); ++K) {
+    const Instruction &I = Prog.Instructions[K];
+    BoundInstruction BI{I.Op, &I.Attrs, K, {}, {}};
+    for (int64_t Id : I.In)
+      BI.In.push_back(Ref(Id));
+    for (int64_t Id : I.Out)
+      BI.Out.push_back(Ref(Id));
+    Bound.push_back(std::move(BI));
+  }
+  Expected<size_t> Scratch = Impl->prepare(Bound);
+  if (!Scratch.ok())
+    return Scratch.status();
+  ScratchBytes = *Scratch;
+  return Status::success();
+}
+
+void Executor::initParams(uint64_t Seed) {
+  size_t Elem = dtypeBytes(Prog.Type);
+  for (size_t P = 0; P < Prog.Params.size(); ++P) {
+    uint64_t N = uint64_t(numElements(Prog.Params[P].Dims));
+    initParam(Prog.Params[P], Seed, Prog.Type, State[P].Param, 0, N);
+    std::memset(State[P].Grad, 0, N * Elem);
+    std::memset(State[P].M, 0, N * Elem);
+    std::memset(State[P].V, 0, N * Elem);
+  }
+}
+
+Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
+  for (int64_t K = Begin; K < End; ++K) {
+    Status S = Impl->run(Bound[K], Ctx);
+    if (!S.ok())
+      return S.withContext("instructions[" + std::to_string(K) + "] (" +
+                           opName(Bound[K].Op) + ")");
+  }
+  return Status::success();
+}
+
+namespace {
+double readElement(const void *Data, DType T, int64_t I) {
+  return T == DType::F64 ? static_cast<const double *>(Data)[I]
+                         : double(static_cast<const float *>(Data)[I]);
+}
+} // namespace
+
+double Executor::loss() const { return readElement(LossData, Prog.Type, 0); }
+
+double Executor::paramElement(size_t P, int64_t I) const {
+  return readElement(State[P].Param, Prog.Type, I);
+}
+
+double Executor::gradElement(size_t P, int64_t I) const {
+  return readElement(State[P].Grad, Prog.Type, I);
+}
+
+void Executor::setParamElement(size_t P, int64_t I, double V) {
+  if (Prog.Type == DType::F64)
+    static_cast<double *>(State[P].Param)[I] = V;
+  else
+    static_cast<float *>(State[P].Param)[I] = float(V);
+}
+
+} // namespace weft

@@ -1,0 +1,418 @@
+//===- Program.cpp - Program container and JSON payload parsing -----------===//
+#include "runtime/Program.h"
+#include "runtime/Hash.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+using json = nlohmann::json;
+
+namespace weft {
+
+namespace {
+
+const char *const OpNames[NumOpKinds] = {
+    "embedding",  "embedding_grad",  "position_embedding",
+    "position_embedding_grad",       "matmul",
+    "bias_add",   "reduce_rows",     "add",
+    "mul",        "split",           "concat",
+    "layer_norm", "layer_norm_grad", "rms_norm",
+    "rms_norm_grad", "gelu",         "gelu_grad",
+    "silu",       "silu_grad",       "swiglu",
+    "swiglu_grad", "rope",           "attention",
+    "attention_grad", "cross_entropy", "cross_entropy_grad",
+    "fill",       "copy",            "adamw"};
+
+uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
+  uint64_t V = 0;
+  for (int I = Bytes - 1; I >= 0; --I)
+    V = (V << 8) | static_cast<unsigned char>(B[Off + I]);
+  return V;
+}
+
+void writeLE(std::string &B, uint64_t V, int Bytes) {
+  for (int I = 0; I < Bytes; ++I)
+    B.push_back(static_cast<char>((V >> (8 * I)) & 0xff));
+}
+
+/// Field readers: each names the field path in its message.
+Status need(const json &Obj, const char *Key, const std::string &Ctx,
+            const json *&Out) {
+  if (!Obj.is_object())
+    return Status::error(Ctx + " is not an object");
+  auto It = Obj.find(Key);
+  if (It == Obj.end())
+    return Status::error("missing field '" + std::string(Key) + "' in " + Ctx);
+  Out = &*It;
+  return Status::success();
+}
+
+Status getInt(const json &Obj, const char *Key, const std::string &Ctx,
+              int64_t &Out) {
+  const json *V;
+  WEFT_RETURN_IF_ERROR(need(Obj, Key, Ctx, V));
+  if (!V->is_number_integer())
+    return Status::error("field '" + std::string(Key) + "' in " + Ctx +
+                         " must be an integer, got " + V->dump());
+  Out = V->get<int64_t>();
+  return Status::success();
+}
+
+Status getNumber(const json &Obj, const char *Key, const std::string &Ctx,
+                 double &Out) {
+  const json *V;
+  WEFT_RETURN_IF_ERROR(need(Obj, Key, Ctx, V));
+  if (!V->is_number())
+    return Status::error("field '" + std::string(Key) + "' in " + Ctx +
+                         " must be a number, got " + V->dump());
+  Out = V->get<double>();
+  return Status::success();
+}
+
+Status getString(const json &Obj, const char *Key, const std::string &Ctx,
+                 std::string &Out) {
+  const json *V;
+  WEFT_RETURN_IF_ERROR(need(Obj, Key, Ctx, V));
+  if (!V->is_string())
+    return Status::error("field '" + std::string(Key) + "' in " + Ctx +
+                         " must be a string, got " + V->dump());
+  Out = V->get<std::string>();
+  return Status::success();
+}
+
+Status getBool(const json &Obj, const char *Key, const std::string &Ctx,
+               bool &Out) {
+  const json *V;
+  WEFT_RETURN_IF_ERROR(need(Obj, Key, Ctx, V));
+  if (!V->is_boolean())
+    return Status::error("field '" + std::string(Key) + "' in " + Ctx +
+                         " must be a bool, got " + V->dump());
+  Out = V->get<bool>();
+  return Status::success();
+}
+
+Status getIntList(const json &Obj, const char *Key, const std::string &Ctx,
+                  std::vector<int64_t> &Out) {
+  const json *V;
+  WEFT_RETURN_IF_ERROR(need(Obj, Key, Ctx, V));
+  if (!V->is_array())
+    return Status::error("field '" + std::string(Key) + "' in " + Ctx +
+                         " must be an array of integers, got " + V->dump());
+  Out.clear();
+  for (const json &E : *V) {
+    if (!E.is_number_integer())
+      return Status::error("field '" + std::string(Key) + "' in " + Ctx +
+                           " must be an array of integers, got " + V->dump());
+    Out.push_back(E.get<int64_t>());
+  }
+  return Status::success();
+}
+
+Status getShape(const json &Obj, const std::string &Ctx, Shape &Out) {
+  WEFT_RETURN_IF_ERROR(getIntList(Obj, "shape", Ctx, Out));
+  for (int64_t D : Out)
+    if (D < 0 || D > (int64_t(1) << 40))
+      return Status::error("shape " + shapeString(Out) + " of " + Ctx +
+                           " has an invalid dimension " + std::to_string(D));
+  return Status::success();
+}
+
+Status parseDType(const std::string &S, const std::string &Ctx, DType &Out) {
+  if (S == "f32")
+    Out = DType::F32;
+  else if (S == "f64")
+    Out = DType::F64;
+  else if (S == "i32")
+    Out = DType::I32;
+  else
+    return Status::error("unknown dtype '" + S + "' in " + Ctx +
+                         " (expected f32, f64 or i32)");
+  return Status::success();
+}
+
+Status parseOptimizer(const json &Root, OptimizerSpec &O) {
+  const json *Opt;
+  WEFT_RETURN_IF_ERROR(need(Root, "optimizer", "program", Opt));
+  std::string Ctx = "optimizer";
+  WEFT_RETURN_IF_ERROR(getString(*Opt, "kind", Ctx, O.Kind));
+  if (O.Kind != "adamw")
+    return Status::error("unknown optimizer kind '" + O.Kind +
+                         "' (expected adamw)");
+  WEFT_RETURN_IF_ERROR(getNumber(*Opt, "lr", Ctx, O.Lr));
+  WEFT_RETURN_IF_ERROR(getNumber(*Opt, "beta1", Ctx, O.Beta1));
+  WEFT_RETURN_IF_ERROR(getNumber(*Opt, "beta2", Ctx, O.Beta2));
+  WEFT_RETURN_IF_ERROR(getNumber(*Opt, "eps", Ctx, O.Eps));
+  WEFT_RETURN_IF_ERROR(getNumber(*Opt, "weight_decay", Ctx, O.WeightDecay));
+  WEFT_RETURN_IF_ERROR(getString(*Opt, "schedule", Ctx, O.Schedule));
+  if (O.Schedule != "constant" && O.Schedule != "cosine")
+    return Status::error("unknown lr schedule '" + O.Schedule +
+                         "' (expected constant or cosine)");
+  WEFT_RETURN_IF_ERROR(getInt(*Opt, "warmup_steps", Ctx, O.WarmupSteps));
+  WEFT_RETURN_IF_ERROR(getInt(*Opt, "total_steps", Ctx, O.TotalSteps));
+  WEFT_RETURN_IF_ERROR(getNumber(*Opt, "min_lr", Ctx, O.MinLr));
+  return Status::success();
+}
+
+Status parseParam(const json &J, size_t I, ParamSpec &P) {
+  std::string Ctx = "params[" + std::to_string(I) + "]";
+  WEFT_RETURN_IF_ERROR(getString(J, "name", Ctx, P.Name));
+  WEFT_RETURN_IF_ERROR(getShape(J, Ctx, P.Dims));
+  WEFT_RETURN_IF_ERROR(getBool(J, "weight_decay", Ctx, P.WeightDecay));
+  const json *Init;
+  WEFT_RETURN_IF_ERROR(need(J, "init", Ctx, Init));
+  std::string Kind;
+  WEFT_RETURN_IF_ERROR(getString(*Init, "kind", Ctx + ".init", Kind));
+  if (Kind == "normal") {
+    P.Init.K = InitSpec::Normal;
+    WEFT_RETURN_IF_ERROR(getNumber(*Init, "std", Ctx + ".init", P.Init.Std));
+  } else if (Kind == "zeros") {
+    P.Init.K = InitSpec::Zeros;
+  } else if (Kind == "ones") {
+    P.Init.K = InitSpec::Ones;
+  } else {
+    return Status::error("unknown init kind '" + Kind + "' in " + Ctx +
+                         " (expected normal, zeros or ones)");
+  }
+  return Status::success();
+}
+
+Status parseBuffer(const json &J, size_t I, BufferSpec &B) {
+  std::string Ctx = "buffers[" + std::to_string(I) + "]";
+  std::string Kind, Type;
+  WEFT_RETURN_IF_ERROR(getString(J, "kind", Ctx, Kind));
+  WEFT_RETURN_IF_ERROR(getShape(J, Ctx, B.Dims));
+  WEFT_RETURN_IF_ERROR(getString(J, "dtype", Ctx, Type));
+  WEFT_RETURN_IF_ERROR(parseDType(Type, Ctx, B.Type));
+  if (Kind == "input") {
+    B.Kind = BufferKind::Input;
+    WEFT_RETURN_IF_ERROR(getString(J, "name", Ctx, B.Name));
+  } else if (Kind == "arena") {
+    B.Kind = BufferKind::Arena;
+    WEFT_RETURN_IF_ERROR(getInt(J, "offset", Ctx, B.Offset));
+  } else {
+    if (Kind == "param")
+      B.Kind = BufferKind::Param;
+    else if (Kind == "grad")
+      B.Kind = BufferKind::Grad;
+    else if (Kind == "adam_m")
+      B.Kind = BufferKind::AdamM;
+    else if (Kind == "adam_v")
+      B.Kind = BufferKind::AdamV;
+    else
+      return Status::error(
+          "unknown buffer kind '" + Kind + "' in " + Ctx +
+          " (expected input, param, grad, adam_m, adam_v or arena)");
+    WEFT_RETURN_IF_ERROR(getInt(J, "param", Ctx, B.Param));
+  }
+  return Status::success();
+}
+
+Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
+                  OpAttrs &A) {
+  const json *Attrs;
+  WEFT_RETURN_IF_ERROR(need(J, "attrs", Ctx, Attrs));
+  if (!Attrs->is_object())
+    return Status::error("field 'attrs' in " + Ctx + " must be an object");
+  std::string ACtx = Ctx + ".attrs";
+  auto optBool = [&](const char *Key, bool &Out) -> Status {
+    if (!Attrs->contains(Key))
+      return Status::success();
+    return getBool(*Attrs, Key, ACtx, Out);
+  };
+  WEFT_RETURN_IF_ERROR(optBool("transpose_a", A.TransposeA));
+  WEFT_RETURN_IF_ERROR(optBool("transpose_b", A.TransposeB));
+  WEFT_RETURN_IF_ERROR(optBool("inverse", A.Inverse));
+  WEFT_RETURN_IF_ERROR(optBool("weight_decay", A.WeightDecay));
+  switch (Op) {
+  case OpKind::LayerNorm:
+  case OpKind::LayerNormGrad:
+  case OpKind::RmsNorm:
+  case OpKind::RmsNormGrad:
+    return getNumber(*Attrs, "eps", ACtx, A.Eps);
+  case OpKind::Rope:
+    WEFT_RETURN_IF_ERROR(getNumber(*Attrs, "theta", ACtx, A.Theta));
+    return getInt(*Attrs, "num_heads", ACtx, A.NumHeads);
+  case OpKind::Attention:
+  case OpKind::AttentionGrad:
+    WEFT_RETURN_IF_ERROR(getInt(*Attrs, "num_heads", ACtx, A.NumHeads));
+    return getInt(*Attrs, "num_kv_heads", ACtx, A.NumKvHeads);
+  case OpKind::Split:
+    return getIntList(*Attrs, "sizes", ACtx, A.Sizes);
+  case OpKind::Fill:
+    return getNumber(*Attrs, "value", ACtx, A.Value);
+  default:
+    return Status::success();
+  }
+}
+
+Status parseInstruction(const json &J, size_t I, Instruction &Inst) {
+  std::string Ctx = "instructions[" + std::to_string(I) + "]";
+  std::string Op;
+  WEFT_RETURN_IF_ERROR(getString(J, "op", Ctx, Op));
+  if (!parseOpName(Op, Inst.Op))
+    return Status::error("unknown op '" + Op + "' in " + Ctx);
+  WEFT_RETURN_IF_ERROR(getIntList(J, "in", Ctx, Inst.In));
+  WEFT_RETURN_IF_ERROR(getIntList(J, "out", Ctx, Inst.Out));
+  return parseAttrs(J, Ctx, Inst.Op, Inst.Attrs);
+}
+
+template <typename T, typename Fn>
+Status parseArray(const json &Root, const char *Key, std::vector<T> &Out,
+                  Fn Parse) {
+  const json *Arr;
+  WEFT_RETURN_IF_ERROR(need(Root, Key, "program", Arr));
+  if (!Arr->is_array())
+    return Status::error("field '" + std::string(Key) +
+                         "' in program must be an array");
+  Out.resize(Arr->size());
+  for (size_t I = 0; I < Arr->size(); ++I)
+    WEFT_RETURN_IF_ERROR(Parse((*Arr)[I], I, Out[I]));
+  return Status::success();
+}
+
+} // namespace
+
+const char *opName(OpKind K) { return OpNames[static_cast<int>(K)]; }
+
+bool parseOpName(const std::string &Name, OpKind &K) {
+  for (int I = 0; I < NumOpKinds; ++I)
+    if (Name == OpNames[I]) {
+      K = static_cast<OpKind>(I);
+      return true;
+    }
+  return false;
+}
+
+const char *dtypeName(DType T) {
+  switch (T) {
+  case DType::F32:
+    return "f32";
+  case DType::F64:
+    return "f64";
+  case DType::I32:
+    return "i32";
+  }
+  return "?";
+}
+
+size_t dtypeBytes(DType T) { return T == DType::F64 ? 8 : 4; }
+
+const char *bufferKindName(BufferKind K) {
+  switch (K) {
+  case BufferKind::Input:
+    return "input";
+  case BufferKind::Param:
+    return "param";
+  case BufferKind::Grad:
+    return "grad";
+  case BufferKind::AdamM:
+    return "adam_m";
+  case BufferKind::AdamV:
+    return "adam_v";
+  case BufferKind::Arena:
+    return "arena";
+  }
+  return "?";
+}
+
+int64_t numElements(const Shape &S) {
+  int64_t N = 1;
+  for (int64_t D : S)
+    N *= D;
+  return N;
+}
+
+std::string shapeString(const Shape &S) {
+  std::string R = "[";
+  for (size_t I = 0; I < S.size(); ++I)
+    R += (I ? "," : "") + std::to_string(S[I]);
+  return R + "]";
+}
+
+Expected<Program> parseProgramJson(const std::string &Text) {
+  json Root = json::parse(Text, nullptr, /*allow_exceptions=*/false);
+  if (Root.is_discarded())
+    return Status::error("malformed JSON payload");
+  if (!Root.is_object())
+    return Status::error("malformed JSON payload: top level is not an object");
+  Program P;
+  std::string Type;
+  WEFT_RETURN_IF_ERROR(getString(Root, "model", "program", P.Model));
+  WEFT_RETURN_IF_ERROR(getString(Root, "dtype", "program", Type));
+  WEFT_RETURN_IF_ERROR(parseDType(Type, "program", P.Type));
+  if (P.Type == DType::I32)
+    return Status::error("program dtype must be f32 or f64, got i32");
+  WEFT_RETURN_IF_ERROR(getInt(Root, "batch", "program", P.Batch));
+  WEFT_RETURN_IF_ERROR(getInt(Root, "seq", "program", P.Seq));
+  WEFT_RETURN_IF_ERROR(getInt(Root, "vocab", "program", P.Vocab));
+  WEFT_RETURN_IF_ERROR(parseOptimizer(Root, P.Optimizer));
+  WEFT_RETURN_IF_ERROR(parseArray(Root, "params", P.Params, parseParam));
+  WEFT_RETURN_IF_ERROR(getInt(Root, "arena_bytes", "program", P.ArenaBytes));
+  WEFT_RETURN_IF_ERROR(parseArray(Root, "buffers", P.Buffers, parseBuffer));
+  WEFT_RETURN_IF_ERROR(
+      parseArray(Root, "instructions", P.Instructions, parseInstruction));
+  WEFT_RETURN_IF_ERROR(getInt(Root, "loss", "program", P.Loss));
+  WEFT_RETURN_IF_ERROR(getInt(Root, "forward_end", "program", P.ForwardEnd));
+  WEFT_RETURN_IF_ERROR(
+      getInt(Root, "optimizer_begin", "program", P.OptimizerBegin));
+  WEFT_RETURN_IF_ERROR(validateProgram(P));
+  return P;
+}
+
+Expected<Program> parseProgram(const std::string &B) {
+  if (B.size() < ProgramHeaderBytes)
+    return Status::error("truncated: file has " + std::to_string(B.size()) +
+                         " bytes, the header alone needs " +
+                         std::to_string(ProgramHeaderBytes));
+  if (std::memcmp(B.data(), "WEFTPROG", 8) != 0)
+    return Status::error("not a weft program (bad magic)");
+  uint32_t Version = static_cast<uint32_t>(readLE(B, 8, 4));
+  if (Version != ProgramFormatVersion)
+    return Status::error("format version " + std::to_string(Version) +
+                         ", this runtime reads " +
+                         std::to_string(ProgramFormatVersion));
+  uint64_t N = readLE(B, 12, 8);
+  uint64_t Found = B.size() - ProgramHeaderBytes;
+  if (Found < N)
+    return Status::error("truncated: expected " + std::to_string(N) +
+                         " payload bytes, found " + std::to_string(Found));
+  if (Found > N)
+    return Status::error("trailing bytes: expected " + std::to_string(N) +
+                         " payload bytes, found " + std::to_string(Found));
+  uint64_t Want = readLE(B, 20, 8);
+  uint64_t Got = fnv1a64(B.data() + ProgramHeaderBytes, N);
+  if (Want != Got) {
+    std::ostringstream OS;
+    OS << "payload hash mismatch: header says 0x" << std::hex << Want
+       << ", payload hashes to 0x" << Got;
+    return Status::error(OS.str());
+  }
+  return parseProgramJson(B.substr(ProgramHeaderBytes));
+}
+
+Expected<Program> loadProgramFile(const std::string &Path) {
+  std::ifstream In(Path, std::ios::binary);
+  if (!In)
+    return Status::error("cannot open program file '" + Path + "'");
+  std::ostringstream SS;
+  SS << In.rdbuf();
+  if (In.bad())
+    return Status::error("cannot read program file '" + Path + "'");
+  Expected<Program> P = parseProgram(SS.str());
+  if (!P.ok())
+    return P.status().withContext(Path);
+  return P;
+}
+
+std::string encodeProgramContainer(const std::string &Json, uint32_t Version) {
+  std::string B = "WEFTPROG";
+  writeLE(B, Version, 4);
+  writeLE(B, Json.size(), 8);
+  writeLE(B, fnv1a64(Json.data(), Json.size()), 8);
+  return B + Json;
+}
+
+} // namespace weft

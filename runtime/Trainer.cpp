@@ -1,0 +1,181 @@
+//===- Trainer.cpp - Step loop, lr schedule, metrics, gradient check ------===//
+#include "runtime/Trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+namespace weft {
+
+double learningRate(const OptimizerSpec &O, int64_t Step) {
+  if (O.Schedule != "cosine")
+    return O.Lr;
+  if (Step <= O.WarmupSteps)
+    return O.Lr * double(Step) / double(O.WarmupSteps);
+  double P = std::min(1.0, double(Step - O.WarmupSteps) /
+                               double(std::max<int64_t>(
+                                   1, O.TotalSteps - O.WarmupSteps)));
+  return O.MinLr + 0.5 * (O.Lr - O.MinLr) * (1.0 + std::cos(M_PI * P));
+}
+
+Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
+                                        const TrainOptions &O) {
+  const Program &P = E.program();
+  const int64_t NumInsts = int64_t(P.Instructions.size());
+  const double TokensPerStep = double(P.Batch * P.Seq);
+  std::vector<StepRecord> Records;
+  Records.reserve(size_t(O.Steps));
+  for (int64_t K = 0; K < O.Steps; ++K) {
+    int64_t Global = O.StartStep + K;
+    auto T0 = std::chrono::steady_clock::now();
+    Data.fillBatch(Global, P.Batch, P.Seq, E.tokens(), E.targets());
+    StepContext Ctx;
+    Ctx.Step = Global + 1;
+    Ctx.Lr = learningRate(P.Optimizer, Ctx.Step);
+    Ctx.Optimizer = &P.Optimizer;
+    Status S = E.run(0, NumInsts, Ctx);
+    if (!S.ok())
+      return S.withContext("step " + std::to_string(Ctx.Step));
+    double Secs = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - T0)
+                      .count();
+    StepRecord R{Ctx.Step, E.loss(), Ctx.Lr, Secs, TokensPerStep / Secs};
+    Records.push_back(R);
+    if (!std::isfinite(R.Loss))
+      return Status::error("step " + std::to_string(R.Step) +
+                           ": loss is not finite (" + std::to_string(R.Loss) +
+                           ")");
+    if (O.Log) {
+      char Line[160];
+      std::snprintf(Line, sizeof(Line),
+                    "step %4lld | loss %.6f | lr %.2e | %.1f ms | %.0f tok/s\n",
+                    (long long)R.Step, R.Loss, R.Lr, R.Seconds * 1e3,
+                    R.TokensPerSec);
+      *O.Log << Line << std::flush;
+    }
+    if (O.Metrics) {
+      char Line[320];
+      std::snprintf(Line, sizeof(Line),
+                    "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
+                    "\"step_time_s\": %.9g, \"tokens_per_s\": %.9g, "
+                    "\"peak_bytes\": %zu}\n",
+                    (long long)R.Step, R.Loss, R.Lr, R.Seconds,
+                    R.TokensPerSec, E.peakBytes());
+      *O.Metrics << Line << std::flush;
+    }
+  }
+  return Records;
+}
+
+void printSummary(std::ostream &OS, const std::vector<StepRecord> &Records,
+                  const Executor &E) {
+  if (Records.empty()) {
+    OS << "summary: no steps run\n";
+    return;
+  }
+  // Step 1 warms caches and the thread pools; leave it out of the mean.
+  double Sum = 0;
+  size_t N = 0;
+  for (size_t I = Records.size() > 1 ? 1 : 0; I < Records.size(); ++I, ++N)
+    Sum += Records[I].Seconds;
+  double Mean = Sum / double(N);
+  const Program &P = E.program();
+  char Line[512];
+  std::snprintf(
+      Line, sizeof(Line),
+      "summary: steps %zu | first loss %.6f | last loss %.6f | mean step "
+      "%.1f ms (excluding step 1) | %.0f tok/s | peak bytes %zu (arena %zu "
+      "+ persistent %zu)\n",
+      Records.size(), Records.front().Loss, Records.back().Loss, Mean * 1e3,
+      double(P.Batch * P.Seq) / Mean, E.peakBytes(), E.arenaBytes(),
+      E.persistentBytes());
+  OS << Line;
+}
+
+bool GradCheckReport::passed() const {
+  for (const GradCheckEntry &E : Params)
+    if (!(E.MaxErr <= Tol))
+      return false;
+  return true;
+}
+
+double gradCheckError(double A, double N, double Floor) {
+  return std::fabs(A - N) / std::max({std::fabs(A), std::fabs(N), Floor});
+}
+
+std::vector<int64_t> gradCheckIndices(int64_t N, int64_t K) {
+  std::vector<int64_t> Out;
+  if (N <= 0)
+    return Out;
+  K = std::max<int64_t>(K, 2);
+  if (N <= K) {
+    for (int64_t I = 0; I < N; ++I)
+      Out.push_back(I);
+    return Out;
+  }
+  for (int64_t J = 0; J < K; ++J) {
+    int64_t I = int64_t((long double)J * (N - 1) / (K - 1) + 0.5L);
+    if (Out.empty() || Out.back() != I)
+      Out.push_back(I);
+  }
+  return Out;
+}
+
+Expected<GradCheckReport> gradCheck(Executor &E, const TokenData &Data,
+                                    const GradCheckOptions &O) {
+  const Program &P = E.program();
+  const bool F64 = P.Type == DType::F64;
+  GradCheckReport Rep;
+  Rep.Tol = O.Tol > 0 ? O.Tol : (F64 ? 1e-5 : 5e-2);
+  Rep.H = O.H > 0 ? O.H : (F64 ? 1e-6 : 1e-2);
+  Rep.Floor = F64 ? 1e-6 : 1e-3;
+  Data.fillBatch(O.Step, P.Batch, P.Seq, E.tokens(), E.targets());
+  StepContext Ctx;
+  Ctx.Step = O.Step + 1;
+  Ctx.Lr = learningRate(P.Optimizer, Ctx.Step);
+  Ctx.Optimizer = &P.Optimizer;
+  WEFT_RETURN_IF_ERROR(E.run(0, P.OptimizerBegin, Ctx));
+  // Read every sampled analytic value before the forward reruns.
+  std::vector<std::vector<int64_t>> Indices(P.Params.size());
+  std::vector<std::vector<double>> Analytic(P.Params.size());
+  for (size_t Pi = 0; Pi < P.Params.size(); ++Pi) {
+    Indices[Pi] = gradCheckIndices(numElements(P.Params[Pi].Dims), O.PerParam);
+    for (int64_t I : Indices[Pi])
+      Analytic[Pi].push_back(E.gradElement(Pi, I));
+  }
+  auto LossAt = [&](size_t Pi, int64_t I, double V) -> Expected<double> {
+    E.setParamElement(Pi, I, V);
+    Status S = E.run(0, P.ForwardEnd, Ctx);
+    if (!S.ok())
+      return S;
+    return E.loss();
+  };
+  for (size_t Pi = 0; Pi < P.Params.size(); ++Pi) {
+    GradCheckEntry Entry;
+    Entry.Name = P.Params[Pi].Name;
+    for (size_t J = 0; J < Indices[Pi].size(); ++J) {
+      int64_t I = Indices[Pi][J];
+      double Orig = E.paramElement(Pi, I);
+      Expected<double> Plus = LossAt(Pi, I, Orig + Rep.H);
+      Expected<double> Minus = LossAt(Pi, I, Orig - Rep.H);
+      E.setParamElement(Pi, I, Orig);
+      if (!Plus.ok())
+        return Plus.status();
+      if (!Minus.ok())
+        return Minus.status();
+      double Numeric = (*Plus - *Minus) / (2 * Rep.H);
+      double Err = gradCheckError(Analytic[Pi][J], Numeric, Rep.Floor);
+      if (J == 0 || (!std::isnan(Entry.MaxErr) && !(Err <= Entry.MaxErr))) {
+        Entry.MaxErr = Err;
+        Entry.WorstIndex = I;
+        Entry.Analytic = Analytic[Pi][J];
+        Entry.Numeric = Numeric;
+      }
+    }
+    Rep.Params.push_back(Entry);
+  }
+  return Rep;
+}
+
+} // namespace weft

@@ -1,0 +1,71 @@
+//===- Trainer.h - The training loop and the gradient check ----*- C++ -*-===//
+#ifndef WEFT_RUNTIME_TRAINER_H
+#define WEFT_RUNTIME_TRAINER_H
+
+#include "runtime/Data.h"
+#include "runtime/Executor.h"
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace weft {
+
+/// The learning rate of 1-based optimizer step Step.
+double learningRate(const OptimizerSpec &O, int64_t Step);
+
+struct TrainOptions {
+  int64_t Steps = 10;
+  /// Steps already taken (a resumed run): local step k is global StartStep+k.
+  int64_t StartStep = 0;
+  std::ostream *Log = nullptr;     // one line per step, or null
+  std::ostream *Metrics = nullptr; // JSON lines, or null
+};
+
+struct StepRecord {
+  int64_t Step; // global, 1-based
+  double Loss, Lr, Seconds, TokensPerSec;
+};
+
+/// Runs Steps full steps (data -> inputs, all instructions).
+Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
+                                        const TrainOptions &O);
+
+/// Prints the end-of-run summary of Records.
+void printSummary(std::ostream &OS, const std::vector<StepRecord> &Records,
+                  const Executor &E);
+
+struct GradCheckOptions {
+  int64_t PerParam = 8; // K elements per parameter (at least first and last)
+  double Tol = 0;       // 0: 1e-5 for f64, 5e-2 for f32
+  double H = 0;         // 0: 1e-6 for f64, 1e-2 for f32
+  int64_t Step = 0;     // which batch (0-based global step)
+};
+
+struct GradCheckEntry {
+  std::string Name;
+  double MaxErr = 0;
+  int64_t WorstIndex = 0;
+  double Analytic = 0, Numeric = 0; // at WorstIndex
+};
+
+struct GradCheckReport {
+  std::vector<GradCheckEntry> Params;
+  double Tol = 0, Floor = 0, H = 0;
+  bool passed() const;
+};
+
+/// The error measure: |a-n| / max(|a|, |n|, Floor). Floor is 1e-6 for f64
+/// and 1e-3 for f32 (the f32 finite-difference noise floor), so tiny
+/// gradients are compared absolutely.
+double gradCheckError(double Analytic, double Numeric, double Floor);
+/// K indices spread evenly over [0, N), always holding 0 and N-1.
+std::vector<int64_t> gradCheckIndices(int64_t N, int64_t K);
+/// Analytic gradients from [0, optimizer_begin) against central differences
+/// of the loss from [0, forward_end). Parameters are restored afterwards.
+Expected<GradCheckReport> gradCheck(Executor &E, const TokenData &Data,
+                                    const GradCheckOptions &O);
+
+} // namespace weft
+
+#endif // WEFT_RUNTIME_TRAINER_H

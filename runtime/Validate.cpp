@@ -1,0 +1,485 @@
+//===- Validate.cpp - Cross-references and per-op operand shapes ----------===//
+//
+// Everything a kernel relies on is checked here, once, at load: operand
+// counts, dtypes and shapes. A program that validates cannot make a kernel
+// read or write out of bounds (ids in embedding and cross_entropy targets are
+// data and are checked by the kernels).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Program.h"
+
+namespace weft {
+
+namespace {
+
+class InstChecker {
+public:
+  InstChecker(const Program &P, const Instruction &I, size_t Index)
+      : P(P), I(I),
+        Ctx("instructions[" + std::to_string(Index) + "] (" + opName(I.Op) +
+            ")") {}
+
+  Status run();
+
+private:
+  const BufferSpec &in(size_t K) const { return P.Buffers[I.In[K]]; }
+  const BufferSpec &out(size_t K) const { return P.Buffers[I.Out[K]]; }
+
+  Status fail(const std::string &Msg) const {
+    return Status::error(Ctx + ": " + Msg);
+  }
+  Status counts(size_t NIn, size_t NOut) const {
+    if (I.In.size() != NIn)
+      return fail("expected " + std::to_string(NIn) + " inputs, got " +
+                  std::to_string(I.In.size()));
+    if (I.Out.size() != NOut)
+      return fail("expected " + std::to_string(NOut) + " outputs, got " +
+                  std::to_string(I.Out.size()));
+    return Status::success();
+  }
+  std::string name(bool IsIn, size_t K) const {
+    int64_t Id = IsIn ? I.In[K] : I.Out[K];
+    return std::string(IsIn ? "in" : "out") + "[" + std::to_string(K) +
+           "] (buffer " + std::to_string(Id) + ")";
+  }
+  /// Float operands must have the program dtype; ids are i32.
+  Status isFloat(bool IsIn, size_t K) const {
+    const BufferSpec &B = IsIn ? in(K) : out(K);
+    if (B.Type != P.Type)
+      return fail(name(IsIn, K) + " has dtype " + dtypeName(B.Type) +
+                  ", expected " + dtypeName(P.Type));
+    return Status::success();
+  }
+  Status isInt(bool IsIn, size_t K) const {
+    const BufferSpec &B = IsIn ? in(K) : out(K);
+    if (B.Type != DType::I32)
+      return fail(name(IsIn, K) + " has dtype " + dtypeName(B.Type) +
+                  ", expected i32");
+    return Status::success();
+  }
+  Status floats(std::initializer_list<size_t> Ins,
+                std::initializer_list<size_t> Outs) const {
+    for (size_t K : Ins)
+      WEFT_RETURN_IF_ERROR(isFloat(true, K));
+    for (size_t K : Outs)
+      WEFT_RETURN_IF_ERROR(isFloat(false, K));
+    return Status::success();
+  }
+  Status rankAtLeast(bool IsIn, size_t K, size_t R) const {
+    const BufferSpec &B = IsIn ? in(K) : out(K);
+    if (B.Dims.size() < R)
+      return fail(name(IsIn, K) + " has shape " + shapeString(B.Dims) +
+                  ", expected rank >= " + std::to_string(R));
+    return Status::success();
+  }
+  Status shapeIs(bool IsIn, size_t K, const Shape &Want) const {
+    const BufferSpec &B = IsIn ? in(K) : out(K);
+    if (B.Dims != Want)
+      return fail(name(IsIn, K) + " has shape " + shapeString(B.Dims) +
+                  ", expected " + shapeString(Want));
+    return Status::success();
+  }
+  /// Same element count (elementwise ops do not care about the split of
+  /// leading dims).
+  Status sameNumel(bool IsIn, size_t K, const BufferSpec &Ref,
+                   const std::string &RefName) const {
+    const BufferSpec &B = IsIn ? in(K) : out(K);
+    if (B.numel() != Ref.numel())
+      return fail(name(IsIn, K) + " has shape " + shapeString(B.Dims) + " (" +
+                  std::to_string(B.numel()) + " elements), expected " +
+                  std::to_string(Ref.numel()) + " elements like " + RefName +
+                  " " + shapeString(Ref.Dims));
+    return Status::success();
+  }
+  Status lastDimIs(bool IsIn, size_t K, int64_t D) const {
+    const BufferSpec &B = IsIn ? in(K) : out(K);
+    if (B.Dims.empty() || B.Dims.back() != D)
+      return fail(name(IsIn, K) + " has shape " + shapeString(B.Dims) +
+                  ", expected last dimension " + std::to_string(D));
+    return Status::success();
+  }
+  /// A rows x D activation with a [D] per-feature vector.
+  Status rowVector(bool IsIn, size_t K, int64_t D) const {
+    return shapeIs(IsIn, K, Shape{D});
+  }
+  static int64_t rows(const BufferSpec &B) {
+    return B.Dims.empty() ? 1 : B.numel() / std::max<int64_t>(B.Dims.back(), 1);
+  }
+  static int64_t last(const BufferSpec &B) {
+    return B.Dims.empty() ? 1 : B.Dims.back();
+  }
+
+  Status checkMatmul() const;
+  Status checkAttention(bool Grad) const;
+  Status checkNorm(bool Grad, bool HasBeta) const;
+
+  const Program &P;
+  const Instruction &I;
+  std::string Ctx;
+};
+
+Status InstChecker::checkMatmul() const {
+  WEFT_RETURN_IF_ERROR(counts(2, 1));
+  WEFT_RETURN_IF_ERROR(floats({0, 1}, {0}));
+  for (size_t K = 0; K < 2; ++K)
+    WEFT_RETURN_IF_ERROR(rankAtLeast(true, K, 1));
+  WEFT_RETURN_IF_ERROR(rankAtLeast(false, 0, 1));
+  const BufferSpec &A = in(0), &B = in(1), &C = out(0);
+  int64_t M = I.Attrs.TransposeA ? last(A) : rows(A);
+  int64_t KA = I.Attrs.TransposeA ? rows(A) : last(A);
+  int64_t KB = I.Attrs.TransposeB ? last(B) : rows(B);
+  int64_t N = I.Attrs.TransposeB ? rows(B) : last(B);
+  if (KA != KB)
+    return fail("inner dimensions differ: a " + shapeString(A.Dims) +
+                (I.Attrs.TransposeA ? " (transposed)" : "") + " gives K=" +
+                std::to_string(KA) + ", b " + shapeString(B.Dims) +
+                (I.Attrs.TransposeB ? " (transposed)" : "") + " gives K=" +
+                std::to_string(KB));
+  if (rows(C) != M || last(C) != N)
+    return fail("out[0] has shape " + shapeString(C.Dims) + " (2-D view [" +
+                std::to_string(rows(C)) + "," + std::to_string(last(C)) +
+                "]), expected a 2-D view [" + std::to_string(M) + "," +
+                std::to_string(N) + "]");
+  return Status::success();
+}
+
+Status InstChecker::checkAttention(bool Grad) const {
+  WEFT_RETURN_IF_ERROR(Grad ? counts(4, 3) : counts(3, 1));
+  if (Grad)
+    WEFT_RETURN_IF_ERROR(floats({0, 1, 2, 3}, {0, 1, 2}));
+  else
+    WEFT_RETURN_IF_ERROR(floats({0, 1, 2}, {0}));
+  size_t QI = Grad ? 1 : 0;
+  int64_t H = I.Attrs.NumHeads, Hkv = I.Attrs.NumKvHeads;
+  if (H <= 0 || Hkv <= 0 || H % Hkv != 0)
+    return fail("num_kv_heads=" + std::to_string(Hkv) +
+                " must be positive and divide num_heads=" + std::to_string(H));
+  WEFT_RETURN_IF_ERROR(rankAtLeast(true, QI, 3));
+  const BufferSpec &Q = in(QI);
+  if (Q.Dims.size() != 3)
+    return fail(name(true, QI) + " has shape " + shapeString(Q.Dims) +
+                ", expected [B,S,H*hd]");
+  if (Q.Dims[2] % H != 0)
+    return fail("num_heads=" + std::to_string(H) +
+                " does not divide q's last dimension " +
+                std::to_string(Q.Dims[2]));
+  int64_t Hd = Q.Dims[2] / H;
+  Shape KvShape{Q.Dims[0], Q.Dims[1], Hkv * Hd};
+  WEFT_RETURN_IF_ERROR(shapeIs(true, QI + 1, KvShape));
+  WEFT_RETURN_IF_ERROR(shapeIs(true, QI + 2, KvShape));
+  if (Grad) {
+    WEFT_RETURN_IF_ERROR(shapeIs(true, 0, Q.Dims));
+    WEFT_RETURN_IF_ERROR(shapeIs(false, 0, Q.Dims));
+    WEFT_RETURN_IF_ERROR(shapeIs(false, 1, KvShape));
+    WEFT_RETURN_IF_ERROR(shapeIs(false, 2, KvShape));
+  } else {
+    WEFT_RETURN_IF_ERROR(shapeIs(false, 0, Q.Dims));
+  }
+  return Status::success();
+}
+
+Status InstChecker::checkNorm(bool Grad, bool HasBeta) const {
+  size_t NIn = Grad ? 3 : (HasBeta ? 3 : 2);
+  size_t NOut = Grad ? (HasBeta ? 3 : 2) : 1;
+  WEFT_RETURN_IF_ERROR(counts(NIn, NOut));
+  for (size_t K = 0; K < NIn; ++K)
+    WEFT_RETURN_IF_ERROR(isFloat(true, K));
+  for (size_t K = 0; K < NOut; ++K)
+    WEFT_RETURN_IF_ERROR(isFloat(false, K));
+  size_t XI = Grad ? 1 : 0;
+  WEFT_RETURN_IF_ERROR(rankAtLeast(true, XI, 1));
+  const BufferSpec &X = in(XI);
+  int64_t D = last(X);
+  WEFT_RETURN_IF_ERROR(rowVector(true, XI + 1, D)); // gamma
+  if (!Grad) {
+    if (HasBeta)
+      WEFT_RETURN_IF_ERROR(rowVector(true, 2, D));
+    return shapeIs(false, 0, X.Dims);
+  }
+  WEFT_RETURN_IF_ERROR(shapeIs(true, 0, X.Dims)); // dy
+  WEFT_RETURN_IF_ERROR(shapeIs(false, 0, X.Dims));
+  WEFT_RETURN_IF_ERROR(rowVector(false, 1, D));
+  if (HasBeta)
+    WEFT_RETURN_IF_ERROR(rowVector(false, 2, D));
+  return Status::success();
+}
+
+Status InstChecker::run() {
+  for (size_t K = 0; K < I.In.size(); ++K)
+    if (I.In[K] < 0 || I.In[K] >= int64_t(P.Buffers.size()))
+      return fail("in[" + std::to_string(K) + "] buffer id " +
+                  std::to_string(I.In[K]) + " out of range [0, " +
+                  std::to_string(P.Buffers.size()) + ")");
+  for (size_t K = 0; K < I.Out.size(); ++K)
+    if (I.Out[K] < 0 || I.Out[K] >= int64_t(P.Buffers.size()))
+      return fail("out[" + std::to_string(K) + "] buffer id " +
+                  std::to_string(I.Out[K]) + " out of range [0, " +
+                  std::to_string(P.Buffers.size()) + ")");
+
+  switch (I.Op) {
+  case OpKind::Embedding:
+  case OpKind::EmbeddingGrad: {
+    bool Grad = I.Op == OpKind::EmbeddingGrad;
+    WEFT_RETURN_IF_ERROR(counts(2, 1));
+    WEFT_RETURN_IF_ERROR(isInt(true, 1));
+    WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+    const BufferSpec &Table = Grad ? out(0) : in(0);
+    const BufferSpec &Act = Grad ? in(0) : out(0);
+    if (Table.Dims.size() != 2)
+      return fail(name(!Grad, 0) + " (the table) has shape " +
+                  shapeString(Table.Dims) + ", expected [V,D]");
+    Shape Want = in(1).Dims;
+    Want.push_back(Table.Dims[1]);
+    if (Act.Dims != Want)
+      return fail(name(Grad, 0) + " has shape " + shapeString(Act.Dims) +
+                  ", expected " + shapeString(Want) + " (ids shape + [D])");
+    return Status::success();
+  }
+  case OpKind::PositionEmbedding:
+  case OpKind::PositionEmbeddingGrad: {
+    bool Grad = I.Op == OpKind::PositionEmbeddingGrad;
+    WEFT_RETURN_IF_ERROR(Grad ? counts(1, 1) : counts(2, 1));
+    if (Grad)
+      WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+    else
+      WEFT_RETURN_IF_ERROR(floats({0, 1}, {0}));
+    const BufferSpec &X = in(0);
+    const BufferSpec &Table = Grad ? out(0) : in(1);
+    if (X.Dims.size() != 3)
+      return fail(name(true, 0) + " has shape " + shapeString(X.Dims) +
+                  ", expected [B,S,D]");
+    if (Table.Dims.size() != 2 || Table.Dims[1] != X.Dims[2] ||
+        Table.Dims[0] < X.Dims[1])
+      return fail("the table has shape " + shapeString(Table.Dims) +
+                  ", expected [P," + std::to_string(X.Dims[2]) + "] with P >= " +
+                  std::to_string(X.Dims[1]));
+    return Grad ? Status::success() : shapeIs(false, 0, X.Dims);
+  }
+  case OpKind::Matmul:
+    return checkMatmul();
+  case OpKind::BiasAdd:
+    WEFT_RETURN_IF_ERROR(counts(2, 1));
+    WEFT_RETURN_IF_ERROR(floats({0, 1}, {0}));
+    WEFT_RETURN_IF_ERROR(rankAtLeast(true, 0, 1));
+    WEFT_RETURN_IF_ERROR(rowVector(true, 1, last(in(0))));
+    return shapeIs(false, 0, in(0).Dims);
+  case OpKind::ReduceRows:
+    WEFT_RETURN_IF_ERROR(counts(1, 1));
+    WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+    WEFT_RETURN_IF_ERROR(rankAtLeast(true, 0, 1));
+    return rowVector(false, 0, last(in(0)));
+  case OpKind::Add:
+  case OpKind::Mul:
+    WEFT_RETURN_IF_ERROR(counts(2, 1));
+    WEFT_RETURN_IF_ERROR(floats({0, 1}, {0}));
+    WEFT_RETURN_IF_ERROR(sameNumel(true, 1, in(0), "in[0]"));
+    return sameNumel(false, 0, in(0), "in[0]");
+  case OpKind::Split:
+  case OpKind::Concat: {
+    bool IsSplit = I.Op == OpKind::Split;
+    const std::vector<int64_t> &Parts = IsSplit ? I.Out : I.In;
+    if ((IsSplit ? I.In.size() : I.Out.size()) != 1 || Parts.empty())
+      return fail(IsSplit ? "expected 1 input and at least 1 output"
+                          : "expected at least 1 input and 1 output");
+    const BufferSpec &Whole = IsSplit ? in(0) : out(0);
+    WEFT_RETURN_IF_ERROR(isFloat(IsSplit, 0));
+    WEFT_RETURN_IF_ERROR(rankAtLeast(IsSplit, 0, 1));
+    if (IsSplit && I.Attrs.Sizes.size() != Parts.size())
+      return fail("attrs.sizes has " + std::to_string(I.Attrs.Sizes.size()) +
+                  " entries, expected one per output (" +
+                  std::to_string(Parts.size()) + ")");
+    int64_t Sum = 0;
+    for (size_t K = 0; K < Parts.size(); ++K) {
+      WEFT_RETURN_IF_ERROR(isFloat(!IsSplit, K));
+      const BufferSpec &Part = P.Buffers[Parts[K]];
+      Shape Want = Whole.Dims;
+      Want.back() = IsSplit ? I.Attrs.Sizes[K] : last(Part);
+      WEFT_RETURN_IF_ERROR(shapeIs(!IsSplit, K, Want));
+      Sum += Want.back();
+    }
+    if (Sum != last(Whole))
+      return fail("parts sum to " + std::to_string(Sum) +
+                  " along the last dimension, expected " +
+                  std::to_string(last(Whole)));
+    return Status::success();
+  }
+  case OpKind::LayerNorm:
+    return checkNorm(false, true);
+  case OpKind::LayerNormGrad:
+    return checkNorm(true, true);
+  case OpKind::RmsNorm:
+    return checkNorm(false, false);
+  case OpKind::RmsNormGrad:
+    return checkNorm(true, false);
+  case OpKind::Gelu:
+  case OpKind::Silu:
+    WEFT_RETURN_IF_ERROR(counts(1, 1));
+    WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+    return sameNumel(false, 0, in(0), "in[0]");
+  case OpKind::GeluGrad:
+  case OpKind::SiluGrad:
+  case OpKind::Swiglu:
+    WEFT_RETURN_IF_ERROR(counts(2, 1));
+    WEFT_RETURN_IF_ERROR(floats({0, 1}, {0}));
+    WEFT_RETURN_IF_ERROR(sameNumel(true, 1, in(0), "in[0]"));
+    return sameNumel(false, 0, in(0), "in[0]");
+  case OpKind::SwigluGrad:
+    WEFT_RETURN_IF_ERROR(counts(3, 2));
+    WEFT_RETURN_IF_ERROR(floats({0, 1, 2}, {0, 1}));
+    WEFT_RETURN_IF_ERROR(sameNumel(true, 1, in(0), "in[0]"));
+    WEFT_RETURN_IF_ERROR(sameNumel(true, 2, in(0), "in[0]"));
+    WEFT_RETURN_IF_ERROR(sameNumel(false, 0, in(0), "in[0]"));
+    return sameNumel(false, 1, in(0), "in[0]");
+  case OpKind::Rope: {
+    WEFT_RETURN_IF_ERROR(counts(1, 1));
+    WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+    const BufferSpec &X = in(0);
+    if (X.Dims.size() != 3)
+      return fail(name(true, 0) + " has shape " + shapeString(X.Dims) +
+                  ", expected [B,S,H*hd]");
+    int64_t H = I.Attrs.NumHeads;
+    if (H <= 0 || X.Dims[2] % H != 0 || (X.Dims[2] / H) % 2 != 0)
+      return fail("num_heads=" + std::to_string(H) +
+                  " must divide the last dimension " +
+                  std::to_string(X.Dims[2]) + " into even head sizes");
+    return shapeIs(false, 0, X.Dims);
+  }
+  case OpKind::Attention:
+    return checkAttention(false);
+  case OpKind::AttentionGrad:
+    return checkAttention(true);
+  case OpKind::CrossEntropy:
+  case OpKind::CrossEntropyGrad: {
+    bool Grad = I.Op == OpKind::CrossEntropyGrad;
+    WEFT_RETURN_IF_ERROR(Grad ? counts(3, 1) : counts(2, 1));
+    WEFT_RETURN_IF_ERROR(isFloat(true, 0));
+    WEFT_RETURN_IF_ERROR(isInt(true, 1));
+    WEFT_RETURN_IF_ERROR(isFloat(false, 0));
+    WEFT_RETURN_IF_ERROR(rankAtLeast(true, 0, 1));
+    const BufferSpec &L = in(0);
+    Shape Rows(L.Dims.begin(), L.Dims.end() - 1);
+    if (in(1).numel() != numElements(Rows))
+      return fail(name(true, 1) + " (targets) has shape " +
+                  shapeString(in(1).Dims) + ", expected " +
+                  std::to_string(numElements(Rows)) + " elements like " +
+                  shapeString(Rows));
+    if (Grad) {
+      WEFT_RETURN_IF_ERROR(isFloat(true, 2));
+      if (in(2).numel() != 1)
+        return fail(name(true, 2) + " (dloss) has shape " +
+                    shapeString(in(2).Dims) + ", expected a scalar []");
+      return shapeIs(false, 0, L.Dims);
+    }
+    if (out(0).numel() != 1)
+      return fail(name(false, 0) + " (loss) has shape " +
+                  shapeString(out(0).Dims) + ", expected a scalar []");
+    return Status::success();
+  }
+  case OpKind::Fill:
+    return counts(0, 1);
+  case OpKind::Copy:
+    WEFT_RETURN_IF_ERROR(counts(1, 1));
+    if (in(0).Type != out(0).Type)
+      return fail("in[0] has dtype " + std::string(dtypeName(in(0).Type)) +
+                  ", out[0] has " + dtypeName(out(0).Type));
+    return sameNumel(false, 0, in(0), "in[0]");
+  case OpKind::AdamW:
+    WEFT_RETURN_IF_ERROR(counts(4, 3));
+    WEFT_RETURN_IF_ERROR(floats({0, 1, 2, 3}, {0, 1, 2}));
+    for (size_t K = 1; K < 4; ++K)
+      WEFT_RETURN_IF_ERROR(shapeIs(true, K, in(0).Dims));
+    if (I.Out[0] != I.In[0] || I.Out[1] != I.In[2] || I.Out[2] != I.In[3])
+      return fail("updates in place: out must be [in[0], in[2], in[3]] = [" +
+                  std::to_string(I.In[0]) + "," + std::to_string(I.In[2]) +
+                  "," + std::to_string(I.In[3]) + "]");
+    return Status::success();
+  }
+  return fail("unhandled op");
+}
+
+Status checkBuffer(const Program &P, size_t Index) {
+  const BufferSpec &B = P.Buffers[Index];
+  std::string Ctx = "buffers[" + std::to_string(Index) + "] (" +
+                    bufferKindName(B.Kind) + ")";
+  if (B.Type != DType::I32 && B.Type != P.Type)
+    return Status::error(Ctx + " has dtype " + dtypeName(B.Type) +
+                         ", the program's float dtype is " +
+                         dtypeName(P.Type));
+  switch (B.Kind) {
+  case BufferKind::Input:
+    if (B.Name != "tokens" && B.Name != "targets")
+      return Status::error(Ctx + " has name '" + B.Name +
+                           "', expected tokens or targets");
+    if (B.Type != DType::I32 || B.Dims != Shape{P.Batch, P.Seq})
+      return Status::error(Ctx + " '" + B.Name + "' is " +
+                           dtypeName(B.Type) + " " + shapeString(B.Dims) +
+                           ", expected i32 " +
+                           shapeString(Shape{P.Batch, P.Seq}));
+    return Status::success();
+  case BufferKind::Arena:
+    if (B.Offset < 0 || B.Offset % 64 != 0)
+      return Status::error(Ctx + " offset " + std::to_string(B.Offset) +
+                           " is not a non-negative multiple of 64");
+    if (B.Offset + B.bytes() > P.ArenaBytes)
+      return Status::error(Ctx + " " + shapeString(B.Dims) + " at offset " +
+                           std::to_string(B.Offset) + " needs bytes up to " +
+                           std::to_string(B.Offset + B.bytes()) +
+                           ", past arena_bytes=" +
+                           std::to_string(P.ArenaBytes));
+    return Status::success();
+  default:
+    if (B.Param < 0 || B.Param >= int64_t(P.Params.size()))
+      return Status::error(Ctx + " param index " + std::to_string(B.Param) +
+                           " out of range [0, " +
+                           std::to_string(P.Params.size()) + ")");
+    if (B.Dims != P.Params[B.Param].Dims || B.Type != P.Type)
+      return Status::error(Ctx + " of param '" + P.Params[B.Param].Name +
+                           "' is " + dtypeName(B.Type) + " " +
+                           shapeString(B.Dims) + ", expected " +
+                           dtypeName(P.Type) + " " +
+                           shapeString(P.Params[B.Param].Dims));
+    return Status::success();
+  }
+}
+
+} // namespace
+
+Status validateProgram(const Program &P) {
+  if (P.Batch <= 0 || P.Seq <= 0 || P.Vocab <= 0 || P.Vocab > 65536)
+    return Status::error("batch=" + std::to_string(P.Batch) + ", seq=" +
+                         std::to_string(P.Seq) + ", vocab=" +
+                         std::to_string(P.Vocab) +
+                         " must be positive (vocab at most 65536)");
+  if (P.ArenaBytes < 0)
+    return Status::error("arena_bytes=" + std::to_string(P.ArenaBytes) +
+                         " is negative");
+  for (size_t I = 0; I < P.Params.size(); ++I)
+    for (size_t J = 0; J < I; ++J)
+      if (P.Params[I].Name == P.Params[J].Name)
+        return Status::error("params[" + std::to_string(I) + "] repeats name '" +
+                             P.Params[I].Name + "' of params[" +
+                             std::to_string(J) + "]");
+  for (size_t I = 0; I < P.Buffers.size(); ++I)
+    WEFT_RETURN_IF_ERROR(checkBuffer(P, I));
+  for (size_t I = 0; I < P.Instructions.size(); ++I)
+    WEFT_RETURN_IF_ERROR(InstChecker(P, P.Instructions[I], I).run());
+  if (P.Loss < 0 || P.Loss >= int64_t(P.Buffers.size()))
+    return Status::error("loss buffer id " + std::to_string(P.Loss) +
+                         " out of range [0, " +
+                         std::to_string(P.Buffers.size()) + ")");
+  const BufferSpec &L = P.Buffers[P.Loss];
+  if (L.numel() != 1 || L.Type != P.Type)
+    return Status::error("loss buffer " + std::to_string(P.Loss) + " is " +
+                         dtypeName(L.Type) + " " + shapeString(L.Dims) +
+                         ", expected a " + dtypeName(P.Type) + " scalar []");
+  int64_t N = int64_t(P.Instructions.size());
+  if (P.ForwardEnd < 0 || P.ForwardEnd > P.OptimizerBegin ||
+      P.OptimizerBegin > N)
+    return Status::error("expected 0 <= forward_end <= optimizer_begin <= " +
+                         std::to_string(N) + " (instructions), got forward_end=" +
+                         std::to_string(P.ForwardEnd) + ", optimizer_begin=" +
+                         std::to_string(P.OptimizerBegin));
+  return Status::success();
+}
+
+} // namespace weft

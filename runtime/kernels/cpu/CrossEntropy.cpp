@@ -1,0 +1,69 @@
+//===- CrossEntropy.cpp - mean cross entropy over rows, and its gradient --===//
+#include "runtime/kernels/cpu/FastMath.h"
+#include "runtime/kernels/cpu/Kernels.h"
+
+#include <cmath>
+#include <string>
+
+namespace weft::cpu {
+
+namespace {
+Status checkTargets(const int32_t *Targets, int64_t Rows, int64_t V,
+                    const char *Op) {
+  for (int64_t R = 0; R < Rows; ++R)
+    if (Targets[R] < 0 || Targets[R] >= V)
+      return Status::error(std::string(Op) + ": target " +
+                           std::to_string(Targets[R]) + " at row " +
+                           std::to_string(R) + " is outside [0, " +
+                           std::to_string(V) + ")");
+  return Status::success();
+}
+} // namespace
+
+template <typename T>
+Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
+                    int64_t V, T *Loss) {
+  WEFT_RETURN_IF_ERROR(checkTargets(Targets, Rows, V, "cross_entropy"));
+  double Total = 0;
+#pragma omp parallel for schedule(static) reduction(+ : Total) if (Rows * V > (1 << 14))
+  for (int64_t R = 0; R < Rows; ++R) {
+    const T *X = Logits + R * V;
+    T M = rowMax(X, V);
+    double Lse = double(M) + std::log(rowSumExp(X, V, M));
+    Total += Lse - double(X[Targets[R]]);
+  }
+  *Loss = T(Total / double(Rows));
+  return Status::success();
+}
+
+template <typename T>
+Status crossEntropyGrad(const T *Logits, const int32_t *Targets, const T *DLoss,
+                        T *DLogits, int64_t Rows, int64_t V) {
+  WEFT_RETURN_IF_ERROR(checkTargets(Targets, Rows, V, "cross_entropy_grad"));
+  const double Scale = double(*DLoss) / double(Rows);
+#pragma omp parallel for schedule(static) if (Rows * V > (1 << 14))
+  for (int64_t R = 0; R < Rows; ++R) {
+    const T *X = Logits + R * V;
+    T *Dx = DLogits + R * V;
+    T M = rowMax(X, V);
+    T K = T(Scale / rowSumExp(X, V, M));
+    T Xt = X[Targets[R]]; // read before writing: Dx may alias X
+    for (int64_t J = 0; J < V; ++J)
+      Dx[J] = vexp(X[J] - M) * K;
+    Dx[Targets[R]] = T(double(vexp(Xt - M)) * double(K) - Scale);
+  }
+  return Status::success();
+}
+
+template Status crossEntropy<float>(const float *, const int32_t *, int64_t,
+                                    int64_t, float *);
+template Status crossEntropy<double>(const double *, const int32_t *, int64_t,
+                                     int64_t, double *);
+template Status crossEntropyGrad<float>(const float *, const int32_t *,
+                                        const float *, float *, int64_t,
+                                        int64_t);
+template Status crossEntropyGrad<double>(const double *, const int32_t *,
+                                         const double *, double *, int64_t,
+                                         int64_t);
+
+} // namespace weft::cpu

@@ -1,0 +1,99 @@
+//===- FastMath.h - Vectorisable exp and friends ---------------*- C++ -*-===//
+//
+// glibc's expf/tanhf are scalar calls that stop GCC from vectorising a loop;
+// softmax, cross entropy and GELU spend most of their time in them. vexp is a
+// Cephes-style expf (range reduction + degree-6 polynomial, ~2 ulp) written
+// with plain arithmetic so loops calling it vectorise. Inputs are clamped to
+// [-87, 88]: exp(-87) ~ 1.6e-38 stands in for 0. Double uses std::exp (f64
+// programs exist for exact checks, not speed).
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_RUNTIME_KERNELS_CPU_FASTMATH_H
+#define WEFT_RUNTIME_KERNELS_CPU_FASTMATH_H
+
+#include <cmath>
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+
+namespace weft::cpu {
+
+inline float vexp(float X) {
+  X = X < -87.0f ? -87.0f : X;
+  X = X > 88.0f ? 88.0f : X;
+  // Round X*log2(e) to the nearest integer with the 1.5*2^23 trick.
+  const float Magic = 12582912.0f;
+  float T = X * 1.44269504088896341f + Magic;
+  int32_t TI;
+  std::memcpy(&TI, &T, 4);
+  float N = T - Magic;
+  int32_t NI = TI - 0x4b400000;
+  float R = X - N * 0.693359375f;
+  R = R - N * -2.12194440e-4f;
+  float P = 1.9875691500e-4f;
+  P = P * R + 1.3981999507e-3f;
+  P = P * R + 8.3334519073e-3f;
+  P = P * R + 4.1665795894e-2f;
+  P = P * R + 1.6666665459e-1f;
+  P = P * R + 5.0000001201e-1f;
+  P = P * R * R + R + 1.0f;
+  int32_t ScaleBits = (NI + 127) << 23;
+  float Scale;
+  std::memcpy(&Scale, &ScaleBits, 4);
+  return P * Scale;
+}
+
+inline double vexp(double X) { return std::exp(X); }
+
+/// tanh through exp; absolute error ~1e-7 for float.
+inline float vtanh(float X) { return 1.0f - 2.0f / (vexp(2.0f * X) + 1.0f); }
+inline double vtanh(double X) { return std::tanh(X); }
+
+template <typename T> inline T vsigmoid(T X) { return T(1) / (T(1) + vexp(-X)); }
+
+// Row reductions with 8 explicit lanes: GCC does not vectorise a plain
+// floating-point max/sum reduction without -ffast-math, but it does vectorise
+// these lane loops.
+constexpr int Lanes = 8;
+
+template <typename T> inline T rowMax(const T *X, int64_t N) {
+  T Acc[Lanes];
+  for (int L = 0; L < Lanes; ++L)
+    Acc[L] = X[0];
+  int64_t I = 0;
+  for (; I + Lanes <= N; I += Lanes)
+    for (int L = 0; L < Lanes; ++L)
+      Acc[L] = X[I + L] > Acc[L] ? X[I + L] : Acc[L];
+  T M = Acc[0];
+  for (int L = 1; L < Lanes; ++L)
+    M = Acc[L] > M ? Acc[L] : M;
+  for (; I < N; ++I)
+    M = X[I] > M ? X[I] : M;
+  return M;
+}
+
+/// Sum of exp(X[i] - Shift), accumulated in double.
+template <typename T>
+inline double rowSumExp(const T *X, int64_t N, T Shift) {
+  T Acc[Lanes] = {};
+  double Total = 0;
+  int64_t I = 0;
+  // Flush the float lanes to double every 1024 elements to bound rounding.
+  while (I + Lanes <= N) {
+    int64_t End = std::min<int64_t>(N - (N - I) % Lanes, I + 1024);
+    for (; I < End; I += Lanes)
+      for (int L = 0; L < Lanes; ++L)
+        Acc[L] += vexp(X[I + L] - Shift);
+    for (int L = 0; L < Lanes; ++L) {
+      Total += Acc[L];
+      Acc[L] = T(0);
+    }
+  }
+  for (; I < N; ++I)
+    Total += vexp(X[I] - Shift);
+  return Total;
+}
+
+} // namespace weft::cpu
+
+#endif // WEFT_RUNTIME_KERNELS_CPU_FASTMATH_H

@@ -1,0 +1,132 @@
+//===- Kernels.h - CPU kernels, one per program op ------------*- C++ -*-===//
+//
+// Plain functions on raw pointers, templated on the float type (float and
+// double are instantiated). Shapes were validated at load; kernels only check
+// data (ids, targets). Row-major throughout. Kernels that need scratch take it
+// preallocated so the step loop never allocates: see the *ScratchBytes
+// helpers.
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_RUNTIME_KERNELS_CPU_KERNELS_H
+#define WEFT_RUNTIME_KERNELS_CPU_KERNELS_H
+
+#include "runtime/Status.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace weft::cpu {
+
+// Embeddings.
+template <typename T>
+Status embedding(const T *Table, int64_t V, int64_t D, const int32_t *Ids,
+                 int64_t N, T *Y);
+template <typename T>
+Status embeddingGrad(const T *Dy, const int32_t *Ids, int64_t N, int64_t V,
+                     int64_t D, T *DTable);
+template <typename T>
+void positionEmbedding(const T *X, const T *Table, T *Y, int64_t B, int64_t S,
+                       int64_t D);
+template <typename T>
+void positionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t S,
+                           int64_t P, int64_t D);
+
+// C[M,N] = op(A) op(B); A is [M,K] ([K,M] when TransA), B is [K,N] ([N,K]
+// when TransB).
+template <typename T>
+void matmul(const T *A, const T *B, T *C, int64_t M, int64_t N, int64_t K,
+            bool TransA, bool TransB);
+
+// Elementwise and row-broadcast.
+template <typename T>
+void biasAdd(const T *X, const T *Bias, T *Y, int64_t Rows, int64_t N);
+template <typename T>
+void reduceRows(const T *X, T *Y, int64_t Rows, int64_t N);
+template <typename T> void add(const T *A, const T *B, T *Y, int64_t N);
+template <typename T> void mul(const T *A, const T *B, T *Y, int64_t N);
+template <typename T> void fill(T *Y, int64_t N, double Value);
+void copyBytes(const void *X, void *Y, size_t Bytes);
+
+// Split X [Rows, N] along columns into Parts[k] [Rows, Sizes[k]]; concat is
+// the inverse.
+template <typename T>
+void split(const T *X, int64_t Rows, int64_t N, T *const *Parts,
+           const int64_t *Sizes, int64_t NumParts);
+template <typename T>
+void concat(const T *const *Parts, const int64_t *Sizes, int64_t NumParts,
+            int64_t Rows, int64_t N, T *Y);
+
+// Norms. The grads need Rows*2 doubles of scratch (per-row statistics).
+inline size_t normGradScratchBytes(int64_t Rows) {
+  return size_t(Rows) * 2 * sizeof(double);
+}
+template <typename T>
+void layerNorm(const T *X, const T *Gamma, const T *Beta, T *Y, int64_t Rows,
+               int64_t D, double Eps);
+template <typename T>
+void layerNormGrad(const T *Dy, const T *X, const T *Gamma, T *Dx, T *DGamma,
+                   T *DBeta, int64_t Rows, int64_t D, double Eps,
+                   void *Scratch);
+template <typename T>
+void rmsNorm(const T *X, const T *Gamma, T *Y, int64_t Rows, int64_t D,
+             double Eps);
+template <typename T>
+void rmsNormGrad(const T *Dy, const T *X, const T *Gamma, T *Dx, T *DGamma,
+                 int64_t Rows, int64_t D, double Eps, void *Scratch);
+
+// Activations.
+template <typename T> void gelu(const T *X, T *Y, int64_t N);
+template <typename T> void geluGrad(const T *Dy, const T *X, T *Dx, int64_t N);
+template <typename T> void silu(const T *X, T *Y, int64_t N);
+template <typename T> void siluGrad(const T *Dy, const T *X, T *Dx, int64_t N);
+template <typename T>
+void swiglu(const T *Gate, const T *Up, T *Y, int64_t N);
+template <typename T>
+void swigluGrad(const T *Dy, const T *Gate, const T *Up, T *DGate, T *DUp,
+                int64_t N);
+
+// Rotary position embedding on X [B,S,H*Hd] (HF rotate_half convention).
+template <typename T>
+void rope(const T *X, T *Y, int64_t B, int64_t S, int64_t H, int64_t Hd,
+          double Theta, bool Inverse);
+
+// Causal attention. Q, Y: [B,S,H*Hd]; K, V: [B,S,Hkv*Hd]. Scratch holds two
+// blocks of min(S,64) x S elements per thread (Threads = omp_get_max_threads()
+// when the kernel runs).
+inline size_t attentionScratchBytes(int64_t S, size_t ElemBytes, int Threads) {
+  int64_t Blk = S < 64 ? S : 64;
+  return size_t(Threads) * 2 * size_t(Blk) * size_t(S) * ElemBytes;
+}
+template <typename T>
+void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
+               int64_t H, int64_t Hkv, int64_t Hd, void *Scratch);
+template <typename T>
+void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
+                   T *Dk, T *Dv, int64_t B, int64_t S, int64_t H, int64_t Hkv,
+                   int64_t Hd, void *Scratch);
+
+// Mean cross entropy over Rows rows of Logits [Rows, V].
+template <typename T>
+Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
+                    int64_t V, T *Loss);
+template <typename T>
+Status crossEntropyGrad(const T *Logits, const int32_t *Targets, const T *DLoss,
+                        T *DLogits, int64_t Rows, int64_t V);
+
+/// One torch.optim.AdamW step (1-based Step) on N elements, in place.
+struct AdamWParams {
+  double Lr, Beta1, Beta2, Eps, WeightDecay;
+  int64_t Step;
+  bool Decay;
+};
+template <typename T>
+void adamw(T *Param, const T *Grad, T *M, T *V, int64_t N,
+           const AdamWParams &P);
+
+/// Sets the thread count of OpenMP and OpenBLAS (N <= 0: all cores).
+void setNumThreads(int N);
+int numThreads();
+
+} // namespace weft::cpu
+
+#endif // WEFT_RUNTIME_KERNELS_CPU_KERNELS_H

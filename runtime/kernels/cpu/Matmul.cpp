@@ -1,0 +1,26 @@
+//===- Matmul.cpp - matmul through cblas ----------------------------------===//
+#include "runtime/kernels/cpu/Blas.h"
+#include "runtime/kernels/cpu/Kernels.h"
+
+namespace weft::cpu {
+
+template <typename T>
+void matmul(const T *A, const T *B, T *C, int64_t M, int64_t N, int64_t K,
+            bool TransA, bool TransB) {
+  if (M == 0 || N == 0)
+    return;
+  if (K == 0) {
+    for (int64_t I = 0; I < M * N; ++I)
+      C[I] = T(0);
+    return;
+  }
+  gemm(TransA, TransB, M, N, K, T(1), A, TransA ? M : K, B, TransB ? K : N,
+       T(0), C, N);
+}
+
+template void matmul<float>(const float *, const float *, float *, int64_t,
+                            int64_t, int64_t, bool, bool);
+template void matmul<double>(const double *, const double *, double *, int64_t,
+                             int64_t, int64_t, bool, bool);
+
+} // namespace weft::cpu

@@ -1,0 +1,299 @@
+//===- weft-run - Load a weft program and train with it -------------------===//
+//
+// Thin: parses flags and calls the runtime library. Usage errors exit 2,
+// every other failure exits 1; all messages start with "weft-run: error: ".
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Checkpoint.h"
+#include "runtime/Data.h"
+#include "runtime/Executor.h"
+#include "runtime/Hash.h"
+#include "runtime/Program.h"
+#include "runtime/Trainer.h"
+#include "runtime/kernels/cpu/Kernels.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+using namespace weft;
+
+namespace {
+
+const char *const Usage = R"(usage: weft-run PROGRAM [options]
+
+Loads a weft program file (docs/program-format.md) and trains with it.
+
+options:
+  --steps N         training steps to run (default 10)
+  --data FILE       uint16 token file (e.g. from weft-tokenize); sample i of
+                    step k starts at token (k*batch+i)*seq, wrapping
+  --seed N          seed of the deterministic parameter init (default 1234)
+  --load DIR        load parameters (and, when present, optimizer state and
+                    step) from DIR/*.safetensors, or from one .safetensors file
+  --save DIR        after the last step write DIR/model.safetensors,
+                    DIR/optimizer.safetensors and DIR/trainer_state.json
+  --metrics FILE    append one JSON line per step (step, loss, lr,
+                    step_time_s, tokens_per_s, peak_bytes)
+  --save-grads DIR  after the last step write DIR/grads.safetensors with every
+                    parameter's gradient from that step
+  --grad-check K    no training: compare analytic gradients of the first batch
+                    with central differences of the loss at K elements per
+                    parameter (first, last and spread between); h = 1e-6
+                    (f64) or 1e-2 (f32). Error per element:
+                    |a-n| / max(|a|, |n|, floor), floor 1e-6 (f64) or 1e-3
+                    (f32), so gradients below the floor are compared
+                    absolutely. Without --data the tokens are pseudo-random
+                    from --seed. Exits 1 if an error exceeds --grad-tol.
+  --grad-tol X      grad-check tolerance (default 1e-5 for f64, 5e-2 for f32)
+  --threads N       OpenMP and OpenBLAS threads (default: all cores)
+  --dump            print the program readably and exit
+  --quiet           no per-step lines (the summary is still printed)
+  --help            this text
+)";
+
+int usageError(const std::string &Msg) {
+  std::cerr << "weft-run: error: " << Msg << "\n"
+            << "(run weft-run --help for usage)\n";
+  return 2;
+}
+
+int fail(const std::string &Msg) {
+  std::cerr << "weft-run: error: " << Msg << "\n";
+  return 1;
+}
+
+bool parseInt(const std::string &S, long long Min, long long &Out) {
+  if (S.empty())
+    return false;
+  char *End = nullptr;
+  errno = 0;
+  long long V = std::strtoll(S.c_str(), &End, 10);
+  if (errno || *End || V < Min)
+    return false;
+  Out = V;
+  return true;
+}
+
+bool parseDouble(const std::string &S, double &Out) {
+  if (S.empty())
+    return false;
+  char *End = nullptr;
+  errno = 0;
+  double V = std::strtod(S.c_str(), &End);
+  if (errno || *End || !(V > 0))
+    return false;
+  Out = V;
+  return true;
+}
+
+struct Options {
+  std::string Program, Data, Load, Save, Metrics, SaveGrads;
+  long long Steps = 10, Seed = 1234, GradCheck = 0, Threads = 0;
+  double GradTol = 0;
+  bool Dump = false, Quiet = false;
+};
+
+/// Returns -1 on success, else the exit code.
+int parseArgs(int Argc, char **Argv, Options &O) {
+  for (int I = 1; I < Argc; ++I) {
+    std::string A = Argv[I];
+    if (A == "--help" || A == "-h") {
+      std::cout << Usage;
+      return 0;
+    }
+    if (A == "--dump") {
+      O.Dump = true;
+      continue;
+    }
+    if (A == "--quiet") {
+      O.Quiet = true;
+      continue;
+    }
+    if (A.rfind("--", 0) != 0) {
+      if (!O.Program.empty())
+        return usageError("unexpected argument '" + A +
+                          "' (the program is '" + O.Program + "')");
+      O.Program = A;
+      continue;
+    }
+    std::string Value;
+    size_t Eq = A.find('=');
+    bool HasValue = Eq != std::string::npos;
+    if (HasValue) {
+      Value = A.substr(Eq + 1);
+      A = A.substr(0, Eq);
+    }
+    static const char *const WithValue[] = {
+        "--steps",      "--data",       "--seed",     "--load",
+        "--save",       "--metrics",    "--save-grads", "--grad-check",
+        "--grad-tol",   "--threads"};
+    bool Known = false;
+    for (const char *F : WithValue)
+      Known |= A == F;
+    if (!Known)
+      return usageError("unknown flag '" + A + "'");
+    if (!HasValue) {
+      if (I + 1 >= Argc)
+        return usageError(A + " needs a value");
+      Value = Argv[++I];
+    }
+    auto IntFlag = [&](long long Min, long long &Out) {
+      if (!parseInt(Value, Min, Out))
+        return usageError("bad value '" + Value + "' for " + A +
+                          " (expected an integer >= " + std::to_string(Min) +
+                          ")");
+      return -1;
+    };
+    int Code = -1;
+    if (A == "--steps")
+      Code = IntFlag(0, O.Steps);
+    else if (A == "--seed")
+      Code = IntFlag(0, O.Seed);
+    else if (A == "--grad-check")
+      Code = IntFlag(1, O.GradCheck);
+    else if (A == "--threads")
+      Code = IntFlag(1, O.Threads);
+    else if (A == "--grad-tol") {
+      if (!parseDouble(Value, O.GradTol))
+        Code = usageError("bad value '" + Value +
+                          "' for --grad-tol (expected a positive number)");
+    } else if (Value.empty())
+      Code = usageError(A + " needs a non-empty value");
+    else if (A == "--data")
+      O.Data = Value;
+    else if (A == "--load")
+      O.Load = Value;
+    else if (A == "--save")
+      O.Save = Value;
+    else if (A == "--metrics")
+      O.Metrics = Value;
+    else if (A == "--save-grads")
+      O.SaveGrads = Value;
+    if (Code >= 0)
+      return Code;
+  }
+  if (O.Program.empty())
+    return usageError("no PROGRAM given");
+  return -1;
+}
+
+/// Deterministic pseudo-random tokens for --grad-check without --data.
+std::vector<uint16_t> randomTokens(const Program &P, uint64_t Seed) {
+  std::vector<uint16_t> T(size_t(P.Batch * P.Seq + 1));
+  for (size_t I = 0; I < T.size(); ++I)
+    T[I] = uint16_t(splitmix64(splitmix64(Seed) + I) % uint64_t(P.Vocab));
+  return T;
+}
+
+int runGradCheck(Executor &E, const TokenData &Data, const Options &O,
+                 int64_t StartStep) {
+  GradCheckOptions G;
+  G.PerParam = O.GradCheck;
+  G.Tol = O.GradTol;
+  G.Step = StartStep;
+  Expected<GradCheckReport> R = gradCheck(E, Data, G);
+  if (!R.ok())
+    return fail(R.message());
+  std::printf("grad-check: %zu parameters, h=%g, floor=%g, tolerance %g\n",
+              R->Params.size(), R->H, R->Floor, R->Tol);
+  for (const GradCheckEntry &P : R->Params)
+    std::printf("  %-48s max err %.3e at [%lld] (analytic %.9g, numeric "
+                "%.9g)%s\n",
+                P.Name.c_str(), P.MaxErr, (long long)P.WorstIndex, P.Analytic,
+                P.Numeric, P.MaxErr <= R->Tol ? "" : "  FAIL");
+  if (!O.SaveGrads.empty()) {
+    Status S = saveGradients(E, O.SaveGrads);
+    if (!S.ok())
+      return fail(S.message());
+  }
+  for (const GradCheckEntry &P : R->Params)
+    if (!(P.MaxErr <= R->Tol)) {
+      char Msg[512];
+      std::snprintf(Msg, sizeof(Msg),
+                    "grad-check failed: parameter '%s' element %lld: "
+                    "analytic %.9g, numeric %.9g, error %.3e > tolerance %g",
+                    P.Name.c_str(), (long long)P.WorstIndex, P.Analytic,
+                    P.Numeric, P.MaxErr, R->Tol);
+      return fail(Msg);
+    }
+  std::printf("grad-check: passed\n");
+  return 0;
+}
+
+} // namespace
+
+int main(int Argc, char **Argv) {
+  Options O;
+  int Code = parseArgs(Argc, Argv, O);
+  if (Code >= 0)
+    return Code;
+
+  Expected<Program> P = loadProgramFile(O.Program);
+  if (!P.ok())
+    return fail(P.message());
+  if (O.Dump) {
+    std::cout << dumpProgram(*P);
+    return 0;
+  }
+  if (O.Data.empty() && !O.GradCheck)
+    return fail("no --data given (a uint16 token file, see weft-tokenize)");
+
+  cpu::setNumThreads(int(O.Threads));
+  Expected<std::unique_ptr<Executor>> E = Executor::create(P.take());
+  if (!E.ok())
+    return fail(E.message());
+  Executor &Exec = **E;
+  const Program &Prog = Exec.program();
+  Exec.initParams(uint64_t(O.Seed));
+
+  int64_t StartStep = 0;
+  if (!O.Load.empty()) {
+    Expected<int64_t> Step = loadCheckpoint(Exec, O.Load);
+    if (!Step.ok())
+      return fail(Step.message());
+    StartStep = *Step;
+  }
+
+  Expected<TokenData> Data =
+      O.Data.empty()
+          ? TokenData::fromTokens(randomTokens(Prog, uint64_t(O.Seed)),
+                                  Prog.Vocab, Prog.Seq)
+          : TokenData::open(O.Data, Prog.Vocab, Prog.Seq);
+  if (!Data.ok())
+    return fail(Data.message());
+
+  if (O.GradCheck)
+    return runGradCheck(Exec, *Data, O, StartStep);
+
+  std::ofstream Metrics;
+  if (!O.Metrics.empty()) {
+    Metrics.open(O.Metrics, std::ios::app);
+    if (!Metrics)
+      return fail("cannot open metrics file '" + O.Metrics + "'");
+  }
+  TrainOptions T;
+  T.Steps = O.Steps;
+  T.StartStep = StartStep;
+  T.Log = O.Quiet ? nullptr : &std::cout;
+  T.Metrics = O.Metrics.empty() ? nullptr : &Metrics;
+  Expected<std::vector<StepRecord>> Records = train(Exec, *Data, T);
+  if (!Records.ok())
+    return fail(Records.message());
+  printSummary(std::cout, *Records, Exec);
+
+  if (!O.SaveGrads.empty()) {
+    Status S = saveGradients(Exec, O.SaveGrads);
+    if (!S.ok())
+      return fail(S.message());
+  }
+  if (!O.Save.empty()) {
+    Status S = saveCheckpoint(Exec, O.Save, StartStep + O.Steps);
+    if (!S.ok())
+      return fail(S.message());
+  }
+  return 0;
+}
