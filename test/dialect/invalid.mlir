@@ -1,0 +1,131 @@
+// Each verifier diagnostic of the weft dialect, one case per split.
+// RUN: weft-opt %s -split-input-file -verify-diagnostics
+
+func.func @matmul_contracting_mismatch(%a: tensor<8x64xf32>, %b: tensor<32x16xf32>) {
+  // expected-error @+2 {{contracting dims differ: a [8, 64] (transpose_a=false) gives K=64, b [32, 16] (transpose_b=false) gives K=32}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.matmul %a, %b : (tensor<8x64xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_wrong_result(%a: tensor<8x64xf32>, %b: tensor<64x16xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<8x16xf32>' are incompatible with return type(s) of operation 'tensor<8x17xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.matmul %a, %b : (tensor<8x64xf32>, tensor<64x16xf32>) -> tensor<8x17xf32>
+  return
+}
+
+// -----
+
+func.func @attention_gqa_indivisible(%q: tensor<2x8x96xf32>, %k: tensor<2x8x96xf32>) {
+  // expected-error @+2 {{num_heads=6 is not divisible by num_kv_heads=4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.attention %q, %k, %k {num_heads = 6, num_kv_heads = 4} : (tensor<2x8x96xf32>, tensor<2x8x96xf32>, tensor<2x8x96xf32>) -> tensor<2x8x96xf32>
+  return
+}
+
+// -----
+
+func.func @attention_heads_do_not_divide(%q: tensor<2x8x64xf32>) {
+  // expected-error @+2 {{num_heads=5 does not divide q's features=64}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.attention %q, %q, %q {num_heads = 5, num_kv_heads = 5} : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_kv_width(%q: tensor<2x8x64xf32>, %k: tensor<2x8x48xf32>) {
+  // expected-error @+2 {{k must have num_kv_heads*head_dim=2*16=32 features, got 48}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.attention %q, %k, %k {num_heads = 4, num_kv_heads = 2} : (tensor<2x8x64xf32>, tensor<2x8x48xf32>, tensor<2x8x48xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rope_odd_head_dim(%x: tensor<2x8x12xf32>) {
+  // expected-error @+2 {{head_dim=3 must be even to rotate pairs}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.rope %x {num_heads = 4, theta = 10000.0} : (tensor<2x8x12xf32>) -> tensor<2x8x12xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_gamma(%x: tensor<2x8x64xf32>, %g: tensor<32xf32>) {
+  // expected-error @+2 {{gamma must have shape [64] to match the last dim of x, got [32]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.layer_norm %x, %g, %g {eps = 1.0e-5} : (tensor<2x8x64xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @split_sizes(%x: tensor<2x8x192xf32>) {
+  // expected-error @+2 {{sizes sum to 190 but the last dim of x is 192}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y:2 = weft.split %x {sizes = array<i64: 95, 95>} : (tensor<2x8x192xf32>) -> (tensor<2x8x95xf32>, tensor<2x8x95xf32>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_targets(%l: tensor<2x8x256xf32>, %t: tensor<2x7xi32>) {
+  // expected-error @+2 {{logits [2, 8, 256] must be targets [2, 7] plus a vocab dim}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.cross_entropy %l, %t : (tensor<2x8x256xf32>, tensor<2x7xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @position_table_too_short(%x: tensor<2x8x64xf32>, %p: tensor<4x64xf32>) {
+  // expected-error @+2 {{seq=8 exceeds the table's positions=4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.position_embedding %x, %p : (tensor<2x8x64xf32>, tensor<4x64xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_float_ids(%t: tensor<256x64xf32>, %ids: tensor<2x8xf32>) {
+  // expected-error @+1 {{operand #1 must be ranked tensor of 32-bit signless integer values}}
+  %y = weft.embedding %t, %ids : (tensor<256x64xf32>, tensor<2x8xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @param_bad_init() {
+  // expected-error @+1 {{init must be normal, zeros or ones, got 'uniform'}}
+  %w = weft.param "w" {init = "uniform"} : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @param_normal_needs_std() {
+  // expected-error @+1 {{init normal needs std > 0, got 0}}
+  %w = weft.param "w" {init = "normal"} : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @adamw_of_non_param(%x: tensor<4x4xf32>) {
+  // expected-error @+1 {{updates a parameter: operand 0 must be a weft.param}}
+  weft.adamw %x {weight_decay = true} : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// expected-note @+1 {{prior use here}}
+func.func @elementwise_type_mismatch(%a: tensor<4xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{use of value '%b' expects different type than prior uses}}
+  %y = weft.add %a, %b : tensor<4xf32>
+  return
+}

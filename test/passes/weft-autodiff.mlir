@@ -1,0 +1,71 @@
+// RUN: weft-opt %s -split-input-file -weft-autodiff -verify-diagnostics | FileCheck %s
+
+// A tied embedding is used twice (lookup and LM head): its two gradient
+// contributions are summed, and every parameter gets one weft.param_grad.
+// CHECK-LABEL: func @tied_embedding
+// CHECK:      %[[WTE:.*]] = weft.param "wte"
+// CHECK:      %[[X:.*]] = weft.embedding %[[WTE]], %[[TOK:.*]] :
+// CHECK:      %[[G:.*]] = weft.param "g"
+// CHECK:      %[[H:.*]] = weft.rms_norm %[[X]], %[[G]]
+// CHECK:      %[[LOGITS:.*]] = weft.matmul %[[H]], %[[WTE]] {transpose_b = true}
+// CHECK:      %[[LOSS:.*]] = weft.cross_entropy %[[LOGITS]], %[[TGT:.*]] :
+// Backward, in reverse order, seeded with dloss = 1:
+// CHECK:      %[[ONE:.*]] = weft.fill {value = 1.000000e+00 : f64} : tensor<f32>
+// CHECK:      %[[DLOGITS:.*]] = weft.cross_entropy_grad %[[LOGITS]], %[[TGT]], %[[ONE]]
+// CHECK:      %[[DH:.*]] = weft.matmul %[[DLOGITS]], %[[WTE]] :
+// CHECK:      %[[DWTE_HEAD:.*]] = weft.matmul %[[DLOGITS]], %[[H]] {transpose_a = true}
+// CHECK:      %[[DX:.*]], %[[DG:.*]] = weft.rms_norm_grad %[[DH]], %[[X]], %[[G]]
+// CHECK:      %[[DWTE_EMB:.*]] = weft.embedding_grad %[[DX]], %[[TOK]] {vocab = 16 : i64}
+// CHECK:      %[[DWTE:.*]] = weft.add %[[DWTE_HEAD]], %[[DWTE_EMB]]
+// CHECK:      weft.param_grad "wte", %[[DWTE]]
+// CHECK:      weft.param_grad "g", %[[DG]]
+// CHECK:      return %[[LOSS]]
+func.func @tied_embedding(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %g = weft.param "g" {init = "ones"} : tensor<8xf32>
+  %h = weft.rms_norm %x, %g {eps = 1.0e-5} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %logits = weft.matmul %h, %wte {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// GPT-2's fused QKV: the split's VJP concatenates the three gradients; a
+// part the loss never reads contributes zeros. A parameter the loss does not
+// depend on gets a zero gradient.
+// CHECK-LABEL: func @split_and_unused
+// CHECK:      %[[ZERO_V:.*]] = weft.fill {value = 0.000000e+00 : f64} : tensor<2x4x8xf32>
+// CHECK:      weft.concat %{{.*}}, %{{.*}}, %[[ZERO_V]]
+// CHECK:      %[[ZERO_P:.*]] = weft.fill {value = 0.000000e+00 : f64} : tensor<3xf32>
+// CHECK:      weft.param_grad "unused", %[[ZERO_P]]
+func.func @split_and_unused(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x24xf32>
+  %unused = weft.param "unused" {init = "zeros"} : tensor<3xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x24xf32>, tensor<2x4xi32>) -> tensor<2x4x24xf32>
+  %q, %k, %v = weft.split %x {sizes = array<i64: 8, 8, 8>} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+  %s = weft.mul %q, %k : tensor<2x4x8xf32>
+  %w = weft.param "head" {init = "normal", std = 0.02} : tensor<8x16xf32>
+  %logits = weft.matmul %s, %w : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Negative: the function must return one scalar loss.
+// expected-error @+1 {{weft-autodiff expects @not_a_loss to return one scalar loss (tensor<f32>), it returns 1 values}}
+func.func @not_a_loss(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// Negative: an op on the path to the loss without a VJP.
+func.func @no_vjp(%x: tensor<2x16xf32>, %t: tensor<i32>) -> tensor<f32> {
+  // expected-error @+1 {{'weft.reduce_rows' op is on the path to the loss but has no VJP}}
+  %r = weft.reduce_rows %x : (tensor<2x16xf32>) -> tensor<16xf32>
+  %loss = weft.cross_entropy %r, %t : (tensor<16xf32>, tensor<i32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

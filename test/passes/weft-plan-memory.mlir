@@ -1,0 +1,51 @@
+// RUN: weft-opt %s -split-input-file -weft-plan-memory | FileCheck %s
+
+// A chain of 1 KiB tensors: each result is placed before its operand is freed
+// (no kernel reads and writes the same bytes), then the operand's bytes are
+// reused, so the arena ping-pongs between two slots. Parameters are not in it.
+// CHECK-LABEL: func @chain
+// CHECK-SAME:  weft.arena_bytes = 2048 : i64
+// CHECK:       weft.param "g" {init = "ones"} : tensor<256xf32>
+// CHECK:       weft.gelu %{{.*}} {weft.offsets = array<i64: 0>}
+// CHECK:       weft.silu %{{.*}} {weft.offsets = array<i64: 1024>}
+// CHECK:       weft.gelu %{{.*}} {weft.offsets = array<i64: 0>}
+// CHECK:       weft.mul %{{.*}}, %{{.*}} {weft.offsets = array<i64: 1024>}
+func.func @chain(%x: tensor<256xf32>) -> tensor<256xf32> {
+  %g = weft.param "g" {init = "ones"} : tensor<256xf32>
+  %0 = weft.gelu %x : tensor<256xf32>
+  %1 = weft.silu %0 : tensor<256xf32>
+  %2 = weft.gelu %1 : tensor<256xf32>
+  %3 = weft.mul %2, %g : tensor<256xf32>
+  return %3 : tensor<256xf32>
+}
+
+// -----
+
+// A value with a later use stays live: %0 is read again by the add, so the
+// silu and gelu results cannot take its slot. Small tensors round up to 64 B.
+// CHECK-LABEL: func @long_lived
+// CHECK-SAME:  weft.arena_bytes = 192 : i64
+// CHECK:       weft.gelu %{{.*}} {weft.offsets = array<i64: 0>} : tensor<4xf32>
+// CHECK:       weft.silu %{{.*}} {weft.offsets = array<i64: 64>}
+// CHECK:       weft.gelu %{{.*}} {weft.offsets = array<i64: 128>}
+// CHECK:       weft.add %{{.*}}, %{{.*}} {weft.offsets = array<i64: 64>}
+func.func @long_lived(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = weft.gelu %x : tensor<4xf32>
+  %1 = weft.silu %0 : tensor<4xf32>
+  %2 = weft.gelu %1 : tensor<4xf32>
+  %3 = weft.add %0, %2 : tensor<4xf32>
+  return %3 : tensor<4xf32>
+}
+
+// -----
+
+// Multi-result ops get one offset per result; an unused result is freed at
+// once, so the next op reuses it.
+// CHECK-LABEL: func @split_unused
+// CHECK:       weft.split %{{.*}} {sizes = array<i64: 16, 16>, weft.offsets = array<i64: 0, 64>}
+// CHECK:       weft.gelu %{{.*}} {weft.offsets = array<i64: 64>}
+func.func @split_unused(%x: tensor<32xf32>) -> tensor<16xf32> {
+  %a, %b = weft.split %x {sizes = array<i64: 16, 16>} : (tensor<32xf32>) -> (tensor<16xf32>, tensor<16xf32>)
+  %y = weft.gelu %a : tensor<16xf32>
+  return %y : tensor<16xf32>
+}
