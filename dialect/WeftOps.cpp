@@ -166,8 +166,8 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   if (kA != kB)
     return emitOptionalError(
         loc, "contracting dims differ: a ", shapeStr(a.getShape()),
-        " (transpose_a=", ta, ") gives K=", kA, ", b ", shapeStr(b.getShape()),
-        " (transpose_b=", tb, ") gives K=", kB);
+        " (transpose_a=", ta ? "true" : "false", ") gives K=", kA, ", b ", shapeStr(b.getShape()),
+        " (transpose_b=", tb ? "true" : "false", ") gives K=", kB);
   SmallVector<int64_t> shape;
   if (ta)
     shape.push_back(aLast);

@@ -128,8 +128,12 @@ Expected<GradCheckReport> gradCheck(Executor &E, const TokenData &Data,
   const bool F64 = P.Type == DType::F64;
   GradCheckReport Rep;
   Rep.Tol = O.Tol > 0 ? O.Tol : (F64 ? 1e-5 : 5e-2);
-  Rep.H = O.H > 0 ? O.H : (F64 ? 1e-6 : 1e-2);
-  Rep.Floor = F64 ? 1e-6 : 1e-3;
+  // f64: h = 1e-5 keeps the rounding noise of a loss near 1..10 at ~1e-11
+  // (eps*|loss|/h) and the truncation error (h^2 f''') near 1e-10; gradients
+  // below Floor = 1e-3 are compared absolutely (Tol*Floor = 1e-8), since
+  // their relative error is dominated by those two terms.
+  Rep.H = O.H > 0 ? O.H : (F64 ? 1e-5 : 1e-2);
+  Rep.Floor = F64 ? 1e-3 : 1e-3;
   Data.fillBatch(O.Step, P.Batch, P.Seq, E.tokens(), E.targets());
   StepContext Ctx;
   Ctx.Step = O.Step + 1;

@@ -77,6 +77,8 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
     return nullptr;
   }
   name = config.config.name;
+  if (StringRef(name).ends_with(".json")) // a config file: name it by its stem
+    name = llvm::sys::path::stem(name).str();
   weft::BuildOptions options;
   options.batch = batchArg;
   options.seq = seqArg;

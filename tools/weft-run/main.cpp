@@ -42,9 +42,9 @@ options:
                     parameter's gradient from that step
   --grad-check K    no training: compare analytic gradients of the first batch
                     with central differences of the loss at K elements per
-                    parameter (first, last and spread between); h = 1e-6
+                    parameter (first, last and spread between); h = 1e-5
                     (f64) or 1e-2 (f32). Error per element:
-                    |a-n| / max(|a|, |n|, floor), floor 1e-6 (f64) or 1e-3
+                    |a-n| / max(|a|, |n|, floor), floor 1e-3 (f64) or 1e-3
                     (f32), so gradients below the floor are compared
                     absolutely. Without --data the tokens are pseudo-random
                     from --seed. Exits 1 if an error exceeds --grad-tol.

@@ -1,0 +1,17 @@
+// Finite-difference check of the VJP of weft.attention, grouped-query (4 query heads, 2 kv heads) (f64, every parameter).
+// RUN: weft-compile %s -o %t.weft --quiet
+// RUN: weft-run %t.weft --grad-check 12 | FileCheck %s
+// CHECK: grad-check: passed
+func.func @attention_gqa(%tokens: tensor<2x5xi32>, %targets: tensor<2x5xi32>) -> tensor<f64> {
+  %wte = weft.param "wte" {init = "normal", std = 0.5} : tensor<11x8xf64>
+  %x = weft.embedding %wte, %tokens : (tensor<11x8xf64>, tensor<2x5xi32>) -> tensor<2x5x8xf64>
+  %wk = weft.param "wk" {init = "normal", std = 0.5} : tensor<8x4xf64>
+  %wv = weft.param "wv" {init = "normal", std = 0.5} : tensor<8x4xf64>
+  %k = weft.matmul %x, %wk : (tensor<2x5x8xf64>, tensor<8x4xf64>) -> tensor<2x5x4xf64>
+  %v = weft.matmul %x, %wv : (tensor<2x5x8xf64>, tensor<8x4xf64>) -> tensor<2x5x4xf64>
+  %y = weft.attention %x, %k, %v {num_heads = 4, num_kv_heads = 2} : (tensor<2x5x8xf64>, tensor<2x5x4xf64>, tensor<2x5x4xf64>) -> tensor<2x5x8xf64>
+  %head = weft.param "head" {init = "normal", std = 0.5} : tensor<8x11xf64>
+  %logits = weft.matmul %y, %head : (tensor<2x5x8xf64>, tensor<8x11xf64>) -> tensor<2x5x11xf64>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x5x11xf64>, tensor<2x5xi32>) -> tensor<f64>
+  return %loss : tensor<f64>
+}

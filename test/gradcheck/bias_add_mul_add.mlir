@@ -1,0 +1,16 @@
+// Finite-difference check of the VJP of weft.bias_add, weft.mul and weft.add (f64, every parameter).
+// RUN: weft-compile %s -o %t.weft --quiet
+// RUN: weft-run %t.weft --grad-check 12 | FileCheck %s
+// CHECK: grad-check: passed
+func.func @bias_add_mul_add(%tokens: tensor<2x5xi32>, %targets: tensor<2x5xi32>) -> tensor<f64> {
+  %wte = weft.param "wte" {init = "normal", std = 0.5} : tensor<11x8xf64>
+  %x = weft.embedding %wte, %tokens : (tensor<11x8xf64>, tensor<2x5xi32>) -> tensor<2x5x8xf64>
+  %bias = weft.param "bias" {init = "normal", std = 0.5} : tensor<8xf64>
+  %a = weft.bias_add %x, %bias : (tensor<2x5x8xf64>, tensor<8xf64>) -> tensor<2x5x8xf64>
+  %b = weft.mul %a, %x : tensor<2x5x8xf64>
+  %y = weft.add %b, %a : tensor<2x5x8xf64>
+  %head = weft.param "head" {init = "normal", std = 0.5} : tensor<8x11xf64>
+  %logits = weft.matmul %y, %head : (tensor<2x5x8xf64>, tensor<8x11xf64>) -> tensor<2x5x11xf64>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x5x11xf64>, tensor<2x5xi32>) -> tensor<f64>
+  return %loss : tensor<f64>
+}

@@ -1,0 +1,40 @@
+// The program file is read back by the runtime's loader and printed.
+// RUN: weft-opt %s -split-input-file -weft-autodiff -weft-insert-adamw -weft-plan-memory -weft-emit-program="output=%t.weft" -verify-diagnostics -o /dev/null
+// RUN: weft-run %t.weft --dump | FileCheck %s
+
+// CHECK:      program: model tiny | dtype f32 | batch 2 | seq 4 | vocab 16
+// CHECK:      params: 2 (136 elements)
+// CHECK-NEXT:   0  wte  [16,8]  init=normal(std=0.02)  decay
+// CHECK-NEXT:   1  g  [8]  init=ones
+// CHECK:        0  input  i32[2,4]  tokens
+// CHECK-NEXT:   1  input  i32[2,4]  targets
+// CHECK-NEXT:   2  param  f32[16,8]  wte
+// CHECK-NEXT:   3  grad  f32[16,8]  wte
+// CHECK-NEXT:   4  adam_m  f32[16,8]  wte
+// CHECK-NEXT:   5  adam_v  f32[16,8]  wte
+// CHECK:      instructions: 15 (loss = buffer 13, forward_end 4, optimizer_begin 13)
+// CHECK-NEXT:   0  embedding  in=[2,0]
+// CHECK-NEXT:   1  rms_norm  in=[6,7] out=[11]  eps=1e-05
+// CHECK-NEXT:   2  matmul  in=[11,2] out=[12]  transpose_b=true  : [2,4,8] x [16,8] -> [2,4,16]
+// CHECK-NEXT:   3  cross_entropy  in=[12,1] out=[13]
+// CHECK-NEXT:  -- forward_end
+// Gradients land in the parameters' grad buffers (3 and 8) by copies...
+// CHECK:       11  copy  in=[21] out=[3]
+// CHECK-NEXT:  12  copy  in=[19] out=[8]
+// CHECK-NEXT:  -- optimizer_begin
+// ...which the in-place AdamW updates read.
+// CHECK-NEXT:  13  adamw  in=[2,3,4,5] out=[2,4,5]  weight_decay=true
+// CHECK-NEXT:  14  adamw  in=[7,8,9,10] out=[7,9,10]  weight_decay=false
+func.func @tiny(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> attributes {weft.model = "tiny"} {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %g = weft.param "g" {init = "ones"} : tensor<8xf32>
+  %h = weft.rms_norm %x, %g {eps = 1.0e-5} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %logits = weft.matmul %h, %wte {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// Negative: emission needs the memory plan.
+// RUN: not weft-opt %s -weft-emit-program="output=%t.bad" 2>&1 | FileCheck %s --check-prefix=UNPLANNED
+// UNPLANNED: error: no weft.arena_bytes: run weft-plan-memory first
