@@ -1,0 +1,121 @@
+//===- InitDataTest.cpp - Deterministic init and the token data loader ----===//
+#include "runtime/Data.h"
+#include "runtime/Hash.h"
+#include "runtime/Init.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+using namespace weft;
+
+namespace {
+
+TEST(Init, MatchesTheDocumentedFormula) {
+  // Recompute by hand from the doc for one element.
+  uint64_t Key = fnv1a64(std::string_view("w")) ^ splitmix64(7);
+  double U1 = (double(splitmix64(Key + 2 * 5) >> 11) + 0.5) * std::ldexp(1, -53);
+  double U2 =
+      (double(splitmix64(Key + 2 * 5 + 1) >> 11) + 0.5) * std::ldexp(1, -53);
+  double Want = std::sqrt(-2 * std::log(U1)) * std::cos(2 * M_PI * U2);
+  EXPECT_EQ(initNormal(7, "w", 5), Want);
+}
+
+TEST(Init, DeterministicAndLayoutIndependent) {
+  ParamSpec P{"h.0.attn.c_attn.weight", {64, 48}, {InitSpec::Normal, 0.02},
+              true};
+  std::vector<double> Whole(64 * 48), Again(64 * 48), Shard(1000);
+  initParam(P, 1234, DType::F64, Whole.data(), 0, Whole.size());
+  initParam(P, 1234, DType::F64, Again.data(), 0, Again.size());
+  EXPECT_EQ(Whole, Again);
+  // A shard starting mid-tensor sees the same values at the same indices.
+  initParam(P, 1234, DType::F64, Shard.data(), 777, Shard.size());
+  for (size_t I = 0; I < Shard.size(); ++I)
+    ASSERT_EQ(Shard[I], Whole[777 + I]) << I;
+  // f32 is the rounded f64 value.
+  std::vector<float> F(10);
+  initParam(P, 1234, DType::F32, F.data(), 0, 10);
+  for (size_t I = 0; I < 10; ++I)
+    EXPECT_EQ(F[I], float(Whole[I]));
+  // Other seed or name: other values.
+  std::vector<double> Other(10);
+  initParam(P, 1235, DType::F64, Other.data(), 0, 10);
+  EXPECT_NE(Other[0], Whole[0]);
+  P.Name = "h.1.attn.c_attn.weight";
+  initParam(P, 1234, DType::F64, Other.data(), 0, 10);
+  EXPECT_NE(Other[0], Whole[0]);
+}
+
+TEST(Init, NormalStatistics) {
+  ParamSpec P{"x", {100000}, {InitSpec::Normal, 0.5}, false};
+  std::vector<double> V(100000);
+  initParam(P, 1, DType::F64, V.data(), 0, V.size());
+  double Mean = 0, Sq = 0;
+  for (double X : V)
+    Mean += X;
+  Mean /= V.size();
+  for (double X : V)
+    Sq += (X - Mean) * (X - Mean);
+  double Std = std::sqrt(Sq / V.size());
+  EXPECT_NEAR(Mean, 0.0, 0.01); // 5 sigma of the mean is ~0.008
+  EXPECT_NEAR(Std, 0.5, 0.01);
+  ParamSpec Ones{"g", {3}, {InitSpec::Ones, 0}, false};
+  std::vector<float> O(3);
+  initParam(Ones, 1, DType::F32, O.data(), 0, 3);
+  EXPECT_EQ(O, std::vector<float>({1, 1, 1}));
+}
+
+std::string writeTokens(const std::vector<uint16_t> &T, const char *Name) {
+  std::string Path = ::testing::TempDir() + Name;
+  std::ofstream Out(Path, std::ios::binary);
+  for (uint16_t V : T) {
+    char B[2] = {char(V & 0xff), char(V >> 8)};
+    Out.write(B, 2);
+  }
+  return Path;
+}
+
+TEST(Data, SampleOffsetsAndWrap) {
+  std::vector<uint16_t> T(10);
+  for (size_t I = 0; I < T.size(); ++I)
+    T[I] = uint16_t(100 + I);
+  std::string Path = writeTokens(T, "data_wrap.bin");
+  Expected<TokenData> D = TokenData::open(Path, 300, 3);
+  ASSERT_TRUE(D.ok()) << D.message();
+  const int64_t B = 2, S = 3;
+  int32_t In[6], Tg[6];
+  D->fillBatch(0, B, S, In, Tg);
+  EXPECT_EQ(std::vector<int32_t>(In, In + 6),
+            std::vector<int32_t>({100, 101, 102, 103, 104, 105}));
+  EXPECT_EQ(std::vector<int32_t>(Tg, Tg + 6),
+            std::vector<int32_t>({101, 102, 103, 104, 105, 106}));
+  // Step 1: samples start at (1*2+0)*3 = 6 and 9; both wrap modulo 10.
+  D->fillBatch(1, B, S, In, Tg);
+  EXPECT_EQ(std::vector<int32_t>(In, In + 6),
+            std::vector<int32_t>({106, 107, 108, 109, 100, 101}));
+  EXPECT_EQ(std::vector<int32_t>(Tg, Tg + 6),
+            std::vector<int32_t>({107, 108, 109, 100, 101, 102}));
+}
+
+TEST(Data, RefusesIdAtOrAboveVocab) {
+  std::string Path = writeTokens({1, 2, 3, 256, 4, 5}, "data_vocab.bin");
+  Expected<TokenData> D = TokenData::open(Path, 256, 2);
+  ASSERT_FALSE(D.ok());
+  EXPECT_NE(D.message().find("token id 256 at position 3"), std::string::npos)
+      << D.message();
+}
+
+TEST(Data, RefusesShortAndMissingFiles) {
+  std::string Path = writeTokens({1, 2, 3}, "data_short.bin");
+  Expected<TokenData> D = TokenData::open(Path, 256, 3);
+  ASSERT_FALSE(D.ok());
+  EXPECT_NE(D.message().find("need at least seq+1 = 4"), std::string::npos)
+      << D.message();
+  Expected<TokenData> M = TokenData::open("/nonexistent/x.bin", 256, 3);
+  ASSERT_FALSE(M.ok());
+  EXPECT_NE(M.message().find("cannot open data file"), std::string::npos);
+}
+
+} // namespace

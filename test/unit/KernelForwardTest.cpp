@@ -1,0 +1,200 @@
+//===- KernelForwardTest.cpp - f32 kernels against naive f64 loops --------===//
+#include "runtime/kernels/cpu/FastMath.h"
+#include "runtime/kernels/cpu/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace weft;
+using namespace weft::cpu;
+
+namespace {
+
+std::vector<float> randomF(size_t N, unsigned Seed, float Scale = 1.0f) {
+  std::mt19937 G(Seed);
+  std::normal_distribution<float> D(0.0f, Scale);
+  std::vector<float> V(N);
+  for (float &X : V)
+    X = D(G);
+  return V;
+}
+
+void expectNear(const std::vector<float> &Got, const std::vector<double> &Want,
+                double Tol, const char *What) {
+  ASSERT_EQ(Got.size(), Want.size());
+  for (size_t I = 0; I < Got.size(); ++I)
+    if (std::fabs(Got[I] - Want[I]) > Tol * std::max(1.0, std::fabs(Want[I]))) {
+      ADD_FAILURE() << What << "[" << I << "]: got " << Got[I] << ", want "
+                    << Want[I];
+      return;
+    }
+}
+
+TEST(KernelForward, VexpAccuracy) {
+  double Worst = 0;
+  for (float X = -80.0f; X < 80.0f; X += 0.0137f) {
+    double Want = std::exp(double(X));
+    Worst = std::max(Worst, std::fabs(vexp(X) - Want) / Want);
+  }
+  EXPECT_LT(Worst, 4e-7);
+  EXPECT_EQ(vexp(-1e30f) < 1e-37f, true);
+  EXPECT_TRUE(std::isfinite(vexp(1e30f)));
+}
+
+TEST(KernelForward, MatmulAllTransposes) {
+  const int64_t M = 17, N = 13, K = 29;
+  auto A = randomF(M * K, 1), B = randomF(K * N, 2);
+  for (bool TA : {false, true})
+    for (bool TB : {false, true}) {
+      std::vector<float> C(M * N);
+      matmul(A.data(), B.data(), C.data(), M, N, K, TA, TB);
+      std::vector<double> Want(M * N);
+      for (int64_t I = 0; I < M; ++I)
+        for (int64_t J = 0; J < N; ++J) {
+          double S = 0;
+          for (int64_t P = 0; P < K; ++P)
+            S += double(TA ? A[P * M + I] : A[I * K + P]) *
+                 double(TB ? B[J * K + P] : B[P * N + J]);
+          Want[I * N + J] = S;
+        }
+      expectNear(C, Want, 1e-5, "matmul");
+    }
+}
+
+TEST(KernelForward, Attention) {
+  const int64_t B = 2, S = 67, H = 4, Hkv = 2, Hd = 8;
+  auto Q = randomF(B * S * H * Hd, 1), K = randomF(B * S * Hkv * Hd, 2),
+       V = randomF(B * S * Hkv * Hd, 3);
+  std::vector<float> Y(Q.size());
+  std::vector<char> Scratch(attentionScratchBytes(S, 4, numThreads()));
+  attention(Q.data(), K.data(), V.data(), Y.data(), B, S, H, Hkv, Hd,
+            Scratch.data());
+  std::vector<double> Want(Q.size());
+  double Scale = 1.0 / std::sqrt(double(Hd));
+  for (int64_t Bi = 0; Bi < B; ++Bi)
+    for (int64_t Hh = 0; Hh < H; ++Hh) {
+      int64_t Kh = Hh / (H / Hkv);
+      for (int64_t I = 0; I < S; ++I) {
+        std::vector<double> P(I + 1);
+        double M = -1e300, Sum = 0;
+        for (int64_t J = 0; J <= I; ++J) {
+          double D = 0;
+          for (int64_t C = 0; C < Hd; ++C)
+            D += double(Q[((Bi * S + I) * H + Hh) * Hd + C]) *
+                 K[((Bi * S + J) * Hkv + Kh) * Hd + C];
+          P[J] = D * Scale;
+          M = std::max(M, P[J]);
+        }
+        for (double &X : P)
+          Sum += (X = std::exp(X - M));
+        for (int64_t C = 0; C < Hd; ++C) {
+          double Acc = 0;
+          for (int64_t J = 0; J <= I; ++J)
+            Acc += P[J] / Sum * V[((Bi * S + J) * Hkv + Kh) * Hd + C];
+          Want[((Bi * S + I) * H + Hh) * Hd + C] = Acc;
+        }
+      }
+    }
+  expectNear(Y, Want, 2e-5, "attention");
+}
+
+TEST(KernelForward, CrossEntropyLargeVocab) {
+  const int64_t R = 6, V = 50257;
+  auto L = randomF(R * V, 1, 3.0f);
+  std::vector<int32_t> T = {0, 50256, 17, 1234, 9, 42};
+  float Loss = 0;
+  ASSERT_TRUE(crossEntropy(L.data(), T.data(), R, V, &Loss).ok());
+  double Want = 0;
+  for (int64_t Rr = 0; Rr < R; ++Rr) {
+    double M = -1e300, S = 0;
+    for (int64_t J = 0; J < V; ++J)
+      M = std::max(M, double(L[Rr * V + J]));
+    for (int64_t J = 0; J < V; ++J)
+      S += std::exp(L[Rr * V + J] - M);
+    Want += M + std::log(S) - L[Rr * V + T[Rr]];
+  }
+  Want /= R;
+  EXPECT_NEAR(Loss, Want, 1e-5 * Want);
+  // Stable for huge logits.
+  std::vector<float> Big = {1000.0f, 0.0f, -1000.0f};
+  int32_t T0 = 1;
+  ASSERT_TRUE(crossEntropy(Big.data(), &T0, 1, 3, &Loss).ok());
+  EXPECT_NEAR(Loss, 1000.0f, 1e-3);
+}
+
+TEST(KernelForward, NormsAndActivations) {
+  const int64_t R = 5, D = 96;
+  auto X = randomF(R * D, 1, 2.0f), G = randomF(D, 2), Bt = randomF(D, 3);
+  std::vector<float> Y(R * D);
+  std::vector<double> Want(R * D);
+  layerNorm(X.data(), G.data(), Bt.data(), Y.data(), R, D, 1e-5);
+  for (int64_t Rr = 0; Rr < R; ++Rr) {
+    double M = 0, V = 0;
+    for (int64_t C = 0; C < D; ++C)
+      M += X[Rr * D + C];
+    M /= D;
+    for (int64_t C = 0; C < D; ++C)
+      V += (X[Rr * D + C] - M) * (X[Rr * D + C] - M);
+    V /= D;
+    for (int64_t C = 0; C < D; ++C)
+      Want[Rr * D + C] = (X[Rr * D + C] - M) / std::sqrt(V + 1e-5) * G[C] + Bt[C];
+  }
+  expectNear(Y, Want, 1e-5, "layer_norm");
+  rmsNorm(X.data(), G.data(), Y.data(), R, D, 1e-5);
+  for (int64_t Rr = 0; Rr < R; ++Rr) {
+    double S = 0;
+    for (int64_t C = 0; C < D; ++C)
+      S += double(X[Rr * D + C]) * X[Rr * D + C];
+    for (int64_t C = 0; C < D; ++C)
+      Want[Rr * D + C] = X[Rr * D + C] / std::sqrt(S / D + 1e-5) * G[C];
+  }
+  expectNear(Y, Want, 1e-5, "rms_norm");
+  gelu(X.data(), Y.data(), R * D);
+  for (int64_t I = 0; I < R * D; ++I) {
+    double V = X[I];
+    Want[I] = 0.5 * V *
+              (1 + std::tanh(std::sqrt(2 / M_PI) * (V + 0.044715 * V * V * V)));
+  }
+  expectNear(Y, Want, 1e-6, "gelu");
+  silu(X.data(), Y.data(), R * D);
+  for (int64_t I = 0; I < R * D; ++I)
+    Want[I] = X[I] / (1 + std::exp(-double(X[I])));
+  expectNear(Y, Want, 1e-6, "silu");
+}
+
+TEST(KernelForward, RopeMatchesRotateHalf) {
+  const int64_t B = 1, S = 3, H = 2, Hd = 4;
+  auto X = randomF(B * S * H * Hd, 1);
+  std::vector<float> Y(X.size());
+  rope(X.data(), Y.data(), B, S, H, Hd, 10000.0, false);
+  std::vector<double> Want(X.size());
+  for (int64_t Pos = 0; Pos < S; ++Pos)
+    for (int64_t Hh = 0; Hh < H; ++Hh)
+      for (int64_t I = 0; I < Hd; ++I) {
+        int64_t Base = (Pos * H + Hh) * Hd;
+        int64_t Fi = I % (Hd / 2);
+        double A = Pos * std::pow(10000.0, -2.0 * Fi / Hd);
+        // HF: q*cos + rotate_half(q)*sin, rotate_half = [-x2, x1].
+        double Rot = I < Hd / 2 ? -X[Base + I + Hd / 2] : X[Base + I - Hd / 2];
+        Want[Base + I] = X[Base + I] * std::cos(A) + Rot * std::sin(A);
+      }
+  expectNear(Y, Want, 1e-6, "rope");
+}
+
+TEST(KernelForward, ThreadCountDoesNotChangeResults) {
+  const int64_t R = 300, D = 200;
+  auto X = randomF(R * D, 1);
+  std::vector<float> A(D), B(D);
+  int Saved = numThreads();
+  setNumThreads(1);
+  reduceRows(X.data(), A.data(), R, D);
+  setNumThreads(2);
+  reduceRows(X.data(), B.data(), R, D);
+  setNumThreads(Saved);
+  EXPECT_EQ(A, B);
+}
+
+} // namespace

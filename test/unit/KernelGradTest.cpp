@@ -1,0 +1,303 @@
+//===- KernelGradTest.cpp - Every *_grad kernel against finite differences ===//
+//
+// In f64: the loss is L = sum(w * forward(inputs)) for fixed random w; the
+// analytic gradient is the grad kernel applied to dy = w; the numeric one is
+// a central difference of L with h = 1e-6.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/cpu/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+using namespace weft;
+using namespace weft::cpu;
+
+namespace {
+
+using Vec = std::vector<double>;
+
+Vec randomVec(size_t N, unsigned Seed, double Scale = 1.0) {
+  std::mt19937_64 G(Seed);
+  std::normal_distribution<double> D(0.0, Scale);
+  Vec V(N);
+  for (double &X : V)
+    X = D(G);
+  return V;
+}
+
+double dot(const Vec &A, const Vec &B) {
+  double S = 0;
+  for (size_t I = 0; I < A.size(); ++I)
+    S += A[I] * B[I];
+  return S;
+}
+
+/// Perturbs every element of X and compares d loss / d X[i] with Analytic.
+/// Gradients below 1e-2 are compared absolutely (the FD noise is ~1e-9).
+void expectGrad(const char *What, Vec &X, const Vec &Analytic,
+                const std::function<double()> &Loss, double Tol = 1e-6) {
+  ASSERT_EQ(X.size(), Analytic.size());
+  const double H = 1e-6;
+  double Worst = 0;
+  for (size_t I = 0; I < X.size(); ++I) {
+    double Orig = X[I];
+    X[I] = Orig + H;
+    double Lp = Loss();
+    X[I] = Orig - H;
+    double Lm = Loss();
+    X[I] = Orig;
+    double N = (Lp - Lm) / (2 * H);
+    double Err = std::fabs(N - Analytic[I]) /
+                 std::max({std::fabs(N), std::fabs(Analytic[I]), 1e-2});
+    Worst = std::max(Worst, Err);
+    if (Err > Tol) {
+      ADD_FAILURE() << What << "[" << I << "]: analytic " << Analytic[I]
+                    << ", numeric " << N << ", error " << Err;
+      return;
+    }
+  }
+  EXPECT_LE(Worst, Tol) << What;
+}
+
+TEST(KernelGrad, Matmul) {
+  const int64_t M = 3, N = 4, K = 5;
+  for (bool TA : {false, true})
+    for (bool TB : {false, true}) {
+      Vec A = randomVec(M * K, 1), B = randomVec(K * N, 2),
+          W = randomVec(M * N, 3), C(M * N);
+      auto Loss = [&] {
+        matmul(A.data(), B.data(), C.data(), M, N, K, TA, TB);
+        return dot(C, W);
+      };
+      // dA = W op(B)^T (as stored: transposed when TA); dB likewise.
+      Vec DA(M * K), DB(K * N);
+      if (!TA)
+        matmul(W.data(), B.data(), DA.data(), M, K, N, false, !TB);
+      else
+        matmul(B.data(), W.data(), DA.data(), K, M, N, TB, true);
+      if (!TB)
+        matmul(A.data(), W.data(), DB.data(), K, N, M, !TA, false);
+      else
+        matmul(W.data(), A.data(), DB.data(), N, K, M, true, TA);
+      std::string Tag = std::string("matmul ta=") + (TA ? "1" : "0") +
+                        " tb=" + (TB ? "1" : "0");
+      expectGrad((Tag + " a").c_str(), A, DA, Loss);
+      expectGrad((Tag + " b").c_str(), B, DB, Loss);
+    }
+}
+
+TEST(KernelGrad, BiasAddAndReduceRows) {
+  const int64_t R = 5, N = 7;
+  Vec X = randomVec(R * N, 1), Bias = randomVec(N, 2), W = randomVec(R * N, 3),
+      Y(R * N);
+  auto Loss = [&] {
+    biasAdd(X.data(), Bias.data(), Y.data(), R, N);
+    return dot(Y, W);
+  };
+  Vec DB(N);
+  reduceRows(W.data(), DB.data(), R, N);
+  expectGrad("bias_add bias", Bias, DB, Loss);
+  expectGrad("bias_add x", X, W, Loss);
+}
+
+TEST(KernelGrad, AddMul) {
+  const int64_t N = 11;
+  Vec A = randomVec(N, 1), B = randomVec(N, 2), W = randomVec(N, 3), Y(N);
+  auto Loss = [&] {
+    mul(A.data(), B.data(), Y.data(), N);
+    return dot(Y, W);
+  };
+  Vec DA(N), DB(N);
+  mul(W.data(), B.data(), DA.data(), N);
+  mul(W.data(), A.data(), DB.data(), N);
+  expectGrad("mul a", A, DA, Loss);
+  expectGrad("mul b", B, DB, Loss);
+  auto LossAdd = [&] {
+    add(A.data(), B.data(), Y.data(), N);
+    return dot(Y, W);
+  };
+  expectGrad("add a", A, W, LossAdd);
+}
+
+TEST(KernelGrad, SplitConcat) {
+  const int64_t R = 3, N = 9;
+  const int64_t Sizes[3] = {2, 3, 4};
+  Vec X = randomVec(R * N, 1), W0 = randomVec(R * 2, 2),
+      W1 = randomVec(R * 3, 3), W2 = randomVec(R * 4, 4);
+  Vec Y0(R * 2), Y1(R * 3), Y2(R * 4);
+  double *Parts[3] = {Y0.data(), Y1.data(), Y2.data()};
+  auto Loss = [&] {
+    split(X.data(), R, N, Parts, Sizes, 3);
+    return dot(Y0, W0) + dot(Y1, W1) + dot(Y2, W2);
+  };
+  const double *WParts[3] = {W0.data(), W1.data(), W2.data()};
+  Vec DX(R * N);
+  concat(WParts, Sizes, 3, R, N, DX.data());
+  expectGrad("split", X, DX, Loss);
+}
+
+TEST(KernelGrad, Embedding) {
+  const int64_t V = 6, D = 4, N = 7;
+  std::vector<int32_t> Ids = {0, 3, 3, 5, 1, 0, 3};
+  Vec Table = randomVec(V * D, 1), W = randomVec(N * D, 2), Y(N * D);
+  auto Loss = [&] {
+    EXPECT_TRUE(embedding(Table.data(), V, D, Ids.data(), N, Y.data()).ok());
+    return dot(Y, W);
+  };
+  Vec DT(V * D, 99.0); // embedding_grad must zero first
+  ASSERT_TRUE(embeddingGrad(W.data(), Ids.data(), N, V, D, DT.data()).ok());
+  expectGrad("embedding table", Table, DT, Loss);
+  std::vector<int32_t> Bad = {0, 6};
+  Status S = embedding(Table.data(), V, D, Bad.data(), 2, Y.data());
+  ASSERT_FALSE(S.ok());
+  EXPECT_NE(S.message().find("id 6 at position 1"), std::string::npos)
+      << S.message();
+}
+
+TEST(KernelGrad, PositionEmbedding) {
+  const int64_t B = 2, S = 3, P = 5, D = 4;
+  Vec X = randomVec(B * S * D, 1), Table = randomVec(P * D, 2),
+      W = randomVec(B * S * D, 3), Y(B * S * D);
+  auto Loss = [&] {
+    positionEmbedding(X.data(), Table.data(), Y.data(), B, S, D);
+    return dot(Y, W);
+  };
+  Vec DT(P * D, 7.0);
+  positionEmbeddingGrad(W.data(), DT.data(), B, S, P, D);
+  expectGrad("position_embedding table", Table, DT, Loss);
+  expectGrad("position_embedding x", X, W, Loss);
+}
+
+TEST(KernelGrad, LayerNorm) {
+  const int64_t R = 4, D = 6;
+  Vec X = randomVec(R * D, 1), G = randomVec(D, 2), Bt = randomVec(D, 3),
+      W = randomVec(R * D, 4), Y(R * D);
+  auto Loss = [&] {
+    layerNorm(X.data(), G.data(), Bt.data(), Y.data(), R, D, 1e-5);
+    return dot(Y, W);
+  };
+  Vec DX(R * D), DG(D), DB(D);
+  std::vector<char> Scratch(normGradScratchBytes(R));
+  layerNormGrad(W.data(), X.data(), G.data(), DX.data(), DG.data(), DB.data(),
+                R, D, 1e-5, Scratch.data());
+  expectGrad("layer_norm x", X, DX, Loss);
+  expectGrad("layer_norm gamma", G, DG, Loss);
+  expectGrad("layer_norm beta", Bt, DB, Loss);
+}
+
+TEST(KernelGrad, RmsNorm) {
+  const int64_t R = 4, D = 6;
+  Vec X = randomVec(R * D, 1), G = randomVec(D, 2), W = randomVec(R * D, 4),
+      Y(R * D);
+  auto Loss = [&] {
+    rmsNorm(X.data(), G.data(), Y.data(), R, D, 1e-5);
+    return dot(Y, W);
+  };
+  Vec DX(R * D), DG(D);
+  std::vector<char> Scratch(normGradScratchBytes(R));
+  rmsNormGrad(W.data(), X.data(), G.data(), DX.data(), DG.data(), R, D, 1e-5,
+              Scratch.data());
+  expectGrad("rms_norm x", X, DX, Loss);
+  expectGrad("rms_norm gamma", G, DG, Loss);
+}
+
+TEST(KernelGrad, Activations) {
+  const int64_t N = 40;
+  Vec X = randomVec(N, 1, 2.0), U = randomVec(N, 2), W = randomVec(N, 3), Y(N),
+      DX(N), DU(N);
+  auto GeluLoss = [&] {
+    gelu(X.data(), Y.data(), N);
+    return dot(Y, W);
+  };
+  geluGrad(W.data(), X.data(), DX.data(), N);
+  expectGrad("gelu", X, DX, GeluLoss);
+  auto SiluLoss = [&] {
+    silu(X.data(), Y.data(), N);
+    return dot(Y, W);
+  };
+  siluGrad(W.data(), X.data(), DX.data(), N);
+  expectGrad("silu", X, DX, SiluLoss);
+  auto SwigluLoss = [&] {
+    swiglu(X.data(), U.data(), Y.data(), N);
+    return dot(Y, W);
+  };
+  swigluGrad(W.data(), X.data(), U.data(), DX.data(), DU.data(), N);
+  expectGrad("swiglu gate", X, DX, SwigluLoss);
+  expectGrad("swiglu up", U, DU, SwigluLoss);
+}
+
+TEST(KernelGrad, RopeInverseIsVjp) {
+  const int64_t B = 2, S = 5, H = 3, Hd = 4, N = B * S * H * Hd;
+  Vec X = randomVec(N, 1), W = randomVec(N, 2), Y(N), DX(N);
+  auto Loss = [&] {
+    rope(X.data(), Y.data(), B, S, H, Hd, 10000.0, false);
+    return dot(Y, W);
+  };
+  rope(W.data(), DX.data(), B, S, H, Hd, 10000.0, true);
+  expectGrad("rope", X, DX, Loss);
+}
+
+TEST(KernelGrad, AttentionGqa) {
+  const int64_t B = 2, S = 5, H = 4, Hkv = 2, Hd = 3;
+  Vec Q = randomVec(B * S * H * Hd, 1), K = randomVec(B * S * Hkv * Hd, 2),
+      V = randomVec(B * S * Hkv * Hd, 3), W = randomVec(B * S * H * Hd, 4),
+      Y(B * S * H * Hd);
+  std::vector<char> Scratch(attentionScratchBytes(S, 8, numThreads()));
+  auto Loss = [&] {
+    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, H, Hkv, Hd,
+              Scratch.data());
+    return dot(Y, W);
+  };
+  Vec DQ(Q.size()), DK(K.size(), 5.0), DV(V.size(), 5.0);
+  attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),
+                DV.data(), B, S, H, Hkv, Hd, Scratch.data());
+  expectGrad("attention q", Q, DQ, Loss);
+  expectGrad("attention k", K, DK, Loss);
+  expectGrad("attention v", V, DV, Loss);
+}
+
+TEST(KernelGrad, AttentionLongerThanOneBlock) {
+  // S > 64 exercises the row-blocked causal path.
+  const int64_t B = 1, S = 70, H = 2, Hkv = 1, Hd = 2;
+  Vec Q = randomVec(B * S * H * Hd, 1), K = randomVec(B * S * Hkv * Hd, 2),
+      V = randomVec(B * S * Hkv * Hd, 3), W = randomVec(B * S * H * Hd, 4),
+      Y(B * S * H * Hd);
+  std::vector<char> Scratch(attentionScratchBytes(S, 8, numThreads()));
+  auto Loss = [&] {
+    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, H, Hkv, Hd,
+              Scratch.data());
+    return dot(Y, W);
+  };
+  Vec DQ(Q.size()), DK(K.size()), DV(V.size());
+  attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),
+                DV.data(), B, S, H, Hkv, Hd, Scratch.data());
+  expectGrad("attention q", Q, DQ, Loss);
+  expectGrad("attention k", K, DK, Loss);
+  expectGrad("attention v", V, DV, Loss);
+}
+
+TEST(KernelGrad, CrossEntropy) {
+  const int64_t R = 4, V = 7;
+  Vec L = randomVec(R * V, 1, 2.0);
+  std::vector<int32_t> T = {0, 6, 3, 3};
+  double Out = 0, DLoss = 1.7;
+  auto Loss = [&] {
+    EXPECT_TRUE(crossEntropy(L.data(), T.data(), R, V, &Out).ok());
+    return DLoss * Out;
+  };
+  Vec DL(R * V);
+  ASSERT_TRUE(
+      crossEntropyGrad(L.data(), T.data(), &DLoss, DL.data(), R, V).ok());
+  expectGrad("cross_entropy logits", L, DL, Loss);
+  std::vector<int32_t> Bad = {0, 7, 0, 0};
+  Status S = crossEntropy(L.data(), Bad.data(), R, V, &Out);
+  ASSERT_FALSE(S.ok());
+  EXPECT_NE(S.message().find("target 7 at row 1"), std::string::npos);
+}
+
+} // namespace

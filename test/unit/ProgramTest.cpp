@@ -1,0 +1,180 @@
+//===- ProgramTest.cpp - Program container, JSON and validation -----------===//
+#include "TestPrograms.h"
+#include "runtime/Hash.h"
+#include "runtime/Program.h"
+
+#include <gtest/gtest.h>
+
+using namespace weft;
+using namespace weft::test;
+
+namespace {
+
+std::string errorOf(const std::string &File) {
+  Expected<Program> P = parseProgram(File);
+  EXPECT_FALSE(P.ok()) << "program unexpectedly loaded";
+  return P.ok() ? "" : P.message();
+}
+
+std::string errorOfJson(const nlohmann::json &J) {
+  return errorOf(encodeProgramContainer(J.dump()));
+}
+
+#define EXPECT_MSG(Msg, Needle)                                                \
+  EXPECT_NE((Msg).find(Needle), std::string::npos) << "message: " << (Msg)
+
+TEST(Hash, Fnv1aKnownValues) {
+  EXPECT_EQ(fnv1a64("", 0), 0xcbf29ce484222325ULL);
+  EXPECT_EQ(fnv1a64("a", 1), 0xaf63dc4c8601ec8cULL);
+  EXPECT_EQ(fnv1a64(std::string_view("foobar")), 0x85944171f73967e8ULL);
+}
+
+TEST(ProgramLoader, ValidTinyProgramLoads) {
+  ProgramBuilder PB = tinyProgram();
+  Expected<Program> P = parseProgram(PB.file());
+  ASSERT_TRUE(P.ok()) << P.message();
+  EXPECT_EQ(P->Batch, 2);
+  EXPECT_EQ(P->Params.size(), 2u);
+  EXPECT_EQ(P->Instructions[1].Op, OpKind::Matmul);
+  EXPECT_EQ(P->ForwardEnd, 3);
+  EXPECT_EQ(P->OptimizerBegin, 8);
+  EXPECT_NE(dumpProgram(*P).find("   6  matmul  in=[14,6] out=[15]  transpose_b=true  : [2,4,16] x [8,16] -> [2,4,8]"),
+            std::string::npos)
+      << dumpProgram(*P);
+}
+
+TEST(ProgramLoader, GptProgramsLoad) {
+  for (bool Llama : {false, true}) {
+    GptConfig C;
+    C.Llama = Llama;
+    C.KvHeads = Llama ? 1 : 0;
+    Expected<Program> P = parseProgram(gptProgram(C).file());
+    EXPECT_TRUE(P.ok()) << P.message();
+  }
+}
+
+TEST(ProgramLoader, RefusesTruncatedHeader) {
+  EXPECT_MSG(errorOf("WEFTPRO"), "truncated");
+}
+
+TEST(ProgramLoader, RefusesTruncatedPayload) {
+  std::string F = tinyProgram().file();
+  std::string Msg = errorOf(F.substr(0, F.size() - 10));
+  EXPECT_MSG(Msg, "truncated: expected " + std::to_string(F.size() - 28) +
+                      " payload bytes, found " +
+                      std::to_string(F.size() - 38));
+}
+
+TEST(ProgramLoader, RefusesBadMagic) {
+  std::string F = tinyProgram().file();
+  F[0] = 'X';
+  EXPECT_MSG(errorOf(F), "not a weft program");
+}
+
+TEST(ProgramLoader, RefusesOtherVersion) {
+  std::string F = encodeProgramContainer(tinyProgram().payload(), 2);
+  EXPECT_MSG(errorOf(F), "format version 2, this runtime reads 1");
+}
+
+TEST(ProgramLoader, RefusesBadHash) {
+  std::string F = tinyProgram().file();
+  F[20] ^= 1;
+  EXPECT_MSG(errorOf(F), "hash mismatch");
+}
+
+TEST(ProgramLoader, RefusesMalformedJson) {
+  EXPECT_MSG(errorOf(encodeProgramContainer("{\"model\": ")), "malformed JSON");
+}
+
+TEST(ProgramLoader, RefusesMissingField) {
+  nlohmann::json J = tinyProgram().root();
+  J.erase("arena_bytes");
+  EXPECT_MSG(errorOfJson(J), "missing field 'arena_bytes'");
+  J = tinyProgram().root();
+  J["params"][0]["init"].erase("std");
+  EXPECT_MSG(errorOfJson(J), "missing field 'std' in params[0].init");
+}
+
+TEST(ProgramLoader, RefusesWrongFieldType) {
+  nlohmann::json J = tinyProgram().root();
+  J["batch"] = "two";
+  EXPECT_MSG(errorOfJson(J), "field 'batch' in program must be an integer");
+}
+
+TEST(ProgramLoader, RefusesBufferIdOutOfRange) {
+  nlohmann::json J = tinyProgram().root();
+  J["instructions"][1]["in"][1] = 999;
+  std::string Msg = errorOfJson(J);
+  EXPECT_MSG(Msg, "instructions[1] (matmul)");
+  EXPECT_MSG(Msg, "buffer id 999 out of range");
+}
+
+TEST(ProgramLoader, RefusesArenaOverflow) {
+  nlohmann::json J = tinyProgram().root();
+  J["arena_bytes"] = 64;
+  std::string Msg = errorOfJson(J);
+  EXPECT_MSG(Msg, "past arena_bytes=64");
+}
+
+TEST(ProgramLoader, RefusesUnalignedArenaOffset) {
+  nlohmann::json J = tinyProgram().root();
+  J["buffers"][10]["offset"] = 4;
+  EXPECT_MSG(errorOfJson(J), "offset 4 is not a non-negative multiple of 64");
+}
+
+TEST(ProgramLoader, RefusesMatmulShapeMismatch) {
+  nlohmann::json J = tinyProgram().root();
+  J["instructions"][1]["attrs"]["transpose_b"] = true; // [.,8] x [8,16]^T
+  std::string Msg = errorOfJson(J);
+  EXPECT_MSG(Msg, "instructions[1] (matmul)");
+  EXPECT_MSG(Msg, "inner dimensions differ");
+  EXPECT_MSG(Msg, "K=8");
+  EXPECT_MSG(Msg, "K=16");
+}
+
+TEST(ProgramLoader, RefusesMatmulOutputShape) {
+  ProgramBuilder PB = tinyProgram();
+  nlohmann::json J = PB.root();
+  J["buffers"][11]["shape"] = {2, 4, 15}; // logits should be [2,4,16]
+  std::string Msg = errorOfJson(J);
+  EXPECT_MSG(Msg, "expected a 2-D view [8,16]");
+}
+
+TEST(ProgramLoader, RefusesUnknownOp) {
+  nlohmann::json J = tinyProgram().root();
+  J["instructions"][0]["op"] = "conv2d";
+  EXPECT_MSG(errorOfJson(J), "unknown op 'conv2d' in instructions[0]");
+}
+
+TEST(ProgramLoader, RefusesWrongOperandCount) {
+  nlohmann::json J = tinyProgram().root();
+  J["instructions"][2]["in"] = {11};
+  EXPECT_MSG(errorOfJson(J), "expected 2 inputs, got 1");
+}
+
+TEST(ProgramLoader, RefusesParamShapeMismatch) {
+  nlohmann::json J = tinyProgram().root();
+  J["buffers"][3]["shape"] = {16, 9};
+  EXPECT_MSG(errorOfJson(J), "of param 'wte.weight' is f32 [16,9], expected f32 [16,8]");
+}
+
+TEST(ProgramLoader, RefusesAttentionHeadMismatch) {
+  GptConfig C;
+  nlohmann::json J = gptProgram(C).root();
+  for (auto &I : J["instructions"])
+    if (I["op"] == "attention")
+      I["attrs"]["num_kv_heads"] = 3;
+  EXPECT_MSG(errorOfJson(J), "num_kv_heads=3 must be positive and divide "
+                             "num_heads=2");
+}
+
+TEST(ProgramLoader, RefusesBadRanges) {
+  nlohmann::json J = tinyProgram().root();
+  J["forward_end"] = 100;
+  EXPECT_MSG(errorOfJson(J), "forward_end <= optimizer_begin");
+  J = tinyProgram().root();
+  J["loss"] = 3;
+  EXPECT_MSG(errorOfJson(J), "expected a f32 scalar []");
+}
+
+} // namespace

@@ -1,0 +1,156 @@
+//===- TestPrograms.h - Hand-built programs for runtime tests --*- C++ -*-===//
+//
+// A tiny program builder (JSON payload + container) and two models built
+// with it: a minimal embedding -> matmul -> cross_entropy program and a
+// GPT-2-style transformer with hand-written backward, both ending in AdamW.
+// The arena is bump-allocated (no reuse): tests want clarity, not memory.
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_TEST_UNIT_TESTPROGRAMS_H
+#define WEFT_TEST_UNIT_TESTPROGRAMS_H
+
+#include "runtime/Program.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace weft::test {
+
+class ProgramBuilder {
+public:
+  using json = nlohmann::json;
+  ProgramBuilder(std::string DType, int64_t Batch, int64_t Seq, int64_t Vocab)
+      : DType(std::move(DType)) {
+    Root = {{"model", "test"},
+            {"dtype", this->DType},
+            {"batch", Batch},
+            {"seq", Seq},
+            {"vocab", Vocab},
+            {"optimizer",
+             {{"kind", "adamw"},
+              {"lr", 1e-2},
+              {"beta1", 0.9},
+              {"beta2", 0.95},
+              {"eps", 1e-8},
+              {"weight_decay", 0.1},
+              {"schedule", "constant"},
+              {"warmup_steps", 0},
+              {"total_steps", 0},
+              {"min_lr", 0.0}}},
+            {"params", json::array()},
+            {"buffers", json::array()},
+            {"instructions", json::array()}};
+    Tokens = buffer({{"kind", "input"}, {"name", "tokens"},
+                     {"shape", {Batch, Seq}}, {"dtype", "i32"}});
+    Targets = buffer({{"kind", "input"}, {"name", "targets"},
+                      {"shape", {Batch, Seq}}, {"dtype", "i32"}});
+  }
+
+  struct Param {
+    int64_t Index, Value, Grad, M, V;
+    bool Decay;
+  };
+
+  Param param(const std::string &Name, const Shape &Dims, double Std,
+              bool Decay = true, const char *Kind = "normal") {
+    json Init = {{"kind", Kind}};
+    if (std::string(Kind) == "normal")
+      Init["std"] = Std;
+    int64_t I = int64_t(Root["params"].size());
+    Root["params"].push_back(
+        {{"name", Name}, {"shape", Dims}, {"init", Init}, {"weight_decay", Decay}});
+    auto Buf = [&](const char *K) {
+      return buffer({{"kind", K}, {"param", I}, {"shape", Dims},
+                     {"dtype", DType}});
+    };
+    Param P{I, Buf("param"), Buf("grad"), Buf("adam_m"), Buf("adam_v"), Decay};
+    Params.push_back(P);
+    return P;
+  }
+
+  int64_t arena(const Shape &Dims) {
+    int64_t Id = buffer({{"kind", "arena"}, {"offset", ArenaTop},
+                         {"shape", Dims}, {"dtype", DType}});
+    ArenaTop += (numElements(Dims) * (DType == "f64" ? 8 : 4) + 63) / 64 * 64;
+    return Id;
+  }
+
+  void op(const std::string &Name, std::vector<int64_t> In,
+          std::vector<int64_t> Out, json Attrs = json::object()) {
+    Root["instructions"].push_back(
+        {{"op", Name}, {"in", In}, {"out", Out}, {"attrs", Attrs}});
+  }
+
+  size_t numInstructions() const { return Root["instructions"].size(); }
+  void markForwardEnd(int64_t Loss) {
+    Root["loss"] = Loss;
+    Root["forward_end"] = numInstructions();
+  }
+  /// Appends one adamw per parameter and finishes the payload.
+  void addOptimizer() {
+    Root["optimizer_begin"] = numInstructions();
+    for (const Param &P : Params)
+      op("adamw", {P.Value, P.Grad, P.M, P.V}, {P.Value, P.M, P.V},
+         {{"weight_decay", P.Decay}});
+    Root["arena_bytes"] = ArenaTop;
+  }
+
+  json &root() { return Root; }
+  std::string payload() const { return Root.dump(); }
+  std::string file() const { return encodeProgramContainer(payload()); }
+
+  int64_t Tokens, Targets;
+
+private:
+  int64_t buffer(json B) {
+    Root["buffers"].push_back(std::move(B));
+    return int64_t(Root["buffers"].size()) - 1;
+  }
+  std::string DType;
+  json Root;
+  int64_t ArenaTop = 0;
+  std::vector<Param> Params;
+};
+
+/// tokens -> embedding [V,D] -> matmul W [D,V] -> cross_entropy, backward
+/// and AdamW.
+inline ProgramBuilder tinyProgram(const std::string &DType = "f32",
+                                  int64_t B = 2, int64_t S = 4,
+                                  int64_t V = 16, int64_t D = 8) {
+  ProgramBuilder PB(DType, B, S, V);
+  auto Wte = PB.param("wte.weight", {V, D}, 0.5);
+  auto W = PB.param("head.weight", {D, V}, 0.5);
+  int64_t X = PB.arena({B, S, D}), Logits = PB.arena({B, S, V}),
+          Loss = PB.arena({});
+  PB.op("embedding", {Wte.Value, PB.Tokens}, {X});
+  PB.op("matmul", {X, W.Value}, {Logits});
+  PB.op("cross_entropy", {Logits, PB.Targets}, {Loss});
+  PB.markForwardEnd(Loss);
+  int64_t DLoss = PB.arena({}), DLogits = PB.arena({B, S, V}),
+          Dx = PB.arena({B, S, D});
+  PB.op("fill", {}, {DLoss}, {{"value", 1.0}});
+  PB.op("cross_entropy_grad", {Logits, PB.Targets, DLoss}, {DLogits});
+  PB.op("matmul", {X, DLogits}, {W.Grad}, {{"transpose_a", true}});
+  PB.op("matmul", {DLogits, W.Value}, {Dx}, {{"transpose_b", true}});
+  PB.op("embedding_grad", {Dx, PB.Tokens}, {Wte.Grad});
+  PB.addOptimizer();
+  return PB;
+}
+
+struct GptConfig {
+  std::string DType = "f32";
+  int64_t Batch = 2, Seq = 8, Vocab = 32, Dim = 16, Layers = 2, Heads = 2;
+  int64_t KvHeads = 0;  // 0: = Heads
+  bool Llama = false;   // rms_norm, rope, swiglu, no biases, untied head
+  int64_t Positions = 0; // 0: = Seq
+  double Std = 0.02;     // normal init of the weight matrices
+};
+
+/// A GPT-2 (or Llama-style) transformer with hand-written backward.
+ProgramBuilder gptProgram(const GptConfig &C);
+
+} // namespace weft::test
+
+#endif // WEFT_TEST_UNIT_TESTPROGRAMS_H
