@@ -2,6 +2,9 @@
 #include "runtime/Executor.h"
 #include "runtime/Init.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 
 namespace weft {
@@ -119,7 +122,16 @@ void Executor::initParams(uint64_t Seed) {
 
 Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
   for (int64_t K = Begin; K < End; ++K) {
+    auto T0 = Profiling ? std::chrono::steady_clock::now()
+                        : std::chrono::steady_clock::time_point();
     Status S = Impl->run(Bound[K], Ctx);
+    if (Profiling) {
+      int Op = int(Bound[K].Op);
+      OpSeconds[Op] += std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - T0)
+                           .count();
+      ++OpCalls[Op];
+    }
     if (!S.ok())
       return S.withContext("instructions[" + std::to_string(K) + "] (" +
                            opName(Bound[K].Op) + ")");
@@ -135,6 +147,28 @@ double readElement(const void *Data, DType T, int64_t I) {
 } // namespace
 
 double Executor::loss() const { return readElement(LossData, Prog.Type, 0); }
+
+std::string Executor::profileReport() const {
+  double Total = 0;
+  std::vector<int> Order;
+  for (int Op = 0; Op < NumOpKinds; ++Op) {
+    Total += OpSeconds[Op];
+    if (OpCalls[Op])
+      Order.push_back(Op);
+  }
+  std::sort(Order.begin(), Order.end(),
+            [&](int A, int B) { return OpSeconds[A] > OpSeconds[B]; });
+  std::string R = "profile (wall time per op kind, all steps):\n";
+  for (int Op : Order) {
+    char Line[160];
+    std::snprintf(Line, sizeof(Line), "  %-26s %9.1f ms  %5.1f%%  %7lld calls\n",
+                  opName(OpKind(Op)), OpSeconds[Op] * 1e3,
+                  100.0 * OpSeconds[Op] / std::max(Total, 1e-12),
+                  (long long)OpCalls[Op]);
+    R += Line;
+  }
+  return R;
+}
 
 double Executor::paramElement(size_t P, int64_t I) const {
   return readElement(State[P].Param, Prog.Type, I);

@@ -51,6 +51,10 @@ public:
   size_t persistentBytes() const { return PersistentBytes + ScratchBytes; }
   size_t peakBytes() const { return arenaBytes() + persistentBytes(); }
 
+  /// Per-op wall time, accumulated by run() while profiling is on.
+  void setProfiling(bool On) { Profiling = On; }
+  std::string profileReport() const;
+
 private:
   Executor(Program P, std::unique_ptr<Backend> B);
   Status bind();
@@ -67,6 +71,9 @@ private:
   int32_t *Tokens = nullptr, *Targets = nullptr;
   const void *LossData = nullptr;
   std::vector<BoundInstruction> Bound;
+  bool Profiling = false;
+  double OpSeconds[NumOpKinds] = {};
+  int64_t OpCalls[NumOpKinds] = {};
 };
 
 } // namespace weft

@@ -53,6 +53,8 @@ options:
   --dump            print the program readably and exit
   --quiet           no per-step lines (the summary is still printed)
   --help            this text
+
+environment: WEFT_PROFILE=1 prints the wall time per op kind at the end.
 )";
 
 int usageError(const std::string &Msg) {
@@ -249,6 +251,7 @@ int main(int Argc, char **Argv) {
   Executor &Exec = **E;
   const Program &Prog = Exec.program();
   Exec.initParams(uint64_t(O.Seed));
+  Exec.setProfiling(std::getenv("WEFT_PROFILE") != nullptr);
 
   int64_t StartStep = 0;
   if (!O.Load.empty()) {
@@ -284,6 +287,8 @@ int main(int Argc, char **Argv) {
   if (!Records.ok())
     return fail(Records.message());
   printSummary(std::cout, *Records, Exec);
+  if (std::getenv("WEFT_PROFILE"))
+    std::cout << Exec.profileReport();
 
   if (!O.SaveGrads.empty()) {
     Status S = saveGradients(Exec, O.SaveGrads);

@@ -4,7 +4,7 @@
 // block [i0,i1) needs keys [0,i1) only, which skips most of the masked upper
 // triangle. GEMMs read Q/K/V in place in the [B,S,H*hd] layout through their
 // leading dimension. The (batch, head) loop is the parallel one; BLAS runs
-// single-threaded inside it. Scratch per thread: one block of probabilities
+// single-threaded (as always, see Threads.cpp). Scratch per thread: one block of probabilities
 // and one of their gradients.
 //
 //===----------------------------------------------------------------------===//
@@ -52,7 +52,6 @@ void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
   const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
   const T Scale = T(1.0 / std::sqrt(double(Hd)));
   const int64_t Blk = std::min(RowBlock, S);
-  SerialBlasScope Serial;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t BH = 0; BH < B * H; ++BH) {
     int64_t Bi = BH / H, Hh = BH % H, Kh = Hh / Group;
@@ -81,7 +80,6 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
   const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
   const T Scale = T(1.0 / std::sqrt(double(Hd)));
   const int64_t Blk = std::min(RowBlock, S);
-  SerialBlasScope Serial;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t BK = 0; BK < B * Hkv; ++BK) {
     int64_t Bi = BK / Hkv, Kh = BK % Hkv;

@@ -23,18 +23,13 @@ inline void gemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K,
               Beta, C, Ldc);
 }
 
-/// While alive, OpenBLAS runs single-threaded, so that GEMMs can be called
-/// from inside an OpenMP parallel region without oversubscribing the cores.
-class SerialBlasScope {
-public:
-  SerialBlasScope();
-  ~SerialBlasScope();
-  SerialBlasScope(const SerialBlasScope &) = delete;
-  SerialBlasScope &operator=(const SerialBlasScope &) = delete;
-
-private:
-  int Saved;
-};
+/// C = op(A) op(B) split over the OpenMP threads by blocks of C's rows or
+/// columns, each block one single-threaded BLAS call. OpenBLAS itself is
+/// kept at one thread (see setNumThreads): its own pool would fight the
+/// OpenMP pool for the cores.
+template <typename T>
+void parallelGemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K,
+                  const T *A, const T *B, T *C);
 
 } // namespace weft::cpu
 

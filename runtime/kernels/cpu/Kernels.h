@@ -123,7 +123,7 @@ template <typename T>
 void adamw(T *Param, const T *Grad, T *M, T *V, int64_t N,
            const AdamWParams &P);
 
-/// Sets the thread count of OpenMP and OpenBLAS (N <= 0: all cores).
+/// Sets the OpenMP thread count (N <= 0: all cores); OpenBLAS stays serial.
 void setNumThreads(int N);
 int numThreads();
 

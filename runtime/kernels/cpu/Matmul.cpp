@@ -14,8 +14,7 @@ void matmul(const T *A, const T *B, T *C, int64_t M, int64_t N, int64_t K,
       C[I] = T(0);
     return;
   }
-  gemm(TransA, TransB, M, N, K, T(1), A, TransA ? M : K, B, TransB ? K : N,
-       T(0), C, N);
+  parallelGemm(TransA, TransB, M, N, K, A, B, C);
 }
 
 template void matmul<float>(const float *, const float *, float *, int64_t,

@@ -1,29 +1,70 @@
-//===- Threads.cpp - One thread count for OpenMP and OpenBLAS -------------===//
+//===- Threads.cpp - One thread pool: OpenMP (OpenBLAS kept serial) -------===//
+//
+// OpenBLAS (the pthreads build) has its own worker pool whose threads spin
+// after each call; next to OpenMP's workers they oversubscribe the cores and
+// every kernel after a GEMM slows down several-fold. So OpenBLAS always runs
+// single-threaded and the runtime parallelises GEMMs itself, by output
+// blocks, on the OpenMP pool.
+//
+//===----------------------------------------------------------------------===//
 #include "runtime/kernels/cpu/Blas.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include <omp.h>
+
+#include <algorithm>
 #include <thread>
 
 namespace weft::cpu {
 
 void setNumThreads(int N) {
   if (N <= 0)
-    N = std::max(1u, std::thread::hardware_concurrency());
+    N = int(std::max(1u, std::thread::hardware_concurrency()));
   omp_set_num_threads(N);
-  openblas_set_num_threads(N);
+  openblas_set_num_threads(1);
 }
 
 int numThreads() { return omp_get_max_threads(); }
 
-SerialBlasScope::SerialBlasScope() : Saved(openblas_get_num_threads()) {
-  if (Saved != 1)
-    openblas_set_num_threads(1);
+namespace {
+// Makes sure OpenBLAS is serial even when setNumThreads is never called.
+struct SerialBlasAtStartup {
+  SerialBlasAtStartup() { openblas_set_num_threads(1); }
+} SerialBlas;
+} // namespace
+
+template <typename T>
+void parallelGemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K,
+                  const T *A, const T *B, T *C) {
+  const int64_t Lda = TA ? M : K, Ldb = TB ? K : N;
+  int Threads = omp_get_max_threads();
+  // Below ~4 MFLOP a parallel region costs more than it saves.
+  if (Threads == 1 || omp_in_parallel() || double(M) * N * K < 2e6) {
+    gemm(TA, TB, M, N, K, T(1), A, Lda, B, Ldb, T(0), C, N);
+    return;
+  }
+  const bool SplitM = M >= N;
+  const int64_t Dim = SplitM ? M : N;
+  // Blocks are multiples of 16 so every call keeps full-width micro-kernels.
+  int64_t Chunk = (Dim + Threads - 1) / Threads;
+  Chunk = (Chunk + 15) / 16 * 16;
+  const int64_t NumChunks = (Dim + Chunk - 1) / Chunk;
+#pragma omp parallel for schedule(static, 1) num_threads(int(NumChunks))
+  for (int64_t Ci = 0; Ci < NumChunks; ++Ci) {
+    int64_t Lo = Ci * Chunk, Len = std::min(Chunk, Dim - Lo);
+    if (SplitM) {
+      const T *Ab = TA ? A + Lo : A + Lo * Lda;
+      gemm(TA, TB, Len, N, K, T(1), Ab, Lda, B, Ldb, T(0), C + Lo * N, N);
+    } else {
+      const T *Bb = TB ? B + Lo * Ldb : B + Lo;
+      gemm(TA, TB, M, Len, K, T(1), A, Lda, Bb, Ldb, T(0), C + Lo, N);
+    }
+  }
 }
 
-SerialBlasScope::~SerialBlasScope() {
-  if (Saved != 1)
-    openblas_set_num_threads(Saved);
-}
+template void parallelGemm<float>(bool, bool, int64_t, int64_t, int64_t,
+                                  const float *, const float *, float *);
+template void parallelGemm<double>(bool, bool, int64_t, int64_t, int64_t,
+                                   const double *, const double *, double *);
 
 } // namespace weft::cpu
