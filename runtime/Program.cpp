@@ -113,10 +113,19 @@ Status getIntList(const json &Obj, const char *Key, const std::string &Ctx,
 
 Status getShape(const json &Obj, const std::string &Ctx, Shape &Out) {
   WEFT_RETURN_IF_ERROR(getIntList(Obj, "shape", Ctx, Out));
-  for (int64_t D : Out)
-    if (D < 0 || D > (int64_t(1) << 40))
+  // Bound every dimension and the element count so that byte sizes cannot
+  // overflow int64 anywhere later.
+  constexpr int64_t Limit = int64_t(1) << 48;
+  int64_t Numel = 1;
+  for (int64_t D : Out) {
+    if (D < 0 || D > Limit)
       return Status::error("shape " + shapeString(Out) + " of " + Ctx +
                            " has an invalid dimension " + std::to_string(D));
+    Numel = D == 0 ? 0 : (Numel > Limit / D ? Limit + 1 : Numel * D);
+  }
+  if (Numel > Limit)
+    return Status::error("shape " + shapeString(Out) + " of " + Ctx +
+                         " has more than 2^48 elements");
   return Status::success();
 }
 

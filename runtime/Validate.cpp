@@ -420,7 +420,7 @@ Status checkBuffer(const Program &P, size_t Index) {
     if (B.Offset < 0 || B.Offset % 64 != 0)
       return Status::error(Ctx + " offset " + std::to_string(B.Offset) +
                            " is not a non-negative multiple of 64");
-    if (B.Offset + B.bytes() > P.ArenaBytes)
+    if (B.Offset > P.ArenaBytes || B.bytes() > P.ArenaBytes - B.Offset)
       return Status::error(Ctx + " " + shapeString(B.Dims) + " at offset " +
                            std::to_string(B.Offset) + " needs bytes up to " +
                            std::to_string(B.Offset + B.bytes()) +
