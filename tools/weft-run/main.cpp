@@ -44,10 +44,10 @@ options:
                     with central differences of the loss at K elements per
                     parameter (first, last and spread between); h = 1e-5
                     (f64) or 1e-2 (f32). Error per element:
-                    |a-n| / max(|a|, |n|, floor), floor 1e-3 (f64) or 1e-3
-                    (f32), so gradients below the floor are compared
-                    absolutely. Without --data the tokens are pseudo-random
-                    from --seed. Exits 1 if an error exceeds --grad-tol.
+                    |a-n| / max(|a|, |n|, floor), floor 1e-3 (f64) or 1e-2
+                    (f32: its differences carry ~1e-4 of noise), so gradients
+                    below the floor are compared absolutely. Without --data
+                    the tokens are pseudo-random from --seed. Exits 1 if an error exceeds --grad-tol.
   --grad-tol X      grad-check tolerance (default 1e-5 for f64, 5e-2 for f32)
   --threads N       OpenMP and OpenBLAS threads (default: all cores)
   --dump            print the program readably and exit
