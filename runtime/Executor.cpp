@@ -100,6 +100,13 @@ Status Executor::bind() {
       BI.In.push_back(Ref(Id));
     for (int64_t Id : I.Out)
       BI.Out.push_back(Ref(Id));
+    if (I.Op == OpKind::Matmul) {
+      const TensorRef &A = BI.In[0], &B = BI.In[1];
+      double M = double(I.Attrs.TransposeA ? A.Last : A.Rows);
+      double K = double(I.Attrs.TransposeA ? A.Rows : A.Last);
+      double N = double(I.Attrs.TransposeB ? B.Rows : B.Last);
+      MatmulFlops += 2 * M * N * K;
+    }
     Bound.push_back(std::move(BI));
   }
   Expected<size_t> Scratch = Impl->prepare(Bound);

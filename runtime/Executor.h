@@ -50,6 +50,8 @@ public:
   /// Parameters, grads, Adam m/v, inputs and kernel scratch.
   size_t persistentBytes() const { return PersistentBytes + ScratchBytes; }
   size_t peakBytes() const { return arenaBytes() + persistentBytes(); }
+  /// 2*M*N*K summed over the matmul instructions of one step.
+  double matmulFlopsPerStep() const { return MatmulFlops; }
 
   /// Per-op wall time, accumulated by run() while profiling is on.
   void setProfiling(bool On) { Profiling = On; }
@@ -71,6 +73,7 @@ private:
   int32_t *Tokens = nullptr, *Targets = nullptr;
   const void *LossData = nullptr;
   std::vector<BoundInstruction> Bound;
+  double MatmulFlops = 0;
   bool Profiling = false;
   double OpSeconds[NumOpKinds] = {};
   int64_t OpCalls[NumOpKinds] = {};

@@ -85,10 +85,11 @@ void printSummary(std::ostream &OS, const std::vector<StepRecord> &Records,
   std::snprintf(
       Line, sizeof(Line),
       "summary: steps %zu | first loss %.6f | last loss %.6f | mean step "
-      "%.1f ms (excluding step 1) | %.0f tok/s | peak bytes %zu (arena %zu "
-      "+ persistent %zu)\n",
+      "%.1f ms (excluding step 1) | %.0f tok/s | matmul %.1f GFLOP/step, "
+      "%.1f GFLOP/s | peak bytes %zu (arena %zu + persistent %zu)\n",
       Records.size(), Records.front().Loss, Records.back().Loss, Mean * 1e3,
-      double(P.Batch * P.Seq) / Mean, E.peakBytes(), E.arenaBytes(),
+      double(P.Batch * P.Seq) / Mean, E.matmulFlopsPerStep() / 1e9,
+      E.matmulFlopsPerStep() / Mean / 1e9, E.peakBytes(), E.arenaBytes(),
       E.persistentBytes());
   OS << Line;
 }

@@ -52,7 +52,8 @@ void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
   const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
   const T Scale = T(1.0 / std::sqrt(double(Hd)));
   const int64_t Blk = std::min(RowBlock, S);
-#pragma omp parallel for schedule(dynamic, 1)
+  const bool Parallel = double(B * H) * S * S * Hd > 1e6;
+#pragma omp parallel for schedule(dynamic, 1) if (Parallel)
   for (int64_t BH = 0; BH < B * H; ++BH) {
     int64_t Bi = BH / H, Hh = BH % H, Kh = Hh / Group;
     T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * 2 * Blk * S;
@@ -80,7 +81,8 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
   const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
   const T Scale = T(1.0 / std::sqrt(double(Hd)));
   const int64_t Blk = std::min(RowBlock, S);
-#pragma omp parallel for schedule(dynamic, 1)
+  const bool Parallel = double(B * H) * S * S * Hd > 1e6;
+#pragma omp parallel for schedule(dynamic, 1) if (Parallel)
   for (int64_t BK = 0; BK < B * Hkv; ++BK) {
     int64_t Bi = BK / Hkv, Kh = BK % Hkv;
     T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * 2 * Blk * S;
