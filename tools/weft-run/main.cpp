@@ -36,7 +36,7 @@ options:
                     step) from DIR/*.safetensors, or from one .safetensors file
   --save DIR        after the last step write DIR/model.safetensors,
                     DIR/optimizer.safetensors and DIR/trainer_state.json
-  --metrics FILE    append one JSON line per step (step, loss, lr,
+  --metrics FILE    write one JSON line per step (step, loss, lr,
                     step_time_s, tokens_per_s, peak_bytes)
   --save-grads DIR  after the last step write DIR/grads.safetensors with every
                     parameter's gradient from that step
@@ -49,7 +49,8 @@ options:
                     below the floor are compared absolutely. Without --data
                     the tokens are pseudo-random from --seed. Exits 1 if an error exceeds --grad-tol.
   --grad-tol X      grad-check tolerance (default 1e-5 for f64, 5e-2 for f32)
-  --threads N       OpenMP and OpenBLAS threads (default: all cores)
+  --threads N       worker threads (default: all cores); GEMMs are split
+                    across them, OpenBLAS itself always runs single-threaded
   --dump            print the program readably and exit
   --quiet           no per-step lines (the summary is still printed)
   --help            this text
@@ -274,7 +275,7 @@ int main(int Argc, char **Argv) {
 
   std::ofstream Metrics;
   if (!O.Metrics.empty()) {
-    Metrics.open(O.Metrics, std::ios::app);
+    Metrics.open(O.Metrics, std::ios::trunc);
     if (!Metrics)
       return fail("cannot open metrics file '" + O.Metrics + "'");
   }
