@@ -57,37 +57,38 @@ template <typename T> inline T vsigmoid(T X) { return T(1) / (T(1) + vexp(-X)); 
 constexpr int Lanes = 8;
 
 template <typename T> inline T rowMax(const T *X, int64_t N) {
-  T Acc[Lanes];
-  for (int L = 0; L < Lanes; ++L)
-    Acc[L] = X[0];
+  T M = X[0];
   int64_t I = 0;
-  for (; I + Lanes <= N; I += Lanes)
+  if (N >= Lanes) {
+    T Acc[Lanes];
     for (int L = 0; L < Lanes; ++L)
-      Acc[L] = X[I + L] > Acc[L] ? X[I + L] : Acc[L];
-  T M = Acc[0];
-  for (int L = 1; L < Lanes; ++L)
-    M = Acc[L] > M ? Acc[L] : M;
+      Acc[L] = X[L];
+    for (I = Lanes; I + Lanes <= N; I += Lanes)
+      for (int L = 0; L < Lanes; ++L)
+        Acc[L] = X[I + L] > Acc[L] ? X[I + L] : Acc[L];
+    for (int L = 0; L < Lanes; ++L)
+      M = Acc[L] > M ? Acc[L] : M;
+  }
   for (; I < N; ++I)
     M = X[I] > M ? X[I] : M;
   return M;
 }
 
-/// Sum of exp(X[i] - Shift), accumulated in double.
+/// Sum of exp(X[i] - Shift). Float lanes over chunks of 256 elements, each
+/// chunk flushed into a double total to bound the rounding.
 template <typename T>
 inline double rowSumExp(const T *X, int64_t N, T Shift) {
-  T Acc[Lanes] = {};
+  constexpr int64_t Chunk = 256;
   double Total = 0;
   int64_t I = 0;
-  // Flush the float lanes to double every 1024 elements to bound rounding.
-  while (I + Lanes <= N) {
-    int64_t End = std::min<int64_t>(N - (N - I) % Lanes, I + 1024);
-    for (; I < End; I += Lanes)
+  for (; I + Chunk <= N; I += Chunk) {
+    T Acc[Lanes] = {};
+    const T *P = X + I;
+    for (int64_t J = 0; J < Chunk; J += Lanes)
       for (int L = 0; L < Lanes; ++L)
-        Acc[L] += vexp(X[I + L] - Shift);
-    for (int L = 0; L < Lanes; ++L) {
+        Acc[L] += vexp(P[J + L] - Shift);
+    for (int L = 0; L < Lanes; ++L)
       Total += Acc[L];
-      Acc[L] = T(0);
-    }
   }
   for (; I < N; ++I)
     Total += vexp(X[I] - Shift);
