@@ -118,10 +118,11 @@ Status getShape(const json &Obj, const std::string &Ctx, Shape &Out) {
   constexpr int64_t Limit = int64_t(1) << 48;
   int64_t Numel = 1;
   for (int64_t D : Out) {
-    if (D < 0 || D > Limit)
+    if (D <= 0 || D > Limit)
       return Status::error("shape " + shapeString(Out) + " of " + Ctx +
-                           " has an invalid dimension " + std::to_string(D));
-    Numel = D == 0 ? 0 : (Numel > Limit / D ? Limit + 1 : Numel * D);
+                           " has an invalid dimension " + std::to_string(D) +
+                           " (expected 1 to 2^48)");
+    Numel = Numel > Limit / D ? Limit + 1 : Numel * D;
   }
   if (Numel > Limit)
     return Status::error("shape " + shapeString(Out) + " of " + Ctx +
