@@ -32,9 +32,9 @@ data: build $(CORPUS)
 
 demo: data
 	@mkdir -p $(BUILD)/demo
-	$(BIN)/weft-compile gpt-tiny --batch 8 --seq 64 --lr 3e-3 --schedule cosine \
-	  --warmup-steps 20 --total-steps 300 --min-lr 3e-4 -o $(BUILD)/demo/gpt-tiny.weft
-	$(BIN)/weft-run $(BUILD)/demo/gpt-tiny.weft --steps 300 --data $(CORPUS) \
+	$(BIN)/weft-compile gpt-tiny --batch 16 --seq 64 --lr 1e-2 --schedule cosine \
+	  --warmup-steps 50 --total-steps 500 --min-lr 1e-3 -o $(BUILD)/demo/gpt-tiny.weft
+	$(BIN)/weft-run $(BUILD)/demo/gpt-tiny.weft --steps 500 --data $(CORPUS) \
 	  --metrics $(BUILD)/demo/metrics.jsonl --save $(BUILD)/demo/checkpoint
 
 test: data
