@@ -279,8 +279,17 @@ public:
   void *allocate(size_t Bytes) override {
     size_t Rounded = (std::max<size_t>(Bytes, 1) + 63) / 64 * 64;
     void *P = std::aligned_alloc(64, Rounded);
-    if (P)
-      std::memset(P, 0, Rounded); // fault the pages in now, not in step 1
+    if (!P)
+      return nullptr;
+    // Fault the pages in now, not in step 1 (~12 us per 4 KiB page in these
+    // VMs); both threads fault in parallel.
+    char *C = static_cast<char *>(P);
+    const int64_t Block = int64_t(1) << 21;
+    const int64_t NumBlocks = int64_t((Rounded + Block - 1) / Block);
+#pragma omp parallel for schedule(static) if (NumBlocks > 1)
+    for (int64_t B = 0; B < NumBlocks; ++B)
+      std::memset(C + B * Block, 0,
+                  size_t(std::min<int64_t>(Block, int64_t(Rounded) - B * Block)));
     return P;
   }
   void release(void *Ptr) override { std::free(Ptr); }
@@ -289,6 +298,9 @@ public:
     size_t Need = 0;
     int Threads = omp_get_max_threads();
     for (const BoundInstruction &I : Insts) {
+      if (!Table[int(I.Op)])
+        return Status::error(std::string("op ") + opName(I.Op) +
+                             " has no CPU kernel");
       switch (I.Op) {
       case OpKind::Attention:
       case OpKind::AttentionGrad: {

@@ -195,3 +195,24 @@ TEST(Executor, SaveGradsWritesTheGradBuffers) {
 }
 
 } // namespace
+
+namespace {
+// The op kinds neither test model uses still dispatch to a kernel.
+TEST(Executor, RemainingOpsRun) {
+  ProgramBuilder PB = tinyProgram("f64", 2, 4, 16, 8);
+  int64_t A = PB.arena({2, 4, 8}), B = PB.arena({2, 4, 8}),
+          Y = PB.arena({2, 4, 8}), Dx = PB.arena({2, 4, 8});
+  PB.op("fill", {}, {A}, {{"value", 0.5}});
+  PB.op("fill", {}, {B}, {{"value", -2.0}});
+  PB.op("mul", {A, B}, {Y});
+  PB.op("copy", {Y}, {Dx});
+  PB.op("silu", {Dx}, {Y});
+  PB.op("silu_grad", {A, B}, {Dx});
+  PB.root()["arena_bytes"] = 1 << 16;
+  auto E = makeExecutor(PB);
+  ASSERT_TRUE(E);
+  TrainOptions O;
+  O.Steps = 1;
+  ASSERT_TRUE(train(*E, patternData(16, 4), O).ok());
+}
+} // namespace

@@ -178,3 +178,15 @@ TEST(ProgramLoader, RefusesBadRanges) {
 }
 
 } // namespace
+
+namespace {
+TEST(OpTable, EveryOpNameRoundTrips) {
+  for (int I = 0; I < NumOpKinds; ++I) {
+    OpKind K = OpKind::Fill;
+    ASSERT_TRUE(parseOpName(opName(OpKind(I)), K)) << opName(OpKind(I));
+    EXPECT_EQ(int(K), I) << opName(OpKind(I));
+  }
+  OpKind K;
+  EXPECT_FALSE(parseOpName("softmax", K));
+}
+} // namespace
