@@ -97,10 +97,20 @@ Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path) {
   fs::path Dir;
   if (fs::is_directory(Path, EC)) {
     Dir = Path;
-    for (const fs::directory_entry &D : fs::directory_iterator(Path, EC))
-      if (D.path().extension() == ".safetensors")
-        Paths.push_back(D.path().string());
-    std::sort(Paths.begin(), Paths.end());
+    // A weft checkpoint is model + optimizer; otherwise every file (e.g. a
+    // sharded Hugging Face checkpoint). grads.safetensors (--save-grads)
+    // repeats the parameter names and is never read.
+    if (fs::exists(Dir / "model.safetensors", EC)) {
+      Paths.push_back((Dir / "model.safetensors").string());
+      if (fs::exists(Dir / "optimizer.safetensors", EC))
+        Paths.push_back((Dir / "optimizer.safetensors").string());
+    } else {
+      for (const fs::directory_entry &D : fs::directory_iterator(Path, EC))
+        if (D.path().extension() == ".safetensors" &&
+            D.path().filename() != "grads.safetensors")
+          Paths.push_back(D.path().string());
+      std::sort(Paths.begin(), Paths.end());
+    }
     if (Paths.empty())
       return Status::error("no *.safetensors files in '" + Path + "'");
   } else if (fs::exists(Path, EC)) {

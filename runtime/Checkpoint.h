@@ -13,7 +13,9 @@ namespace weft {
 /// ({"step": Step}); creates DIR if needed.
 Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step);
 
-/// Loads parameters from every *.safetensors in Path (or the file Path),
+/// Loads parameters from Path: a weft checkpoint directory (model and
+/// optimizer files), any other directory (every *.safetensors but
+/// grads.safetensors) or one file,
 /// accepting names with or without a "transformer." prefix, converting
 /// F32/F64/F16/BF16. When the files also hold <name>.exp_avg/_sq they are
 /// loaded into Adam m/v. Returns the step of trainer_state.json (0 if none).

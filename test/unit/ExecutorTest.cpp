@@ -216,3 +216,20 @@ TEST(Executor, RemainingOpsRun) {
   ASSERT_TRUE(train(*E, patternData(16, 4), O).ok());
 }
 } // namespace
+
+namespace {
+TEST(Executor, SaveGradsInTheCheckpointDirIsNotLoadedAsParams) {
+  auto E = makeExecutor(tinyProgram());
+  ASSERT_TRUE(E);
+  TrainOptions O;
+  O.Steps = 1;
+  ASSERT_TRUE(train(*E, patternData(16, 4), O).ok());
+  std::string Dir = ::testing::TempDir() + "weft_ckpt_grads";
+  std::filesystem::remove_all(Dir);
+  ASSERT_TRUE(saveGradients(*E, Dir).ok());
+  ASSERT_TRUE(saveCheckpoint(*E, Dir, 1).ok());
+  auto F = makeExecutor(tinyProgram(), 77);
+  ASSERT_TRUE(loadCheckpoint(*F, Dir).ok());
+  EXPECT_EQ(allParams(*E), allParams(*F));
+}
+} // namespace
