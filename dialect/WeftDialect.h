@@ -9,7 +9,15 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialect/ShardingRule.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/SymbolTable.h"
+
 #include "dialect/WeftDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialect/WeftAttrs.h.inc"
+
 #include "dialect/WeftInterfaces.h.inc"
 
 #define GET_OP_CLASSES

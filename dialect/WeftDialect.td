@@ -12,6 +12,7 @@ include "mlir/IR/OpBase.td"
 def Weft_Dialect : Dialect {
   let name = "weft";
   let cppNamespace = "::weft";
+  let useDefaultAttributePrinterParser = 1;
   let summary = "Tensor ops of GPT-2 and Llama training steps";
   let description = [{
     The weft dialect holds transformer training programs on builtin ranked

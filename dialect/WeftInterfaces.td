@@ -23,4 +23,17 @@ def Weft_VjpOpInterface : OpInterface<"VjpOpInterface"> {
   ];
 }
 
+def Weft_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::weft";
+  let description = [{
+    An op that states how its operand and result dims relate (factors), so that
+    sharding propagation and partitioning can treat it generically. See
+    dialect/ShardingRule.h.
+  }];
+  let methods = [
+    InterfaceMethod<"The op's factors and their dims.",
+      "::weft::ShardingRule", "getShardingRule", (ins)>
+  ];
+}
+
 #endif // WEFT_INTERFACES_TD

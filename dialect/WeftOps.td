@@ -9,7 +9,9 @@
 #define WEFT_OPS_TD
 
 include "dialect/WeftDialect.td"
+include "dialect/WeftAttrs.td"
 include "dialect/WeftInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -19,14 +21,16 @@ def Weft_Scalar : 0DTensorOf<[F32, F64]>;
 
 // A pure op whose result types follow from its operands and attributes.
 class Weft_ComputeOp<string mnemonic, list<Trait> traits = []>
-    : Weft_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+    : Weft_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
+          DeclareOpInterfaceMethods<Weft_ShardingRuleOpInterface>])> {
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
 }
 
 // An elementwise op: operands and result share one type.
 class Weft_ElementwiseOp<string mnemonic, list<Trait> traits = []>
-    : Weft_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+    : Weft_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
+          DeclareOpInterfaceMethods<Weft_ShardingRuleOpInterface>])> {
   let assemblyFormat = "operands attr-dict `:` type($result)";
 }
 
@@ -290,6 +294,98 @@ def Weft_CrossEntropyGradOp : Weft_ComputeOp<"cross_entropy_grad"> {
   let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
                    Weft_Scalar:$dloss);
   let results = (outs Weft_FloatTensor:$dlogits);
+}
+
+//===----------------------------------------------------------------------===//
+// Meshes, sharding constraints and collectives
+//===----------------------------------------------------------------------===//
+
+def Weft_MeshOp : Weft_Op<"mesh", [Symbol]> {
+  let summary = "a named device mesh: axis names and sizes";
+  let description = [{
+    ```mlir
+    weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2, 2>}
+    ```
+    Rank r has coordinates r in row-major order over the axes: the last axis is
+    innermost, so ranks differing only in it are neighbours.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axes,
+                   DenseI64ArrayAttr:$shape);
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Size of a named axis, or -1 when the mesh has no such axis.
+    int64_t axisSize(::llvm::StringRef axis);
+    int64_t numRanks();
+  }];
+}
+
+def Weft_ShardOp : Weft_Op<"shard", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Weft_VjpOpInterface>]> {
+  let summary = "a sharding constraint on a value (identity on data)";
+  let description = [{
+    Pins the sharding of its result, as JAX's `with_sharding_constraint`:
+    propagation treats it as a user annotation and partitioning reshards the
+    operand into it. Sequence parallelism is a `weft.shard` of the residual
+    stream over `tp` along the sequence. Its VJP constrains the gradient the
+    same way, so backward follows the forward layout.
+  }];
+  let arguments = (ins Weft_FloatTensor:$x, Weft_ShardingAttr:$sharding);
+  let results = (outs Weft_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+}
+
+// All collectives share this base: a group (the ranks that differ only on
+// `axes`), strict shape verifiers against the module's mesh.
+class Weft_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Weft_Op<mnemonic, traits> {
+  let results = (outs Weft_FloatTensor:$result);
+  let assemblyFormat =
+      "$x attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Weft_AllReduceOp : Weft_CollectiveOp<"all_reduce"> {
+  let summary = "sum over the group; every rank gets the total";
+  let description = [{
+    ```
+    before:  rank0: a   rank1: b        after:  rank0: a+b   rank1: a+b
+    ```
+    Row-parallel layers and data-parallel gradients end in one.
+  }];
+  let arguments = (ins Weft_FloatTensor:$x, StrArrayAttr:$axes,
+                   OptionalAttr<StrAttr>:$reason);
+}
+
+def Weft_AllGatherOp : Weft_CollectiveOp<"all_gather"> {
+  let summary = "concatenate the group's blocks along `dim`";
+  let description = [{
+    ```
+    before:  rank0: [a]   rank1: [b]    after:  rank0: [a b]   rank1: [a b]
+    ```
+  }];
+  let arguments = (ins Weft_FloatTensor:$x, StrArrayAttr:$axes, I64Attr:$dim,
+                   OptionalAttr<StrAttr>:$reason);
+}
+
+def Weft_ReduceScatterOp : Weft_CollectiveOp<"reduce_scatter"> {
+  let summary = "sum over the group, each rank keeps its block of `dim`";
+  let description = [{
+    ```
+    before:  rank0: [a0 a1]   rank1: [b0 b1]
+    after:   rank0: [a0+b0]   rank1: [a1+b1]
+    ```
+    The transpose of all_gather; sequence parallelism and ZeRO use it where
+    Megatron TP and plain DP use an all_reduce.
+  }];
+  let arguments = (ins Weft_FloatTensor:$x, StrArrayAttr:$axes, I64Attr:$dim,
+                   OptionalAttr<StrAttr>:$reason);
+}
+
+def Weft_SliceOp : Weft_CollectiveOp<"slice", [Pure]> {
+  let summary = "keep this rank's block of `dim` (no communication)";
+  let arguments = (ins Weft_FloatTensor:$x, StrArrayAttr:$axes, I64Attr:$dim,
+                   OptionalAttr<StrAttr>:$reason);
 }
 
 #endif // WEFT_OPS_TD

@@ -150,3 +150,9 @@ LogicalResult CrossEntropyOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
   grads.push_back(nullptr);
   return success();
 }
+
+LogicalResult ShardOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
+                                SmallVectorImpl<Value> &grads) {
+  grads.push_back(ShardOp::create(b, getLoc(), dys[0], getShardingAttr()));
+  return success();
+}

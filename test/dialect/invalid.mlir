@@ -129,3 +129,43 @@ func.func @elementwise_type_mismatch(%a: tensor<4xf32>, %b: tensor<8xf32>) {
   %y = weft.add %a, %b : tensor<4xf32>
   return
 }
+
+// -----
+
+weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2, 4>}
+func.func @all_gather_wrong_size(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{result dim 1 is 16, expected 32 (group size 4)}}
+  %y = weft.all_gather %x {axes = ["tp"], dim = 1} : (tensor<4x8xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 3>}
+func.func @reduce_scatter_indivisible(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{group size 3 does not divide dim 0 of size 4}}
+  %y = weft.reduce_scatter %x {axes = ["dp"], dim = 0} : (tensor<4x8xf32>) -> tensor<1x8xf32>
+  return
+}
+
+// -----
+
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @unknown_axis(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{unknown mesh axis 'tp'}}
+  %y = weft.all_reduce %x {axes = ["tp"]} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @no_mesh(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{needs a weft.mesh @mesh in scope}}
+  %y = weft.all_reduce %x {axes = ["dp"]} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{axis 'dp' appears twice}}
+weft.mesh @mesh {axes = ["dp", "dp"], shape = array<i64: 2, 2>}

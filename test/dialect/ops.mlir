@@ -106,3 +106,19 @@ func.func @loss_and_optimizer(%logits: tensor<2x8x256xf32>, %t: tensor<2x8xi32>,
   weft.adamw %w {weight_decay = true} : tensor<256x64xf32>
   return %l : tensor<f32>
 }
+
+// CHECK-LABEL: func @mesh_and_collectives
+// CHECK: weft.shard %{{.*}} {sharding = #weft.sharding<dims = {{\[\["dp"\], \["tp"\], \[\]\]}}>} : tensor<4x8x16xf32>
+// CHECK: weft.all_reduce %{{.*}} {axes = ["tp"]} : (tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+// CHECK: weft.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64} : (tensor<4x8x16xf32>) -> tensor<4x16x16xf32>
+// CHECK: weft.reduce_scatter %{{.*}} {axes = ["tp"], dim = 1 : i64} : (tensor<4x16x16xf32>) -> tensor<4x8x16xf32>
+// CHECK: weft.slice %{{.*}} {axes = ["dp", "tp"], dim = 2 : i64} : (tensor<4x8x16xf32>) -> tensor<4x8x4xf32>
+weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2, 2>}
+func.func @mesh_and_collectives(%x: tensor<4x8x16xf32>) -> tensor<4x8x4xf32> {
+  %s = weft.shard %x {sharding = #weft.sharding<dims = [["dp"], ["tp"], []]>} : tensor<4x8x16xf32>
+  %r = weft.all_reduce %s {axes = ["tp"]} : (tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %g = weft.all_gather %r {axes = ["tp"], dim = 1} : (tensor<4x8x16xf32>) -> tensor<4x16x16xf32>
+  %rs = weft.reduce_scatter %g {axes = ["tp"], dim = 1} : (tensor<4x16x16xf32>) -> tensor<4x8x16xf32>
+  %l = weft.slice %rs {axes = ["dp", "tp"], dim = 2} : (tensor<4x8x16xf32>) -> tensor<4x8x4xf32>
+  return %l : tensor<4x8x4xf32>
+}

@@ -1,0 +1,56 @@
+//===- ShardingRule.h - how an op's dims relate, for sharding ---*- C++ -*-===//
+//
+// An op's sharding rule names a factor for each dimension of each operand and
+// result, einsum style (matmul is `mk,kn->mn`). Propagation and partitioning
+// are generic over factors (DESIGN.md decision 4; Shardy's OpShardingRule):
+// a factor split over some mesh axes splits every dim that carries it; a
+// factor that a result lacks (a contracting factor, for that result) leaves
+// the result a partial sum over those axes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_DIALECT_SHARDINGRULE_H
+#define WEFT_DIALECT_SHARDINGRULE_H
+
+#include "llvm/ADT/SmallVector.h"
+
+#include <cstdint>
+
+namespace weft {
+
+struct ShardingRule {
+  static constexpr int64_t kNone = -1; // a dim no factor covers: replicated
+
+  struct Factor {
+    int64_t size = 1;
+    /// The factor may not be split (a norm's feature dim, a causal sequence).
+    bool pinned = false;
+    /// A split must keep multiples of this many elements together (head_dim
+    /// for attention features, so that whole heads land on one rank).
+    int64_t granule = 1;
+  };
+
+  llvm::SmallVector<Factor> factors;
+  /// Per operand / result, the factor of each dim (kNone: replicated).
+  llvm::SmallVector<llvm::SmallVector<int64_t>> operands, results;
+  /// Per operand, per dim: how many equal blocks the dim holds (split's input:
+  /// the number of parts). Empty: all 1.
+  llvm::SmallVector<llvm::SmallVector<int64_t>> operandBlocks;
+  /// Groups of factors that must be split over the same axes (attention: the
+  /// query-head and key/value-head features).
+  llvm::SmallVector<llvm::SmallVector<int64_t>> tied;
+
+  int64_t addFactor(int64_t size, bool pinned = false, int64_t granule = 1) {
+    factors.push_back({size, pinned, granule});
+    return factors.size() - 1;
+  }
+  int64_t blocksOf(unsigned operand, unsigned dim) const {
+    if (operand >= operandBlocks.size() ||
+        dim >= operandBlocks[operand].size())
+      return 1;
+    return operandBlocks[operand][dim];
+  }
+};
+
+} // namespace weft
+
+#endif // WEFT_DIALECT_SHARDINGRULE_H

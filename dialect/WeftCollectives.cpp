@@ -1,0 +1,106 @@
+//===- WeftCollectives.cpp - the mesh and collective verifiers ------------===//
+#include "dialect/WeftDialect.h"
+
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace weft;
+
+LogicalResult MeshOp::verify() {
+  if (getAxes().size() != getShape().size())
+    return emitOpError("has ") << getAxes().size() << " axes but "
+                               << getShape().size() << " sizes";
+  llvm::StringSet<> seen;
+  for (auto [axis, size] : llvm::zip(getAxes(), getShape())) {
+    StringRef name = cast<StringAttr>(axis).getValue();
+    if (!seen.insert(name).second)
+      return emitOpError("axis '") << name << "' appears twice";
+    if (size <= 0)
+      return emitOpError("axis '") << name << "' has size " << size
+                                   << ", expected >= 1";
+  }
+  return success();
+}
+
+int64_t MeshOp::axisSize(StringRef axis) {
+  for (auto [name, size] : llvm::zip(getAxes(), getShape()))
+    if (cast<StringAttr>(name).getValue() == axis)
+      return size;
+  return -1;
+}
+
+int64_t MeshOp::numRanks() {
+  int64_t n = 1;
+  for (int64_t s : getShape())
+    n *= s;
+  return n;
+}
+
+namespace {
+// The group size of `axes` on the module's mesh, or failure with a message.
+FailureOr<int64_t> groupSize(Operation *op, ArrayAttr axes) {
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+      op, StringAttr::get(op->getContext(), "mesh"));
+  if (!mesh)
+    return op->emitOpError("needs a weft.mesh @mesh in scope");
+  if (axes.empty())
+    return op->emitOpError("needs at least one mesh axis");
+  int64_t n = 1;
+  for (Attribute a : axes) {
+    StringRef axis = cast<StringAttr>(a).getValue();
+    int64_t size = mesh.axisSize(axis);
+    if (size < 0)
+      return op->emitOpError("unknown mesh axis '") << axis << "'";
+    n *= size;
+  }
+  return n;
+}
+
+// all_gather grows `dim` by the group size, reduce_scatter and slice shrink it.
+LogicalResult verifyResize(Operation *op, Value x, Value y, ArrayAttr axes,
+                           int64_t dim, bool grows) {
+  FailureOr<int64_t> n = groupSize(op, axes);
+  if (failed(n))
+    return failure();
+  auto in = cast<RankedTensorType>(x.getType());
+  auto out = cast<RankedTensorType>(y.getType());
+  if (dim < 0 || dim >= in.getRank() || in.getRank() != out.getRank())
+    return op->emitOpError("dim ") << dim << " is out of range for rank "
+                                   << in.getRank();
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    int64_t expected = in.getDimSize(d);
+    if (d == dim) {
+      if (!grows && expected % *n != 0)
+        return op->emitOpError("group size ")
+               << *n << " does not divide dim " << dim << " of size "
+               << expected;
+      expected = grows ? expected * *n : expected / *n;
+    }
+    if (out.getDimSize(d) != expected)
+      return op->emitOpError("result dim ")
+             << d << " is " << out.getDimSize(d) << ", expected " << expected
+             << " (group size " << *n << ")";
+  }
+  return success();
+}
+} // namespace
+
+LogicalResult AllReduceOp::verify() {
+  if (failed(groupSize(*this, getAxes())))
+    return failure();
+  if (getX().getType() != getResult().getType())
+    return emitOpError("result type must equal the operand type");
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifyResize(*this, getX(), getResult(), getAxes(), getDim(), true);
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  return verifyResize(*this, getX(), getResult(), getAxes(), getDim(), false);
+}
+
+LogicalResult SliceOp::verify() {
+  return verifyResize(*this, getX(), getResult(), getAxes(), getDim(), false);
+}
