@@ -51,7 +51,8 @@ public:
   virtual void release(void *Ptr) = 0;
   /// Called once before any run: sizes the kernels' scratch for these
   /// instructions. Returns the scratch bytes it holds.
-  virtual Expected<size_t> prepare(const std::vector<BoundInstruction> &Insts) = 0;
+  virtual Expected<size_t>
+  prepare(const std::vector<BoundInstruction> &Insts) = 0;
   virtual Status run(const BoundInstruction &I, const StepContext &Ctx) = 0;
 };
 

@@ -27,14 +27,15 @@ Status makeDir(const std::string &Dir) {
 
 using Getter = void *(Executor::*)(size_t) const;
 
-Status writeState(const Executor &E, const std::string &Path,
-                  std::initializer_list<std::pair<Getter, const char *>> Parts) {
+Status
+writeState(const Executor &E, const std::string &Path,
+           std::initializer_list<std::pair<Getter, const char *>> Parts) {
   const Program &P = E.program();
   std::vector<TensorToWrite> Tensors;
   for (auto [Get, Suffix] : Parts)
     for (size_t I = 0; I < P.Params.size(); ++I)
-      Tensors.push_back({P.Params[I].Name + Suffix, P.Type, P.Params[I].Dims,
-                         (E.*Get)(I)});
+      Tensors.push_back(
+          {P.Params[I].Name + Suffix, P.Type, P.Params[I].Dims, (E.*Get)(I)});
   return writeSafetensors(Path, Tensors);
 }
 
@@ -75,9 +76,9 @@ Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step) {
   WEFT_RETURN_IF_ERROR(makeDir(Dir));
   WEFT_RETURN_IF_ERROR(
       writeState(E, Dir + "/model.safetensors", {{&Executor::param, ""}}));
-  WEFT_RETURN_IF_ERROR(writeState(E, Dir + "/optimizer.safetensors",
-                                  {{&Executor::adamM, ".exp_avg"},
-                                   {&Executor::adamV, ".exp_avg_sq"}}));
+  WEFT_RETURN_IF_ERROR(writeState(
+      E, Dir + "/optimizer.safetensors",
+      {{&Executor::adamM, ".exp_avg"}, {&Executor::adamV, ".exp_avg_sq"}}));
   std::ofstream Out(Dir + "/trainer_state.json", std::ios::trunc);
   Out << json{{"step", Step}}.dump() << "\n";
   Out.close();
@@ -131,9 +132,9 @@ Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path) {
     const ParamSpec &Spec = P.Params[I];
     Found F = lookup(Files, Spec.Name);
     if (!F.Tensor)
-      return Status::error("checkpoint '" + Path + "' has no tensor for parameter '" +
-                           Spec.Name + "' (shape " + shapeString(Spec.Dims) +
-                           ")");
+      return Status::error("checkpoint '" + Path +
+                           "' has no tensor for parameter '" + Spec.Name +
+                           "' (shape " + shapeString(Spec.Dims) + ")");
     WEFT_RETURN_IF_ERROR(loadInto(F, Spec.Name, Spec.Dims, P.Type, E.param(I)));
     HasOptimizer |= lookup(Files, Spec.Name + ".exp_avg").Tensor != nullptr;
   }

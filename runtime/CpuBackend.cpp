@@ -74,13 +74,11 @@ template <typename T> struct Kernels {
     return Status::success();
   }
   static Status add(const BI &I, const SC &, CpuState &) {
-    cpu::add(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(),
-             I.In[0].Numel);
+    cpu::add(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(), I.In[0].Numel);
     return Status::success();
   }
   static Status mul(const BI &I, const SC &, CpuState &) {
-    cpu::mul(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(),
-             I.In[0].Numel);
+    cpu::mul(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(), I.In[0].Numel);
     return Status::success();
   }
   static Status split(const BI &I, const SC &, CpuState &) {
@@ -129,8 +127,7 @@ template <typename T> struct Kernels {
   }
   static Status layerNorm(const BI &I, const SC &, CpuState &) {
     cpu::layerNorm(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
-                   I.Out[0].as<T>(), I.In[0].Rows, I.In[0].Last,
-                   I.Attrs->Eps);
+                   I.Out[0].as<T>(), I.In[0].Rows, I.In[0].Last, I.Attrs->Eps);
     return Status::success();
   }
   static Status layerNormGrad(const BI &I, const SC &, CpuState &S) {
@@ -226,8 +223,12 @@ template <typename T> struct Kernels {
   }
   static Status adamw(const BI &I, const SC &Ctx, CpuState &) {
     const OptimizerSpec &O = *Ctx.Optimizer;
-    AdamWParams P{Ctx.Lr,          O.Beta1,  O.Beta2,
-                  O.Eps,           O.WeightDecay, Ctx.Step,
+    AdamWParams P{Ctx.Lr,
+                  O.Beta1,
+                  O.Beta2,
+                  O.Eps,
+                  O.WeightDecay,
+                  Ctx.Step,
                   I.Attrs->WeightDecay};
     cpu::adamw(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
                I.In[3].as<T>(), I.In[0].Numel, P);
@@ -288,13 +289,15 @@ public:
     const int64_t NumBlocks = int64_t((Rounded + Block - 1) / Block);
 #pragma omp parallel for schedule(static) if (NumBlocks > 1)
     for (int64_t B = 0; B < NumBlocks; ++B)
-      std::memset(C + B * Block, 0,
-                  size_t(std::min<int64_t>(Block, int64_t(Rounded) - B * Block)));
+      std::memset(
+          C + B * Block, 0,
+          size_t(std::min<int64_t>(Block, int64_t(Rounded) - B * Block)));
     return P;
   }
   void release(void *Ptr) override { std::free(Ptr); }
 
-  Expected<size_t> prepare(const std::vector<BoundInstruction> &Insts) override {
+  Expected<size_t>
+  prepare(const std::vector<BoundInstruction> &Insts) override {
     size_t Need = 0;
     int Threads = omp_get_max_threads();
     for (const BoundInstruction &I : Insts) {

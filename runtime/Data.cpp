@@ -9,9 +9,9 @@ Expected<TokenData> TokenData::fromTokens(std::vector<uint16_t> Tokens,
                                           int64_t Vocab, int64_t Seq,
                                           const std::string &What) {
   if (int64_t(Tokens.size()) < Seq + 1)
-    return Status::error(What + " has " + std::to_string(Tokens.size()) +
-                         " tokens, need at least seq+1 = " +
-                         std::to_string(Seq + 1));
+    return Status::error(
+        What + " has " + std::to_string(Tokens.size()) +
+        " tokens, need at least seq+1 = " + std::to_string(Seq + 1));
   for (size_t I = 0; I < Tokens.size(); ++I)
     if (Tokens[I] >= Vocab)
       return Status::error(What + ": token id " + std::to_string(Tokens[I]) +
@@ -41,16 +41,15 @@ Expected<TokenData> TokenData::open(const std::string &Path, int64_t Vocab,
   std::vector<uint16_t> Tokens(size_t(Bytes / 2));
   for (size_t I = 0; I < Tokens.size(); ++I)
     Tokens[I] = uint16_t(Raw[2 * I] | (Raw[2 * I + 1] << 8));
-  return fromTokens(std::move(Tokens), Vocab, Seq,
-                    "data file '" + Path + "'");
+  return fromTokens(std::move(Tokens), Vocab, Seq, "data file '" + Path + "'");
 }
 
 void TokenData::fillBatch(int64_t Step, int64_t Batch, int64_t Seq,
                           int32_t *Inputs, int32_t *Targets) const {
   const uint64_t N = Tokens.size();
   for (int64_t I = 0; I < Batch; ++I) {
-    uint64_t Start = (uint64_t(Step) * uint64_t(Batch) + uint64_t(I)) *
-                     uint64_t(Seq) % N;
+    uint64_t Start =
+        (uint64_t(Step) * uint64_t(Batch) + uint64_t(I)) * uint64_t(Seq) % N;
     for (int64_t J = 0; J < Seq; ++J) {
       uint64_t Pos = (Start + uint64_t(J)) % N;
       Inputs[I * Seq + J] = Tokens[Pos];

@@ -93,7 +93,8 @@ std::string dumpProgram(const Program &P) {
        << "  init="
        << (Pa.Init.K == InitSpec::Normal
                ? "normal(std=" + num(Pa.Init.Std) + ")"
-               : Pa.Init.K == InitSpec::Ones ? "ones" : "zeros")
+           : Pa.Init.K == InitSpec::Ones ? "ones"
+                                         : "zeros")
        << (Pa.WeightDecay ? "  decay" : "") << "\n";
   }
   OS << "arena_bytes: " << P.ArenaBytes << "\n";
@@ -123,8 +124,7 @@ std::string dumpProgram(const Program &P) {
     std::snprintf(Idx, sizeof(Idx), "%4zu", I);
     OS << Idx << "  " << opName(In.Op) << "  in=" << idList(In.In)
        << " out=" << idList(In.Out) << attrString(In) << "  : "
-       << shapes(P, In.In, " x ") << " -> " << shapes(P, In.Out, ", ")
-       << "\n";
+       << shapes(P, In.In, " x ") << " -> " << shapes(P, In.Out, ", ") << "\n";
   }
   return OS.str();
 }

@@ -21,8 +21,8 @@ Executor::~Executor() {
   Impl->release(Persistent);
 }
 
-Expected<std::unique_ptr<Executor>> Executor::create(Program P,
-                                                     std::unique_ptr<Backend> B) {
+Expected<std::unique_ptr<Executor>>
+Executor::create(Program P, std::unique_ptr<Backend> B) {
   WEFT_RETURN_IF_ERROR(validateProgram(P));
   if (!B)
     B = createCpuBackend(P.Type);
@@ -134,9 +134,9 @@ Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
     Status S = Impl->run(Bound[K], Ctx);
     if (Profiling) {
       int Op = int(Bound[K].Op);
-      OpSeconds[Op] += std::chrono::duration<double>(
-                           std::chrono::steady_clock::now() - T0)
-                           .count();
+      OpSeconds[Op] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - T0)
+              .count();
       ++OpCalls[Op];
     }
     if (!S.ok())
@@ -168,10 +168,10 @@ std::string Executor::profileReport() const {
   std::string R = "profile (wall time per op kind, all steps):\n";
   for (int Op : Order) {
     char Line[160];
-    std::snprintf(Line, sizeof(Line), "  %-26s %9.1f ms  %5.1f%%  %7lld calls\n",
-                  opName(OpKind(Op)), OpSeconds[Op] * 1e3,
-                  100.0 * OpSeconds[Op] / std::max(Total, 1e-12),
-                  (long long)OpCalls[Op]);
+    std::snprintf(
+        Line, sizeof(Line), "  %-26s %9.1f ms  %5.1f%%  %7lld calls\n",
+        opName(OpKind(Op)), OpSeconds[Op] * 1e3,
+        100.0 * OpSeconds[Op] / std::max(Total, 1e-12), (long long)OpCalls[Op]);
     R += Line;
   }
   return R;

@@ -1,4 +1,5 @@
-//===- Executor.h - Memory for a program and running its instructions -*- C++ -*-===//
+//===- Executor.h - Memory for a program and running its instructions -*- C++
+//-*-===//
 //
 // Allocates, once, the arena (arena_bytes, 64-byte aligned) and the
 // persistent state: per parameter its value, gradient and Adam m/v, plus the

@@ -1,4 +1,5 @@
-//===- Hash.h - FNV-1a and splitmix64 as fixed by the program format -------===//
+//===- Hash.h - FNV-1a and splitmix64 as fixed by the program format
+//-------===//
 #ifndef WEFT_RUNTIME_HASH_H
 #define WEFT_RUNTIME_HASH_H
 
@@ -18,7 +19,9 @@ inline uint64_t fnv1a64(const void *Data, size_t Size) {
   return H;
 }
 
-inline uint64_t fnv1a64(std::string_view S) { return fnv1a64(S.data(), S.size()); }
+inline uint64_t fnv1a64(std::string_view S) {
+  return fnv1a64(S.data(), S.size());
+}
 
 inline uint64_t splitmix64(uint64_t X) {
   X += 0x9e3779b97f4a7c15ULL;

@@ -14,17 +14,35 @@ namespace weft {
 
 namespace {
 
-const char *const OpNames[NumOpKinds] = {
-    "embedding",  "embedding_grad",  "position_embedding",
-    "position_embedding_grad",       "matmul",
-    "bias_add",   "reduce_rows",     "add",
-    "mul",        "split",           "concat",
-    "layer_norm", "layer_norm_grad", "rms_norm",
-    "rms_norm_grad", "gelu",         "gelu_grad",
-    "silu",       "silu_grad",       "swiglu",
-    "swiglu_grad", "rope",           "attention",
-    "attention_grad", "cross_entropy", "cross_entropy_grad",
-    "fill",       "copy",            "adamw"};
+const char *const OpNames[NumOpKinds] = {"embedding",
+                                         "embedding_grad",
+                                         "position_embedding",
+                                         "position_embedding_grad",
+                                         "matmul",
+                                         "bias_add",
+                                         "reduce_rows",
+                                         "add",
+                                         "mul",
+                                         "split",
+                                         "concat",
+                                         "layer_norm",
+                                         "layer_norm_grad",
+                                         "rms_norm",
+                                         "rms_norm_grad",
+                                         "gelu",
+                                         "gelu_grad",
+                                         "silu",
+                                         "silu_grad",
+                                         "swiglu",
+                                         "swiglu_grad",
+                                         "rope",
+                                         "attention",
+                                         "attention_grad",
+                                         "cross_entropy",
+                                         "cross_entropy_grad",
+                                         "fill",
+                                         "copy",
+                                         "adamw"};
 
 uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
   uint64_t V = 0;

@@ -89,7 +89,7 @@ struct OptimizerSpec {
 
 struct BufferSpec {
   BufferKind Kind = BufferKind::Arena;
-  std::string Name; // inputs: "tokens" or "targets"
+  std::string Name;   // inputs: "tokens" or "targets"
   int64_t Param = -1; // param/grad/adam_m/adam_v: index into params
   int64_t Offset = 0; // arena: byte offset
   Shape Dims;

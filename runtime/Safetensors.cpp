@@ -20,8 +20,7 @@ size_t safeDTypeBytes(const std::string &T) {
     return 4;
   if (T == "F16" || T == "BF16" || T == "I16" || T == "U16")
     return 2;
-  if (T == "I8" || T == "U8" || T == "BOOL" || T == "F8_E4M3" ||
-      T == "F8_E5M2")
+  if (T == "I8" || T == "U8" || T == "BOOL" || T == "F8_E4M3" || T == "F8_E5M2")
     return 1;
   return 0;
 }
@@ -135,11 +134,10 @@ Expected<SafetensorsFile> SafetensorsFile::parse(std::string B,
     if (Elem == 0)
       return Status::error(Ctx + " has unknown dtype '" + T.Type + "'");
     if (End - Begin != uint64_t(numElements(T.Dims)) * Elem)
-      return Status::error(Ctx + " " + T.Type + " " + shapeString(T.Dims) +
-                           " needs " +
-                           std::to_string(numElements(T.Dims) * Elem) +
-                           " bytes, data_offsets give " +
-                           std::to_string(End - Begin));
+      return Status::error(
+          Ctx + " " + T.Type + " " + shapeString(T.Dims) + " needs " +
+          std::to_string(numElements(T.Dims) * Elem) +
+          " bytes, data_offsets give " + std::to_string(End - Begin));
     T.Offset = Begin;
     T.Bytes = End - Begin;
     F.Tensors.push_back(std::move(T));
@@ -157,8 +155,7 @@ const SafeTensor *SafetensorsFile::find(const std::string &Name) const {
 
 Status SafetensorsFile::convert(const SafeTensor &T, DType To,
                                 void *Out) const {
-  if (T.Type != "F32" && T.Type != "F64" && T.Type != "F16" &&
-      T.Type != "BF16")
+  if (T.Type != "F32" && T.Type != "F64" && T.Type != "F16" && T.Type != "BF16")
     return Status::error("tensor '" + T.Name + "' has dtype " + T.Type +
                          ", expected F32, F64, F16 or BF16");
   const auto *Src =

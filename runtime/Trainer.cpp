@@ -13,9 +13,9 @@ double learningRate(const OptimizerSpec &O, int64_t Step) {
     return O.Lr;
   if (Step <= O.WarmupSteps)
     return O.Lr * double(Step) / double(O.WarmupSteps);
-  double P = std::min(1.0, double(Step - O.WarmupSteps) /
-                               double(std::max<int64_t>(
-                                   1, O.TotalSteps - O.WarmupSteps)));
+  double P = std::min(
+      1.0, double(Step - O.WarmupSteps) /
+               double(std::max<int64_t>(1, O.TotalSteps - O.WarmupSteps)));
   return O.MinLr + 0.5 * (O.Lr - O.MinLr) * (1.0 + std::cos(M_PI * P));
 }
 
@@ -37,9 +37,9 @@ Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
     Status S = E.run(0, NumInsts, Ctx);
     if (!S.ok())
       return S.withContext("step " + std::to_string(Ctx.Step));
-    double Secs = std::chrono::duration<double>(
-                      std::chrono::steady_clock::now() - T0)
-                      .count();
+    double Secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - T0)
+            .count();
     StepRecord R{Ctx.Step, E.loss(), Ctx.Lr, Secs, TokensPerStep / Secs};
     Records.push_back(R);
     if (!std::isfinite(R.Loss))
@@ -60,8 +60,8 @@ Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
                     "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
                     "\"step_time_s\": %.9g, \"tokens_per_s\": %.9g, "
                     "\"peak_bytes\": %zu}\n",
-                    (long long)R.Step, R.Loss, R.Lr, R.Seconds,
-                    R.TokensPerSec, E.peakBytes());
+                    (long long)R.Step, R.Loss, R.Lr, R.Seconds, R.TokensPerSec,
+                    E.peakBytes());
       *O.Metrics << Line << std::flush;
     }
   }

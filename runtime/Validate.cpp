@@ -15,9 +15,8 @@ namespace {
 class InstChecker {
 public:
   InstChecker(const Program &P, const Instruction &I, size_t Index)
-      : P(P), I(I),
-        Ctx("instructions[" + std::to_string(Index) + "] (" + opName(I.Op) +
-            ")") {}
+      : P(P), I(I), Ctx("instructions[" + std::to_string(Index) + "] (" +
+                        opName(I.Op) + ")") {}
 
   Status run();
 
@@ -133,8 +132,8 @@ Status InstChecker::checkMatmul() const {
     return fail("inner dimensions differ: a " + shapeString(A.Dims) +
                 (I.Attrs.TransposeA ? " (transposed)" : "") + " gives K=" +
                 std::to_string(KA) + ", b " + shapeString(B.Dims) +
-                (I.Attrs.TransposeB ? " (transposed)" : "") + " gives K=" +
-                std::to_string(KB));
+                (I.Attrs.TransposeB ? " (transposed)" : "") +
+                " gives K=" + std::to_string(KB));
   if (rows(C) != M || last(C) != N)
     return fail("out[0] has shape " + shapeString(C.Dims) + " (2-D view [" +
                 std::to_string(rows(C)) + "," + std::to_string(last(C)) +
@@ -251,8 +250,8 @@ Status InstChecker::run() {
     if (Table.Dims.size() != 2 || Table.Dims[1] != X.Dims[2] ||
         Table.Dims[0] < X.Dims[1])
       return fail("the table has shape " + shapeString(Table.Dims) +
-                  ", expected [P," + std::to_string(X.Dims[2]) + "] with P >= " +
-                  std::to_string(X.Dims[1]));
+                  ", expected [P," + std::to_string(X.Dims[2]) +
+                  "] with P >= " + std::to_string(X.Dims[1]));
     return Grad ? Status::success() : shapeIs(false, 0, X.Dims);
   }
   case OpKind::Matmul:
@@ -399,21 +398,19 @@ Status InstChecker::run() {
 
 Status checkBuffer(const Program &P, size_t Index) {
   const BufferSpec &B = P.Buffers[Index];
-  std::string Ctx = "buffers[" + std::to_string(Index) + "] (" +
-                    bufferKindName(B.Kind) + ")";
+  std::string Ctx =
+      "buffers[" + std::to_string(Index) + "] (" + bufferKindName(B.Kind) + ")";
   if (B.Type != DType::I32 && B.Type != P.Type)
     return Status::error(Ctx + " has dtype " + dtypeName(B.Type) +
-                         ", the program's float dtype is " +
-                         dtypeName(P.Type));
+                         ", the program's float dtype is " + dtypeName(P.Type));
   switch (B.Kind) {
   case BufferKind::Input:
     if (B.Name != "tokens" && B.Name != "targets")
       return Status::error(Ctx + " has name '" + B.Name +
                            "', expected tokens or targets");
     if (B.Type != DType::I32 || B.Dims != Shape{P.Batch, P.Seq})
-      return Status::error(Ctx + " '" + B.Name + "' is " +
-                           dtypeName(B.Type) + " " + shapeString(B.Dims) +
-                           ", expected i32 " +
+      return Status::error(Ctx + " '" + B.Name + "' is " + dtypeName(B.Type) +
+                           " " + shapeString(B.Dims) + ", expected i32 " +
                            shapeString(Shape{P.Batch, P.Seq}));
     return Status::success();
   case BufferKind::Arena:
@@ -421,11 +418,11 @@ Status checkBuffer(const Program &P, size_t Index) {
       return Status::error(Ctx + " offset " + std::to_string(B.Offset) +
                            " is not a non-negative multiple of 64");
     if (B.Offset > P.ArenaBytes || B.bytes() > P.ArenaBytes - B.Offset)
-      return Status::error(Ctx + " " + shapeString(B.Dims) + " at offset " +
-                           std::to_string(B.Offset) + " needs bytes up to " +
-                           std::to_string(B.Offset + B.bytes()) +
-                           ", past arena_bytes=" +
-                           std::to_string(P.ArenaBytes));
+      return Status::error(
+          Ctx + " " + shapeString(B.Dims) + " at offset " +
+          std::to_string(B.Offset) + " needs bytes up to " +
+          std::to_string(B.Offset + B.bytes()) +
+          ", past arena_bytes=" + std::to_string(P.ArenaBytes));
     return Status::success();
   default:
     if (B.Param < 0 || B.Param >= int64_t(P.Params.size()))
@@ -433,11 +430,10 @@ Status checkBuffer(const Program &P, size_t Index) {
                            " out of range [0, " +
                            std::to_string(P.Params.size()) + ")");
     if (B.Dims != P.Params[B.Param].Dims || B.Type != P.Type)
-      return Status::error(Ctx + " of param '" + P.Params[B.Param].Name +
-                           "' is " + dtypeName(B.Type) + " " +
-                           shapeString(B.Dims) + ", expected " +
-                           dtypeName(P.Type) + " " +
-                           shapeString(P.Params[B.Param].Dims));
+      return Status::error(
+          Ctx + " of param '" + P.Params[B.Param].Name + "' is " +
+          dtypeName(B.Type) + " " + shapeString(B.Dims) + ", expected " +
+          dtypeName(P.Type) + " " + shapeString(P.Params[B.Param].Dims));
     return Status::success();
   }
 }
@@ -446,9 +442,9 @@ Status checkBuffer(const Program &P, size_t Index) {
 
 Status validateProgram(const Program &P) {
   if (P.Batch <= 0 || P.Seq <= 0 || P.Vocab <= 0 || P.Vocab > 65536)
-    return Status::error("batch=" + std::to_string(P.Batch) + ", seq=" +
-                         std::to_string(P.Seq) + ", vocab=" +
-                         std::to_string(P.Vocab) +
+    return Status::error("batch=" + std::to_string(P.Batch) +
+                         ", seq=" + std::to_string(P.Seq) +
+                         ", vocab=" + std::to_string(P.Vocab) +
                          " must be positive (vocab at most 65536)");
   if (P.ArenaBytes < 0)
     return Status::error("arena_bytes=" + std::to_string(P.ArenaBytes) +
@@ -456,9 +452,9 @@ Status validateProgram(const Program &P) {
   for (size_t I = 0; I < P.Params.size(); ++I)
     for (size_t J = 0; J < I; ++J)
       if (P.Params[I].Name == P.Params[J].Name)
-        return Status::error("params[" + std::to_string(I) + "] repeats name '" +
-                             P.Params[I].Name + "' of params[" +
-                             std::to_string(J) + "]");
+        return Status::error("params[" + std::to_string(I) +
+                             "] repeats name '" + P.Params[I].Name +
+                             "' of params[" + std::to_string(J) + "]");
   for (size_t I = 0; I < P.Buffers.size(); ++I)
     WEFT_RETURN_IF_ERROR(checkBuffer(P, I));
   for (size_t I = 0; I < P.Instructions.size(); ++I)
@@ -475,10 +471,10 @@ Status validateProgram(const Program &P) {
   int64_t N = int64_t(P.Instructions.size());
   if (P.ForwardEnd < 0 || P.ForwardEnd > P.OptimizerBegin ||
       P.OptimizerBegin > N)
-    return Status::error("expected 0 <= forward_end <= optimizer_begin <= " +
-                         std::to_string(N) + " (instructions), got forward_end=" +
-                         std::to_string(P.ForwardEnd) + ", optimizer_begin=" +
-                         std::to_string(P.OptimizerBegin));
+    return Status::error(
+        "expected 0 <= forward_end <= optimizer_begin <= " + std::to_string(N) +
+        " (instructions), got forward_end=" + std::to_string(P.ForwardEnd) +
+        ", optimizer_begin=" + std::to_string(P.OptimizerBegin));
   return Status::success();
 }
 

@@ -1,7 +1,7 @@
 //===- ExecutorTest.cpp - End-to-end runs of hand-built programs ----------===//
+#include "runtime/Executor.h"
 #include "TestPrograms.h"
 #include "runtime/Checkpoint.h"
-#include "runtime/Executor.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Trainer.h"
 
@@ -93,9 +93,9 @@ TEST_P(GptGradCheck, AllParametersF64) {
   auto R = gradCheck(*E, patternData(C.Vocab, C.Seq), G);
   ASSERT_TRUE(R.ok()) << R.message();
   for (const GradCheckEntry &P : R->Params)
-    EXPECT_LE(P.MaxErr, 1e-5) << P.Name << " at " << P.WorstIndex
-                              << ": analytic " << P.Analytic << ", numeric "
-                              << P.Numeric;
+    EXPECT_LE(P.MaxErr, 1e-5)
+        << P.Name << " at " << P.WorstIndex << ": analytic " << P.Analytic
+        << ", numeric " << P.Numeric;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GptGradCheck, ::testing::Values(false, true),
@@ -157,19 +157,19 @@ TEST(Executor, LoadRefusesMissingAndMisshapenTensors) {
   ASSERT_TRUE(E);
   std::string Path = ::testing::TempDir() + "partial.safetensors";
   std::vector<float> W(16 * 8);
-  ASSERT_TRUE(writeSafetensors(Path, {{"wte.weight", DType::F32, {16, 8},
-                                       W.data()}})
-                  .ok());
+  ASSERT_TRUE(
+      writeSafetensors(Path, {{"wte.weight", DType::F32, {16, 8}, W.data()}})
+          .ok());
   Expected<int64_t> R = loadCheckpoint(*E, Path);
   ASSERT_FALSE(R.ok());
   EXPECT_NE(R.message().find("no tensor for parameter 'head.weight'"),
             std::string::npos)
       << R.message();
-  ASSERT_TRUE(writeSafetensors(Path, {{"transformer.wte.weight", DType::F32,
-                                       {16, 8}, W.data()},
-                                      {"head.weight", DType::F32, {8, 15},
-                                       W.data()}})
-                  .ok());
+  ASSERT_TRUE(
+      writeSafetensors(
+          Path, {{"transformer.wte.weight", DType::F32, {16, 8}, W.data()},
+                 {"head.weight", DType::F32, {8, 15}, W.data()}})
+          .ok());
   R = loadCheckpoint(*E, Path);
   ASSERT_FALSE(R.ok());
   EXPECT_NE(R.message().find("tensor 'head.weight' has shape [8,15], expected "

@@ -16,7 +16,8 @@ namespace {
 TEST(Init, MatchesTheDocumentedFormula) {
   // Recompute by hand from the doc for one element.
   uint64_t Key = fnv1a64(std::string_view("w")) ^ splitmix64(7);
-  double U1 = (double(splitmix64(Key + 2 * 5) >> 11) + 0.5) * std::ldexp(1, -53);
+  double U1 =
+      (double(splitmix64(Key + 2 * 5) >> 11) + 0.5) * std::ldexp(1, -53);
   double U2 =
       (double(splitmix64(Key + 2 * 5 + 1) >> 11) + 0.5) * std::ldexp(1, -53);
   double Want = std::sqrt(-2 * std::log(U1)) * std::cos(2 * M_PI * U2);
@@ -24,8 +25,8 @@ TEST(Init, MatchesTheDocumentedFormula) {
 }
 
 TEST(Init, DeterministicAndLayoutIndependent) {
-  ParamSpec P{"h.0.attn.c_attn.weight", {64, 48}, {InitSpec::Normal, 0.02},
-              true};
+  ParamSpec P{
+      "h.0.attn.c_attn.weight", {64, 48}, {InitSpec::Normal, 0.02}, true};
   std::vector<double> Whole(64 * 48), Again(64 * 48), Shard(1000);
   initParam(P, 1234, DType::F64, Whole.data(), 0, Whole.size());
   initParam(P, 1234, DType::F64, Again.data(), 0, Again.size());

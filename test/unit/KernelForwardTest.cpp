@@ -140,7 +140,8 @@ TEST(KernelForward, NormsAndActivations) {
       V += (X[Rr * D + C] - M) * (X[Rr * D + C] - M);
     V /= D;
     for (int64_t C = 0; C < D; ++C)
-      Want[Rr * D + C] = (X[Rr * D + C] - M) / std::sqrt(V + 1e-5) * G[C] + Bt[C];
+      Want[Rr * D + C] =
+          (X[Rr * D + C] - M) / std::sqrt(V + 1e-5) * G[C] + Bt[C];
   }
   expectNear(Y, Want, 1e-5, "layer_norm");
   rmsNorm(X.data(), G.data(), Y.data(), R, D, 1e-5);

@@ -1,7 +1,7 @@
 //===- ProgramTest.cpp - Program container, JSON and validation -----------===//
+#include "runtime/Program.h"
 #include "TestPrograms.h"
 #include "runtime/Hash.h"
-#include "runtime/Program.h"
 
 #include <gtest/gtest.h>
 
@@ -38,8 +38,10 @@ TEST(ProgramLoader, ValidTinyProgramLoads) {
   EXPECT_EQ(P->Instructions[1].Op, OpKind::Matmul);
   EXPECT_EQ(P->ForwardEnd, 3);
   EXPECT_EQ(P->OptimizerBegin, 8);
-  EXPECT_NE(dumpProgram(*P).find("   6  matmul  in=[14,6] out=[15]  transpose_b=true  : [2,4,16] x [8,16] -> [2,4,8]"),
-            std::string::npos)
+  EXPECT_NE(
+      dumpProgram(*P).find("   6  matmul  in=[14,6] out=[15]  transpose_b=true "
+                           " : [2,4,16] x [8,16] -> [2,4,8]"),
+      std::string::npos)
       << dumpProgram(*P);
 }
 
@@ -61,8 +63,7 @@ TEST(ProgramLoader, RefusesTruncatedPayload) {
   std::string F = tinyProgram().file();
   std::string Msg = errorOf(F.substr(0, F.size() - 10));
   EXPECT_MSG(Msg, "truncated: expected " + std::to_string(F.size() - 28) +
-                      " payload bytes, found " +
-                      std::to_string(F.size() - 38));
+                      " payload bytes, found " + std::to_string(F.size() - 38));
 }
 
 TEST(ProgramLoader, RefusesBadMagic) {
@@ -155,7 +156,8 @@ TEST(ProgramLoader, RefusesWrongOperandCount) {
 TEST(ProgramLoader, RefusesParamShapeMismatch) {
   nlohmann::json J = tinyProgram().root();
   J["buffers"][3]["shape"] = {16, 9};
-  EXPECT_MSG(errorOfJson(J), "of param 'wte.weight' is f32 [16,9], expected f32 [16,8]");
+  EXPECT_MSG(errorOfJson(J),
+             "of param 'wte.weight' is f32 [16,9], expected f32 [16,8]");
 }
 
 TEST(ProgramLoader, RefusesAttentionHeadMismatch) {

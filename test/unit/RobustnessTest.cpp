@@ -1,4 +1,5 @@
-//===- RobustnessTest.cpp - Mutated programs are refused or run, never crash ===//
+//===- RobustnessTest.cpp - Mutated programs are refused or run, never crash
+//===//
 #include "TestPrograms.h"
 #include "runtime/Executor.h"
 #include "runtime/Trainer.h"
@@ -37,8 +38,17 @@ TEST(Robustness, MutatedIntegersAreRefusedOrRun) {
   std::vector<json::json_pointer> Leaves;
   integerLeaves(Base, json::json_pointer(), Leaves);
   ASSERT_GT(Leaves.size(), 100u);
-  const int64_t Values[] = {0, -1, 1, 2, 3, 5, 64, 1000, int64_t(1) << 31,
-                            int64_t(1) << 40, -(int64_t(1) << 62)};
+  const int64_t Values[] = {0,
+                            -1,
+                            1,
+                            2,
+                            3,
+                            5,
+                            64,
+                            1000,
+                            int64_t(1) << 31,
+                            int64_t(1) << 40,
+                            -(int64_t(1) << 62)};
   std::mt19937_64 Rng(42);
   std::vector<uint16_t> Tokens(1000);
   for (size_t I = 0; I < Tokens.size(); ++I)
@@ -61,8 +71,8 @@ TEST(Robustness, MutatedIntegersAreRefusedOrRun) {
     if (!E.ok())
       continue;
     (*E)->initParams(1);
-    Expected<TokenData> D = TokenData::fromTokens(
-        Tokens, (*E)->program().Vocab, (*E)->program().Seq);
+    Expected<TokenData> D = TokenData::fromTokens(Tokens, (*E)->program().Vocab,
+                                                  (*E)->program().Seq);
     if (!D.ok())
       continue;
     TrainOptions O;

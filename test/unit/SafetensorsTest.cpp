@@ -22,9 +22,10 @@ TEST(Safetensors, WriteReadRoundTrip) {
   std::vector<float> A = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -1e-3f};
   std::vector<double> B = {1.0 / 3.0, 2.0};
   std::string Path = ::testing::TempDir() + "rt.safetensors";
-  ASSERT_TRUE(writeSafetensors(Path, {{"a.weight", DType::F32, {2, 3}, A.data()},
-                                      {"b", DType::F64, {2}, B.data()}})
-                  .ok());
+  ASSERT_TRUE(
+      writeSafetensors(Path, {{"a.weight", DType::F32, {2, 3}, A.data()},
+                              {"b", DType::F64, {2}, B.data()}})
+          .ok());
   Expected<SafetensorsFile> F = SafetensorsFile::read(Path);
   ASSERT_TRUE(F.ok()) << F.message();
   const SafeTensor *Ta = F->find("a.weight");
@@ -44,10 +45,12 @@ TEST(Safetensors, ReadsF16AndBF16) {
   // BF16: 1.0 = 0x3f80, -0.15625 = 0xbe20.
   std::string Data = std::string("\x00\x3c\x00\xc1\x01\x00", 6) +
                      std::string("\x80\x3f\x20\xbe", 4);
-  std::string Header = R"({"h":{"dtype":"F16","shape":[3],"data_offsets":[0,6]},)"
-                       R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[6,10]},)"
-                       R"("__metadata__":{"format":"pt"}})";
-  Expected<SafetensorsFile> F = SafetensorsFile::parse(fileWith(Header, Data), "t");
+  std::string Header =
+      R"({"h":{"dtype":"F16","shape":[3],"data_offsets":[0,6]},)"
+      R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[6,10]},)"
+      R"("__metadata__":{"format":"pt"}})";
+  Expected<SafetensorsFile> F =
+      SafetensorsFile::parse(fileWith(Header, Data), "t");
   ASSERT_TRUE(F.ok()) << F.message();
   float H[3];
   double Bv[2];
@@ -61,7 +64,8 @@ TEST(Safetensors, ReadsF16AndBF16) {
 }
 
 TEST(Safetensors, RefusesOutOfBoundsTensor) {
-  std::string Header = R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
+  std::string Header =
+      R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
   Expected<SafetensorsFile> F =
       SafetensorsFile::parse(fileWith(Header, std::string(8, '\0')), "f");
   ASSERT_FALSE(F.ok());
@@ -72,7 +76,8 @@ TEST(Safetensors, RefusesOutOfBoundsTensor) {
 }
 
 TEST(Safetensors, RefusesSizeMismatchAndBadHeader) {
-  std::string Header = R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})";
+  std::string Header =
+      R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})";
   Expected<SafetensorsFile> F =
       SafetensorsFile::parse(fileWith(Header, std::string(16, '\0')), "f");
   ASSERT_FALSE(F.ok());

@@ -45,15 +45,13 @@ struct Gpt {
     return PB.param(Name, {N}, 0, false, Ones ? "ones" : "zeros");
   }
   json normAttrs() const { return {{"eps", 1e-5}}; }
-  json attnAttrs() const {
-    return {{"num_heads", H}, {"num_kv_heads", Hkv}};
-  }
+  json attnAttrs() const { return {{"num_heads", H}, {"num_kv_heads", Hkv}}; }
 };
 
 ProgramBuilder gpt2(const GptConfig &C) {
   ProgramBuilder PB(C.DType, C.Batch, C.Seq, C.Vocab);
-  Gpt G{C, PB, C.Batch, C.Seq, C.Dim, C.Vocab, 4 * C.Dim, C.Heads,
-        C.Heads, C.Dim / C.Heads};
+  Gpt G{C,       PB,        C.Batch, C.Seq,   C.Dim,
+        C.Vocab, 4 * C.Dim, C.Heads, C.Heads, C.Dim / C.Heads};
   int64_t B = G.B, S = G.S, D = G.D, V = G.V, F = G.F;
   int64_t P = C.Positions ? C.Positions : S;
   auto Wte = G.weight("transformer.wte.weight", {V, D});
@@ -61,8 +59,8 @@ ProgramBuilder gpt2(const GptConfig &C) {
   struct Layer {
     Param Ln1G, Ln1B, AttnW, AttnB, ProjW, ProjB, Ln2G, Ln2B, FcW, FcB, MpW,
         MpB;
-    int64_t H, A, Qkv, Qkv2, Q, K, Vv, Att, Proj, Proj2, H1, M, Fc, Fc2, Gl,
-        Mp, Mp2;
+    int64_t H, A, Qkv, Qkv2, Q, K, Vv, Att, Proj, Proj2, H1, M, Fc, Fc2, Gl, Mp,
+        Mp2;
   };
   std::vector<Layer> Ls(size_t(C.Layers));
   for (int64_t L = 0; L < C.Layers; ++L) {
@@ -178,8 +176,8 @@ ProgramBuilder gpt2(const GptConfig &C) {
 ProgramBuilder llama(const GptConfig &C) {
   ProgramBuilder PB(C.DType, C.Batch, C.Seq, C.Vocab);
   int64_t Hkv = C.KvHeads ? C.KvHeads : C.Heads;
-  Gpt G{C, PB, C.Batch, C.Seq, C.Dim, C.Vocab, 3 * C.Dim, C.Heads, Hkv,
-        C.Dim / C.Heads};
+  Gpt G{C,       PB,        C.Batch, C.Seq, C.Dim,
+        C.Vocab, 3 * C.Dim, C.Heads, Hkv,   C.Dim / C.Heads};
   int64_t D = G.D, V = G.V, F = G.F, Kd = Hkv * G.Hd;
   nlohmann::json RopeQ = {{"num_heads", G.H}, {"theta", 10000.0}},
                  RopeK = {{"num_heads", Hkv}, {"theta", 10000.0}};
@@ -258,8 +256,7 @@ ProgramBuilder llama(const GptConfig &C) {
     G.mmInto(Y.M, DGt, Y.Wg.Grad, true, false);
     G.mmInto(Y.M, DUp, Y.Wu.Grad, true, false);
     int64_t DM = G.add(G.mm(DGt, Y.Wg.Value, G.act(D), false, true),
-                       G.mm(DUp, Y.Wu.Value, G.act(D), false, true),
-                       G.act(D));
+                       G.mm(DUp, Y.Wu.Value, G.act(D), false, true), G.act(D));
     int64_t DH1p = PB.arena(G.act(D));
     PB.op("rms_norm_grad", {DM, Y.H1, Y.Ln2.Value}, {DH1p, Y.Ln2.Grad},
           G.normAttrs());
@@ -276,10 +273,10 @@ ProgramBuilder llama(const GptConfig &C) {
     G.mmInto(Y.A, DQ, Y.Wq.Grad, true, false);
     G.mmInto(Y.A, DK, Y.Wk.Grad, true, false);
     G.mmInto(Y.A, DV, Y.Wv.Grad, true, false);
-    int64_t DA = G.add(G.add(G.mm(DQ, Y.Wq.Value, G.act(D), false, true),
-                             G.mm(DK, Y.Wk.Value, G.act(D), false, true),
-                             G.act(D)),
-                       G.mm(DV, Y.Wv.Value, G.act(D), false, true), G.act(D));
+    int64_t DA =
+        G.add(G.add(G.mm(DQ, Y.Wq.Value, G.act(D), false, true),
+                    G.mm(DK, Y.Wk.Value, G.act(D), false, true), G.act(D)),
+              G.mm(DV, Y.Wv.Value, G.act(D), false, true), G.act(D));
     int64_t DHp = PB.arena(G.act(D));
     PB.op("rms_norm_grad", {DA, Y.H, Y.Ln1.Value}, {DHp, Y.Ln1.Grad},
           G.normAttrs());

@@ -42,10 +42,14 @@ public:
             {"params", json::array()},
             {"buffers", json::array()},
             {"instructions", json::array()}};
-    Tokens = buffer({{"kind", "input"}, {"name", "tokens"},
-                     {"shape", {Batch, Seq}}, {"dtype", "i32"}});
-    Targets = buffer({{"kind", "input"}, {"name", "targets"},
-                      {"shape", {Batch, Seq}}, {"dtype", "i32"}});
+    Tokens = buffer({{"kind", "input"},
+                     {"name", "tokens"},
+                     {"shape", {Batch, Seq}},
+                     {"dtype", "i32"}});
+    Targets = buffer({{"kind", "input"},
+                      {"name", "targets"},
+                      {"shape", {Batch, Seq}},
+                      {"dtype", "i32"}});
   }
 
   struct Param {
@@ -59,11 +63,13 @@ public:
     if (std::string(Kind) == "normal")
       Init["std"] = Std;
     int64_t I = int64_t(Root["params"].size());
-    Root["params"].push_back(
-        {{"name", Name}, {"shape", Dims}, {"init", Init}, {"weight_decay", Decay}});
+    Root["params"].push_back({{"name", Name},
+                              {"shape", Dims},
+                              {"init", Init},
+                              {"weight_decay", Decay}});
     auto Buf = [&](const char *K) {
-      return buffer({{"kind", K}, {"param", I}, {"shape", Dims},
-                     {"dtype", DType}});
+      return buffer(
+          {{"kind", K}, {"param", I}, {"shape", Dims}, {"dtype", DType}});
     };
     Param P{I, Buf("param"), Buf("grad"), Buf("adam_m"), Buf("adam_v"), Decay};
     Params.push_back(P);
@@ -71,8 +77,10 @@ public:
   }
 
   int64_t arena(const Shape &Dims) {
-    int64_t Id = buffer({{"kind", "arena"}, {"offset", ArenaTop},
-                         {"shape", Dims}, {"dtype", DType}});
+    int64_t Id = buffer({{"kind", "arena"},
+                         {"offset", ArenaTop},
+                         {"shape", Dims},
+                         {"dtype", DType}});
     ArenaTop += (numElements(Dims) * (DType == "f64" ? 8 : 4) + 63) / 64 * 64;
     return Id;
   }
@@ -117,8 +125,8 @@ private:
 /// tokens -> embedding [V,D] -> matmul W [D,V] -> cross_entropy, backward
 /// and AdamW.
 inline ProgramBuilder tinyProgram(const std::string &DType = "f32",
-                                  int64_t B = 2, int64_t S = 4,
-                                  int64_t V = 16, int64_t D = 8) {
+                                  int64_t B = 2, int64_t S = 4, int64_t V = 16,
+                                  int64_t D = 8) {
   ProgramBuilder PB(DType, B, S, V);
   auto Wte = PB.param("wte.weight", {V, D}, 0.5);
   auto W = PB.param("head.weight", {D, V}, 0.5);
@@ -142,8 +150,8 @@ inline ProgramBuilder tinyProgram(const std::string &DType = "f32",
 struct GptConfig {
   std::string DType = "f32";
   int64_t Batch = 2, Seq = 8, Vocab = 32, Dim = 16, Layers = 2, Heads = 2;
-  int64_t KvHeads = 0;  // 0: = Heads
-  bool Llama = false;   // rms_norm, rope, swiglu, no biases, untied head
+  int64_t KvHeads = 0;   // 0: = Heads
+  bool Llama = false;    // rms_norm, rope, swiglu, no biases, untied head
   int64_t Positions = 0; // 0: = Seq
   double Std = 0.02;     // normal init of the weight matrices
 };

@@ -63,8 +63,8 @@ TEST(WeftRun, TrainsAndPrintsStepsAndSummary) {
     ++Lines;
     auto J = nlohmann::json::parse(Line, nullptr, false);
     ASSERT_FALSE(J.is_discarded()) << Line;
-    for (const char *K : {"step", "loss", "lr", "step_time_s", "tokens_per_s",
-                          "peak_bytes"})
+    for (const char *K :
+         {"step", "loss", "lr", "step_time_s", "tokens_per_s", "peak_bytes"})
       EXPECT_TRUE(J.contains(K)) << K;
   }
   EXPECT_EQ(Lines, 3);

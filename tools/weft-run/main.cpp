@@ -118,8 +118,8 @@ int parseArgs(int Argc, char **Argv, Options &O) {
     }
     if (A.rfind("--", 0) != 0) {
       if (!O.Program.empty())
-        return usageError("unexpected argument '" + A +
-                          "' (the program is '" + O.Program + "')");
+        return usageError("unexpected argument '" + A + "' (the program is '" +
+                          O.Program + "')");
       O.Program = A;
       continue;
     }
@@ -131,9 +131,8 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       A = A.substr(0, Eq);
     }
     static const char *const WithValue[] = {
-        "--steps",      "--data",       "--seed",     "--load",
-        "--save",       "--metrics",    "--save-grads", "--grad-check",
-        "--grad-tol",   "--threads"};
+        "--steps",   "--data",       "--seed",       "--load",     "--save",
+        "--metrics", "--save-grads", "--grad-check", "--grad-tol", "--threads"};
     bool Known = false;
     for (const char *F : WithValue)
       Known |= A == F;

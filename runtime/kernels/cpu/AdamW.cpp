@@ -13,8 +13,7 @@ void adamw(T *Param, const T *Grad, T *M, T *V, int64_t N,
   const T OneMinusB1 = T(1.0 - P.Beta1), OneMinusB2 = T(1.0 - P.Beta2);
   const double Bc1 = 1.0 - std::pow(P.Beta1, double(P.Step));
   const double Bc2 = 1.0 - std::pow(P.Beta2, double(P.Step));
-  const T StepSize = T(P.Lr / Bc1), Bc2Sqrt = T(std::sqrt(Bc2)),
-          Eps = T(P.Eps);
+  const T StepSize = T(P.Lr / Bc1), Bc2Sqrt = T(std::sqrt(Bc2)), Eps = T(P.Eps);
 #pragma omp parallel for schedule(static) if (N > (1 << 15))
   for (int64_t I = 0; I < N; ++I) {
     T G = Grad[I];

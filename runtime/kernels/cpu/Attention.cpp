@@ -4,8 +4,8 @@
 // block [i0,i1) needs keys [0,i1) only, which skips most of the masked upper
 // triangle. GEMMs read Q/K/V in place in the [B,S,H*hd] layout through their
 // leading dimension. The (batch, head) loop is the parallel one; BLAS runs
-// single-threaded (as always, see Threads.cpp). Scratch per thread: one block of probabilities
-// and one of their gradients.
+// single-threaded (as always, see Threads.cpp). Scratch per thread: one block
+// of probabilities and one of their gradients.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/cpu/Blas.h"
@@ -106,8 +106,8 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
              P, S);
         causalSoftmaxBlock(P, S, I0, I1);
         // dV[0:i1] += P^T dY[i0:i1]
-        gemm(true, false, I1, Hd, M, T(1), P, S, Dyp + I0 * Ldq, Ldq, T(1),
-             Dvp, Ldk);
+        gemm(true, false, I1, Hd, M, T(1), P, S, Dyp + I0 * Ldq, Ldq, T(1), Dvp,
+             Ldk);
         // dP = dY V^T
         gemm(false, true, M, I1, Hd, T(1), Dyp + I0 * Ldq, Ldq, Vp, Ldk, T(0),
              DP, S);

@@ -8,9 +8,9 @@
 namespace weft::cpu {
 
 /// Row-major C = Alpha op(A) op(B) + Beta C.
-inline void gemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K,
-                 float Alpha, const float *A, int64_t Lda, const float *B,
-                 int64_t Ldb, float Beta, float *C, int64_t Ldc) {
+inline void gemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K, float Alpha,
+                 const float *A, int64_t Lda, const float *B, int64_t Ldb,
+                 float Beta, float *C, int64_t Ldc) {
   cblas_sgemm(CblasRowMajor, TA ? CblasTrans : CblasNoTrans,
               TB ? CblasTrans : CblasNoTrans, M, N, K, Alpha, A, Lda, B, Ldb,
               Beta, C, Ldc);
@@ -28,8 +28,8 @@ inline void gemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K,
 /// kept at one thread (see setNumThreads): its own pool would fight the
 /// OpenMP pool for the cores.
 template <typename T>
-void parallelGemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K,
-                  const T *A, const T *B, T *C);
+void parallelGemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K, const T *A,
+                  const T *B, T *C);
 
 } // namespace weft::cpu
 

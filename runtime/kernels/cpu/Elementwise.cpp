@@ -1,4 +1,5 @@
-//===- Elementwise.cpp - add, mul, bias_add, reduce_rows, fill, copy, split -===//
+//===- Elementwise.cpp - add, mul, bias_add, reduce_rows, fill, copy, split
+//-===//
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include <cstring>

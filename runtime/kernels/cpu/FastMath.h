@@ -11,9 +11,9 @@
 #ifndef WEFT_RUNTIME_KERNELS_CPU_FASTMATH_H
 #define WEFT_RUNTIME_KERNELS_CPU_FASTMATH_H
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 
 namespace weft::cpu {
@@ -49,7 +49,9 @@ inline double vexp(double X) { return std::exp(X); }
 inline float vtanh(float X) { return 1.0f - 2.0f / (vexp(2.0f * X) + 1.0f); }
 inline double vtanh(double X) { return std::tanh(X); }
 
-template <typename T> inline T vsigmoid(T X) { return T(1) / (T(1) + vexp(-X)); }
+template <typename T> inline T vsigmoid(T X) {
+  return T(1) / (T(1) + vexp(-X));
+}
 
 // Row reductions with 8 explicit lanes: GCC does not vectorise a plain
 // floating-point max/sum reduction without -ffast-math, but it does vectorise
@@ -76,8 +78,7 @@ template <typename T> inline T rowMax(const T *X, int64_t N) {
 
 /// Sum of exp(X[i] - Shift). Float lanes over chunks of 256 elements, each
 /// chunk flushed into a double total to bound the rounding.
-template <typename T>
-inline double rowSumExp(const T *X, int64_t N, T Shift) {
+template <typename T> inline double rowSumExp(const T *X, int64_t N, T Shift) {
   constexpr int64_t Chunk = 256;
   double Total = 0;
   int64_t I = 0;

@@ -79,8 +79,7 @@ template <typename T> void gelu(const T *X, T *Y, int64_t N);
 template <typename T> void geluGrad(const T *Dy, const T *X, T *Dx, int64_t N);
 template <typename T> void silu(const T *X, T *Y, int64_t N);
 template <typename T> void siluGrad(const T *Dy, const T *X, T *Dx, int64_t N);
-template <typename T>
-void swiglu(const T *Gate, const T *Up, T *Y, int64_t N);
+template <typename T> void swiglu(const T *Gate, const T *Up, T *Y, int64_t N);
 template <typename T>
 void swigluGrad(const T *Dy, const T *Gate, const T *Up, T *DGate, T *DUp,
                 int64_t N);

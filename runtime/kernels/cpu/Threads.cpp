@@ -34,8 +34,8 @@ struct SerialBlasAtStartup {
 } // namespace
 
 template <typename T>
-void parallelGemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K,
-                  const T *A, const T *B, T *C) {
+void parallelGemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K, const T *A,
+                  const T *B, T *C) {
   const int64_t Lda = TA ? M : K, Ldb = TB ? K : N;
   int Threads = omp_get_max_threads();
   // Below ~4 MFLOP a parallel region costs more than it saves.
