@@ -11,11 +11,13 @@
 #include "runtime/kernels/cpu/Blas.h"
 #include "runtime/kernels/cpu/FastMath.h"
 #include "runtime/kernels/cpu/Kernels.h"
+#include "runtime/kernels/cpu/Parallel.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 namespace weft::cpu {
 
@@ -26,7 +28,7 @@ constexpr int64_t RowBlock = 64;
 /// Softmax of rows [I0, I1) of a scores block (row r of the block holds query
 /// I0+r; columns [0, I1) are valid), masking keys after the query.
 template <typename T>
-void causalSoftmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1) {
+inline void causalSoftmaxRows(T *P, int64_t Ld, int64_t I0, int64_t I1) {
   for (int64_t I = I0; I < I1; ++I) {
     T *Row = P + (I - I0) * Ld;
     int64_t N = I + 1;
@@ -42,6 +44,19 @@ void causalSoftmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1) {
     for (int64_t J = N; J < I1; ++J)
       Row[J] = T(0);
   }
+}
+
+WEFT_SIMD_CLONES void causalSoftmaxRowsF(float *P, int64_t Ld, int64_t I0,
+                                         int64_t I1) {
+  causalSoftmaxRows(P, Ld, I0, I1);
+}
+
+template <typename T>
+void causalSoftmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1) {
+  if constexpr (std::is_same_v<T, float>)
+    causalSoftmaxRowsF(P, Ld, I0, I1);
+  else
+    causalSoftmaxRows(P, Ld, I0, I1);
 }
 
 } // namespace

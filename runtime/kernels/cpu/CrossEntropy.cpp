@@ -1,9 +1,11 @@
 //===- CrossEntropy.cpp - mean cross entropy over rows, and its gradient --===//
 #include "runtime/kernels/cpu/FastMath.h"
 #include "runtime/kernels/cpu/Kernels.h"
+#include "runtime/kernels/cpu/Parallel.h"
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 namespace weft::cpu {
 
@@ -20,6 +22,35 @@ Status checkTargets(const int32_t *Targets, int64_t Rows, int64_t V,
 }
 } // namespace
 
+namespace {
+
+template <typename T>
+inline double rowLoss(const T *X, int64_t V, int32_t Target) {
+  T M = rowMax(X, V);
+  return double(M) + std::log(rowSumExp(X, V, M)) - double(X[Target]);
+}
+
+template <typename T>
+inline void rowGrad(const T *X, int64_t V, int32_t Target, double Scale,
+                    T *Dx) {
+  T M = rowMax(X, V);
+  T K = T(Scale / rowSumExp(X, V, M));
+  T Xt = X[Target]; // read before writing: Dx may alias X
+  for (int64_t J = 0; J < V; ++J)
+    Dx[J] = vexp(X[J] - M) * K;
+  Dx[Target] = T(double(vexp(Xt - M)) * double(K) - Scale);
+}
+
+WEFT_SIMD_CLONES double rowLossF(const float *X, int64_t V, int32_t Target) {
+  return rowLoss(X, V, Target);
+}
+WEFT_SIMD_CLONES void rowGradF(const float *X, int64_t V, int32_t Target,
+                               double Scale, float *Dx) {
+  rowGrad(X, V, Target, Scale, Dx);
+}
+
+} // namespace
+
 template <typename T>
 Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
                     int64_t V, T *Loss) {
@@ -27,10 +58,10 @@ Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
   double Total = 0;
 #pragma omp parallel for schedule(static) reduction(+ : Total) if (Rows * V > (1 << 14))
   for (int64_t R = 0; R < Rows; ++R) {
-    const T *X = Logits + R * V;
-    T M = rowMax(X, V);
-    double Lse = double(M) + std::log(rowSumExp(X, V, M));
-    Total += Lse - double(X[Targets[R]]);
+    if constexpr (std::is_same_v<T, float>)
+      Total += rowLossF(Logits + R * V, V, Targets[R]);
+    else
+      Total += rowLoss(Logits + R * V, V, Targets[R]);
   }
   *Loss = T(Total / double(Rows));
   return Status::success();
@@ -43,14 +74,10 @@ Status crossEntropyGrad(const T *Logits, const int32_t *Targets, const T *DLoss,
   const double Scale = double(*DLoss) / double(Rows);
 #pragma omp parallel for schedule(static) if (Rows * V > (1 << 14))
   for (int64_t R = 0; R < Rows; ++R) {
-    const T *X = Logits + R * V;
-    T *Dx = DLogits + R * V;
-    T M = rowMax(X, V);
-    T K = T(Scale / rowSumExp(X, V, M));
-    T Xt = X[Targets[R]]; // read before writing: Dx may alias X
-    for (int64_t J = 0; J < V; ++J)
-      Dx[J] = vexp(X[J] - M) * K;
-    Dx[Targets[R]] = T(double(vexp(Xt - M)) * double(K) - Scale);
+    if constexpr (std::is_same_v<T, float>)
+      rowGradF(Logits + R * V, V, Targets[R], Scale, DLogits + R * V);
+    else
+      rowGrad(Logits + R * V, V, Targets[R], Scale, DLogits + R * V);
   }
   return Status::success();
 }

@@ -1,0 +1,42 @@
+//===- Parallel.h - Chunked parallel loops and AVX2 clones -----*- C++ -*-===//
+#ifndef WEFT_RUNTIME_KERNELS_CPU_PARALLEL_H
+#define WEFT_RUNTIME_KERNELS_CPU_PARALLEL_H
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+/// Compiles a function twice, for AVX2 and for baseline x86-64, and picks one
+/// at load time by the CPU (binaries must run on any x86-64). Only for
+/// non-template functions; they call the shared inline body. AVX2 without FMA
+/// computes every element exactly as SSE2 does, so results do not depend on
+/// the machine.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define WEFT_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define WEFT_SIMD_CLONES
+#endif
+
+namespace weft::cpu {
+
+/// Calls F(Begin, End) on one contiguous range per thread (ranges start at
+/// multiples of 16); serially when N <= Grain.
+template <typename Fn> void forChunks(int64_t N, int64_t Grain, Fn F) {
+  if (N <= Grain || omp_get_max_threads() == 1) {
+    F(int64_t(0), N);
+    return;
+  }
+#pragma omp parallel
+  {
+    int64_t Threads = omp_get_num_threads(), Id = omp_get_thread_num();
+    int64_t Chunk = ((N + Threads - 1) / Threads + 15) / 16 * 16;
+    int64_t Begin = std::min(N, Id * Chunk), End = std::min(N, Begin + Chunk);
+    if (Begin < End)
+      F(Begin, End);
+  }
+}
+
+} // namespace weft::cpu
+
+#endif // WEFT_RUNTIME_KERNELS_CPU_PARALLEL_H
