@@ -35,6 +35,8 @@ struct ShardingRule {
   /// Per operand, per dim: how many equal blocks the dim holds (split's input:
   /// the number of parts). Empty: all 1.
   llvm::SmallVector<llvm::SmallVector<int64_t>> operandBlocks;
+  /// Per result, likewise (concat's output holds one block per input).
+  llvm::SmallVector<llvm::SmallVector<int64_t>> resultBlocks;
   /// Groups of factors that must be split over the same axes (attention: the
   /// query-head and key/value-head features).
   llvm::SmallVector<llvm::SmallVector<int64_t>> tied;
@@ -44,10 +46,17 @@ struct ShardingRule {
     return factors.size() - 1;
   }
   int64_t blocksOf(unsigned operand, unsigned dim) const {
-    if (operand >= operandBlocks.size() ||
-        dim >= operandBlocks[operand].size())
+    return lookup(operandBlocks, operand, dim);
+  }
+  int64_t resultBlocksOf(unsigned result, unsigned dim) const {
+    return lookup(resultBlocks, result, dim);
+  }
+  static int64_t lookup(
+      const llvm::SmallVector<llvm::SmallVector<int64_t>> &blocks, unsigned i,
+      unsigned dim) {
+    if (i >= blocks.size() || dim >= blocks[i].size())
       return 1;
-    return operandBlocks[operand][dim];
+    return blocks[i][dim];
   }
 };
 

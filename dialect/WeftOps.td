@@ -339,7 +339,7 @@ def Weft_ShardOp : Weft_Op<"shard", [Pure, SameOperandsAndResultType,
 // `axes`), strict shape verifiers against the module's mesh.
 class Weft_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Weft_Op<mnemonic, traits> {
-  let results = (outs Weft_FloatTensor:$result);
+  let results = (outs AnyRankedTensor:$result);
   let assemblyFormat =
       "$x attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -353,7 +353,7 @@ def Weft_AllReduceOp : Weft_CollectiveOp<"all_reduce"> {
     ```
     Row-parallel layers and data-parallel gradients end in one.
   }];
-  let arguments = (ins Weft_FloatTensor:$x, StrArrayAttr:$axes,
+  let arguments = (ins AnyRankedTensor:$x, StrArrayAttr:$axes,
                    OptionalAttr<StrAttr>:$reason);
 }
 
@@ -364,7 +364,7 @@ def Weft_AllGatherOp : Weft_CollectiveOp<"all_gather"> {
     before:  rank0: [a]   rank1: [b]    after:  rank0: [a b]   rank1: [a b]
     ```
   }];
-  let arguments = (ins Weft_FloatTensor:$x, StrArrayAttr:$axes, I64Attr:$dim,
+  let arguments = (ins AnyRankedTensor:$x, StrArrayAttr:$axes, I64Attr:$dim,
                    OptionalAttr<StrAttr>:$reason);
 }
 
@@ -378,13 +378,13 @@ def Weft_ReduceScatterOp : Weft_CollectiveOp<"reduce_scatter"> {
     The transpose of all_gather; sequence parallelism and ZeRO use it where
     Megatron TP and plain DP use an all_reduce.
   }];
-  let arguments = (ins Weft_FloatTensor:$x, StrArrayAttr:$axes, I64Attr:$dim,
+  let arguments = (ins AnyRankedTensor:$x, StrArrayAttr:$axes, I64Attr:$dim,
                    OptionalAttr<StrAttr>:$reason);
 }
 
 def Weft_SliceOp : Weft_CollectiveOp<"slice", [Pure]> {
   let summary = "keep this rank's block of `dim` (no communication)";
-  let arguments = (ins Weft_FloatTensor:$x, StrArrayAttr:$axes, I64Attr:$dim,
+  let arguments = (ins AnyRankedTensor:$x, StrArrayAttr:$axes, I64Attr:$dim,
                    OptionalAttr<StrAttr>:$reason);
 }
 

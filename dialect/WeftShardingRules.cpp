@@ -173,8 +173,8 @@ ShardingRule SplitOp::getShardingRule() {
   return r;
 }
 
-// k x [l..., n] -> [l..., k*n]: the inverse of split. The result's blocks are
-// recorded by partitioning from the operands' sharding.
+// k x [l..., n] -> [l..., k*n]: the inverse of split; a split of n over some
+// axes is a blocked split (k blocks) of the result.
 ShardingRule ConcatOp::getShardingRule() {
   ShardingRule r;
   ArrayRef<int64_t> x = shapeOf(getInputs().front());
@@ -182,13 +182,12 @@ ShardingRule ConcatOp::getShardingRule() {
   bool equal = llvm::all_of(getInputs(), [&](Value v) {
     return shapeOf(v).back() == x.back();
   });
-  // Splitting the pieces would interleave the result: keep n whole.
-  int64_t n = r.addFactor(x.back(), /*pinned=*/true);
-  (void)equal;
-  int64_t out = r.addFactor(shapeOf(getResult()).back(), /*pinned=*/true);
+  int64_t n = r.addFactor(x.back(), /*pinned=*/!equal);
   for (size_t i = 0; i < getInputs().size(); ++i)
     r.operands.push_back(concat(lead, {n}));
-  r.results = {concat(lead, {out})};
+  r.results = {concat(lead, {n})};
+  r.resultBlocks = {Dims(x.size(), 1)};
+  r.resultBlocks[0].back() = getInputs().size();
   return r;
 }
 

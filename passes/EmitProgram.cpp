@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
+#include "passes/ShardingUtils.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/FileSystem.h"
@@ -22,7 +23,10 @@ using namespace weft;
 namespace json = llvm::json;
 
 namespace {
+// Version 2 adds meshes and shards; a one-rank program is written as version
+// 1, which every runtime reads.
 constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kMeshFormatVersion = 2;
 
 uint64_t fnv1a64(StringRef bytes) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -66,13 +70,50 @@ json::Object attrsOf(Operation *op) {
       attrs[name] = sv.str();
     else if (auto arr = dyn_cast<DenseI64ArrayAttr>(v))
       attrs[name] = json::Array(arr.asArrayRef());
+    else if (auto arr = dyn_cast<ArrayAttr>(v)) {
+      json::Array items;
+      for (Attribute item : arr)
+        if (auto str = dyn_cast<StringAttr>(item))
+          items.push_back(str.str());
+      attrs[name] = std::move(items);
+    }
   }
+  attrs.erase("reason"); // documentation of collectives, for --explain
   return attrs;
+}
+
+json::Array shardingDims(ShardingAttr s, int64_t rank) {
+  json::Array dims;
+  for (int64_t d = 0; d < rank; ++d) {
+    json::Array axes;
+    if (s)
+      for (StringRef a : s.axesOf(d))
+        axes.push_back(a.str());
+    dims.push_back(std::move(axes));
+  }
+  return dims;
+}
+
+json::Array shardingBlocks(ShardingAttr s, int64_t rank) {
+  json::Array blocks;
+  for (int64_t d = 0; d < rank; ++d)
+    blocks.push_back(s ? s.blocksOf(d) : 1);
+  return blocks;
+}
+
+// Adds global_shape, sharding and blocks to a buffer or param entry.
+void addLayout(json::Object &entry, ArrayRef<int64_t> globalShape,
+               ShardingAttr s) {
+  if (!s || s.isReplicated())
+    return;
+  entry["global_shape"] = json::Array(globalShape);
+  entry["sharding"] = shardingDims(s, globalShape.size());
+  entry["blocks"] = shardingBlocks(s, globalShape.size());
 }
 
 class ProgramWriter {
 public:
-  explicit ProgramWriter(func::FuncOp fn) : fn(fn) {}
+  ProgramWriter(func::FuncOp fn, MeshInfo mesh) : fn(fn), mesh(std::move(mesh)) {}
 
   LogicalResult build(json::Object &program) {
     auto arenaBytes = fn->getAttrOfType<IntegerAttr>("weft.arena_bytes");
@@ -115,6 +156,13 @@ public:
     program["seq"] = tokens.getRank() > 1 ? tokens.getDimSize(1) : 1;
     program["vocab"] = vocab.value_or(0);
     program["optimizer"] = optimizerJson();
+    if (!mesh.axes.empty()) {
+      json::Array axes;
+      for (const std::string &a : mesh.axes)
+        axes.push_back(a);
+      program["mesh"] = json::Object{{"axes", std::move(axes)},
+                                     {"shape", json::Array(mesh.sizes)}};
+    }
     program["params"] = std::move(params);
     program["arena_bytes"] = arenaBytes.getInt();
     program["buffers"] = std::move(buffers);
@@ -133,12 +181,16 @@ private:
   }
 
   void addInput(Value arg, StringRef name) {
-    bufferIds[arg] = addBuffer(json::Object{
-        {"kind", "input"},
-        {"name", name},
-        {"shape", shapeOf(arg)},
-        {"dtype", dtypeOf(cast<RankedTensorType>(arg.getType())
-                              .getElementType())}});
+    auto type = cast<RankedTensorType>(arg.getType());
+    json::Object entry{{"kind", "input"},
+                       {"name", name},
+                       {"shape", shapeOf(arg)},
+                       {"dtype", dtypeOf(type.getElementType())}};
+    if (auto s = fn.getArgAttrOfType<ShardingAttr>(
+            cast<BlockArgument>(arg).getArgNumber(), "weft.sharding"))
+      if (!s.isReplicated())
+        entry["sharding"] = shardingDims(s, type.getRank());
+    bufferIds[arg] = addBuffer(std::move(entry));
   }
 
   void addParam(ParamOp p) {
@@ -147,19 +199,35 @@ private:
     json::Object init{{"kind", p.getInit()}};
     if (p.getInit() == "normal")
       init["std"] = p.getStd().convertToDouble();
-    params.push_back(json::Object{{"name", p.getName()},
-                                  {"shape", shapeOf(p.getResult())},
-                                  {"init", std::move(init)},
-                                  {"weight_decay", p.getType().getRank() >= 2}});
-    auto state = [&](StringRef kind) {
-      return addBuffer(json::Object{{"kind", kind},
-                                    {"param", index},
-                                    {"shape", shapeOf(p.getResult())},
-                                    {"dtype", paramDtype}});
+    SmallVector<int64_t> global(p.getType().getShape());
+    if (auto g = p->getAttrOfType<DenseI64ArrayAttr>("weft.global_shape"))
+      global.assign(g.asArrayRef().begin(), g.asArrayRef().end());
+    auto globalType = RankedTensorType::get(global, p.getType().getElementType());
+    json::Object entry{{"name", p.getName()},
+                       {"shape", shapeOf(p.getResult())},
+                       {"init", std::move(init)},
+                       {"weight_decay", p.getType().getRank() >= 2}};
+    addLayout(entry, global,
+              p->getAttrOfType<ShardingAttr>("weft.storage_sharding"));
+    params.push_back(std::move(entry));
+    auto state = [&](StringRef kind, StringRef layoutAttr) {
+      auto s = p->getAttrOfType<ShardingAttr>(layoutAttr);
+      RankedTensorType local = s ? localType(globalType, s, mesh) : p.getType();
+      json::Array shape;
+      for (int64_t d : local.getShape())
+        shape.push_back(d);
+      json::Object buffer{{"kind", kind},
+                          {"param", index},
+                          {"shape", std::move(shape)},
+                          {"dtype", paramDtype}};
+      addLayout(buffer, global, s);
+      return addBuffer(std::move(buffer));
     };
-    bufferIds[p.getResult()] = state("param");
-    paramState[p.getName()] = {state("grad"), state("adam_m"),
-                               state("adam_v")};
+    bufferIds[p.getResult()] = state("param", "weft.storage_sharding");
+    paramState[p.getName()] = {
+        state("grad", "weft.grad_storage_sharding"),
+        state("adam_m", "weft.state_storage_sharding"),
+        state("adam_v", "weft.state_storage_sharding")};
     paramIndex[p.getName()] = index;
   }
 
@@ -203,7 +271,16 @@ private:
           {"op", "adamw"},
           {"in", json::Array{param, state[0], state[1], state[2]}},
           {"out", json::Array{param, state[1], state[2]}},
-          {"attrs", json::Object{{"weight_decay", adam.getWeightDecay()}}}});
+          {"attrs", [&] {
+             json::Object attrs{{"weight_decay", adam.getWeightDecay()}};
+             if (auto axes = adam->getAttrOfType<ArrayAttr>("shard_axes")) {
+               json::Array names;
+               for (Attribute a : axes)
+                 names.push_back(cast<StringAttr>(a).str());
+               attrs["shard_axes"] = std::move(names);
+             }
+             return attrs;
+           }()}});
       return success();
     }
     auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("weft.offsets");
@@ -238,6 +315,7 @@ private:
   }
 
   func::FuncOp fn;
+  MeshInfo mesh;
   json::Array params, buffers, instructions;
   std::string paramDtype = "f32";
   DenseMap<Value, int64_t> bufferIds;
@@ -260,9 +338,11 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
       return signalPassFailure();
     }
     json::Object program;
-    if (failed(ProgramWriter(fns.front()).build(program)))
+    if (failed(ProgramWriter(fns.front(), MeshInfo::of(getOperation()))
+                   .build(program)))
       return signalPassFailure();
     std::string payload;
+    uint32_t version = program.get("mesh") ? kMeshFormatVersion : kFormatVersion;
     llvm::raw_string_ostream(payload) << json::Value(std::move(program));
 
     std::error_code ec;
@@ -277,7 +357,7 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
         os << char((v >> (8 * i)) & 0xff);
     };
     os << "WEFTPROG";
-    writeLE(kFormatVersion, 4);
+    writeLE(version, 4);
     writeLE(payload.size(), 8);
     writeLE(fnv1a64(payload), 8);
     os << payload;

@@ -4,6 +4,65 @@
 
 include "mlir/Pass/PassBase.td"
 
+def WeftApplyLayout : Pass<"weft-apply-layout", "mlir::ModuleOp"> {
+  let summary = "Declares the mesh and annotates parameters and inputs";
+  let description = [{
+    Creates `weft.mesh @mesh` from `mesh` (e.g. `dp=2,tp=2`; the last axis is
+    innermost) and annotates the forward program:
+    - inputs (`tokens`, `targets`) split along the batch over `dp`;
+    - with `layout=megatron`, the Megatron-LM split of GPT-2 and Llama blocks:
+      QKV, MLP up and gate projections column-parallel over `tp`, attention-out
+      and MLP down projections row-parallel (GPT-2's fused QKV is split in 3
+      blocks so each rank holds its heads' q, k and v);
+    - a layout file (JSON) instead: `{"params": {GLOB: [[axes], ...]},
+      "inputs": [[axes], [axes]], "zero": N, "sequence_parallel": B}`;
+    - `sequence-parallel`: `weft.shard` of the residual stream along the
+      sequence over `tp`, so partitioning turns Megatron's all-reduces into
+      reduce-scatter + all-gather;
+    - `zero` 1-3: storage shardings over `dp` (dim 0) for the optimizer state
+      (1), also gradients (2), also parameters (3), as `weft.state_storage`,
+      `weft.grad_storage`, `weft.storage` on the `weft.param`s.
+    Annotations are `weft.sharding` attributes; propagation fills in the rest.
+  }];
+  let options = [
+    Option<"mesh", "mesh", "std::string", "\"\"",
+           "named axes and sizes, e.g. dp=2,tp=2">,
+    Option<"layout", "layout", "std::string", "\"data\"",
+           "data (batch over dp only), megatron, or a layout JSON file">,
+    Option<"zero", "zero", "int64_t", "0", "ZeRO stage 0-3">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
+           "split norms/residuals along the sequence over tp">,
+  ];
+  let dependentDialects = ["::weft::WeftDialect"];
+}
+
+def WeftPropagateSharding : Pass<"weft-propagate-sharding", "mlir::ModuleOp"> {
+  let summary = "Gives every value a sharding, from the annotations and op rules";
+  let description = [{
+    Starting from the annotated parameters, inputs and `weft.shard`
+    constraints, walks the function forwards and backwards until nothing
+    changes; at each op its sharding rule (factors) carries known shardings to
+    the unknown operands and results. Priority: user annotations, then rules,
+    then replicated. Each op gets `weft.shardings` (one per result).
+  }];
+}
+
+def WeftPartition : Pass<"weft-partition", "mlir::ModuleOp"> {
+  let summary = "Rewrites the global program into the per-rank program";
+  let description = [{
+    Gives every value its local (per-rank) type and inserts the collectives
+    that the shardings imply, with the reason recorded on each: a partial sum
+    consumed where a replicated value is needed becomes `weft.all_reduce`
+    (row-parallel layers, data-parallel gradients, the loss), or
+    `weft.reduce_scatter` where the consumer wants it split (sequence
+    parallelism, ZeRO-2/3 gradients); a split value consumed whole becomes
+    `weft.all_gather` (sequence parallelism, ZeRO-3 parameters, gathered at
+    every use); a replicated value consumed split becomes a local
+    `weft.slice`. Local attributes follow: per-rank head counts, the global
+    row count of the loss, the sequence offset of position embeddings.
+  }];
+}
+
 def WeftAutodiff : Pass<"weft-autodiff", "mlir::func::FuncOp"> {
   let summary = "Appends the backward pass: every parameter's loss gradient";
   let description = [{

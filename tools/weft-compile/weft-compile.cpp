@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/WeftDialect.h"
 #include "frontends/builtin/BuildModel.h"
+#include "passes/Explain.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -57,6 +58,21 @@ static cl::opt<std::string> emitMlirArg(
              "plan-memory"),
     cl::value_desc("stage"));
 static cl::opt<bool> quietArg("quiet", cl::desc("no summary line"));
+static cl::opt<std::string> meshArg(
+    "mesh", cl::desc("device mesh, e.g. dp=2,tp=2 (the last axis innermost)"),
+    cl::value_desc("axes"));
+static cl::opt<std::string> layoutArg(
+    "layout",
+    cl::desc("data (batch over dp), megatron, or a layout JSON file"),
+    cl::init("data"));
+static cl::opt<int64_t> zeroArg("zero", cl::desc("ZeRO stage 0-3"),
+                                cl::init(0));
+static cl::opt<bool> spArg("sequence-parallel",
+                           cl::desc("split norms and residuals along the "
+                                    "sequence over tp"));
+static cl::opt<bool> explainArg(
+    "explain", cl::desc("print the step's collectives (kind, axis, bytes, "
+                        "count, reason) and per-rank memory"));
 
 namespace {
 int fail(const llvm::Twine &message) {
@@ -94,13 +110,18 @@ int main(int argc, char **argv) {
       "weft-compile: a GPT-2 / Llama model to a weft training-step program\n");
   if (dtypeArg != "f32" && dtypeArg != "f64")
     return fail("--dtype must be f32 or f64, got '" + dtypeArg + "'");
-  static const char *stages[] = {"forward", "autodiff", "optimizer",
+  static const char *stages[] = {"forward",   "layout",    "autodiff",
+                                 "optimizer", "propagate", "partition",
                                  "plan-memory"};
   if (!emitMlirArg.empty() && !llvm::is_contained(stages, emitMlirArg))
     return fail("unknown --emit-mlir stage '" + emitMlirArg +
-                "' (expected forward, autodiff, optimizer or plan-memory)");
-  if (outputArg.empty() && emitMlirArg.empty())
-    return fail("no output: give -o FILE or --emit-mlir=STAGE");
+                "' (expected forward, layout, autodiff, optimizer, propagate, "
+                "partition or plan-memory)");
+  if (outputArg.empty() && emitMlirArg.empty() && !explainArg)
+    return fail("no output: give -o FILE, --emit-mlir=STAGE or --explain");
+  bool sharded = !meshArg.empty();
+  if (!sharded && (zeroArg != 0 || spArg || layoutArg != "data"))
+    return fail("--layout, --zero and --sequence-parallel need --mesh");
 
   DialectRegistry registry;
   registry.insert<weft::WeftDialect, func::FuncDialect>();
@@ -132,8 +153,22 @@ int main(int argc, char **argv) {
   optimizer.minLr = minLrArg;
 
   using Stage = std::pair<const char *, std::function<void(OpPassManager &)>>;
+  weft::WeftApplyLayoutOptions layout;
+  layout.mesh = meshArg;
+  layout.layout = layoutArg;
+  layout.zero = zeroArg;
+  layout.sequenceParallel = spArg;
+  auto ifSharded = [&](std::function<void(OpPassManager &)> add) {
+    return [=](OpPassManager &pm) {
+      if (sharded)
+        add(pm);
+    };
+  };
   std::vector<Stage> pipeline = {
       {"forward", [](OpPassManager &) {}},
+      {"layout", ifSharded([&](OpPassManager &pm) {
+         pm.addPass(weft::createWeftApplyLayout(layout));
+       })},
       {"autodiff",
        [](OpPassManager &pm) {
          pm.addNestedPass<func::FuncOp>(weft::createWeftAutodiff());
@@ -142,6 +177,12 @@ int main(int argc, char **argv) {
        [&](OpPassManager &pm) {
          pm.addNestedPass<func::FuncOp>(weft::createWeftInsertAdamW(optimizer));
        }},
+      {"propagate", ifSharded([](OpPassManager &pm) {
+         pm.addPass(weft::createWeftPropagateSharding());
+       })},
+      {"partition", ifSharded([](OpPassManager &pm) {
+         pm.addPass(weft::createWeftPartition());
+       })},
       {"plan-memory",
        [](OpPassManager &pm) {
          pm.addNestedPass<func::FuncOp>(weft::createWeftPlanMemory());
@@ -155,6 +196,8 @@ int main(int argc, char **argv) {
     if (emitMlirArg == stage)
       module->print(llvm::outs());
   }
+  if (explainArg)
+    weft::explainStep(*module, llvm::outs());
   if (outputArg.empty())
     return 0;
   PassManager pm(&context);

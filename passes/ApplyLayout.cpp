@@ -1,0 +1,333 @@
+//===- ApplyLayout.cpp - weft-apply-layout: mesh + declared shardings -----===//
+#include "passes/Passes.h"
+#include "passes/ShardingUtils.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/GlobPattern.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/WithColor.h"
+
+namespace weft {
+#define GEN_PASS_DEF_WEFTAPPLYLAYOUT
+#include "passes/Passes.h.inc"
+} // namespace weft
+
+using namespace mlir;
+using namespace weft;
+
+namespace {
+using DimAxes = SmallVector<SmallVector<std::string>>;
+
+// Megatron-LM's split of GPT-2 and Llama blocks: (name suffix, dim, blocks).
+// Column-parallel layers split their output features, row-parallel layers
+// their input features. GPT-2's Conv1D weights are [in, out], Llama's
+// nn.Linear weights [out, in].
+struct MegatronRule {
+  const char *suffix;
+  int64_t dim;
+  int64_t blocks;
+};
+const MegatronRule kMegatron[] = {
+    {".attn.c_attn.weight", 1, 3}, {".attn.c_attn.bias", 0, 3},
+    {".attn.c_proj.weight", 0, 1}, {".mlp.c_fc.weight", 1, 1},
+    {".mlp.c_fc.bias", 0, 1},      {".mlp.c_proj.weight", 0, 1},
+    {".self_attn.q_proj.weight", 0, 1}, {".self_attn.k_proj.weight", 0, 1},
+    {".self_attn.v_proj.weight", 0, 1}, {".self_attn.o_proj.weight", 1, 1},
+    {".mlp.gate_proj.weight", 0, 1},    {".mlp.up_proj.weight", 0, 1},
+    {".mlp.down_proj.weight", 1, 1},
+};
+
+struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
+  using WeftApplyLayoutBase::WeftApplyLayoutBase;
+
+  void runOnOperation() override {
+    if (failed(apply()))
+      signalPassFailure();
+  }
+
+  LogicalResult apply() {
+    ModuleOp module = getOperation();
+    OpBuilder b(module.getBodyRegion());
+    if (failed(parseMesh(module)))
+      return failure();
+    b.setInsertionPointToStart(module.getBody());
+    SmallVector<StringRef> axisRefs(meshInfo.axes.begin(),
+                                    meshInfo.axes.end());
+    MeshOp::create(b, module.getLoc(), "mesh", b.getStrArrayAttr(axisRefs),
+                   b.getDenseI64ArrayAttr(meshInfo.sizes));
+
+    DimAxes inputDims = {{}, {}};
+    if (meshInfo.size("dp") > 1)
+      inputDims[0] = {"dp"};
+    llvm::StringMap<DimAxes> byName;
+    llvm::StringMap<SmallVector<int64_t>> blocksByName;
+    SmallVector<std::pair<std::string, DimAxes>> globs;
+    int64_t zeroStage = zero;
+    bool sp = sequenceParallel;
+    if (layout != "data" && layout != "megatron" &&
+        failed(readLayoutFile(module, inputDims, globs, zeroStage, sp)))
+      return failure();
+    if (zeroStage < 0 || zeroStage > 3)
+      return module.emitError("zero stage must be 0-3, got ") << zeroStage;
+    if (sp && meshInfo.size("tp") < 1)
+      return module.emitError("sequence parallelism needs a tp mesh axis");
+
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      if (failed(annotateInputs(fn, inputDims)) ||
+          failed(annotateParams(fn, globs, zeroStage)) ||
+          failed(checkHeads(fn)) || (sp && failed(constrainSequence(fn))))
+        return failure();
+    }
+    for (auto &[pattern, used] : globUsed)
+      if (!used)
+        llvm::WithColor::warning(llvm::errs(), "weft")
+            << "layout pattern '" << pattern << "' matches no parameter\n";
+    return success();
+  }
+
+  LogicalResult parseMesh(ModuleOp module) {
+    if (mesh.empty())
+      return module.emitError("weft-apply-layout needs mesh=AXIS=N[,AXIS=N]");
+    SmallVector<StringRef> parts;
+    StringRef(mesh).split(parts, ',');
+    for (StringRef part : parts) {
+      auto [name, size] = part.trim().split('=');
+      int64_t n;
+      if (name.empty() || size.getAsInteger(10, n) || n < 1)
+        return module.emitError("bad mesh axis '")
+               << part << "': expected NAME=SIZE with SIZE >= 1";
+      if (meshInfo.size(name) != 0)
+        return module.emitError("mesh axis '") << name << "' appears twice";
+      meshInfo.axes.push_back(name.str());
+      meshInfo.sizes.push_back(n);
+    }
+    return success();
+  }
+
+  ShardingAttr toAttr(const DimAxes &dims, ArrayRef<int64_t> blocks = {}) {
+    SmallVector<SmallVector<StringRef>> refs;
+    for (const auto &axes : dims)
+      refs.emplace_back(axes.begin(), axes.end());
+    SmallVector<int64_t> b(dims.size(), 1);
+    for (size_t i = 0; i < blocks.size() && i < b.size(); ++i)
+      b[i] = blocks[i];
+    return ShardingAttr::get(&getContext(), refs, {}, b);
+  }
+
+  // Every axis must exist and divide the dim it splits.
+  LogicalResult checkDims(Operation *at, StringRef tensor, ArrayRef<int64_t> shape,
+                          const DimAxes &dims, ArrayRef<int64_t> blocks = {}) {
+    if (dims.size() != shape.size())
+      return at->emitError("layout for ")
+             << tensor << " has " << dims.size() << " dims, the tensor has "
+             << shape.size();
+    for (auto [d, axes] : llvm::enumerate(dims)) {
+      int64_t c = 1;
+      for (const std::string &a : axes) {
+        if (meshInfo.size(a) == 0)
+          return at->emitError("unknown mesh axis '")
+                 << a << "' in the layout of " << tensor;
+        c *= meshInfo.size(a);
+      }
+      int64_t nb = d < blocks.size() ? blocks[d] : 1;
+      if (shape[d] % (c * nb) != 0) {
+        std::string names;
+        for (const std::string &a : axes)
+          names += (names.empty() ? "" : "*") + a + "=" +
+                   std::to_string(meshInfo.size(a));
+        return at->emitError() << names << " does not divide dim " << d
+                               << " (size " << shape[d] << (nb > 1 ? ", in " : "")
+                               << (nb > 1 ? std::to_string(nb) + " blocks" : "")
+                               << ") of " << tensor;
+      }
+    }
+    return success();
+  }
+
+  LogicalResult annotateInputs(func::FuncOp fn, const DimAxes &dims) {
+    for (BlockArgument arg : fn.getArguments()) {
+      auto type = cast<RankedTensorType>(arg.getType());
+      std::string name = arg.getArgNumber() == 0 ? "tokens" : "targets";
+      if (failed(checkDims(fn, name + " (batch x seq)", type.getShape(), dims)))
+        return failure();
+      fn.setArgAttr(arg.getArgNumber(), "weft.sharding", toAttr(dims));
+    }
+    return success();
+  }
+
+  LogicalResult annotateParams(
+      func::FuncOp fn, ArrayRef<std::pair<std::string, DimAxes>> globs,
+      int64_t zeroStage) {
+    int64_t tp = meshInfo.size("tp"), dp = meshInfo.size("dp");
+    auto walk = fn.walk([&](ParamOp p) -> WalkResult {
+      StringRef name = p.getName();
+      ArrayRef<int64_t> shape = p.getType().getShape();
+      DimAxes dims(shape.size());
+      SmallVector<int64_t> blocks(shape.size(), 1);
+      if (layout == "megatron" && tp > 1) {
+        for (const MegatronRule &rule : kMegatron)
+          if (name.ends_with(rule.suffix)) {
+            dims[rule.dim] = {"tp"};
+            blocks[rule.dim] = rule.blocks;
+          }
+      }
+      for (const auto &[pattern, patternDims] : globs) {
+        auto glob = llvm::GlobPattern::create(pattern);
+        if (glob && glob->match(name)) {
+          dims = patternDims;
+          globUsed[pattern] = true;
+        }
+      }
+      if (failed(checkDims(p, "parameter " + name.str(), shape, dims, blocks)))
+        return WalkResult::interrupt();
+      p->setAttr("weft.sharding", toAttr(dims, blocks));
+      // ZeRO: split dim 0 further over dp where it divides (not a dim split
+      // in blocks: a blocked all-gather would need a strided layout).
+      if (zeroStage > 0 && dp > 1 && blocks[0] == 1) {
+        DimAxes storage = dims;
+        storage[0].push_back("dp");
+        int64_t c = 1;
+        for (const std::string &a : storage[0])
+          c *= meshInfo.size(a);
+        if (shape[0] % (c * blocks[0]) == 0) {
+          ShardingAttr s = toAttr(storage, blocks);
+          p->setAttr("weft.state_storage", s);
+          if (zeroStage >= 2)
+            p->setAttr("weft.grad_storage", s);
+          if (zeroStage >= 3)
+            p->setAttr("weft.storage", s);
+        }
+      }
+      return WalkResult::advance();
+    });
+    return failure(walk.wasInterrupted());
+  }
+
+  LogicalResult checkHeads(func::FuncOp fn) {
+    int64_t tp = meshInfo.size("tp");
+    if (tp <= 1 || layout == "data")
+      return success();
+    auto walk = fn.walk([&](AttentionOp att) -> WalkResult {
+      if (att.getNumHeads() % tp != 0 || att.getNumKvHeads() % tp != 0) {
+        att.emitError() << "tp=" << tp << " does not divide num_heads="
+                        << att.getNumHeads() << (att.getNumKvHeads() !=
+                                                         att.getNumHeads()
+                                                     ? " and num_kv_heads=" +
+                                                           std::to_string(
+                                                               att.getNumKvHeads())
+                                                     : "");
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    return failure(walk.wasInterrupted());
+  }
+
+  // Sequence parallelism: the residual stream (the embedding output and every
+  // residual add) is split along the sequence over tp.
+  LogicalResult constrainSequence(func::FuncOp fn) {
+    SmallVector<Value> stream;
+    fn.walk([&](Operation *op) {
+      if (isa<PositionEmbeddingOp, AddOp>(op) ||
+          (isa<EmbeddingOp>(op) &&
+           !llvm::any_of(op->getUsers(),
+                         [](Operation *u) { return isa<PositionEmbeddingOp>(u); })))
+        stream.push_back(op->getResult(0));
+    });
+    for (Value v : stream) {
+      auto type = cast<RankedTensorType>(v.getType());
+      if (type.getRank() != 3)
+        continue;
+      DimAxes dims(3);
+      if (meshInfo.size("dp") > 1)
+        dims[0] = {"dp"};
+      dims[1] = {"tp"};
+      if (failed(checkDims(v.getDefiningOp(), "the residual stream (batch x seq x hidden)",
+                           type.getShape(), dims)))
+        return failure();
+      OpBuilder b(v.getContext());
+      b.setInsertionPointAfterValue(v);
+      auto shard = ShardOp::create(b, v.getLoc(), v, toAttr(dims));
+      v.replaceAllUsesExcept(shard.getResult(), shard);
+    }
+    return success();
+  }
+
+  LogicalResult readLayoutFile(ModuleOp module, DimAxes &inputDims,
+                               SmallVector<std::pair<std::string, DimAxes>> &globs,
+                               int64_t &zeroStage, bool &sp) {
+    auto buffer = llvm::MemoryBuffer::getFile(layout);
+    if (!buffer)
+      return module.emitError("cannot read layout file '") << layout << "'";
+    auto parsed = llvm::json::parse((*buffer)->getBuffer());
+    if (!parsed) {
+      std::string msg = llvm::toString(parsed.takeError());
+      return module.emitError("layout file '") << layout << "' is not valid JSON: "
+                                               << msg;
+    }
+    auto *root = parsed->getAsObject();
+    if (!root)
+      return module.emitError("layout file '") << layout << "' must be an object";
+    auto readDims = [&](const llvm::json::Value &v, DimAxes &out) -> bool {
+      auto *arr = v.getAsArray();
+      if (!arr)
+        return false;
+      out.clear();
+      for (const auto &dim : *arr) {
+        out.emplace_back();
+        if (auto s = dim.getAsString()) {
+          out.back().push_back(s->str());
+          continue;
+        }
+        auto *axes = dim.getAsArray();
+        if (!axes)
+          return false;
+        for (const auto &a : *axes) {
+          auto s = a.getAsString();
+          if (!s)
+            return false;
+          out.back().push_back(s->str());
+        }
+      }
+      return true;
+    };
+    for (auto &[key, value] : *root) {
+      if (key == "params") {
+        auto *obj = value.getAsObject();
+        if (!obj)
+          return module.emitError("layout 'params' must map globs to dims");
+        for (auto &[pattern, dims] : *obj) {
+          DimAxes d;
+          if (!readDims(dims, d))
+            return module.emitError("layout for '")
+                   << pattern.str() << "' must be a list of axis lists";
+          globs.push_back({pattern.str(), d});
+          globUsed[pattern.str()] = false;
+        }
+      } else if (key == "inputs") {
+        if (!readDims(value, inputDims) || inputDims.size() != 2)
+          return module.emitError("layout 'inputs' must be [[batch axes], [seq axes]]");
+      } else if (key == "zero") {
+        auto z = value.getAsInteger();
+        if (!z)
+          return module.emitError("layout 'zero' must be an integer");
+        zeroStage = *z;
+      } else if (key == "sequence_parallel") {
+        auto s = value.getAsBoolean();
+        if (!s)
+          return module.emitError("layout 'sequence_parallel' must be a boolean");
+        sp = *s;
+      } else {
+        return module.emitError("unknown layout key '") << key.str() << "'";
+      }
+    }
+    return success();
+  }
+
+  MeshInfo meshInfo;
+  std::map<std::string, bool> globUsed;
+};
+} // namespace

@@ -1,0 +1,126 @@
+//===- Explain.cpp - collectives and memory of a partitioned step ---------===//
+#include "passes/Explain.h"
+#include "dialect/WeftDialect.h"
+#include "passes/ShardingUtils.h"
+
+#include "llvm/Support/Format.h"
+
+#include <tuple>
+
+using namespace mlir;
+using namespace weft;
+
+namespace {
+int64_t bytesOf(Type t) {
+  auto r = cast<RankedTensorType>(t);
+  return r.getNumElements() * r.getElementTypeBitWidth() / 8;
+}
+
+SmallVector<StringRef> namesOf(ArrayAttr axes) {
+  SmallVector<StringRef> out;
+  for (Attribute a : axes)
+    out.push_back(cast<StringAttr>(a).getValue());
+  return out;
+}
+
+struct Collective {
+  std::string kind, axes, reason;
+  int64_t bytes = 0;
+};
+
+// Ring-algorithm bytes sent per rank: all_reduce 2(c-1)/c n, all_gather and
+// reduce_scatter (c-1)/c n, n the larger of input and output.
+SmallVector<Collective> collectivesOf(ModuleOp module) {
+  MeshInfo mesh = MeshInfo::of(module);
+  SmallVector<Collective> out;
+  auto add = [&](StringRef kind, ArrayAttr axes, int64_t n, StringRef why) {
+    auto names = namesOf(axes);
+    int64_t c = mesh.count(names);
+    int64_t factor = kind == "all_reduce" ? 2 : 1;
+    out.push_back({kind.str(), joinAxes(names), why.str(),
+                   c > 1 ? factor * (c - 1) * n / c : 0});
+  };
+  module.walk([&](Operation *op) {
+    StringRef why;
+    if (auto r = op->getAttrOfType<StringAttr>("reason"))
+      why = r.getValue();
+    if (auto ar = dyn_cast<AllReduceOp>(op))
+      add("all_reduce", ar.getAxes(), bytesOf(ar.getType()), why);
+    else if (auto ag = dyn_cast<AllGatherOp>(op))
+      add("all_gather", ag.getAxes(), bytesOf(ag.getType()), why);
+    else if (auto rs = dyn_cast<ReduceScatterOp>(op))
+      add("reduce_scatter", rs.getAxes(), bytesOf(rs.getX().getType()), why);
+    else if (auto adam = dyn_cast<AdamWOp>(op)) {
+      if (auto axes = adam->getAttrOfType<ArrayAttr>("shard_axes")) {
+        auto p = adam.getParam().getDefiningOp<ParamOp>();
+        add("all_gather", axes, bytesOf(adam.getParam().getType()),
+            ("ZeRO: updated shards of " + p.getName()).str());
+      }
+    }
+  });
+  return out;
+}
+} // namespace
+
+std::map<std::string, int64_t> weft::predictCommBytes(ModuleOp module) {
+  std::map<std::string, int64_t> bytes;
+  for (const Collective &c : collectivesOf(module))
+    bytes[c.kind + "/" + c.axes] += c.bytes;
+  return bytes;
+}
+
+void weft::explainStep(ModuleOp module, llvm::raw_ostream &os) {
+  // Group identical collectives; the reason names the op and operand that
+  // needed each, and the sharding it went from and to.
+  std::map<std::tuple<std::string, std::string, int64_t, std::string>, int>
+      groups;
+  for (const Collective &c : collectivesOf(module))
+    groups[{c.kind, c.axes, c.bytes, c.reason}]++;
+  os << "collectives per training step (bytes sent per rank, ring algorithm):\n";
+  os << llvm::format("  %-15s %-6s %14s %6s  %s\n", "kind", "axes",
+                     "bytes/rank", "count", "reason");
+  for (const auto &[key, count] : groups) {
+    const auto &[kind, axes, bytes, reason] = key;
+    os << llvm::format("  %-15s %-6s %14lld %6d  %s\n", kind.c_str(),
+                       axes.c_str(), (long long)bytes, count, reason.c_str());
+  }
+  os << "totals:\n";
+  for (const auto &[key, bytes] : predictCommBytes(module))
+    os << llvm::format("  %-24s %14lld bytes/rank/step\n", key.c_str(),
+                       (long long)bytes);
+
+  // Memory per rank, from the local types the partitioner gave.
+  MeshInfo mesh = MeshInfo::of(module);
+  int64_t params = 0, grads = 0, state = 0, arena = 0;
+  module.walk([&](ParamOp p) {
+    SmallVector<int64_t> global(p.getType().getShape());
+    if (auto g = p->getAttrOfType<DenseI64ArrayAttr>("weft.global_shape"))
+      global.assign(g.asArrayRef().begin(), g.asArrayRef().end());
+    auto type = RankedTensorType::get(global, p.getType().getElementType());
+    auto local = [&](StringRef attr) {
+      auto s = p->getAttrOfType<ShardingAttr>(attr);
+      RankedTensorType t = s ? localType(type, s, mesh) : p.getType();
+      return t ? bytesOf(t) : 0;
+    };
+    params += bytesOf(p.getType());
+    grads += local("weft.grad_storage_sharding");
+    state += 2 * local("weft.state_storage_sharding");
+  });
+  module.walk([&](func::FuncOp fn) {
+    if (auto a = fn->getAttrOfType<IntegerAttr>("weft.arena_bytes"))
+      arena = a.getInt();
+  });
+  auto mib = [](int64_t b) { return b / 1048576.0; };
+  os << "memory per rank:\n"
+     << llvm::format("  parameters        %12lld bytes (%.2f MiB)\n",
+                     (long long)params, mib(params))
+     << llvm::format("  gradients         %12lld bytes (%.2f MiB)\n",
+                     (long long)grads, mib(grads))
+     << llvm::format("  optimizer state   %12lld bytes (%.2f MiB, Adam m + v)\n",
+                     (long long)state, mib(state))
+     << llvm::format("  activations       %12lld bytes (%.2f MiB, the arena)\n",
+                     (long long)arena, mib(arena))
+     << llvm::format("  total             %12lld bytes (%.2f MiB)\n",
+                     (long long)(params + grads + state + arena),
+                     mib(params + grads + state + arena));
+}

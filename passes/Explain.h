@@ -1,0 +1,24 @@
+//===- Explain.h - what a partitioned step communicates and holds -*- C++ -*-===//
+#ifndef WEFT_PASSES_EXPLAIN_H
+#define WEFT_PASSES_EXPLAIN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+#include <string>
+
+namespace weft {
+
+/// Bytes each rank sends per step, keyed "<op>/<axes>" exactly as the runtime
+/// counts them (docs/program-format.md, Communication accounting).
+std::map<std::string, int64_t> predictCommBytes(mlir::ModuleOp module);
+
+/// Prints one training step's collectives (kind, axes, bytes per rank, count,
+/// reason) and the per-rank memory of parameters, gradients, optimizer state
+/// and activations.
+void explainStep(mlir::ModuleOp module, llvm::raw_ostream &os);
+
+} // namespace weft
+
+#endif // WEFT_PASSES_EXPLAIN_H

@@ -1,0 +1,393 @@
+//===- Partition.cpp - weft-partition: the per-rank program ---------------===//
+#include "passes/Passes.h"
+#include "passes/ShardingUtils.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <map>
+
+namespace weft {
+#define GEN_PASS_DEF_WEFTPARTITION
+#include "passes/Passes.h.inc"
+} // namespace weft
+
+using namespace mlir;
+using namespace weft;
+
+namespace {
+
+std::string describe(ShardingAttr s) {
+  std::string out = "[";
+  for (size_t d = 0; d < s.getDims().size(); ++d) {
+    auto axes = s.axesOf(d);
+    out += (d ? ", " : "") + (axes.empty() ? std::string("*")
+                                           : joinAxes(axes));
+  }
+  out += "]";
+  auto partial = s.partialAxes();
+  if (!partial.empty())
+    out += " partial(" + joinAxes(partial) + ")";
+  return out;
+}
+
+class Partitioner {
+public:
+  Partitioner(func::FuncOp fn, const MeshInfo &mesh)
+      : fn(fn), mesh(mesh), ctx(fn.getContext()), b(fn.getContext()) {}
+
+  LogicalResult run() {
+    Block &body = fn.getBody().front();
+    // Rules read global shapes: take them all before any type turns local.
+    for (Operation &op : body)
+      if (auto ruled = dyn_cast<ShardingRuleOpInterface>(&op))
+        rules[&op] = ruled.getShardingRule();
+    for (BlockArgument arg : fn.getArguments()) {
+      auto s = fn.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
+                                                 "weft.sharding");
+      if (!s)
+        s = replicated(arg);
+      if (failed(localize(arg, s, fn.getLoc())))
+        return failure();
+      actual[arg] = s;
+    }
+    SmallVector<Operation *> ops;
+    for (Operation &op : body)
+      ops.push_back(&op);
+    for (Operation *op : ops)
+      if (failed(partition(op)))
+        return failure();
+    for (Operation &op : body)
+      op.removeAttr("weft.shardings");
+    SmallVector<Type> inputs(body.getArgumentTypes());
+    fn.setType(FunctionType::get(ctx, inputs,
+                                 body.getTerminator()->getOperandTypes()));
+    return success();
+  }
+
+private:
+  ShardingAttr replicated(Value v) {
+    return ShardingAttr::replicated(
+        ctx, cast<RankedTensorType>(v.getType()).getRank());
+  }
+
+  ShardingAttr targetOf(Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      auto s = fn.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
+                                                 "weft.sharding");
+      return s ? s : replicated(v);
+    }
+    Operation *def = v.getDefiningOp();
+    if (auto p = dyn_cast<ParamOp>(def)) {
+      auto s = p->getAttrOfType<ShardingAttr>("weft.sharding");
+      return s ? s : ShardingAttr::replicated(ctx, p.getType().getRank());
+    }
+    if (auto arr = def->getAttrOfType<ArrayAttr>("weft.shardings"))
+      return cast<ShardingAttr>(arr[cast<OpResult>(v).getResultNumber()]);
+    return replicated(v);
+  }
+
+  LogicalResult localize(Value v, ShardingAttr s, Location loc) {
+    auto global = cast<RankedTensorType>(v.getType());
+    RankedTensorType local = localType(global, s, mesh);
+    if (!local)
+      return emitError(loc) << "sharding " << describe(s)
+                            << " does not divide the shape of a "
+                            << global << " value";
+    v.setType(local);
+    return success();
+  }
+
+  // Emits the collectives that turn `v` (laid out as `from`) into `to`.
+  FailureOr<Value> reshard(Value v, ShardingAttr from, ShardingAttr to,
+                           Operation *user, StringRef why) {
+    if (from == to)
+      return v;
+    Location loc = user->getLoc();
+    b.setInsertionPoint(user);
+    std::string reason = why.str() + ": " + describe(from) + " -> " +
+                         describe(to);
+    auto reasonAttr = b.getStringAttr(reason);
+    auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<SmallVector<StringRef>> dims;
+    for (size_t d = 0; d < from.getDims().size(); ++d)
+      dims.push_back(from.axesOf(d));
+    SmallVector<int64_t> blocks;
+    for (size_t d = 0; d < dims.size(); ++d)
+      blocks.push_back(from.blocksOf(d));
+
+    // 1. Pending partial sums: reduce-scatter where the consumer wants the
+    //    axis on a dim, all-reduce otherwise.
+    SmallVector<StringRef> allReduceAxes;
+    for (StringRef p : from.partialAxes()) {
+      std::optional<int64_t> scatterDim;
+      for (size_t d = 0; d < dims.size(); ++d) {
+        auto want = to.axesOf(d);
+        if (llvm::is_contained(want, p) && dims[d].size() < want.size() &&
+            want[dims[d].size()] == p && to.blocksOf(d) == 1)
+          scatterDim = d;
+      }
+      if (!scatterDim) {
+        allReduceAxes.push_back(p);
+        continue;
+      }
+      SmallVector<int64_t> shape(type.getShape());
+      shape[*scatterDim] /= mesh.size(p);
+      type = RankedTensorType::get(shape, type.getElementType());
+      v = ReduceScatterOp::create(b, loc, type, v, b.getStrArrayAttr({p}),
+                                  *scatterDim, reasonAttr);
+      dims[*scatterDim].push_back(p);
+    }
+    if (!allReduceAxes.empty())
+      v = AllReduceOp::create(b, loc, type, v,
+                              b.getStrArrayAttr(allReduceAxes), reasonAttr);
+
+    // 2. Dims: gather what is split differently, then slice what is wanted.
+    for (size_t d = 0; d < dims.size(); ++d) {
+      auto want = to.axesOf(d);
+      if (dims[d] == want && (dims[d].empty() || blocks[d] == to.blocksOf(d)))
+        continue;
+      bool prefix = dims[d].size() <= want.size() &&
+                    llvm::equal(dims[d], ArrayRef<StringRef>(want).take_front(
+                                             dims[d].size()));
+      if ((!dims[d].empty() && blocks[d] > 1) ||
+          (want.size() > 0 && to.blocksOf(d) > 1))
+        return emitError(loc) << "cannot reshard dim " << d
+                              << " split in blocks: " << reason;
+      if (!prefix) {
+        // Gather the minor axes only when the wanted split is a prefix of
+        // the current one ([tp, dp] -> [tp]: gather over dp within tp).
+        size_t keep = 0;
+        if (want.size() < dims[d].size() &&
+            llvm::equal(want, ArrayRef<StringRef>(dims[d]).take_front(
+                                  want.size())))
+          keep = want.size();
+        SmallVector<StringRef> gathered(dims[d].begin() + keep, dims[d].end());
+        SmallVector<int64_t> shape(type.getShape());
+        shape[d] *= mesh.count(gathered);
+        type = RankedTensorType::get(shape, type.getElementType());
+        v = AllGatherOp::create(b, loc, type, v, b.getStrArrayAttr(gathered),
+                                d, reasonAttr);
+        dims[d].resize(keep);
+      }
+      SmallVector<StringRef> extra(want.begin() + dims[d].size(), want.end());
+      if (!extra.empty()) {
+        SmallVector<int64_t> shape(type.getShape());
+        shape[d] /= mesh.count(extra);
+        type = RankedTensorType::get(shape, type.getElementType());
+        v = SliceOp::create(b, loc, type, v, b.getStrArrayAttr(extra), d,
+                            reasonAttr);
+      }
+    }
+    return v;
+  }
+
+  // Reshards operand `i` of `op` into `want`, reusing earlier reshards of the
+  // same value, except for ZeRO-3 parameters, which are gathered at each use
+  // so that the gathered copy dies right after it.
+  LogicalResult requireOperand(Operation *op, unsigned i, ShardingAttr want,
+                               StringRef why) {
+    Value v = op->getOperand(i);
+    ShardingAttr have = actual.lookup(v);
+    if (!have)
+      have = replicated(v);
+    bool perUse = static_cast<bool>(v.getDefiningOp<ParamOp>());
+    auto key = std::make_pair(v.getAsOpaquePointer(),
+                              want.getAsOpaquePointer());
+    if (!perUse) {
+      auto it = cache.find(key);
+      if (it != cache.end()) {
+        op->setOperand(i, it->second);
+        return success();
+      }
+    }
+    FailureOr<Value> r = reshard(v, have, want, op, why);
+    if (failed(r))
+      return failure();
+    op->setOperand(i, *r);
+    actual[*r] = want;
+    if (!perUse)
+      cache[key] = *r;
+    return success();
+  }
+
+  std::string operandReason(Operation *op, unsigned i) {
+    return (op->getName().getStringRef() + " operand " + Twine(i)).str();
+  }
+
+  LogicalResult partition(Operation *op) {
+    if (auto param = dyn_cast<ParamOp>(op))
+      return partitionParam(param);
+    if (auto shard = dyn_cast<ShardOp>(op)) {
+      if (failed(requireOperand(op, 0, shard.getSharding(),
+                                "sharding constraint")))
+        return failure();
+      shard.getResult().replaceAllUsesWith(shard.getX());
+      shard.erase();
+      return success();
+    }
+    if (auto fill = dyn_cast<FillOp>(op)) {
+      ShardingAttr s = targetOf(fill.getResult());
+      actual[fill.getResult()] = s;
+      return localize(fill.getResult(), s, op->getLoc());
+    }
+    if (auto grad = dyn_cast<ParamGradOp>(op)) {
+      ParamOp p = paramsByName.lookup(grad.getName());
+      if (!p)
+        return op->emitOpError("names no weft.param");
+      return requireOperand(op, 0, storageOf(p, "weft.grad_storage"),
+                            ("gradient of " + grad.getName()).str());
+    }
+    if (auto adam = dyn_cast<AdamWOp>(op))
+      return partitionAdamW(adam);
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (unsigned i = 0; i < op->getNumOperands(); ++i)
+        if (failed(requireOperand(op, i, replicated(op->getOperand(i)),
+                                  "returned loss")))
+          return failure();
+      return success();
+    }
+    auto rule = rules.find(op);
+    if (rule == rules.end()) {
+      if (op->getNumOperands() == 0 && op->getNumResults() == 0)
+        return success();
+      return op->emitOpError("has no sharding rule; cannot partition it");
+    }
+    return partitionRuled(op, rule->second);
+  }
+
+  ShardingAttr storageOf(ParamOp p, StringRef attr) {
+    if (auto s = p->getAttrOfType<ShardingAttr>(attr))
+      return s;
+    if (attr == "weft.state_storage")
+      return storageOf(p, "weft.grad_storage");
+    auto s = p->getAttrOfType<ShardingAttr>("weft.sharding");
+    return s ? s : ShardingAttr::replicated(ctx, p.getType().getRank());
+  }
+
+  LogicalResult partitionParam(ParamOp p) {
+    paramsByName[p.getName()] = p;
+    auto global = p.getType();
+    b.setInsertionPoint(p);
+    p->setAttr("weft.global_shape", b.getDenseI64ArrayAttr(global.getShape()));
+    ShardingAttr storage = storageOf(p, "weft.storage");
+    p->setAttr("weft.storage_sharding", storage);
+    for (StringRef kind : {"weft.grad_storage", "weft.state_storage"})
+      p->setAttr(Twine(kind).concat("_sharding").str(), storageOf(p, kind));
+    actual[p.getResult()] = storage;
+    return localize(p.getResult(), storage, p.getLoc());
+  }
+
+  LogicalResult partitionAdamW(AdamWOp adam) {
+    auto p = adam.getParam().getDefiningOp<ParamOp>();
+    ShardingAttr param = storageOf(p, "weft.storage");
+    ShardingAttr state = storageOf(p, "weft.state_storage");
+    if (param == state)
+      return success();
+    // ZeRO-1/2: the state is split further than the parameter along dim 0;
+    // the update runs on this rank's block and all-gathers the parameter.
+    auto extra = state.axesOf(0);
+    auto have = param.axesOf(0);
+    if (!llvm::equal(ArrayRef<StringRef>(extra).take_front(have.size()), have))
+      return adam.emitOpError("optimizer state sharding ")
+             << describe(state) << " does not refine the parameter's "
+             << describe(param);
+    SmallVector<StringRef> axes(extra.begin() + have.size(), extra.end());
+    b.setInsertionPoint(adam);
+    adam->setAttr("shard_axes", b.getStrArrayAttr(axes));
+    return success();
+  }
+
+  LogicalResult partitionRuled(Operation *op, const ShardingRule &rule) {
+    // A sum of two partial sums over the same axes is a partial sum: defer
+    // the all-reduce past the add (gradient accumulation of tied weights).
+    if (isa<AddOp>(op)) {
+      ShardingAttr lhs = actual.lookup(op->getOperand(0));
+      if (lhs && lhs == actual.lookup(op->getOperand(1)) &&
+          !lhs.partialAxes().empty()) {
+        actual[op->getResult(0)] = lhs;
+        return localize(op->getResult(0), lhs, op->getLoc());
+      }
+    }
+    SmallVector<ShardingAttr> ins, outs;
+    SmallVector<bool> isParam;
+    for (Value v : op->getOperands()) {
+      ins.push_back(targetOf(v));
+      isParam.push_back(static_cast<bool>(v.getDefiningOp<ParamOp>()));
+    }
+    for (Value v : op->getResults())
+      outs.push_back(targetOf(v));
+    FactorAxes axes = assignFactors(rule, ins, isParam, outs, mesh);
+
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      ArrayRef<int64_t> blocks = i < rule.operandBlocks.size()
+                                     ? ArrayRef<int64_t>(rule.operandBlocks[i])
+                                     : ArrayRef<int64_t>();
+      ShardingAttr want = shardingFromFactors(ctx, rule, axes,
+                                              rule.operands[i], blocks, false);
+      if (failed(requireOperand(op, i, want, operandReason(op, i))))
+        return failure();
+    }
+    for (auto [i, r] : llvm::enumerate(op->getResults())) {
+      ShardingAttr s =
+          shardingFromFactors(ctx, rule, axes, rule.results[i],
+                              resultBlocksOf(rule, i), true);
+      actual[r] = s;
+      if (failed(localize(r, s, op->getLoc())))
+        return failure();
+    }
+    localAttributes(op, rule, axes);
+    return success();
+  }
+
+  // Attributes that describe the local problem.
+  void localAttributes(Operation *op, const ShardingRule &rule,
+                       const FactorAxes &axes) {
+    auto count = [&](int64_t f) { return mesh.count(axes[f]); };
+    if (auto att = dyn_cast<AttentionOp>(op)) {
+      int64_t c = count(rule.operands[0][2]);
+      att.setNumHeads(att.getNumHeads() / c);
+      att.setNumKvHeads(att.getNumKvHeads() / c);
+    } else if (auto att = dyn_cast<AttentionGradOp>(op)) {
+      int64_t c = count(rule.operands[1][2]);
+      att.setNumHeads(att.getNumHeads() / c);
+      att.setNumKvHeads(att.getNumKvHeads() / c);
+    } else if (auto rope = dyn_cast<RopeOp>(op)) {
+      rope.setNumHeads(rope.getNumHeads() / count(rule.operands[0][2]));
+    } else if (auto split = dyn_cast<SplitOp>(op)) {
+      int64_t c = count(rule.results[0].back());
+      SmallVector<int64_t> sizes;
+      for (int64_t s : split.getSizes())
+        sizes.push_back(s / c);
+      split.setSizes(sizes);
+    } else if (isa<CrossEntropyOp, CrossEntropyGradOp>(op)) {
+      int64_t rows = 1;
+      for (int64_t f : rule.operands[1])
+        rows *= rule.factors[f].size;
+      op->setAttr("denominator", b.getI64IntegerAttr(rows));
+    } else if (isa<PositionEmbeddingOp, PositionEmbeddingGradOp>(op)) {
+      ArrayRef<StringRef> seq = axes[rule.operands[0][1]];
+      if (!seq.empty())
+        op->setAttr("seq_axes", b.getStrArrayAttr(seq));
+    }
+  }
+
+  func::FuncOp fn;
+  const MeshInfo &mesh;
+  MLIRContext *ctx;
+  OpBuilder b;
+  DenseMap<Value, ShardingAttr> actual;
+  DenseMap<Operation *, ShardingRule> rules;
+  std::map<std::pair<void *, const void *>, Value> cache;
+  llvm::StringMap<ParamOp> paramsByName;
+};
+
+struct Partition : weft::impl::WeftPartitionBase<Partition> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MeshInfo mesh = MeshInfo::of(module);
+    for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+      if (!fn.isExternal() && failed(Partitioner(fn, mesh).run()))
+        return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,119 @@
+//===- PropagateSharding.cpp - weft-propagate-sharding --------------------===//
+#include "passes/Passes.h"
+#include "passes/ShardingUtils.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace weft {
+#define GEN_PASS_DEF_WEFTPROPAGATESHARDING
+#include "passes/Passes.h.inc"
+} // namespace weft
+
+using namespace mlir;
+using namespace weft;
+
+namespace {
+struct Propagator {
+  const MeshInfo &mesh;
+  MLIRContext *ctx;
+  DenseMap<Value, ShardingAttr> known;
+
+  ShardingAttr lookup(Value v) const { return known.lookup(v); }
+
+  bool set(Value v, ShardingAttr s) {
+    if (!s || known.count(v))
+      return false;
+    known[v] = s;
+    return true;
+  }
+
+  bool visit(Operation *op) {
+    if (auto shard = dyn_cast<ShardOp>(op))
+      return set(shard.getX(), shard.getSharding());
+    auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
+    if (!ruled)
+      return false;
+    ShardingRule rule = ruled.getShardingRule();
+    SmallVector<ShardingAttr> ins, outs;
+    SmallVector<bool> isParam;
+    for (Value v : op->getOperands()) {
+      ins.push_back(lookup(v));
+      isParam.push_back(static_cast<bool>(v.getDefiningOp<ParamOp>()));
+    }
+    for (Value v : op->getResults())
+      outs.push_back(lookup(v));
+    FactorAxes axes = assignFactors(rule, ins, isParam, outs, mesh);
+    bool changed = false;
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      ArrayRef<int64_t> blocks = i < rule.operandBlocks.size()
+                                     ? ArrayRef<int64_t>(rule.operandBlocks[i])
+                                     : ArrayRef<int64_t>();
+      changed |= set(v, shardingFromFactors(ctx, rule, axes, rule.operands[i],
+                                            blocks, false));
+    }
+    for (auto [i, v] : llvm::enumerate(op->getResults()))
+      changed |= set(v, shardingFromFactors(ctx, rule, axes, rule.results[i],
+                                            resultBlocksOf(rule, i), false));
+    return changed;
+  }
+};
+
+struct PropagateSharding
+    : weft::impl::WeftPropagateShardingBase<PropagateSharding> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MeshInfo mesh = MeshInfo::of(module);
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      Propagator p{mesh, &getContext(), {}};
+      // User annotations first: they are never overridden.
+      for (BlockArgument arg : fn.getArguments())
+        if (auto s = fn.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
+                                                        "weft.sharding"))
+          p.known[arg] = s;
+      fn.walk([&](Operation *op) {
+        if (auto param = dyn_cast<ParamOp>(op)) {
+          auto s = param->getAttrOfType<ShardingAttr>("weft.sharding");
+          p.known[param.getResult()] =
+              s ? s
+                : ShardingAttr::replicated(&getContext(),
+                                           param.getType().getRank());
+        }
+        if (auto shard = dyn_cast<ShardOp>(op))
+          p.known[shard.getResult()] = shard.getSharding();
+      });
+      SmallVector<Operation *> ops;
+      fn.walk([&](Operation *op) {
+        if (op != fn)
+          ops.push_back(op);
+      });
+      // Forward then backward sweeps until a fixed point (bounded: each sweep
+      // only fills unknown values, so at most one sweep per value is useful).
+      for (size_t sweep = 0; sweep < ops.size() + 1; ++sweep) {
+        bool changed = false;
+        for (Operation *op : ops)
+          changed |= p.visit(op);
+        for (Operation *op : llvm::reverse(ops))
+          changed |= p.visit(op);
+        if (!changed)
+          break;
+      }
+      OpBuilder b(&getContext());
+      for (Operation *op : ops) {
+        if (op->getNumResults() == 0 || isa<ParamOp>(op))
+          continue;
+        SmallVector<Attribute> shardings;
+        for (Value r : op->getResults()) {
+          ShardingAttr s = p.lookup(r);
+          if (!s)
+            s = ShardingAttr::replicated(
+                &getContext(), cast<RankedTensorType>(r.getType()).getRank());
+          shardings.push_back(s);
+        }
+        op->setAttr("weft.shardings", b.getArrayAttr(shardings));
+      }
+    }
+  }
+};
+} // namespace
