@@ -215,13 +215,16 @@ def main():
            "sgemm_numpy_autodetect_gflops": sg_auto and round(sg_auto, 1),
            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
     if not args.skip_weft:
+        sg_before = sgemm_numpy(seconds=1.0)
         w = run_weft(data, wd)
+        res["sgemm_numpy_gflops_before_weft"] = round(sg_before, 1)
         gf = flops / w["step_s"] / 1e9
         res.update(weft_step_s=round(w["step_s"], 4), weft_tokens_per_s=round(tok_per_step / w["step_s"], 1),
                    weft_gflops=round(gf, 1), weft_pct_of_sgemm=round(100 * gf / sg_ref, 1),
                    weft_first_step_s=round(w["first_step_s"], 3), weft_peak_bytes=w["peak_bytes"],
                    weft_step_times=[round(t, 4) for t in w["step_times"]], weft_losses=w["losses"])
     if torch is not None and not args.skip_torch:
+        res["sgemm_torch_gflops_before_torch"] = round(sgemm_torch(torch, seconds=1.0), 1)
         t = run_torch(torch, tokens)
         res.update(torch_step_s=round(t["step_s"], 4), torch_tokens_per_s=round(tok_per_step / t["step_s"], 1),
                    torch_gflops=round(flops / t["step_s"] / 1e9, 1),
@@ -241,7 +244,11 @@ def main():
         if f"{who}_step_s" in res:
             print(f"| {who} | {res[who + '_step_s']:.3f} | {res[who + '_tokens_per_s']:.0f} | "
                   f"{res[who + '_gflops']:.1f} | {res[who + '_pct_of_sgemm']:.1f} |")
-    print(f"| sgemm 1024^3 (best of numpy/torch.mm, as preset) | | | {sg_ref:.1f} | 100 |")
+    print(f"| sgemm 1024^3 (best of numpy/torch.mm at start, as preset) | | | {sg_ref:.1f} | 100 |")
+    if "sgemm_numpy_gflops_before_weft" in res or "sgemm_torch_gflops_before_torch" in res:
+        print(f"sgemm measured again just before each run (contention check): before weft (numpy) "
+              f"{res.get('sgemm_numpy_gflops_before_weft')}, before torch (torch.mm) "
+              f"{res.get('sgemm_torch_gflops_before_torch')} GFLOP/s")
     if "weft_over_torch_step_time" in res:
         r = res["weft_over_torch_step_time"]
         print(f"weft/torch step time: {r:.3f} (target <= 1: {'met' if r <= 1 else 'NOT met'}); "
