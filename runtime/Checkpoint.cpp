@@ -1,10 +1,12 @@
 //===- Checkpoint.cpp - Model/optimizer checkpoints -----------------------===//
 #include "runtime/Checkpoint.h"
 #include "runtime/Safetensors.h"
+#include "runtime/Shard.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -33,9 +35,14 @@ writeState(const Executor &E, const std::string &Path,
   const Program &P = E.program();
   std::vector<TensorToWrite> Tensors;
   for (auto [Get, Suffix] : Parts)
-    for (size_t I = 0; I < P.Params.size(); ++I)
-      Tensors.push_back(
-          {P.Params[I].Name + Suffix, P.Type, P.Params[I].Dims, (E.*Get)(I)});
+    for (size_t I = 0; I < P.Params.size(); ++I) {
+      BufferKind K = Get == &Executor::param  ? BufferKind::Param
+                     : Get == &Executor::grad ? BufferKind::Grad
+                     : Get == &Executor::adamM ? BufferKind::AdamM
+                                               : BufferKind::AdamV;
+      Tensors.push_back({P.Params[I].Name + Suffix, P.Type,
+                         E.stateSpec(I, K).Dims, (E.*Get)(I)});
+    }
   return writeSafetensors(Path, Tensors);
 }
 
@@ -70,26 +77,293 @@ Status loadInto(const Found &F, const std::string &Name, const Shape &Want,
   return F.File->convert(*F.Tensor, Type, Out);
 }
 
-} // namespace
+bool onMesh(const Executor &E) { return E.comm().size() > 1; }
 
-Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step) {
-  WEFT_RETURN_IF_ERROR(makeDir(Dir));
-  WEFT_RETURN_IF_ERROR(
-      writeState(E, Dir + "/model.safetensors", {{&Executor::param, ""}}));
-  WEFT_RETURN_IF_ERROR(writeState(
-      E, Dir + "/optimizer.safetensors",
-      {{&Executor::adamM, ".exp_avg"}, {&Executor::adamV, ".exp_avg_sq"}}));
-  std::ofstream Out(Dir + "/trainer_state.json", std::ios::trunc);
-  Out << json{{"step", Step}}.dump() << "\n";
-  Out.close();
-  if (!Out)
-    return Status::error("cannot write '" + Dir + "/trainer_state.json'");
+json layoutJson(const Layout &L) {
+  return {{"global_shape", L.Global},
+          {"sharding", L.Sharding},
+          {"blocks", L.Blocks}};
+}
+
+Status parseLayoutJson(const json &J, const std::string &Name, Layout &L) {
+  auto Bad = [&] {
+    return Status::error("layout.json: tensor '" + Name +
+                         "' needs global_shape, sharding and blocks of one "
+                         "rank each");
+  };
+  if (!J.is_object() || !J.contains("global_shape") ||
+      !J.contains("sharding") || !J.contains("blocks"))
+    return Bad();
+  try {
+    L.Global = J["global_shape"].get<Shape>();
+    L.Sharding = J["sharding"].get<std::vector<AxesList>>();
+    L.Blocks = J["blocks"].get<std::vector<int64_t>>();
+  } catch (const json::exception &) {
+    return Bad();
+  }
+  if (L.Sharding.size() != L.Global.size() ||
+      L.Blocks.size() != L.Global.size())
+    return Bad();
+  for (size_t D = 0; D < L.Global.size(); ++D)
+    if (L.Global[D] < 1 || L.Blocks[D] < 1)
+      return Bad();
   return Status::success();
 }
 
+Status writeText(const std::string &Path, const std::string &Text) {
+  std::ofstream Out(Path, std::ios::trunc);
+  Out << Text << "\n";
+  Out.close();
+  if (!Out)
+    return Status::error("cannot write '" + Path + "'");
+  return Status::success();
+}
+
+/// Every rank reaches the barrier, so a failure on one rank cannot hang the
+/// others; the first failure is reported.
+Status worldBarrier(const Executor &E, Status S) {
+  Expected<const CommGroup *> W = E.comm().group(E.mesh().Axes);
+  if (!W.ok())
+    return S.ok() ? W.status() : S;
+  Status B = E.comm().barrier(**W);
+  return S.ok() ? B : S;
+}
+
+/// The persistent tensors a checkpoint holds, by name.
+struct Entry {
+  std::string Name;
+  size_t Param;
+  BufferKind Kind;
+};
+std::vector<Entry> entries(const Program &P, bool Optimizer) {
+  std::vector<Entry> R;
+  for (size_t I = 0; I < P.Params.size(); ++I)
+    R.push_back({P.Params[I].Name, I, BufferKind::Param});
+  if (Optimizer)
+    for (size_t I = 0; I < P.Params.size(); ++I) {
+      R.push_back({P.Params[I].Name + ".exp_avg", I, BufferKind::AdamM});
+      R.push_back({P.Params[I].Name + ".exp_avg_sq", I, BufferKind::AdamV});
+    }
+  return R;
+}
+
+/// A sharded checkpoint: layout.json and the rank files it names.
+struct ShardedCheckpoint {
+  Mesh Saved;
+  std::map<std::string, Layout> Layouts;
+  std::vector<SafetensorsFile> Files; // model-rank<r>, optimizer-rank<r>
+  std::vector<int64_t> FileRank;
+};
+
+Expected<ShardedCheckpoint> readSharded(const fs::path &Dir) {
+  ShardedCheckpoint C;
+  std::ifstream In(Dir / "layout.json");
+  std::stringstream SS;
+  SS << In.rdbuf();
+  json J = json::parse(SS.str(), nullptr, false);
+  std::string Where = (Dir / "layout.json").string();
+  if (J.is_discarded() || !J.is_object() || !J.contains("mesh") ||
+      !J.contains("tensors") || !J["tensors"].is_object())
+    return Status::error("'" + Where + "' must be {\"mesh\": ..., \"tensors\": "
+                         "{...}}");
+  try {
+    C.Saved.Axes = J["mesh"]["axes"].get<AxesList>();
+    C.Saved.Dims = J["mesh"]["shape"].get<std::vector<int64_t>>();
+  } catch (const json::exception &) {
+    return Status::error("'" + Where + "': mesh needs axes and shape");
+  }
+  if (C.Saved.Axes.size() != C.Saved.Dims.size() || C.Saved.size() < 1)
+    return Status::error("'" + Where + "': bad mesh");
+  for (auto It = J["tensors"].begin(); It != J["tensors"].end(); ++It)
+    WEFT_RETURN_IF_ERROR(
+        parseLayoutJson(It.value(), It.key(), C.Layouts[It.key()]));
+  std::error_code EC;
+  for (int64_t R = 0; R < C.Saved.size(); ++R)
+    for (const char *Kind : {"model", "optimizer"}) {
+      fs::path F =
+          Dir / (std::string(Kind) + "-rank" + std::to_string(R) + ".safetensors");
+      if (!fs::exists(F, EC)) {
+        if (std::string(Kind) == "model")
+          return Status::error("sharded checkpoint '" + Dir.string() +
+                               "' (mesh " + C.Saved.describe() + ") has no '" +
+                               F.filename().string() + "'");
+        continue;
+      }
+      Expected<SafetensorsFile> File = SafetensorsFile::read(F.string());
+      if (!File.ok())
+        return File.status();
+      C.Files.push_back(File.take());
+      C.FileRank.push_back(R);
+    }
+  return C;
+}
+
+/// Assembles the global tensor Name (Type elements) from the rank files.
+Status assemble(const ShardedCheckpoint &C, const std::string &Name,
+                DType Type, std::vector<char> &Global, Shape &GlobalDims) {
+  auto It = C.Layouts.find(Name);
+  if (It == C.Layouts.end())
+    return Status::error("layout.json has no tensor '" + Name + "'");
+  const Layout &L = It->second;
+  GlobalDims = L.Global;
+  const size_t E = dtypeBytes(Type);
+  Global.assign(size_t(numElements(L.Global)) * E, 0);
+  std::vector<char> Local;
+  std::vector<std::vector<int64_t>> Done; // shard indices already placed
+  for (size_t F = 0; F < C.Files.size(); ++F) {
+    const SafeTensor *T = C.Files[F].find(Name);
+    if (!T)
+      continue;
+    ShardMap S = shardMap(L, C.Saved, C.FileRank[F]);
+    if (std::find(Done.begin(), Done.end(), S.Index) != Done.end())
+      continue;
+    if (T->Dims != S.Local)
+      return Status::error("tensor '" + Name + "' of rank " +
+                           std::to_string(C.FileRank[F]) + " has shape " +
+                           shapeString(T->Dims) + ", layout.json implies " +
+                           shapeString(S.Local));
+    Local.resize(size_t(S.localNumel()) * E);
+    WEFT_RETURN_IF_ERROR(C.Files[F].convert(*T, Type, Local.data()));
+    insertShard(S, Local.data(), Global.data(), E);
+    Done.push_back(S.Index);
+  }
+  int64_t Need = 1;
+  for (size_t D = 0; D < L.Global.size(); ++D)
+    Need *= C.Saved.count(L.Sharding[D]);
+  if (int64_t(Done.size()) != Need)
+    return Status::error("tensor '" + Name + "': the rank files hold " +
+                         std::to_string(Done.size()) + " of its " +
+                         std::to_string(Need) + " shards");
+  return Status::success();
+}
+
+/// Keeps the executor rank's block of a global tensor.
+Status place(Executor &E, const Entry &En, const std::vector<char> &Global,
+             const Shape &GlobalDims, const std::string &From) {
+  const BufferSpec &Spec = E.stateSpec(En.Param, En.Kind);
+  const Layout &L = Spec.Place;
+  bool Exact = GlobalDims == L.Global;
+  // Optimizer state may be stored flattened by ZeRO: same elements.
+  bool SameElems = En.Kind != BufferKind::Param &&
+                   numElements(GlobalDims) == numElements(L.Global);
+  if (!Exact && !SameElems)
+    return Status::error("tensor '" + From + "' has shape " +
+                         shapeString(GlobalDims) + ", expected " +
+                         shapeString(L.Global) + " for '" + En.Name + "'");
+  extractShard(shardMap(L, E.mesh(), E.rank()), Global.data(),
+               E.state(En.Param, En.Kind), dtypeBytes(E.program().Type));
+  return Status::success();
+}
+
+Expected<int64_t> readStep(const fs::path &Dir) {
+  std::error_code EC;
+  if (Dir.empty() || !fs::exists(Dir / "trainer_state.json", EC))
+    return int64_t(0);
+  std::ifstream In(Dir / "trainer_state.json");
+  std::stringstream SS;
+  SS << In.rdbuf();
+  json J = json::parse(SS.str(), nullptr, false);
+  if (J.is_discarded() || !J.is_object() || !J.contains("step") ||
+      !J["step"].is_number_integer() || J["step"].get<int64_t>() < 0)
+    return Status::error("'" + (Dir / "trainer_state.json").string() +
+                         "' must be {\"step\": <non-negative integer>}");
+  return J["step"].get<int64_t>();
+}
+
+Expected<int64_t> loadSharded(Executor &E, const fs::path &Dir) {
+  Expected<ShardedCheckpoint> C = readSharded(Dir);
+  if (!C.ok())
+    return C.status();
+  const Program &P = E.program();
+  bool HasOptimizer = false;
+  for (const ParamSpec &Par : P.Params)
+    HasOptimizer |= C->Layouts.count(Par.Name + ".exp_avg") > 0;
+  std::vector<char> Global;
+  Shape Dims;
+  for (const Entry &En : entries(P, HasOptimizer)) {
+    if (!C->Layouts.count(En.Name))
+      return Status::error("checkpoint '" + Dir.string() +
+                           "' has no tensor '" + En.Name + "'");
+    WEFT_RETURN_IF_ERROR(assemble(*C, En.Name, P.Type, Global, Dims));
+    WEFT_RETURN_IF_ERROR(place(E, En, Global, Dims, En.Name));
+  }
+  return readStep(Dir);
+}
+
+} // namespace
+
+Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step) {
+  if (!onMesh(E)) {
+    WEFT_RETURN_IF_ERROR(makeDir(Dir));
+    WEFT_RETURN_IF_ERROR(
+        writeState(E, Dir + "/model.safetensors", {{&Executor::param, ""}}));
+    WEFT_RETURN_IF_ERROR(writeState(
+        E, Dir + "/optimizer.safetensors",
+        {{&Executor::adamM, ".exp_avg"}, {&Executor::adamV, ".exp_avg_sq"}}));
+    return writeText(Dir + "/trainer_state.json", json{{"step", Step}}.dump());
+  }
+  // Each rank its shards; rank 0 the layout and the step.
+  const std::string R = std::to_string(E.rank());
+  Status S = makeDir(Dir);
+  if (S.ok())
+    S = writeState(E, Dir + "/model-rank" + R + ".safetensors",
+                   {{&Executor::param, ""}});
+  if (S.ok())
+    S = writeState(E, Dir + "/optimizer-rank" + R + ".safetensors",
+                   {{&Executor::adamM, ".exp_avg"},
+                    {&Executor::adamV, ".exp_avg_sq"}});
+  if (S.ok() && E.rank() == 0) {
+    const Program &P = E.program();
+    json Tensors = json::object();
+    for (const Entry &En : entries(P, true))
+      Tensors[En.Name] = layoutJson(E.stateSpec(En.Param, En.Kind).Place);
+    json L = {{"mesh", {{"axes", E.mesh().Axes}, {"shape", E.mesh().Dims}}},
+              {"tensors", Tensors}};
+    S = writeText(Dir + "/layout.json", L.dump(1));
+    if (S.ok())
+      S = writeText(Dir + "/trainer_state.json", json{{"step", Step}}.dump());
+  }
+  return worldBarrier(E, S);
+}
+
 Status saveGradients(const Executor &E, const std::string &Dir) {
-  WEFT_RETURN_IF_ERROR(makeDir(Dir));
-  return writeState(E, Dir + "/grads.safetensors", {{&Executor::grad, ""}});
+  if (!onMesh(E)) {
+    WEFT_RETURN_IF_ERROR(makeDir(Dir));
+    return writeState(E, Dir + "/grads.safetensors", {{&Executor::grad, ""}});
+  }
+  // Gather every rank's grad shard over the world; rank 0 assembles.
+  Expected<const CommGroup *> W = E.comm().group(E.mesh().Axes);
+  if (!W.ok())
+    return W.status();
+  const Program &P = E.program();
+  const size_t Elem = dtypeBytes(P.Type);
+  const int64_t N = E.comm().size();
+  std::vector<std::vector<char>> Globals(P.Params.size());
+  std::vector<TensorToWrite> Tensors;
+  std::vector<char> All;
+  for (size_t I = 0; I < P.Params.size(); ++I) {
+    const BufferSpec &Spec = E.stateSpec(I, BufferKind::Grad);
+    size_t Local = size_t(Spec.numel());
+    All.resize(Local * size_t(N) * Elem);
+    WEFT_RETURN_IF_ERROR(
+        E.comm().allGather(**W, E.grad(I), All.data(), Local, P.Type));
+    if (E.rank() != 0)
+      continue;
+    Globals[I].assign(size_t(numElements(Spec.Place.Global)) * Elem, 0);
+    for (int64_t R = 0; R < N; ++R)
+      insertShard(shardMap(Spec.Place, E.mesh(), R),
+                  All.data() + size_t(R) * Local * Elem, Globals[I].data(),
+                  Elem);
+    Tensors.push_back(
+        {P.Params[I].Name, P.Type, Spec.Place.Global, Globals[I].data()});
+  }
+  Status S = Status::success();
+  if (E.rank() == 0) {
+    S = makeDir(Dir);
+    if (S.ok())
+      S = writeSafetensors(Dir + "/grads.safetensors", Tensors);
+  }
+  return worldBarrier(E, S);
 }
 
 Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path) {
@@ -98,6 +372,8 @@ Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path) {
   fs::path Dir;
   if (fs::is_directory(Path, EC)) {
     Dir = Path;
+    if (fs::exists(Dir / "layout.json", EC))
+      return loadSharded(E, Dir);
     // A weft checkpoint is model + optimizer; otherwise every file (e.g. a
     // sharded Hugging Face checkpoint). grads.safetensors (--save-grads)
     // repeats the parameter names and is never read.
@@ -128,45 +404,35 @@ Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path) {
   }
   const Program &P = E.program();
   bool HasOptimizer = false;
-  for (size_t I = 0; I < P.Params.size(); ++I) {
-    const ParamSpec &Spec = P.Params[I];
-    Found F = lookup(Files, Spec.Name);
-    if (!F.Tensor)
-      return Status::error("checkpoint '" + Path +
-                           "' has no tensor for parameter '" + Spec.Name +
-                           "' (shape " + shapeString(Spec.Dims) + ")");
-    WEFT_RETURN_IF_ERROR(loadInto(F, Spec.Name, Spec.Dims, P.Type, E.param(I)));
+  for (const ParamSpec &Spec : P.Params)
     HasOptimizer |= lookup(Files, Spec.Name + ".exp_avg").Tensor != nullptr;
-  }
-  if (HasOptimizer) {
-    for (size_t I = 0; I < P.Params.size(); ++I) {
-      const ParamSpec &Spec = P.Params[I];
-      for (auto [Suffix, Out] :
-           {std::pair<const char *, void *>{".exp_avg", E.adamM(I)},
-            {".exp_avg_sq", E.adamV(I)}}) {
-        Found F = lookup(Files, Spec.Name + Suffix);
-        if (!F.Tensor)
-          return Status::error("checkpoint '" + Path +
-                               "' has optimizer state but no tensor '" +
-                               Spec.Name + Suffix + "'");
-        WEFT_RETURN_IF_ERROR(
-            loadInto(F, Spec.Name + Suffix, Spec.Dims, P.Type, Out));
-      }
+  std::vector<char> Global;
+  for (const Entry &En : entries(P, HasOptimizer)) {
+    Found F = lookup(Files, En.Name);
+    if (!F.Tensor) {
+      if (En.Kind == BufferKind::Param)
+        return Status::error("checkpoint '" + Path +
+                             "' has no tensor for parameter '" + En.Name +
+                             "' (shape " +
+                             shapeString(P.Params[En.Param].Place.Global) +
+                             ")");
+      return Status::error("checkpoint '" + Path +
+                           "' has optimizer state but no tensor '" + En.Name +
+                           "'");
     }
+    const BufferSpec &Spec = E.stateSpec(En.Param, En.Kind);
+    if (!Spec.Place.sharded() && F.Tensor->Dims == Spec.Dims) {
+      WEFT_RETURN_IF_ERROR(
+          F.File->convert(*F.Tensor, P.Type, E.state(En.Param, En.Kind)));
+      continue;
+    }
+    if (En.Kind == BufferKind::Param && F.Tensor->Dims != Spec.Place.Global)
+      return loadInto(F, En.Name, Spec.Place.Global, P.Type, nullptr);
+    Global.resize(size_t(numElements(F.Tensor->Dims)) * dtypeBytes(P.Type));
+    WEFT_RETURN_IF_ERROR(F.File->convert(*F.Tensor, P.Type, Global.data()));
+    WEFT_RETURN_IF_ERROR(place(E, En, Global, F.Tensor->Dims, F.Tensor->Name));
   }
-  int64_t Step = 0;
-  if (!Dir.empty() && fs::exists(Dir / "trainer_state.json", EC)) {
-    std::ifstream In(Dir / "trainer_state.json");
-    std::stringstream SS;
-    SS << In.rdbuf();
-    json J = json::parse(SS.str(), nullptr, false);
-    if (J.is_discarded() || !J.is_object() || !J.contains("step") ||
-        !J["step"].is_number_integer() || J["step"].get<int64_t>() < 0)
-      return Status::error("'" + (Dir / "trainer_state.json").string() +
-                           "' must be {\"step\": <non-negative integer>}");
-    Step = J["step"].get<int64_t>();
-  }
-  return Step;
+  return readStep(Dir);
 }
 
 } // namespace weft

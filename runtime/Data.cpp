@@ -46,14 +46,22 @@ Expected<TokenData> TokenData::open(const std::string &Path, int64_t Vocab,
 
 void TokenData::fillBatch(int64_t Step, int64_t Batch, int64_t Seq,
                           int32_t *Inputs, int32_t *Targets) const {
+  fillBlock(Step, Batch, Seq, 0, Batch, 0, Seq, Inputs, Targets);
+}
+
+void TokenData::fillBlock(int64_t Step, int64_t Batch, int64_t Seq,
+                          int64_t Row0, int64_t Rows, int64_t Col0,
+                          int64_t Cols, int32_t *Inputs,
+                          int32_t *Targets) const {
   const uint64_t N = Tokens.size();
-  for (int64_t I = 0; I < Batch; ++I) {
-    uint64_t Start =
-        (uint64_t(Step) * uint64_t(Batch) + uint64_t(I)) * uint64_t(Seq) % N;
-    for (int64_t J = 0; J < Seq; ++J) {
+  for (int64_t I = 0; I < Rows; ++I) {
+    uint64_t Start = (uint64_t(Step) * uint64_t(Batch) + uint64_t(Row0 + I)) *
+                         uint64_t(Seq) % N +
+                     uint64_t(Col0);
+    for (int64_t J = 0; J < Cols; ++J) {
       uint64_t Pos = (Start + uint64_t(J)) % N;
-      Inputs[I * Seq + J] = Tokens[Pos];
-      Targets[I * Seq + J] = Tokens[(Pos + 1) % N];
+      Inputs[I * Cols + J] = Tokens[Pos];
+      Targets[I * Cols + J] = Tokens[(Pos + 1) % N];
     }
   }
 }

@@ -26,6 +26,13 @@ public:
   /// [(k*B+i)*S, +S), targets the same shifted by one, modulo size().
   void fillBatch(int64_t Step, int64_t Batch, int64_t Seq, int32_t *Tokens,
                  int32_t *Targets) const;
+  /// The rank's block of step k's global batch (docs/program-format.md,
+  /// "Sharded inputs"): local row i is global sample Row0+i, local column j
+  /// global position Col0+j, sampled as fillBatch does for the global
+  /// Batch x Seq. Writes Rows x Cols.
+  void fillBlock(int64_t Step, int64_t Batch, int64_t Seq, int64_t Row0,
+                 int64_t Rows, int64_t Col0, int64_t Cols, int32_t *Tokens,
+                 int32_t *Targets) const;
   size_t size() const { return Tokens.size(); }
 
 private:

@@ -1,6 +1,7 @@
 //===- Executor.cpp - Allocation, binding and instruction loop ------------===//
 #include "runtime/Executor.h"
 #include "runtime/Init.h"
+#include "runtime/Shard.h"
 
 #include <algorithm>
 #include <chrono>
@@ -19,29 +20,77 @@ Executor::Executor(Program P, std::unique_ptr<Backend> B)
 Executor::~Executor() {
   Impl->release(Arena);
   Impl->release(Persistent);
+  Impl->release(CommScratch);
 }
 
 Expected<std::unique_ptr<Executor>>
-Executor::create(Program P, std::unique_ptr<Backend> B) {
+Executor::create(Program P, std::unique_ptr<Backend> B, Communicator *Comm) {
+  resolveLayouts(P);
   WEFT_RETURN_IF_ERROR(validateProgram(P));
+  std::unique_ptr<Communicator> Owned;
+  if (!Comm) {
+    Owned = createLocalCommunicator();
+    Comm = Owned.get();
+  }
+  // Checked before anything is allocated or any step runs.
+  int64_t Product = P.Devices.Axes.empty() ? 1 : P.Devices.size();
+  if (Product != Comm->size())
+    return Status::error(
+        "world size " + std::to_string(Comm->size()) +
+        " is not the mesh product " +
+        (P.Devices.Axes.empty() ? std::string("(no mesh) = 1")
+                                : P.Devices.describe() + " = " +
+                                      std::to_string(Product)));
+  WEFT_RETURN_IF_ERROR(Comm->setMesh(P.Devices));
   if (!B)
     B = createCpuBackend(P.Type);
   std::unique_ptr<Executor> E(new Executor(std::move(P), std::move(B)));
+  E->OwnedComm = std::move(Owned);
+  E->Comm = Comm;
   WEFT_RETURN_IF_ERROR(E->bind());
   return E;
 }
 
 Status Executor::bind() {
   const size_t Elem = dtypeBytes(Prog.Type);
+  // Each persistent tensor's local shape and layout: from its buffers, else
+  // the param's.
+  StateSpecs.resize(Prog.Params.size());
+  for (size_t P = 0; P < Prog.Params.size(); ++P) {
+    const BufferKind Kinds[4] = {BufferKind::Param, BufferKind::Grad,
+                                 BufferKind::AdamM, BufferKind::AdamV};
+    for (int K = 0; K < 4; ++K) {
+      BufferSpec &S = StateSpecs[P][size_t(K)];
+      S.Kind = Kinds[K];
+      S.Param = int64_t(P);
+      S.Dims = Prog.Params[P].Dims;
+      S.Type = Prog.Type;
+      S.Place = Prog.Params[P].Place;
+    }
+  }
+  LocalBatch = Prog.Batch;
+  LocalSeq = Prog.Seq;
+  for (const BufferSpec &B : Prog.Buffers) {
+    if (B.Kind == BufferKind::Input) {
+      LocalBatch = B.Dims[0];
+      LocalSeq = B.Dims[1];
+      BatchOffset = Prog.Devices.shardIndex(Comm->rank(), B.Place.Sharding[0]) *
+                    LocalBatch;
+      SeqOffset = Prog.Devices.shardIndex(Comm->rank(), B.Place.Sharding[1]) *
+                  LocalSeq;
+    } else if (B.Kind != BufferKind::Arena) {
+      StateSpecs[size_t(B.Param)][stateSlot(B.Kind)] = B;
+    }
+  }
   // One block: params, grads, m, v (each 64-aligned), then the two inputs.
   size_t Total = 0;
   std::vector<size_t> Offsets;
-  for (const ParamSpec &P : Prog.Params)
+  for (size_t P = 0; P < Prog.Params.size(); ++P)
     for (int K = 0; K < 4; ++K) {
       Offsets.push_back(Total);
-      Total += align64(size_t(numElements(P.Dims)) * Elem);
+      Total += align64(size_t(StateSpecs[P][size_t(K)].numel()) * Elem);
     }
-  size_t InputBytes = align64(size_t(Prog.Batch * Prog.Seq) * 4);
+  size_t InputBytes = align64(size_t(LocalBatch * LocalSeq) * 4);
   size_t TokensOff = Total, TargetsOff = Total + InputBytes;
   Total += 2 * InputBytes;
   PersistentBytes = Total;
@@ -109,21 +158,36 @@ Status Executor::bind() {
     }
     Bound.push_back(std::move(BI));
   }
-  Expected<size_t> Scratch = Impl->prepare(Bound);
+  WEFT_RETURN_IF_ERROR(planMeshSteps());
+  std::vector<BoundInstruction> Kernels;
+  for (const BoundInstruction &BI : Bound)
+    if (!isCollective(BI.Op))
+      Kernels.push_back(BI);
+  Expected<size_t> Scratch = Impl->prepare(Kernels);
   if (!Scratch.ok())
     return Scratch.status();
-  ScratchBytes = *Scratch;
+  ScratchBytes = *Scratch + CommScratchBytes;
   return Status::success();
 }
 
 void Executor::initParams(uint64_t Seed) {
   size_t Elem = dtypeBytes(Prog.Type);
   for (size_t P = 0; P < Prog.Params.size(); ++P) {
-    uint64_t N = uint64_t(numElements(Prog.Params[P].Dims));
-    initParam(Prog.Params[P], Seed, Prog.Type, State[P].Param, 0, N);
-    std::memset(State[P].Grad, 0, N * Elem);
-    std::memset(State[P].M, 0, N * Elem);
-    std::memset(State[P].V, 0, N * Elem);
+    const ParamSpec &Spec = Prog.Params[P];
+    uint64_t N = uint64_t(numElements(Spec.Dims));
+    if (!Spec.Place.sharded()) {
+      initParam(Spec, Seed, Prog.Type, State[P].Param, 0, N);
+    } else {
+      // Every element takes the value of its global index.
+      char *Out = static_cast<char *>(State[P].Param);
+      forEachRun(shardMap(Spec.Place, Prog.Devices, Comm->rank()),
+                 [&](int64_t L, int64_t G, int64_t Count) {
+                   initParam(Spec, Seed, Prog.Type, Out + L * Elem,
+                             uint64_t(G), uint64_t(Count));
+                 });
+    }
+    for (BufferKind K : {BufferKind::Grad, BufferKind::AdamM, BufferKind::AdamV})
+      std::memset(state(P, K), 0, size_t(stateSpec(P, K).numel()) * Elem);
   }
 }
 
@@ -131,7 +195,18 @@ Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
   for (int64_t K = Begin; K < End; ++K) {
     auto T0 = Profiling ? std::chrono::steady_clock::now()
                         : std::chrono::steady_clock::time_point();
-    Status S = Impl->run(Bound[K], Ctx);
+    Status S = Status::success();
+    if (!HasMeshSteps)
+      S = Impl->run(Bound[K], Ctx);
+    else if (isCollective(Bound[K].Op))
+      S = runCollective(size_t(K));
+    else {
+      S = preStep(size_t(K));
+      if (S.ok())
+        S = Impl->run(Bound[K], Ctx);
+      if (S.ok())
+        S = postStep(size_t(K));
+    }
     if (Profiling) {
       int Op = int(Bound[K].Op);
       OpSeconds[Op] +=

@@ -12,16 +12,21 @@
 
 #include "runtime/Backend.h"
 #include "runtime/Program.h"
+#include "runtime/comm/Communicator.h"
 
+#include <array>
 #include <memory>
 
 namespace weft {
 
 class Executor {
 public:
-  /// Takes a validated program. With no backend, uses the CPU backend.
+  /// Takes a validated program. With no backend, uses the CPU backend;
+  /// with no communicator, a local one of one rank. Refuses a program whose
+  /// mesh product is not the communicator's world size.
   static Expected<std::unique_ptr<Executor>>
-  create(Program P, std::unique_ptr<Backend> B = nullptr);
+  create(Program P, std::unique_ptr<Backend> B = nullptr,
+         Communicator *Comm = nullptr);
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
@@ -33,7 +38,32 @@ public:
   /// Runs instructions [Begin, End).
   Status run(int64_t Begin, int64_t End, const StepContext &Ctx);
 
-  // Persistent state, numel(params[P]) elements of the program dtype each.
+  Communicator &comm() const { return *Comm; }
+  int64_t rank() const { return Comm->rank(); }
+  const Mesh &mesh() const { return Prog.Devices; }
+  /// The local shape and layout of param P's value, grad, m or v (from its
+  /// buffers; the param's when no buffer names it).
+  const BufferSpec &stateSpec(size_t P, BufferKind K) const {
+    return StateSpecs[P][stateSlot(K)];
+  }
+  void *state(size_t P, BufferKind K) const {
+    const ParamState &S = State[P];
+    void *const Ptrs[4] = {S.Param, S.Grad, S.M, S.V};
+    return Ptrs[stateSlot(K)];
+  }
+  /// The rank's block of the global batch: rows [BatchOffset, +LocalBatch),
+  /// positions [SeqOffset, +LocalSeq).
+  int64_t localBatch() const { return LocalBatch; }
+  int64_t localSeq() const { return LocalSeq; }
+  int64_t batchOffset() const { return BatchOffset; }
+  int64_t seqOffset() const { return SeqOffset; }
+
+  /// Bytes sent by collectives since the last reset, per "<op>/<axes>" key
+  /// (ring formulas of docs/program-format.md), in first-use order.
+  std::vector<std::pair<std::string, double>> commBytes() const;
+  void resetCommBytes();
+
+  // Persistent state, local elements of the program dtype each.
   void *param(size_t P) const { return State[P].Param; }
   void *grad(size_t P) const { return State[P].Grad; }
   void *adamM(size_t P) const { return State[P].M; }
@@ -61,12 +91,49 @@ public:
 private:
   Executor(Program P, std::unique_ptr<Backend> B);
   Status bind();
+  static size_t stateSlot(BufferKind K) {
+    return K == BufferKind::Grad    ? 1
+           : K == BufferKind::AdamM ? 2
+           : K == BufferKind::AdamV ? 3
+                                    : 0;
+  }
+
+  /// What runs around or instead of a kernel under a mesh (MeshOps.cpp).
+  struct MeshStep {
+    const CommGroup *Group = nullptr; // collectives, adamw's gather
+    int Key = -1;                     // into CommKeys
+    double Bytes = 0;                 // per run
+    int64_t Outer = 1, Inner = 1, Chunk = 0; // collective along a dim
+    double LossScale = 0;    // cross_entropy with a denominator: post-scale
+    const void *DLoss = nullptr; // cross_entropy_grad: scaled into DLossCopy
+    double DLossScale = 0;
+    void *ZeroFirst = nullptr; // position_embedding_grad: zero the table
+    size_t ZeroBytes = 0;
+    int64_t GatherCount = 0; // adamw with shard_axes: all-gather the param
+    void *GatherBase = nullptr;
+  };
+  Status planMeshSteps();
+  int commKey(const std::string &Op, const AxesList &Axes);
+  Status runCollective(size_t K);
+  Status preStep(size_t K);
+  Status postStep(size_t K);
 
   struct ParamState {
     void *Param, *Grad, *M, *V;
   };
   Program Prog;
   std::unique_ptr<Backend> Impl;
+  std::unique_ptr<Communicator> OwnedComm;
+  Communicator *Comm = nullptr;
+  std::vector<std::array<BufferSpec, 4>> StateSpecs;
+  int64_t LocalBatch = 0, LocalSeq = 0, BatchOffset = 0, SeqOffset = 0;
+  std::vector<MeshStep> Steps; // parallel to Bound
+  bool HasMeshSteps = false;
+  std::vector<double> DLossCopy; // one scalar slot per instruction
+  void *CommScratch = nullptr;
+  size_t CommScratchBytes = 0;
+  std::vector<std::string> CommKeys;
+  std::vector<double> CommTotals;
   void *Arena = nullptr;
   void *Persistent = nullptr;
   size_t PersistentBytes = 0, ScratchBytes = 0;

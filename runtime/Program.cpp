@@ -42,7 +42,11 @@ const char *const OpNames[NumOpKinds] = {"embedding",
                                          "cross_entropy_grad",
                                          "fill",
                                          "copy",
-                                         "adamw"};
+                                         "adamw",
+                                         "all_reduce",
+                                         "all_gather",
+                                         "reduce_scatter",
+                                         "slice"};
 
 uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
   uint64_t V = 0;
@@ -184,11 +188,90 @@ Status parseOptimizer(const json &Root, OptimizerSpec &O) {
   return Status::success();
 }
 
+Status getAxes(const json &Obj, const char *Key, const std::string &Ctx,
+               AxesList &Out) {
+  const json *V;
+  WEFT_RETURN_IF_ERROR(need(Obj, Key, Ctx, V));
+  if (!V->is_array())
+    return Status::error("field '" + std::string(Key) + "' in " + Ctx +
+                         " must be an array of axis names, got " + V->dump());
+  Out.clear();
+  for (const json &E : *V) {
+    if (!E.is_string())
+      return Status::error("field '" + std::string(Key) + "' in " + Ctx +
+                           " must be an array of axis names, got " + V->dump());
+    Out.push_back(E.get<std::string>());
+  }
+  return Status::success();
+}
+
+/// Version 2: optional global_shape, sharding and blocks. Returns whether
+/// any of them is present; absent parts default to the local shape,
+/// replicated, one block. Consistency is checked by validateProgram.
+Status parseLayout(const json &J, const std::string &Ctx, const Shape &Local,
+                   Layout &L, bool &Present) {
+  L = Layout::replicated(Local);
+  Present = false;
+  if (J.contains("global_shape")) {
+    Present = true;
+    WEFT_RETURN_IF_ERROR(getIntList(J, "global_shape", Ctx, L.Global));
+  }
+  if (J.contains("sharding")) {
+    Present = true;
+    const json &S = J["sharding"];
+    if (!S.is_array())
+      return Status::error("field 'sharding' in " + Ctx +
+                           " must be an array (per dim) of axis lists");
+    L.Sharding.assign(S.size(), {});
+    for (size_t D = 0; D < S.size(); ++D) {
+      json Wrap = {{"dim", S[D]}};
+      WEFT_RETURN_IF_ERROR(getAxes(Wrap, "dim", Ctx + ".sharding[" +
+                                                    std::to_string(D) + "]",
+                                   L.Sharding[D]));
+    }
+  }
+  if (J.contains("blocks")) {
+    Present = true;
+    WEFT_RETURN_IF_ERROR(getIntList(J, "blocks", Ctx, L.Blocks));
+  }
+  if (L.Sharding.size() != L.Global.size() && !J.contains("sharding"))
+    L.Sharding.assign(L.Global.size(), {});
+  if (L.Blocks.size() != L.Global.size() && !J.contains("blocks"))
+    L.Blocks.assign(L.Global.size(), 1);
+  return Status::success();
+}
+
+Status parseMesh(const json &Root, Mesh &M) {
+  if (!Root.contains("mesh") || Root["mesh"].is_null())
+    return Status::success();
+  const json &J = Root["mesh"];
+  WEFT_RETURN_IF_ERROR(getAxes(J, "axes", "mesh", M.Axes));
+  WEFT_RETURN_IF_ERROR(getIntList(J, "shape", "mesh", M.Dims));
+  if (M.Axes.size() != M.Dims.size())
+    return Status::error("mesh has " + std::to_string(M.Axes.size()) +
+                         " axes but " + std::to_string(M.Dims.size()) +
+                         " sizes");
+  for (size_t I = 0; I < M.Axes.size(); ++I) {
+    if (M.Dims[I] < 1 || M.Dims[I] > (1 << 20))
+      return Status::error("mesh axis '" + M.Axes[I] + "' has size " +
+                           std::to_string(M.Dims[I]) +
+                           " (expected 1 to 2^20)");
+    if (M.Axes[I].empty() || M.axisIndex(M.Axes[I]) != int(I))
+      return Status::error("mesh axis name '" + M.Axes[I] +
+                           "' is empty or repeated");
+  }
+  if (M.size() > (1 << 20))
+    return Status::error("mesh " + M.describe() + " has more than 2^20 ranks");
+  return Status::success();
+}
+
 Status parseParam(const json &J, size_t I, ParamSpec &P) {
   std::string Ctx = "params[" + std::to_string(I) + "]";
   WEFT_RETURN_IF_ERROR(getString(J, "name", Ctx, P.Name));
   WEFT_RETURN_IF_ERROR(getShape(J, Ctx, P.Dims));
   WEFT_RETURN_IF_ERROR(getBool(J, "weight_decay", Ctx, P.WeightDecay));
+  bool Present;
+  WEFT_RETURN_IF_ERROR(parseLayout(J, Ctx, P.Dims, P.Place, Present));
   const json *Init;
   WEFT_RETURN_IF_ERROR(need(J, "init", Ctx, Init));
   std::string Kind;
@@ -214,6 +297,7 @@ Status parseBuffer(const json &J, size_t I, BufferSpec &B) {
   WEFT_RETURN_IF_ERROR(getShape(J, Ctx, B.Dims));
   WEFT_RETURN_IF_ERROR(getString(J, "dtype", Ctx, Type));
   WEFT_RETURN_IF_ERROR(parseDType(Type, Ctx, B.Type));
+  WEFT_RETURN_IF_ERROR(parseLayout(J, Ctx, B.Dims, B.Place, B.HasLayout));
   if (Kind == "input") {
     B.Kind = BufferKind::Input;
     WEFT_RETURN_IF_ERROR(getString(J, "name", Ctx, B.Name));
@@ -254,7 +338,26 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
   WEFT_RETURN_IF_ERROR(optBool("transpose_b", A.TransposeB));
   WEFT_RETURN_IF_ERROR(optBool("inverse", A.Inverse));
   WEFT_RETURN_IF_ERROR(optBool("weight_decay", A.WeightDecay));
+  if (Attrs->contains("shard_axes"))
+    WEFT_RETURN_IF_ERROR(getAxes(*Attrs, "shard_axes", ACtx, A.ShardAxes));
   switch (Op) {
+  case OpKind::AllReduce:
+    return getAxes(*Attrs, "axes", ACtx, A.Axes);
+  case OpKind::AllGather:
+  case OpKind::ReduceScatter:
+  case OpKind::Slice:
+    WEFT_RETURN_IF_ERROR(getAxes(*Attrs, "axes", ACtx, A.Axes));
+    return getInt(*Attrs, "dim", ACtx, A.Dim);
+  case OpKind::CrossEntropy:
+  case OpKind::CrossEntropyGrad:
+    if (Attrs->contains("denominator"))
+      return getInt(*Attrs, "denominator", ACtx, A.Denominator);
+    return Status::success();
+  case OpKind::PositionEmbedding:
+  case OpKind::PositionEmbeddingGrad:
+    if (Attrs->contains("seq_axes"))
+      return getAxes(*Attrs, "seq_axes", ACtx, A.SeqAxes);
+    return Status::success();
   case OpKind::LayerNorm:
   case OpKind::LayerNormGrad:
   case OpKind::RmsNorm:
@@ -304,6 +407,11 @@ Status parseArray(const json &Root, const char *Key, std::vector<T> &Out,
 } // namespace
 
 const char *opName(OpKind K) { return OpNames[static_cast<int>(K)]; }
+
+bool isCollective(OpKind K) {
+  return K == OpKind::AllReduce || K == OpKind::AllGather ||
+         K == OpKind::ReduceScatter || K == OpKind::Slice;
+}
 
 bool parseOpName(const std::string &Name, OpKind &K) {
   for (int I = 0; I < NumOpKinds; ++I)
@@ -360,13 +468,39 @@ std::string shapeString(const Shape &S) {
   return R + "]";
 }
 
-Expected<Program> parseProgramJson(const std::string &Text) {
+/// Buffers without their own layout: params and same-shaped grad/adam
+/// buffers take the param's; inputs are blocks of [batch, seq].
+void resolveLayouts(Program &P) {
+  for (ParamSpec &Par : P.Params)
+    if (Par.Place.Global.empty() && Par.Place.Sharding.empty())
+      Par.Place = Layout::replicated(Par.Dims);
+  for (BufferSpec &B : P.Buffers) {
+    if (B.Kind == BufferKind::Input) {
+      Layout L = B.Place;
+      L.Global = {P.Batch, P.Seq};
+      L.Sharding.resize(2);
+      L.Blocks.assign(2, 1);
+      B.Place = L;
+      continue;
+    }
+    if (B.Kind == BufferKind::Arena || B.Param < 0 ||
+        B.Param >= int64_t(P.Params.size()))
+      continue;
+    const ParamSpec &Par = P.Params[size_t(B.Param)];
+    if (B.Kind == BufferKind::Param ||
+        (!B.HasLayout && B.Dims == Par.Dims))
+      B.Place = Par.Place;
+  }
+}
+
+Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
   json Root = json::parse(Text, nullptr, /*allow_exceptions=*/false);
   if (Root.is_discarded())
     return Status::error("malformed JSON payload");
   if (!Root.is_object())
     return Status::error("malformed JSON payload: top level is not an object");
   Program P;
+  P.Version = Version;
   std::string Type;
   WEFT_RETURN_IF_ERROR(getString(Root, "model", "program", P.Model));
   WEFT_RETURN_IF_ERROR(getString(Root, "dtype", "program", Type));
@@ -377,6 +511,8 @@ Expected<Program> parseProgramJson(const std::string &Text) {
   WEFT_RETURN_IF_ERROR(getInt(Root, "seq", "program", P.Seq));
   WEFT_RETURN_IF_ERROR(getInt(Root, "vocab", "program", P.Vocab));
   WEFT_RETURN_IF_ERROR(parseOptimizer(Root, P.Optimizer));
+  if (Version >= 2)
+    WEFT_RETURN_IF_ERROR(parseMesh(Root, P.Devices));
   WEFT_RETURN_IF_ERROR(parseArray(Root, "params", P.Params, parseParam));
   WEFT_RETURN_IF_ERROR(getInt(Root, "arena_bytes", "program", P.ArenaBytes));
   WEFT_RETURN_IF_ERROR(parseArray(Root, "buffers", P.Buffers, parseBuffer));
@@ -386,6 +522,7 @@ Expected<Program> parseProgramJson(const std::string &Text) {
   WEFT_RETURN_IF_ERROR(getInt(Root, "forward_end", "program", P.ForwardEnd));
   WEFT_RETURN_IF_ERROR(
       getInt(Root, "optimizer_begin", "program", P.OptimizerBegin));
+  resolveLayouts(P);
   WEFT_RETURN_IF_ERROR(validateProgram(P));
   return P;
 }
@@ -398,9 +535,10 @@ Expected<Program> parseProgram(const std::string &B) {
   if (std::memcmp(B.data(), "WEFTPROG", 8) != 0)
     return Status::error("not a weft program (bad magic)");
   uint32_t Version = static_cast<uint32_t>(readLE(B, 8, 4));
-  if (Version != ProgramFormatVersion)
+  if (Version < ProgramFormatMinVersion || Version > ProgramFormatVersion)
     return Status::error("format version " + std::to_string(Version) +
                          ", this runtime reads " +
+                         std::to_string(ProgramFormatMinVersion) + " and " +
                          std::to_string(ProgramFormatVersion));
   uint64_t N = readLE(B, 12, 8);
   uint64_t Found = B.size() - ProgramHeaderBytes;
@@ -418,7 +556,7 @@ Expected<Program> parseProgram(const std::string &B) {
        << ", payload hashes to 0x" << Got;
     return Status::error(OS.str());
   }
-  return parseProgramJson(B.substr(ProgramHeaderBytes));
+  return parseProgramJson(B.substr(ProgramHeaderBytes), Version);
 }
 
 Expected<Program> loadProgramFile(const std::string &Path) {

@@ -16,7 +16,9 @@
 
 namespace weft {
 
-constexpr uint32_t ProgramFormatVersion = 1;
+/// The version weft-compile writes; the loader reads 1 and 2.
+constexpr uint32_t ProgramFormatVersion = 2;
+constexpr uint32_t ProgramFormatMinVersion = 1;
 constexpr size_t ProgramHeaderBytes = 28;
 
 enum class DType { F32, F64, I32 };
@@ -57,8 +59,15 @@ enum class OpKind {
   Fill,
   Copy,
   AdamW,
+  // Collectives (format version 2); the executor runs them, not a backend.
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Slice,
 };
-constexpr int NumOpKinds = static_cast<int>(OpKind::AdamW) + 1;
+constexpr int NumOpKinds = static_cast<int>(OpKind::Slice) + 1;
+/// True for all_reduce, all_gather, reduce_scatter and slice.
+bool isCollective(OpKind K);
 const char *opName(OpKind K);
 /// Returns false when Name is not an op.
 bool parseOpName(const std::string &Name, OpKind &K);
@@ -72,11 +81,47 @@ struct InitSpec {
   double Std = 0.0;
 };
 
+/// A device mesh (format version 2): named axes, row-major ranks.
+struct Mesh {
+  std::vector<std::string> Axes;
+  std::vector<int64_t> Dims;
+  int64_t size() const;
+  /// "dp=2 x tp=2"
+  std::string describe() const;
+  /// Index of Axis in Axes, or -1.
+  int axisIndex(const std::string &Axis) const;
+  /// Rank R's coordinate on every axis (the last axis varies fastest).
+  std::vector<int64_t> coords(int64_t Rank) const;
+  /// Product of the sizes of Names (1 for none); unknown names count 1.
+  int64_t count(const std::vector<std::string> &Names) const;
+  /// Rank R's shard index for Names: its coordinates read mixed-radix,
+  /// the first name most significant.
+  int64_t shardIndex(int64_t Rank, const std::vector<std::string> &Names) const;
+  /// The ranks whose coordinates differ from R's only on Names, by shard
+  /// index.
+  std::vector<int64_t> group(int64_t Rank,
+                             const std::vector<std::string> &Names) const;
+};
+
+using AxesList = std::vector<std::string>;
+
+/// How a local tensor sits in its global tensor: per dim the mesh axes it is
+/// split over and the block count (docs/program-format.md, version 2).
+struct Layout {
+  Shape Global;
+  std::vector<AxesList> Sharding; // per dim; empty = replicated
+  std::vector<int64_t> Blocks;    // per dim, >= 1
+  bool sharded() const;
+  /// Replicated layout of a tensor of shape S.
+  static Layout replicated(const Shape &S);
+};
+
 struct ParamSpec {
   std::string Name;
   Shape Dims;
   InitSpec Init;
   bool WeightDecay = false;
+  Layout Place = {}; // global shape and sharding (replicated when absent)
 };
 
 struct OptimizerSpec {
@@ -94,6 +139,10 @@ struct BufferSpec {
   int64_t Offset = 0; // arena: byte offset
   Shape Dims;
   DType Type = DType::F32;
+  /// Version 2: global_shape/sharding/blocks as written (HasLayout), else
+  /// the param's layout (grad/adam) or replicated.
+  bool HasLayout = false;
+  Layout Place;
   int64_t numel() const { return numElements(Dims); }
   int64_t bytes() const { return numel() * int64_t(dtypeBytes(Type)); }
 };
@@ -106,6 +155,12 @@ struct OpAttrs {
   double Eps = 0.0, Theta = 10000.0, Value = 0.0;
   int64_t NumHeads = 0, NumKvHeads = 0;
   std::vector<int64_t> Sizes;
+  // Version 2.
+  AxesList Axes;      // collectives and slice
+  int64_t Dim = 0;    // all_gather, reduce_scatter, slice
+  int64_t Denominator = 0; // cross_entropy(_grad); 0: the local row count
+  AxesList SeqAxes;   // position_embedding(_grad)
+  AxesList ShardAxes; // adamw (ZeRO-1/2)
 };
 
 struct Instruction {
@@ -115,6 +170,7 @@ struct Instruction {
 };
 
 struct Program {
+  uint32_t Version = ProgramFormatVersion;
   std::string Model;
   DType Type = DType::F32;
   int64_t Batch = 0, Seq = 0, Vocab = 0;
@@ -125,6 +181,7 @@ struct Program {
   std::vector<Instruction> Instructions;
   int64_t Loss = -1;
   int64_t ForwardEnd = 0, OptimizerBegin = 0;
+  Mesh Devices; // empty: one rank
 };
 
 /// Parses and validates a whole program file image (container + payload).
@@ -132,9 +189,18 @@ Expected<Program> parseProgram(const std::string &FileBytes);
 /// Reads PATH and parses it.
 Expected<Program> loadProgramFile(const std::string &Path);
 /// Parses and validates the JSON payload alone.
-Expected<Program> parseProgramJson(const std::string &Json);
+Expected<Program> parseProgramJson(const std::string &Json,
+                                   uint32_t Version = ProgramFormatVersion);
 /// Checks every cross-reference and every instruction's operand shapes.
 Status validateProgram(const Program &P);
+/// Fills the layouts a program leaves implicit: params without one are
+/// replicated; param buffers and same-shaped grad/adam buffers without their
+/// own take the param's; inputs are blocks of [batch, seq]. The loader and
+/// Executor::create call it.
+void resolveLayouts(Program &P);
+/// Version 2: every param's and buffer's layout against the mesh (axes
+/// known and used once, sizes divisible, local = global / shards).
+Status checkLayouts(const Program &P);
 /// Wraps a JSON payload in the container (what weft-compile writes).
 std::string encodeProgramContainer(const std::string &Json,
                                    uint32_t Version = ProgramFormatVersion);

@@ -29,7 +29,9 @@ Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
   for (int64_t K = 0; K < O.Steps; ++K) {
     int64_t Global = O.StartStep + K;
     auto T0 = std::chrono::steady_clock::now();
-    Data.fillBatch(Global, P.Batch, P.Seq, E.tokens(), E.targets());
+    Data.fillBlock(Global, P.Batch, P.Seq, E.batchOffset(), E.localBatch(),
+                   E.seqOffset(), E.localSeq(), E.tokens(), E.targets());
+    E.resetCommBytes();
     StepContext Ctx;
     Ctx.Step = Global + 1;
     Ctx.Lr = learningRate(P.Optimizer, Ctx.Step);
@@ -59,10 +61,21 @@ Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
       std::snprintf(Line, sizeof(Line),
                     "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
                     "\"step_time_s\": %.9g, \"tokens_per_s\": %.9g, "
-                    "\"peak_bytes\": %zu}\n",
+                    "\"peak_bytes\": %zu",
                     (long long)R.Step, R.Loss, R.Lr, R.Seconds, R.TokensPerSec,
                     E.peakBytes());
-      *O.Metrics << Line << std::flush;
+      *O.Metrics << Line;
+      auto Comm = E.commBytes();
+      if (!Comm.empty()) {
+        *O.Metrics << ", \"comm_bytes\": {";
+        for (size_t I = 0; I < Comm.size(); ++I) {
+          std::snprintf(Line, sizeof(Line), "%s\"%s\": %.0f", I ? ", " : "",
+                        Comm[I].first.c_str(), Comm[I].second);
+          *O.Metrics << Line;
+        }
+        *O.Metrics << "}";
+      }
+      *O.Metrics << "}\n" << std::flush;
     }
   }
   return Records;
@@ -92,6 +105,23 @@ void printSummary(std::ostream &OS, const std::vector<StepRecord> &Records,
       E.matmulFlopsPerStep() / Mean / 1e9, E.peakBytes(), E.arenaBytes(),
       E.persistentBytes());
   OS << Line;
+  // Bytes of the last step (every step sends the same).
+  auto Comm = E.commBytes();
+  if (!Comm.empty()) {
+    double Total = 0;
+    std::string Parts;
+    for (const auto &[Key, Bytes] : Comm) {
+      Total += Bytes;
+      std::snprintf(Line, sizeof(Line), " | %s %.0f", Key.c_str(), Bytes);
+      Parts += Line;
+    }
+    std::snprintf(Line, sizeof(Line),
+                  "comm: %.0f bytes/step sent by this rank (ring)%s | %.3g MB "
+                  "over %zu steps\n",
+                  Total, Parts.c_str(), Total * double(Records.size()) / 1e6,
+                  Records.size());
+    OS << Line;
+  }
 }
 
 bool GradCheckReport::passed() const {

@@ -109,6 +109,9 @@ private:
   }
 
   Status checkMatmul() const;
+  Status checkAxes(const AxesList &A, const char *What) const;
+  Status checkCollective() const;
+  Status checkShardedAdamW() const;
   Status checkAttention(bool Grad) const;
   Status checkNorm(bool Grad, bool HasBeta) const;
 
@@ -139,6 +142,77 @@ Status InstChecker::checkMatmul() const {
                 std::to_string(rows(C)) + "," + std::to_string(last(C)) +
                 "]), expected a 2-D view [" + std::to_string(M) + "," +
                 std::to_string(N) + "]");
+  return Status::success();
+}
+
+Status InstChecker::checkAxes(const AxesList &A, const char *What) const {
+  for (size_t K = 0; K < A.size(); ++K) {
+    if (P.Devices.axisIndex(A[K]) < 0)
+      return fail(std::string("attrs.") + What + " names axis '" + A[K] +
+                  "', not an axis of the mesh " + P.Devices.describe());
+    for (size_t J = 0; J < K; ++J)
+      if (A[J] == A[K])
+        return fail(std::string("attrs.") + What + " repeats axis '" + A[K] +
+                    "'");
+  }
+  return Status::success();
+}
+
+Status InstChecker::checkCollective() const {
+  WEFT_RETURN_IF_ERROR(counts(1, 1));
+  WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.Axes, "axes"));
+  const BufferSpec &X = in(0), &Y = out(0);
+  if (X.Type != Y.Type)
+    return fail("in[0] has dtype " + std::string(dtypeName(X.Type)) +
+                ", out[0] has " + dtypeName(Y.Type));
+  if (I.In[0] == I.Out[0])
+    return fail("in[0] and out[0] are the same buffer " +
+                std::to_string(I.In[0]) + "; collectives are out of place");
+  if (I.Op == OpKind::AllReduce)
+    return shapeIs(false, 0, X.Dims);
+  int64_t C = P.Devices.count(I.Attrs.Axes);
+  int64_t D = I.Attrs.Dim;
+  if (D < 0 || D >= int64_t(X.Dims.size()))
+    return fail("attrs.dim=" + std::to_string(D) + " is outside [0, " +
+                std::to_string(X.Dims.size()) + ") for in[0] " +
+                shapeString(X.Dims));
+  bool Gather = I.Op == OpKind::AllGather;
+  Shape Want = Gather ? X.Dims : Y.Dims;
+  const BufferSpec &Small = Gather ? X : Y;
+  const BufferSpec &Big = Gather ? Y : X;
+  if (Big.Dims.size() != Small.Dims.size())
+    return fail("out[0] " + shapeString(Y.Dims) + " and in[0] " +
+                shapeString(X.Dims) + " differ in rank");
+  Want = Small.Dims;
+  Want[size_t(D)] *= C;
+  if (Big.Dims != Want)
+    return fail(std::string(Gather ? "out[0]" : "in[0]") + " has shape " +
+                shapeString(Big.Dims) + ", expected " + shapeString(Want) +
+                " (dim " + std::to_string(D) + " = " + std::to_string(C) +
+                " shards x " + std::to_string(Small.Dims[size_t(D)]) + ")");
+  return Status::success();
+}
+
+Status InstChecker::checkShardedAdamW() const {
+  WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.ShardAxes, "shard_axes"));
+  const BufferSpec &Par = in(0);
+  int64_t C = P.Devices.count(I.Attrs.ShardAxes);
+  if (Par.Dims.empty() || Par.Dims[0] % C != 0)
+    return fail("shard_axes has " + std::to_string(C) +
+                " shards, which must divide dim 0 of the param " +
+                shapeString(Par.Dims));
+  int64_t Block = Par.numel() / C;
+  for (size_t K = 2; K < 4; ++K)
+    if (in(K).numel() != Block)
+      return fail(name(true, K) + " has " + std::to_string(in(K).numel()) +
+                  " elements, expected the param's block of " +
+                  std::to_string(Block) + " (" + std::to_string(Par.numel()) +
+                  " / " + std::to_string(C) + " shards)");
+  if (in(1).numel() != Par.numel() && in(1).numel() != Block)
+    return fail(name(true, 1) + " (grad) has " +
+                std::to_string(in(1).numel()) + " elements, expected " +
+                std::to_string(Par.numel()) + " (the param) or " +
+                std::to_string(Block) + " (its block)");
   return Status::success();
 }
 
@@ -247,11 +321,13 @@ Status InstChecker::run() {
     if (X.Dims.size() != 3)
       return fail(name(true, 0) + " has shape " + shapeString(X.Dims) +
                   ", expected [B,S,D]");
+    WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.SeqAxes, "seq_axes"));
+    int64_t SGlobal = X.Dims[1] * P.Devices.count(I.Attrs.SeqAxes);
     if (Table.Dims.size() != 2 || Table.Dims[1] != X.Dims[2] ||
-        Table.Dims[0] < X.Dims[1])
+        Table.Dims[0] < SGlobal)
       return fail("the table has shape " + shapeString(Table.Dims) +
                   ", expected [P," + std::to_string(X.Dims[2]) +
-                  "] with P >= " + std::to_string(X.Dims[1]));
+                  "] with P >= " + std::to_string(SGlobal));
     return Grad ? Status::success() : shapeIs(false, 0, X.Dims);
   }
   case OpKind::Matmul:
@@ -351,6 +427,9 @@ Status InstChecker::run() {
   case OpKind::CrossEntropyGrad: {
     bool Grad = I.Op == OpKind::CrossEntropyGrad;
     WEFT_RETURN_IF_ERROR(Grad ? counts(3, 1) : counts(2, 1));
+    if (I.Attrs.Denominator < 0)
+      return fail("attrs.denominator=" + std::to_string(I.Attrs.Denominator) +
+                  " must be positive");
     WEFT_RETURN_IF_ERROR(isFloat(true, 0));
     WEFT_RETURN_IF_ERROR(isInt(true, 1));
     WEFT_RETURN_IF_ERROR(isFloat(false, 0));
@@ -385,13 +464,20 @@ Status InstChecker::run() {
   case OpKind::AdamW:
     WEFT_RETURN_IF_ERROR(counts(4, 3));
     WEFT_RETURN_IF_ERROR(floats({0, 1, 2, 3}, {0, 1, 2}));
-    for (size_t K = 1; K < 4; ++K)
-      WEFT_RETURN_IF_ERROR(shapeIs(true, K, in(0).Dims));
     if (I.Out[0] != I.In[0] || I.Out[1] != I.In[2] || I.Out[2] != I.In[3])
       return fail("updates in place: out must be [in[0], in[2], in[3]] = [" +
                   std::to_string(I.In[0]) + "," + std::to_string(I.In[2]) +
                   "," + std::to_string(I.In[3]) + "]");
+    if (!I.Attrs.ShardAxes.empty())
+      return checkShardedAdamW();
+    for (size_t K = 1; K < 4; ++K)
+      WEFT_RETURN_IF_ERROR(shapeIs(true, K, in(0).Dims));
     return Status::success();
+  case OpKind::AllReduce:
+  case OpKind::AllGather:
+  case OpKind::ReduceScatter:
+  case OpKind::Slice:
+    return checkCollective();
   }
   return fail("unhandled op");
 }
@@ -408,11 +494,11 @@ Status checkBuffer(const Program &P, size_t Index) {
     if (B.Name != "tokens" && B.Name != "targets")
       return Status::error(Ctx + " has name '" + B.Name +
                            "', expected tokens or targets");
-    if (B.Type != DType::I32 || B.Dims != Shape{P.Batch, P.Seq})
+    if (B.Type != DType::I32 || B.Dims.size() != 2)
       return Status::error(Ctx + " '" + B.Name + "' is " + dtypeName(B.Type) +
                            " " + shapeString(B.Dims) + ", expected i32 " +
                            shapeString(Shape{P.Batch, P.Seq}));
-    return Status::success();
+    return Status::success(); // the block of [batch, seq]: checkLayouts
   case BufferKind::Arena:
     if (B.Offset < 0 || B.Offset % 64 != 0)
       return Status::error(Ctx + " offset " + std::to_string(B.Offset) +
@@ -429,6 +515,8 @@ Status checkBuffer(const Program &P, size_t Index) {
       return Status::error(Ctx + " param index " + std::to_string(B.Param) +
                            " out of range [0, " +
                            std::to_string(P.Params.size()) + ")");
+    if (B.Type == P.Type && B.Kind != BufferKind::Param && B.HasLayout)
+      return Status::success(); // its own layout, checked by checkLayouts
     if (B.Dims != P.Params[B.Param].Dims || B.Type != P.Type)
       return Status::error(
           Ctx + " of param '" + P.Params[B.Param].Name + "' is " +
@@ -457,6 +545,7 @@ Status validateProgram(const Program &P) {
                              "' of params[" + std::to_string(J) + "]");
   for (size_t I = 0; I < P.Buffers.size(); ++I)
     WEFT_RETURN_IF_ERROR(checkBuffer(P, I));
+  WEFT_RETURN_IF_ERROR(checkLayouts(P));
   for (size_t I = 0; I < P.Instructions.size(); ++I)
     WEFT_RETURN_IF_ERROR(InstChecker(P, P.Instructions[I], I).run());
   if (P.Loss < 0 || P.Loss >= int64_t(P.Buffers.size()))

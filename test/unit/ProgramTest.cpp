@@ -73,8 +73,8 @@ TEST(ProgramLoader, RefusesBadMagic) {
 }
 
 TEST(ProgramLoader, RefusesOtherVersion) {
-  std::string F = encodeProgramContainer(tinyProgram().payload(), 2);
-  EXPECT_MSG(errorOf(F), "format version 2, this runtime reads 1");
+  std::string F = encodeProgramContainer(tinyProgram().payload(), 3);
+  EXPECT_MSG(errorOf(F), "format version 3, this runtime reads 1 and 2");
 }
 
 TEST(ProgramLoader, RefusesBadHash) {

@@ -10,6 +10,7 @@
 #include "runtime/Hash.h"
 #include "runtime/Program.h"
 #include "runtime/Trainer.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include <cerrno>
@@ -52,6 +53,11 @@ options:
   --threads N       worker threads (default: all cores); GEMMs are split
                     across them, OpenBLAS itself always runs single-threaded
   --dump            print the program readably and exit
+
+A program with a mesh runs under mpirun, one process per rank (world size =
+mesh product), e.g. mpirun -np 4 weft-run PROG --data FILE. Only rank 0
+prints and writes metrics; --save writes per-rank shard files plus
+layout.json; --load reads sharded or unsharded checkpoints on any mesh.
   --quiet           no per-step lines (the summary is still printed)
   --help            this text
 
@@ -64,8 +70,12 @@ int usageError(const std::string &Msg) {
   return 2;
 }
 
+int FailRank = -1; // set under a mesh: errors name the rank
+
 int fail(const std::string &Msg) {
-  std::cerr << "weft-run: error: " << Msg << "\n";
+  std::cerr << "weft-run: error: "
+            << (FailRank > 0 ? "rank " + std::to_string(FailRank) + ": " : "")
+            << Msg << "\n";
   return 1;
 }
 
@@ -244,8 +254,17 @@ int main(int Argc, char **Argv) {
   if (O.Data.empty() && !O.GradCheck)
     return fail("no --data given (a uint16 token file, see weft-tokenize)");
 
+  Expected<std::unique_ptr<Communicator>> Comm = createCommunicator();
+  if (!Comm.ok())
+    return fail(Comm.message());
+  const bool Root = (*Comm)->rank() == 0;
+  FailRank = (*Comm)->rank();
+  if (O.GradCheck && (*Comm)->size() > 1)
+    return fail("--grad-check runs on one rank (world size is " +
+                std::to_string((*Comm)->size()) + ")");
   cpu::setNumThreads(int(O.Threads));
-  Expected<std::unique_ptr<Executor>> E = Executor::create(P.take());
+  Expected<std::unique_ptr<Executor>> E =
+      Executor::create(P.take(), nullptr, Comm->get());
   if (!E.ok())
     return fail(E.message());
   Executor &Exec = **E;
@@ -273,7 +292,7 @@ int main(int Argc, char **Argv) {
     return runGradCheck(Exec, *Data, O, StartStep);
 
   std::ofstream Metrics;
-  if (!O.Metrics.empty()) {
+  if (!O.Metrics.empty() && Root) {
     Metrics.open(O.Metrics, std::ios::trunc);
     if (!Metrics)
       return fail("cannot open metrics file '" + O.Metrics + "'");
@@ -281,13 +300,14 @@ int main(int Argc, char **Argv) {
   TrainOptions T;
   T.Steps = O.Steps;
   T.StartStep = StartStep;
-  T.Log = O.Quiet ? nullptr : &std::cout;
-  T.Metrics = O.Metrics.empty() ? nullptr : &Metrics;
+  T.Log = O.Quiet || !Root ? nullptr : &std::cout;
+  T.Metrics = O.Metrics.empty() || !Root ? nullptr : &Metrics;
   Expected<std::vector<StepRecord>> Records = train(Exec, *Data, T);
   if (!Records.ok())
     return fail(Records.message());
-  printSummary(std::cout, *Records, Exec);
-  if (std::getenv("WEFT_PROFILE"))
+  if (Root)
+    printSummary(std::cout, *Records, Exec);
+  if (std::getenv("WEFT_PROFILE") && Root)
     std::cout << Exec.profileReport();
 
   if (!O.SaveGrads.empty()) {

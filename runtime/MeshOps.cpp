@@ -1,0 +1,260 @@
+//===- MeshOps.cpp - Collectives and mesh attributes in the executor -----===//
+//
+// Under a mesh the executor runs the collective instructions itself,
+// through the communicator, and adapts three compute ops around their
+// unchanged kernels (bound once, at load):
+//  - cross_entropy with `denominator`: the kernel's local mean is scaled by
+//    rows/denominator; cross_entropy_grad reads dloss*rows/denominator;
+//  - position_embedding(_grad) with `seq_axes`: the table is bound at the
+//    rank's first global position (the grad zeroes the table first);
+//  - adamw with `shard_axes`: the kernel sees the rank's contiguous block
+//    of the param (and of a full-size grad), then the param is all-gathered
+//    in place over shard_axes.
+// All-gather/reduce-scatter along dim > 0 pack through one scratch buffer,
+// sized at load by the largest such collective: no allocation per step.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Executor.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace weft {
+
+namespace {
+std::string axesKey(const AxesList &A) {
+  std::string R;
+  for (size_t I = 0; I < A.size(); ++I)
+    R += (I ? "," : "") + A[I];
+  return R;
+}
+
+char *at(void *P, int64_t Elems, size_t E) {
+  return static_cast<char *>(P) + Elems * int64_t(E);
+}
+} // namespace
+
+int Executor::commKey(const std::string &Op, const AxesList &Axes) {
+  std::string Key = Op + "/" + axesKey(Axes);
+  for (size_t I = 0; I < CommKeys.size(); ++I)
+    if (CommKeys[I] == Key)
+      return int(I);
+  CommKeys.push_back(Key);
+  CommTotals.push_back(0);
+  return int(CommKeys.size()) - 1;
+}
+
+std::vector<std::pair<std::string, double>> Executor::commBytes() const {
+  std::vector<std::pair<std::string, double>> R;
+  for (size_t I = 0; I < CommKeys.size(); ++I)
+    R.emplace_back(CommKeys[I], CommTotals[I]);
+  return R;
+}
+
+void Executor::resetCommBytes() {
+  std::fill(CommTotals.begin(), CommTotals.end(), 0.0);
+}
+
+Status Executor::planMeshSteps() {
+  Steps.assign(Bound.size(), MeshStep());
+  DLossCopy.assign(Bound.size(), 0.0);
+  const size_t E = dtypeBytes(Prog.Type);
+  const Mesh &M = Prog.Devices;
+  // The world group first: checkpoints and --save-grads gather over it.
+  if (!M.Axes.empty()) {
+    Expected<const CommGroup *> W = Comm->group(M.Axes);
+    if (!W.ok())
+      return W.status();
+  }
+  size_t Scratch = 0;
+  for (size_t K = 0; K < Bound.size(); ++K) {
+    BoundInstruction &BI = Bound[K];
+    const OpAttrs &A = *BI.Attrs;
+    MeshStep &S = Steps[K];
+    auto Group = [&](const AxesList &Axes) -> Status {
+      Expected<const CommGroup *> G = Comm->group(Axes);
+      if (!G.ok())
+        return G.status().withContext("instructions[" + std::to_string(K) +
+                                      "] (" + opName(BI.Op) + ")");
+      S.Group = *G;
+      return Status::success();
+    };
+    switch (BI.Op) {
+    case OpKind::AllReduce:
+    case OpKind::AllGather:
+    case OpKind::ReduceScatter:
+    case OpKind::Slice: {
+      HasMeshSteps = true;
+      WEFT_RETURN_IF_ERROR(Group(A.Axes));
+      const TensorRef &X = BI.In[0], &Y = BI.Out[0];
+      const size_t XE = dtypeBytes(X.Spec->Type);
+      double C = S.Group->Size;
+      double N = double(std::max(X.Numel, Y.Numel)) * double(XE);
+      if (BI.Op == OpKind::AllReduce) {
+        S.Key = commKey("all_reduce", A.Axes);
+        S.Bytes = 2 * (C - 1) / C * N;
+        break;
+      }
+      const Shape &Small = (BI.Op == OpKind::AllGather ? X : Y).Spec->Dims;
+      size_t D = size_t(A.Dim);
+      S.Outer = numElements(Shape(Small.begin(), Small.begin() + D));
+      S.Inner = numElements(Shape(Small.begin() + D + 1, Small.end()));
+      S.Chunk = Small[D] * S.Inner;
+      if (BI.Op == OpKind::Slice)
+        break;
+      S.Key = commKey(BI.Op == OpKind::AllGather ? "all_gather"
+                                                 : "reduce_scatter",
+                      A.Axes);
+      S.Bytes = (C - 1) / C * N;
+      if (S.Outer > 1)
+        Scratch = std::max(Scratch, size_t(N));
+      break;
+    }
+    case OpKind::CrossEntropy:
+      if (A.Denominator > 0) {
+        HasMeshSteps = true;
+        S.LossScale = double(BI.In[0].Rows) / double(A.Denominator);
+      }
+      break;
+    case OpKind::CrossEntropyGrad:
+      if (A.Denominator > 0) {
+        HasMeshSteps = true;
+        S.DLoss = BI.In[2].Data;
+        S.DLossScale = double(BI.In[0].Rows) / double(A.Denominator);
+        BI.In[2].Data = &DLossCopy[K];
+      }
+      break;
+    case OpKind::PositionEmbedding:
+    case OpKind::PositionEmbeddingGrad: {
+      if (A.SeqAxes.empty())
+        break;
+      HasMeshSteps = true;
+      const Shape &X = BI.In[0].Spec->Dims; // [B, S_local, D]
+      int64_t First = M.shardIndex(Comm->rank(), A.SeqAxes) * X[1];
+      if (BI.Op == OpKind::PositionEmbedding) {
+        BI.In[1].Data = at(BI.In[1].Data, First * X[2], E);
+      } else {
+        TensorRef &T = BI.Out[0];
+        S.ZeroFirst = T.Data;
+        S.ZeroBytes = size_t(T.Numel) * E;
+        T.Data = at(T.Data, First * X[2], E);
+        T.Rows = X[1];
+        T.Numel = X[1] * X[2];
+      }
+      break;
+    }
+    case OpKind::AdamW: {
+      if (A.ShardAxes.empty())
+        break;
+      HasMeshSteps = true;
+      WEFT_RETURN_IF_ERROR(Group(A.ShardAxes));
+      int64_t Full = BI.In[0].Numel, Block = Full / S.Group->Size;
+      int64_t First = int64_t(S.Group->Rank) * Block;
+      S.GatherBase = BI.In[0].Data;
+      S.GatherCount = Block;
+      S.Key = commKey("all_gather", A.ShardAxes);
+      double C = S.Group->Size;
+      S.Bytes = (C - 1) / C * double(Full) * double(E);
+      auto Narrow = [&](TensorRef &T, bool Offset) {
+        if (Offset)
+          T.Data = at(T.Data, First, E);
+        T.Numel = Block;
+        T.Rows = 1;
+        T.Last = Block;
+      };
+      bool FullGrad = BI.In[1].Numel == Full;
+      Narrow(BI.In[0], true);
+      Narrow(BI.In[1], FullGrad);
+      Narrow(BI.Out[0], true);
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  if (Scratch) {
+    CommScratch = Impl->allocate(Scratch);
+    if (!CommScratch)
+      return Status::error("cannot allocate " + std::to_string(Scratch) +
+                           " bytes of collective scratch");
+    CommScratchBytes = Scratch;
+  }
+  return Status::success();
+}
+
+Status Executor::runCollective(size_t K) {
+  const BoundInstruction &BI = Bound[K];
+  const MeshStep &S = Steps[K];
+  const CommGroup &G = *S.Group;
+  const TensorRef &X = BI.In[0], &Y = BI.Out[0];
+  const DType T = X.Spec->Type;
+  const size_t E = dtypeBytes(T);
+  const int64_t C = G.Size, Chunk = S.Chunk, Outer = S.Outer;
+  if (S.Key >= 0)
+    CommTotals[size_t(S.Key)] += S.Bytes;
+  switch (BI.Op) {
+  case OpKind::AllReduce:
+    return Comm->allReduce(G, X.Data, Y.Data, size_t(X.Numel), T);
+  case OpKind::AllGather:
+    if (Outer == 1)
+      return Comm->allGather(G, X.Data, Y.Data, size_t(X.Numel), T);
+    WEFT_RETURN_IF_ERROR(
+        Comm->allGather(G, X.Data, CommScratch, size_t(X.Numel), T));
+    // Scratch is [c][outer][chunk]; y is [outer][c][chunk].
+    for (int64_t Kc = 0; Kc < C; ++Kc)
+      for (int64_t O = 0; O < Outer; ++O)
+        std::memcpy(at(Y.Data, (O * C + Kc) * Chunk, E),
+                    at(CommScratch, (Kc * Outer + O) * Chunk, E),
+                    size_t(Chunk) * E);
+    return Status::success();
+  case OpKind::ReduceScatter:
+    if (Outer == 1)
+      return Comm->reduceScatter(G, X.Data, Y.Data, size_t(Y.Numel), T);
+    for (int64_t Kc = 0; Kc < C; ++Kc)
+      for (int64_t O = 0; O < Outer; ++O)
+        std::memcpy(at(CommScratch, (Kc * Outer + O) * Chunk, E),
+                    at(X.Data, (O * C + Kc) * Chunk, E), size_t(Chunk) * E);
+    return Comm->reduceScatter(G, CommScratch, Y.Data, size_t(Y.Numel), T);
+  case OpKind::Slice:
+    for (int64_t O = 0; O < Outer; ++O)
+      std::memcpy(at(Y.Data, O * Chunk, E),
+                  at(X.Data, (O * C + G.Rank) * Chunk, E), size_t(Chunk) * E);
+    return Status::success();
+  default:
+    return Status::error(std::string("not a collective: ") + opName(BI.Op));
+  }
+}
+
+Status Executor::preStep(size_t K) {
+  const MeshStep &S = Steps[K];
+  if (S.DLoss) {
+    if (Prog.Type == DType::F64)
+      DLossCopy[K] = *static_cast<const double *>(S.DLoss) * S.DLossScale;
+    else
+      *reinterpret_cast<float *>(&DLossCopy[K]) =
+          float(double(*static_cast<const float *>(S.DLoss)) * S.DLossScale);
+  }
+  if (S.ZeroFirst)
+    std::memset(S.ZeroFirst, 0, S.ZeroBytes);
+  return Status::success();
+}
+
+Status Executor::postStep(size_t K) {
+  const MeshStep &S = Steps[K];
+  if (S.LossScale != 0) {
+    void *L = Bound[K].Out[0].Data;
+    if (Prog.Type == DType::F64)
+      *static_cast<double *>(L) *= S.LossScale;
+    else
+      *static_cast<float *>(L) =
+          float(double(*static_cast<float *>(L)) * S.LossScale);
+  }
+  if (S.GatherCount) {
+    CommTotals[size_t(S.Key)] += S.Bytes;
+    return Comm->allGather(*S.Group, nullptr, S.GatherBase,
+                           size_t(S.GatherCount), Prog.Type);
+  }
+  return Status::success();
+}
+
+} // namespace weft

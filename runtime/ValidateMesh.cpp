@@ -1,0 +1,107 @@
+//===- ValidateMesh.cpp - Layouts of sharded params and buffers (v2) -----===//
+#include "runtime/Program.h"
+
+#include <map>
+#include <tuple>
+
+namespace weft {
+
+namespace {
+
+std::string axesString(const AxesList &A) {
+  std::string R = "[";
+  for (size_t I = 0; I < A.size(); ++I)
+    R += (I ? "," : "") + A[I];
+  return R + "]";
+}
+
+Status checkLayout(const Mesh &M, const Layout &L, const Shape &Local,
+                   const std::string &Ctx) {
+  const size_t R = Local.size();
+  if (L.Global.size() != R || L.Sharding.size() != R || L.Blocks.size() != R)
+    return Status::error(Ctx + ": global_shape " + shapeString(L.Global) +
+                         ", sharding (" + std::to_string(L.Sharding.size()) +
+                         " dims) and blocks (" +
+                         std::to_string(L.Blocks.size()) +
+                         " dims) must each have the rank of the local shape " +
+                         shapeString(Local));
+  std::vector<std::string> Used;
+  for (size_t D = 0; D < R; ++D) {
+    for (const std::string &A : L.Sharding[D]) {
+      if (M.axisIndex(A) < 0)
+        return Status::error(Ctx + ": sharding of dim " + std::to_string(D) +
+                             " names axis '" + A +
+                             "', not an axis of the mesh " + M.describe());
+      for (const std::string &U : Used)
+        if (U == A)
+          return Status::error(Ctx + ": mesh axis '" + A +
+                               "' shards more than one dim or twice");
+      Used.push_back(A);
+    }
+    int64_t C = M.count(L.Sharding[D]), B = L.Blocks[D], G = L.Global[D];
+    if (B < 1 || G < 1 || G % (B * C) != 0)
+      return Status::error(
+          Ctx + ": dim " + std::to_string(D) + " of global size " +
+          std::to_string(G) + " cannot be split into " + std::to_string(B) +
+          " blocks x " + std::to_string(C) + " shards (over " +
+          axesString(L.Sharding[D]) + ")");
+    if (Local[D] != G / C)
+      return Status::error(Ctx + ": local shape " + shapeString(Local) +
+                           " has dim " + std::to_string(D) + " = " +
+                           std::to_string(Local[D]) + ", expected " +
+                           std::to_string(G / C) + " (global " +
+                           std::to_string(G) + " / " + std::to_string(C) +
+                           " shards over " + axesString(L.Sharding[D]) + ")");
+  }
+  return Status::success();
+}
+
+} // namespace
+
+Status checkLayouts(const Program &P) {
+  for (size_t I = 0; I < P.Params.size(); ++I)
+    WEFT_RETURN_IF_ERROR(checkLayout(P.Devices, P.Params[I].Place,
+                                     P.Params[I].Dims,
+                                     "params[" + std::to_string(I) + "] '" +
+                                         P.Params[I].Name + "'"));
+  // Buffers of one kind and param are one tensor: same shape and layout.
+  std::map<std::pair<int, int64_t>, size_t> First;
+  const BufferSpec *Tokens = nullptr;
+  for (size_t I = 0; I < P.Buffers.size(); ++I) {
+    const BufferSpec &B = P.Buffers[I];
+    std::string Ctx = "buffers[" + std::to_string(I) + "] (" +
+                      bufferKindName(B.Kind) +
+                      (B.Kind == BufferKind::Input ? " '" + B.Name + "'" : "") +
+                      ")";
+    if (B.Kind == BufferKind::Arena)
+      continue;
+    WEFT_RETURN_IF_ERROR(checkLayout(P.Devices, B.Place, B.Dims, Ctx));
+    if (B.Kind == BufferKind::Input) {
+      if (B.Place.Blocks != std::vector<int64_t>{1, 1})
+        return Status::error(Ctx + ": inputs take no blocks");
+      if (Tokens && (Tokens->Dims != B.Dims ||
+                     Tokens->Place.Sharding != B.Place.Sharding))
+        return Status::error(Ctx + " " + shapeString(B.Dims) +
+                             " is sharded unlike the other input " +
+                             shapeString(Tokens->Dims));
+      Tokens = &B;
+      continue;
+    }
+    auto Key = std::make_pair(int(B.Kind), B.Param);
+    auto [It, New] = First.emplace(Key, I);
+    if (New)
+      continue;
+    const BufferSpec &A = P.Buffers[It->second];
+    if (A.Dims != B.Dims || A.Place.Global != B.Place.Global ||
+        A.Place.Sharding != B.Place.Sharding ||
+        A.Place.Blocks != B.Place.Blocks)
+      return Status::error(Ctx + " " + shapeString(B.Dims) +
+                           " differs in shape or layout from buffers[" +
+                           std::to_string(It->second) + "] " +
+                           shapeString(A.Dims) + ", the same " +
+                           bufferKindName(B.Kind) + " tensor");
+  }
+  return Status::success();
+}
+
+} // namespace weft

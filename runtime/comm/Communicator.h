@@ -1,0 +1,89 @@
+//===- Communicator.h - One thin interface over MPI (and later NCCL) -*- C++ -*-===//
+//
+// Collectives run on a group: the ranks of the mesh that differ only on a
+// list of axes (docs/program-format.md, "Meshes and shards"), ordered by
+// shard index. group() builds a group once per axes list and caches it.
+// Every call returns a Status: a failing library call is an error naming
+// the call, never a hang or an abort. Sum is the only reduction.
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_RUNTIME_COMM_COMMUNICATOR_H
+#define WEFT_RUNTIME_COMM_COMMUNICATOR_H
+
+#include "runtime/Program.h"
+#include "runtime/Status.h"
+
+#include <cstddef>
+#include <memory>
+
+namespace weft {
+
+/// A group of ranks (one sub-communicator).
+struct CommGroup {
+  AxesList Axes;
+  int Rank = 0; // this rank's shard index in the group
+  int Size = 1;
+  std::vector<int64_t> Members; // world ranks by shard index
+  void *Native = nullptr;       // the implementation's handle
+};
+
+enum class ReduceOp { Sum };
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual const char *name() const = 0;
+  virtual int rank() const = 0; // world rank
+  virtual int size() const = 0; // world size
+
+  /// Tells the communicator the mesh its groups refer to; drops cached
+  /// groups of another mesh. The mesh product must be size().
+  virtual Status setMesh(const Mesh &M) = 0;
+  /// This rank's group for Axes of the mesh (cached per axes list); empty
+  /// Axes or a mesh-less communicator give the group of this rank alone.
+  /// The whole world: all mesh axes.
+  virtual Expected<const CommGroup *> group(const AxesList &Axes) = 0;
+
+  /// Recv = Σ over the group of Send (Count elements). Send == Recv is in
+  /// place.
+  virtual Status allReduce(const CommGroup &G, const void *Send, void *Recv,
+                           size_t Count, DType T) = 0;
+  /// Recv (G.Size * Count elements) = the group's Sends in shard-index
+  /// order. Send == nullptr: in place, this rank's chunk is already at
+  /// its position in Recv.
+  virtual Status allGather(const CommGroup &G, const void *Send, void *Recv,
+                           size_t Count, DType T) = 0;
+  /// Recv (Count elements) = chunk G.Rank of Σ over the group of Send
+  /// (G.Size * Count elements).
+  virtual Status reduceScatter(const CommGroup &G, const void *Send,
+                               void *Recv, size_t Count, DType T) = 0;
+  virtual Status broadcast(const CommGroup &G, void *Buf, size_t Count,
+                           DType T, int Root) = 0;
+  /// Recv (on Root only) = Σ over the group of Send.
+  virtual Status reduce(const CommGroup &G, const void *Send, void *Recv,
+                        size_t Count, DType T, int Root) = 0;
+  virtual Status send(const CommGroup &G, const void *Buf, size_t Count,
+                      DType T, int Peer, int Tag) = 0;
+  virtual Status recv(const CommGroup &G, void *Buf, size_t Count, DType T,
+                      int Peer, int Tag) = 0;
+  virtual Status barrier(const CommGroup &G) = 0;
+};
+
+/// A communicator without peers: rank Rank of a world of Size. Groups of
+/// one rank work (copies); a collective over a larger group is an error.
+/// Size > 1 serves tests that place one rank of a mesh without MPI.
+std::unique_ptr<Communicator> createLocalCommunicator(int Rank = 0,
+                                                      int Size = 1);
+
+/// Whether this build has MPI.
+bool haveMpi();
+/// Whether the process was started by mpirun/srun (a launcher's
+/// environment variables are set).
+bool launchedByMpi();
+/// MPI when launched by mpirun (initialising it), else the local
+/// communicator of one rank: a plain start makes no MPI call at all.
+Expected<std::unique_ptr<Communicator>> createCommunicator();
+
+} // namespace weft
+
+#endif // WEFT_RUNTIME_COMM_COMMUNICATOR_H

@@ -1,0 +1,215 @@
+//===- MpiCommunicator.cpp - The communicator over Open MPI --------------===//
+//
+// One MPI sub-communicator per group of mesh axes: MPI_Comm_split of the
+// world with color = the rank's coordinates outside the group and key = its
+// shard index, so the sub-communicator's ranks are shard indices. Errors
+// return (MPI_ERRORS_RETURN) and become Status values naming the call.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/comm/Communicator.h"
+#include "runtime/comm/MpiTypes.h"
+
+#include <malloc.h>
+
+#include <climits>
+#include <cstdlib>
+#include <map>
+
+namespace weft {
+
+namespace {
+
+Status check(int Rc, const char *Call) {
+  if (Rc == MPI_SUCCESS)
+    return Status::success();
+  char Msg[MPI_MAX_ERROR_STRING];
+  int Len = 0;
+  if (MPI_Error_string(Rc, Msg, &Len) != MPI_SUCCESS)
+    Len = std::snprintf(Msg, sizeof(Msg), "error code %d", Rc);
+  return Status::error(std::string(Call) + " failed: " +
+                       std::string(Msg, size_t(Len)));
+}
+
+Status countFits(size_t Count, const char *Call) {
+  if (Count > size_t(INT_MAX))
+    return Status::error(std::string(Call) + ": " + std::to_string(Count) +
+                         " elements exceed MPI's int count (2^31-1)");
+  return Status::success();
+}
+
+MPI_Comm comm(const CommGroup &G) { return static_cast<MPI_Comm>(G.Native); }
+
+class MpiCommunicator final : public Communicator {
+public:
+  MpiCommunicator(bool Owns, int Rank, int Size)
+      : OwnsMpi(Owns), WorldRank(Rank), WorldSize(Size) {}
+  ~MpiCommunicator() override {
+    for (auto &[Axes, G] : Groups) {
+      MPI_Comm C = comm(G);
+      if (C != MPI_COMM_WORLD && C != MPI_COMM_SELF && C != MPI_COMM_NULL)
+        MPI_Comm_free(&C);
+    }
+    int Finalized = 0;
+    MPI_Finalized(&Finalized);
+    if (OwnsMpi && !Finalized)
+      MPI_Finalize();
+  }
+  const char *name() const override { return "mpi"; }
+  int rank() const override { return WorldRank; }
+  int size() const override { return WorldSize; }
+
+  Status setMesh(const Mesh &M) override {
+    if (M.size() != WorldSize)
+      return Status::error("world size " + std::to_string(WorldSize) +
+                           " is not the mesh product " + M.describe() + " = " +
+                           std::to_string(M.size()));
+    if (M.Axes == TheMesh.Axes && M.Dims == TheMesh.Dims)
+      return Status::success();
+    TheMesh = M;
+    Groups.clear(); // leaks no MPI_Comm: a new mesh is rare (tests)
+    return Status::success();
+  }
+
+  Expected<const CommGroup *> group(const AxesList &Axes) override {
+    auto It = Groups.find(Axes);
+    if (It != Groups.end())
+      return &It->second;
+    CommGroup G;
+    G.Axes = Axes;
+    if (TheMesh.Axes.empty()) {
+      G.Members = {WorldRank};
+      G.Native = MPI_COMM_SELF;
+    } else {
+      G.Members = TheMesh.group(WorldRank, Axes);
+      G.Size = int(G.Members.size());
+      G.Rank = int(TheMesh.shardIndex(WorldRank, Axes));
+      // Color: the rank with its coordinates on Axes zeroed = the group's
+      // first member; key: the shard index.
+      int Color = int(G.Members[0]);
+      MPI_Comm Sub = MPI_COMM_NULL;
+      // Collective over the world: every rank builds groups in the same
+      // order (the program's instruction order).
+      WEFT_RETURN_IF_ERROR(check(
+          MPI_Comm_split(MPI_COMM_WORLD, Color, G.Rank, &Sub), "MPI_Comm_split"));
+      int SubSize = 0, SubRank = 0;
+      WEFT_RETURN_IF_ERROR(check(MPI_Comm_size(Sub, &SubSize), "MPI_Comm_size"));
+      WEFT_RETURN_IF_ERROR(check(MPI_Comm_rank(Sub, &SubRank), "MPI_Comm_rank"));
+      if (SubSize != G.Size || SubRank != G.Rank)
+        return Status::error("MPI_Comm_split gave rank " +
+                             std::to_string(SubRank) + " of " +
+                             std::to_string(SubSize) + ", expected " +
+                             std::to_string(G.Rank) + " of " +
+                             std::to_string(G.Size));
+      G.Native = Sub;
+    }
+    return &Groups.emplace(Axes, G).first->second;
+  }
+
+  Status allReduce(const CommGroup &G, const void *Send, void *Recv,
+                   size_t Count, DType T) override {
+    // Chunks of at most 2^30 elements keep MPI's int counts valid.
+    const size_t Chunk = size_t(1) << 30, E = dtypeBytes(T);
+    for (size_t Off = 0; Off < Count; Off += Chunk) {
+      size_t N = std::min(Chunk, Count - Off);
+      const void *S = Send == Recv ? MPI_IN_PLACE
+                                   : static_cast<const char *>(Send) + Off * E;
+      WEFT_RETURN_IF_ERROR(check(MPI_Allreduce(S, static_cast<char *>(Recv) + Off * E,
+                                               int(N), mpi::datatype(T),
+                                               mpi::reduceOp(ReduceOp::Sum),
+                                               comm(G)),
+                                 "MPI_Allreduce"));
+    }
+    return Status::success();
+  }
+  Status allGather(const CommGroup &G, const void *Send, void *Recv,
+                   size_t Count, DType T) override {
+    WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Allgather"));
+    MPI_Datatype D = mpi::datatype(T);
+    return check(MPI_Allgather(Send ? Send : MPI_IN_PLACE, Send ? int(Count) : 0,
+                               D, Recv, int(Count), D, comm(G)),
+                 "MPI_Allgather");
+  }
+  Status reduceScatter(const CommGroup &G, const void *Send, void *Recv,
+                       size_t Count, DType T) override {
+    WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Reduce_scatter_block"));
+    return check(MPI_Reduce_scatter_block(Send, Recv, int(Count),
+                                          mpi::datatype(T),
+                                          mpi::reduceOp(ReduceOp::Sum), comm(G)),
+                 "MPI_Reduce_scatter_block");
+  }
+  Status broadcast(const CommGroup &G, void *Buf, size_t Count, DType T,
+                   int Root) override {
+    WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Bcast"));
+    return check(MPI_Bcast(Buf, int(Count), mpi::datatype(T), Root, comm(G)),
+                 "MPI_Bcast");
+  }
+  Status reduce(const CommGroup &G, const void *Send, void *Recv, size_t Count,
+                DType T, int Root) override {
+    WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Reduce"));
+    const void *S = (Send == Recv && G.Rank == Root) ? MPI_IN_PLACE : Send;
+    return check(MPI_Reduce(S, Recv, int(Count), mpi::datatype(T),
+                            mpi::reduceOp(ReduceOp::Sum), Root, comm(G)),
+                 "MPI_Reduce");
+  }
+  Status send(const CommGroup &G, const void *Buf, size_t Count, DType T,
+              int Peer, int Tag) override {
+    WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Send"));
+    return check(MPI_Send(Buf, int(Count), mpi::datatype(T), Peer, Tag, comm(G)),
+                 "MPI_Send");
+  }
+  Status recv(const CommGroup &G, void *Buf, size_t Count, DType T, int Peer,
+              int Tag) override {
+    WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Recv"));
+    return check(MPI_Recv(Buf, int(Count), mpi::datatype(T), Peer, Tag, comm(G),
+                          MPI_STATUS_IGNORE),
+                 "MPI_Recv");
+  }
+  Status barrier(const CommGroup &G) override {
+    return check(MPI_Barrier(comm(G)), "MPI_Barrier");
+  }
+
+private:
+  bool OwnsMpi;
+  int WorldRank, WorldSize;
+  Mesh TheMesh;
+  std::map<AxesList, CommGroup> Groups;
+};
+
+/// Open MPI mallocs a temporary per large collective; with glibc's defaults
+/// that memory is mmapped and unmapped each call and every page faults
+/// again (ENVIRONMENT.md: all-reduce of 64 MiB at 0.2 GB/s). Keep freed
+/// memory in the heap instead. WEFT_KEEP_MALLOC=1 leaves glibc alone.
+void keepFreedMemory() {
+  if (std::getenv("WEFT_KEEP_MALLOC"))
+    return;
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
+}
+
+} // namespace
+
+bool haveMpi() { return true; }
+
+Expected<std::unique_ptr<Communicator>> createCommunicator() {
+  if (!launchedByMpi())
+    return createLocalCommunicator();
+  int Initialized = 0;
+  WEFT_RETURN_IF_ERROR(check(MPI_Initialized(&Initialized), "MPI_Initialized"));
+  bool Owns = !Initialized;
+  if (Owns) {
+    keepFreedMemory();
+    int Provided = 0;
+    WEFT_RETURN_IF_ERROR(check(
+        MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &Provided),
+        "MPI_Init_thread"));
+  }
+  WEFT_RETURN_IF_ERROR(
+      check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+            "MPI_Comm_set_errhandler"));
+  int Rank = 0, Size = 1;
+  WEFT_RETURN_IF_ERROR(check(MPI_Comm_rank(MPI_COMM_WORLD, &Rank), "MPI_Comm_rank"));
+  WEFT_RETURN_IF_ERROR(check(MPI_Comm_size(MPI_COMM_WORLD, &Size), "MPI_Comm_size"));
+  return std::unique_ptr<Communicator>(new MpiCommunicator(Owns, Rank, Size));
+}
+
+} // namespace weft

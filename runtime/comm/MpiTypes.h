@@ -1,0 +1,47 @@
+//===- MpiTypes.h - weft enums to MPI handles, as tables -------*- C++ -*-===//
+#ifndef WEFT_RUNTIME_COMM_MPITYPES_H
+#define WEFT_RUNTIME_COMM_MPITYPES_H
+
+#include "runtime/Program.h"
+#include "runtime/comm/Communicator.h"
+
+#include <mpi.h>
+
+namespace weft::mpi {
+
+struct DTypeEntry {
+  DType Type;
+  MPI_Datatype Mpi;
+};
+/// One row per DType.
+inline const DTypeEntry DTypeTable[] = {
+    {DType::F32, MPI_FLOAT},
+    {DType::F64, MPI_DOUBLE},
+    {DType::I32, MPI_INT32_T},
+};
+
+struct ReduceEntry {
+  ReduceOp Op;
+  MPI_Op Mpi;
+};
+inline const ReduceEntry ReduceTable[] = {
+    {ReduceOp::Sum, MPI_SUM},
+};
+
+inline MPI_Datatype datatype(DType T) {
+  for (const DTypeEntry &E : DTypeTable)
+    if (E.Type == T)
+      return E.Mpi;
+  return MPI_DATATYPE_NULL;
+}
+
+inline MPI_Op reduceOp(ReduceOp Op) {
+  for (const ReduceEntry &E : ReduceTable)
+    if (E.Op == Op)
+      return E.Mpi;
+  return MPI_OP_NULL;
+}
+
+} // namespace weft::mpi
+
+#endif // WEFT_RUNTIME_COMM_MPITYPES_H
