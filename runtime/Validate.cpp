@@ -543,9 +543,9 @@ Status validateProgram(const Program &P) {
         return Status::error("params[" + std::to_string(I) +
                              "] repeats name '" + P.Params[I].Name +
                              "' of params[" + std::to_string(J) + "]");
+  WEFT_RETURN_IF_ERROR(checkLayouts(P));
   for (size_t I = 0; I < P.Buffers.size(); ++I)
     WEFT_RETURN_IF_ERROR(checkBuffer(P, I));
-  WEFT_RETURN_IF_ERROR(checkLayouts(P));
   for (size_t I = 0; I < P.Instructions.size(); ++I)
     WEFT_RETURN_IF_ERROR(InstChecker(P, P.Instructions[I], I).run());
   if (P.Loss < 0 || P.Loss >= int64_t(P.Buffers.size()))

@@ -1,0 +1,163 @@
+//===- MeshPrograms.h - Hand-built version-2 programs for tests -*- C++ -*-===//
+//
+// meshTinyProgram is tinyProgram (embedding -> matmul -> cross_entropy,
+// backward, AdamW) partitioned by hand over a dp x tp mesh: the head weight
+// [D,V] is split over tp on dim 1 (its logits all-gathered), the batch over
+// dp; optional ZeRO-1 on the embedding (adamw shard_axes, m/v split) and
+// ZeRO-2 on the head (reduce-scattered grad). Same param names, shapes and
+// init as tinyProgram, so the 1-rank run is its oracle.
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_TEST_UNIT_MESHPROGRAMS_H
+#define WEFT_TEST_UNIT_MESHPROGRAMS_H
+
+#include "runtime/Program.h"
+
+#include <nlohmann/json.hpp>
+
+namespace weft::test {
+
+struct MeshTinyConfig {
+  int64_t Dp = 1, Tp = 1;
+  int64_t B = 4, S = 4, V = 16, D = 8;
+  bool Zero1 = false; // embedding: m/v split over dp
+  bool Zero2 = false; // head: grad, m, v split over dp on dim 0
+  int64_t HeadBlocks = 1; // blocks of the head's dim 1 (checkpoint tests;
+                          // training needs 1)
+};
+
+inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
+  using json = nlohmann::json;
+  const int64_t Bl = C.B / C.Dp, Vl = C.V / C.Tp;
+  json Buffers = json::array(), Insts = json::array();
+  int64_t Top = 0;
+  auto Buf = [&](json B) {
+    Buffers.push_back(std::move(B));
+    return int64_t(Buffers.size()) - 1;
+  };
+  auto Arena = [&](Shape Dims) {
+    int64_t Id = Buf({{"kind", "arena"},
+                      {"offset", Top},
+                      {"shape", Dims},
+                      {"dtype", "f32"}});
+    Top += (numElements(Dims) * 4 + 63) / 64 * 64;
+    return Id;
+  };
+  auto Op = [&](const char *Name, std::vector<int64_t> In,
+                std::vector<int64_t> Out, json Attrs = json::object()) {
+    Insts.push_back({{"op", Name}, {"in", In}, {"out", Out}, {"attrs", Attrs}});
+  };
+  json Input = {{"kind", "input"},
+                {"shape", {Bl, C.S}},
+                {"dtype", "i32"},
+                {"sharding", {{"dp"}, json::array()}}};
+  Input["name"] = "tokens";
+  int64_t Tokens = Buf(Input);
+  Input["name"] = "targets";
+  int64_t Targets = Buf(Input);
+  auto State = [&](const char *Kind, int64_t P, Shape Local, Shape Global,
+                   json Sharding, json Blocks) {
+    return Buf({{"kind", Kind},
+                {"param", P},
+                {"shape", Local},
+                {"dtype", "f32"},
+                {"global_shape", Global},
+                {"sharding", Sharding},
+                {"blocks", Blocks}});
+  };
+  json Rep2 = {json::array(), json::array()};
+  // wte [V,D], replicated; ZeRO-1 splits m/v over dp.
+  int64_t Wte = State("param", 0, {C.V, C.D}, {C.V, C.D}, Rep2, {1, 1});
+  int64_t WteG = State("grad", 0, {C.V, C.D}, {C.V, C.D}, Rep2, {1, 1});
+  Shape OptWte = C.Zero1 ? Shape{C.V / C.Dp, C.D} : Shape{C.V, C.D};
+  json OptWteS = C.Zero1 ? json{{"dp"}, json::array()} : Rep2;
+  int64_t WteM = State("adam_m", 0, OptWte, {C.V, C.D}, OptWteS, {1, 1});
+  int64_t WteV = State("adam_v", 0, OptWte, {C.V, C.D}, OptWteS, {1, 1});
+  // head [D,V] split over tp on dim 1; ZeRO-2 splits grad/m/v over dp.
+  json HeadS = {json::array(), {"tp"}};
+  json HeadB = {1, C.HeadBlocks};
+  int64_t W = State("param", 1, {C.D, Vl}, {C.D, C.V}, HeadS, HeadB);
+  Shape OptW = C.Zero2 ? Shape{C.D / C.Dp, Vl} : Shape{C.D, Vl};
+  json OptWS = C.Zero2 ? json{{"dp"}, {"tp"}} : HeadS;
+  int64_t WG = State("grad", 1, OptW, {C.D, C.V}, OptWS, HeadB);
+  int64_t WM = State("adam_m", 1, OptW, {C.D, C.V}, OptWS, HeadB);
+  int64_t WV = State("adam_v", 1, OptW, {C.D, C.V}, OptWS, HeadB);
+
+  int64_t X = Arena({Bl, C.S, C.D}), LogitsL = Arena({Bl, C.S, Vl}),
+          Logits = Arena({Bl, C.S, C.V}), LossL = Arena({}), Loss = Arena({});
+  const int64_t Den = C.B * C.S;
+  Op("embedding", {Wte, Tokens}, {X});
+  Op("matmul", {X, W}, {LogitsL});
+  Op("all_gather", {LogitsL}, {Logits}, {{"axes", {"tp"}}, {"dim", 2}});
+  Op("cross_entropy", {Logits, Targets}, {LossL}, {{"denominator", Den}});
+  Op("all_reduce", {LossL}, {Loss}, {{"axes", {"dp"}}});
+  int64_t ForwardEnd = int64_t(Insts.size());
+  int64_t DLoss = Arena({}), DLogits = Arena({Bl, C.S, C.V}),
+          DLogitsL = Arena({Bl, C.S, Vl}), DWp = Arena({C.D, Vl}),
+          DXp = Arena({Bl, C.S, C.D}), DX = Arena({Bl, C.S, C.D}),
+          DWteP = Arena({C.V, C.D});
+  Op("fill", {}, {DLoss}, {{"value", 1.0}});
+  Op("cross_entropy_grad", {Logits, Targets, DLoss}, {DLogits},
+     {{"denominator", Den}});
+  Op("slice", {DLogits}, {DLogitsL}, {{"axes", {"tp"}}, {"dim", 2}});
+  Op("matmul", {X, DLogitsL}, {DWp}, {{"transpose_a", true}});
+  if (C.Zero2)
+    Op("reduce_scatter", {DWp}, {WG}, {{"axes", {"dp"}}, {"dim", 0}});
+  else
+    Op("all_reduce", {DWp}, {WG}, {{"axes", {"dp"}}});
+  Op("matmul", {DLogitsL, W}, {DXp}, {{"transpose_b", true}});
+  Op("all_reduce", {DXp}, {DX}, {{"axes", {"tp"}}});
+  Op("embedding_grad", {DX, Tokens}, {DWteP});
+  Op("all_reduce", {DWteP}, {WteG}, {{"axes", {"dp"}}});
+  int64_t OptBegin = int64_t(Insts.size());
+  json A0 = {{"weight_decay", true}}, A1 = {{"weight_decay", true}};
+  if (C.Zero1)
+    A0["shard_axes"] = {"dp"};
+  if (C.Zero2)
+    A1["shard_axes"] = {"dp"};
+  Op("adamw", {Wte, WteG, WteM, WteV}, {Wte, WteM, WteV}, A0);
+  Op("adamw", {W, WG, WM, WV}, {W, WM, WV}, A1);
+
+  json Norm = {{"kind", "normal"}, {"std", 0.5}};
+  return {{"model", "mesh-tiny"},
+          {"dtype", "f32"},
+          {"batch", C.B},
+          {"seq", C.S},
+          {"vocab", C.V},
+          {"optimizer",
+           {{"kind", "adamw"},
+            {"lr", 1e-2},
+            {"beta1", 0.9},
+            {"beta2", 0.95},
+            {"eps", 1e-8},
+            {"weight_decay", 0.1},
+            {"schedule", "constant"},
+            {"warmup_steps", 0},
+            {"total_steps", 0},
+            {"min_lr", 0.0}}},
+          {"mesh", {{"axes", {"dp", "tp"}}, {"shape", {C.Dp, C.Tp}}}},
+          {"params",
+           {{{"name", "wte.weight"},
+             {"shape", {C.V, C.D}},
+             {"global_shape", {C.V, C.D}},
+             {"sharding", Rep2},
+             {"init", Norm},
+             {"weight_decay", true}},
+            {{"name", "head.weight"},
+             {"shape", {C.D, Vl}},
+             {"global_shape", {C.D, C.V}},
+             {"sharding", HeadS},
+             {"blocks", HeadB},
+             {"init", Norm},
+             {"weight_decay", true}}}},
+          {"arena_bytes", Top},
+          {"buffers", Buffers},
+          {"instructions", Insts},
+          {"loss", Loss},
+          {"forward_end", ForwardEnd},
+          {"optimizer_begin", OptBegin}};
+}
+
+} // namespace weft::test
+
+#endif // WEFT_TEST_UNIT_MESHPROGRAMS_H

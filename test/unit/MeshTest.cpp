@@ -1,0 +1,250 @@
+//===- MeshTest.cpp - Meshes, shard indices, sharded init/data (no MPI) ---===//
+//
+// One rank of a mesh is placed with the local communicator (rank r of a
+// world of n, no peers): enough for index maps, init, data and the loader.
+// Collectives across ranks are tested under mpirun (CommTest.cpp).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Data.h"
+#include "runtime/Executor.h"
+#include "runtime/Shard.h"
+#include "runtime/Trainer.h"
+#include "test/unit/MeshPrograms.h"
+#include "test/unit/TestPrograms.h"
+
+#include <gtest/gtest.h>
+
+using namespace weft;
+using namespace weft::test;
+
+namespace {
+
+Mesh mesh2x2() { return Mesh{{"dp", "tp"}, {2, 2}}; }
+
+TEST(Mesh, RowMajorCoordinatesAndShardIndices) {
+  Mesh M = mesh2x2();
+  EXPECT_EQ(M.describe(), "dp=2 x tp=2");
+  EXPECT_EQ(M.coords(2), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(M.shardIndex(2, {"dp"}), 1);
+  EXPECT_EQ(M.shardIndex(2, {"tp"}), 0);
+  EXPECT_EQ(M.shardIndex(1, {"dp", "tp"}), 1);
+  EXPECT_EQ(M.shardIndex(1, {"tp", "dp"}), 2);
+  EXPECT_EQ(M.count({"dp", "tp"}), 4);
+}
+
+TEST(Mesh, GroupsOf2x2) {
+  Mesh M = mesh2x2();
+  // tp groups: neighbours {0,1}, {2,3}; dp groups: {0,2}, {1,3}.
+  EXPECT_EQ(M.group(0, {"tp"}), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(M.group(3, {"tp"}), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(M.group(1, {"dp"}), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(M.group(2, {"dp"}), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(M.group(2, {"dp", "tp"}), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(M.group(2, {"tp", "dp"}), (std::vector<int64_t>{0, 2, 1, 3}));
+  EXPECT_EQ(M.group(2, {}), (std::vector<int64_t>{2}));
+  auto C = createLocalCommunicator(3, 4);
+  ASSERT_TRUE(C->setMesh(M).ok());
+  auto G = C->group({"dp"});
+  ASSERT_TRUE(G.ok());
+  EXPECT_EQ((*G)->Members, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ((*G)->Rank, 1);
+  EXPECT_EQ((*G)->Size, 2);
+}
+
+TEST(Shard, LocalToGlobalWithBlocks) {
+  // G=12 as 3 blocks (q,k,v) of 4, over 2 shards: shard 1 holds 2,3 of
+  // every block.
+  std::vector<int64_t> Got;
+  for (int64_t L = 0; L < 6; ++L)
+    Got.push_back(localToGlobal(L, 12, 2, 3, 1));
+  EXPECT_EQ(Got, (std::vector<int64_t>{2, 3, 6, 7, 10, 11}));
+  EXPECT_EQ(localToGlobal(0, 12, 2, 3, 0), 0);
+  EXPECT_EQ(localToGlobal(5, 12, 2, 3, 0), 9);
+}
+
+TEST(Shard, TwoAxesOnOneDim) {
+  // dim 0 of 8 over [dp, tp] on 2x2: shard index dp*2+tp, pieces of 2.
+  Mesh M = mesh2x2();
+  Layout L{{8, 3}, {{"dp", "tp"}, {}}, {1, 1}};
+  for (int64_t R = 0; R < 4; ++R) {
+    ShardMap S = shardMap(L, M, R);
+    EXPECT_EQ(S.Local, (Shape{2, 3}));
+    std::vector<int64_t> Firsts;
+    forEachRun(S, [&](int64_t Lo, int64_t G, int64_t N) {
+      EXPECT_EQ(N, 3);
+      Firsts.push_back(G);
+    });
+    int64_t Shard = M.shardIndex(R, {"dp", "tp"});
+    EXPECT_EQ(Firsts, (std::vector<int64_t>{2 * Shard * 3, (2 * Shard + 1) * 3}))
+        << "rank " << R;
+  }
+}
+
+TEST(Shard, RunsMatchElementwiseMapWithBlocks) {
+  Mesh M{{"a", "b", "c"}, {2, 3, 2}};
+  Layout L{{4, 6, 12}, {{"c"}, {"b"}, {"a"}}, {2, 1, 3}};
+  for (int64_t R = 0; R < M.size(); ++R) {
+    ShardMap S = shardMap(L, M, R);
+    std::vector<int64_t> Want(size_t(S.localNumel()));
+    int64_t I = 0;
+    for (int64_t A = 0; A < S.Local[0]; ++A)
+      for (int64_t B = 0; B < S.Local[1]; ++B)
+        for (int64_t C = 0; C < S.Local[2]; ++C) {
+          int64_t Ga = localToGlobal(A, 4, S.Count[0], 2, S.Index[0]);
+          int64_t Gb = localToGlobal(B, 6, S.Count[1], 1, S.Index[1]);
+          int64_t Gc = localToGlobal(C, 12, S.Count[2], 3, S.Index[2]);
+          Want[size_t(I++)] = (Ga * 6 + Gb) * 12 + Gc;
+        }
+    std::vector<int64_t> Got(Want.size(), -1);
+    forEachRun(S, [&](int64_t Lo, int64_t G, int64_t N) {
+      for (int64_t K = 0; K < N; ++K)
+        Got[size_t(Lo + K)] = G + K;
+    });
+    EXPECT_EQ(Got, Want) << "rank " << R;
+  }
+}
+
+std::unique_ptr<Executor> makeExec(const nlohmann::json &J, Communicator *C) {
+  Expected<Program> P = parseProgramJson(J.dump());
+  EXPECT_TRUE(P.ok()) << P.message();
+  auto E = Executor::create(P.take(), nullptr, C);
+  EXPECT_TRUE(E.ok()) << E.message();
+  return E.ok() ? E.take() : nullptr;
+}
+
+TEST(ShardedInit, EveryRankHoldsItsSliceOfTheOneRankWeights) {
+  MeshTinyConfig Cfg;
+  Cfg.Dp = 2;
+  Cfg.Tp = 2;
+  Cfg.HeadBlocks = 2;
+  Cfg.Zero1 = Cfg.Zero2 = true;
+  auto One = Executor::create(
+      parseProgramJson(tinyProgram("f32", 4, 4, 16, 8).payload()).take());
+  ASSERT_TRUE(One.ok()) << One.message();
+  (*One)->initParams(99);
+  for (int R = 0; R < 4; ++R) {
+    auto C = createLocalCommunicator(R, 4);
+    auto E = makeExec(meshTinyProgram(Cfg), C.get());
+    ASSERT_TRUE(E);
+    E->initParams(99);
+    for (size_t P = 0; P < 2; ++P) {
+      const BufferSpec &S = E->stateSpec(P, BufferKind::Param);
+      ShardMap M = shardMap(S.Place, E->mesh(), R);
+      std::vector<float> Want(size_t(M.localNumel()));
+      extractShard(M, (*One)->param(P), Want.data(), 4);
+      const float *Got = static_cast<const float *>(E->param(P));
+      for (size_t I = 0; I < Want.size(); ++I)
+        ASSERT_EQ(Got[I], Want[I]) << "param " << P << " rank " << R << " " << I;
+    }
+    // ZeRO-2 head grad/m/v: [D/dp, V/tp].
+    EXPECT_EQ(E->stateSpec(1, BufferKind::AdamM).Dims, (Shape{4, 8}));
+    EXPECT_EQ(E->stateSpec(0, BufferKind::AdamV).Dims, (Shape{8, 8}));
+  }
+}
+
+TEST(ShardedData, EachRankFillsItsBlockOfTheGlobalBatch) {
+  std::vector<uint16_t> Toks(1000);
+  for (size_t I = 0; I < Toks.size(); ++I)
+    Toks[I] = uint16_t((I * 7 + 3) % 50);
+  TokenData D = TokenData::fromTokens(Toks, 50, 8).take();
+  const int64_t B = 4, S = 8;
+  std::vector<int32_t> GT(B * S), GY(B * S);
+  D.fillBatch(3, B, S, GT.data(), GY.data());
+  // dp=2 on the batch, 2 shards of the sequence.
+  for (int64_t Sb = 0; Sb < 2; ++Sb)
+    for (int64_t Ss = 0; Ss < 2; ++Ss) {
+      std::vector<int32_t> T(2 * 4), Y(2 * 4);
+      D.fillBlock(3, B, S, Sb * 2, 2, Ss * 4, 4, T.data(), Y.data());
+      for (int64_t I = 0; I < 2; ++I)
+        for (int64_t J = 0; J < 4; ++J) {
+          EXPECT_EQ(T[I * 4 + J], GT[(Sb * 2 + I) * S + Ss * 4 + J]);
+          EXPECT_EQ(Y[I * 4 + J], GY[(Sb * 2 + I) * S + Ss * 4 + J]);
+        }
+    }
+  // The executor places rank 2 (dp=1, tp=0) at rows [2,4).
+  MeshTinyConfig Cfg;
+  Cfg.Dp = 2;
+  Cfg.Tp = 2;
+  auto C = createLocalCommunicator(2, 4);
+  auto E = makeExec(meshTinyProgram(Cfg), C.get());
+  ASSERT_TRUE(E);
+  EXPECT_EQ(E->batchOffset(), 2);
+  EXPECT_EQ(E->localBatch(), 2);
+  EXPECT_EQ(E->seqOffset(), 0);
+}
+
+TEST(MeshLoader, RefusesAWorldThatIsNotTheMeshProduct) {
+  MeshTinyConfig Cfg;
+  Cfg.Dp = 2;
+  Cfg.Tp = 2;
+  Expected<Program> P = parseProgramJson(meshTinyProgram(Cfg).dump());
+  ASSERT_TRUE(P.ok()) << P.message();
+  auto C = createLocalCommunicator(0, 3);
+  auto E = Executor::create(P.take(), nullptr, C.get());
+  ASSERT_FALSE(E.ok());
+  EXPECT_EQ(E.message(),
+            "world size 3 is not the mesh product dp=2 x tp=2 = 4");
+}
+
+std::string loadError(nlohmann::json J) {
+  Expected<Program> P = parseProgramJson(J.dump());
+  return P.ok() ? "" : P.message();
+}
+
+TEST(MeshLoader, RefusesInconsistentShardsAndCollectives) {
+  MeshTinyConfig Cfg;
+  Cfg.Dp = 2;
+  Cfg.Tp = 2;
+  nlohmann::json J = meshTinyProgram(Cfg);
+  EXPECT_EQ(loadError(J), "");
+  // all_gather over tp=2 of [2,4,8] must give [2,4,16].
+  nlohmann::json Bad = J;
+  Bad["instructions"][2]["attrs"]["dim"] = 1;
+  EXPECT_NE(loadError(Bad).find("has shape [2,4,16], expected [2,8,8] (dim 1 "
+                                "= 2 shards x 4)"),
+            std::string::npos)
+      << loadError(Bad);
+  Bad = J;
+  Bad["instructions"][4]["attrs"]["axes"] = {"pp"};
+  EXPECT_NE(loadError(Bad).find("names axis 'pp', not an axis of the mesh "
+                                "dp=2 x tp=2"),
+            std::string::npos)
+      << loadError(Bad);
+  Bad = J;
+  Bad["params"][1]["shape"] = {8, 16};
+  EXPECT_NE(loadError(Bad).find("has dim 1 = 16, expected 8 (global 16 / 2 "
+                                "shards over [tp])"),
+            std::string::npos)
+      << loadError(Bad);
+  Bad = J;
+  Bad["params"][1]["sharding"] = {nlohmann::json::array(), {"tp", "tp"}};
+  EXPECT_NE(loadError(Bad).find("mesh axis 'tp' shards more than one dim"),
+            std::string::npos)
+      << loadError(Bad);
+}
+
+TEST(MeshLoader, OneByOneMeshTrainsLikeTheV1Program) {
+  auto One = Executor::create(
+      parseProgramJson(tinyProgram("f32", 4, 4, 16, 8).payload()).take());
+  ASSERT_TRUE(One.ok());
+  auto Mesh = makeExec(meshTinyProgram(MeshTinyConfig()), nullptr);
+  ASSERT_TRUE(Mesh);
+  std::vector<uint16_t> Toks(500);
+  for (size_t I = 0; I < Toks.size(); ++I)
+    Toks[I] = uint16_t((I * 5 + 1) % 16);
+  TokenData D = TokenData::fromTokens(Toks, 16, 4).take();
+  TrainOptions O;
+  O.Steps = 5;
+  (*One)->initParams(5);
+  Mesh->initParams(5);
+  auto A = train(**One, D, O), B = train(*Mesh, D, O);
+  ASSERT_TRUE(A.ok() && B.ok()) << A.message() << B.message();
+  for (size_t I = 0; I < 5; ++I)
+    EXPECT_NEAR((*A)[I].Loss, (*B)[I].Loss, 1e-5) << I;
+  auto Comm = Mesh->commBytes();
+  ASSERT_FALSE(Comm.empty());
+  EXPECT_EQ(Comm[0].first, "all_gather/tp");
+  EXPECT_EQ(Comm[0].second, 0); // groups of one send nothing
+}
+
+} // namespace
