@@ -122,7 +122,7 @@ Status writeText(const std::string &Path, const std::string &Text) {
 /// Every rank reaches the barrier, so a failure on one rank cannot hang the
 /// others; the first failure is reported.
 Status worldBarrier(const Executor &E, Status S) {
-  Expected<const CommGroup *> W = E.comm().group(E.mesh().Axes);
+  Expected<const CommGroup *> W = E.comm().group(E.mesh(), E.mesh().Axes);
   if (!W.ok())
     return S.ok() ? W.status() : S;
   Status B = E.comm().barrier(**W);
@@ -332,7 +332,7 @@ Status saveGradients(const Executor &E, const std::string &Dir) {
     return writeState(E, Dir + "/grads.safetensors", {{&Executor::grad, ""}});
   }
   // Gather every rank's grad shard over the world; rank 0 assembles.
-  Expected<const CommGroup *> W = E.comm().group(E.mesh().Axes);
+  Expected<const CommGroup *> W = E.comm().group(E.mesh(), E.mesh().Axes);
   if (!W.ok())
     return W.status();
   const Program &P = E.program();

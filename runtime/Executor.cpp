@@ -41,7 +41,6 @@ Executor::create(Program P, std::unique_ptr<Backend> B, Communicator *Comm) {
         (P.Devices.Axes.empty() ? std::string("(no mesh) = 1")
                                 : P.Devices.describe() + " = " +
                                       std::to_string(Product)));
-  WEFT_RETURN_IF_ERROR(Comm->setMesh(P.Devices));
   if (!B)
     B = createCpuBackend(P.Type);
   std::unique_ptr<Executor> E(new Executor(std::move(P), std::move(B)));

@@ -62,7 +62,7 @@ Status Executor::planMeshSteps() {
   const Mesh &M = Prog.Devices;
   // The world group first: checkpoints and --save-grads gather over it.
   if (!M.Axes.empty()) {
-    Expected<const CommGroup *> W = Comm->group(M.Axes);
+    Expected<const CommGroup *> W = Comm->group(M, M.Axes);
     if (!W.ok())
       return W.status();
   }
@@ -72,7 +72,7 @@ Status Executor::planMeshSteps() {
     const OpAttrs &A = *BI.Attrs;
     MeshStep &S = Steps[K];
     auto Group = [&](const AxesList &Axes) -> Status {
-      Expected<const CommGroup *> G = Comm->group(Axes);
+      Expected<const CommGroup *> G = Comm->group(Prog.Devices, Axes);
       if (!G.ok())
         return G.status().withContext("instructions[" + std::to_string(K) +
                                       "] (" + opName(BI.Op) + ")");

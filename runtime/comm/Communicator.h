@@ -36,13 +36,13 @@ public:
   virtual int rank() const = 0; // world rank
   virtual int size() const = 0; // world size
 
-  /// Tells the communicator the mesh its groups refer to; drops cached
-  /// groups of another mesh. The mesh product must be size().
-  virtual Status setMesh(const Mesh &M) = 0;
-  /// This rank's group for Axes of the mesh (cached per axes list); empty
-  /// Axes or a mesh-less communicator give the group of this rank alone.
-  /// The whole world: all mesh axes.
-  virtual Expected<const CommGroup *> group(const AxesList &Axes) = 0;
+  /// This rank's group for Axes of mesh M (whose product must be size()),
+  /// built on first use and cached per (mesh, axes list); the pointer stays
+  /// valid for the communicator's life. Empty Axes: this rank alone; all of
+  /// M's axes: the world. Collective: every rank asks for the same groups
+  /// in the same order.
+  virtual Expected<const CommGroup *> group(const Mesh &M,
+                                            const AxesList &Axes) = 0;
 
   /// Recv = Σ over the group of Send (Count elements). Send == Recv is in
   /// place.

@@ -16,18 +16,14 @@ public:
   int rank() const override { return WorldRank; }
   int size() const override { return WorldSize; }
 
-  Status setMesh(const Mesh &M) override {
-    if (M.size() != WorldSize)
-      return Status::error("world size " + std::to_string(WorldSize) +
-                           " is not the mesh product " + M.describe() + " = " +
-                           std::to_string(M.size()));
-    TheMesh = M;
-    Groups.clear();
-    return Status::success();
-  }
-
-  Expected<const CommGroup *> group(const AxesList &Axes) override {
-    auto It = Groups.find(Axes);
+  Expected<const CommGroup *> group(const Mesh &TheMesh,
+                                    const AxesList &Axes) override {
+    if (!TheMesh.Axes.empty() && TheMesh.size() != size())
+      return Status::error("world size " + std::to_string(size()) +
+                           " is not the mesh product " + TheMesh.describe() +
+                           " = " + std::to_string(TheMesh.size()));
+    auto Key = std::make_pair(TheMesh.describe(), Axes);
+    auto It = Groups.find(Key);
     if (It != Groups.end())
       return &It->second;
     CommGroup G;
@@ -36,7 +32,7 @@ public:
                                      : TheMesh.group(WorldRank, Axes);
     G.Size = int(G.Members.size());
     G.Rank = TheMesh.Axes.empty() ? 0 : int(TheMesh.shardIndex(WorldRank, Axes));
-    return &Groups.emplace(Axes, G).first->second;
+    return &Groups.emplace(Key, G).first->second;
   }
 
   Status allReduce(const CommGroup &G, const void *Send, void *Recv,
@@ -93,8 +89,7 @@ private:
       std::memmove(Recv, Send, Count * dtypeBytes(T));
   }
   int WorldRank, WorldSize;
-  Mesh TheMesh;
-  std::map<AxesList, CommGroup> Groups;
+  std::map<std::pair<std::string, AxesList>, CommGroup> Groups;
 };
 
 } // namespace

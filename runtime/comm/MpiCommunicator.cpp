@@ -58,20 +58,14 @@ public:
   int rank() const override { return WorldRank; }
   int size() const override { return WorldSize; }
 
-  Status setMesh(const Mesh &M) override {
-    if (M.size() != WorldSize)
-      return Status::error("world size " + std::to_string(WorldSize) +
-                           " is not the mesh product " + M.describe() + " = " +
-                           std::to_string(M.size()));
-    if (M.Axes == TheMesh.Axes && M.Dims == TheMesh.Dims)
-      return Status::success();
-    TheMesh = M;
-    Groups.clear(); // leaks no MPI_Comm: a new mesh is rare (tests)
-    return Status::success();
-  }
-
-  Expected<const CommGroup *> group(const AxesList &Axes) override {
-    auto It = Groups.find(Axes);
+  Expected<const CommGroup *> group(const Mesh &TheMesh,
+                                    const AxesList &Axes) override {
+    if (!TheMesh.Axes.empty() && TheMesh.size() != size())
+      return Status::error("world size " + std::to_string(size()) +
+                           " is not the mesh product " + TheMesh.describe() +
+                           " = " + std::to_string(TheMesh.size()));
+    auto Key = std::make_pair(TheMesh.describe(), Axes);
+    auto It = Groups.find(Key);
     if (It != Groups.end())
       return &It->second;
     CommGroup G;
@@ -102,7 +96,7 @@ public:
                              std::to_string(G.Size));
       G.Native = Sub;
     }
-    return &Groups.emplace(Axes, G).first->second;
+    return &Groups.emplace(Key, G).first->second;
   }
 
   Status allReduce(const CommGroup &G, const void *Send, void *Recv,
@@ -171,8 +165,7 @@ public:
 private:
   bool OwnsMpi;
   int WorldRank, WorldSize;
-  Mesh TheMesh;
-  std::map<AxesList, CommGroup> Groups;
+  std::map<std::pair<std::string, AxesList>, CommGroup> Groups;
 };
 
 /// Open MPI mallocs a temporary per large collective; with glibc's defaults

@@ -43,8 +43,7 @@ TEST(Mesh, GroupsOf2x2) {
   EXPECT_EQ(M.group(2, {"tp", "dp"}), (std::vector<int64_t>{0, 2, 1, 3}));
   EXPECT_EQ(M.group(2, {}), (std::vector<int64_t>{2}));
   auto C = createLocalCommunicator(3, 4);
-  ASSERT_TRUE(C->setMesh(M).ok());
-  auto G = C->group({"dp"});
+  auto G = C->group(M, {"dp"});
   ASSERT_TRUE(G.ok());
   EXPECT_EQ((*G)->Members, (std::vector<int64_t>{1, 3}));
   EXPECT_EQ((*G)->Rank, 1);

@@ -1,0 +1,428 @@
+//===- CommTest.cpp - Collectives, groups, sharded training under mpirun --===//
+//
+// Registered as `mpirun -np 2` and `-np 4` (test/unit/CMakeLists.txt). Every
+// rank runs every test; the serial reference is computed on each rank from
+// values that depend only on (rank, index). Without MPI, or started without
+// mpirun, the tests skip.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Checkpoint.h"
+#include "runtime/Data.h"
+#include "runtime/Executor.h"
+#include "runtime/Safetensors.h"
+#include "runtime/Shard.h"
+#include "runtime/Trainer.h"
+#include "runtime/comm/Communicator.h"
+#include "test/unit/MeshPrograms.h"
+#include "test/unit/TestPrograms.h"
+
+#ifdef WEFT_HAVE_MPI
+#include "runtime/comm/MpiTypes.h"
+#endif
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+using namespace weft;
+using namespace weft::test;
+
+namespace {
+
+Communicator *World = nullptr;
+
+#define NEED_RANKS(N)                                                          \
+  do {                                                                         \
+    if (!haveMpi())                                                            \
+      GTEST_SKIP() << "built without MPI";                                     \
+    if (!World || World->size() == 1)                                          \
+      GTEST_SKIP() << "needs mpirun (world size 1)";                           \
+    if ((N) > 0 && World->size() != (N))                                       \
+      GTEST_SKIP() << "needs exactly " << (N) << " ranks, world has "         \
+                   << World->size();                                           \
+  } while (false)
+
+float value(int64_t Rank, int64_t I) { return float(Rank * 1000 + I) * 0.5f; }
+
+const CommGroup &worldGroup() {
+  return **World->group(Mesh{{"w"}, {World->size()}}, {"w"});
+}
+
+TEST(MpiTypes, F32IsMpiFloat) {
+#ifdef WEFT_HAVE_MPI
+  EXPECT_EQ(mpi::datatype(DType::F32), MPI_FLOAT);
+#else
+  GTEST_SKIP() << "built without MPI";
+#endif
+}
+TEST(MpiTypes, F64IsMpiDouble) {
+#ifdef WEFT_HAVE_MPI
+  EXPECT_EQ(mpi::datatype(DType::F64), MPI_DOUBLE);
+#else
+  GTEST_SKIP() << "built without MPI";
+#endif
+}
+TEST(MpiTypes, I32IsMpiInt32) {
+#ifdef WEFT_HAVE_MPI
+  EXPECT_EQ(mpi::datatype(DType::I32), MPI_INT32_T);
+#else
+  GTEST_SKIP() << "built without MPI";
+#endif
+}
+TEST(MpiTypes, SumIsMpiSum) {
+#ifdef WEFT_HAVE_MPI
+  EXPECT_EQ(mpi::reduceOp(ReduceOp::Sum), MPI_SUM);
+#else
+  GTEST_SKIP() << "built without MPI";
+#endif
+}
+TEST(MpiTypes, EveryDTypeHasARow) {
+#ifdef WEFT_HAVE_MPI
+  EXPECT_EQ(std::size(mpi::DTypeTable), 3u);
+  for (DType T : {DType::F32, DType::F64, DType::I32})
+    EXPECT_NE(mpi::datatype(T), MPI_DATATYPE_NULL) << dtypeName(T);
+#else
+  GTEST_SKIP() << "built without MPI";
+#endif
+}
+
+TEST(Comm, CollectivesMatchASerialReference) {
+  NEED_RANKS(0);
+  const int N = World->size(), R = World->rank();
+  const CommGroup &G = worldGroup();
+  ASSERT_EQ(G.Size, N);
+  const int64_t Count = 1000;
+  std::vector<float> X(Count), Y(Count * N);
+  for (int64_t I = 0; I < Count; ++I)
+    X[I] = value(R, I);
+  // all_reduce, out of place and in place.
+  ASSERT_TRUE(World->allReduce(G, X.data(), Y.data(), Count, DType::F32).ok());
+  for (int64_t I = 0; I < Count; ++I) {
+    float Want = 0;
+    for (int Q = 0; Q < N; ++Q)
+      Want += value(Q, I);
+    ASSERT_EQ(Y[I], Want) << I;
+  }
+  std::vector<float> Z = X;
+  ASSERT_TRUE(World->allReduce(G, Z.data(), Z.data(), Count, DType::F32).ok());
+  EXPECT_EQ(std::vector<float>(Y.begin(), Y.begin() + Count), Z);
+  // all_gather, out of place and in place.
+  ASSERT_TRUE(World->allGather(G, X.data(), Y.data(), Count, DType::F32).ok());
+  for (int Q = 0; Q < N; ++Q)
+    for (int64_t I = 0; I < Count; ++I)
+      ASSERT_EQ(Y[Q * Count + I], value(Q, I));
+  std::vector<float> In(Count * N, -1);
+  std::copy(X.begin(), X.end(), In.begin() + R * Count);
+  ASSERT_TRUE(World->allGather(G, nullptr, In.data(), Count, DType::F32).ok());
+  EXPECT_EQ(In, Y);
+  // reduce_scatter: chunk R of the sum of every rank's [N*Count].
+  std::vector<double> Big(Count * N), Out(Count);
+  for (int64_t I = 0; I < Count * N; ++I)
+    Big[I] = double(value(R, I));
+  ASSERT_TRUE(
+      World->reduceScatter(G, Big.data(), Out.data(), Count, DType::F64).ok());
+  for (int64_t I = 0; I < Count; ++I) {
+    double Want = 0;
+    for (int Q = 0; Q < N; ++Q)
+      Want += double(value(Q, R * Count + I));
+    ASSERT_EQ(Out[I], Want);
+  }
+  // broadcast from the last rank, reduce to rank 0, send/recv in a ring.
+  std::vector<int32_t> B(10, R);
+  ASSERT_TRUE(World->broadcast(G, B.data(), 10, DType::I32, N - 1).ok());
+  EXPECT_EQ(B, std::vector<int32_t>(10, N - 1));
+  std::vector<int32_t> One(3, R + 1), Sum(3, 0);
+  ASSERT_TRUE(World->reduce(G, One.data(), Sum.data(), 3, DType::I32, 0).ok());
+  if (R == 0)
+    EXPECT_EQ(Sum, std::vector<int32_t>(3, N * (N + 1) / 2));
+  int32_t Msg = R * 10, Got = -1;
+  if (R % 2 == 0) {
+    ASSERT_TRUE(World->send(G, &Msg, 1, DType::I32, (R + 1) % N, 7).ok());
+    ASSERT_TRUE(World->recv(G, &Got, 1, DType::I32, (R + N - 1) % N, 7).ok());
+  } else {
+    ASSERT_TRUE(World->recv(G, &Got, 1, DType::I32, (R + N - 1) % N, 7).ok());
+    ASSERT_TRUE(World->send(G, &Msg, 1, DType::I32, (R + 1) % N, 7).ok());
+  }
+  EXPECT_EQ(Got, ((R + N - 1) % N) * 10);
+  EXPECT_TRUE(World->barrier(G).ok());
+}
+
+TEST(Comm, SubCommunicatorsOf2x2) {
+  NEED_RANKS(4);
+  const Mesh M{{"dp", "tp"}, {2, 2}};
+  const int R = World->rank();
+  for (const AxesList &Axes :
+       {AxesList{"dp"}, AxesList{"tp"}, AxesList{"dp", "tp"}, AxesList{"tp", "dp"}}) {
+    auto G = World->group(M, Axes);
+    ASSERT_TRUE(G.ok()) << G.message();
+    // Gather the world ranks through the sub-communicator itself: they
+    // must be the group's members in shard-index order.
+    int32_t Me = R;
+    std::vector<int32_t> Members((*G)->Size);
+    ASSERT_TRUE(World->allGather(**G, &Me, Members.data(), 1, DType::I32).ok());
+    std::vector<int64_t> Got(Members.begin(), Members.end());
+    EXPECT_EQ(Got, (*G)->Members) << Axes[0];
+  }
+  // dp groups {0,2} {1,3}; tp groups {0,1} {2,3}.
+  EXPECT_EQ((*World->group(M, {"dp"}))->Members,
+            (std::vector<int64_t>{R % 2, R % 2 + 2}));
+  EXPECT_EQ((*World->group(M, {"tp"}))->Members,
+            (std::vector<int64_t>{R / 2 * 2, R / 2 * 2 + 1}));
+}
+
+TokenData tokens() {
+  std::vector<uint16_t> T(2000);
+  for (size_t I = 0; I < T.size(); ++I)
+    T[I] = uint16_t((I * 7 + I / 3) % 16);
+  return TokenData::fromTokens(T, 16, 4).take();
+}
+
+std::unique_ptr<Executor> meshExec(const MeshTinyConfig &C) {
+  Expected<Program> P = parseProgramJson(meshTinyProgram(C).dump());
+  EXPECT_TRUE(P.ok()) << P.message();
+  if (!P.ok())
+    return nullptr;
+  auto E = Executor::create(P.take(), nullptr, World);
+  EXPECT_TRUE(E.ok()) << E.message();
+  return E.ok() ? E.take() : nullptr;
+}
+
+std::unique_ptr<Executor> oneRank() {
+  return Executor::create(
+             parseProgramJson(tinyProgram("f32", 4, 4, 16, 8).payload()).take())
+      .take();
+}
+
+/// Each layout of the world trains like the 1-rank program: same losses,
+/// and every rank's param shards equal the 1-rank params' slices.
+void expectTrainsLikeOneRank(const MeshTinyConfig &C) {
+  auto E = meshExec(C);
+  ASSERT_TRUE(E);
+  auto One = oneRank();
+  E->initParams(3);
+  One->initParams(3);
+  TokenData D = tokens();
+  TrainOptions O;
+  O.Steps = 4;
+  auto A = train(*One, D, O), B = train(*E, D, O);
+  ASSERT_TRUE(A.ok()) << A.message();
+  ASSERT_TRUE(B.ok()) << B.message();
+  for (size_t I = 0; I < 4; ++I)
+    EXPECT_NEAR((*A)[I].Loss, (*B)[I].Loss, 2e-5) << "step " << I;
+  for (size_t P = 0; P < 2; ++P) {
+    ShardMap M =
+        shardMap(E->stateSpec(P, BufferKind::Param).Place, E->mesh(), E->rank());
+    std::vector<float> Want(size_t(M.localNumel()));
+    extractShard(M, One->param(P), Want.data(), 4);
+    const float *Got = static_cast<const float *>(E->param(P));
+    for (size_t I = 0; I < Want.size(); ++I)
+      ASSERT_NEAR(Got[I], Want[I], 1e-5) << "param " << P << " element " << I;
+  }
+}
+
+TEST(MeshTraining, DataParallel) {
+  NEED_RANKS(0);
+  MeshTinyConfig C;
+  C.Dp = World->size();
+  expectTrainsLikeOneRank(C);
+}
+
+TEST(MeshTraining, TensorParallel) {
+  NEED_RANKS(0);
+  MeshTinyConfig C;
+  C.Tp = World->size();
+  expectTrainsLikeOneRank(C);
+}
+
+TEST(MeshTraining, DataTensor2x2) {
+  NEED_RANKS(4);
+  MeshTinyConfig C;
+  C.Dp = C.Tp = 2;
+  expectTrainsLikeOneRank(C);
+}
+
+TEST(MeshTraining, ZeroShardedAdamWEqualsTheUnshardedUpdate) {
+  NEED_RANKS(0);
+  MeshTinyConfig C;
+  C.Dp = World->size();
+  C.Zero1 = C.Zero2 = true;
+  expectTrainsLikeOneRank(C);
+  if (World->size() == 4) {
+    C.Dp = C.Tp = 2;
+    expectTrainsLikeOneRank(C);
+  }
+}
+
+TEST(MeshTraining, CommBytesFollowTheRingFormulas) {
+  NEED_RANKS(2);
+  MeshTinyConfig C;
+  C.Dp = 2;
+  auto E = meshExec(C);
+  ASSERT_TRUE(E);
+  E->initParams(1);
+  TrainOptions O;
+  O.Steps = 1;
+  ASSERT_TRUE(train(*E, tokens(), O).ok());
+  std::map<std::string, double> Got;
+  for (auto &[K, V] : E->commBytes())
+    Got[K] = V;
+  // all_reduce over dp (c=2): 2(c-1)/c n = n. loss 4 B, head grad 8x16x4,
+  // wte grad 16x8x4. all_gather/slice over tp (c=1): 0.
+  EXPECT_EQ(Got["all_reduce/dp"], 4 + 512 + 512);
+  EXPECT_EQ(Got["all_gather/tp"], 0);
+  EXPECT_EQ(Got["all_reduce/tp"], 0);
+}
+
+/// Deterministic optimizer state: a function of the global index.
+float mOf(int64_t G) { return float(G % 97) * 0.01f; }
+float vOf(int64_t G) { return float(G % 89) * 0.02f + 1; }
+
+void setOptimizerState(Executor &E) {
+  for (size_t P = 0; P < 2; ++P)
+    for (BufferKind K : {BufferKind::AdamM, BufferKind::AdamV}) {
+      const BufferSpec &S = E.stateSpec(P, K);
+      float *Out = static_cast<float *>(E.state(P, K));
+      forEachRun(shardMap(S.Place, E.mesh(), E.rank()),
+                 [&](int64_t L, int64_t G, int64_t N) {
+                   for (int64_t I = 0; I < N; ++I)
+                     Out[L + I] = K == BufferKind::AdamM ? mOf(G + I)
+                                                         : vOf(G + I);
+                 });
+    }
+}
+
+void expectGlobalState(const Executor &E, const Executor &One,
+                       const std::string &What) {
+  for (size_t P = 0; P < 2; ++P)
+    for (BufferKind K :
+         {BufferKind::Param, BufferKind::AdamM, BufferKind::AdamV}) {
+      const BufferSpec &S = E.stateSpec(P, K);
+      const float *Got = static_cast<const float *>(E.state(P, K));
+      const float *Ref = static_cast<const float *>(One.param(P));
+      forEachRun(shardMap(S.Place, E.mesh(), E.rank()),
+                 [&](int64_t L, int64_t G, int64_t N) {
+                   for (int64_t I = 0; I < N; ++I) {
+                     float Want = K == BufferKind::Param ? Ref[G + I]
+                                  : K == BufferKind::AdamM ? mOf(G + I)
+                                                           : vOf(G + I);
+                     ASSERT_EQ(Got[L + I], Want)
+                         << What << ": param " << P << " kind "
+                         << bufferKindName(K) << " global " << G + I;
+                   }
+                 });
+    }
+}
+
+TEST(MeshCheckpoint, SaveOn2x2LoadOn4x1And1x4AndOneRank) {
+  NEED_RANKS(4);
+  namespace fs = std::filesystem;
+  std::string Dir = (fs::temp_directory_path() / "weft_mesh_ckpt").string();
+  if (World->rank() == 0)
+    fs::remove_all(Dir);
+  auto One = oneRank();
+  One->initParams(11);
+  {
+    MeshTinyConfig C;
+    C.Dp = C.Tp = 2;
+    C.HeadBlocks = 2;
+    C.Zero1 = true;
+    auto E = meshExec(C);
+    ASSERT_TRUE(E);
+    E->initParams(11);
+    setOptimizerState(*E);
+    Status S = saveCheckpoint(*E, Dir, 7);
+    ASSERT_TRUE(S.ok()) << S.message();
+  }
+  for (auto [Dp, Tp] : {std::pair<int, int>{4, 1}, {1, 4}, {2, 2}}) {
+    MeshTinyConfig C;
+    C.Dp = Dp;
+    C.Tp = Tp;
+    C.Zero2 = Dp > 1;
+    auto E = meshExec(C);
+    ASSERT_TRUE(E);
+    E->initParams(12345); // overwritten by the load
+    Expected<int64_t> Step = loadCheckpoint(*E, Dir);
+    ASSERT_TRUE(Step.ok()) << Step.message();
+    EXPECT_EQ(*Step, 7);
+    expectGlobalState(*E, *One,
+                      "dp=" + std::to_string(Dp) + " tp=" + std::to_string(Tp));
+  }
+  // One rank (no mesh), on every rank.
+  auto Single = oneRank();
+  Single->initParams(12345);
+  Expected<int64_t> Step = loadCheckpoint(*Single, Dir);
+  ASSERT_TRUE(Step.ok()) << Step.message();
+  expectGlobalState(*Single, *One, "one rank");
+  // And back: an unsharded checkpoint loads on a mesh.
+  std::string Plain = Dir + "-plain" + std::to_string(World->rank());
+  ASSERT_TRUE(saveCheckpoint(*Single, Plain, 3).ok());
+  MeshTinyConfig C;
+  C.Dp = C.Tp = 2;
+  C.HeadBlocks = 2;
+  C.Zero1 = C.Zero2 = true;
+  auto E = meshExec(C);
+  ASSERT_TRUE(E);
+  Step = loadCheckpoint(*E, Plain);
+  ASSERT_TRUE(Step.ok()) << Step.message();
+  EXPECT_EQ(*Step, 3);
+  expectGlobalState(*E, *One, "unsharded into 2x2");
+  ASSERT_TRUE(World->barrier(worldGroup()).ok());
+}
+
+TEST(MeshCheckpoint, SaveGradsWritesTheGlobalGradients) {
+  NEED_RANKS(0);
+  namespace fs = std::filesystem;
+  std::string Dir = (fs::temp_directory_path() / "weft_mesh_grads").string();
+  MeshTinyConfig C;
+  C.Dp = World->size() == 4 ? 2 : 1;
+  C.Tp = World->size() / C.Dp;
+  C.Zero2 = C.Dp > 1;
+  auto E = meshExec(C);
+  ASSERT_TRUE(E);
+  auto One = oneRank();
+  E->initParams(5);
+  One->initParams(5);
+  TokenData D = tokens();
+  StepContext Ctx;
+  Ctx.Optimizer = &E->program().Optimizer;
+  D.fillBlock(0, 4, 4, E->batchOffset(), E->localBatch(), E->seqOffset(),
+              E->localSeq(), E->tokens(), E->targets());
+  ASSERT_TRUE(E->run(0, E->program().OptimizerBegin, Ctx).ok());
+  D.fillBatch(0, 4, 4, One->tokens(), One->targets());
+  ASSERT_TRUE(One->run(0, One->program().OptimizerBegin, Ctx).ok());
+  Status S = saveGradients(*E, Dir);
+  ASSERT_TRUE(S.ok()) << S.message();
+  if (World->rank() == 0) {
+    auto F = SafetensorsFile::read(Dir + "/grads.safetensors");
+    ASSERT_TRUE(F.ok()) << F.message();
+    for (size_t P = 0; P < 2; ++P) {
+      const SafeTensor *T = F->find(One->program().Params[P].Name);
+      ASSERT_TRUE(T);
+      std::vector<float> G(size_t(numElements(T->Dims)));
+      ASSERT_TRUE(F->convert(*T, DType::F32, G.data()).ok());
+      for (size_t I = 0; I < G.size(); ++I)
+        ASSERT_NEAR(G[I], One->gradElement(P, int64_t(I)), 1e-6)
+            << "param " << P << " element " << I;
+    }
+  }
+  ASSERT_TRUE(World->barrier(worldGroup()).ok());
+}
+
+} // namespace
+
+int main(int Argc, char **Argv) {
+  ::testing::InitGoogleTest(&Argc, Argv);
+  Expected<std::unique_ptr<Communicator>> C = createCommunicator();
+  if (!C.ok()) {
+    std::fprintf(stderr, "weft-comm-tests: %s\n", C.message().c_str());
+    return 1;
+  }
+  World = C->get();
+  // Only rank 0 reports; every rank's exit code counts.
+  if (World->rank() != 0) {
+    auto &L = ::testing::UnitTest::GetInstance()->listeners();
+    delete L.Release(L.default_result_printer());
+  }
+  int Rc = RUN_ALL_TESTS();
+  return Rc;
+}
