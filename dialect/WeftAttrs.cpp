@@ -14,7 +14,9 @@ SmallVector<StringRef> ShardingAttr::axesOf(int64_t d) const {
 }
 
 int64_t ShardingAttr::blocksOf(int64_t d) const {
-  ArrayRef<int64_t> blocks = getBlocks();
+  if (!getBlocks())
+    return 1;
+  ArrayRef<int64_t> blocks = getBlocks().asArrayRef();
   return d < int64_t(blocks.size()) ? blocks[d] : 1;
 }
 
@@ -49,5 +51,5 @@ ShardingAttr ShardingAttr::get(MLIRContext *ctx,
     dimAttrs.push_back(b.getStrArrayAttr(axes));
   bool anyBlocks = llvm::any_of(blocks, [](int64_t v) { return v != 1; });
   return get(ctx, b.getArrayAttr(dimAttrs), b.getStrArrayAttr(partial),
-             anyBlocks ? blocks : ArrayRef<int64_t>());
+             anyBlocks ? b.getDenseI64ArrayAttr(blocks) : DenseI64ArrayAttr());
 }

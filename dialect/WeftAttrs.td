@@ -28,7 +28,7 @@ def Weft_ShardingAttr : AttrDef<Weft_Dialect, "Sharding"> {
     "::mlir::ArrayAttr":$dims,
     DefaultValuedParameter<"::mlir::ArrayAttr",
         "::mlir::ArrayAttr::get($_ctxt, {})">:$partial,
-    OptionalArrayRefParameter<"int64_t">:$blocks
+    OptionalParameter<"::mlir::DenseI64ArrayAttr">:$blocks
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{

@@ -80,8 +80,12 @@ struct PropagateSharding
                 : ShardingAttr::replicated(&getContext(),
                                            param.getType().getRank());
         }
-        if (auto shard = dyn_cast<ShardOp>(op))
+        if (auto shard = dyn_cast<ShardOp>(op)) {
           p.known[shard.getResult()] = shard.getSharding();
+          // A constraint is a user annotation on its operand too, unless
+          // that value carries one of its own (an argument or parameter).
+          p.known.try_emplace(shard.getX(), shard.getSharding());
+        }
       });
       SmallVector<Operation *> ops;
       fn.walk([&](Operation *op) {

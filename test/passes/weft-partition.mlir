@@ -1,0 +1,100 @@
+// RUN: weft-opt %s -split-input-file -weft-autodiff -weft-propagate-sharding -weft-partition -verify-diagnostics | FileCheck %s
+
+// Megatron MLP: column-parallel fc (split output features), row-parallel proj
+// (split input features). One all-reduce in forward (the row-parallel output,
+// before the residual add) and one in backward (the input gradient of the
+// column-parallel layer); the sharded weights' gradients need none.
+// CHECK-LABEL: func @megatron_mlp
+// CHECK:       weft.matmul %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+// CHECK:       %[[PARTIAL:.*]] = weft.matmul %{{.*}}, %{{.*}} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT:  weft.all_reduce %[[PARTIAL]] {axes = ["tp"], reason = "weft.add operand 1: [*, *, *] partial(tp) -> [*, *, *]"}
+// CHECK:       weft.cross_entropy_grad
+// CHECK-COUNT-1: weft.all_reduce
+// CHECK-NOT:   weft.all_reduce
+// CHECK-NOT:   weft.all_gather
+// CHECK:       return
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+func.func @megatron_mlp(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %w1 = weft.param "fc.weight" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [[], ["tp"]]>} : tensor<8x32xf32>
+  %a = weft.matmul %x, %w1 : (tensor<2x4x8xf32>, tensor<8x32xf32>) -> tensor<2x4x32xf32>
+  %h = weft.gelu %a : tensor<2x4x32xf32>
+  %w2 = weft.param "proj.weight" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [["tp"], []]>} : tensor<32x8xf32>
+  %o = weft.matmul %h, %w2 : (tensor<2x4x32xf32>, tensor<32x8xf32>) -> tensor<2x4x8xf32>
+  %y = weft.add %x, %o : tensor<2x4x8xf32>
+  %logits = weft.matmul %y, %wte {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Sequence parallelism: with the residual stream split along the sequence,
+// a reduce-scatter and an all-gather stand where the all-reduces were.
+// CHECK-LABEL: func @sequence_parallel_mlp
+// CHECK-NOT:   weft.all_reduce {{.*}}tensor<2x4x8xf32>
+// CHECK:       weft.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64, reason = "weft.matmul operand 0: [*, tp, *] -> [*, *, *]"} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
+// CHECK:       weft.reduce_scatter %{{.*}} {axes = ["tp"], dim = 1 : i64, reason = "weft.add operand 1: [*, *, *] partial(tp) -> [*, tp, *]"} : (tensor<2x4x8xf32>) -> tensor<2x2x8xf32>
+// CHECK:       weft.cross_entropy_grad
+// CHECK:       weft.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64
+// CHECK:       weft.reduce_scatter %{{.*}} {axes = ["tp"], dim = 1 : i64
+// The only all-reduces left: norm-free weight gradients and the loss.
+// CHECK:       weft.all_reduce %{{.*}} {axes = ["tp"], reason = "returned loss: [] partial(tp) -> []"}
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+func.func @sequence_parallel_mlp(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x0 = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %x = weft.shard %x0 {sharding = #weft.sharding<dims = [[], ["tp"], []]>} : tensor<2x4x8xf32>
+  %w1 = weft.param "fc.weight" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [[], ["tp"]]>} : tensor<8x32xf32>
+  %a = weft.matmul %x, %w1 : (tensor<2x4x8xf32>, tensor<8x32xf32>) -> tensor<2x4x32xf32>
+  %h = weft.gelu %a : tensor<2x4x32xf32>
+  %w2 = weft.param "proj.weight" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [["tp"], []]>} : tensor<32x8xf32>
+  %o = weft.matmul %h, %w2 : (tensor<2x4x32xf32>, tensor<32x8xf32>) -> tensor<2x4x8xf32>
+  %y0 = weft.add %x, %o : tensor<2x4x8xf32>
+  %y = weft.shard %y0 {sharding = #weft.sharding<dims = [[], ["tp"], []]>} : tensor<2x4x8xf32>
+  %logits = weft.matmul %y, %wte {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// ZeRO-3: a parameter stored split over dp is all-gathered before each use
+// (forward and backward, so the gathered copy dies right after), and its
+// gradient is reduce-scattered into its storage split.
+// CHECK-LABEL: func @zero3
+// CHECK:       %[[W:.*]] = weft.param "w" {{.*}} : tensor<4x8xf32>
+// CHECK:       weft.all_gather %[[W]] {axes = ["dp"], dim = 0 : i64, reason = "weft.matmul operand 1: [dp, *] -> [*, *]"} : (tensor<4x8xf32>) -> tensor<8x8xf32>
+// CHECK:       weft.cross_entropy_grad
+// CHECK:       weft.all_gather %[[W]] {axes = ["dp"], dim = 0 : i64
+// CHECK:       %[[G:.*]] = weft.reduce_scatter %{{.*}} {axes = ["dp"], dim = 0 : i64, reason = "gradient of w: [*, *] partial(dp) -> [dp, *]"} : (tensor<8x8xf32>) -> tensor<4x8xf32>
+// CHECK:       weft.param_grad "w", %[[G]] : tensor<4x8xf32>
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @zero3(%tokens: tensor<2x4xi32> {weft.sharding = #weft.sharding<dims = [["dp"], []]>}, %targets: tensor<2x4xi32> {weft.sharding = #weft.sharding<dims = [["dp"], []]>}) -> tensor<f32> {
+  %e = weft.param "e" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %e, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %w = weft.param "w" {init = "normal", std = 0.02, weft.storage = #weft.sharding<dims = [["dp"], []]>, weft.grad_storage = #weft.sharding<dims = [["dp"], []]>} : tensor<8x8xf32>
+  %y = weft.matmul %x, %w : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %logits = weft.matmul %y, %e {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Negative: on a mesh where nothing is split, no collective is needed.
+// CHECK-LABEL: func @replicated
+// CHECK-NOT:   weft.all_reduce
+// CHECK-NOT:   weft.all_gather
+// CHECK-NOT:   weft.reduce_scatter
+// CHECK-NOT:   weft.slice
+// CHECK:       return
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @replicated(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
+  %e = weft.param "e" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %e, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %logits = weft.matmul %x, %e {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
