@@ -126,6 +126,15 @@ public:
     addInput(fn.getArgument(1), "targets");
 
     Block &body = fn.getBody().front();
+    // A gradient computed only to be stored is written straight into the
+    // parameter's grad buffer: no copy (0.5 GB per step for GPT-2 124M).
+    for (Operation &op : body)
+      if (auto g = dyn_cast<ParamGradOp>(op)) {
+        Value v = g.getGrad();
+        Operation *def = v.getDefiningOp();
+        if (def && v.hasOneUse() && !isa<ParamOp, FillOp>(def))
+          storedDirectly[v] = g.getName();
+      }
     int64_t forwardEnd = -1, optimizerBegin = -1;
     Value loss = cast<func::ReturnOp>(body.getTerminator()).getOperand(0);
     std::optional<int64_t> vocab;
@@ -232,6 +241,12 @@ private:
   }
 
   int64_t arenaBuffer(Value v, int64_t offset) {
+    auto direct = storedDirectly.find(v);
+    if (direct != storedDirectly.end()) {
+      int64_t id = paramState[direct->second][0];
+      bufferIds[v] = id;
+      return id;
+    }
     auto t = cast<RankedTensorType>(v.getType());
     int64_t id = addBuffer(json::Object{{"kind", "arena"},
                                         {"offset", offset},
@@ -256,6 +271,8 @@ private:
       auto it = paramState.find(g.getName());
       if (it == paramState.end())
         return op.emitOpError("names no weft.param: '") << g.getName() << "'";
+      if (storedDirectly.count(g.getGrad()))
+        return success();
       instructions.push_back(json::Object{
           {"op", "copy"},
           {"in", idsOf(g.getGrad())},
@@ -319,6 +336,7 @@ private:
   json::Array params, buffers, instructions;
   std::string paramDtype = "f32";
   DenseMap<Value, int64_t> bufferIds;
+  DenseMap<Value, StringRef> storedDirectly; // gradient -> its parameter
   llvm::StringMap<std::array<int64_t, 3>> paramState; // grad, m, v
   llvm::StringMap<int64_t> paramIndex;
 };

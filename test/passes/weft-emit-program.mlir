@@ -12,19 +12,20 @@
 // CHECK-NEXT:   3  grad  f32[16,8]  wte
 // CHECK-NEXT:   4  adam_m  f32[16,8]  wte
 // CHECK-NEXT:   5  adam_v  f32[16,8]  wte
-// CHECK:      instructions: 15 (loss = buffer 13, forward_end 4, optimizer_begin 13)
+// CHECK:      instructions: 13 (loss = buffer 13, forward_end 4, optimizer_begin 11)
 // CHECK-NEXT:   0  embedding  in=[2,0]
 // CHECK-NEXT:   1  rms_norm  in=[6,7] out=[11]  eps=1e-05
 // CHECK-NEXT:   2  matmul  in=[11,2] out=[12]  transpose_b=true  : [2,4,8] x [16,8] -> [2,4,16]
 // CHECK-NEXT:   3  cross_entropy  in=[12,1] out=[13]
 // CHECK-NEXT:  -- forward_end
-// Gradients land in the parameters' grad buffers (3 and 8) by copies...
-// CHECK:       11  copy  in=[21] out=[3]
-// CHECK-NEXT:  12  copy  in=[19] out=[8]
+// Gradients are written straight into the parameters' grad buffers (3 and 8),
+// with no copy...
+// CHECK:        8  rms_norm_grad  in=[16,6,7] out=[18,8]
+// CHECK:       10  add  in=[17,19] out=[3]
 // CHECK-NEXT:  -- optimizer_begin
 // ...which the in-place AdamW updates read.
-// CHECK-NEXT:  13  adamw  in=[2,3,4,5] out=[2,4,5]  weight_decay=true
-// CHECK-NEXT:  14  adamw  in=[7,8,9,10] out=[7,9,10]  weight_decay=false
+// CHECK-NEXT:  11  adamw  in=[2,3,4,5] out=[2,4,5]  weight_decay=true
+// CHECK-NEXT:  12  adamw  in=[7,8,9,10] out=[7,9,10]  weight_decay=false
 func.func @tiny(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> attributes {weft.model = "tiny"} {
   %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
   %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
