@@ -67,12 +67,14 @@ Status Executor::bind() {
       S.Place = Prog.Params[P].Place;
     }
   }
-  LocalBatch = Prog.Batch;
-  LocalSeq = Prog.Seq;
+  LocalBatch = GlobalBatch = Prog.Batch;
+  LocalSeq = GlobalSeq = Prog.Seq;
   for (const BufferSpec &B : Prog.Buffers) {
     if (B.Kind == BufferKind::Input) {
       LocalBatch = B.Dims[0];
       LocalSeq = B.Dims[1];
+      GlobalBatch = B.Place.Global[0];
+      GlobalSeq = B.Place.Global[1];
       BatchOffset = Prog.Devices.shardIndex(Comm->rank(), B.Place.Sharding[0]) *
                     LocalBatch;
       SeqOffset = Prog.Devices.shardIndex(Comm->rank(), B.Place.Sharding[1]) *

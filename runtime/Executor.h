@@ -53,6 +53,8 @@ public:
   }
   /// The rank's block of the global batch: rows [BatchOffset, +LocalBatch),
   /// positions [SeqOffset, +LocalSeq).
+  int64_t globalBatch() const { return GlobalBatch; }
+  int64_t globalSeq() const { return GlobalSeq; }
   int64_t localBatch() const { return LocalBatch; }
   int64_t localSeq() const { return LocalSeq; }
   int64_t batchOffset() const { return BatchOffset; }
@@ -127,6 +129,7 @@ private:
   Communicator *Comm = nullptr;
   std::vector<std::array<BufferSpec, 4>> StateSpecs;
   int64_t LocalBatch = 0, LocalSeq = 0, BatchOffset = 0, SeqOffset = 0;
+  int64_t GlobalBatch = 0, GlobalSeq = 0;
   std::vector<MeshStep> Steps; // parallel to Bound
   bool HasMeshSteps = false;
   std::vector<double> DLossCopy; // one scalar slot per instruction

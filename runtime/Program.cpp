@@ -476,10 +476,17 @@ void resolveLayouts(Program &P) {
       Par.Place = Layout::replicated(Par.Dims);
   for (BufferSpec &B : P.Buffers) {
     if (B.Kind == BufferKind::Input) {
+      // Without global_shape: `batch`/`seq` are the global sizes when the
+      // local shape is their block, the local sizes when it equals them.
       Layout L = B.Place;
-      L.Global = {P.Batch, P.Seq};
       L.Sharding.resize(2);
       L.Blocks.assign(2, 1);
+      if (!B.HasLayout || L.Global == B.Dims) {
+        L.Global = {P.Batch, P.Seq};
+        if (B.Dims == Shape{P.Batch, P.Seq})
+          L.Global = {P.Batch * P.Devices.count(L.Sharding[0]),
+                      P.Seq * P.Devices.count(L.Sharding[1])};
+      }
       B.Place = L;
       continue;
     }

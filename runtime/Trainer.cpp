@@ -23,13 +23,14 @@ Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
                                         const TrainOptions &O) {
   const Program &P = E.program();
   const int64_t NumInsts = int64_t(P.Instructions.size());
-  const double TokensPerStep = double(P.Batch * P.Seq);
+  const double TokensPerStep = double(E.globalBatch() * E.globalSeq());
   std::vector<StepRecord> Records;
   Records.reserve(size_t(O.Steps));
   for (int64_t K = 0; K < O.Steps; ++K) {
     int64_t Global = O.StartStep + K;
     auto T0 = std::chrono::steady_clock::now();
-    Data.fillBlock(Global, P.Batch, P.Seq, E.batchOffset(), E.localBatch(),
+    Data.fillBlock(Global, E.globalBatch(), E.globalSeq(), E.batchOffset(),
+                   E.localBatch(),
                    E.seqOffset(), E.localSeq(), E.tokens(), E.targets());
     E.resetCommBytes();
     StepContext Ctx;
@@ -93,7 +94,6 @@ void printSummary(std::ostream &OS, const std::vector<StepRecord> &Records,
   for (size_t I = Records.size() > 1 ? 1 : 0; I < Records.size(); ++I, ++N)
     Sum += Records[I].Seconds;
   double Mean = Sum / double(N);
-  const Program &P = E.program();
   char Line[512];
   std::snprintf(
       Line, sizeof(Line),
@@ -101,7 +101,7 @@ void printSummary(std::ostream &OS, const std::vector<StepRecord> &Records,
       "%.1f ms (excluding step 1) | %.0f tok/s | matmul %.1f GFLOP/step, "
       "%.1f GFLOP/s | peak bytes %zu (arena %zu + persistent %zu)\n",
       Records.size(), Records.front().Loss, Records.back().Loss, Mean * 1e3,
-      double(P.Batch * P.Seq) / Mean, E.matmulFlopsPerStep() / 1e9,
+      double(E.globalBatch() * E.globalSeq()) / Mean, E.matmulFlopsPerStep() / 1e9,
       E.matmulFlopsPerStep() / Mean / 1e9, E.peakBytes(), E.arenaBytes(),
       E.persistentBytes());
   OS << Line;
