@@ -99,11 +99,15 @@ private:
 
   // Emits the collectives that turn `v` (laid out as `from`) into `to`.
   FailureOr<Value> reshard(Value v, ShardingAttr from, ShardingAttr to,
-                           Operation *user, StringRef why) {
+                           Operation *user, StringRef why,
+                           bool atDefinition = false) {
     if (from == to)
       return v;
     Location loc = user->getLoc();
-    b.setInsertionPoint(user);
+    if (atDefinition)
+      b.setInsertionPointAfterValue(v);
+    else
+      b.setInsertionPoint(user);
     std::string reason = why.str() + ": " + describe(from) + " -> " +
                          describe(to);
     auto reasonAttr = b.getStringAttr(reason);
@@ -185,7 +189,7 @@ private:
   // same value, except for ZeRO-3 parameters, which are gathered at each use
   // so that the gathered copy dies right after it.
   LogicalResult requireOperand(Operation *op, unsigned i, ShardingAttr want,
-                               StringRef why) {
+                               StringRef why, bool atDefinition = false) {
     Value v = op->getOperand(i);
     ShardingAttr have = actual.lookup(v);
     if (!have)
@@ -200,7 +204,7 @@ private:
         return success();
       }
     }
-    FailureOr<Value> r = reshard(v, have, want, op, why);
+    FailureOr<Value> r = reshard(v, have, want, op, why, atDefinition);
     if (failed(r))
       return failure();
     op->setOperand(i, *r);
@@ -241,8 +245,10 @@ private:
       return partitionAdamW(adam);
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (unsigned i = 0; i < op->getNumOperands(); ++i)
+        // Reduced right where it is computed, so the forward range of the
+        // program ([0, forward_end)) yields the global loss.
         if (failed(requireOperand(op, i, replicated(op->getOperand(i)),
-                                  "returned loss")))
+                                  "returned loss", /*atDefinition=*/true)))
           return failure();
       return success();
     }

@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""The oracle for every parallel layout: an N-rank run trains exactly like the
+1-rank run (DESIGN.md decision 9).
+
+For one model and each mesh below, compiles the 1-rank and the N-rank program
+from the same flags, runs both under the same seed and data, and checks:
+  - the loss at every step agrees to LOSS_TOL relative;
+  - every gradient after step 1 (gathered to global tensors) to GRAD_TOL
+    max-relative (max|a-b| / max|b|);
+  - the final parameters (gathered by --save) to PARAM_TOL max-relative;
+  - the bytes each rank sent per collective kind and axis equal the compiler's
+    prediction (weft-compile --explain) exactly, every step.
+
+In f32, Adam turns summation-order noise in near-zero gradients into
+lr-sized parameter differences (the PyTorch reference sees the same between
+torch-f32 and torch-f64: about 1e-3), so the parameter check runs on f64
+programs (--dtype f64), where the layouts must agree to far better than 1e-4;
+f32 programs are checked on losses and gradients, and their parameter error is
+reported.
+
+usage: equivalence.py BIN_DIR DATA WORKDIR MODEL DTYPE [STEPS]
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+import wref_np  # noqa: E402  (numpy-only safetensors reader)
+import numpy as np  # noqa: E402
+
+LOSS_TOL, GRAD_TOL, PARAM_TOL = 1e-4, 1e-5, 1e-4
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
+          "--mca", "btl", "self,vader"]
+
+# (ranks, weft-compile flags): the meshes the sharding issue names.
+MESHES = [
+    (2, ["--mesh", "dp=2"]),
+    (2, ["--mesh", "tp=2", "--layout", "megatron"]),
+    (2, ["--mesh", "tp=2", "--layout", "megatron", "--sequence-parallel"]),
+    (4, ["--mesh", "dp=2,tp=2", "--layout", "megatron"]),
+    (2, ["--mesh", "dp=2", "--zero", "1"]),
+    (2, ["--mesh", "dp=2", "--zero", "2"]),
+    (2, ["--mesh", "dp=2", "--zero", "3"]),
+    (4, ["--mesh", "dp=4", "--zero", "3"]),
+    (4, ["--mesh", "dp=2,tp=2", "--layout", "megatron", "--zero", "3",
+         "--sequence-parallel"]),
+]
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return r.stdout
+
+
+def predicted_comm(bin_dir, model, common, flags):
+    out = run([f"{bin_dir}/weft-compile", model] + common + flags + ["--explain"])
+    totals = {}
+    in_totals = False
+    for line in out.splitlines():
+        if line.startswith("totals:"):
+            in_totals = True
+            continue
+        if in_totals:
+            m = re.match(r"\s+(\S+)\s+(\d+) bytes/rank/step", line)
+            if not m:
+                break
+            totals[m.group(1)] = int(m.group(2))
+    return totals
+
+
+def train(bin_dir, prog, ranks, data, work, steps):
+    """Runs STEPS steps (metrics, final params) and 1 step (gradients)."""
+    launch = MPIRUN + ["-np", str(ranks)] if ranks > 1 else []
+    base = launch + [f"{bin_dir}/weft-run", prog, "--data", data, "--threads", "1",
+                     "--quiet"]
+    run(base + ["--steps", str(steps), "--metrics", f"{work}/m.jsonl",
+                "--save", f"{work}/final"])
+    run(base + ["--steps", "1", "--save-grads", f"{work}/g1"])
+    metrics = [json.loads(line) for line in open(f"{work}/m.jsonl")]
+    params = wref_np.read_safetensors(f"{work}/final/model.safetensors")[0] \
+        if os.path.exists(f"{work}/final/model.safetensors") else None
+    grads = wref_np.read_safetensors(f"{work}/g1/grads.safetensors")[0]
+    return metrics, params, grads
+
+
+def load_params(work):
+    """Global parameters from a (possibly sharded) checkpoint directory."""
+    plain = f"{work}/final/model.safetensors"
+    if os.path.exists(plain):
+        return wref_np.read_safetensors(plain)[0]
+    return None
+
+
+def max_rel(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    scale = np.max(np.abs(b))
+    return float(np.max(np.abs(a - b)) / scale) if scale > 0 else float(np.max(np.abs(a - b)))
+
+
+def main():
+    bin_dir, data, work, model, dtype = sys.argv[1:6]
+    steps = int(sys.argv[6]) if len(sys.argv) > 6 else 20
+    common = ["--batch", "4", "--seq", "16", "--lr", "3e-3", "--dtype", dtype]
+    check_params = dtype == "f64"
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(f"{work}/one")
+    run([f"{bin_dir}/weft-compile", model] + common +
+        ["-o", f"{work}/one/prog.weft", "--quiet"])
+    ref_metrics, ref_params, ref_grads = train(
+        bin_dir, f"{work}/one/prog.weft", 1, data, f"{work}/one", steps)
+    failures = []
+    for i, (ranks, flags) in enumerate(MESHES):
+        name = " ".join(flags)
+        w = f"{work}/mesh{i}"
+        os.makedirs(w)
+        r = subprocess.run([f"{bin_dir}/weft-compile", model] + common + flags +
+                           ["-o", f"{w}/prog.weft", "--quiet"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            failures.append(f"{name}: does not compile: {r.stderr.strip()}")
+            continue
+        metrics, _, grads = train(bin_dir, f"{w}/prog.weft", ranks, data, w, steps)
+        params = load_params(w)
+        loss_err = max(abs(m["loss"] - r["loss"]) / abs(r["loss"])
+                       for m, r in zip(metrics, ref_metrics))
+        grad_err = max(max_rel(grads[k], ref_grads[k]) for k in ref_grads)
+        if params is None:
+            # A sharded checkpoint: load it back on one rank to gather it.
+            run([f"{bin_dir}/weft-run", f"{work}/one/prog.weft", "--steps", "0",
+                 "--load", f"{w}/final", "--save", f"{w}/gathered", "--quiet",
+                 "--data", data])
+            params = wref_np.read_safetensors(f"{w}/gathered/model.safetensors")[0]
+        param_err = max(max_rel(params[k], ref_params[k]) for k in ref_params)
+        predicted = predicted_comm(bin_dir, model, common, flags)
+        measured = metrics[-1].get("comm_bytes", {})
+        comm_ok = {k: v for k, v in measured.items() if v} == \
+            {k: v for k, v in predicted.items() if v}
+        ok = (len(metrics) == steps and loss_err <= LOSS_TOL and
+              grad_err <= GRAD_TOL and comm_ok and
+              (param_err <= PARAM_TOL or not check_params))
+        print(f"{'ok  ' if ok else 'FAIL'} {model} {dtype} np={ranks} {name:58s} "
+              f"loss {loss_err:.1e}  grad {grad_err:.1e}  param {param_err:.1e}  "
+              f"comm {'= predicted' if comm_ok else 'MISMATCH'} "
+              f"({sum(measured.values())} B/step)")
+        if not ok:
+            failures.append(f"{name}: loss {loss_err:.2e} grad {grad_err:.2e} "
+                            f"param {param_err:.2e} comm measured {measured} "
+                            f"predicted {predicted}")
+    if failures:
+        sys.exit("FAIL:\n  " + "\n  ".join(failures))
+    print(f"PASS: {len(MESHES)} layouts of {model} ({dtype}) train like one rank "
+          f"for {steps} steps")
+
+
+if __name__ == "__main__":
+    main()
