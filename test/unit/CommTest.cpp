@@ -319,6 +319,7 @@ TEST(MeshCheckpoint, SaveOn2x2LoadOn4x1And1x4AndOneRank) {
   std::string Dir = (fs::temp_directory_path() / "weft_mesh_ckpt").string();
   if (World->rank() == 0)
     fs::remove_all(Dir);
+  ASSERT_TRUE(World->barrier(worldGroup()).ok()); // removed before any save
   auto One = oneRank();
   One->initParams(11);
   {
