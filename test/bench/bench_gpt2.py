@@ -21,6 +21,8 @@ FLOPs per step = 6*N*tokens + 6*n_layer*seq*d_model*tokens
 Usage: /usr/bin/python3 test/bench/bench_gpt2.py [--threads 2] [--bin build/bin] [--data F]
 Prints a table and, last, one JSON line.
 """
+import sys as _sys
+_sys.dont_write_bytecode = True  # keep test/reference free of __pycache__
 import argparse
 import json
 import os

@@ -10,6 +10,8 @@
 
 Usage: /usr/bin/python3 test/reference/selftest_models.py   (exit 0 on pass)
 """
+import sys as _sys
+_sys.dont_write_bytecode = True  # keep test/reference free of __pycache__
 import math
 import os
 import sys

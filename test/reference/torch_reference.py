@@ -45,6 +45,8 @@ Modes:
 
 Exit status: 0 when every check passes, 1 on a mismatch, 2 on a tool error.
 """
+import sys as _sys
+_sys.dont_write_bytecode = True  # keep test/reference free of __pycache__
 import argparse
 import hashlib
 import json
