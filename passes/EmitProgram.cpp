@@ -160,9 +160,16 @@ public:
                            ? fn->getAttrOfType<StringAttr>("weft.model").str()
                            : fn.getSymName().str();
     program["dtype"] = dtype;
+    // batch and seq are global; the tokens buffer holds this rank's block.
     auto tokens = cast<RankedTensorType>(fn.getArgument(0).getType());
-    program["batch"] = tokens.getRank() > 0 ? tokens.getDimSize(0) : 1;
-    program["seq"] = tokens.getRank() > 1 ? tokens.getDimSize(1) : 1;
+    auto split = fn.getArgAttrOfType<ShardingAttr>(0, "weft.sharding");
+    auto global = [&](int64_t d) -> int64_t {
+      if (tokens.getRank() <= d)
+        return 1;
+      return tokens.getDimSize(d) * (split ? mesh.count(split.axesOf(d)) : 1);
+    };
+    program["batch"] = global(0);
+    program["seq"] = global(1);
     program["vocab"] = vocab.value_or(0);
     program["optimizer"] = optimizerJson();
     if (!mesh.axes.empty()) {
