@@ -37,7 +37,7 @@ func.func @megatron_mlp(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> 
 // CHECK:       weft.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64, reason = "weft.matmul operand 0: [*, tp, *] -> [*, *, *]"} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
 // CHECK:       weft.reduce_scatter %{{.*}} {axes = ["tp"], dim = 1 : i64, reason = "weft.add operand 1: [*, *, *] partial(tp) -> [*, tp, *]"} : (tensor<2x4x8xf32>) -> tensor<2x2x8xf32>
 // The loss over split rows is a partial sum, reduced where it is computed.
-// CHECK:       weft.cross_entropy
+// CHECK:       weft.cross_entropy %{{.*}} {denominator = 8 : i64}
 // CHECK-NEXT:  weft.all_reduce %{{.*}} {axes = ["tp"], reason = "returned loss: [] partial(tp) -> []"}
 // CHECK:       weft.cross_entropy_grad
 // CHECK:       weft.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64
