@@ -1,0 +1,341 @@
+//===- CostModel.cpp - the analytic step-time and memory model ------------===//
+//
+// Equations and their sources: docs/planner.md. In short, per micro-batch and
+// pipeline stage: GEMM FLOPs / (peak * efficiency(shape)) + memory-bound bytes
+// / HBM bandwidth + Megatron TP all-reduces; the step is (m + (p-1)/v) of
+// those (1F1B / interleaved), plus the DP (or ZeRO) collectives that backward
+// cannot hide, plus the optimizer. Memory: ZeRO-sharded training state over
+// tp * pp model parallelism, and Korthikanti et al. 2022 activations times the
+// micro-batches the schedule keeps in flight.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/cost/CostModel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace weft::cost {
+
+const char *scheduleName(Schedule s) {
+  return s == Schedule::OneFOneB ? "1f1b" : "interleaved";
+}
+const char *recomputeName(Recompute r) {
+  switch (r) {
+  case Recompute::None:
+    return "none";
+  case Recompute::Selective:
+    return "selective";
+  case Recompute::Full:
+    return "full";
+  }
+  return "?";
+}
+
+double ringAllReduceSeconds(double bytes, int64_t n, const LinkTier &link) {
+  if (n <= 1)
+    return 0;
+  return 2.0 * (n - 1) / n * bytes / link.bytesPerSecond() +
+         2.0 * (n - 1) * link.latencySeconds();
+}
+
+double ringGatherSeconds(double bytes, int64_t n, const LinkTier &link) {
+  if (n <= 1)
+    return 0;
+  return double(n - 1) / n * bytes / link.bytesPerSecond() +
+         double(n - 1) * link.latencySeconds();
+}
+
+double bubbleFraction(int64_t p, int64_t m, int64_t v) {
+  double idle = double(p - 1) / double(v);
+  return idle / (double(m) + idle);
+}
+
+double zeroBytesPerParam(int stage, int64_t d) {
+  switch (stage) {
+  case 0:
+    return 16;
+  case 1:
+    return 4 + 12.0 / d;
+  case 2:
+    return 2 + 14.0 / d;
+  default:
+    return 16.0 / d;
+  }
+}
+
+double layerActivationBytes(int64_t s, int64_t b, int64_t h, int64_t heads,
+                            int64_t tp, bool sp, Recompute r) {
+  double sbh = double(s) * b * h, t = double(tp);
+  double attn = 5.0 * heads * s / h; // the a*s^2*b scores, softmax, dropout
+  switch (r) {
+  case Recompute::Full:
+    return 2.0 * sbh / (sp ? t : 1.0);
+  case Recompute::Selective:
+    return sp ? sbh * 34.0 / t : sbh * (10.0 + 24.0 / t);
+  case Recompute::None:
+    return sp ? sbh * (34.0 + attn) / t : sbh * (10.0 + 24.0 / t + attn / t);
+  }
+  return 0;
+}
+
+namespace {
+
+std::string fmt(const char *f, double a, double b = 0, double c = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, a, b, c);
+  return buf;
+}
+
+// Seconds of one part's forward and backward on one GPU for a micro-batch.
+struct PartTime {
+  double gemmFwd = 0, attnFwd = 0, elemFwd = 0;
+  double gemmBwd = 0, attnBwd = 0, elemBwd = 0;
+  double fwd() const { return gemmFwd + attnFwd + elemFwd; }
+  double bwd() const { return gemmBwd + attnBwd + elemBwd; }
+};
+
+PartTime partTime(const PartCost &c, const Hardware &hw, int64_t b, int64_t tp,
+                  bool sp) {
+  PartTime t;
+  double peak = hw.peakFlops(), e = hw.bytesPerElement();
+  for (const Gemm &g : c.gemms) {
+    double m = double(g.rowsPerSeq) * b;
+    double n = g.split == TpSplit::Column ? double(g.n) / tp : double(g.n);
+    double k = g.split == TpSplit::Row ? double(g.k) / tp : double(g.k);
+    double minDim = std::min({m, n, k});
+    t.gemmFwd += 2.0 * m * n * k / (peak * hw.gemmEfficiency(minDim));
+  }
+  double bwdRatio = c.gemmFlops > 0 ? c.backwardGemmFlops / c.gemmFlops : 2.0;
+  t.gemmBwd = t.gemmFwd * bwdRatio;
+  if (c.attentionFlops > 0) {
+    double eff = hw.gemmEfficiency(double(c.attentionHeadDim));
+    t.attnFwd = c.attentionFlops * b / tp / (peak * eff);
+    t.attnBwd = c.backwardAttentionFlops * b / tp / (peak * eff);
+  }
+  double fwdElems = c.elemsTp * b / tp + c.elemsRep * b / (sp ? tp : 1);
+  t.elemFwd = fwdElems * e / (hw.hbmGBps * 1e9);
+  double share = c.elemsTp + c.elemsRep > 0
+                     ? fwdElems / (b * (c.elemsTp + c.elemsRep))
+                     : 1.0;
+  t.elemBwd = c.backwardElems * b * share * e / (hw.hbmGBps * 1e9);
+  return t;
+}
+
+const LinkTier &tierFor(const Hardware &hw, int64_t stride, int64_t size,
+                        const char *&name) {
+  bool inside = stride * size <= hw.gpusPerNode;
+  name = inside ? "intra-node" : "inter-node";
+  return inside ? hw.intraNode : hw.interNode;
+}
+
+} // namespace
+
+Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
+                  int64_t globalBatch, double tokens) {
+  Estimate r;
+  r.layout = l;
+  const ModelConfig &c = model.config;
+  int64_t s = model.seq, h = c.hidden, b = l.microBatch, m = l.numMicroBatches;
+  int64_t gpus = l.dp * l.tp * l.pp, v = l.virtualStages;
+  double e = hw.bytesPerElement();
+  double layersPerStage = double(c.numLayers) / l.pp;
+
+  // --- compute, per micro-batch on the most loaded (last) stage ---
+  PartTime layer = partTime(model.layer, hw, b, l.tp, l.sequenceParallel);
+  PartTime base = partTime(model.base, hw, b, l.tp, l.sequenceParallel);
+  double recompute = 0;
+  if (l.recompute == Recompute::Full)
+    recompute = layer.fwd();
+  else if (l.recompute == Recompute::Selective)
+    recompute = layer.attnFwd;
+  double layerCompute = layer.fwd() + layer.bwd() + recompute;
+  double stageCompute = layersPerStage * layerCompute + base.fwd() + base.bwd();
+
+  // --- tensor parallelism: Megatron's all-reduces (SP: RS + AG) ---
+  const char *tpTierName = "";
+  const LinkTier &tpTier = tierFor(hw, 1, l.tp, tpTierName);
+  double actBytes = double(b) * s * h * e;
+  int64_t tpPerLayer = 4 + (l.recompute == Recompute::Full ? 2 : 0);
+  double tpOne = ringAllReduceSeconds(actBytes, l.tp, tpTier);
+  double tpStage = (layersPerStage * tpPerLayer + 2) * tpOne; // + embed, head
+  if (l.tp > 1) {
+    int64_t count = int64_t(std::llround(layersPerStage * tpPerLayer + 2)) * m;
+    if (l.sequenceParallel) {
+      r.collectives.push_back(
+          {"reduce_scatter", "tp", tpTierName, "SP: leaving a TP region",
+           actBytes, count, count * ringGatherSeconds(actBytes, l.tp, tpTier)});
+      r.collectives.push_back(
+          {"all_gather", "tp", tpTierName, "SP: entering a TP region", actBytes,
+           count, count * ringGatherSeconds(actBytes, l.tp, tpTier)});
+    } else {
+      r.collectives.push_back(
+          {"all_reduce", "tp", tpTierName,
+           "Megatron: 2 fwd + 2 bwd per layer (+2 recompute), embedding, head",
+           actBytes, count, count * tpOne});
+    }
+  }
+
+  // --- pipeline: p2p of activations (scatter/gather over tp) and bubble ---
+  double p2pMb = 0;
+  if (l.pp > 1) {
+    const char *ppTierName = "";
+    const LinkTier &ppTier = tierFor(hw, l.tp, l.pp, ppTierName);
+    double bytes = actBytes / l.tp;
+    p2pMb =
+        2.0 * v * (bytes / ppTier.bytesPerSecond() + ppTier.latencySeconds());
+    r.collectives.push_back({"send/recv", "pp", ppTierName,
+                             "activations forward, gradients backward", bytes,
+                             2 * v * m, m * p2pMb});
+  }
+  double perMb = stageCompute + tpStage + p2pMb;
+  double idle = double(l.pp - 1) / v;
+  r.bubbleFraction = bubbleFraction(l.pp, m, v);
+  r.computeS = m * stageCompute;
+  r.tpCommS = m * tpStage;
+  r.p2pS = m * p2pMb;
+  r.ppBubbleS = idle * perMb;
+
+  // --- data parallelism: gradients (ZeRO: shards), overlapped with backward
+  // ---
+  double stageParams =
+      layersPerStage * model.layer.params +
+      (l.pp == 1 ? model.base.params : model.base.params / 2.0);
+  double gpuParams = stageParams / l.tp;
+  double gradBytes = gpuParams * e;
+  double dpComm = 0, window = 0;
+  const char *dpTierName = "";
+  const LinkTier &dpTier = tierFor(hw, l.tp * l.pp, l.dp, dpTierName);
+  if (l.dp > 1) {
+    double ar = ringAllReduceSeconds(gradBytes, l.dp, dpTier);
+    double gather = ringGatherSeconds(gradBytes, l.dp, dpTier);
+    double lastBwd = layersPerStage * (layer.bwd() + recompute);
+    if (l.zero <= 1) {
+      dpComm = ar;
+      window = lastBwd; // gradients are final only in the last micro-batch
+      r.collectives.push_back(
+          {l.zero == 0 ? "all_reduce" : "reduce_scatter+all_gather", "dp",
+           dpTierName, l.zero == 0 ? "gradients" : "ZeRO-1: grads, params",
+           gradBytes, 1, ar});
+    } else if (l.zero == 2) {
+      dpComm = m * gather + gather;
+      window = m * lastBwd;
+      r.collectives.push_back({"reduce_scatter", "dp", dpTierName,
+                               "ZeRO-2: gradients every micro-batch", gradBytes,
+                               m, m * gather});
+      r.collectives.push_back({"all_gather", "dp", dpTierName,
+                               "ZeRO-2: updated parameters", gradBytes, 1,
+                               gather});
+    } else {
+      dpComm = 3.0 * m * gather;
+      window = m * layersPerStage * layerCompute;
+      r.collectives.push_back({"all_gather", "dp", dpTierName,
+                               "ZeRO-3: parameters before forward and backward",
+                               gradBytes, 2 * m, 2 * m * gather});
+      r.collectives.push_back({"reduce_scatter", "dp", dpTierName,
+                               "ZeRO-3: gradients every micro-batch", gradBytes,
+                               m, m * gather});
+    }
+    // What the overlap cannot hide: the part beyond the window, and at least
+    // one layer's share (the last bucket starts after the last layer).
+    dpComm = std::max(dpComm - window, dpComm / std::max(1.0, layersPerStage));
+  }
+  r.dpCommS = dpComm;
+  double shardParams = l.zero >= 1 ? gpuParams / l.dp : gpuParams;
+  r.optimizerS = shardParams * 28.0 / (hw.hbmGBps * 1e9);
+  r.stepS =
+      r.computeS + r.tpCommS + r.p2pS + r.ppBubbleS + r.dpCommS + r.optimizerS;
+
+  // --- memory per GPU ---
+  int64_t d = l.dp;
+  double pB = 2, gB = 2, oB = 12;
+  if (l.zero >= 1)
+    oB = 12.0 / d;
+  if (l.zero >= 2)
+    gB = 2.0 / d;
+  if (l.zero >= 3)
+    pB = 2.0 / d;
+  double scale = e / 2.0; // the formulas are for 2-byte activations
+  r.paramBytes = gpuParams * pB * scale;
+  r.gradBytes = gpuParams * gB * scale;
+  r.optimizerBytes = gpuParams * oB;
+  double act = layerActivationBytes(s, b, h, c.numHeads, l.tp,
+                                    l.sequenceParallel, l.recompute) *
+               scale;
+  double inFlight = double(std::min<int64_t>(m, l.pp));
+  if (l.schedule == Schedule::Interleaved && l.pp > 1)
+    inFlight *= 1.0 + double(l.pp - 1) / (double(l.pp) * v);
+  double firstStage = inFlight * layersPerStage * act;
+  double logits = double(b) * s * c.vocab / l.tp * 4.0 * 2.0; // fp32 + grad
+  double lastStage = layersPerStage * act + logits;
+  double peakAct =
+      l.pp == 1 ? firstStage + logits : std::max(firstStage, lastStage);
+  if (l.recompute == Recompute::Full) // the layer being recomputed
+    peakAct += layerActivationBytes(s, b, h, c.numHeads, l.tp,
+                                    l.sequenceParallel, Recompute::None) *
+               scale;
+  if (l.zero == 3) // one gathered layer, prefetching the next
+    peakAct += 2.0 * model.layer.params / l.tp * e;
+  r.activationBytes = peakAct;
+  r.memoryBytes =
+      r.paramBytes + r.gradBytes + r.optimizerBytes + r.activationBytes;
+  double usable = 0.95 * hw.memoryBytes();
+  r.fits = r.memoryBytes <= usable;
+
+  // --- rates ---
+  r.modelFlopsPerStep = model.trainingFlopsPerSequence() * globalBatch;
+  r.tflopsPerGpu = r.modelFlopsPerStep / (r.stepS * gpus) / 1e12;
+  r.mfu = r.modelFlopsPerStep / (r.stepS * gpus * hw.peakFlops());
+  r.tokensPerS = double(globalBatch) * s / r.stepS;
+  r.days = tokens > 0 ? tokens / r.tokensPerS / 86400.0 : 0;
+
+  // --- the breakdown, each figure with how it was obtained ---
+  r.timeTerms = {
+      {"compute", r.computeS, "s",
+       fmt("%.0f micro-batches x (%.2f layers x (fwd %.4g + bwd", double(m),
+           layersPerStage, layer.fwd()) +
+           fmt(" %.4g + recompute %.4g) s + embeddings/head %.4g s); GEMMs at "
+               "peak x efficiency(min dim), the rest at HBM bandwidth",
+               layer.bwd(), recompute, base.fwd() + base.bwd())},
+      {"tp_comm", r.tpCommS, "s",
+       l.tp > 1 ? fmt("%.0f ring all-reduces of %.4g MB per micro-batch over "
+                      "tp=%.0f, ",
+                      layersPerStage * tpPerLayer + 2, actBytes / 1e6,
+                      double(l.tp)) +
+                      tpTierName + ", not overlapped"
+                : "tp=1: none"},
+      {"pp_p2p", r.p2pS, "s",
+       l.pp > 1 ? fmt("2 x v=%.0f sends of b*s*h/tp per micro-batch", double(v))
+                : "pp=1: none"},
+      {"pp_bubble", r.ppBubbleS, "s",
+       fmt("(p-1)/v = %.3g idle micro-batch slots of %.4g s; bubble fraction "
+           "%.3g",
+           idle, perMb, r.bubbleFraction)},
+      {"dp_comm", r.dpCommS, "s",
+       l.dp > 1 ? fmt("ZeRO-%.0f collectives of %.4g MB of bf16 grads/params "
+                      "over dp=%.0f, ",
+                      double(l.zero), gradBytes / 1e6, double(l.dp)) +
+                      dpTierName + "; exposed beyond the backward it overlaps"
+                : "dp=1: none"},
+      {"optimizer", r.optimizerS, "s",
+       fmt("AdamW over %.4g params at 28 B/param / HBM", shardParams)},
+      {"step", r.stepS, "s", "sum of the above"},
+  };
+  r.memoryTerms = {
+      {"parameters", r.paramBytes, "B",
+       fmt("%.4g params/GPU (stage / tp) x %.3g B", gpuParams, pB * scale)},
+      {"gradients", r.gradBytes, "B",
+       fmt("%.4g params/GPU x %.3g B", gpuParams, gB * scale)},
+      {"optimizer_state", r.optimizerBytes, "B",
+       fmt("%.4g params/GPU x %.3g B (fp32 master, Adam m, v)", gpuParams, oB)},
+      {"activations", r.activationBytes, "B",
+       fmt("%.3g micro-batches in flight x %.3g layers x %.4g MB/layer "
+           "(Korthikanti et al. 2022), + logits, recompute and ZeRO-3 buffers",
+           inFlight, layersPerStage, act / 1e6)},
+      {"total", r.memoryBytes, "B",
+       fmt("fits if <= 95%% of %.4g GB", hw.memoryGB)},
+  };
+  return r;
+}
+
+} // namespace weft::cost

@@ -1,0 +1,88 @@
+//===- CostModel.h - step time and memory of one layout ---------*- C++ -*-===//
+//
+// An analytic model over the IR-derived per-layer costs (OpCost.h) and a
+// hardware description (Hardware.h). docs/planner.md states every equation.
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_PASSES_COST_COSTMODEL_H
+#define WEFT_PASSES_COST_COSTMODEL_H
+
+#include "passes/cost/Hardware.h"
+#include "passes/cost/OpCost.h"
+
+#include <string>
+#include <vector>
+
+namespace weft::cost {
+
+enum class Schedule { OneFOneB, Interleaved };
+enum class Recompute { None, Selective, Full };
+const char *scheduleName(Schedule s);
+const char *recomputeName(Recompute r);
+
+/// A layout: mesh dp x pp x tp (tp innermost, so it stays inside a node
+/// when tp <= GPUs per node), micro-batching, schedule, ZeRO, SP, recompute.
+struct Layout {
+  int64_t dp = 1, tp = 1, pp = 1;
+  int64_t microBatch = 1, numMicroBatches = 1;
+  Schedule schedule = Schedule::OneFOneB;
+  int64_t virtualStages = 1; // interleaved: model chunks per device
+  int zero = 0;
+  bool sequenceParallel = false;
+  Recompute recompute = Recompute::None;
+};
+
+/// One named figure of the breakdown, with how it was obtained.
+struct Term {
+  std::string name;
+  double value = 0;
+  std::string unit, how;
+};
+
+/// One collective kind per step, per GPU.
+struct CollectiveUse {
+  std::string kind, axis, tier, why;
+  double bytes = 0;   // message size
+  int64_t count = 0;  // per step
+  double seconds = 0; // all of them, on the critical path
+};
+
+struct Estimate {
+  Layout layout;
+  // Seconds per step, on the critical path.
+  double computeS = 0, tpCommS = 0, dpCommS = 0, ppBubbleS = 0, p2pS = 0,
+         optimizerS = 0, stepS = 0;
+  double bubbleFraction = 0;
+  // Bytes per GPU (the most loaded pipeline stage).
+  double paramBytes = 0, gradBytes = 0, optimizerBytes = 0, activationBytes = 0,
+         memoryBytes = 0;
+  bool fits = false;
+  double modelFlopsPerStep = 0; // fwd + bwd, no recomputation (for MFU)
+  double mfu = 0, tflopsPerGpu = 0, tokensPerS = 0, days = 0;
+  std::vector<Term> timeTerms, memoryTerms;
+  std::vector<CollectiveUse> collectives;
+};
+
+/// Ring all-reduce of `bytes` over n ranks: 2(n-1)/n * bytes/B + 2(n-1)*alpha.
+double ringAllReduceSeconds(double bytes, int64_t n, const LinkTier &link);
+/// All-gather or reduce-scatter: half of that.
+double ringGatherSeconds(double bytes, int64_t n, const LinkTier &link);
+/// Pipeline bubble fraction (p-1)/v / (m + (p-1)/v).
+double bubbleFraction(int64_t p, int64_t m, int64_t v);
+/// Bytes per parameter of training state per GPU under ZeRO on d ranks
+/// (bf16 params + grads, fp32 master + Adam m, v): 16, 4 + 12/d, 2 + 14/d,
+/// 16/d.
+double zeroBytesPerParam(int stage, int64_t d);
+/// Activation bytes of one layer for one micro-batch (Korthikanti et al.
+/// 2022, 2-byte activations): s*b*h*(34 + 5*a*s/h) unparallelised.
+double layerActivationBytes(int64_t s, int64_t b, int64_t h, int64_t heads,
+                            int64_t tp, bool sp, Recompute r);
+
+/// Step time, memory and their breakdown for `layout` training `tokens`
+/// tokens (0: no day estimate); `globalBatch` sequences per step.
+Estimate estimate(const ModelCost &model, const Hardware &hw,
+                  const Layout &layout, int64_t globalBatch, double tokens);
+
+} // namespace weft::cost
+
+#endif // WEFT_PASSES_COST_COSTMODEL_H

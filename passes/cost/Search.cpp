@@ -1,0 +1,277 @@
+//===- Search.cpp - the layout search -------------------------------------===//
+//
+// Every (dp, tp, pp) with dp * tp * pp = GPUs, tp dividing the heads, pp (x v)
+// dividing the layers, dp x micro-batch dividing the global batch; every
+// micro-batch size, schedule, ZeRO stage, SP and recompute mode. Each
+// candidate is a closed-form estimate over the per-layer costs read once from
+// the IR, so the whole space costs milliseconds.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/cost/Search.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace weft::cost {
+namespace {
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t i = 1; i <= n; ++i)
+    if (n % i == 0)
+      out.push_back(i);
+  return out;
+}
+
+template <typename T>
+bool setOnce(std::optional<T> &slot, T value, const std::string &key,
+             const std::string &text, std::string &error) {
+  if (slot && *slot != value) {
+    error = "contradictory --fix: '" + key + "' is given twice ('" + text +
+            "' and an earlier value)";
+    return false;
+  }
+  slot = value;
+  return true;
+}
+
+bool parseInt(const std::string &s, int64_t &out) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  out = std::stoll(s);
+  return out > 0 || s == "0";
+}
+
+} // namespace
+
+bool parseConstraints(const std::string &text, Constraints &out,
+                      std::string &error) {
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty())
+      continue;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      error = "--fix entry '" + item + "' is not KEY=VALUE";
+      return false;
+    }
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    int64_t n = 0;
+    bool isInt = parseInt(value, n);
+    auto needPositive = [&]() {
+      if (!isInt || n < 1)
+        error =
+            "--fix " + key + " must be a positive integer, got '" + value + "'";
+      return error.empty();
+    };
+    if (key == "dp" || key == "tp" || key == "pp" || key == "mb" ||
+        key == "v") {
+      if (!needPositive())
+        return false;
+      auto &slot = key == "dp"   ? out.dp
+                   : key == "tp" ? out.tp
+                   : key == "pp" ? out.pp
+                   : key == "mb" ? out.microBatch
+                                 : out.virtualStages;
+      if (!setOnce(slot, n, key, item, error))
+        return false;
+    } else if (key == "zero") {
+      if (!isInt || n > 3) {
+        error = "--fix zero must be 0, 1, 2 or 3, got '" + value + "'";
+        return false;
+      }
+      if (!setOnce(out.zero, int(n), key, item, error))
+        return false;
+    } else if (key == "sp") {
+      if (value != "0" && value != "1") {
+        error = "--fix sp must be 0 or 1, got '" + value + "'";
+        return false;
+      }
+      if (!setOnce(out.sequenceParallel, value == "1", key, item, error))
+        return false;
+    } else if (key == "schedule") {
+      if (value != "1f1b" && value != "interleaved") {
+        error =
+            "--fix schedule must be 1f1b or interleaved, got '" + value + "'";
+        return false;
+      }
+      if (!setOnce(out.schedule,
+                   value == "1f1b" ? Schedule::OneFOneB : Schedule::Interleaved,
+                   key, item, error))
+        return false;
+    } else if (key == "recompute") {
+      std::optional<Recompute> r;
+      if (value == "none")
+        r = Recompute::None;
+      else if (value == "selective")
+        r = Recompute::Selective;
+      else if (value == "full")
+        r = Recompute::Full;
+      else {
+        error = "--fix recompute must be none, selective or full, got '" +
+                value + "'";
+        return false;
+      }
+      if (!setOnce(out.recompute, *r, key, item, error))
+        return false;
+    } else {
+      error = "unknown --fix key '" + key +
+              "' (expected dp, tp, pp, mb, v, schedule, zero, sp, recompute)";
+      return false;
+    }
+  }
+  // Contradictions between keys.
+  if (out.schedule == Schedule::Interleaved && out.virtualStages &&
+      *out.virtualStages < 2) {
+    error = "contradictory --fix: schedule=interleaved needs v >= 2, got v=" +
+            std::to_string(*out.virtualStages);
+    return false;
+  }
+  if (out.schedule == Schedule::OneFOneB && out.virtualStages &&
+      *out.virtualStages > 1) {
+    error = "contradictory --fix: schedule=1f1b has v=1, got v=" +
+            std::to_string(*out.virtualStages);
+    return false;
+  }
+  if (out.pp && *out.pp == 1 &&
+      (out.schedule == Schedule::Interleaved ||
+       (out.virtualStages && *out.virtualStages > 1))) {
+    error =
+        "contradictory --fix: an interleaved schedule needs pp > 1, got pp=1";
+    return false;
+  }
+  if (out.tp && *out.tp == 1 && out.sequenceParallel == true) {
+    error = "contradictory --fix: sp=1 needs tp > 1, got tp=1";
+    return false;
+  }
+  if (out.dp && *out.dp == 1 && out.zero && *out.zero > 0) {
+    error = "contradictory --fix: zero=" + std::to_string(*out.zero) +
+            " shards over dp, got dp=1";
+    return false;
+  }
+  return true;
+}
+
+SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
+                           const SearchOptions &o) {
+  SearchResult r;
+  const Constraints &f = o.fix;
+  const ModelConfig &c = model.config;
+  int64_t fixedProduct = f.dp.value_or(1) * f.tp.value_or(1) * f.pp.value_or(1);
+  if (o.gpus % fixedProduct != 0 ||
+      (f.dp && f.tp && f.pp && fixedProduct != o.gpus)) {
+    r.error = "--gpus " + std::to_string(o.gpus) +
+              " is not divisible into the fixed axes (dp*tp*pp = " +
+              std::to_string(fixedProduct) + ")";
+    return r;
+  }
+  if (f.dp && o.globalBatch % *f.dp != 0) {
+    r.error = "--global-batch " + std::to_string(o.globalBatch) +
+              " is not divisible by dp=" + std::to_string(*f.dp);
+    return r;
+  }
+  auto allow = [](const auto &fixed, auto value) {
+    return !fixed || *fixed == value;
+  };
+  std::string lastReason;
+  for (int64_t tp : divisors(o.gpus)) {
+    if (!allow(f.tp, tp))
+      continue;
+    if (c.numHeads % tp != 0) {
+      lastReason = "tp=" + std::to_string(tp) +
+                   " does not divide num_heads=" + std::to_string(c.numHeads);
+      continue;
+    }
+    for (int64_t pp : divisors(o.gpus / tp)) {
+      if (!allow(f.pp, pp))
+        continue;
+      if (c.numLayers % pp != 0) {
+        lastReason =
+            "pp=" + std::to_string(pp) +
+            " does not divide num_layers=" + std::to_string(c.numLayers);
+        continue;
+      }
+      int64_t dp = o.gpus / (tp * pp);
+      if (!allow(f.dp, dp))
+        continue;
+      if (o.globalBatch % dp != 0) {
+        lastReason = "dp=" + std::to_string(dp) +
+                     " does not divide the global batch " +
+                     std::to_string(o.globalBatch);
+        continue;
+      }
+      int64_t perReplica = o.globalBatch / dp;
+      for (int64_t mb : divisors(perReplica)) {
+        if (mb > o.maxMicroBatch && !f.microBatch)
+          break;
+        if (!allow(f.microBatch, mb))
+          continue;
+        int64_t m = perReplica / mb;
+        std::vector<std::pair<Schedule, int64_t>> schedules;
+        if (allow(f.schedule, Schedule::OneFOneB) &&
+            allow(f.virtualStages, int64_t(1)))
+          schedules.push_back({Schedule::OneFOneB, 1});
+        if (pp > 1 && m % pp == 0 && allow(f.schedule, Schedule::Interleaved))
+          for (int64_t v = 2; v <= c.numLayers / pp; ++v)
+            if (c.numLayers % (pp * v) == 0 && allow(f.virtualStages, v))
+              schedules.push_back({Schedule::Interleaved, v});
+        for (auto [schedule, v] : schedules)
+          for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+            if (!allow(f.zero, zero))
+              continue;
+            for (bool sp : {false, true}) {
+              if ((sp && tp == 1) || !allow(f.sequenceParallel, sp))
+                continue;
+              for (Recompute rc :
+                   {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                if (!allow(f.recompute, rc))
+                  continue;
+                Layout l{dp, tp, pp, mb, m, schedule, v, zero, sp, rc};
+                Estimate est = estimate(model, hw, l, o.globalBatch, o.tokens);
+                ++r.evaluated;
+                ++r.valid;
+                if (!r.leastMemory ||
+                    est.memoryBytes < r.leastMemory->memoryBytes)
+                  r.leastMemory = est;
+                if (est.fits)
+                  r.ranked.push_back(std::move(est));
+              }
+            }
+          }
+      }
+      if (!f.microBatch && perReplica > 0)
+        lastReason = "no micro-batch size divides the " +
+                     std::to_string(perReplica) + " sequences per replica";
+    }
+  }
+  if (r.valid == 0) {
+    r.error = "no layout of " + std::to_string(o.gpus) +
+              " GPUs satisfies the constraints";
+    if (!lastReason.empty())
+      r.error += " (last rejected: " + lastReason + ")";
+    return r;
+  }
+  if (r.ranked.empty()) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "the model fits no layout: the least memory found is %.1f GB "
+                  "per GPU (",
+                  r.leastMemory->memoryBytes / 1e9);
+    const Layout &l = r.leastMemory->layout;
+    r.error = std::string(buf) + "dp=" + std::to_string(l.dp) +
+              " tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) +
+              " mb=" + std::to_string(l.microBatch) +
+              " zero=" + std::to_string(l.zero) +
+              " recompute=" + recomputeName(l.recompute) + ") against " +
+              std::to_string(int(0.95 * hw.memoryGB)) + " GB usable";
+    return r;
+  }
+  std::stable_sort(
+      r.ranked.begin(), r.ranked.end(),
+      [](const Estimate &a, const Estimate &b) { return a.stepS < b.stepS; });
+  return r;
+}
+
+} // namespace weft::cost

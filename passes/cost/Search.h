@@ -1,0 +1,50 @@
+//===- Search.h - enumerate layouts, prune, rank ----------------*- C++ -*-===//
+#ifndef WEFT_PASSES_COST_SEARCH_H
+#define WEFT_PASSES_COST_SEARCH_H
+
+#include "passes/cost/CostModel.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace weft::cost {
+
+/// `--fix tp=8,pp=4,...`: axes and choices the search may not change. Keys:
+/// dp tp pp mb (micro-batch) v (virtual stages) schedule (1f1b|interleaved)
+/// zero (0-3) sp (0|1) recompute (none|selective|full).
+struct Constraints {
+  std::optional<int64_t> dp, tp, pp, microBatch, virtualStages;
+  std::optional<Schedule> schedule;
+  std::optional<int> zero;
+  std::optional<bool> sequenceParallel;
+  std::optional<Recompute> recompute;
+};
+
+/// Parses `--fix`; false with `error` naming the key and value on a bad or
+/// contradictory entry (a key given twice with two values, interleaved with
+/// v=1, ...).
+bool parseConstraints(const std::string &text, Constraints &out,
+                      std::string &error);
+
+struct SearchOptions {
+  int64_t gpus = 1, globalBatch = 1;
+  double tokens = 0;
+  Constraints fix;
+  int64_t maxMicroBatch = 32;
+};
+
+struct SearchResult {
+  std::vector<Estimate> ranked;        // fitting layouts, fastest first
+  std::optional<Estimate> leastMemory; // over all valid layouts
+  int64_t evaluated = 0, valid = 0;
+  std::string error; // no valid layout, or none fits
+  bool ok() const { return error.empty(); }
+};
+
+SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
+                           const SearchOptions &options);
+
+} // namespace weft::cost
+
+#endif // WEFT_PASSES_COST_SEARCH_H

@@ -1,0 +1,241 @@
+//===- weft-plan.cpp - search layouts with the cost model -----------------===//
+//
+//   weft-plan MODEL --cluster FILE|PRESET --gpus N --global-batch B --seq S
+//             [--tokens T] [--top K] [--fix tp=8,pp=4] [--json] [--explain]
+//   weft-plan --calibrate -o local.json
+//
+// MODEL is a preset or a config.json, as for weft-compile. docs/planner.md
+// has the model's equations.
+//
+//===----------------------------------------------------------------------===//
+#include "Calibrate.h"
+#include "passes/cost/Search.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+using namespace weft::cost;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> modelArg(cl::Positional,
+                                     cl::desc("<preset | config.json>"));
+static cl::opt<std::string>
+    clusterArg("cluster",
+               cl::desc("a100-80g, h100-80g, h200-141g, local or a JSON file"),
+               cl::value_desc("preset|file"));
+static cl::opt<int64_t> gpusArg("gpus", cl::desc("devices"), cl::init(0));
+static cl::opt<int64_t> batchArg("global-batch", cl::desc("sequences per step"),
+                                 cl::init(0));
+static cl::opt<int64_t> seqArg("seq", cl::desc("tokens per sequence"),
+                               cl::init(0));
+static cl::opt<double>
+    tokensArg("tokens", cl::desc("tokens to train (for days)"), cl::init(0));
+static cl::opt<int> topArg("top", cl::desc("rows to print"), cl::init(10));
+static cl::opt<std::string>
+    fixArg("fix",
+           cl::desc("constraints: dp,tp,pp,mb,v,schedule,zero,sp,recompute"),
+           cl::value_desc("k=v,..."));
+static cl::opt<bool> jsonArg("json", cl::desc("one JSON object per layout"));
+static cl::opt<bool>
+    explainArg("explain",
+               cl::desc("break the best layout's time and memory down"));
+static cl::opt<bool> calibrateArg("calibrate",
+                                  cl::desc("measure this machine (-o FILE)"));
+static cl::opt<std::string> outputArg("o", cl::desc("calibration output"),
+                                      cl::value_desc("file"));
+
+namespace {
+int fail(const std::string &message) {
+  std::cerr << "weft-plan: error: " << message << "\n";
+  return 1;
+}
+
+nlohmann::json toJson(const Estimate &e) {
+  const Layout &l = e.layout;
+  nlohmann::json time = nlohmann::json::object(),
+                 memory = nlohmann::json::object();
+  for (const Term &t : e.timeTerms)
+    time[t.name] = {{"seconds", t.value}, {"how", t.how}};
+  for (const Term &t : e.memoryTerms)
+    memory[t.name] = {{"bytes", t.value}, {"how", t.how}};
+  nlohmann::json collectives = nlohmann::json::array();
+  for (const CollectiveUse &c : e.collectives)
+    collectives.push_back({{"kind", c.kind},
+                           {"axis", c.axis},
+                           {"tier", c.tier},
+                           {"bytes", c.bytes},
+                           {"count", c.count},
+                           {"seconds", c.seconds},
+                           {"why", c.why}});
+  return {{"dp", l.dp},
+          {"tp", l.tp},
+          {"pp", l.pp},
+          {"microbatch", l.microBatch},
+          {"num_microbatches", l.numMicroBatches},
+          {"schedule", scheduleName(l.schedule)},
+          {"virtual_stages", l.virtualStages},
+          {"zero", l.zero},
+          {"sequence_parallel", l.sequenceParallel},
+          {"recompute", recomputeName(l.recompute)},
+          {"compute_s", e.computeS},
+          {"tp_comm_s", e.tpCommS},
+          {"dp_comm_s", e.dpCommS},
+          {"pp_bubble_s", e.ppBubbleS},
+          {"step_time_s", e.stepS},
+          {"mfu", e.mfu},
+          {"tflops_per_gpu", e.tflopsPerGpu},
+          {"tokens_per_s", e.tokensPerS},
+          {"days", e.days},
+          {"memory_per_gpu_bytes", e.memoryBytes},
+          {"fits", e.fits},
+          {"breakdown",
+           {{"time", time}, {"memory", memory}, {"collectives", collectives}}}};
+}
+
+void printTable(const std::vector<Estimate> &rows, size_t top) {
+  std::printf("%4s %3s %3s %3s %5s %-13s %4s %2s %-9s %9s %9s %9s %9s %8s "
+              "%4s %9s %5s %10s %8s\n",
+              "dp", "tp", "pp", "mb", "nmb", "schedule", "zero", "sp",
+              "recompute", "compute_s", "tp_comm_s", "dp_comm_s", "bubble_s",
+              "mem_GB", "fits", "step_s", "mfu", "tokens/s", "days");
+  for (size_t i = 0; i < rows.size() && i < top; ++i) {
+    const Estimate &e = rows[i];
+    const Layout &l = e.layout;
+    std::string sched = scheduleName(l.schedule);
+    if (l.schedule == Schedule::Interleaved)
+      sched += "(v=" + std::to_string(l.virtualStages) + ")";
+    std::printf("%4lld %3lld %3lld %3lld %5lld %-13s %4d %2d %-9s %9.3f %9.3f "
+                "%9.3f %9.3f %8.1f %4s %9.3f %5.3f %10.0f %8.1f\n",
+                (long long)l.dp, (long long)l.tp, (long long)l.pp,
+                (long long)l.microBatch, (long long)l.numMicroBatches,
+                sched.c_str(), l.zero, int(l.sequenceParallel),
+                recomputeName(l.recompute), e.computeS, e.tpCommS, e.dpCommS,
+                e.ppBubbleS, e.memoryBytes / 1e9, e.fits ? "yes" : "no",
+                e.stepS, e.mfu, e.tokensPerS, e.days);
+  }
+}
+
+void explain(const Estimate &e, const ModelCost &model, const Hardware &hw) {
+  const Layout &l = e.layout;
+  std::printf("\nlayout dp=%lld tp=%lld pp=%lld mb=%lld x %lld micro-batches, "
+              "%s v=%lld, zero=%d, sp=%d, recompute=%s on %s\n",
+              (long long)l.dp, (long long)l.tp, (long long)l.pp,
+              (long long)l.microBatch, (long long)l.numMicroBatches,
+              scheduleName(l.schedule), (long long)l.virtualStages, l.zero,
+              int(l.sequenceParallel), recomputeName(l.recompute),
+              hw.name.c_str());
+  std::printf("model %s: %.4g parameters (IR: %.4g per layer x %lld + %.4g), "
+              "%.4g training FLOPs per sequence (IR, fwd + bwd)\n",
+              model.config.name.c_str(), double(model.numParams()),
+              double(model.layer.params), (long long)model.config.numLayers,
+              double(model.base.params), model.trainingFlopsPerSequence());
+  std::printf("step time:\n");
+  for (const Term &t : e.timeTerms)
+    std::printf("  %-10s %10.4f s  %s\n", t.name.c_str(), t.value,
+                t.how.c_str());
+  std::printf("memory per GPU:\n");
+  for (const Term &t : e.memoryTerms)
+    std::printf("  %-16s %8.2f GB  %s\n", t.name.c_str(), t.value / 1e9,
+                t.how.c_str());
+  std::printf("collectives per step (per GPU):\n");
+  std::printf("  %-26s %-4s %-10s %12s %7s %10s  %s\n", "kind", "axis", "tier",
+              "bytes", "count", "seconds", "why");
+  for (const CollectiveUse &c : e.collectives)
+    std::printf("  %-26s %-4s %-10s %12.0f %7lld %10.4f  %s\n", c.kind.c_str(),
+                c.axis.c_str(), c.tier.c_str(), c.bytes, (long long)c.count,
+                c.seconds, c.why.c_str());
+  std::printf("rates: %.1f TFLOP/s per GPU, MFU %.3f, %.0f tokens/s",
+              e.tflopsPerGpu, e.mfu, e.tokensPerS);
+  if (e.days > 0)
+    std::printf(", %.1f days", e.days);
+  std::printf("\n");
+}
+
+int calibrate() {
+  if (outputArg.empty())
+    return fail("--calibrate needs -o FILE");
+  std::string log;
+  Hardware hw = calibrateLocal(log);
+  std::cerr << log;
+  std::ofstream out(outputArg);
+  if (!out)
+    return fail("cannot write '" + outputArg + "'");
+  out << hardwareToJson(hw);
+  return 0;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "weft-plan: layouts for a model on a cluster, "
+                              "ranked by predicted step time\n");
+  if (calibrateArg)
+    return calibrate();
+  if (modelArg.empty())
+    return fail("no model: give a preset or config.json");
+  if (clusterArg.empty())
+    return fail("no --cluster: give a preset (a100-80g, h100-80g, h200-141g, "
+                "local) or a JSON file");
+  if (gpusArg <= 0 || batchArg <= 0 || seqArg <= 0)
+    return fail("--gpus, --global-batch and --seq must be positive (got " +
+                std::to_string(gpusArg) + ", " + std::to_string(batchArg) +
+                ", " + std::to_string(seqArg) + ")");
+  weft::ConfigResult config = weft::resolveModel(modelArg);
+  if (!config.ok())
+    return fail(config.error);
+  HardwareResult hw = resolveHardware(clusterArg);
+  if (!hw.ok())
+    return fail(hw.error);
+  SearchOptions options;
+  options.gpus = gpusArg;
+  options.globalBatch = batchArg;
+  options.tokens = tokensArg;
+  std::string error;
+  if (!parseConstraints(fixArg, options.fix, error))
+    return fail(error);
+
+  auto t0 = std::chrono::steady_clock::now();
+  ModelCost model;
+  if (!analyzeModel(config.config, seqArg, model, error))
+    return fail(error);
+  SearchResult result = searchLayouts(model, hw.hardware, options);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  if (!result.ok())
+    return fail(result.error);
+
+  if (jsonArg) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t i = 0; i < result.ranked.size() && i < size_t(topArg); ++i)
+      rows.push_back(toJson(result.ranked[i]));
+    nlohmann::json doc = {{"model", model.config.name},
+                          {"cluster", hw.hardware.name},
+                          {"gpus", gpusArg.getValue()},
+                          {"global_batch", batchArg.getValue()},
+                          {"seq", seqArg.getValue()},
+                          {"evaluated", result.evaluated},
+                          {"fitting", result.ranked.size()},
+                          {"search_seconds", seconds},
+                          {"layouts", rows}};
+    std::cout << doc.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("weft-plan: %s on %lld x %s, global batch %lld x %lld tokens: "
+              "%lld layouts evaluated, %zu fit, %.3f s\n",
+              model.config.name.c_str(), (long long)gpusArg,
+              hw.hardware.name.c_str(), (long long)batchArg, (long long)seqArg,
+              (long long)result.evaluated, result.ranked.size(), seconds);
+  printTable(result.ranked, size_t(topArg));
+  if (explainArg)
+    explain(result.ranked.front(), model, hw.hardware);
+  return 0;
+}
