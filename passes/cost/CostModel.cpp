@@ -238,7 +238,9 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
     }
     // What the overlap cannot hide: the part beyond the window, and at least
     // one layer's share (the last bucket starts after the last layer).
-    dpComm = std::max(dpComm - window, dpComm / std::max(1.0, layersPerStage));
+    if (l.dpOverlap)
+      dpComm =
+          std::max(dpComm - window, dpComm / std::max(1.0, layersPerStage));
   }
   r.dpCommS = dpComm;
   double shardParams = l.zero >= 1 ? gpuParams / l.dp : gpuParams;
@@ -315,7 +317,9 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
        l.dp > 1 ? fmt("ZeRO-%.0f collectives of %.4g MB of bf16 grads/params "
                       "over dp=%.0f, ",
                       double(l.zero), gradBytes / 1e6, double(l.dp)) +
-                      dpTierName + "; exposed beyond the backward it overlaps"
+                      dpTierName +
+                      (l.dpOverlap ? "; exposed beyond the backward it overlaps"
+                                   : "; not overlapped")
                 : "dp=1: none"},
       {"optimizer", r.optimizerS, "s",
        fmt("AdamW over %.4g params at 28 B/param / HBM", shardParams)},

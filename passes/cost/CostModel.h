@@ -30,6 +30,10 @@ struct Layout {
   int zero = 0;
   bool sequenceParallel = false;
   Recompute recompute = Recompute::None;
+  /// Whether DP gradient reduction overlaps backward (a framework property,
+  /// not searched: Megatron-LM 2021 did not overlap it; DeepSpeed and
+  /// Megatron with --overlap-grad-reduce do).
+  bool dpOverlap = true;
 };
 
 /// One named figure of the breakdown, with how it was obtained.

@@ -228,7 +228,8 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
                    {Recompute::None, Recompute::Selective, Recompute::Full}) {
                 if (!allow(f.recompute, rc))
                   continue;
-                Layout l{dp, tp, pp, mb, m, schedule, v, zero, sp, rc};
+                Layout l{dp, tp,   pp, mb, m,          schedule,
+                         v,  zero, sp, rc, o.dpOverlap};
                 Estimate est = estimate(model, hw, l, o.globalBatch, o.tokens);
                 ++r.evaluated;
                 ++r.valid;

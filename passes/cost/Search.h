@@ -32,6 +32,7 @@ struct SearchOptions {
   double tokens = 0;
   Constraints fix;
   int64_t maxMicroBatch = 32;
+  bool dpOverlap = true; // Layout::dpOverlap of every candidate
 };
 
 struct SearchResult {

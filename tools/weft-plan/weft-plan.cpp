@@ -46,6 +46,10 @@ static cl::opt<bool> jsonArg("json", cl::desc("one JSON object per layout"));
 static cl::opt<bool>
     explainArg("explain",
                cl::desc("break the best layout's time and memory down"));
+static cl::opt<bool> noDpOverlapArg(
+    "no-dp-overlap",
+    cl::desc(
+        "gradient reduction does not overlap backward (Megatron-LM 2021)"));
 static cl::opt<bool> calibrateArg("calibrate",
                                   cl::desc("measure this machine (-o FILE)"));
 static cl::opt<std::string> outputArg("o", cl::desc("calibration output"),
@@ -84,6 +88,7 @@ nlohmann::json toJson(const Estimate &e) {
           {"zero", l.zero},
           {"sequence_parallel", l.sequenceParallel},
           {"recompute", recomputeName(l.recompute)},
+          {"dp_overlap", l.dpOverlap},
           {"compute_s", e.computeS},
           {"tp_comm_s", e.tpCommS},
           {"dp_comm_s", e.dpCommS},
@@ -198,6 +203,7 @@ int main(int argc, char **argv) {
   options.gpus = gpusArg;
   options.globalBatch = batchArg;
   options.tokens = tokensArg;
+  options.dpOverlap = !noDpOverlapArg;
   std::string error;
   if (!parseConstraints(fixArg, options.fix, error))
     return fail(error);
