@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <set>
 #include <sstream>
 
 namespace weft::cost {
@@ -22,18 +24,6 @@ std::vector<int64_t> divisors(int64_t n) {
     if (n % i == 0)
       out.push_back(i);
   return out;
-}
-
-template <typename T>
-bool setOnce(std::optional<T> &slot, T value, const std::string &key,
-             const std::string &text, std::string &error) {
-  if (slot && *slot != value) {
-    error = "contradictory --fix: '" + key + "' is given twice ('" + text +
-            "' and an earlier value)";
-    return false;
-  }
-  slot = value;
-  return true;
 }
 
 bool parseInt(const std::string &s, int64_t &out) {
@@ -49,6 +39,7 @@ bool parseConstraints(const std::string &text, Constraints &out,
                       std::string &error) {
   std::stringstream in(text);
   std::string item;
+  std::map<std::string, std::string> seen; // key -> first entry
   while (std::getline(in, item, ',')) {
     if (item.empty())
       continue;
@@ -58,6 +49,11 @@ bool parseConstraints(const std::string &text, Constraints &out,
       return false;
     }
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    auto [it, fresh] = seen.emplace(key, item);
+    if (!fresh && it->second != item) {
+      error = "contradictory --fix: " + it->second + " and " + item;
+      return false;
+    }
     int64_t n = 0;
     bool isInt = parseInt(value, n);
     auto needPositive = [&]() {
@@ -75,32 +71,27 @@ bool parseConstraints(const std::string &text, Constraints &out,
                    : key == "pp" ? out.pp
                    : key == "mb" ? out.microBatch
                                  : out.virtualStages;
-      if (!setOnce(slot, n, key, item, error))
-        return false;
+      slot = n;
     } else if (key == "zero") {
       if (!isInt || n > 3) {
         error = "--fix zero must be 0, 1, 2 or 3, got '" + value + "'";
         return false;
       }
-      if (!setOnce(out.zero, int(n), key, item, error))
-        return false;
+      out.zero = int(n);
     } else if (key == "sp") {
       if (value != "0" && value != "1") {
         error = "--fix sp must be 0 or 1, got '" + value + "'";
         return false;
       }
-      if (!setOnce(out.sequenceParallel, value == "1", key, item, error))
-        return false;
+      out.sequenceParallel = value == "1";
     } else if (key == "schedule") {
       if (value != "1f1b" && value != "interleaved") {
         error =
             "--fix schedule must be 1f1b or interleaved, got '" + value + "'";
         return false;
       }
-      if (!setOnce(out.schedule,
-                   value == "1f1b" ? Schedule::OneFOneB : Schedule::Interleaved,
-                   key, item, error))
-        return false;
+      out.schedule =
+          value == "1f1b" ? Schedule::OneFOneB : Schedule::Interleaved;
     } else if (key == "recompute") {
       std::optional<Recompute> r;
       if (value == "none")
@@ -114,8 +105,7 @@ bool parseConstraints(const std::string &text, Constraints &out,
                 value + "'";
         return false;
       }
-      if (!setOnce(out.recompute, *r, key, item, error))
-        return false;
+      out.recompute = r;
     } else {
       error = "unknown --fix key '" + key +
               "' (expected dp, tp, pp, mb, v, schedule, zero, sp, recompute)";
@@ -176,6 +166,7 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
     return !fixed || *fixed == value;
   };
   std::string lastReason;
+  std::set<int64_t> batchRejects; // dp values the global batch rejected
   for (int64_t tp : divisors(o.gpus)) {
     if (!allow(f.tp, tp))
       continue;
@@ -197,6 +188,7 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
       if (!allow(f.dp, dp))
         continue;
       if (o.globalBatch % dp != 0) {
+        batchRejects.insert(dp);
         lastReason = "dp=" + std::to_string(dp) +
                      " does not divide the global batch " +
                      std::to_string(o.globalBatch);
@@ -242,15 +234,23 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
             }
           }
       }
-      if (!f.microBatch && perReplica > 0)
-        lastReason = "no micro-batch size divides the " +
-                     std::to_string(perReplica) + " sequences per replica";
     }
   }
   if (r.valid == 0) {
     r.error = "no layout of " + std::to_string(o.gpus) +
               " GPUs satisfies the constraints";
-    if (!lastReason.empty())
+    if (!batchRejects.empty()) {
+      std::string dps;
+      for (int64_t d : batchRejects)
+        dps += (dps.empty() ? "" : ", ") + std::to_string(d);
+      r.error += ": the global batch " + std::to_string(o.globalBatch) +
+                 " is not divisible by dp = " + dps +
+                 " (GPUs / (tp * pp), tp dividing the heads, pp the layers)";
+    } else if (f.microBatch) {
+      r.error += ": --fix mb=" + std::to_string(*f.microBatch) +
+                 " divides no replica's share of the global batch " +
+                 std::to_string(o.globalBatch);
+    } else if (!lastReason.empty())
       r.error += " (last rejected: " + lastReason + ")";
     return r;
   }
