@@ -314,22 +314,12 @@ private:
         return localize(op->getResult(0), lhs, op->getLoc());
       }
     }
-    SmallVector<ShardingAttr> ins, outs;
-    SmallVector<bool> isParam;
-    for (Value v : op->getOperands()) {
-      ins.push_back(targetOf(v));
-      isParam.push_back(static_cast<bool>(v.getDefiningOp<ParamOp>()));
-    }
-    for (Value v : op->getResults())
-      outs.push_back(targetOf(v));
-    FactorAxes axes = assignFactors(rule, ins, isParam, outs, mesh);
+    FactorAxes axes = assignOpFactors(
+        op, rule, [&](Value v) { return targetOf(v); }, mesh);
 
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
-      ArrayRef<int64_t> blocks = i < rule.operandBlocks.size()
-                                     ? ArrayRef<int64_t>(rule.operandBlocks[i])
-                                     : ArrayRef<int64_t>();
-      ShardingAttr want = shardingFromFactors(ctx, rule, axes,
-                                              rule.operands[i], blocks, false);
+      ShardingAttr want = shardingFromFactors(
+          ctx, rule, axes, rule.operands[i], operandBlocksOf(rule, i), false);
       if (failed(requireOperand(op, i, want, operandReason(op, i))))
         return failure();
     }

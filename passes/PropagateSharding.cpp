@@ -34,22 +34,12 @@ struct Propagator {
     if (!ruled)
       return false;
     ShardingRule rule = ruled.getShardingRule();
-    SmallVector<ShardingAttr> ins, outs;
-    SmallVector<bool> isParam;
-    for (Value v : op->getOperands()) {
-      ins.push_back(lookup(v));
-      isParam.push_back(static_cast<bool>(v.getDefiningOp<ParamOp>()));
-    }
-    for (Value v : op->getResults())
-      outs.push_back(lookup(v));
-    FactorAxes axes = assignFactors(rule, ins, isParam, outs, mesh);
+    FactorAxes axes = assignOpFactors(
+        op, rule, [&](Value v) { return lookup(v); }, mesh);
     bool changed = false;
     for (auto [i, v] : llvm::enumerate(op->getOperands())) {
-      ArrayRef<int64_t> blocks = i < rule.operandBlocks.size()
-                                     ? ArrayRef<int64_t>(rule.operandBlocks[i])
-                                     : ArrayRef<int64_t>();
       changed |= set(v, shardingFromFactors(ctx, rule, axes, rule.operands[i],
-                                            blocks, false));
+                                            operandBlocksOf(rule, i), false));
     }
     for (auto [i, v] : llvm::enumerate(op->getResults()))
       changed |= set(v, shardingFromFactors(ctx, rule, axes, rule.results[i],

@@ -123,6 +123,20 @@ FactorAxes weft::assignFactors(const ShardingRule &rule,
   return result;
 }
 
+FactorAxes weft::assignOpFactors(
+    Operation *op, const ShardingRule &rule,
+    llvm::function_ref<ShardingAttr(Value)> shardingOf, const MeshInfo &mesh) {
+  SmallVector<ShardingAttr> ins, outs;
+  SmallVector<bool> isParam;
+  for (Value v : op->getOperands()) {
+    ins.push_back(shardingOf(v));
+    isParam.push_back(static_cast<bool>(v.getDefiningOp<ParamOp>()));
+  }
+  for (Value v : op->getResults())
+    outs.push_back(shardingOf(v));
+  return assignFactors(rule, ins, isParam, outs, mesh);
+}
+
 ShardingAttr weft::shardingFromFactors(MLIRContext *ctx,
                                        const ShardingRule &rule,
                                        const FactorAxes &axes,

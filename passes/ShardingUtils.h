@@ -51,6 +51,21 @@ FactorAxes assignFactors(const ShardingRule &rule,
                          llvm::ArrayRef<ShardingAttr> results,
                          const MeshInfo &mesh);
 
+/// assignFactors for `op`, reading each operand's and result's sharding
+/// through `shardingOf` (null: unknown); parameters count as parameters.
+FactorAxes assignOpFactors(
+    mlir::Operation *op, const ShardingRule &rule,
+    llvm::function_ref<ShardingAttr(mlir::Value)> shardingOf,
+    const MeshInfo &mesh);
+
+/// The rule's blocks of operand i (empty when none).
+inline llvm::ArrayRef<int64_t> operandBlocksOf(const ShardingRule &rule,
+                                               unsigned i) {
+  return i < rule.operandBlocks.size()
+             ? llvm::ArrayRef<int64_t>(rule.operandBlocks[i])
+             : llvm::ArrayRef<int64_t>();
+}
+
 /// The sharding a value with the given dims' factors gets under `axes`.
 /// With `partialFromMissing`, factors split but absent from `dims` make the
 /// value a partial sum over their axes (a result of a contraction).

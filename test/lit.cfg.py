@@ -6,7 +6,7 @@ config.name = "weft"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
-config.excludes = ["unit", "reference", "bench", "lit.cfg.py", "Inputs", "check_learning.py", "equivalence.py", "resharding.py", "memory.py"]
+config.excludes = ["unit", "reference", "bench", "lit.cfg.py", "Inputs", "check_learning.py", "equivalence.py", "resharding.py", "memory.py", "e2e_util.py"]
 config.environment["PATH"] = os.pathsep.join(
     [config.weft_bin_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.environment["OMP_NUM_THREADS"] = "2"

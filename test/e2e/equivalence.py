@@ -27,13 +27,14 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_util import launch, run  # noqa: E402
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
 import wref_np  # noqa: E402  (numpy-only safetensors reader)
 import numpy as np  # noqa: E402
 
 LOSS_TOL, GRAD_TOL, PARAM_TOL = 1e-4, 1e-5, 1e-4
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
-          "--mca", "btl", "self,vader"]
 
 # (ranks, weft-compile flags): the meshes the sharding issue names.
 MESHES = [
@@ -50,11 +51,6 @@ MESHES = [
 ]
 
 
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    return r.stdout
 
 
 def predicted_comm(bin_dir, model, common, flags):
@@ -75,8 +71,7 @@ def predicted_comm(bin_dir, model, common, flags):
 
 def train(bin_dir, prog, ranks, data, work, steps):
     """Runs STEPS steps (metrics, final params) and 1 step (gradients)."""
-    launch = MPIRUN + ["-np", str(ranks)] if ranks > 1 else []
-    base = launch + [f"{bin_dir}/weft-run", prog, "--data", data, "--threads", "1",
+    base = launch(ranks) + [f"{bin_dir}/weft-run", prog, "--data", data, "--threads", "1",
                      "--quiet"]
     run(base + ["--steps", str(steps), "--metrics", f"{work}/m.jsonl",
                 "--save", f"{work}/final"])

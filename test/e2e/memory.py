@@ -16,15 +16,11 @@ import shutil
 import subprocess
 import sys
 
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
-          "--mca", "btl", "self,vader"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_util import launch, run  # noqa: E402
 
 
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    return r.stdout + r.stderr
+
 
 
 def report(text):
@@ -52,7 +48,7 @@ def main():
                          ["--mesh", f"dp={d}", "--zero", str(zero), "--explain",
                           "-o", prog, "--quiet"]))
         state = rep["parameters"] + rep["gradients"] + rep["optimizer state"]
-        out = run(MPIRUN + ["-np", str(d), f"{bin_dir}/weft-run", prog, "--steps", "2",
+        out = run(launch(d) + [f"{bin_dir}/weft-run", prog, "--steps", "2",
                             "--data", data, "--threads", "1", "--quiet"])
         peak = int(re.search(r"peak bytes (\d+)", out).group(1))
         formula_err = abs(state - expected[zero]) / expected[zero]

@@ -16,20 +16,16 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_util import launch, run  # noqa: E402
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
 import wref_np  # noqa: E402
 import numpy as np  # noqa: E402
 
 TOL = 1e-9  # f64: the layouts compute the same sums in other orders
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
-          "--mca", "btl", "self,vader"]
 
 
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    return r.stdout
 
 
 def compile_(bin_dir, work, name, flags):
@@ -40,8 +36,7 @@ def compile_(bin_dir, work, name, flags):
 
 
 def train(bin_dir, prog, ranks, data, steps, metrics, extra):
-    launch = MPIRUN + ["-np", str(ranks)] if ranks > 1 else []
-    run(launch + [f"{bin_dir}/weft-run", prog, "--data", data, "--threads", "1",
+    run(launch(ranks) + [f"{bin_dir}/weft-run", prog, "--data", data, "--threads", "1",
                   "--quiet", "--steps", str(steps), "--metrics", metrics] + extra)
     return [json.loads(line)["loss"] for line in open(metrics)]
 

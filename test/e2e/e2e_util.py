@@ -1,0 +1,19 @@
+"""Shared by the e2e scripts: running weft tools and mpirun."""
+import subprocess
+import sys
+
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
+          "--mca", "btl", "self,vader"]
+
+
+def run(cmd):
+    """Runs cmd; on failure exits naming the command and its output."""
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return r.stdout + r.stderr
+
+
+def launch(ranks):
+    """The command prefix that starts `ranks` processes."""
+    return MPIRUN + ["-np", str(ranks)] if ranks > 1 else []
