@@ -104,3 +104,31 @@ LogicalResult ReduceScatterOp::verify() {
 LogicalResult SliceOp::verify() {
   return verifyResize(*this, getX(), getResult(), getAxes(), getDim(), false);
 }
+
+namespace {
+LogicalResult verifyPacking(Operation *op, TypeRange pieces, Type packed) {
+  auto flat = cast<RankedTensorType>(packed);
+  if (flat.getRank() != 1)
+    return op->emitOpError("packed buffer must be 1-D, got ") << flat;
+  int64_t total = 0;
+  for (Type t : pieces) {
+    auto piece = cast<RankedTensorType>(t);
+    if (piece.getElementType() != flat.getElementType())
+      return op->emitOpError("mixes element types ")
+             << piece.getElementType() << " and " << flat.getElementType();
+    total += piece.getNumElements();
+  }
+  if (total != flat.getDimSize(0))
+    return op->emitOpError("packed buffer has ")
+           << flat.getDimSize(0) << " elements, the pieces " << total;
+  return success();
+}
+} // namespace
+
+LogicalResult PackOp::verify() {
+  return verifyPacking(*this, getInputs().getTypes(), getType());
+}
+
+LogicalResult UnpackOp::verify() {
+  return verifyPacking(*this, getResultTypes(), getPacked().getType());
+}

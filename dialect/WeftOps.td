@@ -388,4 +388,24 @@ def Weft_SliceOp : Weft_CollectiveOp<"slice", [Pure]> {
                    OptionalAttr<StrAttr>:$reason);
 }
 
+def Weft_PackOp : Weft_Op<"pack", [Pure]> {
+  let summary = "flattens and concatenates tensors into one buffer";
+  let description = [{
+    The inputs' elements, each in row-major order, one after the other: a
+    gradient bucket's single message.
+  }];
+  let arguments = (ins Variadic<Weft_FloatTensor>:$inputs);
+  let results = (outs Weft_FloatTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Weft_UnpackOp : Weft_Op<"unpack", [Pure]> {
+  let summary = "splits a packed buffer back into tensors (inverse of pack)";
+  let arguments = (ins Weft_FloatTensor:$packed);
+  let results = (outs Variadic<Weft_FloatTensor>:$results);
+  let assemblyFormat = "$packed attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // WEFT_OPS_TD

@@ -63,6 +63,44 @@ def WeftPartition : Pass<"weft-partition", "mlir::ModuleOp"> {
   }];
 }
 
+def WeftFoldCollectives : Pass<"weft-fold-collectives", "mlir::func::FuncOp"> {
+  let summary = "Cheaper equivalent collectives: reduce-scatter, fewer all-reduces";
+  let description = [{
+    Rewrites, where exact:
+    - `slice(all_reduce(x))` (the all-reduce used only by the slice, same axes)
+      into `reduce_scatter(x)`: each rank receives only its block, (c-1)/c of
+      the bytes instead of 2(c-1)/c;
+    - `add(all_reduce(a), all_reduce(b))` over the same axes (each all-reduce
+      used only by the add) into `all_reduce(add(a, b))`: the sum is linear,
+      so one collective does the work of two.
+
+    ```mlir
+    %r = weft.all_reduce %x {axes = ["tp"]} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %s = weft.slice %r {axes = ["tp"], dim = 0} : (tensor<4x8xf32>) -> tensor<2x8xf32>
+    // becomes
+    %s = weft.reduce_scatter %x {axes = ["tp"], dim = 0} : (tensor<4x8xf32>) -> tensor<2x8xf32>
+    ```
+  }];
+}
+
+def WeftBucketGradients : Pass<"weft-bucket-gradients", "mlir::func::FuncOp"> {
+  let summary = "Groups gradient all-reduces into buckets, as DDP does";
+  let description = [{
+    Data-parallel gradients are reduced in buckets of about `bucket-bytes`:
+    the gradients of consecutive all-reduces over the same axes, each used only
+    to store a parameter's gradient, are packed into one flat buffer
+    (`weft.pack`), reduced by one all-reduce, and unpacked (`weft.unpack`).
+    Fewer, larger messages: per-message latency is paid once per bucket. A
+    bucket is reduced as soon as its last gradient is computed, in backward
+    order. `bucket-bytes=0` leaves every gradient its own all-reduce.
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "25 << 20",
+           "bucket size in bytes (DDP's default is 25 MiB)">,
+  ];
+  let dependentDialects = ["::weft::WeftDialect"];
+}
+
 def WeftAutodiff : Pass<"weft-autodiff", "mlir::func::FuncOp"> {
   let summary = "Appends the backward pass: every parameter's loss gradient";
   let description = [{

@@ -221,6 +221,25 @@ template <typename T> struct Kernels {
                    size_t(I.In[0].Numel) * dtypeBytes(I.In[0].Spec->Type));
     return Status::success();
   }
+  // A gradient bucket: pieces laid end to end in one flat buffer.
+  static Status pack(const BI &I, const SC &, CpuState &) {
+    char *Out = static_cast<char *>(I.Out[0].Data);
+    for (const TensorRef &Piece : I.In) {
+      size_t Bytes = size_t(Piece.Numel) * dtypeBytes(Piece.Spec->Type);
+      cpu::copyBytes(Piece.Data, Out, Bytes);
+      Out += Bytes;
+    }
+    return Status::success();
+  }
+  static Status unpack(const BI &I, const SC &, CpuState &) {
+    const char *In = static_cast<const char *>(I.In[0].Data);
+    for (const TensorRef &Piece : I.Out) {
+      size_t Bytes = size_t(Piece.Numel) * dtypeBytes(Piece.Spec->Type);
+      cpu::copyBytes(In, Piece.Data, Bytes);
+      In += Bytes;
+    }
+    return Status::success();
+  }
   static Status adamw(const BI &I, const SC &Ctx, CpuState &) {
     const OptimizerSpec &O = *Ctx.Optimizer;
     AdamWParams P{Ctx.Lr,
@@ -266,6 +285,8 @@ template <typename T> struct Kernels {
     Set(OpKind::CrossEntropyGrad, crossEntropyGrad);
     Set(OpKind::Fill, fill);
     Set(OpKind::Copy, copy);
+    Set(OpKind::Pack, pack);
+    Set(OpKind::Unpack, unpack);
     Set(OpKind::AdamW, adamw);
     return Tab;
   }

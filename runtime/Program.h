@@ -58,6 +58,8 @@ enum class OpKind {
   CrossEntropyGrad,
   Fill,
   Copy,
+  Pack,
+  Unpack,
   AdamW,
   // Collectives (format version 2); the executor runs them, not a backend.
   AllReduce,

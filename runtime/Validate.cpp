@@ -461,6 +461,28 @@ Status InstChecker::run() {
       return fail("in[0] has dtype " + std::string(dtypeName(in(0).Type)) +
                   ", out[0] has " + dtypeName(out(0).Type));
     return sameNumel(false, 0, in(0), "in[0]");
+  case OpKind::Pack:
+  case OpKind::Unpack: {
+    // pack: tensors -> one flat buffer (a gradient bucket); unpack: inverse.
+    bool IsPack = I.Op == OpKind::Pack;
+    const std::vector<int64_t> &Pieces = IsPack ? I.In : I.Out;
+    if ((IsPack ? I.Out.size() : I.In.size()) != 1 || Pieces.empty())
+      return fail(IsPack ? "expected at least 1 input and 1 output"
+                         : "expected 1 input and at least 1 output");
+    const BufferSpec &Flat = IsPack ? out(0) : in(0);
+    int64_t Total = 0;
+    for (size_t K = 0; K < Pieces.size(); ++K) {
+      const BufferSpec &Piece = IsPack ? in(K) : out(K);
+      if (Piece.Type != Flat.Type)
+        return fail(name(IsPack, K) + " has dtype " + dtypeName(Piece.Type) +
+                    ", the packed buffer " + dtypeName(Flat.Type));
+      Total += Piece.numel();
+    }
+    if (Total != Flat.numel())
+      return fail("the packed buffer has " + std::to_string(Flat.numel()) +
+                  " elements, the pieces " + std::to_string(Total));
+    return Status::success();
+  }
   case OpKind::AdamW:
     WEFT_RETURN_IF_ERROR(counts(4, 3));
     WEFT_RETURN_IF_ERROR(floats({0, 1, 2, 3}, {0, 1, 2}));

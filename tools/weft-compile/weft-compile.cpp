@@ -70,6 +70,11 @@ static cl::opt<int64_t> zeroArg("zero", cl::desc("ZeRO stage 0-3"),
 static cl::opt<bool> spArg("sequence-parallel",
                            cl::desc("split norms and residuals along the "
                                     "sequence over tp"));
+static cl::opt<double> bucketMbArg(
+    "bucket-mb",
+    cl::desc("data-parallel gradient bucket size in MiB (0: one all-reduce "
+             "per gradient)"),
+    cl::init(25.0));
 static cl::opt<bool> explainArg(
     "explain", cl::desc("print the step's collectives (kind, axis, bytes, "
                         "count, reason) and per-rank memory"));
@@ -182,6 +187,11 @@ int main(int argc, char **argv) {
        })},
       {"partition", ifSharded([](OpPassManager &pm) {
          pm.addPass(weft::createWeftPartition());
+         pm.addNestedPass<func::FuncOp>(weft::createWeftFoldCollectives());
+         weft::WeftBucketGradientsOptions buckets;
+         buckets.bucketBytes = int64_t(bucketMbArg * 1048576.0);
+         pm.addNestedPass<func::FuncOp>(
+             weft::createWeftBucketGradients(buckets));
        })},
       {"plan-memory",
        [](OpPassManager &pm) {
