@@ -22,6 +22,8 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -75,6 +77,14 @@ static cl::opt<double> bucketMbArg(
     cl::desc("data-parallel gradient bucket size in MiB (0: one all-reduce "
              "per gradient)"),
     cl::init(25.0));
+static cl::opt<std::string> planArg(
+    "plan",
+    cl::desc("take the layout from weft-plan --json output (its first row, "
+             "or --plan-row)"),
+    cl::value_desc("file"));
+static cl::opt<unsigned> planRowArg("plan-row",
+                                    cl::desc("which layout of --plan"),
+                                    cl::init(0));
 static cl::opt<bool> explainArg(
     "explain", cl::desc("print the step's collectives (kind, axis, bytes, "
                         "count, reason) and per-rank memory"));
@@ -83,6 +93,66 @@ namespace {
 int fail(const llvm::Twine &message) {
   llvm::errs() << "weft-compile: error: " << message << "\n";
   return 1;
+}
+
+// Sets the layout flags from one row of `weft-plan --json`, so that search
+// and compile are one workflow. Returns an error message, or "".
+std::string applyPlan() {
+  auto buffer = llvm::MemoryBuffer::getFile(planArg);
+  if (!buffer)
+    return "cannot read plan file '" + planArg + "'";
+  auto parsed = llvm::json::parse((*buffer)->getBuffer());
+  if (!parsed)
+    return "plan file '" + planArg + "' is not valid JSON: " +
+           llvm::toString(parsed.takeError());
+  const llvm::json::Object *row = parsed->getAsObject();
+  const llvm::json::Object *root = row;
+  if (row && row->getArray("layouts")) {
+    const llvm::json::Array &rows = *row->getArray("layouts");
+    if (planRowArg >= rows.size())
+      return "plan file '" + planArg + "' has " + std::to_string(rows.size()) +
+             " layouts, --plan-row " + std::to_string(planRowArg) +
+             " is out of range";
+    row = rows[planRowArg].getAsObject();
+  }
+  if (!row)
+    return "plan file '" + planArg + "' holds no layout object";
+  auto integer = [&](const char *key) -> std::optional<int64_t> {
+    return row->getInteger(key);
+  };
+  for (const char *key : {"dp", "tp", "pp", "microbatch", "num_microbatches",
+                          "zero"})
+    if (!integer(key))
+      return "plan layout is missing integer field '" + std::string(key) + "'";
+  int64_t dp = *integer("dp"), tp = *integer("tp"), pp = *integer("pp");
+  if (pp > 1)
+    return "the plan uses pp=" + std::to_string(pp) +
+           ": pipeline stages are not implemented in weft-compile yet "
+           "(plan with --fix pp=1)";
+  if (auto r = row->getString("recompute"); r && *r != "none")
+    return "the plan uses recompute=" + r->str() +
+           ": activation recomputation is not implemented in weft-compile "
+           "yet (plan with --fix recompute=none)";
+  int64_t batch = dp * *integer("microbatch") * *integer("num_microbatches");
+  if (*integer("num_microbatches") > 1)
+    llvm::errs() << "weft-compile: note: the plan's "
+                 << *integer("num_microbatches")
+                 << " micro-batches per step run as one batch of " << batch
+                 << " (gradient accumulation is not implemented)\n";
+  batchArg = batch;
+  if (root)
+    if (auto seq = root->getInteger("seq"))
+      seqArg = *seq;
+  std::string mesh;
+  if (dp > 1)
+    mesh = "dp=" + std::to_string(dp);
+  if (tp > 1)
+    mesh += (mesh.empty() ? "" : ",") + std::string("tp=") + std::to_string(tp);
+  meshArg = mesh;
+  layoutArg = tp > 1 ? "megatron" : "data";
+  zeroArg = *integer("zero");
+  spArg = row->getBoolean("sequence_parallel").value_or(false);
+  return "";
 }
 
 OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
@@ -113,6 +183,11 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "weft-compile: a GPT-2 / Llama model to a weft training-step program\n");
+  if (!planArg.empty()) {
+    std::string problem = applyPlan();
+    if (!problem.empty())
+      return fail(problem);
+  }
   if (dtypeArg != "f32" && dtypeArg != "f64")
     return fail("--dtype must be f32 or f64, got '" + dtypeArg + "'");
   static const char *stages[] = {"forward",   "layout",    "autodiff",
