@@ -90,9 +90,12 @@ def WeftBucketGradients : Pass<"weft-bucket-gradients", "mlir::func::FuncOp"> {
     the gradients of consecutive all-reduces over the same axes, each used only
     to store a parameter's gradient, are packed into one flat buffer
     (`weft.pack`), reduced by one all-reduce, and unpacked (`weft.unpack`).
-    Fewer, larger messages: per-message latency is paid once per bucket. A
-    bucket is reduced as soon as its last gradient is computed, in backward
-    order. `bucket-bytes=0` leaves every gradient its own all-reduce.
+    Fewer, larger messages: per-message latency is paid once per bucket.
+    Buckets follow the order backward computes the gradients; each bucket's
+    all-reduce starts right after its last gradient is computed and is marked
+    `async`, so the runtime overlaps it with the rest of backward and completes
+    it where the gradients are stored. `bucket-bytes=0` keeps one all-reduce
+    per gradient (each still started early and asynchronous).
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", "25 << 20",

@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <functional>
 #include <map>
 
 namespace weft {
@@ -84,10 +85,16 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
     DenseMap<Operation *, int64_t> index;
     for (Operation &op : body)
       index[&op] = index.size();
-    auto lastUse = [&](Value v) {
+    std::function<int64_t(Value)> lastUse = [&](Value v) {
       int64_t last = -1;
-      for (Operation *user : v.getUsers())
+      for (Operation *user : v.getUsers()) {
         last = std::max(last, index.lookup(body.findAncestorOpInBlock(*user)));
+        // An asynchronous all-reduce reads its input until its result is
+        // first used (docs/program-format.md): keep the input's bytes alive.
+        if (auto reduce = dyn_cast<AllReduceOp>(user))
+          if (reduce->hasAttr("async"))
+            last = std::max(last, lastUse(reduce.getResult()));
+      }
       return last;
     };
 
@@ -116,7 +123,7 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
   }
 
   template <typename LastUse>
-  static void releaseDead(Operation &op, int64_t at, LastUse &lastUse,
+  static void releaseDead(Operation &op, int64_t at, const LastUse &lastUse,
                           DenseMap<Value, int64_t> &offsets, Arena &arena) {
     llvm::SmallDenseSet<Value> seen;
     for (Value v : op.getOperands()) {

@@ -1,23 +1,33 @@
 // RUN: weft-opt %s -weft-bucket-gradients="bucket-bytes=200" | FileCheck %s
 // RUN: weft-opt %s -weft-bucket-gradients="bucket-bytes=0" | FileCheck %s --check-prefix=OFF
 
-// Data-parallel gradients are reduced in buckets of at most 200 bytes: the
-// three 64-byte gradients share one all-reduce (192 bytes), the fourth starts
-// a bucket of its own and keeps its plain all-reduce. The stores follow the
-// unpack. The loss all-reduce is not a gradient and is left alone.
+// Backward computes the gradients of d, c, b, a in that order. Buckets of at
+// most 200 bytes follow that order: {d, c, b} (192 bytes) and {a}. Each
+// bucket's all-reduce starts, asynchronously, right after its last gradient
+// exists, so it overlaps the rest of backward; the stores stay at the end.
+// The loss all-reduce is not a gradient and is left alone.
 // CHECK-LABEL: func @step
-// CHECK:      weft.all_reduce %{{.*}} {axes = ["dp"]} : (tensor<f32>)
-// CHECK:      %[[P:.*]] = weft.pack %arg0, %arg1, %arg2 : (tensor<16xf32>, tensor<4x4xf32>, tensor<16xf32>) -> tensor<48xf32>
-// CHECK-NEXT: %[[R:.*]] = weft.all_reduce %[[P]] {axes = ["dp"], reason = "gradient bucket of 3 tensors (192 bytes)"} : (tensor<48xf32>) -> tensor<48xf32>
-// CHECK-NEXT: %[[U:.*]]:3 = weft.unpack %[[R]] : (tensor<48xf32>) -> (tensor<16xf32>, tensor<4x4xf32>, tensor<16xf32>)
-// CHECK-NEXT: weft.param_grad "a", %[[U]]#0
-// CHECK-NEXT: weft.param_grad "b", %[[U]]#1
-// CHECK-NEXT: weft.param_grad "c", %[[U]]#2
-// CHECK:      %[[D:.*]] = weft.all_reduce %arg3 {axes = ["dp"]}
-// CHECK-NEXT: weft.param_grad "d", %[[D]]
+// CHECK:      %[[GD:.*]] = weft.gelu %arg3
+// CHECK-NEXT: %[[GC:.*]] = weft.gelu %arg2
+// CHECK-NEXT: %[[GB:.*]] = weft.gelu %arg1
+// CHECK-NEXT: %[[P:.*]] = weft.pack %[[GD]], %[[GC]], %[[GB]] : (tensor<16xf32>, tensor<16xf32>, tensor<4x4xf32>) -> tensor<48xf32>
+// CHECK-NEXT: %[[R:.*]] = weft.all_reduce %[[P]] {async = true, axes = ["dp"], reason = "gradient bucket of 3 tensors (192 bytes)"}
+// CHECK-NEXT: %[[GA:.*]] = weft.gelu %arg0
+// CHECK-NEXT: %[[RA:.*]] = weft.all_reduce %[[GA]] {async = true, axes = ["dp"]}
+// CHECK:      weft.all_reduce %arg4 {axes = ["dp"]}
+// CHECK:      weft.param_grad "a", %[[RA]]
+// CHECK-NEXT: %[[U:.*]]:3 = weft.unpack %[[R]]
+// CHECK-NEXT: weft.param_grad "d", %[[U]]#0
+// CHECK-NEXT: weft.param_grad "c", %[[U]]#1
+// CHECK-NEXT: weft.param_grad "b", %[[U]]#2
 // OFF-NOT:    weft.pack
+// OFF-COUNT-4: {async = true
 weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
-func.func @step(%ga: tensor<16xf32>, %gb: tensor<4x4xf32>, %gc: tensor<16xf32>, %gd: tensor<16xf32>, %l: tensor<f32>) -> tensor<f32> {
+func.func @step(%xa: tensor<16xf32>, %xb: tensor<4x4xf32>, %xc: tensor<16xf32>, %xd: tensor<16xf32>, %l: tensor<f32>) -> tensor<f32> {
+  %gd = weft.gelu %xd : tensor<16xf32>
+  %gc = weft.gelu %xc : tensor<16xf32>
+  %gb = weft.gelu %xb : tensor<4x4xf32>
+  %ga = weft.gelu %xa : tensor<16xf32>
   %loss = weft.all_reduce %l {axes = ["dp"]} : (tensor<f32>) -> tensor<f32>
   %a = weft.param "a" {init = "zeros"} : tensor<16xf32>
   %b = weft.param "b" {init = "zeros"} : tensor<4x4xf32>
