@@ -104,6 +104,22 @@ def WeftBucketGradients : Pass<"weft-bucket-gradients", "mlir::func::FuncOp"> {
   let dependentDialects = ["::weft::WeftDialect"];
 }
 
+def WeftPrefetchParams : Pass<"weft-prefetch-params", "mlir::func::FuncOp"> {
+  let summary = "Starts ZeRO-3 parameter gathers early, asynchronously";
+  let description = [{
+    A ZeRO-3 parameter is all-gathered right before each use. This pass moves
+    each such gather `distance` ops earlier (never above the parameter) and
+    marks it `async`: the runtime starts it there and completes it at its
+    first use, so the next layer's parameters arrive while the current layer
+    computes. The gathered copy lives `distance` ops longer: the memory the
+    prefetch costs.
+  }];
+  let options = [
+    Option<"distance", "distance", "int64_t", "16",
+           "how many ops ahead of its use a gather starts">,
+  ];
+}
+
 def WeftAutodiff : Pass<"weft-autodiff", "mlir::func::FuncOp"> {
   let summary = "Appends the backward pass: every parameter's loss gradient";
   let description = [{

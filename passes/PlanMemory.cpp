@@ -89,11 +89,10 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
       int64_t last = -1;
       for (Operation *user : v.getUsers()) {
         last = std::max(last, index.lookup(body.findAncestorOpInBlock(*user)));
-        // An asynchronous all-reduce reads its input until its result is
+        // An asynchronous collective reads its input until its result is
         // first used (docs/program-format.md): keep the input's bytes alive.
-        if (auto reduce = dyn_cast<AllReduceOp>(user))
-          if (reduce->hasAttr("async"))
-            last = std::max(last, lastUse(reduce.getResult()));
+        if (isa<AllReduceOp, AllGatherOp>(user) && user->hasAttr("async"))
+          last = std::max(last, lastUse(user->getResult(0)));
       }
       return last;
     };

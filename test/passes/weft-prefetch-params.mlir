@@ -1,0 +1,22 @@
+// RUN: weft-opt %s -weft-prefetch-params="distance=2" | FileCheck %s
+
+// A ZeRO-3 gather starts two ops before its use (asynchronously), but never
+// above the parameter it gathers. Other gathers are left alone.
+// CHECK-LABEL: func @prefetch
+// CHECK:      %[[W:.*]] = weft.param "w"
+// CHECK-NEXT: %[[G:.*]] = weft.all_gather %[[W]] {async = true, axes = ["dp"], dim = 0 : i64}
+// CHECK-NEXT: weft.gelu
+// CHECK-NEXT: weft.silu
+// CHECK-NEXT: weft.matmul %{{.*}}, %[[G]]
+// CHECK:      weft.all_gather %{{.*}} {axes = ["dp"], dim = 0 : i64} : (tensor<2x4x8xf32>)
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @prefetch(%x: tensor<2x4x8xf32>) -> tensor<4x4x8xf32> {
+  %a = weft.gelu %x : tensor<2x4x8xf32>
+  %w = weft.param "w" {init = "normal", std = 0.02} : tensor<4x8xf32>
+  %b = weft.gelu %a : tensor<2x4x8xf32>
+  %c = weft.silu %b : tensor<2x4x8xf32>
+  %wg = weft.all_gather %w {axes = ["dp"], dim = 0} : (tensor<4x8xf32>) -> tensor<8x8xf32>
+  %y = weft.matmul %c, %wg : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %g = weft.all_gather %y {axes = ["dp"], dim = 0} : (tensor<2x4x8xf32>) -> tensor<4x4x8xf32>
+  return %g : tensor<4x4x8xf32>
+}
