@@ -174,12 +174,20 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
             blocks[rule.dim] = rule.blocks;
           }
       }
+      std::string matchedBy;
       for (const auto &[pattern, patternDims] : globs) {
         auto glob = llvm::GlobPattern::create(pattern);
-        if (glob && glob->match(name)) {
-          dims = patternDims;
-          globUsed[pattern] = true;
+        if (!glob || !glob->match(name))
+          continue;
+        globUsed[pattern] = true;
+        if (!matchedBy.empty() && patternDims != dims) {
+          p.emitError() << "contradictory layout: patterns '" << matchedBy
+                        << "' and '" << pattern << "' both match parameter "
+                        << name << " with different shardings";
+          return WalkResult::interrupt();
         }
+        dims = patternDims;
+        matchedBy = pattern;
       }
       if (failed(checkDims(p, "parameter " + name.str(), shape, dims, blocks)))
         return WalkResult::interrupt();

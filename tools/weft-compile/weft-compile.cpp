@@ -206,6 +206,7 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registry.insert<weft::WeftDialect, func::FuncDialect>();
   MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
   context.loadAllAvailableDialects();
   llvm::SourceMgr sources;
   SourceMgrDiagnosticHandler diagnostics(sources, &context);
