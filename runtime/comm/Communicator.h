@@ -29,6 +29,18 @@ struct CommGroup {
 
 enum class ReduceOp { Sum };
 
+/// A nonblocking collective: iallReduce starts it, test() reporting done or
+/// wait() finishes it, and it can then start again. The implementation's
+/// handles live in Native; reserveRequest() makes them once (at load) so
+/// that starting one allocates nothing.
+struct CommRequest {
+  struct State {
+    virtual ~State() = default;
+  };
+  std::unique_ptr<State> Native;
+  bool Active = false; // started, not yet complete
+};
+
 class Communicator {
 public:
   virtual ~Communicator() = default;
@@ -48,6 +60,20 @@ public:
   /// place.
   virtual Status allReduce(const CommGroup &G, const void *Send, void *Recv,
                            size_t Count, DType T) = 0;
+  /// Starts Recv = Σ over the group of Send (Send == Recv is in place).
+  /// Send and Recv must stay untouched until R completes; R must not be
+  /// active. A communicator without peers completes it at once. After an
+  /// error from any of these calls R is inactive.
+  virtual Status iallReduce(const CommGroup &G, const void *Send, void *Recv,
+                            size_t Count, DType T, CommRequest &R) = 0;
+  /// Done = whether R has completed (progressing it); an inactive R is done.
+  virtual Status test(CommRequest &R, bool &Done) = 0;
+  /// Blocks until R completes; an inactive R returns at once.
+  virtual Status wait(CommRequest &R) = 0;
+  /// Makes R's handles for an iallReduce of up to Count elements of T, so
+  /// that starting it allocates nothing.
+  virtual Status reserveRequest(CommRequest &R, size_t Count, DType T) = 0;
+
   /// Recv (G.Size * Count elements) = the group's Sends in shard-index
   /// order. Send == nullptr: in place, this rank's chunk is already at
   /// its position in Recv.

@@ -41,6 +41,22 @@ public:
     copy(Send, Recv, Count, T);
     return Status::success();
   }
+  Status iallReduce(const CommGroup &G, const void *Send, void *Recv,
+                    size_t Count, DType T, CommRequest &R) override {
+    if (R.Active)
+      return Status::error("iall_reduce: the request is still in flight");
+    WEFT_RETURN_IF_ERROR(alone(G, "iall_reduce"));
+    copy(Send, Recv, Count, T);
+    return Status::success();
+  }
+  Status test(CommRequest &R, bool &Done) override {
+    Done = !R.Active;
+    return Status::success();
+  }
+  Status wait(CommRequest &) override { return Status::success(); }
+  Status reserveRequest(CommRequest &, size_t, DType) override {
+    return Status::success();
+  }
   Status allGather(const CommGroup &G, const void *Send, void *Recv,
                    size_t Count, DType T) override {
     WEFT_RETURN_IF_ERROR(alone(G, "all_gather"));

@@ -11,9 +11,11 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <map>
+#include <vector>
 
 namespace weft {
 
@@ -38,6 +40,34 @@ Status countFits(size_t Count, const char *Call) {
 }
 
 MPI_Comm comm(const CommGroup &G) { return static_cast<MPI_Comm>(G.Native); }
+
+/// All-reduces run in chunks of this many elements of T (1 MiB): each stays
+/// in cache through Open MPI's shared-memory copy-reduce-copy, which for
+/// 64 MiB messages otherwise runs at a third of the speed
+/// (test/bench/CommBench.cpp); also keeps counts in int.
+size_t chunkElements(DType T) {
+  return std::max<size_t>(1, (size_t(1) << 20) / dtypeBytes(T));
+}
+
+size_t chunkCount(size_t Count, DType T) {
+  size_t C = chunkElements(T);
+  return (Count + C - 1) / C;
+}
+
+/// An iallReduce in flight: one MPI_Iallreduce per chunk, the first
+/// Started handles of Handles.
+struct MpiRequestState final : CommRequest::State {
+  std::vector<MPI_Request> Handles;
+  int Started = 0;
+};
+
+/// R's handles; made here only when reserveRequest did not (a request
+/// belongs to the communicator that first started it).
+MpiRequestState &requestState(CommRequest &R) {
+  if (!R.Native)
+    R.Native = std::make_unique<MpiRequestState>();
+  return static_cast<MpiRequestState &>(*R.Native);
+}
 
 class MpiCommunicator final : public Communicator {
 public:
@@ -101,10 +131,8 @@ public:
 
   Status allReduce(const CommGroup &G, const void *Send, void *Recv,
                    size_t Count, DType T) override {
-    // Chunks of 1 MiB: each stays in cache through Open MPI's shared-memory
-    // copy-reduce-copy, which for 64 MiB messages otherwise runs at a third
-    // of the speed (test/bench/CommBench.cpp); also keeps counts in int.
-    const size_t E = dtypeBytes(T), Chunk = std::max<size_t>(1, (1u << 20) / E);
+    // In chunks (chunkElements).
+    const size_t E = dtypeBytes(T), Chunk = chunkElements(T);
     for (size_t Off = 0; Off < Count; Off += Chunk) {
       size_t N = std::min(Chunk, Count - Off);
       const void *S = Send == Recv ? MPI_IN_PLACE
@@ -115,6 +143,77 @@ public:
                                                comm(G)),
                                  "MPI_Allreduce"));
     }
+    return Status::success();
+  }
+  Status iallReduce(const CommGroup &G, const void *Send, void *Recv,
+                    size_t Count, DType T, CommRequest &R) override {
+    if (R.Active)
+      return Status::error("MPI_Iallreduce: the request is still in flight "
+                           "(wait for it before starting it again)");
+    // One MPI_Iallreduce per chunk, all in flight at once.
+    const size_t E = dtypeBytes(T), Chunk = chunkElements(T);
+    const size_t N = chunkCount(Count, T);
+    MpiRequestState &St = requestState(R);
+    if (St.Handles.size() < N)
+      St.Handles.resize(N, MPI_REQUEST_NULL);
+    St.Started = 0;
+    for (size_t K = 0; K < N; ++K) {
+      size_t Off = K * Chunk, M = std::min(Chunk, Count - Off);
+      const void *S = Send == Recv ? MPI_IN_PLACE
+                                   : static_cast<const char *>(Send) + Off * E;
+      int Rc = MPI_Iallreduce(S, static_cast<char *>(Recv) + Off * E, int(M),
+                              mpi::datatype(T), mpi::reduceOp(ReduceOp::Sum),
+                              comm(G), &St.Handles[K]);
+      if (Rc != MPI_SUCCESS) {
+        // Finish the chunks already started before reporting.
+        Status Drain = check(
+            MPI_Waitall(St.Started, St.Handles.data(), MPI_STATUSES_IGNORE),
+            "MPI_Waitall");
+        St.Started = 0;
+        Status S = check(Rc, "MPI_Iallreduce")
+                       .withContext("chunk " + std::to_string(K) + " of " +
+                                    std::to_string(N));
+        return Drain.ok()
+                   ? S
+                   : Status::error(S.message() + "; then " + Drain.message());
+      }
+      ++St.Started;
+    }
+    R.Active = St.Started > 0;
+    return Status::success();
+  }
+  Status test(CommRequest &R, bool &Done) override {
+    Done = true;
+    if (!R.Active)
+      return Status::success();
+    MpiRequestState &St = requestState(R);
+    int Flag = 0;
+    Status S = check(
+        MPI_Testall(St.Started, St.Handles.data(), &Flag, MPI_STATUSES_IGNORE),
+        "MPI_Testall");
+    Done = !S.ok() || Flag;
+    if (Done) {
+      R.Active = false;
+      St.Started = 0;
+    }
+    return S;
+  }
+  Status wait(CommRequest &R) override {
+    if (!R.Active)
+      return Status::success();
+    MpiRequestState &St = requestState(R);
+    Status S =
+        check(MPI_Waitall(St.Started, St.Handles.data(), MPI_STATUSES_IGNORE),
+              "MPI_Waitall");
+    R.Active = false;
+    St.Started = 0;
+    return S;
+  }
+  Status reserveRequest(CommRequest &R, size_t Count, DType T) override {
+    MpiRequestState &St = requestState(R);
+    size_t N = chunkCount(Count, T);
+    if (St.Handles.size() < N)
+      St.Handles.resize(N, MPI_REQUEST_NULL);
     return Status::success();
   }
   Status allGather(const CommGroup &G, const void *Send, void *Recv,
