@@ -56,6 +56,10 @@ std::string attrString(const Instruction &I) {
   case OpKind::AdamW:
     Add(std::string("weight_decay=") + (A.WeightDecay ? "true" : "false"));
     break;
+  case OpKind::AllReduce:
+    if (A.Async)
+      Add("async=true");
+    break;
   default:
     break;
   }

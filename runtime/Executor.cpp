@@ -133,6 +133,12 @@ Status Executor::bind() {
     }
   }
   LossData = Where[Prog.Loss];
+  BufferBytes.resize(Prog.Buffers.size());
+  for (size_t I = 0; I < Prog.Buffers.size(); ++I) {
+    uintptr_t B = reinterpret_cast<uintptr_t>(Where[I]);
+    const BufferSpec &Spec = Prog.Buffers[I];
+    BufferBytes[I] = {B, B + size_t(Spec.numel()) * dtypeBytes(Spec.Type)};
+  }
   auto Ref = [&](int64_t Id) {
     const BufferSpec &B = Prog.Buffers[Id];
     TensorRef R;
@@ -192,34 +198,60 @@ void Executor::initParams(uint64_t Seed) {
   }
 }
 
+Status Executor::runInstruction(size_t K, const StepContext &Ctx) {
+  if (!HasMeshSteps)
+    return Impl->run(Bound[K], Ctx);
+  if (isCollective(Bound[K].Op))
+    return runCollective(K);
+  WEFT_RETURN_IF_ERROR(preStep(K));
+  WEFT_RETURN_IF_ERROR(Impl->run(Bound[K], Ctx));
+  return postStep(K);
+}
+
 Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
+  using Clock = std::chrono::steady_clock;
+  auto Since = [](Clock::time_point T0) {
+    return std::chrono::duration<double>(Clock::now() - T0).count();
+  };
+  const int AllReduceOp = int(OpKind::AllReduce);
   for (int64_t K = Begin; K < End; ++K) {
-    auto T0 = Profiling ? std::chrono::steady_clock::now()
-                        : std::chrono::steady_clock::time_point();
     Status S = Status::success();
-    if (!HasMeshSteps)
-      S = Impl->run(Bound[K], Ctx);
-    else if (isCollective(Bound[K].Op))
-      S = runCollective(size_t(K));
-    else {
-      S = preStep(size_t(K));
-      if (S.ok())
-        S = Impl->run(Bound[K], Ctx);
-      if (S.ok())
-        S = postStep(size_t(K));
+    if (!Pending.empty()) {
+      // Time spent waiting for an async all_reduce counts as all_reduce's.
+      auto T0 = Profiling ? Clock::now() : Clock::time_point();
+      S = waitConflicts(size_t(K));
+      if (Profiling)
+        OpSeconds[AllReduceOp] += Since(T0);
     }
+    auto T0 = Profiling ? Clock::now() : Clock::time_point();
+    if (S.ok())
+      S = runInstruction(size_t(K), Ctx);
+    // Testing is what progresses the async all_reduces in flight while
+    // this rank computes.
+    if (S.ok() && !Pending.empty())
+      S = pollPending();
     if (Profiling) {
       int Op = int(Bound[K].Op);
-      OpSeconds[Op] +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - T0)
-              .count();
+      OpSeconds[Op] += Since(T0);
       ++OpCalls[Op];
     }
-    if (!S.ok())
+    if (!S.ok()) {
+      // Leave nothing in flight; the first error is the one reported.
+      (void)waitPending();
       return S.withContext("instructions[" + std::to_string(K) + "] (" +
                            opName(Bound[K].Op) + ")");
+    }
   }
-  return Status::success();
+  // Every async all_reduce is complete when the range returns.
+  if (Pending.empty())
+    return Status::success();
+  auto T0 = Profiling ? Clock::now() : Clock::time_point();
+  Status S = waitPending();
+  if (Profiling)
+    OpSeconds[AllReduceOp] += Since(T0);
+  return S.withContext("completing the async all_reduces of instructions [" +
+                       std::to_string(Begin) + ", " + std::to_string(End) +
+                       ")");
 }
 
 namespace {

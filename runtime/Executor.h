@@ -93,6 +93,7 @@ public:
 private:
   Executor(Program P, std::unique_ptr<Backend> B);
   Status bind();
+  Status runInstruction(size_t K, const StepContext &Ctx);
   static size_t stateSlot(BufferKind K) {
     return K == BufferKind::Grad    ? 1
            : K == BufferKind::AdamM ? 2
@@ -113,12 +114,20 @@ private:
     size_t ZeroBytes = 0;
     int64_t GatherCount = 0; // adamw with shard_axes: all-gather the param
     void *GatherBase = nullptr;
+    int Request = -1; // all_reduce with async: its slot in Requests
   };
   Status planMeshSteps();
   int commKey(const std::string &Op, const AxesList &Axes);
   Status runCollective(size_t K);
   Status preStep(size_t K);
   Status postStep(size_t K);
+  /// Async all_reduces (MeshOps.cpp): whether instruction K reads or writes
+  /// a buffer of in-flight instruction A (same id or overlapping bytes);
+  /// waiting for those K touches, polling all, waiting for all.
+  bool touches(size_t K, size_t A) const;
+  Status waitConflicts(size_t K);
+  Status pollPending();
+  Status waitPending();
 
   struct ParamState {
     void *Param, *Grad, *M, *V;
@@ -135,6 +144,9 @@ private:
   std::vector<double> DLossCopy; // one scalar slot per instruction
   void *CommScratch = nullptr;
   size_t CommScratchBytes = 0;
+  std::vector<CommRequest> Requests; // one per async all_reduce
+  std::vector<size_t> Pending; // instructions in flight; capacity reserved
+  std::vector<std::pair<uintptr_t, uintptr_t>> BufferBytes; // [begin, end)
   std::vector<std::string> CommKeys;
   std::vector<double> CommTotals;
   void *Arena = nullptr;

@@ -13,10 +13,19 @@
 // All-gather/reduce-scatter along dim > 0 pack through one scratch buffer,
 // sized at load by the largest such collective: no allocation per step.
 //
+// An all_reduce with `async` only starts (Communicator::iallReduce) and is
+// pending until the first later instruction that reads or writes its in or
+// out buffer (same id or overlapping bytes: arena buffers share bytes),
+// which waits for it first, or until the end of the run. After every
+// instruction the pending ones are tested: with a single-threaded rank that
+// is what progresses Open MPI's collectives while it computes. Requests and
+// the pending list are made at load. WEFT_NO_ASYNC=1 runs them blocking.
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace weft {
@@ -66,6 +75,8 @@ Status Executor::planMeshSteps() {
     if (!W.ok())
       return W.status();
   }
+  const char *NoAsync = std::getenv("WEFT_NO_ASYNC");
+  const bool AsyncOn = !NoAsync || !*NoAsync || std::strcmp(NoAsync, "0") == 0;
   size_t Scratch = 0;
   for (size_t K = 0; K < Bound.size(); ++K) {
     BoundInstruction &BI = Bound[K];
@@ -93,6 +104,12 @@ Status Executor::planMeshSteps() {
       if (BI.Op == OpKind::AllReduce) {
         S.Key = commKey("all_reduce", A.Axes);
         S.Bytes = 2 * (C - 1) / C * N;
+        if (A.Async && AsyncOn) {
+          S.Request = int(Requests.size());
+          Requests.emplace_back();
+          WEFT_RETURN_IF_ERROR(Comm->reserveRequest(
+              Requests.back(), size_t(X.Numel), X.Spec->Type));
+        }
         break;
       }
       const Shape &Small = (BI.Op == OpKind::AllGather ? X : Y).Spec->Dims;
@@ -172,6 +189,7 @@ Status Executor::planMeshSteps() {
       break;
     }
   }
+  Pending.reserve(Requests.size());
   if (Scratch) {
     CommScratch = Impl->allocate(Scratch);
     if (!CommScratch)
@@ -193,8 +211,16 @@ Status Executor::runCollective(size_t K) {
   if (S.Key >= 0)
     CommTotals[size_t(S.Key)] += S.Bytes;
   switch (BI.Op) {
-  case OpKind::AllReduce:
-    return Comm->allReduce(G, X.Data, Y.Data, size_t(X.Numel), T);
+  case OpKind::AllReduce: {
+    if (S.Request < 0)
+      return Comm->allReduce(G, X.Data, Y.Data, size_t(X.Numel), T);
+    CommRequest &R = Requests[size_t(S.Request)];
+    WEFT_RETURN_IF_ERROR(
+        Comm->iallReduce(G, X.Data, Y.Data, size_t(X.Numel), T, R));
+    if (R.Active)
+      Pending.push_back(K); // within the capacity reserved at load
+    return Status::success();
+  }
   case OpKind::AllGather:
     if (Outer == 1)
       return Comm->allGather(G, X.Data, Y.Data, size_t(X.Numel), T);
@@ -255,6 +281,69 @@ Status Executor::postStep(size_t K) {
                            size_t(S.GatherCount), Prog.Type);
   }
   return Status::success();
+}
+
+bool Executor::touches(size_t K, size_t A) const {
+  const Instruction &I = Prog.Instructions[K], &J = Prog.Instructions[A];
+  const int64_t Held[2] = {J.In[0], J.Out[0]};
+  auto Hits = [&](int64_t Id) {
+    const auto &[B, E] = BufferBytes[size_t(Id)];
+    for (int64_t H : Held) {
+      const auto &[HB, HE] = BufferBytes[size_t(H)];
+      if (Id == H || (B < HE && HB < E))
+        return true;
+    }
+    return false;
+  };
+  return std::any_of(I.In.begin(), I.In.end(), Hits) ||
+         std::any_of(I.Out.begin(), I.Out.end(), Hits);
+}
+
+Status Executor::waitConflicts(size_t K) {
+  size_t Kept = 0;
+  Status S = Status::success();
+  for (size_t A : Pending) {
+    if (S.ok() && touches(K, A)) {
+      S = Comm->wait(Requests[size_t(Steps[A].Request)])
+              .withContext("waiting for instructions[" + std::to_string(A) +
+                           "] (all_reduce, async)");
+      continue;
+    }
+    Pending[Kept++] = A;
+  }
+  Pending.resize(Kept);
+  return S;
+}
+
+Status Executor::pollPending() {
+  size_t Kept = 0;
+  Status S = Status::success();
+  for (size_t A : Pending) {
+    bool Done = false;
+    if (S.ok()) {
+      S = Comm->test(Requests[size_t(Steps[A].Request)], Done)
+              .withContext("testing instructions[" + std::to_string(A) +
+                           "] (all_reduce, async)");
+      if (Done)
+        continue;
+    }
+    Pending[Kept++] = A;
+  }
+  Pending.resize(Kept);
+  return S;
+}
+
+Status Executor::waitPending() {
+  Status First = Status::success();
+  for (size_t A : Pending) {
+    Status S = Comm->wait(Requests[size_t(Steps[A].Request)])
+                   .withContext("waiting for instructions[" +
+                                std::to_string(A) + "] (all_reduce, async)");
+    if (First.ok())
+      First = S;
+  }
+  Pending.clear();
+  return First;
 }
 
 } // namespace weft

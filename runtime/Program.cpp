@@ -340,6 +340,7 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
   WEFT_RETURN_IF_ERROR(optBool("transpose_b", A.TransposeB));
   WEFT_RETURN_IF_ERROR(optBool("inverse", A.Inverse));
   WEFT_RETURN_IF_ERROR(optBool("weight_decay", A.WeightDecay));
+  WEFT_RETURN_IF_ERROR(optBool("async", A.Async));
   if (Attrs->contains("shard_axes"))
     WEFT_RETURN_IF_ERROR(getAxes(*Attrs, "shard_axes", ACtx, A.ShardAxes));
   switch (Op) {

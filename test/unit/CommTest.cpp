@@ -22,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 
 using namespace weft;
@@ -145,6 +146,43 @@ TEST(Comm, CollectivesMatchASerialReference) {
   }
   EXPECT_EQ(Got, ((R + N - 1) % N) * 10);
   EXPECT_TRUE(World->barrier(G).ok());
+}
+
+TEST(Comm, NonblockingAllReduceInChunks) {
+  NEED_RANKS(0);
+  const int N = World->size(), R = World->rank();
+  const CommGroup &G = worldGroup();
+  // 600000 floats: three 1 MiB chunks, the last one partial.
+  const int64_t Count = 600000;
+  std::vector<float> X(Count), Y(Count, -1);
+  for (int64_t I = 0; I < Count; ++I)
+    X[I] = float((R + 1) * (I % 1000));
+  CommRequest Req;
+  ASSERT_TRUE(World->reserveRequest(Req, Count, DType::F32).ok());
+  for (int Round = 0; Round < 2; ++Round) {
+    std::fill(Y.begin(), Y.end(), -1.0f);
+    ASSERT_TRUE(
+        World->iallReduce(G, X.data(), Y.data(), Count, DType::F32, Req).ok());
+    EXPECT_TRUE(Req.Active);
+    Status Again =
+        World->iallReduce(G, X.data(), Y.data(), Count, DType::F32, Req);
+    EXPECT_FALSE(Again.ok());
+    if (Round == 0) {
+      // Complete by testing only.
+      bool Done = false;
+      while (!Done)
+        ASSERT_TRUE(World->test(Req, Done).ok());
+    } else {
+      ASSERT_TRUE(World->wait(Req).ok());
+    }
+    EXPECT_FALSE(Req.Active);
+    for (int64_t I = 0; I < Count; ++I)
+      ASSERT_EQ(Y[I], float(N * (N + 1) / 2 * (I % 1000))) << I;
+  }
+  bool Done = false;
+  ASSERT_TRUE(World->test(Req, Done).ok()); // inactive: done
+  EXPECT_TRUE(Done);
+  ASSERT_TRUE(World->wait(Req).ok());
 }
 
 TEST(Comm, SubCommunicatorsOf2x2) {
@@ -271,6 +309,51 @@ TEST(MeshTraining, CommBytesFollowTheRingFormulas) {
   EXPECT_EQ(Got["all_reduce/dp"], 4 + 512 + 512);
   EXPECT_EQ(Got["all_gather/tp"], 0);
   EXPECT_EQ(Got["all_reduce/tp"], 0);
+}
+
+TEST(MeshTraining, AsyncGradientAllReduceIsBitForBitTheBlockingOne) {
+  NEED_RANKS(0);
+  MeshTinyConfig C;
+  C.Dp = World->size();
+  auto Blocking = meshExec(C);
+  C.AsyncGrads = true;
+  auto Async = meshExec(C);
+  ASSERT_TRUE(Blocking && Async);
+  Blocking->initParams(3);
+  Async->initParams(3);
+  TokenData D = tokens();
+  TrainOptions O;
+  O.Steps = 4;
+  auto A = train(*Blocking, D, O), B = train(*Async, D, O);
+  ASSERT_TRUE(A.ok()) << A.message();
+  ASSERT_TRUE(B.ok()) << B.message();
+  for (size_t I = 0; I < 4; ++I)
+    EXPECT_EQ((*A)[I].Loss, (*B)[I].Loss) << "step " << I;
+  for (size_t P = 0; P < 2; ++P) {
+    size_t Bytes = size_t(Async->stateSpec(P, BufferKind::Param).numel()) * 4;
+    EXPECT_EQ(std::memcmp(Async->param(P), Blocking->param(P), Bytes), 0)
+        << "param " << P;
+  }
+  EXPECT_EQ(Async->commBytes(), Blocking->commBytes());
+}
+
+TEST(MeshTraining, AsyncAllReduceWaitsBeforeItsInputBytesAreOverwritten) {
+  NEED_RANKS(0);
+  // 4 MiB: four chunks in flight when the next instruction writes over the
+  // input's arena bytes.
+  const int64_t N = 1 << 20;
+  Expected<Program> P =
+      parseProgramJson(asyncOverwriteProgram(World->size(), N).dump());
+  ASSERT_TRUE(P.ok()) << P.message();
+  auto E = Executor::create(P.take(), nullptr, World);
+  ASSERT_TRUE(E.ok()) << E.message();
+  StepContext Ctx;
+  for (int Step = 0; Step < 3; ++Step) {
+    ASSERT_TRUE((*E)->run(0, 5, Ctx).ok());
+    for (int64_t I = 0; I < N; ++I)
+      ASSERT_EQ((*E)->gradElement(0, I), double(World->size()))
+          << "step " << Step << " element " << I;
+  }
 }
 
 /// Deterministic optimizer state: a function of the global index.

@@ -5,7 +5,12 @@
 // [D,V] is split over tp on dim 1 (its logits all-gathered), the batch over
 // dp; optional ZeRO-1 on the embedding (adamw shard_axes, m/v split) and
 // ZeRO-2 on the head (reduce-scattered grad). Same param names, shapes and
-// init as tinyProgram, so the 1-rank run is its oracle.
+// init as tinyProgram, so the 1-rank run is its oracle. With AsyncGrads the
+// head's gradient all_reduce is async and independent compute (the dx
+// matmul, embedding_grad) runs before adamw reads the gradient.
+//
+// asyncOverwriteProgram: an async all_reduce whose next instruction writes
+// another arena buffer over its input's bytes (the executor must wait).
 //
 //===----------------------------------------------------------------------===//
 #ifndef WEFT_TEST_UNIT_MESHPROGRAMS_H
@@ -24,6 +29,7 @@ struct MeshTinyConfig {
   bool Zero2 = false; // head: grad, m, v split over dp on dim 0
   int64_t HeadBlocks = 1; // blocks of the head's dim 1 (checkpoint tests;
                           // training needs 1)
+  bool AsyncGrads = false; // the gradient all_reduces over dp are async
 };
 
 inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
@@ -104,11 +110,12 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
   if (C.Zero2)
     Op("reduce_scatter", {DWp}, {WG}, {{"axes", {"dp"}}, {"dim", 0}});
   else
-    Op("all_reduce", {DWp}, {WG}, {{"axes", {"dp"}}});
+    Op("all_reduce", {DWp}, {WG}, {{"axes", {"dp"}}, {"async", C.AsyncGrads}});
   Op("matmul", {DLogitsL, W}, {DXp}, {{"transpose_b", true}});
   Op("all_reduce", {DXp}, {DX}, {{"axes", {"tp"}}});
   Op("embedding_grad", {DX, Tokens}, {DWteP});
-  Op("all_reduce", {DWteP}, {WteG}, {{"axes", {"dp"}}});
+  Op("all_reduce", {DWteP}, {WteG},
+     {{"axes", {"dp"}}, {"async", C.AsyncGrads}});
   int64_t OptBegin = int64_t(Insts.size());
   json A0 = {{"weight_decay", true}}, A1 = {{"weight_decay", true}};
   if (C.Zero1)
@@ -156,6 +163,67 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
           {"loss", Loss},
           {"forward_end", ForwardEnd},
           {"optimizer_begin", OptBegin}};
+}
+
+/// Over a mesh dp=Dp, N elements: loss = 0; A = 1; grad(w) = all_reduce(A)
+/// (async); Z = 100 where Z is a different arena buffer on A's bytes; Y = Z
+/// + grad(w). The sum is Dp everywhere only if the all_reduce completed
+/// before Z was written. Instructions: [0] fill loss, [1] fill A, [2]
+/// all_reduce, [3] fill Z, [4] add.
+inline nlohmann::json asyncOverwriteProgram(int64_t Dp, int64_t N) {
+  using json = nlohmann::json;
+  const int64_t Bytes = (N * 4 + 63) / 64 * 64;
+  json Buffers = {
+      {{"kind", "param"}, {"param", 0}, {"shape", {N}}, {"dtype", "f32"}},
+      {{"kind", "grad"}, {"param", 0}, {"shape", {N}}, {"dtype", "f32"}},
+      {{"kind", "arena"}, {"offset", 0}, {"shape", {N}}, {"dtype", "f32"}},
+      {{"kind", "arena"}, {"offset", 0}, {"shape", {N}}, {"dtype", "f32"}},
+      {{"kind", "arena"},
+       {"offset", Bytes},
+       {"shape", json::array()},
+       {"dtype", "f32"}},
+      {{"kind", "arena"},
+       {"offset", Bytes + 64},
+       {"shape", {N}},
+       {"dtype", "f32"}}};
+  enum { W, G, A, Z, L, Y }; // buffer ids
+  auto Op = [](const char *Name, std::vector<int64_t> In,
+               std::vector<int64_t> Out, json Attrs) {
+    return json{{"op", Name}, {"in", In}, {"out", Out}, {"attrs", Attrs}};
+  };
+  json Insts = {Op("fill", {}, {L}, {{"value", 0.0}}),
+                Op("fill", {}, {A}, {{"value", 1.0}}),
+                Op("all_reduce", {A}, {G}, {{"axes", {"dp"}}, {"async", true}}),
+                Op("fill", {}, {Z}, {{"value", 100.0}}),
+                Op("add", {Z, G}, {Y}, json::object())};
+  return {{"model", "async-overwrite"},
+          {"dtype", "f32"},
+          {"batch", 1},
+          {"seq", 1},
+          {"vocab", 2},
+          {"optimizer",
+           {{"kind", "adamw"},
+            {"lr", 1e-2},
+            {"beta1", 0.9},
+            {"beta2", 0.95},
+            {"eps", 1e-8},
+            {"weight_decay", 0.0},
+            {"schedule", "constant"},
+            {"warmup_steps", 0},
+            {"total_steps", 0},
+            {"min_lr", 0.0}}},
+          {"mesh", {{"axes", {"dp"}}, {"shape", {Dp}}}},
+          {"params",
+           {{{"name", "w"},
+             {"shape", {N}},
+             {"init", {{"kind", "zeros"}}},
+             {"weight_decay", false}}}},
+          {"arena_bytes", Bytes + 64 + Bytes},
+          {"buffers", Buffers},
+          {"instructions", Insts},
+          {"loss", int64_t(L)},
+          {"forward_end", 1},
+          {"optimizer_begin", 5}};
 }
 
 } // namespace weft::test

@@ -14,6 +14,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
+
 using namespace weft;
 using namespace weft::test;
 
@@ -244,6 +247,200 @@ TEST(MeshLoader, OneByOneMeshTrainsLikeTheV1Program) {
   ASSERT_FALSE(Comm.empty());
   EXPECT_EQ(Comm[0].first, "all_gather/tp");
   EXPECT_EQ(Comm[0].second, 0); // groups of one send nothing
+}
+
+/// One rank whose nonblocking all-reduce completes only in wait(): test()
+/// never reports done, and the copy (the sum over a group of one) happens
+/// then, so the executor's waits decide what the reduction reads.
+class DeferredCommunicator final : public Communicator {
+public:
+  const char *name() const override { return "deferred"; }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Expected<const CommGroup *> group(const Mesh &M,
+                                    const AxesList &Axes) override {
+    return Inner->group(M, Axes);
+  }
+  Status allReduce(const CommGroup &G, const void *S, void *R, size_t N,
+                   DType T) override {
+    return Inner->allReduce(G, S, R, N, T);
+  }
+  Status iallReduce(const CommGroup &, const void *S, void *R, size_t N,
+                    DType T, CommRequest &Req) override {
+    EXPECT_FALSE(Req.Active);
+    auto St = std::make_unique<Started>();
+    St->Send = S;
+    St->Recv = R;
+    St->Bytes = N * dtypeBytes(T);
+    Req.Native = std::move(St);
+    Req.Active = true;
+    ++Starts;
+    return Status::success();
+  }
+  Status test(CommRequest &R, bool &Done) override {
+    ++Tests;
+    Done = !R.Active;
+    return Status::success();
+  }
+  Status wait(CommRequest &R) override {
+    if (!R.Active)
+      return Status::success();
+    auto &St = static_cast<Started &>(*R.Native);
+    std::memmove(St.Recv, St.Send, St.Bytes);
+    R.Active = false;
+    ++Waits;
+    return Status::success();
+  }
+  Status reserveRequest(CommRequest &, size_t, DType) override {
+    ++Reserved;
+    return Status::success();
+  }
+  Status allGather(const CommGroup &G, const void *S, void *R, size_t N,
+                   DType T) override {
+    return Inner->allGather(G, S, R, N, T);
+  }
+  Status reduceScatter(const CommGroup &G, const void *S, void *R, size_t N,
+                       DType T) override {
+    return Inner->reduceScatter(G, S, R, N, T);
+  }
+  Status broadcast(const CommGroup &G, void *B, size_t N, DType T,
+                   int Root) override {
+    return Inner->broadcast(G, B, N, T, Root);
+  }
+  Status reduce(const CommGroup &G, const void *S, void *R, size_t N, DType T,
+                int Root) override {
+    return Inner->reduce(G, S, R, N, T, Root);
+  }
+  Status send(const CommGroup &G, const void *B, size_t N, DType T, int Peer,
+              int Tag) override {
+    return Inner->send(G, B, N, T, Peer, Tag);
+  }
+  Status recv(const CommGroup &G, void *B, size_t N, DType T, int Peer,
+              int Tag) override {
+    return Inner->recv(G, B, N, T, Peer, Tag);
+  }
+  Status barrier(const CommGroup &G) override { return Inner->barrier(G); }
+
+  int Starts = 0, Tests = 0, Waits = 0, Reserved = 0;
+
+private:
+  struct Started : CommRequest::State {
+    const void *Send = nullptr;
+    void *Recv = nullptr;
+    size_t Bytes = 0;
+  };
+  std::unique_ptr<Communicator> Inner = createLocalCommunicator();
+};
+
+TokenData asyncTokens() {
+  std::vector<uint16_t> Toks(500);
+  for (size_t I = 0; I < Toks.size(); ++I)
+    Toks[I] = uint16_t((I * 5 + 1) % 16);
+  return TokenData::fromTokens(Toks, 16, 4).take();
+}
+
+/// Trains meshTinyProgram (one rank) for 3 steps; the losses and params.
+struct Trained {
+  std::vector<double> Losses;
+  std::vector<float> Params;
+};
+Trained trainTiny(bool Async, Communicator *C) {
+  MeshTinyConfig Cfg;
+  Cfg.AsyncGrads = Async;
+  auto E = makeExec(meshTinyProgram(Cfg), C);
+  Trained R;
+  if (!E)
+    return R;
+  E->initParams(7);
+  TrainOptions O;
+  O.Steps = 3;
+  auto Steps = train(*E, asyncTokens(), O);
+  EXPECT_TRUE(Steps.ok()) << Steps.message();
+  if (!Steps.ok())
+    return R;
+  for (const auto &S : *Steps)
+    R.Losses.push_back(S.Loss);
+  for (size_t P = 0; P < 2; ++P) {
+    const float *V = static_cast<const float *>(E->param(P));
+    R.Params.insert(R.Params.end(), V,
+                    V + E->stateSpec(P, BufferKind::Param).numel());
+  }
+  return R;
+}
+
+TEST(AsyncAllReduce, SingleRankTrainsBitForBitLikeBlocking) {
+  Trained Blocking = trainTiny(false, nullptr),
+          Async = trainTiny(true, nullptr);
+  ASSERT_EQ(Blocking.Losses.size(), 3u);
+  EXPECT_EQ(Async.Losses, Blocking.Losses);
+  EXPECT_EQ(Async.Params, Blocking.Params);
+}
+
+TEST(AsyncAllReduce, DeferredCompletionTrainsBitForBitLikeBlocking) {
+  DeferredCommunicator C;
+  Trained Blocking = trainTiny(false, nullptr), Async = trainTiny(true, &C);
+  EXPECT_EQ(C.Reserved, 2);
+  EXPECT_EQ(C.Starts, 2 * 3); // two gradient all_reduces per step
+  EXPECT_EQ(C.Waits, C.Starts);
+  EXPECT_GT(C.Tests, 0);
+  EXPECT_EQ(Async.Losses, Blocking.Losses);
+  EXPECT_EQ(Async.Params, Blocking.Params);
+}
+
+TEST(AsyncAllReduce, WaitsBeforeAnInstructionOverwritesItsInputBytes) {
+  DeferredCommunicator C;
+  auto E = makeExec(asyncOverwriteProgram(1, 1000), &C);
+  ASSERT_TRUE(E);
+  StepContext Ctx;
+  ASSERT_TRUE(E->run(0, 5, Ctx).ok());
+  EXPECT_EQ(C.Starts, 1);
+  EXPECT_EQ(C.Waits, 1);
+  // Without the wait the reduction would read Z's 100 from A's bytes.
+  for (int64_t I = 0; I < 1000; ++I)
+    ASSERT_EQ(E->gradElement(0, I), 1.0) << I;
+}
+
+TEST(AsyncAllReduce, CompleteWhenTheRunReturns) {
+  DeferredCommunicator C;
+  auto E = makeExec(asyncOverwriteProgram(1, 16), &C);
+  ASSERT_TRUE(E);
+  StepContext Ctx;
+  // The range ends right after the start: run() waits before returning.
+  ASSERT_TRUE(E->run(0, 3, Ctx).ok());
+  EXPECT_EQ(C.Waits, 1);
+  EXPECT_EQ(E->gradElement(0, 15), 1.0);
+}
+
+TEST(AsyncAllReduce, NoAsyncEnvironmentRunsItBlocking) {
+  DeferredCommunicator C;
+  ::setenv("WEFT_NO_ASYNC", "1", 1);
+  auto E = makeExec(asyncOverwriteProgram(1, 16), &C);
+  ::unsetenv("WEFT_NO_ASYNC");
+  ASSERT_TRUE(E);
+  StepContext Ctx;
+  ASSERT_TRUE(E->run(0, 5, Ctx).ok());
+  EXPECT_EQ(C.Reserved, 0);
+  EXPECT_EQ(C.Starts, 0);
+  EXPECT_EQ(E->gradElement(0, 0), 1.0);
+}
+
+TEST(AsyncAllReduce, LoaderRefusesAsyncElsewhereOrNotBool) {
+  nlohmann::json J = asyncOverwriteProgram(1, 16);
+  EXPECT_EQ(loadError(J), "");
+  nlohmann::json Bad = J;
+  Bad["instructions"][3]["attrs"]["async"] = true;
+  EXPECT_EQ(
+      loadError(Bad),
+      "instructions[3] (fill): attrs.async is only allowed on all_reduce");
+  Bad = J;
+  Bad["instructions"][2]["attrs"]["async"] = 1;
+  EXPECT_NE(loadError(Bad).find("field 'async' in instructions[2].attrs must "
+                                "be a bool, got 1"),
+            std::string::npos)
+      << loadError(Bad);
+  Bad = J;
+  Bad["instructions"][2]["attrs"]["async"] = false; // explicit false loads
+  EXPECT_EQ(loadError(Bad), "");
 }
 
 } // namespace
