@@ -160,6 +160,7 @@ private:
   bool Profiling = false;
   double OpSeconds[NumOpKinds] = {};
   int64_t OpCalls[NumOpKinds] = {};
+  double AsyncWaitSeconds = 0, AsyncTestSeconds = 0;
 };
 
 } // namespace weft
