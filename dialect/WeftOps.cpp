@@ -46,6 +46,18 @@ LogicalResult checkVector(std::optional<Location> loc, StringRef name, Value v,
   return success();
 }
 
+// x [..., D] with a [D] vector (a bias or a norm scale): the result has x's
+// type.
+LogicalResult inferWithRowVector(std::optional<Location> loc, Value x,
+                                 StringRef name, Value vector,
+                                 SmallVectorImpl<Type> &types) {
+  auto t = typeOf(x);
+  if (failed(checkVector(loc, name, vector, t.getShape().back())))
+    return failure();
+  types.push_back(t);
+  return success();
+}
+
 LogicalResult checkSameElementType(std::optional<Location> loc, Value a,
                                    Value b) {
   if (typeOf(a).getElementType() != typeOf(b).getElementType())
@@ -182,11 +194,8 @@ LogicalResult BiasAddOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> loc,
                                           Adaptor adaptor,
                                           SmallVectorImpl<Type> &types) {
-  auto x = typeOf(adaptor.getX());
-  if (failed(checkVector(loc, "bias", adaptor.getBias(), x.getShape().back())))
-    return failure();
-  types.push_back(x);
-  return success();
+  return inferWithRowVector(loc, adaptor.getX(), "bias", adaptor.getBias(),
+                            types);
 }
 
 LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
@@ -249,11 +258,8 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> loc,
                                           Adaptor adaptor,
                                           SmallVectorImpl<Type> &types) {
-  auto x = typeOf(adaptor.getX());
-  if (failed(checkVector(loc, "gamma", adaptor.getGamma(), x.getShape().back())))
-    return failure();
-  types.push_back(x);
-  return success();
+  return inferWithRowVector(loc, adaptor.getX(), "gamma", adaptor.getGamma(),
+                            types);
 }
 
 LogicalResult RopeOp::inferReturnTypes(MLIRContext *,
