@@ -51,9 +51,9 @@ struct ShardingRule {
   int64_t resultBlocksOf(unsigned result, unsigned dim) const {
     return lookup(resultBlocks, result, dim);
   }
-  static int64_t lookup(
-      const llvm::SmallVector<llvm::SmallVector<int64_t>> &blocks, unsigned i,
-      unsigned dim) {
+  static int64_t
+  lookup(const llvm::SmallVector<llvm::SmallVector<int64_t>> &blocks,
+         unsigned i, unsigned dim) {
     if (i >= blocks.size() || dim >= blocks[i].size())
       return 1;
     return blocks[i][dim];

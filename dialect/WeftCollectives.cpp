@@ -8,16 +8,16 @@ using namespace weft;
 
 LogicalResult MeshOp::verify() {
   if (getAxes().size() != getShape().size())
-    return emitOpError("has ") << getAxes().size() << " axes but "
-                               << getShape().size() << " sizes";
+    return emitOpError("has ")
+           << getAxes().size() << " axes but " << getShape().size() << " sizes";
   llvm::StringSet<> seen;
   for (auto [axis, size] : llvm::zip(getAxes(), getShape())) {
     StringRef name = cast<StringAttr>(axis).getValue();
     if (!seen.insert(name).second)
       return emitOpError("axis '") << name << "' appears twice";
     if (size <= 0)
-      return emitOpError("axis '") << name << "' has size " << size
-                                   << ", expected >= 1";
+      return emitOpError("axis '")
+             << name << "' has size " << size << ", expected >= 1";
   }
   return success();
 }
@@ -65,15 +65,14 @@ LogicalResult verifyResize(Operation *op, Value x, Value y, ArrayAttr axes,
   auto in = cast<RankedTensorType>(x.getType());
   auto out = cast<RankedTensorType>(y.getType());
   if (dim < 0 || dim >= in.getRank() || in.getRank() != out.getRank())
-    return op->emitOpError("dim ") << dim << " is out of range for rank "
-                                   << in.getRank();
+    return op->emitOpError("dim ")
+           << dim << " is out of range for rank " << in.getRank();
   for (int64_t d = 0; d < in.getRank(); ++d) {
     int64_t expected = in.getDimSize(d);
     if (d == dim) {
       if (!grows && expected % *n != 0)
-        return op->emitOpError("group size ")
-               << *n << " does not divide dim " << dim << " of size "
-               << expected;
+        return op->emitOpError("group size ") << *n << " does not divide dim "
+                                              << dim << " of size " << expected;
       expected = grows ? expected * *n : expected / *n;
     }
     if (out.getDimSize(d) != expected)

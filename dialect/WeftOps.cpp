@@ -74,8 +74,9 @@ LogicalResult checkAttention(std::optional<Location> loc, Value q, Value k,
   if (qt.getRank() != 3 || kt.getRank() != 3 || vt.getRank() != 3)
     return emitOptionalError(loc, "q, k and v must be [batch, seq, features]");
   if (heads <= 0 || kvHeads <= 0)
-    return emitOptionalError(loc, "num_heads=", heads, " and num_kv_heads=",
-                             kvHeads, " must be positive");
+    return emitOptionalError(loc, "num_heads=", heads,
+                             " and num_kv_heads=", kvHeads,
+                             " must be positive");
   if (heads % kvHeads != 0)
     return emitOptionalError(loc, "num_heads=", heads,
                              " is not divisible by num_kv_heads=", kvHeads);
@@ -91,9 +92,9 @@ LogicalResult checkAttention(std::optional<Location> loc, Value q, Value k,
                                " but q has ", shapeStr(qt.getShape()),
                                ": batch and seq must agree");
     if (t.getDimSize(2) != kvHeads * headDim)
-      return emitOptionalError(loc, name, " must have num_kv_heads*head_dim=",
-                               kvHeads, "*", headDim, "=", kvHeads * headDim,
-                               " features, got ", t.getDimSize(2));
+      return emitOptionalError(
+          loc, name, " must have num_kv_heads*head_dim=", kvHeads, "*", headDim,
+          "=", kvHeads * headDim, " features, got ", t.getDimSize(2));
   }
   return success();
 }
@@ -151,9 +152,9 @@ LogicalResult PositionEmbeddingOp::inferReturnTypes(
     return emitOptionalError(loc, "table dim ", table.getDimSize(1),
                              " differs from x dim ", x.getDimSize(2));
   if (table.getDimSize(0) < x.getDimSize(1))
-    return emitOptionalError(loc, "seq=", x.getDimSize(1),
-                             " exceeds the table's positions=",
-                             table.getDimSize(0));
+    return emitOptionalError(
+        loc, "seq=", x.getDimSize(1),
+        " exceeds the table's positions=", table.getDimSize(0));
   if (failed(checkSameElementType(loc, adaptor.getX(), adaptor.getTable())))
     return failure();
   types.push_back(x);
@@ -178,8 +179,9 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   if (kA != kB)
     return emitOptionalError(
         loc, "contracting dims differ: a ", shapeStr(a.getShape()),
-        " (transpose_a=", ta ? "true" : "false", ") gives K=", kA, ", b ", shapeStr(b.getShape()),
-        " (transpose_b=", tb ? "true" : "false", ") gives K=", kB);
+        " (transpose_a=", ta ? "true" : "false", ") gives K=", kA, ", b ",
+        shapeStr(b.getShape()), " (transpose_b=", tb ? "true" : "false",
+        ") gives K=", kB);
   SmallVector<int64_t> shape;
   if (ta)
     shape.push_back(aLast);
@@ -269,7 +271,8 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *,
   auto x = typeOf(adaptor.getX());
   int64_t heads = adaptor.getNumHeads();
   if (x.getRank() != 3)
-    return emitOptionalError(loc, "x must be [batch, seq, heads*head_dim], got ",
+    return emitOptionalError(loc,
+                             "x must be [batch, seq, heads*head_dim], got ",
                              shapeStr(x.getShape()));
   if (heads <= 0 || x.getDimSize(2) % heads != 0)
     return emitOptionalError(loc, "num_heads=", heads,
@@ -285,9 +288,8 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
-  if (failed(checkAttention(loc, adaptor.getQ(), adaptor.getK(),
-                            adaptor.getV(), adaptor.getNumHeads(),
-                            adaptor.getNumKvHeads())))
+  if (failed(checkAttention(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(),
+                            adaptor.getNumHeads(), adaptor.getNumKvHeads())))
     return failure();
   types.push_back(adaptor.getQ().getType());
   return success();
@@ -331,8 +333,9 @@ LogicalResult PositionEmbeddingGradOp::inferReturnTypes(
     SmallVectorImpl<Type> &types) {
   auto dy = typeOf(adaptor.getDy());
   if (dy.getRank() != 3 || adaptor.getPositions() < dy.getDimSize(1))
-    return emitOptionalError(loc, "dy must be [batch, seq, dim] with seq <= "
-                                  "positions=",
+    return emitOptionalError(loc,
+                             "dy must be [batch, seq, dim] with seq <= "
+                             "positions=",
                              adaptor.getPositions());
   types.push_back(withShape(dy, {adaptor.getPositions(), dy.getDimSize(2)}));
   return success();
@@ -352,7 +355,8 @@ LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *,
                                                 Adaptor adaptor,
                                                 SmallVectorImpl<Type> &types) {
   auto x = typeOf(adaptor.getX());
-  if (failed(checkVector(loc, "gamma", adaptor.getGamma(), x.getShape().back())))
+  if (failed(
+          checkVector(loc, "gamma", adaptor.getGamma(), x.getShape().back())))
     return failure();
   types.append({x, adaptor.getGamma().getType(), adaptor.getGamma().getType()});
   return success();
@@ -363,7 +367,8 @@ LogicalResult RmsNormGradOp::inferReturnTypes(MLIRContext *,
                                               Adaptor adaptor,
                                               SmallVectorImpl<Type> &types) {
   auto x = typeOf(adaptor.getX());
-  if (failed(checkVector(loc, "gamma", adaptor.getGamma(), x.getShape().back())))
+  if (failed(
+          checkVector(loc, "gamma", adaptor.getGamma(), x.getShape().back())))
     return failure();
   types.append({x, adaptor.getGamma().getType()});
   return success();
@@ -384,9 +389,8 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
                                                 std::optional<Location> loc,
                                                 Adaptor adaptor,
                                                 SmallVectorImpl<Type> &types) {
-  if (failed(checkAttention(loc, adaptor.getQ(), adaptor.getK(),
-                            adaptor.getV(), adaptor.getNumHeads(),
-                            adaptor.getNumKvHeads())))
+  if (failed(checkAttention(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(),
+                            adaptor.getNumHeads(), adaptor.getNumKvHeads())))
     return failure();
   if (adaptor.getDy().getType() != adaptor.getQ().getType())
     return emitOptionalError(loc, "dy must have q's type");
@@ -395,9 +399,10 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult CrossEntropyGradOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location>, Adaptor adaptor,
-    SmallVectorImpl<Type> &types) {
+LogicalResult
+CrossEntropyGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                     Adaptor adaptor,
+                                     SmallVectorImpl<Type> &types) {
   types.push_back(adaptor.getLogits().getType());
   return success();
 }

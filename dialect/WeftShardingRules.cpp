@@ -179,9 +179,8 @@ ShardingRule ConcatOp::getShardingRule() {
   ShardingRule r;
   ArrayRef<int64_t> x = shapeOf(getInputs().front());
   Dims lead = fresh(r, x.drop_back());
-  bool equal = llvm::all_of(getInputs(), [&](Value v) {
-    return shapeOf(v).back() == x.back();
-  });
+  bool equal = llvm::all_of(
+      getInputs(), [&](Value v) { return shapeOf(v).back() == x.back(); });
   int64_t n = r.addFactor(x.back(), /*pinned=*/!equal);
   for (size_t i = 0; i < getInputs().size(); ++i)
     r.operands.push_back(concat(lead, {n}));

@@ -129,8 +129,7 @@ LogicalResult SwigluOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
 LogicalResult RopeOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                SmallVectorImpl<Value> &grads) {
   grads.push_back(RopeOp::create(b, getLoc(), dys[0], getNumHeadsAttr(),
-                                 getThetaAttr(),
-                                 b.getBoolAttr(!getInverse())));
+                                 getThetaAttr(), b.getBoolAttr(!getInverse())));
   return success();
 }
 
@@ -144,9 +143,8 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
 
 LogicalResult CrossEntropyOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                        SmallVectorImpl<Value> &grads) {
-  grads.push_back(
-      CrossEntropyGradOp::create(b, getLoc(), getLogits(), getTargets(),
-                                 dys[0]));
+  grads.push_back(CrossEntropyGradOp::create(b, getLoc(), getLogits(),
+                                             getTargets(), dys[0]));
   grads.push_back(nullptr);
   return success();
 }

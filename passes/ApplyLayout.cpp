@@ -29,9 +29,9 @@ struct MegatronRule {
   int64_t blocks;
 };
 const MegatronRule kMegatron[] = {
-    {".attn.c_attn.weight", 1, 3}, {".attn.c_attn.bias", 0, 3},
-    {".attn.c_proj.weight", 0, 1}, {".mlp.c_fc.weight", 1, 1},
-    {".mlp.c_fc.bias", 0, 1},      {".mlp.c_proj.weight", 0, 1},
+    {".attn.c_attn.weight", 1, 3},      {".attn.c_attn.bias", 0, 3},
+    {".attn.c_proj.weight", 0, 1},      {".mlp.c_fc.weight", 1, 1},
+    {".mlp.c_fc.bias", 0, 1},           {".mlp.c_proj.weight", 0, 1},
     {".self_attn.q_proj.weight", 0, 1}, {".self_attn.k_proj.weight", 0, 1},
     {".self_attn.v_proj.weight", 0, 1}, {".self_attn.o_proj.weight", 1, 1},
     {".mlp.gate_proj.weight", 0, 1},    {".mlp.up_proj.weight", 0, 1},
@@ -52,8 +52,7 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
     if (failed(parseMesh(module)))
       return failure();
     b.setInsertionPointToStart(module.getBody());
-    SmallVector<StringRef> axisRefs(meshInfo.axes.begin(),
-                                    meshInfo.axes.end());
+    SmallVector<StringRef> axisRefs(meshInfo.axes.begin(), meshInfo.axes.end());
     MeshOp::create(b, module.getLoc(), "mesh", b.getStrArrayAttr(axisRefs),
                    b.getDenseI64ArrayAttr(meshInfo.sizes));
 
@@ -118,8 +117,9 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
   }
 
   // Every axis must exist and divide the dim it splits.
-  LogicalResult checkDims(Operation *at, StringRef tensor, ArrayRef<int64_t> shape,
-                          const DimAxes &dims, ArrayRef<int64_t> blocks = {}) {
+  LogicalResult checkDims(Operation *at, StringRef tensor,
+                          ArrayRef<int64_t> shape, const DimAxes &dims,
+                          ArrayRef<int64_t> blocks = {}) {
     if (dims.size() != shape.size())
       return at->emitError("layout for ")
              << tensor << " has " << dims.size() << " dims, the tensor has "
@@ -138,10 +138,11 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
         for (const std::string &a : axes)
           names += (names.empty() ? "" : "*") + a + "=" +
                    std::to_string(meshInfo.size(a));
-        return at->emitError() << names << " does not divide dim " << d
-                               << " (size " << shape[d] << (nb > 1 ? ", in " : "")
-                               << (nb > 1 ? std::to_string(nb) + " blocks" : "")
-                               << ") of " << tensor;
+        return at->emitError()
+               << names << " does not divide dim " << d << " (size " << shape[d]
+               << (nb > 1 ? ", in " : "")
+               << (nb > 1 ? std::to_string(nb) + " blocks" : "") << ") of "
+               << tensor;
       }
     }
     return success();
@@ -158,9 +159,9 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
     return success();
   }
 
-  LogicalResult annotateParams(
-      func::FuncOp fn, ArrayRef<std::pair<std::string, DimAxes>> globs,
-      int64_t zeroStage) {
+  LogicalResult annotateParams(func::FuncOp fn,
+                               ArrayRef<std::pair<std::string, DimAxes>> globs,
+                               int64_t zeroStage) {
     int64_t tp = meshInfo.size("tp"), dp = meshInfo.size("dp");
     auto walk = fn.walk([&](ParamOp p) -> WalkResult {
       StringRef name = p.getName();
@@ -220,13 +221,12 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
       return success();
     auto walk = fn.walk([&](AttentionOp att) -> WalkResult {
       if (att.getNumHeads() % tp != 0 || att.getNumKvHeads() % tp != 0) {
-        att.emitError() << "tp=" << tp << " does not divide num_heads="
-                        << att.getNumHeads() << (att.getNumKvHeads() !=
-                                                         att.getNumHeads()
-                                                     ? " and num_kv_heads=" +
-                                                           std::to_string(
-                                                               att.getNumKvHeads())
-                                                     : "");
+        att.emitError() << "tp=" << tp
+                        << " does not divide num_heads=" << att.getNumHeads()
+                        << (att.getNumKvHeads() != att.getNumHeads()
+                                ? " and num_kv_heads=" +
+                                      std::to_string(att.getNumKvHeads())
+                                : "");
         return WalkResult::interrupt();
       }
       return WalkResult::advance();
@@ -241,8 +241,9 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
     fn.walk([&](Operation *op) {
       if (isa<PositionEmbeddingOp, AddOp>(op) ||
           (isa<EmbeddingOp>(op) &&
-           !llvm::any_of(op->getUsers(),
-                         [](Operation *u) { return isa<PositionEmbeddingOp>(u); })))
+           !llvm::any_of(op->getUsers(), [](Operation *u) {
+             return isa<PositionEmbeddingOp>(u);
+           })))
         stream.push_back(op->getResult(0));
     });
     for (Value v : stream) {
@@ -253,7 +254,8 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
       if (meshInfo.size("dp") > 1)
         dims[0] = {"dp"};
       dims[1] = {"tp"};
-      if (failed(checkDims(v.getDefiningOp(), "the residual stream (batch x seq x hidden)",
+      if (failed(checkDims(v.getDefiningOp(),
+                           "the residual stream (batch x seq x hidden)",
                            type.getShape(), dims)))
         return failure();
       OpBuilder b(v.getContext());
@@ -264,21 +266,23 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
     return success();
   }
 
-  LogicalResult readLayoutFile(ModuleOp module, DimAxes &inputDims,
-                               SmallVector<std::pair<std::string, DimAxes>> &globs,
-                               int64_t &zeroStage, bool &sp) {
+  LogicalResult
+  readLayoutFile(ModuleOp module, DimAxes &inputDims,
+                 SmallVector<std::pair<std::string, DimAxes>> &globs,
+                 int64_t &zeroStage, bool &sp) {
     auto buffer = llvm::MemoryBuffer::getFile(layout);
     if (!buffer)
       return module.emitError("cannot read layout file '") << layout << "'";
     auto parsed = llvm::json::parse((*buffer)->getBuffer());
     if (!parsed) {
       std::string msg = llvm::toString(parsed.takeError());
-      return module.emitError("layout file '") << layout << "' is not valid JSON: "
-                                               << msg;
+      return module.emitError("layout file '")
+             << layout << "' is not valid JSON: " << msg;
     }
     auto *root = parsed->getAsObject();
     if (!root)
-      return module.emitError("layout file '") << layout << "' must be an object";
+      return module.emitError("layout file '")
+             << layout << "' must be an object";
     auto readDims = [&](const llvm::json::Value &v, DimAxes &out) -> bool {
       auto *arr = v.getAsArray();
       if (!arr)
@@ -317,7 +321,8 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
         }
       } else if (key == "inputs") {
         if (!readDims(value, inputDims) || inputDims.size() != 2)
-          return module.emitError("layout 'inputs' must be [[batch axes], [seq axes]]");
+          return module.emitError(
+              "layout 'inputs' must be [[batch axes], [seq axes]]");
       } else if (key == "zero") {
         auto z = value.getAsInteger();
         if (!z)
@@ -326,7 +331,8 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
       } else if (key == "sequence_parallel") {
         auto s = value.getAsBoolean();
         if (!s)
-          return module.emitError("layout 'sequence_parallel' must be a boolean");
+          return module.emitError(
+              "layout 'sequence_parallel' must be a boolean");
         sp = *s;
       } else {
         return module.emitError("unknown layout key '") << key.str() << "'";

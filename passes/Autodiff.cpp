@@ -24,9 +24,10 @@ struct Autodiff : weft::impl::WeftAutodiffBase<Autodiff> {
     if (!fn.getBody().hasOneBlock())
       return fn.emitError("weft-autodiff expects a single-block function");
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
-    auto lossType = ret.getNumOperands() == 1
-                        ? dyn_cast<RankedTensorType>(ret.getOperand(0).getType())
-                        : RankedTensorType();
+    auto lossType =
+        ret.getNumOperands() == 1
+            ? dyn_cast<RankedTensorType>(ret.getOperand(0).getType())
+            : RankedTensorType();
     if (!lossType || lossType.getRank() != 0)
       return fn.emitError("weft-autodiff expects @")
              << fn.getSymName()

@@ -34,8 +34,7 @@ Operation *lastDefinition(ValueRange values) {
   return last;
 }
 
-struct BucketGradients
-    : weft::impl::WeftBucketGradientsBase<BucketGradients> {
+struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
   using WeftBucketGradientsBase::WeftBucketGradientsBase;
 
   void runOnOperation() override {
@@ -58,11 +57,10 @@ struct BucketGradients
       bytes = 0;
     };
     for (AllReduceOp op : ready) {
-      if (!bucket.empty() &&
-          (bucket.front().getAxes() != op.getAxes() ||
-           bucket.front().getType().getElementType() !=
-               op.getType().getElementType() ||
-           bytesOf(op.getX()) + bytes > bucketBytes))
+      if (!bucket.empty() && (bucket.front().getAxes() != op.getAxes() ||
+                              bucket.front().getType().getElementType() !=
+                                  op.getType().getElementType() ||
+                              bytesOf(op.getX()) + bytes > bucketBytes))
         flush();
       bucket.push_back(op);
       bytes += bytesOf(op.getX());
@@ -104,9 +102,8 @@ struct BucketGradients
     std::string reason = "gradient bucket of " + std::to_string(group.size()) +
                          " tensors (" + std::to_string(bytesOf(packed)) +
                          " bytes)";
-    auto reduce = AllReduceOp::create(b, loc, flat, packed,
-                                      group.front().getAxes(),
-                                      b.getStringAttr(reason));
+    auto reduce = AllReduceOp::create(
+        b, loc, flat, packed, group.front().getAxes(), b.getStringAttr(reason));
     reduce->setAttr("async", b.getBoolAttr(true));
 
     // Unpack where the first of the bucket's gradients is stored; the stores

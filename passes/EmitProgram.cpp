@@ -113,7 +113,8 @@ void addLayout(json::Object &entry, ArrayRef<int64_t> globalShape,
 
 class ProgramWriter {
 public:
-  ProgramWriter(func::FuncOp fn, MeshInfo mesh) : fn(fn), mesh(std::move(mesh)) {}
+  ProgramWriter(func::FuncOp fn, MeshInfo mesh)
+      : fn(fn), mesh(std::move(mesh)) {}
 
   LogicalResult build(json::Object &program) {
     auto arenaBytes = fn->getAttrOfType<IntegerAttr>("weft.arena_bytes");
@@ -218,7 +219,8 @@ private:
     SmallVector<int64_t> global(p.getType().getShape());
     if (auto g = p->getAttrOfType<DenseI64ArrayAttr>("weft.global_shape"))
       global.assign(g.asArrayRef().begin(), g.asArrayRef().end());
-    auto globalType = RankedTensorType::get(global, p.getType().getElementType());
+    auto globalType =
+        RankedTensorType::get(global, p.getType().getElementType());
     json::Object entry{{"name", p.getName()},
                        {"shape", shapeOf(p.getResult())},
                        {"init", std::move(init)},
@@ -240,10 +242,9 @@ private:
       return addBuffer(std::move(buffer));
     };
     bufferIds[p.getResult()] = state("param", "weft.storage_sharding");
-    paramState[p.getName()] = {
-        state("grad", "weft.grad_storage_sharding"),
-        state("adam_m", "weft.state_storage_sharding"),
-        state("adam_v", "weft.state_storage_sharding")};
+    paramState[p.getName()] = {state("grad", "weft.grad_storage_sharding"),
+                               state("adam_m", "weft.state_storage_sharding"),
+                               state("adam_v", "weft.state_storage_sharding")};
     paramIndex[p.getName()] = index;
   }
 
@@ -255,10 +256,11 @@ private:
       return id;
     }
     auto t = cast<RankedTensorType>(v.getType());
-    int64_t id = addBuffer(json::Object{{"kind", "arena"},
-                                        {"offset", offset},
-                                        {"shape", shapeOf(v)},
-                                        {"dtype", dtypeOf(t.getElementType())}});
+    int64_t id =
+        addBuffer(json::Object{{"kind", "arena"},
+                               {"offset", offset},
+                               {"shape", shapeOf(v)},
+                               {"dtype", dtypeOf(t.getElementType())}});
     bufferIds[v] = id;
     return id;
   }
@@ -280,11 +282,10 @@ private:
         return op.emitOpError("names no weft.param: '") << g.getName() << "'";
       if (storedDirectly.count(g.getGrad()))
         return success();
-      instructions.push_back(json::Object{
-          {"op", "copy"},
-          {"in", idsOf(g.getGrad())},
-          {"out", json::Array{it->second[0]}},
-          {"attrs", json::Object{}}});
+      instructions.push_back(json::Object{{"op", "copy"},
+                                          {"in", idsOf(g.getGrad())},
+                                          {"out", json::Array{it->second[0]}},
+                                          {"attrs", json::Object{}}});
       return success();
     }
     if (auto adam = dyn_cast<AdamWOp>(op)) {
@@ -313,11 +314,10 @@ private:
     json::Array outs;
     for (auto [r, offset] : llvm::zip(op.getResults(), offsets.asArrayRef()))
       outs.push_back(arenaBuffer(r, offset));
-    instructions.push_back(json::Object{
-        {"op", op.getName().stripDialect()},
-        {"in", idsOf(op.getOperands())},
-        {"out", std::move(outs)},
-        {"attrs", attrsOf(&op)}});
+    instructions.push_back(json::Object{{"op", op.getName().stripDialect()},
+                                        {"in", idsOf(op.getOperands())},
+                                        {"out", std::move(outs)},
+                                        {"attrs", attrsOf(&op)}});
     return success();
   }
 
@@ -367,14 +367,15 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
                    .build(program)))
       return signalPassFailure();
     std::string payload;
-    uint32_t version = program.get("mesh") ? kMeshFormatVersion : kFormatVersion;
+    uint32_t version =
+        program.get("mesh") ? kMeshFormatVersion : kFormatVersion;
     llvm::raw_string_ostream(payload) << json::Value(std::move(program));
 
     std::error_code ec;
     llvm::raw_fd_ostream os(output, ec);
     if (ec) {
-      getOperation().emitError("cannot write '") << output << "': "
-                                                 << ec.message();
+      getOperation().emitError("cannot write '")
+          << output << "': " << ec.message();
       return signalPassFailure();
     }
     auto writeLE = [&](uint64_t v, int bytes) {

@@ -76,7 +76,8 @@ void weft::explainStep(ModuleOp module, llvm::raw_ostream &os) {
       groups;
   for (const Collective &c : collectivesOf(module))
     groups[{c.kind, c.axes, c.bytes, c.reason}]++;
-  os << "collectives per training step (bytes sent per rank, ring algorithm):\n";
+  os << "collectives per training step (bytes sent per rank, ring "
+        "algorithm):\n";
   os << llvm::format("  %-15s %-6s %14s %6s  %s\n", "kind", "axes",
                      "bytes/rank", "count", "reason");
   for (const auto &[key, count] : groups) {
@@ -116,8 +117,9 @@ void weft::explainStep(ModuleOp module, llvm::raw_ostream &os) {
                      (long long)params, mib(params))
      << llvm::format("  gradients         %12lld bytes (%.2f MiB)\n",
                      (long long)grads, mib(grads))
-     << llvm::format("  optimizer state   %12lld bytes (%.2f MiB, Adam m + v)\n",
-                     (long long)state, mib(state))
+     << llvm::format(
+            "  optimizer state   %12lld bytes (%.2f MiB, Adam m + v)\n",
+            (long long)state, mib(state))
      << llvm::format("  activations       %12lld bytes (%.2f MiB, the arena)\n",
                      (long long)arena, mib(arena))
      << llvm::format("  total             %12lld bytes (%.2f MiB)\n",

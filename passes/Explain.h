@@ -1,4 +1,5 @@
-//===- Explain.h - what a partitioned step communicates and holds -*- C++ -*-===//
+//===- Explain.h - what a partitioned step communicates and holds -*- C++
+//-*-===//
 #ifndef WEFT_PASSES_EXPLAIN_H
 #define WEFT_PASSES_EXPLAIN_H
 

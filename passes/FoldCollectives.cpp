@@ -23,8 +23,8 @@ struct SliceOfAllReduce : OpRewritePattern<SliceOp> {
     if (!reduce || !reduce->hasOneUse() || reduce.getAxes() != slice.getAxes())
       return failure();
     rewriter.replaceOpWithNewOp<ReduceScatterOp>(
-        slice, slice.getType(), reduce.getX(), slice.getAxes(),
-        slice.getDim(), reduce.getReasonAttr());
+        slice, slice.getType(), reduce.getX(), slice.getAxes(), slice.getDim(),
+        reduce.getReasonAttr());
     rewriter.eraseOp(reduce);
     return success();
   }
@@ -51,8 +51,7 @@ struct AddOfAllReduces : OpRewritePattern<AddOp> {
   }
 };
 
-struct FoldCollectives
-    : weft::impl::WeftFoldCollectivesBase<FoldCollectives> {
+struct FoldCollectives : weft::impl::WeftFoldCollectivesBase<FoldCollectives> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<SliceOfAllReduce, AddOfAllReduces>(&getContext());

@@ -20,8 +20,7 @@ std::string describe(ShardingAttr s) {
   std::string out = "[";
   for (size_t d = 0; d < s.getDims().size(); ++d) {
     auto axes = s.axesOf(d);
-    out += (d ? ", " : "") + (axes.empty() ? std::string("*")
-                                           : joinAxes(axes));
+    out += (d ? ", " : "") + (axes.empty() ? std::string("*") : joinAxes(axes));
   }
   out += "]";
   auto partial = s.partialAxes();
@@ -90,9 +89,9 @@ private:
     auto global = cast<RankedTensorType>(v.getType());
     RankedTensorType local = localType(global, s, mesh);
     if (!local)
-      return emitError(loc) << "sharding " << describe(s)
-                            << " does not divide the shape of a "
-                            << global << " value";
+      return emitError(loc)
+             << "sharding " << describe(s) << " does not divide the shape of a "
+             << global << " value";
     v.setType(local);
     return success();
   }
@@ -108,8 +107,8 @@ private:
       b.setInsertionPointAfterValue(v);
     else
       b.setInsertionPoint(user);
-    std::string reason = why.str() + ": " + describe(from) + " -> " +
-                         describe(to);
+    std::string reason =
+        why.str() + ": " + describe(from) + " -> " + describe(to);
     auto reasonAttr = b.getStringAttr(reason);
     auto type = cast<RankedTensorType>(v.getType());
     SmallVector<SmallVector<StringRef>> dims;
@@ -142,35 +141,36 @@ private:
       dims[*scatterDim].push_back(p);
     }
     if (!allReduceAxes.empty())
-      v = AllReduceOp::create(b, loc, type, v,
-                              b.getStrArrayAttr(allReduceAxes), reasonAttr);
+      v = AllReduceOp::create(b, loc, type, v, b.getStrArrayAttr(allReduceAxes),
+                              reasonAttr);
 
     // 2. Dims: gather what is split differently, then slice what is wanted.
     for (size_t d = 0; d < dims.size(); ++d) {
       auto want = to.axesOf(d);
       if (dims[d] == want && (dims[d].empty() || blocks[d] == to.blocksOf(d)))
         continue;
-      bool prefix = dims[d].size() <= want.size() &&
-                    llvm::equal(dims[d], ArrayRef<StringRef>(want).take_front(
-                                             dims[d].size()));
+      bool prefix =
+          dims[d].size() <= want.size() &&
+          llvm::equal(dims[d],
+                      ArrayRef<StringRef>(want).take_front(dims[d].size()));
       if ((!dims[d].empty() && blocks[d] > 1) ||
           (want.size() > 0 && to.blocksOf(d) > 1))
-        return emitError(loc) << "cannot reshard dim " << d
-                              << " split in blocks: " << reason;
+        return emitError(loc)
+               << "cannot reshard dim " << d << " split in blocks: " << reason;
       if (!prefix) {
         // Gather the minor axes only when the wanted split is a prefix of
         // the current one ([tp, dp] -> [tp]: gather over dp within tp).
         size_t keep = 0;
         if (want.size() < dims[d].size() &&
-            llvm::equal(want, ArrayRef<StringRef>(dims[d]).take_front(
-                                  want.size())))
+            llvm::equal(want,
+                        ArrayRef<StringRef>(dims[d]).take_front(want.size())))
           keep = want.size();
         SmallVector<StringRef> gathered(dims[d].begin() + keep, dims[d].end());
         SmallVector<int64_t> shape(type.getShape());
         shape[d] *= mesh.count(gathered);
         type = RankedTensorType::get(shape, type.getElementType());
-        v = AllGatherOp::create(b, loc, type, v, b.getStrArrayAttr(gathered),
-                                d, reasonAttr);
+        v = AllGatherOp::create(b, loc, type, v, b.getStrArrayAttr(gathered), d,
+                                reasonAttr);
         dims[d].resize(keep);
       }
       SmallVector<StringRef> extra(want.begin() + dims[d].size(), want.end());
@@ -195,8 +195,8 @@ private:
     if (!have)
       have = replicated(v);
     bool perUse = static_cast<bool>(v.getDefiningOp<ParamOp>());
-    auto key = std::make_pair(v.getAsOpaquePointer(),
-                              want.getAsOpaquePointer());
+    auto key =
+        std::make_pair(v.getAsOpaquePointer(), want.getAsOpaquePointer());
     if (!perUse) {
       auto it = cache.find(key);
       if (it != cache.end()) {
@@ -318,15 +318,14 @@ private:
         op, rule, [&](Value v) { return targetOf(v); }, mesh);
 
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
-      ShardingAttr want = shardingFromFactors(
-          ctx, rule, axes, rule.operands[i], operandBlocksOf(rule, i), false);
+      ShardingAttr want = shardingFromFactors(ctx, rule, axes, rule.operands[i],
+                                              operandBlocksOf(rule, i), false);
       if (failed(requireOperand(op, i, want, operandReason(op, i))))
         return failure();
     }
     for (auto [i, r] : llvm::enumerate(op->getResults())) {
-      ShardingAttr s =
-          shardingFromFactors(ctx, rule, axes, rule.results[i],
-                              resultBlocksOf(rule, i), true);
+      ShardingAttr s = shardingFromFactors(ctx, rule, axes, rule.results[i],
+                                           resultBlocksOf(rule, i), true);
       actual[r] = s;
       if (failed(localize(r, s, op->getLoc())))
         return failure();

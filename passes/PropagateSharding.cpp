@@ -60,7 +60,7 @@ struct PropagateSharding
       // User annotations first: they are never overridden.
       for (BlockArgument arg : fn.getArguments())
         if (auto s = fn.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
-                                                        "weft.sharding"))
+                                                       "weft.sharding"))
           p.known[arg] = s;
       fn.walk([&](Operation *op) {
         if (auto param = dyn_cast<ParamOp>(op)) {

@@ -25,8 +25,8 @@ int64_t MeshInfo::count(ArrayRef<StringRef> names) const {
 
 MeshInfo MeshInfo::of(Operation *op) {
   MeshInfo info;
-  auto module = isa<ModuleOp>(op) ? cast<ModuleOp>(op)
-                                  : op->getParentOfType<ModuleOp>();
+  auto module =
+      isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
   if (!module)
     return info;
   for (auto mesh : module.getOps<MeshOp>()) {
@@ -79,8 +79,8 @@ FactorAxes weft::assignFactors(const ShardingRule &rule,
     if (!s)
       return;
     for (auto [d, f] : llvm::enumerate(dims)) {
-      int64_t ruleBlocks = operand ? rule.blocksOf(*operand, d)
-                                   : rule.resultBlocksOf(result, d);
+      int64_t ruleBlocks =
+          operand ? rule.blocksOf(*operand, d) : rule.resultBlocksOf(result, d);
       offer(f, s.axesOf(d), s.blocksOf(d), ruleBlocks);
     }
   };
@@ -93,7 +93,9 @@ FactorAxes weft::assignFactors(const ShardingRule &rule,
   for (const auto &dims : rule.results)
     kept.insert(dims.begin(), dims.end());
   for (bool contractedRound : {false, true}) {
-    roundFilter = [&](int64_t f) { return kept.contains(f) != contractedRound; };
+    roundFilter = [&](int64_t f) {
+      return kept.contains(f) != contractedRound;
+    };
     for (unsigned i = 0; i < operands.size(); ++i)
       if (operandIsParam[i])
         offerValue(operands[i], rule.operands[i], i, 0);
@@ -123,9 +125,10 @@ FactorAxes weft::assignFactors(const ShardingRule &rule,
   return result;
 }
 
-FactorAxes weft::assignOpFactors(
-    Operation *op, const ShardingRule &rule,
-    llvm::function_ref<ShardingAttr(Value)> shardingOf, const MeshInfo &mesh) {
+FactorAxes
+weft::assignOpFactors(Operation *op, const ShardingRule &rule,
+                      llvm::function_ref<ShardingAttr(Value)> shardingOf,
+                      const MeshInfo &mesh) {
   SmallVector<ShardingAttr> ins, outs;
   SmallVector<bool> isParam;
   for (Value v : op->getOperands()) {
@@ -178,8 +181,8 @@ ShardingAttr weft::shardingFromFactors(MLIRContext *ctx,
   return ShardingAttr::get(ctx, dimAxes, partial, dimBlocks);
 }
 
-RankedTensorType weft::localType(RankedTensorType global,
-                                 ShardingAttr sharding, const MeshInfo &mesh) {
+RankedTensorType weft::localType(RankedTensorType global, ShardingAttr sharding,
+                                 const MeshInfo &mesh) {
   if (!sharding)
     return global;
   SmallVector<int64_t> shape(global.getShape());

@@ -53,10 +53,10 @@ FactorAxes assignFactors(const ShardingRule &rule,
 
 /// assignFactors for `op`, reading each operand's and result's sharding
 /// through `shardingOf` (null: unknown); parameters count as parameters.
-FactorAxes assignOpFactors(
-    mlir::Operation *op, const ShardingRule &rule,
-    llvm::function_ref<ShardingAttr(mlir::Value)> shardingOf,
-    const MeshInfo &mesh);
+FactorAxes
+assignOpFactors(mlir::Operation *op, const ShardingRule &rule,
+                llvm::function_ref<ShardingAttr(mlir::Value)> shardingOf,
+                const MeshInfo &mesh);
 
 /// The rule's blocks of operand i (empty when none).
 inline llvm::ArrayRef<int64_t> operandBlocksOf(const ShardingRule &rule,
@@ -81,8 +81,9 @@ ShardingAttr shardingFromFactors(mlir::MLIRContext *ctx,
 /// The rule's blocks of result i (empty when none).
 inline llvm::ArrayRef<int64_t> resultBlocksOf(const ShardingRule &rule,
                                               unsigned i) {
-  return i < rule.resultBlocks.size() ? llvm::ArrayRef<int64_t>(rule.resultBlocks[i])
-                                      : llvm::ArrayRef<int64_t>();
+  return i < rule.resultBlocks.size()
+             ? llvm::ArrayRef<int64_t>(rule.resultBlocks[i])
+             : llvm::ArrayRef<int64_t>();
 }
 
 /// The per-rank type of a global tensor under a sharding. Fails (returns

@@ -17,8 +17,8 @@ public:
   ModelBuilder(OpBuilder &b, const ModelConfig &c, Type element)
       : b(b), c(c), element(element), loc(b.getUnknownLoc()) {}
 
-  Value param(const std::string &name, ArrayRef<int64_t> shape,
-              StringRef init, double std = 0.0) {
+  Value param(const std::string &name, ArrayRef<int64_t> shape, StringRef init,
+              double std = 0.0) {
     return ParamOp::create(b, loc, RankedTensorType::get(shape, element),
                            b.getStringAttr(name), b.getStringAttr(init),
                            b.getF64FloatAttr(std));
@@ -62,15 +62,15 @@ public:
       std::string p = "transformer.h." + std::to_string(i);
       Value h = layerNorm(x, p + ".ln_1");
       Value qkv = linear(h, p + ".attn.c_attn", 3 * d, std);
-      auto parts = SplitOp::create(b, loc, qkv,
-                                   b.getDenseI64ArrayAttr({d, d, d}));
-      Value a = AttentionOp::create(b, loc, parts.getResult(0),
-                                    parts.getResult(1), parts.getResult(2),
-                                    c.numHeads, c.numHeads);
+      auto parts =
+          SplitOp::create(b, loc, qkv, b.getDenseI64ArrayAttr({d, d, d}));
+      Value a =
+          AttentionOp::create(b, loc, parts.getResult(0), parts.getResult(1),
+                              parts.getResult(2), c.numHeads, c.numHeads);
       x = add(x, linear(a, p + ".attn.c_proj", d, projStd));
       h = layerNorm(x, p + ".ln_2");
-      Value f = GeluOp::create(b, loc, linear(h, p + ".mlp.c_fc",
-                                               c.intermediate, std));
+      Value f = GeluOp::create(b, loc,
+                               linear(h, p + ".mlp.c_fc", c.intermediate, std));
       x = add(x, linear(f, p + ".mlp.c_proj", d, projStd));
     }
     x = layerNorm(x, "transformer.ln_f");
@@ -100,9 +100,9 @@ public:
       Value k = linear(h, p + ".self_attn.k_proj.weight", c.numKvHeads * hd);
       Value v = linear(h, p + ".self_attn.v_proj.weight", c.numKvHeads * hd);
       q = RopeOp::create(b, loc, q, b.getI64IntegerAttr(c.numHeads), theta,
-                           b.getBoolAttr(false));
+                         b.getBoolAttr(false));
       k = RopeOp::create(b, loc, k, b.getI64IntegerAttr(c.numKvHeads), theta,
-                           b.getBoolAttr(false));
+                         b.getBoolAttr(false));
       Value a = AttentionOp::create(b, loc, q, k, v, c.numHeads, c.numKvHeads);
       x = add(x, linear(a, p + ".self_attn.o_proj.weight", d));
       h = rmsNorm(x, p + ".post_attention_layernorm.weight");
@@ -112,8 +112,8 @@ public:
       x = add(x, linear(act, p + ".mlp.down_proj.weight", d));
     }
     x = rmsNorm(x, "model.norm.weight");
-    Value head = c.tieEmbeddings ? embed
-                                 : normal("lm_head.weight", {c.vocab, d}, std);
+    Value head =
+        c.tieEmbeddings ? embed : normal("lm_head.weight", {c.vocab, d}, std);
     Value logits = matmul(x, head, /*transposeB=*/true);
     return CrossEntropyOp::create(b, loc, logits, targets);
   }
@@ -135,12 +135,13 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context,
   Location loc = UnknownLoc::get(&context);
   std::string problem = validateConfig(config);
   if (problem.empty() && (options.batch <= 0 || options.seq <= 0))
-    problem = "batch=" + std::to_string(options.batch) + " and seq=" +
-              std::to_string(options.seq) + " must be positive";
+    problem = "batch=" + std::to_string(options.batch) +
+              " and seq=" + std::to_string(options.seq) + " must be positive";
   if (problem.empty() && config.family == ModelFamily::Gpt2 &&
       options.seq > config.maxPositions)
-    problem = "seq=" + std::to_string(options.seq) + " exceeds n_positions=" +
-              std::to_string(config.maxPositions) + " of " + config.name;
+    problem = "seq=" + std::to_string(options.seq) +
+              " exceeds n_positions=" + std::to_string(config.maxPositions) +
+              " of " + config.name;
   if (!problem.empty()) {
     error = problem;
     return nullptr;
@@ -150,9 +151,10 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context,
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
   Type element = options.f64 ? Type(b.getF64Type()) : Type(b.getF32Type());
-  auto ids = RankedTensorType::get({options.batch, options.seq},
-                                   b.getI32Type());
-  auto fnType = b.getFunctionType({ids, ids}, {RankedTensorType::get({}, element)});
+  auto ids =
+      RankedTensorType::get({options.batch, options.seq}, b.getI32Type());
+  auto fnType =
+      b.getFunctionType({ids, ids}, {RankedTensorType::get({}, element)});
   auto fn = func::FuncOp::create(b, loc, "forward", fnType);
   fn->setAttr("weft.model", b.getStringAttr(config.name));
   Block *body = fn.addEntryBlock();

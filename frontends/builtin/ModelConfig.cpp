@@ -60,8 +60,8 @@ const std::map<std::string, ModelConfig> &presets() {
       // Meta Llama 3 / 3.1 (Hugging Face configs).
       {"llama-3-8b", llama("llama-3-8b", 32, 4096, 32, 8, 14336, 128256, 8192,
                            500000.0, 1e-5, false)},
-      {"llama-3-70b", llama("llama-3-70b", 80, 8192, 64, 8, 28672, 128256,
-                            8192, 500000.0, 1e-5, false)},
+      {"llama-3-70b", llama("llama-3-70b", 80, 8192, 64, 8, 28672, 128256, 8192,
+                            500000.0, 1e-5, false)},
       {"llama-3-405b", llama("llama-3-405b", 126, 16384, 128, 8, 53248, 128256,
                              131072, 500000.0, 1e-5, false)},
   };
@@ -125,16 +125,16 @@ int64_t ModelConfig::numParams() const {
   int64_t perLayer;
   int64_t total;
   if (family == ModelFamily::Gpt2) {
-    perLayer = 2 * 2 * d                 // two layer norms
-               + d * 3 * d + 3 * d       // c_attn
-               + d * d + d               // attn c_proj
+    perLayer = 2 * 2 * d           // two layer norms
+               + d * 3 * d + 3 * d // c_attn
+               + d * d + d         // attn c_proj
                + d * intermediate + intermediate + intermediate * d + d;
     total = vocab * d + maxPositions * d + numLayers * perLayer + 2 * d;
   } else {
     perLayer = 2 * d + d * numHeads * hd + 2 * d * numKvHeads * hd +
                numHeads * hd * d + 3 * d * intermediate;
-    total = vocab * d + numLayers * perLayer + d +
-            (tieEmbeddings ? 0 : vocab * d);
+    total =
+        vocab * d + numLayers * perLayer + d + (tieEmbeddings ? 0 : vocab * d);
   }
   return total;
 }
@@ -230,9 +230,10 @@ ConfigResult parseConfigFile(const std::string &path) {
 }
 
 ConfigResult resolveModel(const std::string &modelOrPath) {
-  bool looksLikePath = modelOrPath.find('/') != std::string::npos ||
-                       modelOrPath.size() > 5 &&
-                           modelOrPath.substr(modelOrPath.size() - 5) == ".json";
+  bool looksLikePath =
+      modelOrPath.find('/') != std::string::npos ||
+      modelOrPath.size() > 5 &&
+          modelOrPath.substr(modelOrPath.size() - 5) == ".json";
   if (looksLikePath || !std::ifstream(modelOrPath).fail()) {
     if (!presets().count(modelOrPath))
       return parseConfigFile(modelOrPath);

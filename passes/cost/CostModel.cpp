@@ -213,8 +213,8 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
     if (l.zero <= 1) {
       dpComm = ar;
       window = lastBwd; // gradients are final only in the last micro-batch
-      r.collectives.push_back({"all_reduce", "dp", dpTierName, "gradients",
-                               gradBytes, 1, ar});
+      r.collectives.push_back(
+          {"all_reduce", "dp", dpTierName, "gradients", gradBytes, 1, ar});
       if (l.zero == 1) {
         // weft's ZeRO-1 keeps whole gradients (all-reduced) and all-gathers
         // the updated parameter shards after the optimizer: 1.5x the bytes

@@ -85,29 +85,40 @@ int main() {
     } rows[3] = {{"all_reduce", 2.0 * (n - 1) / n, 0, 0},
                  {"reduce_scatter", double(n - 1) / n, 0, 0},
                  {"all_gather", double(n - 1) / n, 0, 0}};
-    rows[0].weft = timeIt([&] { (void)comm->allReduce(g, a.data(), b.data(),
-                                                      count, DType::F32); },
-                          iters);
-    rows[0].mpi = timeIt([&] { MPI_Allreduce(a.data(), b.data(), int(count),
-                                             MPI_FLOAT, MPI_SUM,
-                                             MPI_COMM_WORLD); },
-                         iters);
-    rows[1].weft = timeIt([&] { (void)comm->reduceScatter(
-                                    g, a.data(), b.data(), count / n,
-                                    DType::F32); },
-                          iters);
-    rows[1].mpi = timeIt([&] { MPI_Reduce_scatter_block(
-                                   a.data(), b.data(), int(count / n),
-                                   MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); },
-                         iters);
-    rows[2].weft = timeIt([&] { (void)comm->allGather(g, a.data(), b.data(),
-                                                      count / n, DType::F32); },
-                          iters);
-    rows[2].mpi = timeIt([&] { MPI_Allgather(a.data(), int(count / n),
-                                             MPI_FLOAT, b.data(),
-                                             int(count / n), MPI_FLOAT,
-                                             MPI_COMM_WORLD); },
-                         iters);
+    rows[0].weft = timeIt(
+        [&] {
+          (void)comm->allReduce(g, a.data(), b.data(), count, DType::F32);
+        },
+        iters);
+    rows[0].mpi = timeIt(
+        [&] {
+          MPI_Allreduce(a.data(), b.data(), int(count), MPI_FLOAT, MPI_SUM,
+                        MPI_COMM_WORLD);
+        },
+        iters);
+    rows[1].weft = timeIt(
+        [&] {
+          (void)comm->reduceScatter(g, a.data(), b.data(), count / n,
+                                    DType::F32);
+        },
+        iters);
+    rows[1].mpi = timeIt(
+        [&] {
+          MPI_Reduce_scatter_block(a.data(), b.data(), int(count / n),
+                                   MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        },
+        iters);
+    rows[2].weft = timeIt(
+        [&] {
+          (void)comm->allGather(g, a.data(), b.data(), count / n, DType::F32);
+        },
+        iters);
+    rows[2].mpi = timeIt(
+        [&] {
+          MPI_Allgather(a.data(), int(count / n), MPI_FLOAT, b.data(),
+                        int(count / n), MPI_FLOAT, MPI_COMM_WORLD);
+        },
+        iters);
     if (rank == 0)
       for (const Row &r : rows) {
         double weftBus = bytes / r.weft / 1e9 * r.factor;

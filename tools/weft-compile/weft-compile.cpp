@@ -15,15 +15,15 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/IR/Verifier.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -32,8 +32,9 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> modelArg(cl::Positional, cl::Required,
-                                     cl::desc("<preset | config.json | model.mlir>"));
+static cl::opt<std::string>
+    modelArg(cl::Positional, cl::Required,
+             cl::desc("<preset | config.json | model.mlir>"));
 static cl::opt<std::string> outputArg("o", cl::desc("program file to write"),
                                       cl::value_desc("file"));
 static cl::opt<int64_t> batchArg("batch", cl::desc("sequences per step"),
@@ -60,13 +61,14 @@ static cl::opt<std::string> emitMlirArg(
              "plan-memory"),
     cl::value_desc("stage"));
 static cl::opt<bool> quietArg("quiet", cl::desc("no summary line"));
-static cl::opt<std::string> meshArg(
-    "mesh", cl::desc("device mesh, e.g. dp=2,tp=2 (the last axis innermost)"),
-    cl::value_desc("axes"));
-static cl::opt<std::string> layoutArg(
-    "layout",
-    cl::desc("data (batch over dp), megatron, or a layout JSON file"),
-    cl::init("data"));
+static cl::opt<std::string>
+    meshArg("mesh",
+            cl::desc("device mesh, e.g. dp=2,tp=2 (the last axis innermost)"),
+            cl::value_desc("axes"));
+static cl::opt<std::string>
+    layoutArg("layout",
+              cl::desc("data (batch over dp), megatron, or a layout JSON file"),
+              cl::init("data"));
 static cl::opt<int64_t> zeroArg("zero", cl::desc("ZeRO stage 0-3"),
                                 cl::init(0));
 static cl::opt<bool> spArg("sequence-parallel",
@@ -82,11 +84,11 @@ static cl::opt<std::string> planArg(
     cl::desc("take the layout from weft-plan --json output (its first row, "
              "or --plan-row)"),
     cl::value_desc("file"));
-static cl::opt<unsigned> planRowArg("plan-row",
-                                    cl::desc("which layout of --plan"),
-                                    cl::init(0));
-static cl::opt<bool> explainArg(
-    "explain", cl::desc("print the step's collectives (kind, axis, bytes, "
+static cl::opt<unsigned>
+    planRowArg("plan-row", cl::desc("which layout of --plan"), cl::init(0));
+static cl::opt<bool>
+    explainArg("explain",
+               cl::desc("print the step's collectives (kind, axis, bytes, "
                         "count, reason) and per-rank memory"));
 
 namespace {
@@ -103,8 +105,8 @@ std::string applyPlan() {
     return "cannot read plan file '" + planArg + "'";
   auto parsed = llvm::json::parse((*buffer)->getBuffer());
   if (!parsed)
-    return "plan file '" + planArg + "' is not valid JSON: " +
-           llvm::toString(parsed.takeError());
+    return "plan file '" + planArg +
+           "' is not valid JSON: " + llvm::toString(parsed.takeError());
   const llvm::json::Object *row = parsed->getAsObject();
   const llvm::json::Object *root = row;
   if (row && row->getArray("layouts")) {
@@ -120,8 +122,8 @@ std::string applyPlan() {
   auto integer = [&](const char *key) -> std::optional<int64_t> {
     return row->getInteger(key);
   };
-  for (const char *key : {"dp", "tp", "pp", "microbatch", "num_microbatches",
-                          "zero"})
+  for (const char *key :
+       {"dp", "tp", "pp", "microbatch", "num_microbatches", "zero"})
     if (!integer(key))
       return "plan layout is missing integer field '" + std::string(key) + "'";
   int64_t dp = *integer("dp"), tp = *integer("tp"), pp = *integer("pp");
@@ -190,8 +192,8 @@ int main(int argc, char **argv) {
   }
   if (dtypeArg != "f32" && dtypeArg != "f64")
     return fail("--dtype must be f32 or f64, got '" + dtypeArg + "'");
-  static const char *stages[] = {"forward",   "layout",    "autodiff",
-                                 "optimizer", "propagate", "partition",
+  static const char *stages[] = {"forward",    "layout",    "autodiff",
+                                 "optimizer",  "propagate", "partition",
                                  "plan-memory"};
   if (!emitMlirArg.empty() && !llvm::is_contained(stages, emitMlirArg))
     return fail("unknown --emit-mlir stage '" + emitMlirArg +
@@ -294,9 +296,8 @@ int main(int argc, char **argv) {
 
   if (!quietArg) {
     int64_t params = 0, arena = 0;
-    module->walk([&](weft::ParamOp p) {
-      params += p.getType().getNumElements();
-    });
+    module->walk(
+        [&](weft::ParamOp p) { params += p.getType().getNumElements(); });
     module->walk([&](func::FuncOp fn) {
       if (auto a = fn->getAttrOfType<IntegerAttr>("weft.arena_bytes"))
         arena = a.getInt();
@@ -306,8 +307,7 @@ int main(int argc, char **argv) {
         "weft-compile: %s: %.3fM parameters, batch %lld x seq %lld, "
         "activation arena %.1f MiB, training state %.1f MiB -> %s\n",
         name.c_str(), params / 1e6, (long long)batchArg, (long long)seqArg,
-        arena / 1048576.0, 4.0 * params * width / 1048576.0,
-        outputArg.c_str());
+        arena / 1048576.0, 4.0 * params * width / 1048576.0, outputArg.c_str());
   }
   return 0;
 }
