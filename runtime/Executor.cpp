@@ -213,22 +213,13 @@ Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
   auto Since = [](Clock::time_point T0) {
     return std::chrono::duration<double>(Clock::now() - T0).count();
   };
-  const int AllReduceOp = int(OpKind::AllReduce);
   for (int64_t K = Begin; K < End; ++K) {
-    Status S = Status::success();
-    if (!Pending.empty()) {
-      // Time spent waiting for an async all_reduce counts as all_reduce's.
-      auto T0 = Profiling ? Clock::now() : Clock::time_point();
-      S = waitConflicts(size_t(K));
-      if (Profiling) {
-        OpSeconds[AllReduceOp] += Since(T0);
-        AsyncWaitSeconds += Since(T0);
-      }
-    }
+    // Waits for the async collectives K touches (timed as theirs).
+    Status S = Pending.empty() ? Status::success() : waitConflicts(size_t(K));
     auto T0 = Profiling ? Clock::now() : Clock::time_point();
     if (S.ok())
       S = runInstruction(size_t(K), Ctx);
-    // Testing is what progresses the async all_reduces in flight while
+    // Testing is what progresses the async collectives in flight while
     // this rank computes.
     if (S.ok() && !Pending.empty()) {
       auto T1 = Profiling ? Clock::now() : Clock::time_point();
@@ -248,18 +239,12 @@ Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
                            opName(Bound[K].Op) + ")");
     }
   }
-  // Every async all_reduce is complete when the range returns.
+  // Every async collective is complete when the range returns.
   if (Pending.empty())
     return Status::success();
-  auto T0 = Profiling ? Clock::now() : Clock::time_point();
-  Status S = waitPending();
-  if (Profiling) {
-    OpSeconds[AllReduceOp] += Since(T0);
-    AsyncWaitSeconds += Since(T0);
-  }
-  return S.withContext("completing the async all_reduces of instructions [" +
-                       std::to_string(Begin) + ", " + std::to_string(End) +
-                       ")");
+  return waitPending().withContext(
+      "completing the async collectives of instructions [" +
+      std::to_string(Begin) + ", " + std::to_string(End) + ")");
 }
 
 namespace {
@@ -293,7 +278,7 @@ std::string Executor::profileReport() const {
   if (!Requests.empty()) {
     char Line[160];
     std::snprintf(Line, sizeof(Line),
-                  "  async all_reduce: %.1f ms waiting (in all_reduce above), "
+                  "  async collectives: %.1f ms waiting (in their ops above), "
                   "%.1f ms testing (in the ops tested after)\n",
                   AsyncWaitSeconds * 1e3, AsyncTestSeconds * 1e3);
     R += Line;

@@ -114,17 +114,20 @@ private:
     size_t ZeroBytes = 0;
     int64_t GatherCount = 0; // adamw with shard_axes: all-gather the param
     void *GatherBase = nullptr;
-    int Request = -1; // all_reduce with async: its slot in Requests
+    int Request = -1; // async all_reduce/all_gather: its slot in Requests
   };
   Status planMeshSteps();
   int commKey(const std::string &Op, const AxesList &Axes);
   Status runCollective(size_t K);
   Status preStep(size_t K);
   Status postStep(size_t K);
-  /// Async all_reduces (MeshOps.cpp): whether instruction K reads or writes
+  /// Async collectives (MeshOps.cpp): whether instruction K reads or writes
   /// a buffer of in-flight instruction A (same id or overlapping bytes);
-  /// waiting for those K touches, polling all, waiting for all.
+  /// waiting for one (its time counted as its op's when profiling), for
+  /// those K touches, polling all, waiting for all.
   bool touches(size_t K, size_t A) const;
+  std::string asyncName(size_t A) const;
+  Status waitFor(size_t A);
   Status waitConflicts(size_t K);
   Status pollPending();
   Status waitPending();
@@ -144,7 +147,7 @@ private:
   std::vector<double> DLossCopy; // one scalar slot per instruction
   void *CommScratch = nullptr;
   size_t CommScratchBytes = 0;
-  std::vector<CommRequest> Requests; // one per async all_reduce
+  std::vector<CommRequest> Requests; // one per async collective
   std::vector<size_t> Pending; // instructions in flight; capacity reserved
   std::vector<std::pair<uintptr_t, uintptr_t>> BufferBytes; // [begin, end)
   std::vector<std::string> CommKeys;

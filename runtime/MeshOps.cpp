@@ -13,18 +13,21 @@
 // All-gather/reduce-scatter along dim > 0 pack through one scratch buffer,
 // sized at load by the largest such collective: no allocation per step.
 //
-// An all_reduce with `async` only starts (Communicator::iallReduce) and is
-// pending until the first later instruction that reads or writes its in or
+// An all_reduce or all_gather with `async` only starts
+// (Communicator::iallReduce, iallGather) and is pending until the first later instruction that reads or writes its in or
 // out buffer (same id or overlapping bytes: arena buffers share bytes),
 // which waits for it first, or until the end of the run. After every
 // instruction the pending ones are tested: with a single-threaded rank that
 // is what progresses Open MPI's collectives while it computes. Requests and
-// the pending list are made at load. WEFT_NO_ASYNC=1 runs them blocking.
+// the pending list are made at load. WEFT_NO_ASYNC=1 runs them blocking, and
+// so does an all_gather that packs through the scratch buffer (a dim > 0
+// with a dim before it larger than 1): the scratch is shared.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -90,6 +93,13 @@ Status Executor::planMeshSteps() {
       S.Group = *G;
       return Status::success();
     };
+    // An async collective's request, made now.
+    auto Reserve = [&](const TensorRef &X) {
+      S.Request = int(Requests.size());
+      Requests.emplace_back();
+      return Comm->reserveRequest(Requests.back(), size_t(X.Numel),
+                                  X.Spec->Type);
+    };
     switch (BI.Op) {
     case OpKind::AllReduce:
     case OpKind::AllGather:
@@ -104,12 +114,8 @@ Status Executor::planMeshSteps() {
       if (BI.Op == OpKind::AllReduce) {
         S.Key = commKey("all_reduce", A.Axes);
         S.Bytes = 2 * (C - 1) / C * N;
-        if (A.Async && AsyncOn) {
-          S.Request = int(Requests.size());
-          Requests.emplace_back();
-          WEFT_RETURN_IF_ERROR(Comm->reserveRequest(
-              Requests.back(), size_t(X.Numel), X.Spec->Type));
-        }
+        if (A.Async && AsyncOn)
+          WEFT_RETURN_IF_ERROR(Reserve(X));
         break;
       }
       const Shape &Small = (BI.Op == OpKind::AllGather ? X : Y).Spec->Dims;
@@ -125,6 +131,8 @@ Status Executor::planMeshSteps() {
       S.Bytes = (C - 1) / C * N;
       if (S.Outer > 1)
         Scratch = std::max(Scratch, size_t(N));
+      else if (BI.Op == OpKind::AllGather && A.Async && AsyncOn)
+        WEFT_RETURN_IF_ERROR(Reserve(X));
       break;
     }
     case OpKind::CrossEntropy:
@@ -222,6 +230,14 @@ Status Executor::runCollective(size_t K) {
     return Status::success();
   }
   case OpKind::AllGather:
+    if (Outer == 1 && S.Request >= 0) {
+      CommRequest &R = Requests[size_t(S.Request)];
+      WEFT_RETURN_IF_ERROR(
+          Comm->iallGather(G, X.Data, Y.Data, size_t(X.Numel), T, R));
+      if (R.Active)
+        Pending.push_back(K); // within the capacity reserved at load
+      return Status::success();
+    }
     if (Outer == 1)
       return Comm->allGather(G, X.Data, Y.Data, size_t(X.Numel), T);
     WEFT_RETURN_IF_ERROR(
@@ -299,14 +315,31 @@ bool Executor::touches(size_t K, size_t A) const {
          std::any_of(I.Out.begin(), I.Out.end(), Hits);
 }
 
+std::string Executor::asyncName(size_t A) const {
+  return "instructions[" + std::to_string(A) + "] (" + opName(Bound[A].Op) +
+         ", async)";
+}
+
+Status Executor::waitFor(size_t A) {
+  using Clock = std::chrono::steady_clock;
+  auto T0 = Profiling ? Clock::now() : Clock::time_point();
+  Status S = Comm->wait(Requests[size_t(Steps[A].Request)])
+                 .withContext("waiting for " + asyncName(A));
+  if (Profiling) {
+    // Time spent waiting counts as the collective's.
+    double Secs = std::chrono::duration<double>(Clock::now() - T0).count();
+    OpSeconds[int(Bound[A].Op)] += Secs;
+    AsyncWaitSeconds += Secs;
+  }
+  return S;
+}
+
 Status Executor::waitConflicts(size_t K) {
   size_t Kept = 0;
   Status S = Status::success();
   for (size_t A : Pending) {
     if (S.ok() && touches(K, A)) {
-      S = Comm->wait(Requests[size_t(Steps[A].Request)])
-              .withContext("waiting for instructions[" + std::to_string(A) +
-                           "] (all_reduce, async)");
+      S = waitFor(A);
       continue;
     }
     Pending[Kept++] = A;
@@ -322,8 +355,7 @@ Status Executor::pollPending() {
     bool Done = false;
     if (S.ok()) {
       S = Comm->test(Requests[size_t(Steps[A].Request)], Done)
-              .withContext("testing instructions[" + std::to_string(A) +
-                           "] (all_reduce, async)");
+              .withContext("testing " + asyncName(A));
       if (Done)
         continue;
     }
@@ -336,9 +368,7 @@ Status Executor::pollPending() {
 Status Executor::waitPending() {
   Status First = Status::success();
   for (size_t A : Pending) {
-    Status S = Comm->wait(Requests[size_t(Steps[A].Request)])
-                   .withContext("waiting for instructions[" +
-                                std::to_string(A) + "] (all_reduce, async)");
+    Status S = waitFor(A);
     if (First.ok())
       First = S;
   }

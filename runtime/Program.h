@@ -163,8 +163,8 @@ struct OpAttrs {
   int64_t Denominator = 0; // cross_entropy(_grad); 0: the local row count
   AxesList SeqAxes;   // position_embedding(_grad)
   AxesList ShardAxes; // adamw (ZeRO-1/2)
-  bool Async = false; // all_reduce: nonblocking (done before its buffers'
-                      // next use and before the step ends)
+  bool Async = false; // all_reduce, all_gather: nonblocking (done before
+                      // its buffers' next use and before the step ends)
 };
 
 struct Instruction {

@@ -288,8 +288,9 @@ Status InstChecker::run() {
       return fail("out[" + std::to_string(K) + "] buffer id " +
                   std::to_string(I.Out[K]) + " out of range [0, " +
                   std::to_string(P.Buffers.size()) + ")");
-  if (I.Attrs.Async && I.Op != OpKind::AllReduce)
-    return fail("attrs.async is only allowed on all_reduce");
+  if (I.Attrs.Async && I.Op != OpKind::AllReduce &&
+      I.Op != OpKind::AllGather)
+    return fail("attrs.async is only allowed on all_reduce and all_gather");
 
   switch (I.Op) {
   case OpKind::Embedding:

@@ -29,10 +29,10 @@ struct CommGroup {
 
 enum class ReduceOp { Sum };
 
-/// A nonblocking collective: iallReduce starts it, test() reporting done or
-/// wait() finishes it, and it can then start again. The implementation's
-/// handles live in Native; reserveRequest() makes them once (at load) so
-/// that starting one allocates nothing.
+/// A nonblocking collective: iallReduce or iallGather starts it, test()
+/// reporting done or wait() finishes it, and it can then start again. The
+/// implementation's handles live in Native; reserveRequest() makes them once
+/// (at load) so that starting one allocates nothing.
 struct CommRequest {
   struct State {
     virtual ~State() = default;
@@ -70,8 +70,9 @@ public:
   virtual Status test(CommRequest &R, bool &Done) = 0;
   /// Blocks until R completes; an inactive R returns at once.
   virtual Status wait(CommRequest &R) = 0;
-  /// Makes R's handles for an iallReduce of up to Count elements of T, so
-  /// that starting it allocates nothing.
+  /// Makes R's handles for an iallReduce of up to Count elements of T (or
+  /// for an iallGather, of any count), so that starting it allocates
+  /// nothing.
   virtual Status reserveRequest(CommRequest &R, size_t Count, DType T) = 0;
 
   /// Recv (G.Size * Count elements) = the group's Sends in shard-index
@@ -79,6 +80,10 @@ public:
   /// its position in Recv.
   virtual Status allGather(const CommGroup &G, const void *Send, void *Recv,
                            size_t Count, DType T) = 0;
+  /// Starts allGather (Send == nullptr is in place); the rules of
+  /// iallReduce apply.
+  virtual Status iallGather(const CommGroup &G, const void *Send, void *Recv,
+                            size_t Count, DType T, CommRequest &R) = 0;
   /// Recv (Count elements) = chunk G.Rank of Σ over the group of Send
   /// (G.Size * Count elements).
   virtual Status reduceScatter(const CommGroup &G, const void *Send,

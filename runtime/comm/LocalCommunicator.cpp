@@ -64,6 +64,15 @@ public:
       copy(Send, Recv, Count, T);
     return Status::success();
   }
+  Status iallGather(const CommGroup &G, const void *Send, void *Recv,
+                    size_t Count, DType T, CommRequest &R) override {
+    if (R.Active)
+      return Status::error("iall_gather: the request is still in flight");
+    WEFT_RETURN_IF_ERROR(alone(G, "iall_gather"));
+    if (Send)
+      copy(Send, Recv, Count, T);
+    return Status::success();
+  }
   Status reduceScatter(const CommGroup &G, const void *Send, void *Recv,
                        size_t Count, DType T) override {
     WEFT_RETURN_IF_ERROR(alone(G, "reduce_scatter"));

@@ -54,8 +54,8 @@ size_t chunkCount(size_t Count, DType T) {
   return (Count + C - 1) / C;
 }
 
-/// An iallReduce in flight: one MPI_Iallreduce per chunk, the first
-/// Started handles of Handles.
+/// A nonblocking collective in flight, the first Started handles of
+/// Handles: one MPI_Iallreduce per chunk, or one MPI_Iallgather.
 struct MpiRequestState final : CommRequest::State {
   std::vector<MPI_Request> Handles;
   int Started = 0;
@@ -211,7 +211,8 @@ public:
   }
   Status reserveRequest(CommRequest &R, size_t Count, DType T) override {
     MpiRequestState &St = requestState(R);
-    size_t N = chunkCount(Count, T);
+    // At least one: an iallGather's.
+    size_t N = std::max<size_t>(1, chunkCount(Count, T));
     if (St.Handles.size() < N)
       St.Handles.resize(N, MPI_REQUEST_NULL);
     return Status::success();
@@ -223,6 +224,25 @@ public:
     return check(MPI_Allgather(Send ? Send : MPI_IN_PLACE, Send ? int(Count) : 0,
                                D, Recv, int(Count), D, comm(G)),
                  "MPI_Allgather");
+  }
+  Status iallGather(const CommGroup &G, const void *Send, void *Recv,
+                    size_t Count, DType T, CommRequest &R) override {
+    if (R.Active)
+      return Status::error("MPI_Iallgather: the request is still in flight "
+                           "(wait for it before starting it again)");
+    WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Iallgather"));
+    MpiRequestState &St = requestState(R);
+    if (St.Handles.empty())
+      St.Handles.resize(1, MPI_REQUEST_NULL);
+    St.Started = 0;
+    MPI_Datatype D = mpi::datatype(T);
+    WEFT_RETURN_IF_ERROR(check(
+        MPI_Iallgather(Send ? Send : MPI_IN_PLACE, Send ? int(Count) : 0, D,
+                       Recv, int(Count), D, comm(G), &St.Handles[0]),
+        "MPI_Iallgather"));
+    St.Started = 1;
+    R.Active = true;
+    return Status::success();
   }
   Status reduceScatter(const CommGroup &G, const void *Send, void *Recv,
                        size_t Count, DType T) override {

@@ -185,6 +185,41 @@ TEST(Comm, NonblockingAllReduceInChunks) {
   ASSERT_TRUE(World->wait(Req).ok());
 }
 
+TEST(Comm, NonblockingAllGather) {
+  NEED_RANKS(0);
+  const int N = World->size(), R = World->rank();
+  const CommGroup &G = worldGroup();
+  const int64_t Count = 300000;
+  std::vector<float> X(Count), Y(size_t(N * Count), -1);
+  for (int64_t I = 0; I < Count; ++I)
+    X[I] = float(R * 1000 + I % 1000);
+  CommRequest Req;
+  ASSERT_TRUE(World->reserveRequest(Req, Count, DType::F32).ok());
+  for (int Round = 0; Round < 3; ++Round) {
+    std::fill(Y.begin(), Y.end(), -1.0f);
+    if (Round == 2) // in place: this rank's chunk already in Y
+      std::copy(X.begin(), X.end(), Y.begin() + R * Count);
+    const void *Send = Round == 2 ? nullptr : X.data();
+    ASSERT_TRUE(
+        World->iallGather(G, Send, Y.data(), Count, DType::F32, Req).ok());
+    EXPECT_TRUE(Req.Active);
+    EXPECT_FALSE(
+        World->iallGather(G, Send, Y.data(), Count, DType::F32, Req).ok());
+    if (Round == 0) {
+      bool Done = false;
+      while (!Done)
+        ASSERT_TRUE(World->test(Req, Done).ok());
+    } else {
+      ASSERT_TRUE(World->wait(Req).ok());
+    }
+    EXPECT_FALSE(Req.Active);
+    for (int64_t K = 0; K < N; ++K)
+      for (int64_t I = 0; I < Count; ++I)
+        ASSERT_EQ(Y[size_t(K * Count + I)], float(K * 1000 + I % 1000))
+            << "round " << Round << " rank " << K << " element " << I;
+  }
+}
+
 TEST(Comm, SubCommunicatorsOf2x2) {
   NEED_RANKS(4);
   const Mesh M{{"dp", "tp"}, {2, 2}};
@@ -352,6 +387,52 @@ TEST(MeshTraining, AsyncAllReduceWaitsBeforeItsInputBytesAreOverwritten) {
     ASSERT_TRUE((*E)->run(0, 5, Ctx).ok());
     for (int64_t I = 0; I < N; ++I)
       ASSERT_EQ((*E)->gradElement(0, I), double(World->size()))
+          << "step " << Step << " element " << I;
+  }
+}
+
+TEST(MeshTraining, AsyncParamGatherIsBitForBitTheBlockingOne) {
+  NEED_RANKS(0);
+  MeshTinyConfig C;
+  C.Dp = World->size();
+  C.Zero3 = true;
+  auto Blocking = meshExec(C);
+  C.AsyncGather = C.AsyncGrads = true;
+  auto Async = meshExec(C);
+  ASSERT_TRUE(Blocking && Async);
+  Blocking->initParams(3);
+  Async->initParams(3);
+  TokenData D = tokens();
+  TrainOptions O;
+  O.Steps = 4;
+  auto A = train(*Blocking, D, O), B = train(*Async, D, O);
+  ASSERT_TRUE(A.ok()) << A.message();
+  ASSERT_TRUE(B.ok()) << B.message();
+  for (size_t I = 0; I < 4; ++I)
+    EXPECT_EQ((*A)[I].Loss, (*B)[I].Loss) << "step " << I;
+  for (size_t P = 0; P < 2; ++P) {
+    size_t Bytes = size_t(Async->stateSpec(P, BufferKind::Param).numel()) * 4;
+    EXPECT_EQ(std::memcmp(Async->param(P), Blocking->param(P), Bytes), 0)
+        << "param " << P;
+  }
+  EXPECT_EQ(Async->commBytes(), Blocking->commBytes());
+  // And ZeRO-3 trains like one rank.
+  expectTrainsLikeOneRank(C);
+}
+
+TEST(MeshTraining, AsyncAllGatherWaitsBeforeItsInputBytesAreOverwritten) {
+  NEED_RANKS(0);
+  const int64_t N = 1 << 20;
+  Expected<Program> P = parseProgramJson(
+      asyncOverwriteProgram(World->size(), N, /*Gather=*/true).dump());
+  ASSERT_TRUE(P.ok()) << P.message();
+  auto E = Executor::create(P.take(), nullptr, World);
+  ASSERT_TRUE(E.ok()) << E.message();
+  StepContext Ctx;
+  for (int Step = 0; Step < 3; ++Step) {
+    ASSERT_TRUE((*E)->run(0, 5, Ctx).ok());
+    for (int64_t I = 0; I < World->size() * N; ++I)
+      ASSERT_EQ((*E)->gradElement(0, I), 1.0)
           << "step " << Step << " element " << I;
   }
 }

@@ -7,10 +7,15 @@
 // ZeRO-2 on the head (reduce-scattered grad). Same param names, shapes and
 // init as tinyProgram, so the 1-rank run is its oracle. With AsyncGrads the
 // head's gradient all_reduce is async and independent compute (the dx
-// matmul, embedding_grad) runs before adamw reads the gradient.
+// matmul, embedding_grad) runs before adamw reads the gradient. With Zero3
+// the head is also split over dp on dim 0 and all-gathered before each use
+// (forward and backward), independent compute (the embedding, the dW
+// matmul) between the gather and its consumer; AsyncGather makes those
+// gathers async.
 //
-// asyncOverwriteProgram: an async all_reduce whose next instruction writes
-// another arena buffer over its input's bytes (the executor must wait).
+// asyncOverwriteProgram: an async all_reduce (or all_gather) whose next
+// instruction writes another arena buffer over its input's bytes (the
+// executor must wait).
 //
 //===----------------------------------------------------------------------===//
 #ifndef WEFT_TEST_UNIT_MESHPROGRAMS_H
@@ -30,6 +35,8 @@ struct MeshTinyConfig {
   int64_t HeadBlocks = 1; // blocks of the head's dim 1 (checkpoint tests;
                           // training needs 1)
   bool AsyncGrads = false; // the gradient all_reduces over dp are async
+  bool Zero3 = false;       // head: param, grad, m, v split over dp on dim 0
+  bool AsyncGather = false; // Zero3: the head's gathers are async
 };
 
 inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
@@ -82,9 +89,13 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
   // head [D,V] split over tp on dim 1; ZeRO-2 splits grad/m/v over dp.
   json HeadS = {json::array(), {"tp"}};
   json HeadB = {1, C.HeadBlocks};
-  int64_t W = State("param", 1, {C.D, Vl}, {C.D, C.V}, HeadS, HeadB);
-  Shape OptW = C.Zero2 ? Shape{C.D / C.Dp, Vl} : Shape{C.D, Vl};
-  json OptWS = C.Zero2 ? json{{"dp"}, {"tp"}} : HeadS;
+  // ZeRO-3 splits the param too.
+  const bool ShardW = C.Zero2 || C.Zero3;
+  Shape OptW = ShardW ? Shape{C.D / C.Dp, Vl} : Shape{C.D, Vl};
+  json OptWS = ShardW ? json{{"dp"}, {"tp"}} : HeadS;
+  Shape WLocal = C.Zero3 ? OptW : Shape{C.D, Vl};
+  json WS = C.Zero3 ? OptWS : HeadS;
+  int64_t W = State("param", 1, WLocal, {C.D, C.V}, WS, HeadB);
   int64_t WG = State("grad", 1, OptW, {C.D, C.V}, OptWS, HeadB);
   int64_t WM = State("adam_m", 1, OptW, {C.D, C.V}, OptWS, HeadB);
   int64_t WV = State("adam_v", 1, OptW, {C.D, C.V}, OptWS, HeadB);
@@ -92,8 +103,16 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
   int64_t X = Arena({Bl, C.S, C.D}), LogitsL = Arena({Bl, C.S, Vl}),
           Logits = Arena({Bl, C.S, C.V}), LossL = Arena({}), Loss = Arena({});
   const int64_t Den = C.B * C.S;
+  // ZeRO-3: the head gathered into WFull before the embedding.
+  auto Gather = [&] {
+    int64_t Full = Arena({C.D, Vl});
+    Op("all_gather", {W}, {Full},
+       {{"axes", {"dp"}}, {"dim", 0}, {"async", C.AsyncGather}});
+    return Full;
+  };
+  const int64_t WFwd = C.Zero3 ? Gather() : W;
   Op("embedding", {Wte, Tokens}, {X});
-  Op("matmul", {X, W}, {LogitsL});
+  Op("matmul", {X, WFwd}, {LogitsL});
   Op("all_gather", {LogitsL}, {Logits}, {{"axes", {"tp"}}, {"dim", 2}});
   Op("cross_entropy", {Logits, Targets}, {LossL}, {{"denominator", Den}});
   Op("all_reduce", {LossL}, {Loss}, {{"axes", {"dp"}}});
@@ -106,12 +125,13 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
   Op("cross_entropy_grad", {Logits, Targets, DLoss}, {DLogits},
      {{"denominator", Den}});
   Op("slice", {DLogits}, {DLogitsL}, {{"axes", {"tp"}}, {"dim", 2}});
+  const int64_t WBwd = C.Zero3 ? Gather() : W; // gathered again
   Op("matmul", {X, DLogitsL}, {DWp}, {{"transpose_a", true}});
-  if (C.Zero2)
+  if (ShardW)
     Op("reduce_scatter", {DWp}, {WG}, {{"axes", {"dp"}}, {"dim", 0}});
   else
     Op("all_reduce", {DWp}, {WG}, {{"axes", {"dp"}}, {"async", C.AsyncGrads}});
-  Op("matmul", {DLogitsL, W}, {DXp}, {{"transpose_b", true}});
+  Op("matmul", {DLogitsL, WBwd}, {DXp}, {{"transpose_b", true}});
   Op("all_reduce", {DXp}, {DX}, {{"axes", {"tp"}}});
   Op("embedding_grad", {DX, Tokens}, {DWteP});
   Op("all_reduce", {DWteP}, {WteG},
@@ -120,7 +140,7 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
   json A0 = {{"weight_decay", true}}, A1 = {{"weight_decay", true}};
   if (C.Zero1)
     A0["shard_axes"] = {"dp"};
-  if (C.Zero2)
+  if (C.Zero2 && !C.Zero3)
     A1["shard_axes"] = {"dp"};
   Op("adamw", {Wte, WteG, WteM, WteV}, {Wte, WteM, WteV}, A0);
   Op("adamw", {W, WG, WM, WV}, {W, WM, WV}, A1);
@@ -151,9 +171,9 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
              {"init", Norm},
              {"weight_decay", true}},
             {{"name", "head.weight"},
-             {"shape", {C.D, Vl}},
+             {"shape", WLocal},
              {"global_shape", {C.D, C.V}},
-             {"sharding", HeadS},
+             {"sharding", WS},
              {"blocks", HeadB},
              {"init", Norm},
              {"weight_decay", true}}}},
@@ -169,31 +189,39 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
 /// (async); Z = 100 where Z is a different arena buffer on A's bytes; Y = Z
 /// + grad(w). The sum is Dp everywhere only if the all_reduce completed
 /// before Z was written. Instructions: [0] fill loss, [1] fill A, [2]
-/// all_reduce, [3] fill Z, [4] add.
-inline nlohmann::json asyncOverwriteProgram(int64_t Dp, int64_t N) {
+/// all_reduce, [3] fill Z, [4] add. With Gather, [2] is an all_gather along
+/// dim 0 (async) and w, grad(w), Z and Y have Dp·N elements, all 1 when it
+/// completed before Z was written.
+inline nlohmann::json asyncOverwriteProgram(int64_t Dp, int64_t N,
+                                            bool Gather = false) {
   using json = nlohmann::json;
-  const int64_t Bytes = (N * 4 + 63) / 64 * 64;
+  const int64_t M = Gather ? Dp * N : N; // grad(w), Z and Y
+  const int64_t Bytes = (M * 4 + 63) / 64 * 64;
   json Buffers = {
-      {{"kind", "param"}, {"param", 0}, {"shape", {N}}, {"dtype", "f32"}},
-      {{"kind", "grad"}, {"param", 0}, {"shape", {N}}, {"dtype", "f32"}},
+      {{"kind", "param"}, {"param", 0}, {"shape", {M}}, {"dtype", "f32"}},
+      {{"kind", "grad"}, {"param", 0}, {"shape", {M}}, {"dtype", "f32"}},
       {{"kind", "arena"}, {"offset", 0}, {"shape", {N}}, {"dtype", "f32"}},
-      {{"kind", "arena"}, {"offset", 0}, {"shape", {N}}, {"dtype", "f32"}},
+      {{"kind", "arena"}, {"offset", 0}, {"shape", {M}}, {"dtype", "f32"}},
       {{"kind", "arena"},
        {"offset", Bytes},
        {"shape", json::array()},
        {"dtype", "f32"}},
       {{"kind", "arena"},
        {"offset", Bytes + 64},
-       {"shape", {N}},
+       {"shape", {M}},
        {"dtype", "f32"}}};
   enum { W, G, A, Z, L, Y }; // buffer ids
   auto Op = [](const char *Name, std::vector<int64_t> In,
                std::vector<int64_t> Out, json Attrs) {
     return json{{"op", Name}, {"in", In}, {"out", Out}, {"attrs", Attrs}};
   };
+  json Collective =
+      Gather ? Op("all_gather", {A}, {G},
+                  {{"axes", {"dp"}}, {"dim", 0}, {"async", true}})
+             : Op("all_reduce", {A}, {G}, {{"axes", {"dp"}}, {"async", true}});
   json Insts = {Op("fill", {}, {L}, {{"value", 0.0}}),
                 Op("fill", {}, {A}, {{"value", 1.0}}),
-                Op("all_reduce", {A}, {G}, {{"axes", {"dp"}}, {"async", true}}),
+                Collective,
                 Op("fill", {}, {Z}, {{"value", 100.0}}),
                 Op("add", {Z, G}, {Y}, json::object())};
   return {{"model", "async-overwrite"},
@@ -215,7 +243,7 @@ inline nlohmann::json asyncOverwriteProgram(int64_t Dp, int64_t N) {
           {"mesh", {{"axes", {"dp"}}, {"shape", {Dp}}}},
           {"params",
            {{{"name", "w"},
-             {"shape", {N}},
+             {"shape", {M}},
              {"init", {{"kind", "zeros"}}},
              {"weight_decay", false}}}},
           {"arena_bytes", Bytes + 64 + Bytes},

@@ -249,9 +249,10 @@ TEST(MeshLoader, OneByOneMeshTrainsLikeTheV1Program) {
   EXPECT_EQ(Comm[0].second, 0); // groups of one send nothing
 }
 
-/// One rank whose nonblocking all-reduce completes only in wait(): test()
-/// never reports done, and the copy (the sum over a group of one) happens
-/// then, so the executor's waits decide what the reduction reads.
+/// One rank whose nonblocking all-reduce and all-gather complete only in
+/// wait(): test() never reports done, and the copy (the sum or gather over a
+/// group of one) happens then, so the executor's waits decide what the
+/// collective reads.
 class DeferredCommunicator final : public Communicator {
 public:
   const char *name() const override { return "deferred"; }
@@ -276,6 +277,13 @@ public:
     Req.Active = true;
     ++Starts;
     return Status::success();
+  }
+  Status iallGather(const CommGroup &G, const void *S, void *R, size_t N,
+                    DType T, CommRequest &Req) override {
+    EXPECT_EQ(G.Size, 1);
+    // In place (S == nullptr): nothing to copy at completion.
+    ++Gathers;
+    return iallReduce(G, S ? S : R, R, N, T, Req);
   }
   Status test(CommRequest &R, bool &Done) override {
     ++Tests;
@@ -322,6 +330,7 @@ public:
   Status barrier(const CommGroup &G) override { return Inner->barrier(G); }
 
   int Starts = 0, Tests = 0, Waits = 0, Reserved = 0;
+  int Gathers = 0; // of Starts
 
 private:
   struct Started : CommRequest::State {
@@ -344,9 +353,7 @@ struct Trained {
   std::vector<double> Losses;
   std::vector<float> Params;
 };
-Trained trainTiny(bool Async, Communicator *C) {
-  MeshTinyConfig Cfg;
-  Cfg.AsyncGrads = Async;
+Trained trainTiny(const MeshTinyConfig &Cfg, Communicator *C) {
   auto E = makeExec(meshTinyProgram(Cfg), C);
   Trained R;
   if (!E)
@@ -366,6 +373,11 @@ Trained trainTiny(bool Async, Communicator *C) {
                     V + E->stateSpec(P, BufferKind::Param).numel());
   }
   return R;
+}
+Trained trainTiny(bool Async, Communicator *C) {
+  MeshTinyConfig Cfg;
+  Cfg.AsyncGrads = Async;
+  return trainTiny(Cfg, C);
 }
 
 TEST(AsyncAllReduce, SingleRankTrainsBitForBitLikeBlocking) {
@@ -429,9 +441,8 @@ TEST(AsyncAllReduce, LoaderRefusesAsyncElsewhereOrNotBool) {
   EXPECT_EQ(loadError(J), "");
   nlohmann::json Bad = J;
   Bad["instructions"][3]["attrs"]["async"] = true;
-  EXPECT_EQ(
-      loadError(Bad),
-      "instructions[3] (fill): attrs.async is only allowed on all_reduce");
+  EXPECT_EQ(loadError(Bad), "instructions[3] (fill): attrs.async is only "
+                            "allowed on all_reduce and all_gather");
   Bad = J;
   Bad["instructions"][2]["attrs"]["async"] = 1;
   EXPECT_NE(loadError(Bad).find("field 'async' in instructions[2].attrs must "
@@ -441,6 +452,78 @@ TEST(AsyncAllReduce, LoaderRefusesAsyncElsewhereOrNotBool) {
   Bad = J;
   Bad["instructions"][2]["attrs"]["async"] = false; // explicit false loads
   EXPECT_EQ(loadError(Bad), "");
+}
+
+TEST(AsyncAllGather, SingleRankTrainsBitForBitLikeBlocking) {
+  MeshTinyConfig Cfg;
+  Cfg.Zero3 = true;
+  Trained Blocking = trainTiny(Cfg, nullptr);
+  Cfg.AsyncGather = true;
+  Trained Async = trainTiny(Cfg, nullptr);
+  ASSERT_EQ(Blocking.Losses.size(), 3u);
+  EXPECT_EQ(Async.Losses, Blocking.Losses);
+  EXPECT_EQ(Async.Params, Blocking.Params);
+  // ZeRO-3 on one rank is the plain program.
+  EXPECT_EQ(Blocking.Losses, trainTiny(false, nullptr).Losses);
+}
+
+TEST(AsyncAllGather, DeferredCompletionTrainsBitForBitLikeBlocking) {
+  DeferredCommunicator C;
+  MeshTinyConfig Cfg;
+  Cfg.Zero3 = true;
+  Trained Blocking = trainTiny(Cfg, nullptr);
+  Cfg.AsyncGather = Cfg.AsyncGrads = true;
+  Trained Async = trainTiny(Cfg, &C);
+  // Per step: the head gathered twice (forward, backward), wte's gradient
+  // all_reduce (the head's is a reduce_scatter).
+  EXPECT_EQ(C.Reserved, 3);
+  EXPECT_EQ(C.Gathers, 2 * 3);
+  EXPECT_EQ(C.Starts, 3 * 3);
+  EXPECT_EQ(C.Waits, C.Starts);
+  EXPECT_GT(C.Tests, 0);
+  EXPECT_EQ(Async.Losses, Blocking.Losses);
+  EXPECT_EQ(Async.Params, Blocking.Params);
+}
+
+TEST(AsyncAllGather, WaitsBeforeAnInstructionOverwritesItsInputBytes) {
+  DeferredCommunicator C;
+  auto E = makeExec(asyncOverwriteProgram(1, 1000, /*Gather=*/true), &C);
+  ASSERT_TRUE(E);
+  StepContext Ctx;
+  ASSERT_TRUE(E->run(0, 5, Ctx).ok());
+  EXPECT_EQ(C.Gathers, 1);
+  EXPECT_EQ(C.Waits, 1);
+  // Without the wait the gather would read Z's 100 from A's bytes.
+  for (int64_t I = 0; I < 1000; ++I)
+    ASSERT_EQ(E->gradElement(0, I), 1.0) << I;
+  // And the range's end completes one left in flight.
+  ASSERT_TRUE(E->run(0, 3, Ctx).ok());
+  EXPECT_EQ(C.Waits, 2);
+}
+
+TEST(AsyncAllGather, AlongAPackedDimRunsBlocking) {
+  // The tp logits gather (dim 2 of [B, S, V/tp]) packs through scratch.
+  DeferredCommunicator C;
+  nlohmann::json J = meshTinyProgram(MeshTinyConfig());
+  ASSERT_EQ(J["instructions"][2]["op"], "all_gather");
+  J["instructions"][2]["attrs"]["async"] = true;
+  auto E = makeExec(J, &C);
+  ASSERT_TRUE(E);
+  E->initParams(7);
+  StepContext Ctx;
+  ASSERT_TRUE(E->run(0, 4, Ctx).ok());
+  EXPECT_EQ(C.Reserved, 0);
+  EXPECT_EQ(C.Starts, 0);
+}
+
+TEST(AsyncAllGather, LoaderAcceptsAsyncOnAllGather) {
+  nlohmann::json J = asyncOverwriteProgram(1, 16, /*Gather=*/true);
+  EXPECT_EQ(loadError(J), "");
+  J["instructions"][2]["attrs"]["async"] = "yes";
+  EXPECT_NE(loadError(J).find("field 'async' in instructions[2].attrs must "
+                              "be a bool"),
+            std::string::npos)
+      << loadError(J);
 }
 
 } // namespace
