@@ -79,6 +79,11 @@ static cl::opt<double> bucketMbArg(
     cl::desc("data-parallel gradient bucket size in MiB (0: one all-reduce "
              "per gradient)"),
     cl::init(25.0));
+static cl::opt<int64_t> prefetchArg(
+    "prefetch-ops",
+    cl::desc("ZeRO-3: start each parameter gather this many ops before its "
+             "use, asynchronously (0: gather at the use)"),
+    cl::init(16));
 static cl::opt<std::string> planArg(
     "plan",
     cl::desc("take the layout from weft-plan --json output (its first row, "
@@ -270,6 +275,10 @@ int main(int argc, char **argv) {
          buckets.bucketBytes = int64_t(bucketMbArg * 1048576.0);
          pm.addNestedPass<func::FuncOp>(
              weft::createWeftBucketGradients(buckets));
+         weft::WeftPrefetchParamsOptions prefetch;
+         prefetch.distance = prefetchArg;
+         pm.addNestedPass<func::FuncOp>(
+             weft::createWeftPrefetchParams(prefetch));
        })},
       {"plan-memory",
        [](OpPassManager &pm) {
