@@ -340,13 +340,25 @@ Status saveGradients(const Executor &E, const std::string &Dir) {
   const int64_t N = E.comm().size();
   std::vector<std::vector<char>> Globals(P.Params.size());
   std::vector<TensorToWrite> Tensors;
-  std::vector<char> All;
+  std::vector<char> All, Summed;
   for (size_t I = 0; I < P.Params.size(); ++I) {
     const BufferSpec &Spec = E.stateSpec(I, BufferKind::Grad);
     size_t Local = size_t(Spec.numel());
+    const void *Grad = E.grad(I);
+    if (!Spec.Partial.empty()) {
+      // A partial grad (ZeRO-1) holds this rank's contribution: its sum
+      // over the partial axes is the gradient (not in comm_bytes).
+      Expected<const CommGroup *> G = E.comm().group(E.mesh(), Spec.Partial);
+      if (!G.ok())
+        return G.status();
+      Summed.resize(Local * Elem);
+      WEFT_RETURN_IF_ERROR(
+          E.comm().allReduce(**G, Grad, Summed.data(), Local, P.Type));
+      Grad = Summed.data();
+    }
     All.resize(Local * size_t(N) * Elem);
     WEFT_RETURN_IF_ERROR(
-        E.comm().allGather(**W, E.grad(I), All.data(), Local, P.Type));
+        E.comm().allGather(**W, Grad, All.data(), Local, P.Type));
     if (E.rank() != 0)
       continue;
     Globals[I].assign(size_t(numElements(Spec.Place.Global)) * Elem, 0);

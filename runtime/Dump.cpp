@@ -113,6 +113,8 @@ std::string dumpProgram(const Program &P) {
       OS << "  offset=" << B.Offset;
     else
       OS << "  " << P.Params[B.Param].Name;
+    for (size_t A = 0; A < B.Partial.size(); ++A)
+      OS << (A ? "," : "  partial=") << B.Partial[A];
     OS << "\n";
   }
   OS << "instructions: " << P.Instructions.size() << " (loss = buffer "

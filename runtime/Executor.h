@@ -114,6 +114,12 @@ private:
     size_t ZeroBytes = 0;
     int64_t GatherCount = 0; // adamw with shard_axes: all-gather the param
     void *GatherBase = nullptr;
+    // adamw with shard_axes on a partial grad: reduce-scatter it into
+    // CommScratch (the kernel's grad) first.
+    int64_t ScatterCount = 0;
+    const void *ScatterFrom = nullptr;
+    int ScatterKey = -1;
+    double ScatterBytes = 0;
     int Request = -1; // async all_reduce/all_gather: its slot in Requests
   };
   Status planMeshSteps();

@@ -9,7 +9,8 @@
 //    rank's first global position (the grad zeroes the table first);
 //  - adamw with `shard_axes`: the kernel sees the rank's contiguous block
 //    of the param (and of a full-size grad), then the param is all-gathered
-//    in place over shard_axes.
+//    in place over shard_axes. A grad `partial` over shard_axes (ZeRO-1) is
+//    first reduce-scattered into the scratch buffer, the kernel's grad.
 // All-gather/reduce-scatter along dim > 0 pack through one scratch buffer,
 // sized at load by the largest such collective: no allocation per step.
 //
@@ -175,10 +176,19 @@ Status Executor::planMeshSteps() {
       WEFT_RETURN_IF_ERROR(Group(A.ShardAxes));
       int64_t Full = BI.In[0].Numel, Block = Full / S.Group->Size;
       int64_t First = int64_t(S.Group->Rank) * Block;
+      double C = S.Group->Size;
+      // Validated: a partial grad is full-size, partial over shard_axes.
+      const bool Partial = !BI.In[1].Spec->Partial.empty();
+      if (Partial) {
+        S.ScatterFrom = BI.In[1].Data;
+        S.ScatterCount = Block;
+        S.ScatterKey = commKey("reduce_scatter", A.ShardAxes);
+        S.ScatterBytes = (C - 1) / C * double(Full) * double(E);
+        Scratch = std::max(Scratch, size_t(Block) * E);
+      }
       S.GatherBase = BI.In[0].Data;
       S.GatherCount = Block;
       S.Key = commKey("all_gather", A.ShardAxes);
-      double C = S.Group->Size;
       S.Bytes = (C - 1) / C * double(Full) * double(E);
       auto Narrow = [&](TensorRef &T, bool Offset) {
         if (Offset)
@@ -189,7 +199,7 @@ Status Executor::planMeshSteps() {
       };
       bool FullGrad = BI.In[1].Numel == Full;
       Narrow(BI.In[0], true);
-      Narrow(BI.In[1], FullGrad);
+      Narrow(BI.In[1], FullGrad && !Partial); // partial: CommScratch, below
       Narrow(BI.Out[0], true);
       break;
     }
@@ -205,6 +215,9 @@ Status Executor::planMeshSteps() {
                            " bytes of collective scratch");
     CommScratchBytes = Scratch;
   }
+  for (size_t K = 0; K < Bound.size(); ++K)
+    if (Steps[K].ScatterCount)
+      Bound[K].In[1].Data = CommScratch;
   return Status::success();
 }
 
@@ -278,6 +291,11 @@ Status Executor::preStep(size_t K) {
   }
   if (S.ZeroFirst)
     std::memset(S.ZeroFirst, 0, S.ZeroBytes);
+  if (S.ScatterCount) {
+    CommTotals[size_t(S.ScatterKey)] += S.ScatterBytes;
+    return Comm->reduceScatter(*S.Group, S.ScatterFrom, CommScratch,
+                               size_t(S.ScatterCount), Prog.Type);
+  }
   return Status::success();
 }
 

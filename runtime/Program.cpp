@@ -321,6 +321,15 @@ Status parseBuffer(const json &J, size_t I, BufferSpec &B) {
           " (expected input, param, grad, adam_m, adam_v or arena)");
     WEFT_RETURN_IF_ERROR(getInt(J, "param", Ctx, B.Param));
   }
+  if (J.contains("partial")) {
+    if (B.Kind != BufferKind::Grad)
+      return Status::error("field 'partial' in " + Ctx + " (" + Kind +
+                           ") is only allowed on grad buffers");
+    WEFT_RETURN_IF_ERROR(getAxes(J, "partial", Ctx, B.Partial));
+    if (B.Partial.empty())
+      return Status::error("field 'partial' in " + Ctx +
+                           " names no axes (omit it instead)");
+  }
   return Status::success();
 }
 

@@ -145,6 +145,9 @@ struct BufferSpec {
   /// the param's layout (grad/adam) or replicated.
   bool HasLayout = false;
   Layout Place;
+  /// Version 2, grad buffers: the buffer holds this rank's unreduced
+  /// contribution; the gradient is its sum over these axes' group.
+  AxesList Partial;
   int64_t numel() const { return numElements(Dims); }
   int64_t bytes() const { return numel() * int64_t(dtypeBytes(Type)); }
 };

@@ -12,6 +12,13 @@ namespace weft {
 
 namespace {
 
+std::string axesList(const AxesList &A) {
+  std::string R = "[";
+  for (size_t K = 0; K < A.size(); ++K)
+    R += (K ? "," : "") + A[K];
+  return R + "]";
+}
+
 class InstChecker {
 public:
   InstChecker(const Program &P, const Instruction &I, size_t Index)
@@ -208,6 +215,17 @@ Status InstChecker::checkShardedAdamW() const {
                   " elements, expected the param's block of " +
                   std::to_string(Block) + " (" + std::to_string(Par.numel()) +
                   " / " + std::to_string(C) + " shards)");
+  if (!in(1).Partial.empty()) {
+    if (in(1).Partial != I.Attrs.ShardAxes)
+      return fail(name(true, 1) + " (grad) is partial over " +
+                  axesList(in(1).Partial) + ", expected shard_axes " +
+                  axesList(I.Attrs.ShardAxes) +
+                  " (it is reduce-scattered over them)");
+    if (in(1).numel() != Par.numel())
+      return fail(name(true, 1) + " (grad) is partial and has " +
+                  std::to_string(in(1).numel()) + " elements, expected " +
+                  std::to_string(Par.numel()) + " (the param)");
+  }
   if (in(1).numel() != Par.numel() && in(1).numel() != Block)
     return fail(name(true, 1) + " (grad) has " +
                 std::to_string(in(1).numel()) + " elements, expected " +
@@ -495,6 +513,10 @@ Status InstChecker::run() {
                   "," + std::to_string(I.In[3]) + "]");
     if (!I.Attrs.ShardAxes.empty())
       return checkShardedAdamW();
+    if (!in(1).Partial.empty())
+      return fail(name(true, 1) + " (grad) is partial over " +
+                  axesList(in(1).Partial) +
+                  "; only adamw with those shard_axes reduces it");
     for (size_t K = 1; K < 4; ++K)
       WEFT_RETURN_IF_ERROR(shapeIs(true, K, in(0).Dims));
     return Status::success();

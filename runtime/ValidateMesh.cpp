@@ -76,6 +76,22 @@ Status checkLayouts(const Program &P) {
     if (B.Kind == BufferKind::Arena)
       continue;
     WEFT_RETURN_IF_ERROR(checkLayout(P.Devices, B.Place, B.Dims, Ctx));
+    for (size_t K = 0; K < B.Partial.size(); ++K) {
+      const std::string &A = B.Partial[K];
+      if (P.Devices.axisIndex(A) < 0)
+        return Status::error(Ctx + ": partial names axis '" + A +
+                             "', not an axis of the mesh " +
+                             P.Devices.describe());
+      for (size_t J = 0; J < K; ++J)
+        if (B.Partial[J] == A)
+          return Status::error(Ctx + ": partial names axis '" + A +
+                               "' twice");
+      for (const AxesList &D : B.Place.Sharding)
+        for (const std::string &U : D)
+          if (U == A)
+            return Status::error(Ctx + ": partial over axis '" + A +
+                                 "', which also shards it");
+    }
     if (B.Kind == BufferKind::Input) {
       if (B.Place.Blocks != std::vector<int64_t>{1, 1})
         return Status::error(Ctx + ": inputs take no blocks");
@@ -102,9 +118,10 @@ Status checkLayouts(const Program &P) {
     const BufferSpec &A = P.Buffers[It->second];
     if (A.Dims != B.Dims || A.Place.Global != B.Place.Global ||
         A.Place.Sharding != B.Place.Sharding ||
-        A.Place.Blocks != B.Place.Blocks)
+        A.Place.Blocks != B.Place.Blocks || A.Partial != B.Partial)
       return Status::error(Ctx + " " + shapeString(B.Dims) +
-                           " differs in shape or layout from buffers[" +
+                           " differs in shape, layout or partial axes "
+                           "from buffers[" +
                            std::to_string(It->second) + "] " +
                            shapeString(A.Dims) + ", the same " +
                            bufferKindName(B.Kind) + " tensor");

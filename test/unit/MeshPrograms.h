@@ -11,7 +11,10 @@
 // the head is also split over dp on dim 0 and all-gathered before each use
 // (forward and backward), independent compute (the embedding, the dW
 // matmul) between the gather and its consumer; AsyncGather makes those
-// gathers async.
+// gathers async. With Zero1Partial both params are ZeRO-1 in the
+// reduce-scatter form: each grad buffer is full-size and `partial` over dp
+// (written by the local matmul / embedding_grad, no gradient all_reduce),
+// m/v split over dp on dim 0, adamw with shard_axes [dp].
 //
 // asyncOverwriteProgram: an async all_reduce (or all_gather) whose next
 // instruction writes another arena buffer over its input's bytes (the
@@ -37,6 +40,7 @@ struct MeshTinyConfig {
   bool AsyncGrads = false; // the gradient all_reduces over dp are async
   bool Zero3 = false;       // head: param, grad, m, v split over dp on dim 0
   bool AsyncGather = false; // Zero3: the head's gathers are async
+  bool Zero1Partial = false; // both params: partial grads, m/v split over dp
 };
 
 inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
@@ -82,8 +86,11 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
   // wte [V,D], replicated; ZeRO-1 splits m/v over dp.
   int64_t Wte = State("param", 0, {C.V, C.D}, {C.V, C.D}, Rep2, {1, 1});
   int64_t WteG = State("grad", 0, {C.V, C.D}, {C.V, C.D}, Rep2, {1, 1});
-  Shape OptWte = C.Zero1 ? Shape{C.V / C.Dp, C.D} : Shape{C.V, C.D};
-  json OptWteS = C.Zero1 ? json{{"dp"}, json::array()} : Rep2;
+  if (C.Zero1Partial)
+    Buffers[size_t(WteG)]["partial"] = {"dp"};
+  const bool SplitWte = C.Zero1 || C.Zero1Partial;
+  Shape OptWte = SplitWte ? Shape{C.V / C.Dp, C.D} : Shape{C.V, C.D};
+  json OptWteS = SplitWte ? json{{"dp"}, json::array()} : Rep2;
   int64_t WteM = State("adam_m", 0, OptWte, {C.V, C.D}, OptWteS, {1, 1});
   int64_t WteV = State("adam_v", 0, OptWte, {C.V, C.D}, OptWteS, {1, 1});
   // head [D,V] split over tp on dim 1; ZeRO-2 splits grad/m/v over dp.
@@ -91,12 +98,17 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
   json HeadB = {1, C.HeadBlocks};
   // ZeRO-3 splits the param too.
   const bool ShardW = C.Zero2 || C.Zero3;
-  Shape OptW = ShardW ? Shape{C.D / C.Dp, Vl} : Shape{C.D, Vl};
-  json OptWS = ShardW ? json{{"dp"}, {"tp"}} : HeadS;
+  const bool SplitW = ShardW || C.Zero1Partial;
+  Shape OptW = SplitW ? Shape{C.D / C.Dp, Vl} : Shape{C.D, Vl};
+  json OptWS = SplitW ? json{{"dp"}, {"tp"}} : HeadS;
   Shape WLocal = C.Zero3 ? OptW : Shape{C.D, Vl};
   json WS = C.Zero3 ? OptWS : HeadS;
   int64_t W = State("param", 1, WLocal, {C.D, C.V}, WS, HeadB);
-  int64_t WG = State("grad", 1, OptW, {C.D, C.V}, OptWS, HeadB);
+  int64_t WG = C.Zero1Partial
+                   ? State("grad", 1, {C.D, Vl}, {C.D, C.V}, HeadS, HeadB)
+                   : State("grad", 1, OptW, {C.D, C.V}, OptWS, HeadB);
+  if (C.Zero1Partial)
+    Buffers[size_t(WG)]["partial"] = {"dp"};
   int64_t WM = State("adam_m", 1, OptW, {C.D, C.V}, OptWS, HeadB);
   int64_t WV = State("adam_v", 1, OptW, {C.D, C.V}, OptWS, HeadB);
 
@@ -126,21 +138,23 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
      {{"denominator", Den}});
   Op("slice", {DLogits}, {DLogitsL}, {{"axes", {"tp"}}, {"dim", 2}});
   const int64_t WBwd = C.Zero3 ? Gather() : W; // gathered again
-  Op("matmul", {X, DLogitsL}, {DWp}, {{"transpose_a", true}});
+  Op("matmul", {X, DLogitsL}, {C.Zero1Partial ? WG : DWp},
+     {{"transpose_a", true}});
   if (ShardW)
     Op("reduce_scatter", {DWp}, {WG}, {{"axes", {"dp"}}, {"dim", 0}});
-  else
+  else if (!C.Zero1Partial) // partial: adamw reduce-scatters it
     Op("all_reduce", {DWp}, {WG}, {{"axes", {"dp"}}, {"async", C.AsyncGrads}});
   Op("matmul", {DLogitsL, WBwd}, {DXp}, {{"transpose_b", true}});
   Op("all_reduce", {DXp}, {DX}, {{"axes", {"tp"}}});
-  Op("embedding_grad", {DX, Tokens}, {DWteP});
-  Op("all_reduce", {DWteP}, {WteG},
-     {{"axes", {"dp"}}, {"async", C.AsyncGrads}});
+  Op("embedding_grad", {DX, Tokens}, {C.Zero1Partial ? WteG : DWteP});
+  if (!C.Zero1Partial)
+    Op("all_reduce", {DWteP}, {WteG},
+       {{"axes", {"dp"}}, {"async", C.AsyncGrads}});
   int64_t OptBegin = int64_t(Insts.size());
   json A0 = {{"weight_decay", true}}, A1 = {{"weight_decay", true}};
-  if (C.Zero1)
+  if (C.Zero1 || C.Zero1Partial)
     A0["shard_axes"] = {"dp"};
-  if (C.Zero2 && !C.Zero3)
+  if ((C.Zero2 && !C.Zero3) || C.Zero1Partial)
     A1["shard_axes"] = {"dp"};
   Op("adamw", {Wte, WteG, WteM, WteV}, {Wte, WteM, WteV}, A0);
   Op("adamw", {W, WG, WM, WV}, {W, WM, WV}, A1);

@@ -225,6 +225,69 @@ TEST(MeshLoader, RefusesInconsistentShardsAndCollectives) {
       << loadError(Bad);
 }
 
+TEST(MeshLoader, RefusesMisplacedPartialGradients) {
+  MeshTinyConfig Cfg;
+  Cfg.Dp = Cfg.Tp = 2;
+  Cfg.Zero1Partial = true;
+  nlohmann::json J = meshTinyProgram(Cfg);
+  EXPECT_EQ(loadError(J), "");
+  // Buffers: 2 wte, 3 its grad (partial over dp), 7 the head's grad.
+  auto Expect = [&](const nlohmann::json &Bad, const std::string &Want) {
+    EXPECT_NE(loadError(Bad).find(Want), std::string::npos) << loadError(Bad);
+  };
+  nlohmann::json Bad = J;
+  Bad["buffers"][2]["partial"] = {"dp"};
+  Expect(Bad, "field 'partial' in buffers[2] (param) is only allowed on grad "
+              "buffers");
+  Bad = J;
+  Bad["buffers"][3]["partial"] = {"pp"};
+  Expect(Bad, "partial names axis 'pp', not an axis of the mesh dp=2 x tp=2");
+  Bad = J;
+  Bad["buffers"][3]["partial"] = nlohmann::json::array();
+  Expect(Bad, "names no axes");
+  Bad = J;
+  Bad["buffers"][3]["partial"] = {"tp"};
+  Expect(Bad, "(grad) is partial over [tp], expected shard_axes [dp]");
+  Bad = J;
+  Bad["buffers"][7]["partial"] = {"tp"};
+  Expect(Bad, "partial over axis 'tp', which also shards it");
+  // Plain data parallelism: an unsharded adamw cannot reduce it.
+  Cfg.Zero1Partial = false;
+  Bad = meshTinyProgram(Cfg);
+  Bad["buffers"][3]["partial"] = {"dp"};
+  Expect(Bad, "(buffer 3) (grad) is partial over [dp]; only adamw with those "
+              "shard_axes reduces it");
+}
+
+TEST(MeshLoader, PartialGradientsOnOneRankTrainLikeTheV1Program) {
+  auto One = Executor::create(
+      parseProgramJson(tinyProgram("f32", 4, 4, 16, 8).payload()).take());
+  ASSERT_TRUE(One.ok());
+  MeshTinyConfig Cfg;
+  Cfg.Zero1Partial = true;
+  auto Mesh = makeExec(meshTinyProgram(Cfg), nullptr);
+  ASSERT_TRUE(Mesh);
+  std::vector<uint16_t> Toks(500);
+  for (size_t I = 0; I < Toks.size(); ++I)
+    Toks[I] = uint16_t((I * 5 + 1) % 16);
+  TokenData D = TokenData::fromTokens(Toks, 16, 4).take();
+  TrainOptions O;
+  O.Steps = 5;
+  (*One)->initParams(5);
+  Mesh->initParams(5);
+  auto A = train(**One, D, O), B = train(*Mesh, D, O);
+  ASSERT_TRUE(A.ok() && B.ok()) << A.message() << B.message();
+  for (size_t I = 0; I < 5; ++I)
+    EXPECT_NEAR((*A)[I].Loss, (*B)[I].Loss, 1e-5) << I;
+  for (size_t P = 0; P < 2; ++P)
+    for (int64_t I = 0; I < (*One)->stateSpec(P, BufferKind::Param).numel();
+         ++I)
+      ASSERT_NEAR(Mesh->paramElement(P, I), (*One)->paramElement(P, I), 1e-6)
+          << "param " << P << " element " << I;
+  for (auto &[K, V] : Mesh->commBytes())
+    EXPECT_EQ(V, 0) << K; // groups of one send nothing
+}
+
 TEST(MeshLoader, OneByOneMeshTrainsLikeTheV1Program) {
   auto One = Executor::create(
       parseProgramJson(tinyProgram("f32", 4, 4, 16, 8).payload()).take());
