@@ -204,6 +204,16 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
         if (shape[0] % (c * blocks[0]) == 0) {
           ShardingAttr s = toAttr(storage, blocks);
           p->setAttr("weft.state_storage", s);
+          if (zeroStage == 1) {
+            // ZeRO-1 keeps whole gradients, unreduced: each rank's own
+            // contribution, reduce-scattered into the optimizer's block
+            // (the same bytes as data parallelism's all-reduce).
+            SmallVector<SmallVector<StringRef>> refs;
+            for (const auto &axes : dims)
+              refs.emplace_back(axes.begin(), axes.end());
+            p->setAttr("weft.grad_storage",
+                       ShardingAttr::get(&getContext(), refs, {"dp"}, blocks));
+          }
           if (zeroStage >= 2)
             p->setAttr("weft.grad_storage", s);
           if (zeroStage >= 3)

@@ -109,6 +109,12 @@ void addLayout(json::Object &entry, ArrayRef<int64_t> globalShape,
   entry["global_shape"] = json::Array(globalShape);
   entry["sharding"] = shardingDims(s, globalShape.size());
   entry["blocks"] = shardingBlocks(s, globalShape.size());
+  if (!s.partialAxes().empty()) {
+    json::Array partial;
+    for (StringRef a : s.partialAxes())
+      partial.push_back(a.str());
+    entry["partial"] = std::move(partial);
+  }
 }
 
 class ProgramWriter {

@@ -122,6 +122,8 @@ private:
     //    axis on a dim, all-reduce otherwise.
     SmallVector<StringRef> allReduceAxes;
     for (StringRef p : from.partialAxes()) {
+      if (llvm::is_contained(to.partialAxes(), p))
+        continue; // stays a pending sum (ZeRO-1's unreduced gradients)
       std::optional<int64_t> scatterDim;
       for (size_t d = 0; d < dims.size(); ++d) {
         auto want = to.axesOf(d);

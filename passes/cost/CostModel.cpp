@@ -214,16 +214,9 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
       dpComm = ar;
       window = lastBwd; // gradients are final only in the last micro-batch
       r.collectives.push_back(
-          {"all_reduce", "dp", dpTierName, "gradients", gradBytes, 1, ar});
-      if (l.zero == 1) {
-        // weft's ZeRO-1 keeps whole gradients (all-reduced) and all-gathers
-        // the updated parameter shards after the optimizer: 1.5x the bytes
-        // of plain DP (DeepSpeed reduce-scatters instead: 1x).
-        dpComm += gather;
-        r.collectives.push_back({"all_gather", "dp", dpTierName,
-                                 "ZeRO-1: updated parameters", gradBytes, 1,
-                                 gather});
-      }
+          {l.zero == 0 ? "all_reduce" : "reduce_scatter+all_gather", "dp",
+           dpTierName, l.zero == 0 ? "gradients" : "ZeRO-1: grads, params",
+           gradBytes, 1, ar});
     } else if (l.zero == 2) {
       dpComm = m * gather + gather;
       window = m * lastBwd;
