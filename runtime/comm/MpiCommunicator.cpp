@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/ShmAllReduce.h"
 #include "runtime/comm/MpiTypes.h"
 
 #include <malloc.h>
@@ -74,6 +75,7 @@ public:
   MpiCommunicator(bool Owns, int Rank, int Size)
       : OwnsMpi(Owns), WorldRank(Rank), WorldSize(Size) {}
   ~MpiCommunicator() override {
+    ShmByComm.clear(); // shared windows go before their communicators
     for (auto &[Axes, G] : Groups) {
       MPI_Comm C = comm(G);
       if (C != MPI_COMM_WORLD && C != MPI_COMM_SELF && C != MPI_COMM_NULL)
@@ -131,6 +133,20 @@ public:
 
   Status allReduce(const CommGroup &G, const void *Send, void *Recv,
                    size_t Count, DType T) override {
+    // Large float messages within one node: the zero-copy path
+    // (ShmAllReduce.h). Every rank of the group takes the same branch.
+    if (Count * dtypeBytes(T) >= kShmMinBytes &&
+        (T == DType::F32 || T == DType::F64) && !std::getenv("WEFT_NO_SHM")) {
+      auto &Shm = ShmByComm[comm(G)];
+      if (!Shm) {
+        auto Made = ShmAllReduce::create(comm(G));
+        if (!Made.ok())
+          return Made.status();
+        Shm.reset(*Made);
+      }
+      if (Shm->usable())
+        return Shm->run(Send, Recv, Count, T);
+    }
     // In chunks (chunkElements).
     const size_t E = dtypeBytes(T), Chunk = chunkElements(T);
     for (size_t Off = 0; Off < Count; Off += Chunk) {
@@ -284,6 +300,8 @@ public:
   }
 
 private:
+  static constexpr size_t kShmMinBytes = size_t(4) << 20;
+  std::map<MPI_Comm, std::unique_ptr<ShmAllReduce>> ShmByComm;
   bool OwnsMpi;
   int WorldRank, WorldSize;
   std::map<std::pair<std::string, AxesList>, CommGroup> Groups;

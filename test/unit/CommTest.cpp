@@ -88,6 +88,38 @@ TEST(MpiTypes, EveryDTypeHasARow) {
 #endif
 }
 
+// Messages of 4 MiB and more within a node take the zero-copy shared-window
+// path (runtime/comm/ShmAllReduce.h): f32 and f64, in and out of place, a
+// count that does not split evenly over the ranks.
+TEST(Comm, LargeAllReduceMatchesASerialReference) {
+  NEED_RANKS(0);
+  const int N = World->size(), R = World->rank();
+  const CommGroup &G = worldGroup();
+  const int64_t Count = (int64_t(3) << 20) + 7; // 12 MiB of f32
+  std::vector<float> X(Count), Y(Count);
+  for (int64_t I = 0; I < Count; ++I)
+    X[I] = value(R, I % 1000) + float(I % 7);
+  ASSERT_TRUE(World->allReduce(G, X.data(), Y.data(), Count, DType::F32).ok());
+  for (int64_t I = 0; I < Count; I += 997) {
+    float Want = 0;
+    for (int Q = 0; Q < N; ++Q)
+      Want += value(Q, I % 1000) + float(I % 7);
+    ASSERT_NEAR(Y[I], Want, 1e-4f * (1 + std::abs(Want))) << I;
+  }
+  ASSERT_EQ(Y[Count - 1], Y[Count - 1]); // last element written
+  std::vector<float> Z = X;
+  ASSERT_TRUE(World->allReduce(G, Z.data(), Z.data(), Count, DType::F32).ok());
+  EXPECT_EQ(Y, Z);
+  std::vector<double> D(Count), E(Count);
+  for (int64_t I = 0; I < Count; ++I)
+    D[I] = double(R + 1) * double(I);
+  ASSERT_TRUE(World->allReduce(G, D.data(), E.data(), Count, DType::F64).ok());
+  double Scale = double(N) * double(N + 1) / 2;
+  for (int64_t I = 0; I < Count; I += 1009)
+    ASSERT_EQ(E[I], Scale * double(I)) << I;
+  ASSERT_EQ(E[Count - 1], Scale * double(Count - 1));
+}
+
 TEST(Comm, CollectivesMatchASerialReference) {
   NEED_RANKS(0);
   const int N = World->size(), R = World->rank();
