@@ -54,17 +54,16 @@ SmallVector<Collective> collectivesOf(ModuleOp module) {
       if (auto axes = adam->getAttrOfType<ArrayAttr>("shard_axes")) {
         auto p = adam.getParam().getDefiningOp<ParamOp>();
         // ZeRO-1: the unreduced gradient is reduce-scattered into the block.
-        auto grad = p->getAttrOfType<ShardingAttr>("weft.grad_storage_sharding");
+        auto grad =
+            p->getAttrOfType<ShardingAttr>("weft.grad_storage_sharding");
         if (grad && !grad.partialAxes().empty())
-          out.push_back({"reduce_scatter", joinAxes(namesOf(axes)),
-                         ("ZeRO-1: gradient of " + p.getName()).str(),
-                         [&] {
-                           int64_t c = mesh.count(namesOf(axes));
-                           return c > 1 ? (c - 1) *
-                                              bytesOf(adam.getParam().getType()) /
-                                              c
-                                        : 0;
-                         }()});
+          out.push_back(
+              {"reduce_scatter", joinAxes(namesOf(axes)),
+               ("ZeRO-1: gradient of " + p.getName()).str(), [&] {
+                 int64_t c = mesh.count(namesOf(axes));
+                 return c > 1 ? (c - 1) * bytesOf(adam.getParam().getType()) / c
+                              : 0;
+               }()});
         add("all_gather", axes, bytesOf(adam.getParam().getType()),
             ("ZeRO: updated shards of " + p.getName()).str());
       }

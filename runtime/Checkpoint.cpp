@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <map>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace fs = std::filesystem;
@@ -36,8 +36,8 @@ writeState(const Executor &E, const std::string &Path,
   std::vector<TensorToWrite> Tensors;
   for (auto [Get, Suffix] : Parts)
     for (size_t I = 0; I < P.Params.size(); ++I) {
-      BufferKind K = Get == &Executor::param  ? BufferKind::Param
-                     : Get == &Executor::grad ? BufferKind::Grad
+      BufferKind K = Get == &Executor::param   ? BufferKind::Param
+                     : Get == &Executor::grad  ? BufferKind::Grad
                      : Get == &Executor::adamM ? BufferKind::AdamM
                                                : BufferKind::AdamV;
       Tensors.push_back({P.Params[I].Name + Suffix, P.Type,
@@ -164,7 +164,8 @@ Expected<ShardedCheckpoint> readSharded(const fs::path &Dir) {
   std::string Where = (Dir / "layout.json").string();
   if (J.is_discarded() || !J.is_object() || !J.contains("mesh") ||
       !J.contains("tensors") || !J["tensors"].is_object())
-    return Status::error("'" + Where + "' must be {\"mesh\": ..., \"tensors\": "
+    return Status::error("'" + Where +
+                         "' must be {\"mesh\": ..., \"tensors\": "
                          "{...}}");
   try {
     C.Saved.Axes = J["mesh"]["axes"].get<AxesList>();
@@ -180,8 +181,8 @@ Expected<ShardedCheckpoint> readSharded(const fs::path &Dir) {
   std::error_code EC;
   for (int64_t R = 0; R < C.Saved.size(); ++R)
     for (const char *Kind : {"model", "optimizer"}) {
-      fs::path F =
-          Dir / (std::string(Kind) + "-rank" + std::to_string(R) + ".safetensors");
+      fs::path F = Dir / (std::string(Kind) + "-rank" + std::to_string(R) +
+                          ".safetensors");
       if (!fs::exists(F, EC)) {
         if (std::string(Kind) == "model")
           return Status::error("sharded checkpoint '" + Dir.string() +
@@ -199,8 +200,8 @@ Expected<ShardedCheckpoint> readSharded(const fs::path &Dir) {
 }
 
 /// Assembles the global tensor Name (Type elements) from the rank files.
-Status assemble(const ShardedCheckpoint &C, const std::string &Name,
-                DType Type, std::vector<char> &Global, Shape &GlobalDims) {
+Status assemble(const ShardedCheckpoint &C, const std::string &Name, DType Type,
+                std::vector<char> &Global, Shape &GlobalDims) {
   auto It = C.Layouts.find(Name);
   if (It == C.Layouts.end())
     return Status::error("layout.json has no tensor '" + Name + "'");
@@ -282,8 +283,8 @@ Expected<int64_t> loadSharded(Executor &E, const fs::path &Dir) {
   Shape Dims;
   for (const Entry &En : entries(P, HasOptimizer)) {
     if (!C->Layouts.count(En.Name))
-      return Status::error("checkpoint '" + Dir.string() +
-                           "' has no tensor '" + En.Name + "'");
+      return Status::error("checkpoint '" + Dir.string() + "' has no tensor '" +
+                           En.Name + "'");
     WEFT_RETURN_IF_ERROR(assemble(*C, En.Name, P.Type, Global, Dims));
     WEFT_RETURN_IF_ERROR(place(E, En, Global, Dims, En.Name));
   }
@@ -309,9 +310,9 @@ Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step) {
     S = writeState(E, Dir + "/model-rank" + R + ".safetensors",
                    {{&Executor::param, ""}});
   if (S.ok())
-    S = writeState(E, Dir + "/optimizer-rank" + R + ".safetensors",
-                   {{&Executor::adamM, ".exp_avg"},
-                    {&Executor::adamV, ".exp_avg_sq"}});
+    S = writeState(
+        E, Dir + "/optimizer-rank" + R + ".safetensors",
+        {{&Executor::adamM, ".exp_avg"}, {&Executor::adamV, ".exp_avg_sq"}});
   if (S.ok() && E.rank() == 0) {
     const Program &P = E.program();
     json Tensors = json::object();
@@ -423,11 +424,10 @@ Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path) {
     Found F = lookup(Files, En.Name);
     if (!F.Tensor) {
       if (En.Kind == BufferKind::Param)
-        return Status::error("checkpoint '" + Path +
-                             "' has no tensor for parameter '" + En.Name +
-                             "' (shape " +
-                             shapeString(P.Params[En.Param].Place.Global) +
-                             ")");
+        return Status::error(
+            "checkpoint '" + Path + "' has no tensor for parameter '" +
+            En.Name + "' (shape " +
+            shapeString(P.Params[En.Param].Place.Global) + ")");
       return Status::error("checkpoint '" + Path +
                            "' has optimizer state but no tensor '" + En.Name +
                            "'");

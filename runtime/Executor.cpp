@@ -38,9 +38,9 @@ Executor::create(Program P, std::unique_ptr<Backend> B, Communicator *Comm) {
     return Status::error(
         "world size " + std::to_string(Comm->size()) +
         " is not the mesh product " +
-        (P.Devices.Axes.empty() ? std::string("(no mesh) = 1")
-                                : P.Devices.describe() + " = " +
-                                      std::to_string(Product)));
+        (P.Devices.Axes.empty()
+             ? std::string("(no mesh) = 1")
+             : P.Devices.describe() + " = " + std::to_string(Product)));
   if (!B)
     B = createCpuBackend(P.Type);
   std::unique_ptr<Executor> E(new Executor(std::move(P), std::move(B)));
@@ -77,8 +77,8 @@ Status Executor::bind() {
       GlobalSeq = B.Place.Global[1];
       BatchOffset = Prog.Devices.shardIndex(Comm->rank(), B.Place.Sharding[0]) *
                     LocalBatch;
-      SeqOffset = Prog.Devices.shardIndex(Comm->rank(), B.Place.Sharding[1]) *
-                  LocalSeq;
+      SeqOffset =
+          Prog.Devices.shardIndex(Comm->rank(), B.Place.Sharding[1]) * LocalSeq;
     } else if (B.Kind != BufferKind::Arena) {
       StateSpecs[size_t(B.Param)][stateSlot(B.Kind)] = B;
     }
@@ -189,11 +189,12 @@ void Executor::initParams(uint64_t Seed) {
       char *Out = static_cast<char *>(State[P].Param);
       forEachRun(shardMap(Spec.Place, Prog.Devices, Comm->rank()),
                  [&](int64_t L, int64_t G, int64_t Count) {
-                   initParam(Spec, Seed, Prog.Type, Out + L * Elem,
-                             uint64_t(G), uint64_t(Count));
+                   initParam(Spec, Seed, Prog.Type, Out + L * Elem, uint64_t(G),
+                             uint64_t(Count));
                  });
     }
-    for (BufferKind K : {BufferKind::Grad, BufferKind::AdamM, BufferKind::AdamV})
+    for (BufferKind K :
+         {BufferKind::Grad, BufferKind::AdamM, BufferKind::AdamV})
       std::memset(state(P, K), 0, size_t(stateSpec(P, K).numel()) * Elem);
   }
 }

@@ -103,11 +103,11 @@ private:
 
   /// What runs around or instead of a kernel under a mesh (MeshOps.cpp).
   struct MeshStep {
-    const CommGroup *Group = nullptr; // collectives, adamw's gather
-    int Key = -1;                     // into CommKeys
-    double Bytes = 0;                 // per run
+    const CommGroup *Group = nullptr;        // collectives, adamw's gather
+    int Key = -1;                            // into CommKeys
+    double Bytes = 0;                        // per run
     int64_t Outer = 1, Inner = 1, Chunk = 0; // collective along a dim
-    double LossScale = 0;    // cross_entropy with a denominator: post-scale
+    double LossScale = 0;        // cross_entropy with a denominator: post-scale
     const void *DLoss = nullptr; // cross_entropy_grad: scaled into DLossCopy
     double DLossScale = 0;
     void *ZeroFirst = nullptr; // position_embedding_grad: zero the table

@@ -47,8 +47,8 @@ int64_t Mesh::shardIndex(int64_t Rank,
   return S;
 }
 
-std::vector<int64_t>
-Mesh::group(int64_t Rank, const std::vector<std::string> &Names) const {
+std::vector<int64_t> Mesh::group(int64_t Rank,
+                                 const std::vector<std::string> &Names) const {
   std::vector<int64_t> C = coords(Rank);
   int64_t N = count(Names);
   std::vector<int64_t> Out;

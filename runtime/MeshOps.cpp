@@ -15,14 +15,14 @@
 // sized at load by the largest such collective: no allocation per step.
 //
 // An all_reduce or all_gather with `async` only starts
-// (Communicator::iallReduce, iallGather) and is pending until the first later instruction that reads or writes its in or
-// out buffer (same id or overlapping bytes: arena buffers share bytes),
-// which waits for it first, or until the end of the run. After every
-// instruction the pending ones are tested: with a single-threaded rank that
-// is what progresses Open MPI's collectives while it computes. Requests and
-// the pending list are made at load. WEFT_NO_ASYNC=1 runs them blocking, and
-// so does an all_gather that packs through the scratch buffer (a dim > 0
-// with a dim before it larger than 1): the scratch is shared.
+// (Communicator::iallReduce, iallGather) and is pending until the first later
+// instruction that reads or writes its in or out buffer (same id or overlapping
+// bytes: arena buffers share bytes), which waits for it first, or until the end
+// of the run. After every instruction the pending ones are tested: with a
+// single-threaded rank that is what progresses Open MPI's collectives while it
+// computes. Requests and the pending list are made at load. WEFT_NO_ASYNC=1
+// runs them blocking, and so does an all_gather that packs through the scratch
+// buffer (a dim > 0 with a dim before it larger than 1): the scratch is shared.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
@@ -126,9 +126,8 @@ Status Executor::planMeshSteps() {
       S.Chunk = Small[D] * S.Inner;
       if (BI.Op == OpKind::Slice)
         break;
-      S.Key = commKey(BI.Op == OpKind::AllGather ? "all_gather"
-                                                 : "reduce_scatter",
-                      A.Axes);
+      S.Key = commKey(
+          BI.Op == OpKind::AllGather ? "all_gather" : "reduce_scatter", A.Axes);
       S.Bytes = (C - 1) / C * N;
       if (S.Outer > 1)
         Scratch = std::max(Scratch, size_t(N));

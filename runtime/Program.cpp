@@ -227,8 +227,8 @@ Status parseLayout(const json &J, const std::string &Ctx, const Shape &Local,
     L.Sharding.assign(S.size(), {});
     for (size_t D = 0; D < S.size(); ++D) {
       json Wrap = {{"dim", S[D]}};
-      WEFT_RETURN_IF_ERROR(getAxes(Wrap, "dim", Ctx + ".sharding[" +
-                                                    std::to_string(D) + "]",
+      WEFT_RETURN_IF_ERROR(getAxes(Wrap, "dim",
+                                   Ctx + ".sharding[" + std::to_string(D) + "]",
                                    L.Sharding[D]));
     }
   }
@@ -256,8 +256,7 @@ Status parseMesh(const json &Root, Mesh &M) {
   for (size_t I = 0; I < M.Axes.size(); ++I) {
     if (M.Dims[I] < 1 || M.Dims[I] > (1 << 20))
       return Status::error("mesh axis '" + M.Axes[I] + "' has size " +
-                           std::to_string(M.Dims[I]) +
-                           " (expected 1 to 2^20)");
+                           std::to_string(M.Dims[I]) + " (expected 1 to 2^20)");
     if (M.Axes[I].empty() || M.axisIndex(M.Axes[I]) != int(I))
       return Status::error("mesh axis name '" + M.Axes[I] +
                            "' is empty or repeated");
@@ -506,8 +505,7 @@ void resolveLayouts(Program &P) {
         B.Param >= int64_t(P.Params.size()))
       continue;
     const ParamSpec &Par = P.Params[size_t(B.Param)];
-    if (B.Kind == BufferKind::Param ||
-        (!B.HasLayout && B.Dims == Par.Dims))
+    if (B.Kind == BufferKind::Param || (!B.HasLayout && B.Dims == Par.Dims))
       B.Place = Par.Place;
   }
 }

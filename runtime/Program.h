@@ -161,13 +161,13 @@ struct OpAttrs {
   int64_t NumHeads = 0, NumKvHeads = 0;
   std::vector<int64_t> Sizes;
   // Version 2.
-  AxesList Axes;      // collectives and slice
-  int64_t Dim = 0;    // all_gather, reduce_scatter, slice
+  AxesList Axes;           // collectives and slice
+  int64_t Dim = 0;         // all_gather, reduce_scatter, slice
   int64_t Denominator = 0; // cross_entropy(_grad); 0: the local row count
-  AxesList SeqAxes;   // position_embedding(_grad)
-  AxesList ShardAxes; // adamw (ZeRO-1/2)
-  bool Async = false; // all_reduce, all_gather: nonblocking (done before
-                      // its buffers' next use and before the step ends)
+  AxesList SeqAxes;        // position_embedding(_grad)
+  AxesList ShardAxes;      // adamw (ZeRO-1/2)
+  bool Async = false;      // all_reduce, all_gather: nonblocking (done before
+                           // its buffers' next use and before the step ends)
 };
 
 struct Instruction {

@@ -1,4 +1,5 @@
-//===- Shard.h - Local <-> global element indices of sharded tensors -*- C++ -*-===//
+//===- Shard.h - Local <-> global element indices of sharded tensors -*- C++
+//-*-===//
 //
 // docs/program-format.md, "Meshes and shards": a dim of global size G with c
 // shards and b blocks is viewed as [b, G/b]; shard s holds, of every block,

@@ -30,8 +30,8 @@ Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
     int64_t Global = O.StartStep + K;
     auto T0 = std::chrono::steady_clock::now();
     Data.fillBlock(Global, E.globalBatch(), E.globalSeq(), E.batchOffset(),
-                   E.localBatch(),
-                   E.seqOffset(), E.localSeq(), E.tokens(), E.targets());
+                   E.localBatch(), E.seqOffset(), E.localSeq(), E.tokens(),
+                   E.targets());
     E.resetCommBytes();
     StepContext Ctx;
     Ctx.Step = Global + 1;
@@ -101,9 +101,9 @@ void printSummary(std::ostream &OS, const std::vector<StepRecord> &Records,
       "%.1f ms (excluding step 1) | %.0f tok/s | matmul %.1f GFLOP/step, "
       "%.1f GFLOP/s | peak bytes %zu (arena %zu + persistent %zu)\n",
       Records.size(), Records.front().Loss, Records.back().Loss, Mean * 1e3,
-      double(E.globalBatch() * E.globalSeq()) / Mean, E.matmulFlopsPerStep() / 1e9,
-      E.matmulFlopsPerStep() / Mean / 1e9, E.peakBytes(), E.arenaBytes(),
-      E.persistentBytes());
+      double(E.globalBatch() * E.globalSeq()) / Mean,
+      E.matmulFlopsPerStep() / 1e9, E.matmulFlopsPerStep() / Mean / 1e9,
+      E.peakBytes(), E.arenaBytes(), E.persistentBytes());
   OS << Line;
   // Bytes of the last step (every step sends the same).
   auto Comm = E.commBytes();

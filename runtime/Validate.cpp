@@ -227,10 +227,9 @@ Status InstChecker::checkShardedAdamW() const {
                   std::to_string(Par.numel()) + " (the param)");
   }
   if (in(1).numel() != Par.numel() && in(1).numel() != Block)
-    return fail(name(true, 1) + " (grad) has " +
-                std::to_string(in(1).numel()) + " elements, expected " +
-                std::to_string(Par.numel()) + " (the param) or " +
-                std::to_string(Block) + " (its block)");
+    return fail(name(true, 1) + " (grad) has " + std::to_string(in(1).numel()) +
+                " elements, expected " + std::to_string(Par.numel()) +
+                " (the param) or " + std::to_string(Block) + " (its block)");
   return Status::success();
 }
 
@@ -306,8 +305,7 @@ Status InstChecker::run() {
       return fail("out[" + std::to_string(K) + "] buffer id " +
                   std::to_string(I.Out[K]) + " out of range [0, " +
                   std::to_string(P.Buffers.size()) + ")");
-  if (I.Attrs.Async && I.Op != OpKind::AllReduce &&
-      I.Op != OpKind::AllGather)
+  if (I.Attrs.Async && I.Op != OpKind::AllReduce && I.Op != OpKind::AllGather)
     return fail("attrs.async is only allowed on all_reduce and all_gather");
 
   switch (I.Op) {

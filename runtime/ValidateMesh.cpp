@@ -40,11 +40,11 @@ Status checkLayout(const Mesh &M, const Layout &L, const Shape &Local,
     }
     int64_t C = M.count(L.Sharding[D]), B = L.Blocks[D], G = L.Global[D];
     if (B < 1 || G < 1 || G % (B * C) != 0)
-      return Status::error(
-          Ctx + ": dim " + std::to_string(D) + " of global size " +
-          std::to_string(G) + " cannot be split into " + std::to_string(B) +
-          " blocks x " + std::to_string(C) + " shards (over " +
-          axesString(L.Sharding[D]) + ")");
+      return Status::error(Ctx + ": dim " + std::to_string(D) +
+                           " of global size " + std::to_string(G) +
+                           " cannot be split into " + std::to_string(B) +
+                           " blocks x " + std::to_string(C) + " shards (over " +
+                           axesString(L.Sharding[D]) + ")");
     if (Local[D] != G / C)
       return Status::error(Ctx + ": local shape " + shapeString(Local) +
                            " has dim " + std::to_string(D) + " = " +
@@ -60,19 +60,17 @@ Status checkLayout(const Mesh &M, const Layout &L, const Shape &Local,
 
 Status checkLayouts(const Program &P) {
   for (size_t I = 0; I < P.Params.size(); ++I)
-    WEFT_RETURN_IF_ERROR(checkLayout(P.Devices, P.Params[I].Place,
-                                     P.Params[I].Dims,
-                                     "params[" + std::to_string(I) + "] '" +
-                                         P.Params[I].Name + "'"));
+    WEFT_RETURN_IF_ERROR(checkLayout(
+        P.Devices, P.Params[I].Place, P.Params[I].Dims,
+        "params[" + std::to_string(I) + "] '" + P.Params[I].Name + "'"));
   // Buffers of one kind and param are one tensor: same shape and layout.
   std::map<std::pair<int, int64_t>, size_t> First;
   const BufferSpec *Tokens = nullptr;
   for (size_t I = 0; I < P.Buffers.size(); ++I) {
     const BufferSpec &B = P.Buffers[I];
-    std::string Ctx = "buffers[" + std::to_string(I) + "] (" +
-                      bufferKindName(B.Kind) +
-                      (B.Kind == BufferKind::Input ? " '" + B.Name + "'" : "") +
-                      ")";
+    std::string Ctx =
+        "buffers[" + std::to_string(I) + "] (" + bufferKindName(B.Kind) +
+        (B.Kind == BufferKind::Input ? " '" + B.Name + "'" : "") + ")";
     if (B.Kind == BufferKind::Arena)
       continue;
     WEFT_RETURN_IF_ERROR(checkLayout(P.Devices, B.Place, B.Dims, Ctx));
@@ -84,8 +82,7 @@ Status checkLayouts(const Program &P) {
                              P.Devices.describe());
       for (size_t J = 0; J < K; ++J)
         if (B.Partial[J] == A)
-          return Status::error(Ctx + ": partial names axis '" + A +
-                               "' twice");
+          return Status::error(Ctx + ": partial names axis '" + A + "' twice");
       for (const AxesList &D : B.Place.Sharding)
         for (const std::string &U : D)
           if (U == A)
@@ -99,10 +96,10 @@ Status checkLayouts(const Program &P) {
       Shape Global{P.Batch * P.Devices.count(B.Place.Sharding[0]),
                    P.Seq * P.Devices.count(B.Place.Sharding[1])};
       if (B.Place.Global != Local && B.Place.Global != Global)
-        return Status::error(Ctx + ": global shape " +
-                             shapeString(B.Place.Global) + " is neither [batch, seq] = " +
-                             shapeString(Local) + " nor its " +
-                             shapeString(Global) + " over the input's shards");
+        return Status::error(
+            Ctx + ": global shape " + shapeString(B.Place.Global) +
+            " is neither [batch, seq] = " + shapeString(Local) + " nor its " +
+            shapeString(Global) + " over the input's shards");
       if (Tokens && (Tokens->Dims != B.Dims ||
                      Tokens->Place.Sharding != B.Place.Sharding))
         return Status::error(Ctx + " " + shapeString(B.Dims) +

@@ -1,4 +1,5 @@
-//===- Communicator.h - One thin interface over MPI (and later NCCL) -*- C++ -*-===//
+//===- Communicator.h - One thin interface over MPI (and later NCCL) -*- C++
+//-*-===//
 //
 // Collectives run on a group: the ranks of the mesh that differ only on a
 // list of axes (docs/program-format.md, "Meshes and shards"), ordered by
@@ -86,10 +87,10 @@ public:
                             size_t Count, DType T, CommRequest &R) = 0;
   /// Recv (Count elements) = chunk G.Rank of Σ over the group of Send
   /// (G.Size * Count elements).
-  virtual Status reduceScatter(const CommGroup &G, const void *Send,
-                               void *Recv, size_t Count, DType T) = 0;
-  virtual Status broadcast(const CommGroup &G, void *Buf, size_t Count,
-                           DType T, int Root) = 0;
+  virtual Status reduceScatter(const CommGroup &G, const void *Send, void *Recv,
+                               size_t Count, DType T) = 0;
+  virtual Status broadcast(const CommGroup &G, void *Buf, size_t Count, DType T,
+                           int Root) = 0;
   /// Recv (on Root only) = Σ over the group of Send.
   virtual Status reduce(const CommGroup &G, const void *Send, void *Recv,
                         size_t Count, DType T, int Root) = 0;

@@ -31,7 +31,8 @@ public:
     G.Members = TheMesh.Axes.empty() ? std::vector<int64_t>{WorldRank}
                                      : TheMesh.group(WorldRank, Axes);
     G.Size = int(G.Members.size());
-    G.Rank = TheMesh.Axes.empty() ? 0 : int(TheMesh.shardIndex(WorldRank, Axes));
+    G.Rank =
+        TheMesh.Axes.empty() ? 0 : int(TheMesh.shardIndex(WorldRank, Axes));
     return &Groups.emplace(Key, G).first->second;
   }
 
@@ -124,8 +125,8 @@ std::unique_ptr<Communicator> createLocalCommunicator(int Rank, int Size) {
 }
 
 bool launchedByMpi() {
-  for (const char *V : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
-                        "MV2_COMM_WORLD_SIZE"})
+  for (const char *V :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"})
     if (std::getenv(V))
       return true;
   return false;

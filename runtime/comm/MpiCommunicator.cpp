@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/Communicator.h"
-#include "runtime/comm/ShmAllReduce.h"
 #include "runtime/comm/MpiTypes.h"
+#include "runtime/comm/ShmAllReduce.h"
 
 #include <malloc.h>
 
@@ -29,8 +29,8 @@ Status check(int Rc, const char *Call) {
   int Len = 0;
   if (MPI_Error_string(Rc, Msg, &Len) != MPI_SUCCESS)
     Len = std::snprintf(Msg, sizeof(Msg), "error code %d", Rc);
-  return Status::error(std::string(Call) + " failed: " +
-                       std::string(Msg, size_t(Len)));
+  return Status::error(std::string(Call) +
+                       " failed: " + std::string(Msg, size_t(Len)));
 }
 
 Status countFits(size_t Count, const char *Call) {
@@ -115,17 +115,19 @@ public:
       MPI_Comm Sub = MPI_COMM_NULL;
       // Collective over the world: every rank builds groups in the same
       // order (the program's instruction order).
-      WEFT_RETURN_IF_ERROR(check(
-          MPI_Comm_split(MPI_COMM_WORLD, Color, G.Rank, &Sub), "MPI_Comm_split"));
+      WEFT_RETURN_IF_ERROR(
+          check(MPI_Comm_split(MPI_COMM_WORLD, Color, G.Rank, &Sub),
+                "MPI_Comm_split"));
       int SubSize = 0, SubRank = 0;
-      WEFT_RETURN_IF_ERROR(check(MPI_Comm_size(Sub, &SubSize), "MPI_Comm_size"));
-      WEFT_RETURN_IF_ERROR(check(MPI_Comm_rank(Sub, &SubRank), "MPI_Comm_rank"));
+      WEFT_RETURN_IF_ERROR(
+          check(MPI_Comm_size(Sub, &SubSize), "MPI_Comm_size"));
+      WEFT_RETURN_IF_ERROR(
+          check(MPI_Comm_rank(Sub, &SubRank), "MPI_Comm_rank"));
       if (SubSize != G.Size || SubRank != G.Rank)
-        return Status::error("MPI_Comm_split gave rank " +
-                             std::to_string(SubRank) + " of " +
-                             std::to_string(SubSize) + ", expected " +
-                             std::to_string(G.Rank) + " of " +
-                             std::to_string(G.Size));
+        return Status::error(
+            "MPI_Comm_split gave rank " + std::to_string(SubRank) + " of " +
+            std::to_string(SubSize) + ", expected " + std::to_string(G.Rank) +
+            " of " + std::to_string(G.Size));
       G.Native = Sub;
     }
     return &Groups.emplace(Key, G).first->second;
@@ -153,11 +155,11 @@ public:
       size_t N = std::min(Chunk, Count - Off);
       const void *S = Send == Recv ? MPI_IN_PLACE
                                    : static_cast<const char *>(Send) + Off * E;
-      WEFT_RETURN_IF_ERROR(check(MPI_Allreduce(S, static_cast<char *>(Recv) + Off * E,
-                                               int(N), mpi::datatype(T),
-                                               mpi::reduceOp(ReduceOp::Sum),
-                                               comm(G)),
-                                 "MPI_Allreduce"));
+      WEFT_RETURN_IF_ERROR(
+          check(MPI_Allreduce(S, static_cast<char *>(Recv) + Off * E, int(N),
+                              mpi::datatype(T), mpi::reduceOp(ReduceOp::Sum),
+                              comm(G)),
+                "MPI_Allreduce"));
     }
     return Status::success();
   }
@@ -237,8 +239,9 @@ public:
                    size_t Count, DType T) override {
     WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Allgather"));
     MPI_Datatype D = mpi::datatype(T);
-    return check(MPI_Allgather(Send ? Send : MPI_IN_PLACE, Send ? int(Count) : 0,
-                               D, Recv, int(Count), D, comm(G)),
+    return check(MPI_Allgather(Send ? Send : MPI_IN_PLACE,
+                               Send ? int(Count) : 0, D, Recv, int(Count), D,
+                               comm(G)),
                  "MPI_Allgather");
   }
   Status iallGather(const CommGroup &G, const void *Send, void *Recv,
@@ -252,10 +255,10 @@ public:
       St.Handles.resize(1, MPI_REQUEST_NULL);
     St.Started = 0;
     MPI_Datatype D = mpi::datatype(T);
-    WEFT_RETURN_IF_ERROR(check(
-        MPI_Iallgather(Send ? Send : MPI_IN_PLACE, Send ? int(Count) : 0, D,
-                       Recv, int(Count), D, comm(G), &St.Handles[0]),
-        "MPI_Iallgather"));
+    WEFT_RETURN_IF_ERROR(
+        check(MPI_Iallgather(Send ? Send : MPI_IN_PLACE, Send ? int(Count) : 0,
+                             D, Recv, int(Count), D, comm(G), &St.Handles[0]),
+              "MPI_Iallgather"));
     St.Started = 1;
     R.Active = true;
     return Status::success();
@@ -263,10 +266,10 @@ public:
   Status reduceScatter(const CommGroup &G, const void *Send, void *Recv,
                        size_t Count, DType T) override {
     WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Reduce_scatter_block"));
-    return check(MPI_Reduce_scatter_block(Send, Recv, int(Count),
-                                          mpi::datatype(T),
-                                          mpi::reduceOp(ReduceOp::Sum), comm(G)),
-                 "MPI_Reduce_scatter_block");
+    return check(
+        MPI_Reduce_scatter_block(Send, Recv, int(Count), mpi::datatype(T),
+                                 mpi::reduceOp(ReduceOp::Sum), comm(G)),
+        "MPI_Reduce_scatter_block");
   }
   Status broadcast(const CommGroup &G, void *Buf, size_t Count, DType T,
                    int Root) override {
@@ -285,8 +288,9 @@ public:
   Status send(const CommGroup &G, const void *Buf, size_t Count, DType T,
               int Peer, int Tag) override {
     WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Send"));
-    return check(MPI_Send(Buf, int(Count), mpi::datatype(T), Peer, Tag, comm(G)),
-                 "MPI_Send");
+    return check(
+        MPI_Send(Buf, int(Count), mpi::datatype(T), Peer, Tag, comm(G)),
+        "MPI_Send");
   }
   Status recv(const CommGroup &G, void *Buf, size_t Count, DType T, int Peer,
               int Tag) override {
@@ -331,16 +335,18 @@ Expected<std::unique_ptr<Communicator>> createCommunicator() {
   if (Owns) {
     keepFreedMemory();
     int Provided = 0;
-    WEFT_RETURN_IF_ERROR(check(
-        MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &Provided),
-        "MPI_Init_thread"));
+    WEFT_RETURN_IF_ERROR(
+        check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &Provided),
+              "MPI_Init_thread"));
   }
   WEFT_RETURN_IF_ERROR(
       check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
             "MPI_Comm_set_errhandler"));
   int Rank = 0, Size = 1;
-  WEFT_RETURN_IF_ERROR(check(MPI_Comm_rank(MPI_COMM_WORLD, &Rank), "MPI_Comm_rank"));
-  WEFT_RETURN_IF_ERROR(check(MPI_Comm_size(MPI_COMM_WORLD, &Size), "MPI_Comm_size"));
+  WEFT_RETURN_IF_ERROR(
+      check(MPI_Comm_rank(MPI_COMM_WORLD, &Rank), "MPI_Comm_rank"));
+  WEFT_RETURN_IF_ERROR(
+      check(MPI_Comm_size(MPI_COMM_WORLD, &Size), "MPI_Comm_size"));
   return std::unique_ptr<Communicator>(new MpiCommunicator(Owns, Rank, Size));
 }
 

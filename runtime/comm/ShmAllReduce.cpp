@@ -33,17 +33,19 @@ void reduceSlice(const std::vector<char *> &Segments, size_t Lo, size_t Hi,
 Expected<ShmAllReduce *> ShmAllReduce::create(MPI_Comm Group) {
   std::unique_ptr<ShmAllReduce> S(new ShmAllReduce());
   int GroupSize = 0;
-  WEFT_RETURN_IF_ERROR(check(MPI_Comm_size(Group, &GroupSize), "MPI_Comm_size"));
-  WEFT_RETURN_IF_ERROR(check(MPI_Comm_split_type(Group, MPI_COMM_TYPE_SHARED,
-                                                 0, MPI_INFO_NULL, &S->Shm),
+  WEFT_RETURN_IF_ERROR(
+      check(MPI_Comm_size(Group, &GroupSize), "MPI_Comm_size"));
+  WEFT_RETURN_IF_ERROR(check(MPI_Comm_split_type(Group, MPI_COMM_TYPE_SHARED, 0,
+                                                 MPI_INFO_NULL, &S->Shm),
                              "MPI_Comm_split_type"));
   WEFT_RETURN_IF_ERROR(check(MPI_Comm_rank(S->Shm, &S->Rank), "MPI_Comm_rank"));
   WEFT_RETURN_IF_ERROR(check(MPI_Comm_size(S->Shm, &S->Size), "MPI_Comm_size"));
   // Usable only when the whole group shares this node (every rank sees the
   // same answer, so all take the same path).
   int Local = S->Size == GroupSize, All = 0;
-  WEFT_RETURN_IF_ERROR(check(
-      MPI_Allreduce(&Local, &All, 1, MPI_INT, MPI_MIN, Group), "MPI_Allreduce"));
+  WEFT_RETURN_IF_ERROR(
+      check(MPI_Allreduce(&Local, &All, 1, MPI_INT, MPI_MIN, Group),
+            "MPI_Allreduce"));
   S->Usable = All == 1 && GroupSize > 1;
   return S.release();
 }
@@ -65,10 +67,10 @@ Status ShmAllReduce::reserve(size_t Bytes) {
     WEFT_RETURN_IF_ERROR(check(MPI_Win_free(&Win), "MPI_Win_free"));
   }
   void *Base = nullptr;
-  WEFT_RETURN_IF_ERROR(check(MPI_Win_allocate_shared(MPI_Aint(Bytes), 1,
-                                                     MPI_INFO_NULL, Shm, &Base,
-                                                     &Win),
-                             "MPI_Win_allocate_shared"));
+  WEFT_RETURN_IF_ERROR(
+      check(MPI_Win_allocate_shared(MPI_Aint(Bytes), 1, MPI_INFO_NULL, Shm,
+                                    &Base, &Win),
+            "MPI_Win_allocate_shared"));
   WEFT_RETURN_IF_ERROR(
       check(MPI_Win_lock_all(MPI_MODE_NOCHECK, Win), "MPI_Win_lock_all"));
   Segments.assign(Size, nullptr);
@@ -76,8 +78,9 @@ Status ShmAllReduce::reserve(size_t Bytes) {
     MPI_Aint QSize = 0;
     int Disp = 0;
     void *Ptr = nullptr;
-    WEFT_RETURN_IF_ERROR(check(MPI_Win_shared_query(Win, Q, &QSize, &Disp, &Ptr),
-                               "MPI_Win_shared_query"));
+    WEFT_RETURN_IF_ERROR(
+        check(MPI_Win_shared_query(Win, Q, &QSize, &Disp, &Ptr),
+              "MPI_Win_shared_query"));
     Segments[Q] = static_cast<char *>(Ptr);
   }
   Capacity = Bytes;

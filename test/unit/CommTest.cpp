@@ -40,7 +40,7 @@ Communicator *World = nullptr;
     if (!World || World->size() == 1)                                          \
       GTEST_SKIP() << "needs mpirun (world size 1)";                           \
     if ((N) > 0 && World->size() != (N))                                       \
-      GTEST_SKIP() << "needs exactly " << (N) << " ranks, world has "         \
+      GTEST_SKIP() << "needs exactly " << (N) << " ranks, world has "          \
                    << World->size();                                           \
   } while (false)
 
@@ -257,8 +257,8 @@ TEST(Comm, SubCommunicatorsOf2x2) {
   NEED_RANKS(4);
   const Mesh M{{"dp", "tp"}, {2, 2}};
   const int R = World->rank();
-  for (const AxesList &Axes :
-       {AxesList{"dp"}, AxesList{"tp"}, AxesList{"dp", "tp"}, AxesList{"tp", "dp"}}) {
+  for (const AxesList &Axes : {AxesList{"dp"}, AxesList{"tp"},
+                               AxesList{"dp", "tp"}, AxesList{"tp", "dp"}}) {
     auto G = World->group(M, Axes);
     ASSERT_TRUE(G.ok()) << G.message();
     // Gather the world ranks through the sub-communicator itself: they
@@ -316,8 +316,8 @@ void expectTrainsLikeOneRank(const MeshTinyConfig &C) {
   for (size_t I = 0; I < 4; ++I)
     EXPECT_NEAR((*A)[I].Loss, (*B)[I].Loss, 2e-5) << "step " << I;
   for (size_t P = 0; P < 2; ++P) {
-    ShardMap M =
-        shardMap(E->stateSpec(P, BufferKind::Param).Place, E->mesh(), E->rank());
+    ShardMap M = shardMap(E->stateSpec(P, BufferKind::Param).Place, E->mesh(),
+                          E->rank());
     std::vector<float> Want(size_t(M.localNumel()));
     extractShard(M, One->param(P), Want.data(), 4);
     const float *Got = static_cast<const float *>(E->param(P));
@@ -549,8 +549,8 @@ void setOptimizerState(Executor &E) {
       forEachRun(shardMap(S.Place, E.mesh(), E.rank()),
                  [&](int64_t L, int64_t G, int64_t N) {
                    for (int64_t I = 0; I < N; ++I)
-                     Out[L + I] = K == BufferKind::AdamM ? mOf(G + I)
-                                                         : vOf(G + I);
+                     Out[L + I] =
+                         K == BufferKind::AdamM ? mOf(G + I) : vOf(G + I);
                  });
     }
 }
@@ -566,7 +566,7 @@ void expectGlobalState(const Executor &E, const Executor &One,
       forEachRun(shardMap(S.Place, E.mesh(), E.rank()),
                  [&](int64_t L, int64_t G, int64_t N) {
                    for (int64_t I = 0; I < N; ++I) {
-                     float Want = K == BufferKind::Param ? Ref[G + I]
+                     float Want = K == BufferKind::Param   ? Ref[G + I]
                                   : K == BufferKind::AdamM ? mOf(G + I)
                                                            : vOf(G + I);
                      ASSERT_EQ(Got[L + I], Want)

@@ -33,13 +33,13 @@ namespace weft::test {
 struct MeshTinyConfig {
   int64_t Dp = 1, Tp = 1;
   int64_t B = 4, S = 4, V = 16, D = 8;
-  bool Zero1 = false; // embedding: m/v split over dp
-  bool Zero2 = false; // head: grad, m, v split over dp on dim 0
-  int64_t HeadBlocks = 1; // blocks of the head's dim 1 (checkpoint tests;
-                          // training needs 1)
-  bool AsyncGrads = false; // the gradient all_reduces over dp are async
-  bool Zero3 = false;       // head: param, grad, m, v split over dp on dim 0
-  bool AsyncGather = false; // Zero3: the head's gathers are async
+  bool Zero1 = false;        // embedding: m/v split over dp
+  bool Zero2 = false;        // head: grad, m, v split over dp on dim 0
+  int64_t HeadBlocks = 1;    // blocks of the head's dim 1 (checkpoint tests;
+                             // training needs 1)
+  bool AsyncGrads = false;   // the gradient all_reduces over dp are async
+  bool Zero3 = false;        // head: param, grad, m, v split over dp on dim 0
+  bool AsyncGather = false;  // Zero3: the head's gathers are async
   bool Zero1Partial = false; // both params: partial grads, m/v split over dp
 };
 
@@ -234,8 +234,7 @@ inline nlohmann::json asyncOverwriteProgram(int64_t Dp, int64_t N,
                   {{"axes", {"dp"}}, {"dim", 0}, {"async", true}})
              : Op("all_reduce", {A}, {G}, {{"axes", {"dp"}}, {"async", true}});
   json Insts = {Op("fill", {}, {L}, {{"value", 0.0}}),
-                Op("fill", {}, {A}, {{"value", 1.0}}),
-                Collective,
+                Op("fill", {}, {A}, {{"value", 1.0}}), Collective,
                 Op("fill", {}, {Z}, {{"value", 100.0}}),
                 Op("add", {Z, G}, {Y}, json::object())};
   return {{"model", "async-overwrite"},

@@ -77,7 +77,8 @@ TEST(Shard, TwoAxesOnOneDim) {
       Firsts.push_back(G);
     });
     int64_t Shard = M.shardIndex(R, {"dp", "tp"});
-    EXPECT_EQ(Firsts, (std::vector<int64_t>{2 * Shard * 3, (2 * Shard + 1) * 3}))
+    EXPECT_EQ(Firsts,
+              (std::vector<int64_t>{2 * Shard * 3, (2 * Shard + 1) * 3}))
         << "rank " << R;
   }
 }
@@ -136,7 +137,8 @@ TEST(ShardedInit, EveryRankHoldsItsSliceOfTheOneRankWeights) {
       extractShard(M, (*One)->param(P), Want.data(), 4);
       const float *Got = static_cast<const float *>(E->param(P));
       for (size_t I = 0; I < Want.size(); ++I)
-        ASSERT_EQ(Got[I], Want[I]) << "param " << P << " rank " << R << " " << I;
+        ASSERT_EQ(Got[I], Want[I])
+            << "param " << P << " rank " << R << " " << I;
     }
     // ZeRO-2 head grad/m/v: [D/dp, V/tp].
     EXPECT_EQ(E->stateSpec(1, BufferKind::AdamM).Dims, (Shape{4, 8}));

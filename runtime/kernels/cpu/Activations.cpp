@@ -91,7 +91,6 @@ WEFT_SIMD_CLONES void swigluGradF(const float *Dy, const float *G,
   swigluGradSpan(Dy, G, U, DG, DU, N);
 }
 
-
 } // namespace
 
 template <typename T> void gelu(const T *X, T *Y, int64_t N) {
