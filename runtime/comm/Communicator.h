@@ -30,6 +30,12 @@ struct CommGroup {
 
 enum class ReduceOp { Sum };
 
+/// The group of WorldRank for Axes of mesh M, without its Native handle:
+/// members, size and shard index. Refuses a mesh whose product is not
+/// WorldSize. An empty mesh gives the rank alone.
+Expected<CommGroup> describeGroup(const Mesh &M, const AxesList &Axes,
+                                  int WorldRank, int WorldSize);
+
 /// A nonblocking collective: iallReduce or iallGather starts it, test()
 /// reporting done or wait() finishes it, and it can then start again. The
 /// implementation's handles live in Native; reserveRequest() makes them once

@@ -7,6 +7,21 @@
 
 namespace weft {
 
+Expected<CommGroup> describeGroup(const Mesh &M, const AxesList &Axes,
+                                  int WorldRank, int WorldSize) {
+  if (!M.Axes.empty() && M.size() != WorldSize)
+    return Status::error("world size " + std::to_string(WorldSize) +
+                         " is not the mesh product " + M.describe() + " = " +
+                         std::to_string(M.size()));
+  CommGroup G;
+  G.Axes = Axes;
+  G.Members = M.Axes.empty() ? std::vector<int64_t>{WorldRank}
+                             : M.group(WorldRank, Axes);
+  G.Size = int(G.Members.size());
+  G.Rank = M.Axes.empty() ? 0 : int(M.shardIndex(WorldRank, Axes));
+  return G;
+}
+
 namespace {
 
 class LocalCommunicator final : public Communicator {
@@ -18,22 +33,14 @@ public:
 
   Expected<const CommGroup *> group(const Mesh &TheMesh,
                                     const AxesList &Axes) override {
-    if (!TheMesh.Axes.empty() && TheMesh.size() != size())
-      return Status::error("world size " + std::to_string(size()) +
-                           " is not the mesh product " + TheMesh.describe() +
-                           " = " + std::to_string(TheMesh.size()));
     auto Key = std::make_pair(TheMesh.describe(), Axes);
     auto It = Groups.find(Key);
     if (It != Groups.end())
       return &It->second;
-    CommGroup G;
-    G.Axes = Axes;
-    G.Members = TheMesh.Axes.empty() ? std::vector<int64_t>{WorldRank}
-                                     : TheMesh.group(WorldRank, Axes);
-    G.Size = int(G.Members.size());
-    G.Rank =
-        TheMesh.Axes.empty() ? 0 : int(TheMesh.shardIndex(WorldRank, Axes));
-    return &Groups.emplace(Key, G).first->second;
+    Expected<CommGroup> G = describeGroup(TheMesh, Axes, WorldRank, size());
+    if (!G.ok())
+      return G.status();
+    return &Groups.emplace(Key, *G).first->second;
   }
 
   Status allReduce(const CommGroup &G, const void *Send, void *Recv,

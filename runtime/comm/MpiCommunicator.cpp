@@ -92,23 +92,18 @@ public:
 
   Expected<const CommGroup *> group(const Mesh &TheMesh,
                                     const AxesList &Axes) override {
-    if (!TheMesh.Axes.empty() && TheMesh.size() != size())
-      return Status::error("world size " + std::to_string(size()) +
-                           " is not the mesh product " + TheMesh.describe() +
-                           " = " + std::to_string(TheMesh.size()));
     auto Key = std::make_pair(TheMesh.describe(), Axes);
     auto It = Groups.find(Key);
     if (It != Groups.end())
       return &It->second;
-    CommGroup G;
-    G.Axes = Axes;
+    Expected<CommGroup> Described =
+        describeGroup(TheMesh, Axes, WorldRank, size());
+    if (!Described.ok())
+      return Described.status();
+    CommGroup G = *Described;
     if (TheMesh.Axes.empty()) {
-      G.Members = {WorldRank};
       G.Native = MPI_COMM_SELF;
     } else {
-      G.Members = TheMesh.group(WorldRank, Axes);
-      G.Size = int(G.Members.size());
-      G.Rank = int(TheMesh.shardIndex(WorldRank, Axes));
       // Color: the rank with its coordinates on Axes zeroed = the group's
       // first member; key: the shard index.
       int Color = int(G.Members[0]);
