@@ -59,8 +59,6 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
     DimAxes inputDims = {{}, {}};
     if (meshInfo.size("dp") > 1)
       inputDims[0] = {"dp"};
-    llvm::StringMap<DimAxes> byName;
-    llvm::StringMap<SmallVector<int64_t>> blocksByName;
     SmallVector<std::pair<std::string, DimAxes>> globs;
     int64_t zeroStage = zero;
     bool sp = sequenceParallel;

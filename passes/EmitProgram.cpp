@@ -251,7 +251,6 @@ private:
     paramState[p.getName()] = {state("grad", "weft.grad_storage_sharding"),
                                state("adam_m", "weft.state_storage_sharding"),
                                state("adam_v", "weft.state_storage_sharding")};
-    paramIndex[p.getName()] = index;
   }
 
   int64_t arenaBuffer(Value v, int64_t offset) {
@@ -351,7 +350,6 @@ private:
   DenseMap<Value, int64_t> bufferIds;
   DenseMap<Value, StringRef> storedDirectly; // gradient -> its parameter
   llvm::StringMap<std::array<int64_t, 3>> paramState; // grad, m, v
-  llvm::StringMap<int64_t> paramIndex;
 };
 
 struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
