@@ -8,12 +8,13 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/MpiTypes.h"
-#include "runtime/comm/ShmAllReduce.h"
+#include "runtime/comm/ShmCollectives.h"
 
 #include <malloc.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <vector>
@@ -130,20 +131,10 @@ public:
 
   Status allReduce(const CommGroup &G, const void *Send, void *Recv,
                    size_t Count, DType T) override {
-    // Large float messages within one node: the zero-copy path
-    // (ShmAllReduce.h). Every rank of the group takes the same branch.
-    if (Count * dtypeBytes(T) >= kShmMinBytes &&
-        (T == DType::F32 || T == DType::F64) && !std::getenv("WEFT_NO_SHM")) {
-      auto &Shm = ShmByComm[comm(G)];
-      if (!Shm) {
-        auto Made = ShmAllReduce::create(comm(G));
-        if (!Made.ok())
-          return Made.status();
-        Shm.reset(*Made);
-      }
-      if (Shm->usable())
-        return Shm->run(Send, Recv, Count, T);
-    }
+    ShmCollectives *Shm = nullptr;
+    WEFT_RETURN_IF_ERROR(shmFor(G, Count * dtypeBytes(T), T, true, Shm));
+    if (Shm)
+      return Shm->allReduce(Send, Recv, Count, T);
     // In chunks (chunkElements).
     const size_t E = dtypeBytes(T), Chunk = chunkElements(T);
     for (size_t Off = 0; Off < Count; Off += Chunk) {
@@ -232,6 +223,11 @@ public:
   }
   Status allGather(const CommGroup &G, const void *Send, void *Recv,
                    size_t Count, DType T) override {
+    ShmCollectives *Shm = nullptr;
+    WEFT_RETURN_IF_ERROR(
+        shmFor(G, size_t(G.Size) * Count * dtypeBytes(T), T, false, Shm));
+    if (Shm)
+      return Shm->allGather(Send, Recv, Count, T);
     WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Allgather"));
     MPI_Datatype D = mpi::datatype(T);
     return check(MPI_Allgather(Send ? Send : MPI_IN_PLACE,
@@ -260,6 +256,11 @@ public:
   }
   Status reduceScatter(const CommGroup &G, const void *Send, void *Recv,
                        size_t Count, DType T) override {
+    ShmCollectives *Shm = nullptr;
+    WEFT_RETURN_IF_ERROR(
+        shmFor(G, size_t(G.Size) * Count * dtypeBytes(T), T, true, Shm));
+    if (Shm)
+      return Shm->reduceScatter(Send, Recv, Count, T);
     WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Reduce_scatter_block"));
     return check(
         MPI_Reduce_scatter_block(Send, Recv, int(Count), mpi::datatype(T),
@@ -299,8 +300,45 @@ public:
   }
 
 private:
-  static constexpr size_t kShmMinBytes = size_t(4) << 20;
-  std::map<MPI_Comm, std::unique_ptr<ShmAllReduce>> ShmByComm;
+  /// The shared-memory path for a blocking collective over G whose larger
+  /// buffer has Bytes bytes (ShmCollectives.h), or null for plain MPI: from
+  /// ShmMinBytes on, for f32/f64 when it reduces, when the group shares one
+  /// node. Every rank of G gets the same answer (it depends only on the
+  /// count, the type and the group).
+  Status shmFor(const CommGroup &G, size_t Bytes, DType T, bool Reduces,
+                ShmCollectives *&Out) {
+    Out = nullptr;
+    if (Bytes < ShmMinBytes || G.Size < 2 ||
+        (Reduces && T != DType::F32 && T != DType::F64))
+      return Status::success();
+    auto &Shm = ShmByComm[comm(G)];
+    if (!Shm) {
+      auto Made = ShmCollectives::create(comm(G), ShmSlotKB);
+      if (!Made.ok())
+        return Made.status();
+      Shm.reset(*Made);
+    }
+    if (Shm->usable())
+      Out = Shm.get();
+    return Status::success();
+  }
+
+  /// Where the shared-memory path beats Open MPI's (test/bench/CommBench.cpp,
+  /// README "Collectives, 2 ranks"). Read when the communicator is made:
+  /// WEFT_NO_SHM=1 turns the path off; WEFT_SHM_MIN_KB and WEFT_SHM_SLOT_KB
+  /// set the threshold and the slot size (for the benchmark's sweep, and for
+  /// tests that push small messages through many slots).
+  static size_t envKB(const char *Name, size_t Default) {
+    const char *V = std::getenv(Name);
+    return V && *V ? size_t(std::strtoull(V, nullptr, 10)) : Default;
+  }
+  static constexpr size_t kShmMinKB = 4096;
+  const size_t ShmMinBytes = std::getenv("WEFT_NO_SHM")
+                                 ? SIZE_MAX
+                                 : envKB("WEFT_SHM_MIN_KB", kShmMinKB) << 10;
+  const size_t ShmSlotKB =
+      envKB("WEFT_SHM_SLOT_KB", ShmCollectives::kDefaultSlotKB);
+  std::map<MPI_Comm, std::unique_ptr<ShmCollectives>> ShmByComm;
   bool OwnsMpi;
   int WorldRank, WorldSize;
   std::map<std::pair<std::string, AxesList>, CommGroup> Groups;

@@ -22,9 +22,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 using namespace weft;
 using namespace weft::test;
@@ -88,36 +92,187 @@ TEST(MpiTypes, EveryDTypeHasARow) {
 #endif
 }
 
-// Messages of 4 MiB and more within a node take the zero-copy shared-window
-// path (runtime/comm/ShmAllReduce.h): f32 and f64, in and out of place, a
-// count that does not split evenly over the ranks.
-TEST(Comm, LargeAllReduceMatchesASerialReference) {
-  NEED_RANKS(0);
-  const int N = World->size(), R = World->rank();
-  const CommGroup &G = worldGroup();
-  const int64_t Count = (int64_t(3) << 20) + 7; // 12 MiB of f32
-  std::vector<float> X(Count), Y(Count);
-  for (int64_t I = 0; I < Count; ++I)
-    X[I] = value(R, I % 1000) + float(I % 7);
-  ASSERT_TRUE(World->allReduce(G, X.data(), Y.data(), Count, DType::F32).ok());
-  for (int64_t I = 0; I < Count; I += 997) {
-    float Want = 0;
-    for (int Q = 0; Q < N; ++Q)
-      Want += value(Q, I % 1000) + float(I % 7);
-    ASSERT_NEAR(Y[I], Want, 1e-4f * (1 + std::abs(Want))) << I;
+// Blocking all-reduce, reduce-scatter and all-gather of large messages
+// within a node take the shared-memory path (runtime/comm/ShmCollectives.h),
+// which moves a message through two small slots per rank in pipeline steps.
+// Values are small integers, so every sum is exact and results compare
+// with ==.
+double ival(int64_t Rank, int64_t I) {
+  return double((Rank * 131 + I * 7) % 1000);
+}
+
+enum class Coll { AllReduce, ReduceScatter, AllGather };
+
+struct CollCase {
+  Coll Kind;
+  DType T;
+  size_t Count; // all-reduce: the message; the others: one rank's block
+  bool InPlace;
+};
+
+std::string describe(const CollCase &C) {
+  const char *K = C.Kind == Coll::AllReduce       ? "all-reduce"
+                  : C.Kind == Coll::ReduceScatter ? "reduce-scatter"
+                                                  : "all-gather";
+  return std::string(K) + " " + dtypeName(C.T) + " count " +
+         std::to_string(C.Count) + (C.InPlace ? " in place" : "");
+}
+
+/// Index of the first difference, or -1.
+template <typename T>
+int64_t firstMismatch(const std::vector<T> &Got, const std::vector<T> &Want) {
+  if (Got.size() != Want.size())
+    return 0;
+  for (size_t I = 0; I < Got.size(); ++I)
+    if (Got[I] != Want[I])
+      return int64_t(I);
+  return -1;
+}
+
+/// Runs C on group G of Comm and compares with the serial reference.
+template <typename T>
+void checkCase(Communicator &Comm, const CommGroup &G, const CollCase &C) {
+  SCOPED_TRACE(describe(C) + " on " + std::to_string(G.Size) + " ranks");
+  const int64_t N = G.Size, R = G.Rank, Count = int64_t(C.Count);
+  std::vector<T> Got, Want;
+  switch (C.Kind) {
+  case Coll::AllReduce: {
+    std::vector<T> X(C.Count), Y(C.Count, T(-1));
+    Want.assign(C.Count, T(0));
+    for (int64_t I = 0; I < Count; ++I) {
+      X[I] = T(ival(R, I));
+      for (int64_t Q = 0; Q < N; ++Q)
+        Want[I] += T(ival(Q, I));
+    }
+    T *Out = C.InPlace ? X.data() : Y.data();
+    ASSERT_TRUE(Comm.allReduce(G, X.data(), Out, C.Count, C.T).ok());
+    Got = C.InPlace ? X : Y;
+    break;
   }
-  ASSERT_EQ(Y[Count - 1], Y[Count - 1]); // last element written
-  std::vector<float> Z = X;
-  ASSERT_TRUE(World->allReduce(G, Z.data(), Z.data(), Count, DType::F32).ok());
-  EXPECT_EQ(Y, Z);
-  std::vector<double> D(Count), E(Count);
-  for (int64_t I = 0; I < Count; ++I)
-    D[I] = double(R + 1) * double(I);
-  ASSERT_TRUE(World->allReduce(G, D.data(), E.data(), Count, DType::F64).ok());
-  double Scale = double(N) * double(N + 1) / 2;
-  for (int64_t I = 0; I < Count; I += 1009)
-    ASSERT_EQ(E[I], Scale * double(I)) << I;
-  ASSERT_EQ(E[Count - 1], Scale * double(Count - 1));
+  case Coll::ReduceScatter: {
+    std::vector<T> X(size_t(N * Count));
+    Got.assign(C.Count, T(-1));
+    Want.assign(C.Count, T(0));
+    for (int64_t I = 0; I < N * Count; ++I)
+      X[I] = T(ival(R, I));
+    for (int64_t I = 0; I < Count; ++I)
+      for (int64_t Q = 0; Q < N; ++Q)
+        Want[I] += T(ival(Q, R * Count + I));
+    ASSERT_TRUE(Comm.reduceScatter(G, X.data(), Got.data(), C.Count, C.T).ok());
+    break;
+  }
+  case Coll::AllGather: {
+    std::vector<T> X(C.Count);
+    Got.assign(size_t(N * Count), T(-1));
+    Want.resize(size_t(N * Count));
+    for (int64_t I = 0; I < Count; ++I)
+      X[I] = T(ival(R, I));
+    for (int64_t Q = 0; Q < N; ++Q)
+      for (int64_t I = 0; I < Count; ++I)
+        Want[Q * Count + I] = T(ival(Q, I));
+    if (C.InPlace)
+      std::copy(X.begin(), X.end(), Got.begin() + R * Count);
+    ASSERT_TRUE(Comm.allGather(G, C.InPlace ? nullptr : X.data(), Got.data(),
+                               C.Count, C.T)
+                    .ok());
+    break;
+  }
+  }
+  int64_t At = firstMismatch(Got, Want);
+  EXPECT_EQ(At, -1) << "element " << At << ": got "
+                    << (At >= 0 ? double(Got[At]) : 0) << ", want "
+                    << (At >= 0 ? double(Want[At]) : 0);
+}
+
+void checkCase(Communicator &Comm, const CommGroup &G, const CollCase &C) {
+  switch (C.T) {
+  case DType::F32:
+    return checkCase<float>(Comm, G, C);
+  case DType::F64:
+    return checkCase<double>(Comm, G, C);
+  case DType::I32:
+    return checkCase<int32_t>(Comm, G, C);
+  }
+}
+
+/// A second MPI communicator (MPI is already initialised, so it does not
+/// own it) made under the given environment: WEFT_SHM_MIN_KB and
+/// WEFT_SHM_SLOT_KB are read when a communicator is made.
+std::unique_ptr<Communicator> communicatorWith(const char *MinKB,
+                                               const char *SlotKB) {
+  setenv("WEFT_SHM_MIN_KB", MinKB, 1);
+  setenv("WEFT_SHM_SLOT_KB", SlotKB, 1);
+  Expected<std::unique_ptr<Communicator>> C = createCommunicator();
+  unsetenv("WEFT_SHM_MIN_KB");
+  unsetenv("WEFT_SHM_SLOT_KB");
+  return C.ok() ? std::move(*C) : nullptr;
+}
+
+/// Every combination the shared-memory path serves, back to back without a
+/// barrier between calls (the slots alternate across calls): counts of
+/// 1 element, below one slot, not divisible by the slot or the rank count,
+/// and many slots long.
+std::vector<CollCase> mixedCases(size_t Long) {
+  std::vector<CollCase> Cases;
+  for (size_t Count : {size_t(1), size_t(7), size_t(1000), size_t(4099), Long})
+    for (DType T : {DType::F32, DType::F64}) {
+      Cases.push_back({Coll::AllReduce, T, Count, false});
+      Cases.push_back({Coll::AllReduce, T, Count + 3, true});
+      Cases.push_back({Coll::ReduceScatter, T, Count + 1, false});
+      Cases.push_back({Coll::AllGather, T, Count, false});
+      Cases.push_back({Coll::AllGather, T, Count + 5, true});
+    }
+  Cases.push_back({Coll::AllGather, DType::I32, 12347, false});
+  Cases.push_back({Coll::AllGather, DType::I32, 3, true});
+  return Cases;
+}
+
+// Small slots (4 KiB: 2 KiB regions on 2 ranks, 1 KiB on 4) and no size
+// threshold: every call runs through the shared-memory path in many steps.
+TEST(Comm, ShmCollectivesInSmallSlotsMatchASerialReference) {
+  NEED_RANKS(0);
+  std::unique_ptr<Communicator> C = communicatorWith("0", "4");
+  ASSERT_TRUE(C);
+  const CommGroup &G = **C->group(Mesh{{"w"}, {C->size()}}, {"w"});
+  for (const CollCase &Case : mixedCases(100003))
+    checkCase(*C, G, Case);
+  // The same again in the other order: other slot parities per call.
+  std::vector<CollCase> Cases = mixedCases(50001);
+  for (auto It = Cases.rbegin(); It != Cases.rend(); ++It)
+    checkCase(*C, G, *It);
+}
+
+// Groups that are not the world: each has its own windows, ranked by shard
+// index.
+TEST(Comm, ShmCollectivesOnSubGroupsOf2x2) {
+  NEED_RANKS(4);
+  std::unique_ptr<Communicator> C = communicatorWith("0", "4");
+  ASSERT_TRUE(C);
+  const Mesh M{{"dp", "tp"}, {2, 2}};
+  for (const AxesList &Axes : {AxesList{"dp"}, AxesList{"tp"}}) {
+    const CommGroup &G = **C->group(M, Axes);
+    ASSERT_EQ(G.Size, 2);
+    for (const CollCase &Case : mixedCases(20011))
+      checkCase(*C, G, Case);
+  }
+}
+
+// The default slot size and threshold, as the runtime runs them: 12 MiB
+// messages of f32 (3 * 2^20 + 7 elements, divisible by neither the slot
+// nor the rank count) and of f64.
+TEST(Comm, LargeCollectivesMatchASerialReference) {
+  NEED_RANKS(0);
+  const CommGroup &G = worldGroup();
+  const size_t Count = (size_t(3) << 20) + 7;
+  for (DType T : {DType::F32, DType::F64})
+    for (bool InPlace : {false, true}) {
+      checkCase(*World, G, {Coll::AllReduce, T, Count, InPlace});
+      checkCase(*World, G,
+                {Coll::AllGather, T, Count / size_t(G.Size), InPlace});
+    }
+  for (DType T : {DType::F32, DType::F64})
+    checkCase(*World, G,
+              {Coll::ReduceScatter, T, Count / size_t(G.Size), false});
 }
 
 TEST(Comm, CollectivesMatchASerialReference) {

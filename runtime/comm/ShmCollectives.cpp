@@ -1,0 +1,327 @@
+//===- ShmCollectives.cpp - Collectives through shared slots -------------===//
+//
+// Synchronisation. The ranks pass the same sequence of barriers; call the
+// span between two consecutive barriers an interval. Every collective here
+// keeps two rules:
+//
+//  (R1) data a rank writes into its window in interval j is read by peers
+//       only in interval j + 1;
+//  (R2) the bytes a rank writes in intervals j and j + 1 are disjoint.
+//
+// Then no read races with a write: a read in interval j + 1 of data written
+// in j sees it complete (barrier, with MPI_Win_sync on both sides for memory
+// ordering), is not disturbed by the owner's writes in j + 1 (R2), and ends
+// before the owner can rewrite those bytes in j + 2 (the barrier that opens
+// j + 2 waits for every peer). Step k of a message uses slot (Step + k) % 2:
+//
+//  all-gather     interval of step k: copy my piece into slot k;
+//                 next interval: peers copy it out.         1 barrier a step
+//  reduce-scatter interval of step k: copy the piece for peer q into region
+//                 q of slot k (q != me); next interval: peer q sums region q
+//                 of every peer's slot k with its own Send.  1 barrier a step
+//  all-reduce     interval of step k: copy slice q of chunk k into region q
+//                 of slot k (q != me); next interval: sum region `me` of
+//                 every slot k into Recv and into region `me` of my slot k;
+//                 the interval after: peers copy that out.  1 barrier a step,
+//                                                           + 1 per call
+//
+// (R2) within a call: the interval after step k's copy-in writes slot k + 1
+// (copy-in), and in an all-reduce also region `me` of slot k (the sum),
+// which step k's copy-in (regions != me) did not touch; the next interval
+// writes slot k + 2 = slot k (regions != me) and region `me` of slot k + 1.
+// Across calls: a call's first interval writes only slot Step % 2; the last
+// interval in which a call writes (before its last barrier) writes only slot
+// (Step - 1) % 2, and after its last barrier it only reads. So consecutive
+// calls, of any of the three kinds, need no barrier between them. Regions
+// are fixed per rank, so chunk and slice sizes may change from call to call.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/comm/ShmCollectives.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+
+namespace weft {
+namespace {
+Status check(int Rc, const char *Call) {
+  if (Rc == MPI_SUCCESS)
+    return Status::success();
+  char Msg[MPI_MAX_ERROR_STRING];
+  int Len = 0;
+  if (MPI_Error_string(Rc, Msg, &Len) != MPI_SUCCESS)
+    Len = std::snprintf(Msg, sizeof(Msg), "error code %d", Rc);
+  return Status::error(std::string(Call) +
+                       " failed: " + std::string(Msg, size_t(Len)));
+}
+
+/// Dst[i] = A[i] + B[i]. Dst may be A (the same element is read, then
+/// written: no dependence between iterations, hence ivdep); B is distinct.
+template <typename T>
+void add(T *Dst, const T *A, const T *__restrict B, size_t N) {
+#pragma GCC ivdep
+  for (size_t I = 0; I < N; ++I)
+    Dst[I] = A[I] + B[I];
+}
+
+/// Dst[i] = Dst2[i] = A[i] + B[i]; either destination may be A.
+template <typename T>
+void add2(T *Dst, T *Dst2, const T *A, const T *__restrict B, size_t N) {
+#pragma GCC ivdep
+  for (size_t I = 0; I < N; ++I) {
+    T V = A[I] + B[I];
+    Dst[I] = V;
+    Dst2[I] = V;
+  }
+}
+
+/// Out = Own + sum of Peers (N elements). Mine (if not null) gets the sum
+/// too. Out may be Own; Mine and the peers are distinct from both.
+template <typename T>
+void sumInto(T *Out, T *Mine, const T *Own, const std::vector<const char *> &P,
+             size_t N) {
+  const size_t M = P.size();
+  auto peer = [&](size_t J) { return reinterpret_cast<const T *>(P[J]); };
+  T *Acc = Mine ? Mine : Out;
+  if (M == 1) {
+    if (Mine)
+      add2(Out, Mine, Own, peer(0), N);
+    else
+      add(Out, Own, peer(0), N);
+    return;
+  }
+  add(Acc, Own, peer(0), N);
+  for (size_t J = 1; J + 1 < M; ++J)
+    add(Acc, Acc, peer(J), N);
+  if (Mine)
+    add2(Out, Mine, Mine, peer(M - 1), N);
+  else
+    add(Out, Out, peer(M - 1), N);
+}
+
+void sumInto(DType T, void *Out, void *Mine, const void *Own,
+             const std::vector<const char *> &P, size_t N) {
+  if (T == DType::F64)
+    sumInto(static_cast<double *>(Out), static_cast<double *>(Mine),
+            static_cast<const double *>(Own), P, N);
+  else
+    sumInto(static_cast<float *>(Out), static_cast<float *>(Mine),
+            static_cast<const float *>(Own), P, N);
+}
+
+Status needFloat(DType T, const char *What) {
+  if (T == DType::F32 || T == DType::F64)
+    return Status::success();
+  return Status::error(std::string(What) + ": the shared-memory path sums " +
+                       "f32 or f64, not " + dtypeName(T));
+}
+
+} // namespace
+
+Expected<ShmCollectives *> ShmCollectives::create(MPI_Comm Group,
+                                                  size_t SlotKB) {
+  std::unique_ptr<ShmCollectives> S(new ShmCollectives());
+  int GroupSize = 0, GroupRank = 0;
+  WEFT_RETURN_IF_ERROR(
+      check(MPI_Comm_size(Group, &GroupSize), "MPI_Comm_size"));
+  WEFT_RETURN_IF_ERROR(
+      check(MPI_Comm_rank(Group, &GroupRank), "MPI_Comm_rank"));
+  WEFT_RETURN_IF_ERROR(check(MPI_Comm_split_type(Group, MPI_COMM_TYPE_SHARED, 0,
+                                                 MPI_INFO_NULL, &S->Shm),
+                             "MPI_Comm_split_type"));
+  WEFT_RETURN_IF_ERROR(check(MPI_Comm_rank(S->Shm, &S->Rank), "MPI_Comm_rank"));
+  WEFT_RETURN_IF_ERROR(check(MPI_Comm_size(S->Shm, &S->Size), "MPI_Comm_size"));
+  // Usable only when the whole group shares this node, ranked as in the
+  // group. Every rank gets the same answer and the same slot size (the
+  // largest asked for), so all take the same path.
+  int Mine[2] = {S->Size == GroupSize && S->Rank == GroupRank ? 0 : 1,
+                 int(std::clamp<size_t>(SlotKB, 4, size_t(1) << 20))};
+  int All[2] = {1, 0};
+  WEFT_RETURN_IF_ERROR(check(
+      MPI_Allreduce(Mine, All, 2, MPI_INT, MPI_MAX, Group), "MPI_Allreduce"));
+  S->Usable = All[0] == 0 && GroupSize > 1;
+  if (!S->Usable)
+    return S.release();
+
+  S->SlotBytes = size_t(All[1]) << 10;
+  S->RegionBytes =
+      std::max<size_t>(64, S->SlotBytes / size_t(S->Size) / 64 * 64);
+  S->SlotBytes = std::max(S->SlotBytes, S->RegionBytes * size_t(S->Size));
+  MPI_Info Info = MPI_INFO_NULL;
+  WEFT_RETURN_IF_ERROR(check(MPI_Info_create(&Info), "MPI_Info_create"));
+  // Each rank's window on its own pages.
+  MPI_Info_set(Info, "alloc_shared_noncontig", "true");
+  void *Base = nullptr;
+  Status Made = check(MPI_Win_allocate_shared(MPI_Aint(2 * S->SlotBytes), 1,
+                                              Info, S->Shm, &Base, &S->Win),
+                      "MPI_Win_allocate_shared");
+  MPI_Info_free(&Info);
+  WEFT_RETURN_IF_ERROR(Made);
+  WEFT_RETURN_IF_ERROR(
+      check(MPI_Win_lock_all(MPI_MODE_NOCHECK, S->Win), "MPI_Win_lock_all"));
+  std::memset(Base, 0, 2 * S->SlotBytes); // fault the pages in once
+  S->Segments.assign(S->Size, nullptr);
+  for (int Q = 0; Q < S->Size; ++Q) {
+    MPI_Aint QSize = 0;
+    int Disp = 0;
+    void *Ptr = nullptr;
+    WEFT_RETURN_IF_ERROR(
+        check(MPI_Win_shared_query(S->Win, Q, &QSize, &Disp, &Ptr),
+              "MPI_Win_shared_query"));
+    S->Segments[Q] = static_cast<char *>(Ptr);
+  }
+  WEFT_RETURN_IF_ERROR(S->barrier());
+  return S.release();
+}
+
+ShmCollectives::~ShmCollectives() {
+  if (Win != MPI_WIN_NULL) {
+    MPI_Win_unlock_all(Win);
+    MPI_Win_free(&Win);
+  }
+  if (Shm != MPI_COMM_NULL)
+    MPI_Comm_free(&Shm);
+}
+
+Status ShmCollectives::barrier() {
+  WEFT_RETURN_IF_ERROR(check(MPI_Win_sync(Win), "MPI_Win_sync"));
+  WEFT_RETURN_IF_ERROR(check(MPI_Barrier(Shm), "MPI_Barrier"));
+  return check(MPI_Win_sync(Win), "MPI_Win_sync");
+}
+
+Status ShmCollectives::allReduce(const void *Send, void *Recv, size_t Count,
+                                 DType T) {
+  WEFT_RETURN_IF_ERROR(needFloat(T, "all-reduce"));
+  if (Count == 0)
+    return Status::success();
+  const size_t E = dtypeBytes(T), Chunk = RegionBytes / E * size_t(Size);
+  const size_t K = (Count + Chunk - 1) / Chunk;
+  const char *In = static_cast<const char *>(Send);
+  char *Out = static_cast<char *>(Recv);
+  // Slice Q of chunk k: elements [Lo, Hi) of the message.
+  auto slice = [&](size_t K, int Q, size_t &Lo, size_t &Hi) {
+    size_t Off = K * Chunk, L = std::min(Chunk, Count - Off);
+    Lo = Off + L * size_t(Q) / size_t(Size);
+    Hi = Off + L * size_t(Q + 1) / size_t(Size);
+  };
+  auto copyIn = [&](size_t K) {
+    char *Mine = slot(Rank, Step + K);
+    for (int Q = 0; Q < Size; ++Q) {
+      if (Q == Rank)
+        continue;
+      size_t Lo, Hi;
+      slice(K, Q, Lo, Hi);
+      std::memcpy(Mine + size_t(Q) * RegionBytes, In + Lo * E, (Hi - Lo) * E);
+    }
+  };
+  std::vector<const char *> Peers(size_t(Size - 1));
+  auto reduce = [&](size_t K) {
+    size_t Lo, Hi;
+    slice(K, Rank, Lo, Hi);
+    const size_t At = size_t(Rank) * RegionBytes;
+    for (int Q = 0, J = 0; Q < Size; ++Q)
+      if (Q != Rank)
+        Peers[J++] = slot(Q, Step + K) + At;
+    sumInto(T, Out + Lo * E, slot(Rank, Step + K) + At, In + Lo * E, Peers,
+            Hi - Lo);
+  };
+  auto copyOut = [&](size_t K) {
+    for (int Q = 0; Q < Size; ++Q) {
+      if (Q == Rank)
+        continue;
+      size_t Lo, Hi;
+      slice(K, Q, Lo, Hi);
+      std::memcpy(Out + Lo * E, slot(Q, Step + K) + size_t(Q) * RegionBytes,
+                  (Hi - Lo) * E);
+    }
+  };
+  copyIn(0);
+  WEFT_RETURN_IF_ERROR(barrier());
+  for (size_t I = 0; I < K; ++I) {
+    reduce(I);
+    if (I + 1 < K)
+      copyIn(I + 1);
+    WEFT_RETURN_IF_ERROR(barrier());
+    copyOut(I);
+  }
+  Step += K;
+  return Status::success();
+}
+
+Status ShmCollectives::reduceScatter(const void *Send, void *Recv, size_t Count,
+                                     DType T) {
+  WEFT_RETURN_IF_ERROR(needFloat(T, "reduce-scatter"));
+  if (Count == 0)
+    return Status::success();
+  const size_t E = dtypeBytes(T), Piece = RegionBytes / E;
+  const size_t K = (Count + Piece - 1) / Piece;
+  const char *In = static_cast<const char *>(Send);
+  char *Out = static_cast<char *>(Recv);
+  // Step k covers elements [Lo, Lo + L) of every block.
+  auto range = [&](size_t K, size_t &Lo, size_t &L) {
+    Lo = K * Piece;
+    L = std::min(Piece, Count - Lo);
+  };
+  auto copyIn = [&](size_t K) {
+    size_t Lo, L;
+    range(K, Lo, L);
+    char *Mine = slot(Rank, Step + K);
+    for (int Q = 0; Q < Size; ++Q)
+      if (Q != Rank)
+        std::memcpy(Mine + size_t(Q) * RegionBytes,
+                    In + (size_t(Q) * Count + Lo) * E, L * E);
+  };
+  std::vector<const char *> Peers(size_t(Size - 1));
+  copyIn(0);
+  WEFT_RETURN_IF_ERROR(barrier());
+  for (size_t I = 0; I < K; ++I) {
+    size_t Lo, L;
+    range(I, Lo, L);
+    for (int Q = 0, J = 0; Q < Size; ++Q)
+      if (Q != Rank)
+        Peers[J++] = slot(Q, Step + I) + size_t(Rank) * RegionBytes;
+    sumInto(T, Out + Lo * E, nullptr, In + (size_t(Rank) * Count + Lo) * E,
+            Peers, L);
+    if (I + 1 < K) {
+      copyIn(I + 1);
+      WEFT_RETURN_IF_ERROR(barrier());
+    }
+  }
+  Step += K;
+  return Status::success();
+}
+
+Status ShmCollectives::allGather(const void *Send, void *Recv, size_t Count,
+                                 DType T) {
+  const size_t Bytes = Count * dtypeBytes(T);
+  if (Bytes == 0)
+    return Status::success();
+  const size_t K = (Bytes + SlotBytes - 1) / SlotBytes;
+  char *Out = static_cast<char *>(Recv);
+  const char *In =
+      Send ? static_cast<const char *>(Send) : Out + size_t(Rank) * Bytes;
+  auto copyIn = [&](size_t K) {
+    size_t Lo = K * SlotBytes, L = std::min(SlotBytes, Bytes - Lo);
+    char *Mine = slot(Rank, Step + K);
+    std::memcpy(Mine, In + Lo, L);
+    if (Send)
+      std::memcpy(Out + size_t(Rank) * Bytes + Lo, Mine, L);
+  };
+  copyIn(0);
+  WEFT_RETURN_IF_ERROR(barrier());
+  for (size_t I = 0; I < K; ++I) {
+    if (I + 1 < K)
+      copyIn(I + 1);
+    size_t Lo = I * SlotBytes, L = std::min(SlotBytes, Bytes - Lo);
+    for (int Q = 0; Q < Size; ++Q)
+      if (Q != Rank)
+        std::memcpy(Out + size_t(Q) * Bytes + Lo, slot(Q, Step + I), L);
+    if (I + 1 < K)
+      WEFT_RETURN_IF_ERROR(barrier());
+  }
+  Step += K;
+  return Status::success();
+}
+
+} // namespace weft
