@@ -98,6 +98,29 @@ LogicalResult checkAttention(std::optional<Location> loc, Value q, Value k,
   }
   return success();
 }
+// logits [l..., Vs] against targets [l...].
+LogicalResult checkLogits(std::optional<Location> loc, Value logits,
+                          Value targets) {
+  auto l = typeOf(logits), t = typeOf(targets);
+  if (l.getRank() != t.getRank() + 1 ||
+      !llvm::equal(l.getShape().drop_back(), t.getShape()))
+    return emitOptionalError(loc, "logits ", shapeStr(l.getShape()),
+                             " must be targets ", shapeStr(t.getShape()),
+                             " plus a vocab dim");
+  return success();
+}
+
+// stats [K, l..., 3] for targets [l...].
+LogicalResult checkStats(std::optional<Location> loc, Value stats,
+                         ArrayRef<int64_t> rows) {
+  auto s = typeOf(stats).getShape();
+  if (s.size() != rows.size() + 2 ||
+      !llvm::equal(s.slice(1, rows.size()), rows) || s.back() != 3)
+    return emitOptionalError(loc, "stats ", shapeStr(s), " must be [K, ",
+                             shapeStr(rows).substr(1, std::string::npos),
+                             " plus a last dim of 3");
+  return success();
+}
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -299,14 +322,10 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
                                                std::optional<Location> loc,
                                                Adaptor adaptor,
                                                SmallVectorImpl<Type> &types) {
-  auto logits = typeOf(adaptor.getLogits());
-  auto targets = typeOf(adaptor.getTargets());
-  if (logits.getRank() != targets.getRank() + 1 ||
-      !llvm::equal(logits.getShape().drop_back(), targets.getShape()))
-    return emitOptionalError(loc, "logits ", shapeStr(logits.getShape()),
-                             " must be targets ", shapeStr(targets.getShape()),
-                             " plus a vocab dim");
-  types.push_back(RankedTensorType::get({}, logits.getElementType()));
+  if (failed(checkLogits(loc, adaptor.getLogits(), adaptor.getTargets())))
+    return failure();
+  types.push_back(
+      RankedTensorType::get({}, typeOf(adaptor.getLogits()).getElementType()));
   return success();
 }
 
@@ -403,6 +422,50 @@ LogicalResult
 CrossEntropyGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
                                      Adaptor adaptor,
                                      SmallVectorImpl<Type> &types) {
+  types.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Vocab-parallel cross-entropy
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyStatsOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  if (failed(checkLogits(loc, adaptor.getLogits(), adaptor.getTargets())))
+    return failure();
+  SmallVector<int64_t> shape = {1};
+  llvm::append_range(shape, typeOf(adaptor.getTargets()).getShape());
+  shape.push_back(3);
+  types.push_back(withShape(typeOf(adaptor.getLogits()), shape));
+  return success();
+}
+
+LogicalResult CrossEntropyFromStatsOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  auto stats = typeOf(adaptor.getStats());
+  if (stats.getRank() < 2 || stats.getShape().back() != 3)
+    return emitOptionalError(loc, "stats ", shapeStr(stats.getShape()),
+                             " must be [K, rows..., 3]");
+  if (adaptor.getDenominator() < 1)
+    return emitOptionalError(loc, "denominator must be positive, got ",
+                             adaptor.getDenominator());
+  types.push_back(RankedTensorType::get({}, stats.getElementType()));
+  return success();
+}
+
+LogicalResult CrossEntropyStatsGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  if (failed(checkLogits(loc, adaptor.getLogits(), adaptor.getTargets())) ||
+      failed(checkStats(loc, adaptor.getStats(),
+                        typeOf(adaptor.getTargets()).getShape())))
+    return failure();
+  if (adaptor.getDenominator() < 1)
+    return emitOptionalError(loc, "denominator must be positive, got ",
+                             adaptor.getDenominator());
   types.push_back(adaptor.getLogits().getType());
   return success();
 }

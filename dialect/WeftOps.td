@@ -297,6 +297,59 @@ def Weft_CrossEntropyGradOp : Weft_ComputeOp<"cross_entropy_grad"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Vocab-parallel cross-entropy (made by weft-partition, per rank)
+//===----------------------------------------------------------------------===//
+
+// Ops that only weft-partition creates, on local (per-rank) types: they have
+// no sharding rule and no VJP.
+class Weft_LocalOp<string mnemonic>
+    : Weft_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Weft_CrossEntropyStatsOp : Weft_LocalOp<"cross_entropy_stats"> {
+  let summary = "per-row softmax statistics of this rank's vocab shard";
+  let description = [{
+    `logits [l..., Vs]` hold the vocab ids `[first, first + Vs)`, where `first`
+    is this rank's shard index over `vocab_axes` times `Vs`. The result
+    `[1, l..., 3]` holds, per row, the shard's max `m`, `sum exp(x - m)`, and
+    the target's logit when the target falls in the shard (else 0). An
+    all_gather along dim 0 over `vocab_axes` hands every rank every shard's
+    statistics: a cross-entropy over a vocab split across ranks then costs one
+    small collective, not a gather of the logits.
+  }];
+  let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
+                   StrArrayAttr:$vocab_axes);
+  let results = (outs Weft_FloatTensor:$stats);
+}
+
+def Weft_CrossEntropyFromStatsOp : Weft_LocalOp<"cross_entropy_from_stats"> {
+  let summary = "the loss from every shard's statistics";
+  let description = [{
+    `stats [K, l..., 3]` (K shards): per row `M = max_k m_k`, the loss is
+    `M + log sum_k s_k exp(m_k - M) - sum_k t_k`; the result is the sum over
+    rows divided by `denominator` (the global row count), so rows split over
+    other axes leave a partial sum.
+  }];
+  let arguments = (ins Weft_FloatTensor:$stats, I64Attr:$denominator);
+  let results = (outs Weft_Scalar:$loss);
+}
+
+def Weft_CrossEntropyStatsGradOp : Weft_LocalOp<"cross_entropy_stats_grad"> {
+  let summary = "dlogits of this rank's vocab shard, from every shard's stats";
+  let description = [{
+    `dlogits = (exp(x - M) / S - onehot(target - first)) * dloss / denominator`
+    with `M` and `S` the row's global max and sum of exponentials, merged from
+    `stats` as in cross_entropy_from_stats.
+  }];
+  let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
+                   Weft_FloatTensor:$stats, Weft_Scalar:$dloss,
+                   StrArrayAttr:$vocab_axes, I64Attr:$denominator);
+  let results = (outs Weft_FloatTensor:$dlogits);
+}
+
+//===----------------------------------------------------------------------===//
 // Meshes, sharding constraints and collectives
 //===----------------------------------------------------------------------===//
 

@@ -69,11 +69,12 @@ ELEMENTWISE_RULE(SiluGradOp)
 ELEMENTWISE_RULE(SwigluGradOp)
 #undef ELEMENTWISE_RULE
 
-// table[V, d], ids[l...] -> [l..., d]   (V pinned: no vocab-parallel yet)
+// table[V, d], ids[l...] -> [l..., d]  (V!: a vocab-parallel table leaves a
+// partial sum; each rank looks up the ids in its shard, zeros elsewhere)
 ShardingRule EmbeddingOp::getShardingRule() {
   ShardingRule r;
   Dims ids = fresh(r, shapeOf(getIds()));
-  int64_t v = r.addFactor(shapeOf(getTable())[0], /*pinned=*/true);
+  int64_t v = r.addFactor(shapeOf(getTable())[0]);
   int64_t d = r.addFactor(shapeOf(getTable())[1]);
   r.operands = {{v, d}, ids};
   r.results = {concat(ids, {d})};
@@ -85,7 +86,7 @@ ShardingRule EmbeddingGradOp::getShardingRule() {
   ShardingRule r;
   Dims ids = fresh(r, shapeOf(getIds()));
   int64_t d = r.addFactor(shapeOf(getDy()).back());
-  int64_t v = r.addFactor(getVocab(), /*pinned=*/true);
+  int64_t v = r.addFactor(getVocab());
   r.operands = {concat(ids, {d}), ids};
   r.results = {{v, d}};
   return r;
@@ -264,21 +265,24 @@ ShardingRule AttentionGradOp::getShardingRule() {
   return f.r;
 }
 
-// logits[l..., V], targets[l...] -> [] (l!: a partial sum; V pinned)
+// logits[l..., V], targets[l...] -> [] (l!: a partial sum). V is not a sum
+// factor: weft-partition rewrites a split V into the vocab-parallel ops
+// (cross_entropy_stats, all_gather, cross_entropy_from_stats).
 ShardingRule CrossEntropyOp::getShardingRule() {
   ShardingRule r;
   Dims l = fresh(r, shapeOf(getTargets()));
-  int64_t v = r.addFactor(shapeOf(getLogits()).back(), /*pinned=*/true);
+  int64_t v = r.addFactor(shapeOf(getLogits()).back());
   r.operands = {concat(l, {v}), l};
   r.results = {{}};
   return r;
 }
 
-// logits[l..., V], targets[l...], dloss[] -> [l..., V]
+// logits[l..., V], targets[l...], dloss[] -> [l..., V]  (a split V: see
+// cross_entropy)
 ShardingRule CrossEntropyGradOp::getShardingRule() {
   ShardingRule r;
   Dims l = fresh(r, shapeOf(getTargets()));
-  int64_t v = r.addFactor(shapeOf(getLogits()).back(), /*pinned=*/true);
+  int64_t v = r.addFactor(shapeOf(getLogits()).back());
   r.operands = {concat(l, {v}), l, {}};
   r.results = {concat(l, {v})};
   return r;

@@ -38,6 +38,10 @@ const MegatronRule kMegatron[] = {
     {".mlp.down_proj.weight", 1, 1},
 };
 
+// Megatron's vocab-parallel embedding and LM head: split the vocab dim.
+const char *const kMegatronVocab[] = {
+    "transformer.wte.weight", "model.embed_tokens.weight", "lm_head.weight"};
+
 struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
   using WeftApplyLayoutBase::WeftApplyLayoutBase;
 
@@ -172,6 +176,18 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
             dims[rule.dim] = {"tp"};
             blocks[rule.dim] = rule.blocks;
           }
+        if (llvm::is_contained(kMegatronVocab, name)) {
+          // Megatron-LM pads the vocab to a multiple of tp; weft does not
+          // change the model, so an indivisible vocab stays replicated.
+          if (shape[0] % tp == 0)
+            dims[0] = {"tp"};
+          else
+            llvm::WithColor::warning(llvm::errs(), "weft")
+                << "tp=" << tp << " does not divide the vocab (" << shape[0]
+                << ") of " << name
+                << ": it stays replicated, with no vocab-parallel embedding "
+                   "or cross-entropy\n";
+        }
       }
       std::string matchedBy;
       for (const auto &[pattern, patternDims] : globs) {

@@ -154,6 +154,16 @@ public:
         optimizerBegin = instructions.size();
       if (auto ce = dyn_cast<CrossEntropyOp>(op))
         vocab = ce.getLogits().getType().getShape().back();
+      if (auto stats = dyn_cast<CrossEntropyStatsOp>(op)) {
+        SmallVector<StringRef> axes;
+        for (Attribute a : stats.getVocabAxes())
+          axes.push_back(cast<StringAttr>(a).getValue());
+        // The logits hold one vocab shard.
+        vocab = cast<RankedTensorType>(stats.getLogits().getType())
+                    .getShape()
+                    .back() *
+                mesh.count(axes);
+      }
       if (failed(addInstruction(op)))
         return failure();
       if (op.getNumResults() && op.getResult(0) == loss)

@@ -318,6 +318,9 @@ private:
     }
     FactorAxes axes = assignOpFactors(
         op, rule, [&](Value v) { return targetOf(v); }, mesh);
+    if (isa<CrossEntropyOp, CrossEntropyGradOp>(op) &&
+        !axes[rule.operands[0].back()].empty())
+      return partitionVocabParallel(op, rule, axes);
 
     for (unsigned i = 0; i < op->getNumOperands(); ++i) {
       ShardingAttr want = shardingFromFactors(ctx, rule, axes, rule.operands[i],
@@ -333,6 +336,61 @@ private:
         return failure();
     }
     localAttributes(op, rule, axes);
+    return success();
+  }
+
+  // A cross-entropy over logits whose vocab is split over some axes
+  // (Megatron's vocab-parallel cross-entropy): each rank computes its
+  // shard's softmax statistics, one all_gather shares them, and the loss
+  // and the logits' gradient are finished locally. The forward's gathered
+  // statistics serve the gradient of the same logits.
+  LogicalResult partitionVocabParallel(Operation *op, const ShardingRule &rule,
+                                       const FactorAxes &axes) {
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      ShardingAttr want = shardingFromFactors(ctx, rule, axes, rule.operands[i],
+                                              operandBlocksOf(rule, i), false);
+      if (failed(requireOperand(op, i, want, operandReason(op, i))))
+        return failure();
+    }
+    ArrayRef<StringRef> vocab = axes[rule.operands[0].back()];
+    auto vocabAttr = b.getStrArrayAttr(vocab);
+    int64_t rows = 1;
+    for (int64_t f : rule.operands[1])
+      rows *= rule.factors[f].size;
+    Value logits = op->getOperand(0), targets = op->getOperand(1);
+    Location loc = op->getLoc();
+    b.setInsertionPoint(op);
+    auto key = std::make_pair(logits.getAsOpaquePointer(),
+                              targets.getAsOpaquePointer());
+    Value stats = vocabStats.lookup(key);
+    if (!stats) {
+      Value local =
+          CrossEntropyStatsOp::create(b, loc, logits, targets, vocabAttr);
+      auto type = cast<RankedTensorType>(local.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[0] = mesh.count(vocab);
+      stats = AllGatherOp::create(
+          b, loc, RankedTensorType::get(shape, type.getElementType()), local,
+          vocabAttr, 0,
+          b.getStringAttr("vocab-parallel cross-entropy: every vocab shard's "
+                          "softmax statistics"));
+      vocabStats[key] = stats;
+    }
+    // The row factors keep their axes; the vocab factor is consumed here.
+    FactorAxes rowAxes = axes;
+    rowAxes.axes[rule.operands[0].back()].clear();
+    Value result;
+    if (isa<CrossEntropyOp>(op))
+      result = CrossEntropyFromStatsOp::create(b, loc, stats, rows);
+    else
+      result = CrossEntropyStatsGradOp::create(
+          b, loc, logits, targets, stats, op->getOperand(2), vocabAttr, rows);
+    actual[result] =
+        isa<CrossEntropyOp>(op)
+            ? shardingFromFactors(ctx, rule, rowAxes, rule.results[0], {}, true)
+            : actual.lookup(logits);
+    op->getResult(0).replaceAllUsesWith(result);
+    op->erase();
     return success();
   }
 
@@ -361,6 +419,16 @@ private:
       for (int64_t f : rule.operands[1])
         rows *= rule.factors[f].size;
       op->setAttr("denominator", b.getI64IntegerAttr(rows));
+    } else if (isa<EmbeddingOp>(op)) {
+      ArrayRef<StringRef> vocab = axes[rule.operands[0][0]];
+      if (!vocab.empty())
+        op->setAttr("vocab_axes", b.getStrArrayAttr(vocab));
+    } else if (auto grad = dyn_cast<EmbeddingGradOp>(op)) {
+      ArrayRef<StringRef> vocab = axes[rule.results[0][0]];
+      if (!vocab.empty()) {
+        op->setAttr("vocab_axes", b.getStrArrayAttr(vocab));
+        grad.setVocab(grad.getVocab() / mesh.count(vocab));
+      }
     } else if (isa<PositionEmbeddingOp, PositionEmbeddingGradOp>(op)) {
       ArrayRef<StringRef> seq = axes[rule.operands[0][1]];
       if (!seq.empty())
@@ -375,6 +443,8 @@ private:
   DenseMap<Value, ShardingAttr> actual;
   DenseMap<Operation *, ShardingRule> rules;
   std::map<std::pair<void *, const void *>, Value> cache;
+  // Gathered statistics per (local logits, targets): vocab-parallel CE.
+  DenseMap<std::pair<void *, void *>, Value> vocabStats;
   llvm::StringMap<ParamOp> paramsByName;
 };
 

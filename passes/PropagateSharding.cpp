@@ -42,9 +42,28 @@ struct Propagator {
                                             operandBlocksOf(rule, i), false));
     }
     for (auto [i, v] : llvm::enumerate(op->getResults()))
-      changed |= set(v, shardingFromFactors(ctx, rule, axes, rule.results[i],
-                                            resultBlocksOf(rule, i), false));
+      if (!waitsForUsers(rule, axes, rule.results[i]))
+        changed |= set(v, shardingFromFactors(ctx, rule, axes, rule.results[i],
+                                              resultBlocksOf(rule, i), false));
     return changed;
+  }
+
+  // A result factor that no operand carries (embedding_grad's vocab) can
+  // only learn its axes from the result's users: until one offers some, the
+  // result stays unknown rather than replicated.
+  static bool waitsForUsers(const ShardingRule &rule, const FactorAxes &axes,
+                            ArrayRef<int64_t> resultDims) {
+    for (int64_t f : resultDims) {
+      if (f == ShardingRule::kNone || !axes[f].empty() ||
+          rule.factors[f].pinned)
+        continue;
+      bool inOperand = llvm::any_of(rule.operands, [&](const auto &dims) {
+        return llvm::is_contained(dims, f);
+      });
+      if (!inOperand)
+        return true;
+    }
+    return false;
   }
 };
 

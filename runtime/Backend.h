@@ -33,6 +33,9 @@ struct BoundInstruction {
   const OpAttrs *Attrs;
   size_t Index; // position in the program, for messages
   std::vector<TensorRef> In, Out;
+  /// Ops with `vocab_axes`: the first vocab id of this rank's shard, and the
+  /// whole vocab (0: the local one). Set at load (MeshOps.cpp).
+  int64_t VocabFirst = 0, VocabTotal = 0;
 };
 
 /// Per-step values the optimizer instructions read.

@@ -21,6 +21,11 @@ namespace {
 
 using namespace cpu;
 
+/// The whole vocab of an op with `vocab_axes`; else its local one.
+int64_t vocabTotal(const BoundInstruction &I, int64_t Local) {
+  return I.VocabTotal > 0 ? I.VocabTotal : Local;
+}
+
 struct CpuState {
   void *Scratch = nullptr;
 };
@@ -36,12 +41,14 @@ template <typename T> struct Kernels {
   static Status embedding(const BI &I, const SC &, CpuState &) {
     const TensorRef &Tab = I.In[0], &Ids = I.In[1];
     return cpu::embedding(Tab.as<T>(), Tab.Rows, Tab.Last, Ids.as<int32_t>(),
-                          Ids.Numel, I.Out[0].as<T>());
+                          Ids.Numel, I.Out[0].as<T>(), I.VocabFirst,
+                          vocabTotal(I, Tab.Rows));
   }
   static Status embeddingGrad(const BI &I, const SC &, CpuState &) {
     const TensorRef &Ids = I.In[1], &Tab = I.Out[0];
     return cpu::embeddingGrad(I.In[0].as<T>(), Ids.as<int32_t>(), Ids.Numel,
-                              Tab.Rows, Tab.Last, Tab.as<T>());
+                              Tab.Rows, Tab.Last, Tab.as<T>(), I.VocabFirst,
+                              vocabTotal(I, Tab.Rows));
   }
   static Status positionEmbedding(const BI &I, const SC &, CpuState &) {
     const Shape &D = I.In[0].Spec->Dims;
@@ -208,6 +215,26 @@ template <typename T> struct Kernels {
                                  I.In[2].as<T>(), I.Out[0].as<T>(),
                                  I.In[0].Rows, I.In[0].Last);
   }
+  static Status crossEntropyStats(const BI &I, const SC &, CpuState &) {
+    const TensorRef &L = I.In[0];
+    return cpu::crossEntropyStats(L.as<T>(), I.In[1].as<int32_t>(), L.Rows,
+                                  L.Last, I.VocabFirst, vocabTotal(I, L.Last),
+                                  I.Out[0].as<T>());
+  }
+  static Status crossEntropyFromStats(const BI &I, const SC &, CpuState &) {
+    const TensorRef &S = I.In[0];
+    int64_t K = S.Spec->Dims[0];
+    cpu::crossEntropyFromStats(S.as<T>(), K, S.Numel / (3 * K),
+                               I.Attrs->Denominator, I.Out[0].as<T>());
+    return Status::success();
+  }
+  static Status crossEntropyStatsGrad(const BI &I, const SC &, CpuState &) {
+    const TensorRef &L = I.In[0];
+    return cpu::crossEntropyStatsGrad(
+        L.as<T>(), I.In[1].as<int32_t>(), I.In[2].as<T>(),
+        I.In[2].Spec->Dims[0], I.In[3].as<T>(), I.Out[0].as<T>(), L.Rows,
+        L.Last, I.VocabFirst, vocabTotal(I, L.Last), I.Attrs->Denominator);
+  }
   static Status fill(const BI &I, const SC &, CpuState &) {
     const TensorRef &Y = I.Out[0];
     if (Y.Spec->Type == DType::I32)
@@ -283,6 +310,9 @@ template <typename T> struct Kernels {
     Set(OpKind::AttentionGrad, attentionGrad);
     Set(OpKind::CrossEntropy, crossEntropy);
     Set(OpKind::CrossEntropyGrad, crossEntropyGrad);
+    Set(OpKind::CrossEntropyStats, crossEntropyStats);
+    Set(OpKind::CrossEntropyFromStats, crossEntropyFromStats);
+    Set(OpKind::CrossEntropyStatsGrad, crossEntropyStatsGrad);
     Set(OpKind::Fill, fill);
     Set(OpKind::Copy, copy);
     Set(OpKind::Pack, pack);

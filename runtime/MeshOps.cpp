@@ -1,12 +1,14 @@
 //===- MeshOps.cpp - Collectives and mesh attributes in the executor -----===//
 //
 // Under a mesh the executor runs the collective instructions itself,
-// through the communicator, and adapts three compute ops around their
-// unchanged kernels (bound once, at load):
+// through the communicator, and adapts compute ops to their shards (bound
+// once, at load):
 //  - cross_entropy with `denominator`: the kernel's local mean is scaled by
 //    rows/denominator; cross_entropy_grad reads dloss*rows/denominator;
 //  - position_embedding(_grad) with `seq_axes`: the table is bound at the
 //    rank's first global position (the grad zeroes the table first);
+//  - embedding(_grad) and cross_entropy_stats(_grad) with `vocab_axes`: the
+//    kernels learn the rank's first vocab id and the whole vocab;
 //  - adamw with `shard_axes`: the kernel sees the rank's contiguous block
 //    of the param (and of a full-size grad), then the param is all-gathered
 //    in place over shard_axes. A grad `partial` over shard_axes (ZeRO-1) is
@@ -149,6 +151,19 @@ Status Executor::planMeshSteps() {
         BI.In[2].Data = &DLossCopy[K];
       }
       break;
+    case OpKind::Embedding:
+    case OpKind::EmbeddingGrad:
+    case OpKind::CrossEntropyStats:
+    case OpKind::CrossEntropyStatsGrad: {
+      if (A.VocabAxes.empty())
+        break;
+      int64_t Local = BI.Op == OpKind::Embedding       ? BI.In[0].Rows
+                      : BI.Op == OpKind::EmbeddingGrad ? BI.Out[0].Rows
+                                                       : BI.In[0].Last;
+      BI.VocabFirst = M.shardIndex(Comm->rank(), A.VocabAxes) * Local;
+      BI.VocabTotal = M.count(A.VocabAxes) * Local;
+      break;
+    }
     case OpKind::PositionEmbedding:
     case OpKind::PositionEmbeddingGrad: {
       if (A.SeqAxes.empty())

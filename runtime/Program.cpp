@@ -45,6 +45,9 @@ const char *const OpNames[NumOpKinds] = {"embedding",
                                          "pack",
                                          "unpack",
                                          "adamw",
+                                         "cross_entropy_stats",
+                                         "cross_entropy_from_stats",
+                                         "cross_entropy_stats_grad",
                                          "all_reduce",
                                          "all_gather",
                                          "reduce_scatter",
@@ -364,6 +367,18 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     if (Attrs->contains("denominator"))
       return getInt(*Attrs, "denominator", ACtx, A.Denominator);
     return Status::success();
+  case OpKind::Embedding:
+  case OpKind::EmbeddingGrad:
+    if (Attrs->contains("vocab_axes"))
+      return getAxes(*Attrs, "vocab_axes", ACtx, A.VocabAxes);
+    return Status::success();
+  case OpKind::CrossEntropyStats:
+    return getAxes(*Attrs, "vocab_axes", ACtx, A.VocabAxes);
+  case OpKind::CrossEntropyFromStats:
+    return getInt(*Attrs, "denominator", ACtx, A.Denominator);
+  case OpKind::CrossEntropyStatsGrad:
+    WEFT_RETURN_IF_ERROR(getAxes(*Attrs, "vocab_axes", ACtx, A.VocabAxes));
+    return getInt(*Attrs, "denominator", ACtx, A.Denominator);
   case OpKind::PositionEmbedding:
   case OpKind::PositionEmbeddingGrad:
     if (Attrs->contains("seq_axes"))

@@ -61,6 +61,10 @@ enum class OpKind {
   Pack,
   Unpack,
   AdamW,
+  // Vocab-parallel cross-entropy (format version 2).
+  CrossEntropyStats,
+  CrossEntropyFromStats,
+  CrossEntropyStatsGrad,
   // Collectives (format version 2); the executor runs them, not a backend.
   AllReduce,
   AllGather,
@@ -165,6 +169,7 @@ struct OpAttrs {
   int64_t Dim = 0;         // all_gather, reduce_scatter, slice
   int64_t Denominator = 0; // cross_entropy(_grad); 0: the local row count
   AxesList SeqAxes;        // position_embedding(_grad)
+  AxesList VocabAxes;      // embedding(_grad), cross_entropy_stats(_grad)
   AxesList ShardAxes;      // adamw (ZeRO-1/2)
   bool Async = false;      // all_reduce, all_gather: nonblocking (done before
                            // its buffers' next use and before the step ends)

@@ -121,11 +121,65 @@ private:
   Status checkShardedAdamW() const;
   Status checkAttention(bool Grad) const;
   Status checkNorm(bool Grad, bool HasBeta) const;
+  Status checkVocabParallel() const;
 
   const Program &P;
   const Instruction &I;
   std::string Ctx;
 };
+
+// cross_entropy_stats: logits [R..., Vs], targets (R elements) -> stats
+// [1, R..., 3]; cross_entropy_from_stats: stats [K, R..., 3] -> loss [];
+// cross_entropy_stats_grad: logits, targets, stats [K, R..., 3] with K the
+// shard count of vocab_axes, dloss [] -> dlogits like logits.
+Status InstChecker::checkVocabParallel() const {
+  const bool Stats = I.Op == OpKind::CrossEntropyStats,
+             Loss = I.Op == OpKind::CrossEntropyFromStats;
+  WEFT_RETURN_IF_ERROR(Stats  ? counts(2, 1)
+                       : Loss ? counts(1, 1)
+                              : counts(4, 1));
+  if (!Stats && I.Attrs.Denominator < 1)
+    return fail("attrs.denominator=" + std::to_string(I.Attrs.Denominator) +
+                " must be positive");
+  if (!Loss)
+    WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.VocabAxes, "vocab_axes"));
+  WEFT_RETURN_IF_ERROR(isFloat(true, 0));
+  WEFT_RETURN_IF_ERROR(isFloat(false, 0));
+  if (Loss) {
+    WEFT_RETURN_IF_ERROR(rankAtLeast(true, 0, 2));
+    if (in(0).Dims.back() != 3)
+      return fail(name(true, 0) + " (stats) has shape " +
+                  shapeString(in(0).Dims) + ", expected [K, rows..., 3]");
+    if (out(0).numel() != 1)
+      return fail(name(false, 0) + " (loss) has shape " +
+                  shapeString(out(0).Dims) + ", expected a scalar []");
+    return Status::success();
+  }
+  WEFT_RETURN_IF_ERROR(isInt(true, 1));
+  WEFT_RETURN_IF_ERROR(rankAtLeast(true, 0, 1));
+  const BufferSpec &L = in(0);
+  Shape Rows(L.Dims.begin(), L.Dims.end() - 1);
+  if (in(1).numel() != numElements(Rows))
+    return fail(name(true, 1) + " (targets) has shape " +
+                shapeString(in(1).Dims) + ", expected " +
+                std::to_string(numElements(Rows)) + " elements like " +
+                shapeString(Rows));
+  Shape StatsShape = {Stats ? 1 : P.Devices.count(I.Attrs.VocabAxes)};
+  StatsShape.insert(StatsShape.end(), Rows.begin(), Rows.end());
+  StatsShape.push_back(3);
+  if (Stats)
+    return shapeIs(false, 0, StatsShape);
+  WEFT_RETURN_IF_ERROR(isFloat(true, 2));
+  WEFT_RETURN_IF_ERROR(isFloat(true, 3));
+  if (in(2).Dims != StatsShape)
+    return fail(name(true, 2) + " (stats) has shape " +
+                shapeString(in(2).Dims) + ", expected " +
+                shapeString(StatsShape) + " (one row of stats per shard)");
+  if (in(3).numel() != 1)
+    return fail(name(true, 3) + " (dloss) has shape " +
+                shapeString(in(3).Dims) + ", expected a scalar []");
+  return shapeIs(false, 0, L.Dims);
+}
 
 Status InstChecker::checkMatmul() const {
   WEFT_RETURN_IF_ERROR(counts(2, 1));
@@ -320,6 +374,7 @@ Status InstChecker::run() {
     if (Table.Dims.size() != 2)
       return fail(name(!Grad, 0) + " (the table) has shape " +
                   shapeString(Table.Dims) + ", expected [V,D]");
+    WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.VocabAxes, "vocab_axes"));
     Shape Want = in(1).Dims;
     Want.push_back(Table.Dims[1]);
     if (Act.Dims != Want)
@@ -472,6 +527,10 @@ Status InstChecker::run() {
                   shapeString(out(0).Dims) + ", expected a scalar []");
     return Status::success();
   }
+  case OpKind::CrossEntropyStats:
+  case OpKind::CrossEntropyFromStats:
+  case OpKind::CrossEntropyStatsGrad:
+    return checkVocabParallel();
   case OpKind::Fill:
     return counts(0, 1);
   case OpKind::Copy:

@@ -5,6 +5,9 @@
 // The mesh is declared; inputs split along the batch over dp.
 // CHECK:      weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2, 2>}
 // CHECK:      func.func @block(%{{.*}}: tensor<4x8xi32> {weft.sharding = #weft.sharding<dims = {{\[\["dp"\], \[\]\]}}>}
+// Megatron's vocab-parallel embedding (and, tied, LM head): the vocab dim
+// splits over tp, and ZeRO adds dp after it.
+// CHECK:      weft.param "transformer.wte.weight" {{.*}}weft.sharding = #weft.sharding<dims = {{\[\["tp"\], \[\]\]}}>, weft.state_storage = #weft.sharding<dims = {{\[\["tp", "dp"\], \[\]\]}}>
 // GPT-2's fused QKV is column-parallel in 3 blocks (q, k, v); ZeRO-3 splits
 // dim 0 further over dp for storage, gradients and optimizer state.
 // CHECK:      weft.param "h.0.attn.c_attn.weight" {{.*}}weft.grad_storage = #weft.sharding<dims = {{\[\["dp"\], \["tp"\]\]}}, blocks = [1, 3]>, weft.sharding = #weft.sharding<dims = {{\[\[\], \["tp"\]\]}}, blocks = [1, 3]>, weft.state_storage = {{.*}}, weft.storage = {{.*}}
@@ -17,7 +20,7 @@
 // HEADS: error: tp=4 does not divide num_heads=2
 // BATCH: error: dp=3 does not divide dim 0 (size 4) of tokens (batch x seq)
 func.func @block(%tokens: tensor<4x8xi32>, %targets: tensor<4x8xi32>) -> tensor<f32> {
-  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<32x16xf32>
+  %wte = weft.param "transformer.wte.weight" {init = "normal", std = 0.02} : tensor<32x16xf32>
   %x = weft.embedding %wte, %tokens : (tensor<32x16xf32>, tensor<4x8xi32>) -> tensor<4x8x16xf32>
   %w = weft.param "h.0.attn.c_attn.weight" {init = "normal", std = 0.02} : tensor<16x48xf32>
   %b = weft.param "h.0.attn.c_attn.bias" {init = "zeros"} : tensor<48xf32>

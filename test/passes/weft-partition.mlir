@@ -8,6 +8,7 @@
 // CHECK:       weft.matmul %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
 // CHECK:       %[[PARTIAL:.*]] = weft.matmul %{{.*}}, %{{.*}} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
 // CHECK-NEXT:  weft.all_reduce %[[PARTIAL]] {axes = ["tp"], reason = "weft.add operand 1: [*, *, *] partial(tp) -> [*, *, *]"}
+// A replicated vocab keeps the plain cross-entropy.
 // CHECK:       weft.cross_entropy_grad
 // CHECK-COUNT-1: weft.all_reduce
 // CHECK-NOT:   weft.all_reduce
@@ -23,6 +24,41 @@ func.func @megatron_mlp(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> 
   %w2 = weft.param "proj.weight" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [["tp"], []]>} : tensor<32x8xf32>
   %o = weft.matmul %h, %w2 : (tensor<2x4x32xf32>, tensor<32x8xf32>) -> tensor<2x4x8xf32>
   %y = weft.add %x, %o : tensor<2x4x8xf32>
+  %logits = weft.matmul %y, %wte {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Vocab parallelism (Megatron's vocab-parallel embedding and cross-entropy):
+// the tied table splits its vocab over tp. The lookup leaves a partial sum
+// (ids outside a rank's shard read zeros), all-reduced once; the logits come
+// out split by vocab; the loss needs only every shard's softmax statistics
+// (max, sum of exponentials, target logit), one small all_gather that the
+// gradient reuses. The table's gradients are computed shard by shard.
+// CHECK-LABEL: func @vocab_parallel
+// CHECK:       weft.embedding %{{.*}}, %{{.*}} {vocab_axes = ["tp"]} : (tensor<8x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT:  weft.param "ln.weight"
+// CHECK-NEXT:  weft.all_reduce %{{.*}} {axes = ["tp"], reason = "weft.rms_norm operand 0: [*, *, *] partial(tp) -> [*, *, *]"}
+// CHECK:       %[[LOGITS:.*]] = weft.matmul %{{.*}}, %{{.*}} {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT:  %[[LOCAL:.*]] = weft.cross_entropy_stats %[[LOGITS]], %{{.*}} {vocab_axes = ["tp"]} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<1x2x4x3xf32>
+// CHECK-NEXT:  %[[STATS:.*]] = weft.all_gather %[[LOCAL]] {axes = ["tp"], dim = 0 : i64, reason = "vocab-parallel cross-entropy: every vocab shard's softmax statistics"} : (tensor<1x2x4x3xf32>) -> tensor<2x2x4x3xf32>
+// CHECK-NEXT:  weft.cross_entropy_from_stats %[[STATS]] {denominator = 8 : i64} : (tensor<2x2x4x3xf32>) -> tensor<f32>
+// CHECK-NOT:   weft.all_gather
+// CHECK:       weft.cross_entropy_stats_grad %[[LOGITS]], %{{.*}}, %[[STATS]], %{{.*}} {denominator = 8 : i64, vocab_axes = ["tp"]}
+// The input gradient of the vocab-split matmul is a partial sum over tp.
+// CHECK:       weft.all_reduce %{{.*}} {axes = ["tp"], reason = "weft.rms_norm_grad operand 0: [*, *, *] partial(tp) -> [*, *, *]"}
+// CHECK:       weft.embedding_grad %{{.*}}, %{{.*}} {vocab = 8 : i64, vocab_axes = ["tp"]} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<8x8xf32>
+// CHECK-NOT:   weft.slice
+// CHECK-NOT:   weft.all_reduce
+// CHECK:       return
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+func.func @vocab_parallel(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [["tp"], []]>} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %g = weft.param "ln.weight" {init = "ones"} : tensor<8xf32>
+  %y = weft.rms_norm %x, %g {eps = 1.0e-5} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
   %logits = weft.matmul %y, %wte {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>

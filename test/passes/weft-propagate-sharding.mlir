@@ -1,4 +1,4 @@
-// RUN: weft-opt %s -weft-propagate-sharding | FileCheck %s
+// RUN: weft-opt %s -split-input-file -weft-propagate-sharding | FileCheck %s
 
 // From two annotations (the batch split over dp, the weight's output features
 // over tp) the op rules give every value a sharding: the matmul result takes
@@ -21,4 +21,26 @@ func.func @propagate(%x: tensor<4x8x16xf32> {weft.sharding = #weft.sharding<dims
   %s = weft.silu %x : tensor<4x8x16xf32>
   %c = weft.shard %s {sharding = #weft.sharding<dims = [["dp"], ["tp"], []]>} : tensor<4x8x16xf32>
   return %c : tensor<4x8x16xf32>
+}
+
+// -----
+
+// A factor that only a result carries (embedding_grad's vocab) learns its axes
+// from the result's users, not from the replicated operands: the table
+// gradient is born split by vocab, like the matmul's gradient it is added to.
+// Without a user that offers axes it stays replicated (the second grad).
+// CHECK-LABEL: func @result_only_factor
+// CHECK: weft.embedding_grad {{.*}}weft.shardings = [#weft.sharding<dims = {{\[\["tp"\], \[\]\]}}>]
+// CHECK: weft.add {{.*}}weft.shardings = [#weft.sharding<dims = {{\[\["tp"\], \[\]\]}}>]
+// CHECK: weft.embedding_grad {{.*}}weft.shardings = [#weft.sharding<dims = {{\[\[\], \[\]\]}}>]
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+func.func @result_only_factor(%ids: tensor<2x4xi32>, %dy: tensor<2x4x8xf32>, %dlogits: tensor<2x4x16xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>) {
+  %wte = weft.param "wte" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [["tp"], []]>} : tensor<16x8xf32>
+  %h = weft.embedding %wte, %ids : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %dw = weft.matmul %dlogits, %h {transpose_a = true} : (tensor<2x4x16xf32>, tensor<2x4x8xf32>) -> tensor<16x8xf32>
+  %sh = weft.shard %dw {sharding = #weft.sharding<dims = [["tp"], []]>} : tensor<16x8xf32>
+  %de = weft.embedding_grad %dy, %ids {vocab = 16} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<16x8xf32>
+  %sum = weft.add %sh, %de : tensor<16x8xf32>
+  %other = weft.embedding_grad %dy, %ids {vocab = 16} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<16x8xf32>
+  return %sum, %other : tensor<16x8xf32>, tensor<16x8xf32>
 }

@@ -146,14 +146,50 @@ TEST(KernelGrad, Embedding) {
   std::vector<int32_t> Ids = {0, 3, 3, 5, 1, 0, 3};
   Vec Table = randomVec(V * D, 1), W = randomVec(N * D, 2), Y(N * D);
   auto Loss = [&] {
-    EXPECT_TRUE(embedding(Table.data(), V, D, Ids.data(), N, Y.data()).ok());
+    EXPECT_TRUE(
+        embedding(Table.data(), V, D, Ids.data(), N, Y.data(), 0, V).ok());
     return dot(Y, W);
   };
   Vec DT(V * D, 99.0); // embedding_grad must zero first
-  ASSERT_TRUE(embeddingGrad(W.data(), Ids.data(), N, V, D, DT.data()).ok());
+  ASSERT_TRUE(
+      embeddingGrad(W.data(), Ids.data(), N, V, D, DT.data(), 0, V).ok());
   expectGrad("embedding table", Table, DT, Loss);
   std::vector<int32_t> Bad = {0, 6};
-  Status S = embedding(Table.data(), V, D, Bad.data(), 2, Y.data());
+  Status S = embedding(Table.data(), V, D, Bad.data(), 2, Y.data(), 0, V);
+  ASSERT_FALSE(S.ok());
+  EXPECT_NE(S.message().find("id 6 at position 1"), std::string::npos)
+      << S.message();
+}
+
+// A vocab split in two shards: the shards' lookups sum to the whole lookup,
+// and each shard's gradient is its rows of the whole gradient.
+TEST(KernelGrad, VocabParallelEmbedding) {
+  const int64_t V = 6, D = 4, N = 7, Half = V / 2;
+  std::vector<int32_t> Ids = {0, 3, 3, 5, 1, 0, 4};
+  Vec Table = randomVec(V * D, 1), W = randomVec(N * D, 2), Y(N * D);
+  ASSERT_TRUE(
+      embedding(Table.data(), V, D, Ids.data(), N, Y.data(), 0, V).ok());
+  Vec DT(V * D);
+  ASSERT_TRUE(
+      embeddingGrad(W.data(), Ids.data(), N, V, D, DT.data(), 0, V).ok());
+  Vec Sum(N * D, 0.0);
+  for (int64_t Shard = 0; Shard < 2; ++Shard) {
+    const double *Part = Table.data() + Shard * Half * D;
+    Vec YS(N * D, 5.0), DS(Half * D, 5.0);
+    ASSERT_TRUE(
+        embedding(Part, Half, D, Ids.data(), N, YS.data(), Shard * Half, V)
+            .ok());
+    for (int64_t I = 0; I < N * D; ++I)
+      Sum[I] += YS[I];
+    ASSERT_TRUE(embeddingGrad(W.data(), Ids.data(), N, Half, D, DS.data(),
+                              Shard * Half, V)
+                    .ok());
+    for (int64_t I = 0; I < Half * D; ++I)
+      EXPECT_EQ(DS[I], DT[Shard * Half * D + I]) << "shard " << Shard;
+  }
+  EXPECT_EQ(Sum, Y);
+  std::vector<int32_t> Bad = {0, 6};
+  Status S = embedding(Table.data(), Half, D, Bad.data(), 2, Y.data(), 3, V);
   ASSERT_FALSE(S.ok());
   EXPECT_NE(S.message().find("id 6 at position 1"), std::string::npos)
       << S.message();
@@ -298,6 +334,48 @@ TEST(KernelGrad, CrossEntropy) {
   Status S = crossEntropy(L.data(), Bad.data(), R, V, &Out);
   ASSERT_FALSE(S.ok());
   EXPECT_NE(S.message().find("target 7 at row 1"), std::string::npos);
+}
+
+// Three vocab shards: the loss from the gathered statistics equals the
+// whole-vocab loss, and each shard's gradient is its columns of the whole
+// gradient.
+TEST(KernelGrad, VocabParallelCrossEntropy) {
+  const int64_t R = 4, V = 9, K = 3, Vs = V / K;
+  Vec L = randomVec(R * V, 1, 3.0);
+  std::vector<int32_t> T = {0, 8, 4, 3};
+  double Whole = 0, DLoss = 1.7;
+  ASSERT_TRUE(crossEntropy(L.data(), T.data(), R, V, &Whole).ok());
+  Vec DWhole(R * V);
+  ASSERT_TRUE(
+      crossEntropyGrad(L.data(), T.data(), &DLoss, DWhole.data(), R, V).ok());
+  std::vector<Vec> Shards(K, Vec(R * Vs));
+  Vec Stats(K * R * 3); // what the all_gather along dim 0 leaves
+  for (int64_t Q = 0; Q < K; ++Q) {
+    for (int64_t Row = 0; Row < R; ++Row)
+      for (int64_t J = 0; J < Vs; ++J)
+        Shards[Q][Row * Vs + J] = L[Row * V + Q * Vs + J];
+    ASSERT_TRUE(crossEntropyStats(Shards[Q].data(), T.data(), R, Vs, Q * Vs, V,
+                                  Stats.data() + Q * R * 3)
+                    .ok());
+  }
+  double Loss = 0;
+  crossEntropyFromStats(Stats.data(), K, R, R, &Loss);
+  EXPECT_NEAR(Loss, Whole, 1e-13);
+  for (int64_t Q = 0; Q < K; ++Q) {
+    Vec D(R * Vs);
+    ASSERT_TRUE(crossEntropyStatsGrad(Shards[Q].data(), T.data(), Stats.data(),
+                                      K, &DLoss, D.data(), R, Vs, Q * Vs, V, R)
+                    .ok());
+    for (int64_t Row = 0; Row < R; ++Row)
+      for (int64_t J = 0; J < Vs; ++J)
+        EXPECT_NEAR(D[Row * Vs + J], DWhole[Row * V + Q * Vs + J], 1e-15)
+            << "shard " << Q << " row " << Row << " column " << J;
+  }
+  std::vector<int32_t> Bad = {0, 9, 0, 0};
+  Status S = crossEntropyStats(Shards[0].data(), Bad.data(), R, Vs, 0, V,
+                               Stats.data());
+  ASSERT_FALSE(S.ok());
+  EXPECT_NE(S.message().find("target 9 at row 1"), std::string::npos);
 }
 
 } // namespace

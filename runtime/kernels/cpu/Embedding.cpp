@@ -20,11 +20,16 @@ Status checkIds(const int32_t *Ids, int64_t N, int64_t V, const char *Op) {
 
 template <typename T>
 Status embedding(const T *Table, int64_t V, int64_t D, const int32_t *Ids,
-                 int64_t N, T *Y) {
-  WEFT_RETURN_IF_ERROR(checkIds(Ids, N, V, "embedding"));
+                 int64_t N, T *Y, int64_t First, int64_t Total) {
+  WEFT_RETURN_IF_ERROR(checkIds(Ids, N, Total, "embedding"));
 #pragma omp parallel for schedule(static) if (N * D > (1 << 15))
-  for (int64_t R = 0; R < N; ++R)
-    std::memcpy(Y + R * D, Table + int64_t(Ids[R]) * D, D * sizeof(T));
+  for (int64_t R = 0; R < N; ++R) {
+    int64_t Row = int64_t(Ids[R]) - First;
+    if (Row >= 0 && Row < V)
+      std::memcpy(Y + R * D, Table + Row * D, D * sizeof(T));
+    else
+      std::fill(Y + R * D, Y + (R + 1) * D, T(0));
+  }
   return Status::success();
 }
 
@@ -32,11 +37,11 @@ Status embedding(const T *Table, int64_t V, int64_t D, const int32_t *Ids,
 // no atomics and its order does not depend on the thread count.
 template <typename T>
 Status embeddingGrad(const T *Dy, const int32_t *Ids, int64_t N, int64_t V,
-                     int64_t D, T *DTable) {
-  WEFT_RETURN_IF_ERROR(checkIds(Ids, N, V, "embedding_grad"));
-  int64_t Total = V * D;
-#pragma omp parallel for schedule(static) if (Total > (1 << 15))
-  for (int64_t I = 0; I < Total; ++I)
+                     int64_t D, T *DTable, int64_t First, int64_t Total) {
+  WEFT_RETURN_IF_ERROR(checkIds(Ids, N, Total, "embedding_grad"));
+  int64_t Size = V * D;
+#pragma omp parallel for schedule(static) if (Size > (1 << 15))
+  for (int64_t I = 0; I < Size; ++I)
     DTable[I] = T(0);
   constexpr int64_t Block = 64;
   int64_t NumBlocks = (D + Block - 1) / Block;
@@ -44,7 +49,10 @@ Status embeddingGrad(const T *Dy, const int32_t *Ids, int64_t N, int64_t V,
   for (int64_t Blk = 0; Blk < NumBlocks; ++Blk) {
     int64_t C0 = Blk * Block, C1 = std::min(D, C0 + Block);
     for (int64_t R = 0; R < N; ++R) {
-      T *Dst = DTable + int64_t(Ids[R]) * D;
+      int64_t Row = int64_t(Ids[R]) - First;
+      if (Row < 0 || Row >= V)
+        continue;
+      T *Dst = DTable + Row * D;
       const T *Src = Dy + R * D;
       for (int64_t C = C0; C < C1; ++C)
         Dst[C] += Src[C];
@@ -85,9 +93,9 @@ void positionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t S,
 
 #define WEFT_INSTANTIATE(T)                                                    \
   template Status embedding<T>(const T *, int64_t, int64_t, const int32_t *,   \
-                               int64_t, T *);                                  \
+                               int64_t, T *, int64_t, int64_t);                \
   template Status embeddingGrad<T>(const T *, const int32_t *, int64_t,        \
-                                   int64_t, int64_t, T *);                     \
+                                   int64_t, int64_t, T *, int64_t, int64_t);   \
   template void positionEmbedding<T>(const T *, const T *, T *, int64_t,       \
                                      int64_t, int64_t);                        \
   template void positionEmbeddingGrad<T>(const T *, T *, int64_t, int64_t,     \

@@ -17,13 +17,16 @@
 
 namespace weft::cpu {
 
-// Embeddings.
+// Embeddings. The table [V, D] holds the ids [First, First + V) of a vocab
+// of Total ids (a vocab-parallel shard; First = 0 and Total = V otherwise):
+// ids outside [0, Total) are an error, ids outside the shard give zero rows
+// (and add nothing to the gradient).
 template <typename T>
 Status embedding(const T *Table, int64_t V, int64_t D, const int32_t *Ids,
-                 int64_t N, T *Y);
+                 int64_t N, T *Y, int64_t First, int64_t Total);
 template <typename T>
 Status embeddingGrad(const T *Dy, const int32_t *Ids, int64_t N, int64_t V,
-                     int64_t D, T *DTable);
+                     int64_t D, T *DTable, int64_t First, int64_t Total);
 template <typename T>
 void positionEmbedding(const T *X, const T *Table, T *Y, int64_t B, int64_t S,
                        int64_t D);
@@ -111,6 +114,26 @@ Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
 template <typename T>
 Status crossEntropyGrad(const T *Logits, const int32_t *Targets, const T *DLoss,
                         T *DLogits, int64_t Rows, int64_t V);
+
+// Vocab-parallel cross entropy. Logits [Rows, V] hold the ids [First,
+// First + V) of Total. Stats [Rows, 3]: per row the max, the sum of
+// exp(x - max), and the target's logit when it lies in the shard, else 0.
+template <typename T>
+Status crossEntropyStats(const T *Logits, const int32_t *Targets, int64_t Rows,
+                         int64_t V, int64_t First, int64_t Total, T *Stats);
+// Stats [K, Rows, 3] of K shards: Loss = sum over rows of the row's loss,
+// divided by Denominator.
+template <typename T>
+void crossEntropyFromStats(const T *Stats, int64_t K, int64_t Rows,
+                           int64_t Denominator, T *Loss);
+// DLogits = (softmax - onehot) * DLoss / Denominator for this shard, the
+// softmax's max and sum merged from Stats [K, Rows, 3]. DLogits may alias
+// Logits.
+template <typename T>
+Status crossEntropyStatsGrad(const T *Logits, const int32_t *Targets,
+                             const T *Stats, int64_t K, const T *DLoss,
+                             T *DLogits, int64_t Rows, int64_t V, int64_t First,
+                             int64_t Total, int64_t Denominator);
 
 /// One torch.optim.AdamW step (1-based Step) on N elements, in place.
 struct AdamWParams {
