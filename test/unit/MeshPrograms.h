@@ -14,7 +14,10 @@
 // gathers async. With Zero1Partial both params are ZeRO-1 in the
 // reduce-scatter form: each grad buffer is full-size and `partial` over dp
 // (written by the local matmul / embedding_grad, no gradient all_reduce),
-// m/v split over dp on dim 0, adamw with shard_axes [dp].
+// m/v split over dp on dim 0, adamw with shard_axes [dp]. With VocabParallel
+// the loss reads the tp-split logits through cross_entropy_stats, an
+// all_gather of the [tp, rows, 3] statistics and cross_entropy_from_stats
+// (the gradient: cross_entropy_stats_grad), never gathering the logits.
 //
 // asyncOverwriteProgram: an async all_reduce (or all_gather) whose next
 // instruction writes another arena buffer over its input's bytes (the
@@ -33,14 +36,16 @@ namespace weft::test {
 struct MeshTinyConfig {
   int64_t Dp = 1, Tp = 1;
   int64_t B = 4, S = 4, V = 16, D = 8;
-  bool Zero1 = false;        // embedding: m/v split over dp
-  bool Zero2 = false;        // head: grad, m, v split over dp on dim 0
-  int64_t HeadBlocks = 1;    // blocks of the head's dim 1 (checkpoint tests;
-                             // training needs 1)
-  bool AsyncGrads = false;   // the gradient all_reduces over dp are async
-  bool Zero3 = false;        // head: param, grad, m, v split over dp on dim 0
-  bool AsyncGather = false;  // Zero3: the head's gathers are async
-  bool Zero1Partial = false; // both params: partial grads, m/v split over dp
+  bool Zero1 = false;         // embedding: m/v split over dp
+  bool Zero2 = false;         // head: grad, m, v split over dp on dim 0
+  int64_t HeadBlocks = 1;     // blocks of the head's dim 1 (checkpoint tests;
+                              // training needs 1)
+  bool AsyncGrads = false;    // the gradient all_reduces over dp are async
+  bool Zero3 = false;         // head: param, grad, m, v split over dp on dim 0
+  bool AsyncGather = false;   // Zero3: the head's gathers are async
+  bool Zero1Partial = false;  // both params: partial grads, m/v split over dp
+  bool VocabParallel = false; // the tp-split logits go through the
+                              // vocab-parallel cross-entropy ops, not a gather
 };
 
 inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
@@ -125,8 +130,17 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
   const int64_t WFwd = C.Zero3 ? Gather() : W;
   Op("embedding", {Wte, Tokens}, {X});
   Op("matmul", {X, WFwd}, {LogitsL});
-  Op("all_gather", {LogitsL}, {Logits}, {{"axes", {"tp"}}, {"dim", 2}});
-  Op("cross_entropy", {Logits, Targets}, {LossL}, {{"denominator", Den}});
+  const int64_t StatsL = Arena({1, Bl, C.S, 3}),
+                Stats = Arena({C.Tp, Bl, C.S, 3});
+  if (C.VocabParallel) {
+    Op("cross_entropy_stats", {LogitsL, Targets}, {StatsL},
+       {{"vocab_axes", {"tp"}}});
+    Op("all_gather", {StatsL}, {Stats}, {{"axes", {"tp"}}, {"dim", 0}});
+    Op("cross_entropy_from_stats", {Stats}, {LossL}, {{"denominator", Den}});
+  } else {
+    Op("all_gather", {LogitsL}, {Logits}, {{"axes", {"tp"}}, {"dim", 2}});
+    Op("cross_entropy", {Logits, Targets}, {LossL}, {{"denominator", Den}});
+  }
   Op("all_reduce", {LossL}, {Loss}, {{"axes", {"dp"}}});
   int64_t ForwardEnd = int64_t(Insts.size());
   int64_t DLoss = Arena({}), DLogits = Arena({Bl, C.S, C.V}),
@@ -134,9 +148,14 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
           DXp = Arena({Bl, C.S, C.D}), DX = Arena({Bl, C.S, C.D}),
           DWteP = Arena({C.V, C.D});
   Op("fill", {}, {DLoss}, {{"value", 1.0}});
-  Op("cross_entropy_grad", {Logits, Targets, DLoss}, {DLogits},
-     {{"denominator", Den}});
-  Op("slice", {DLogits}, {DLogitsL}, {{"axes", {"tp"}}, {"dim", 2}});
+  if (C.VocabParallel) {
+    Op("cross_entropy_stats_grad", {LogitsL, Targets, Stats, DLoss}, {DLogitsL},
+       {{"vocab_axes", {"tp"}}, {"denominator", Den}});
+  } else {
+    Op("cross_entropy_grad", {Logits, Targets, DLoss}, {DLogits},
+       {{"denominator", Den}});
+    Op("slice", {DLogits}, {DLogitsL}, {{"axes", {"tp"}}, {"dim", 2}});
+  }
   const int64_t WBwd = C.Zero3 ? Gather() : W; // gathered again
   Op("matmul", {X, DLogitsL}, {C.Zero1Partial ? WG : DWp},
      {{"transpose_a", true}});

@@ -227,6 +227,33 @@ TEST(MeshLoader, RefusesInconsistentShardsAndCollectives) {
       << loadError(Bad);
 }
 
+TEST(MeshLoader, RefusesBadVocabParallelCrossEntropy) {
+  MeshTinyConfig Cfg;
+  Cfg.Dp = Cfg.Tp = 2;
+  Cfg.VocabParallel = true;
+  nlohmann::json J = meshTinyProgram(Cfg);
+  EXPECT_EQ(loadError(J), "");
+  // Instructions: 2 cross_entropy_stats, 3 its all_gather, 4
+  // cross_entropy_from_stats, 7 cross_entropy_stats_grad.
+  auto Expect = [&](const nlohmann::json &Bad, const std::string &Want) {
+    EXPECT_NE(loadError(Bad).find(Want), std::string::npos) << loadError(Bad);
+  };
+  nlohmann::json Bad = J;
+  Bad["instructions"][2]["attrs"].erase("vocab_axes");
+  Expect(Bad, "vocab_axes");
+  Bad = J;
+  Bad["instructions"][4]["attrs"]["denominator"] = 0;
+  Expect(Bad, "instructions[4] (cross_entropy_from_stats): "
+              "attrs.denominator=0 must be positive");
+  Bad = J;
+  Bad["instructions"][7]["in"][2] = J["instructions"][2]["out"][0];
+  Expect(Bad, "(stats) has shape [1,2,4,3], expected [2,2,4,3] (one row of "
+              "stats per shard)");
+  Bad = J;
+  Bad["instructions"][2]["attrs"]["vocab_axes"] = {"pp"};
+  Expect(Bad, "names axis 'pp', not an axis of the mesh");
+}
+
 TEST(MeshLoader, RefusesMisplacedPartialGradients) {
   MeshTinyConfig Cfg;
   Cfg.Dp = Cfg.Tp = 2;
@@ -290,11 +317,16 @@ TEST(MeshLoader, PartialGradientsOnOneRankTrainLikeTheV1Program) {
     EXPECT_EQ(V, 0) << K; // groups of one send nothing
 }
 
-TEST(MeshLoader, OneByOneMeshTrainsLikeTheV1Program) {
+class OneByOneMesh : public ::testing::TestWithParam<bool> {};
+
+// With or without the vocab-parallel cross-entropy ops (a single shard).
+TEST_P(OneByOneMesh, TrainsLikeTheV1Program) {
   auto One = Executor::create(
       parseProgramJson(tinyProgram("f32", 4, 4, 16, 8).payload()).take());
   ASSERT_TRUE(One.ok());
-  auto Mesh = makeExec(meshTinyProgram(MeshTinyConfig()), nullptr);
+  MeshTinyConfig Cfg;
+  Cfg.VocabParallel = GetParam();
+  auto Mesh = makeExec(meshTinyProgram(Cfg), nullptr);
   ASSERT_TRUE(Mesh);
   std::vector<uint16_t> Toks(500);
   for (size_t I = 0; I < Toks.size(); ++I)
@@ -313,6 +345,7 @@ TEST(MeshLoader, OneByOneMeshTrainsLikeTheV1Program) {
   EXPECT_EQ(Comm[0].first, "all_gather/tp");
   EXPECT_EQ(Comm[0].second, 0); // groups of one send nothing
 }
+INSTANTIATE_TEST_SUITE_P(MeshLoader, OneByOneMesh, ::testing::Bool());
 
 /// One rank whose nonblocking all-reduce and all-gather complete only in
 /// wait(): test() never reports done, and the copy (the sum or gather over a
