@@ -32,67 +32,85 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+// Only these options in --help (MLIR and LLVM register hundreds more).
+static cl::OptionCategory compileCategory("weft-compile options");
+
 static cl::opt<std::string>
-    modelArg(cl::Positional, cl::Required,
+    modelArg(cl::cat(compileCategory), cl::Positional, cl::Required,
              cl::desc("<preset | config.json | model.mlir>"));
-static cl::opt<std::string> outputArg("o", cl::desc("program file to write"),
+static cl::opt<std::string> outputArg(cl::cat(compileCategory), "o",
+                                      cl::desc("program file to write"),
                                       cl::value_desc("file"));
-static cl::opt<int64_t> batchArg("batch", cl::desc("sequences per step"),
-                                 cl::init(8));
-static cl::opt<int64_t> seqArg("seq", cl::desc("tokens per sequence"),
-                               cl::init(64));
-static cl::opt<std::string> dtypeArg("dtype", cl::desc("f32 or f64"),
-                                     cl::init("f32"));
-static cl::opt<double> lrArg("lr", cl::desc("peak learning rate"),
-                             cl::init(1e-3));
-static cl::opt<double> beta1Arg("beta1", cl::init(0.9));
-static cl::opt<double> beta2Arg("beta2", cl::init(0.95));
-static cl::opt<double> epsArg("adam-eps", cl::init(1e-8));
-static cl::opt<double> wdArg("weight-decay", cl::init(0.1));
-static cl::opt<std::string> scheduleArg("schedule",
+static cl::opt<int64_t> batchArg(cl::cat(compileCategory), "batch",
+                                 cl::desc("sequences per step"), cl::init(8));
+static cl::opt<int64_t> seqArg(cl::cat(compileCategory), "seq",
+                               cl::desc("tokens per sequence"), cl::init(64));
+static cl::opt<std::string> dtypeArg(cl::cat(compileCategory), "dtype",
+                                     cl::desc("f32 or f64"), cl::init("f32"));
+static cl::opt<double> lrArg(cl::cat(compileCategory), "lr",
+                             cl::desc("peak learning rate"), cl::init(1e-3));
+static cl::opt<double> beta1Arg(cl::cat(compileCategory), "beta1",
+                                cl::desc("AdamW beta1"), cl::init(0.9));
+static cl::opt<double> beta2Arg(cl::cat(compileCategory), "beta2",
+                                cl::desc("AdamW beta2"), cl::init(0.95));
+static cl::opt<double> epsArg(cl::cat(compileCategory), "adam-eps",
+                              cl::desc("AdamW epsilon"), cl::init(1e-8));
+static cl::opt<double>
+    wdArg(cl::cat(compileCategory), "weight-decay",
+          cl::desc("AdamW decoupled weight decay (matrices only)"),
+          cl::init(0.1));
+static cl::opt<std::string> scheduleArg(cl::cat(compileCategory), "schedule",
                                         cl::desc("constant or cosine"),
                                         cl::init("constant"));
-static cl::opt<int64_t> warmupArg("warmup-steps", cl::init(0));
-static cl::opt<int64_t> totalArg("total-steps", cl::init(0));
-static cl::opt<double> minLrArg("min-lr", cl::init(0.0));
+static cl::opt<int64_t>
+    warmupArg(cl::cat(compileCategory), "warmup-steps",
+              cl::desc("linear warmup steps of the schedule"), cl::init(0));
+static cl::opt<int64_t> totalArg(cl::cat(compileCategory), "total-steps",
+                                 cl::desc("cosine schedule length in steps"),
+                                 cl::init(0));
+static cl::opt<double> minLrArg(cl::cat(compileCategory), "min-lr",
+                                cl::desc("cosine schedule floor"),
+                                cl::init(0.0));
 static cl::opt<std::string> emitMlirArg(
-    "emit-mlir",
-    cl::desc("print the IR after a stage: forward, autodiff, optimizer, "
-             "plan-memory"),
+    cl::cat(compileCategory), "emit-mlir",
+    cl::desc("print the IR after a stage: forward, layout, autodiff, "
+             "optimizer, propagate, partition, plan-memory"),
     cl::value_desc("stage"));
-static cl::opt<bool> quietArg("quiet", cl::desc("no summary line"));
+static cl::opt<bool> quietArg(cl::cat(compileCategory), "quiet",
+                              cl::desc("no summary line"));
 static cl::opt<std::string>
-    meshArg("mesh",
+    meshArg(cl::cat(compileCategory), "mesh",
             cl::desc("device mesh, e.g. dp=2,tp=2 (the last axis innermost)"),
             cl::value_desc("axes"));
 static cl::opt<std::string>
-    layoutArg("layout",
+    layoutArg(cl::cat(compileCategory), "layout",
               cl::desc("data (batch over dp), megatron, or a layout JSON file"),
               cl::init("data"));
-static cl::opt<int64_t> zeroArg("zero", cl::desc("ZeRO stage 0-3"),
-                                cl::init(0));
-static cl::opt<bool> spArg("sequence-parallel",
+static cl::opt<int64_t> zeroArg(cl::cat(compileCategory), "zero",
+                                cl::desc("ZeRO stage 0-3"), cl::init(0));
+static cl::opt<bool> spArg(cl::cat(compileCategory), "sequence-parallel",
                            cl::desc("split norms and residuals along the "
                                     "sequence over tp"));
 static cl::opt<double> bucketMbArg(
-    "bucket-mb",
+    cl::cat(compileCategory), "bucket-mb",
     cl::desc("data-parallel gradient bucket size in MiB (0: one all-reduce "
              "per gradient)"),
     cl::init(25.0));
 static cl::opt<int64_t> prefetchArg(
-    "prefetch-ops",
+    cl::cat(compileCategory), "prefetch-ops",
     cl::desc("ZeRO-3: start each parameter gather this many ops before its "
              "use, asynchronously (0: gather at the use)"),
     cl::init(16));
 static cl::opt<std::string> planArg(
-    "plan",
+    cl::cat(compileCategory), "plan",
     cl::desc("take the layout from weft-plan --json output (its first row, "
              "or --plan-row)"),
     cl::value_desc("file"));
-static cl::opt<unsigned>
-    planRowArg("plan-row", cl::desc("which layout of --plan"), cl::init(0));
+static cl::opt<unsigned> planRowArg(cl::cat(compileCategory), "plan-row",
+                                    cl::desc("which layout of --plan"),
+                                    cl::init(0));
 static cl::opt<bool>
-    explainArg("explain",
+    explainArg(cl::cat(compileCategory), "explain",
                cl::desc("print the step's collectives (kind, axis, bytes, "
                         "count, reason) and per-rank memory"));
 
@@ -187,6 +205,7 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(
       argc, argv,
       "weft-compile: a GPT-2 / Llama model to a weft training-step program\n");

@@ -24,35 +24,43 @@
 using namespace weft::cost;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> modelArg(cl::Positional,
+// Only these options in --help (MLIR and LLVM register hundreds more).
+static cl::OptionCategory planCategory("weft-plan options");
+
+static cl::opt<std::string> modelArg(cl::cat(planCategory), cl::Positional,
                                      cl::desc("<preset | config.json>"));
 static cl::opt<std::string>
-    clusterArg("cluster",
+    clusterArg(cl::cat(planCategory), "cluster",
                cl::desc("a100-80g, h100-80g, h200-141g, local or a JSON file"),
                cl::value_desc("preset|file"));
-static cl::opt<int64_t> gpusArg("gpus", cl::desc("devices"), cl::init(0));
-static cl::opt<int64_t> batchArg("global-batch", cl::desc("sequences per step"),
+static cl::opt<int64_t> gpusArg(cl::cat(planCategory), "gpus",
+                                cl::desc("devices"), cl::init(0));
+static cl::opt<int64_t> batchArg(cl::cat(planCategory), "global-batch",
+                                 cl::desc("sequences per step"), cl::init(0));
+static cl::opt<int64_t> seqArg(cl::cat(planCategory), "seq",
+                               cl::desc("tokens per sequence"), cl::init(0));
+static cl::opt<double> tokensArg(cl::cat(planCategory), "tokens",
+                                 cl::desc("tokens to train (for days)"),
                                  cl::init(0));
-static cl::opt<int64_t> seqArg("seq", cl::desc("tokens per sequence"),
-                               cl::init(0));
-static cl::opt<double>
-    tokensArg("tokens", cl::desc("tokens to train (for days)"), cl::init(0));
-static cl::opt<int> topArg("top", cl::desc("rows to print"), cl::init(10));
+static cl::opt<int> topArg(cl::cat(planCategory), "top",
+                           cl::desc("rows to print"), cl::init(10));
 static cl::opt<std::string>
-    fixArg("fix",
+    fixArg(cl::cat(planCategory), "fix",
            cl::desc("constraints: dp,tp,pp,mb,v,schedule,zero,sp,recompute"),
            cl::value_desc("k=v,..."));
-static cl::opt<bool> jsonArg("json", cl::desc("one JSON object per layout"));
+static cl::opt<bool> jsonArg(cl::cat(planCategory), "json",
+                             cl::desc("one JSON object per layout"));
 static cl::opt<bool>
-    explainArg("explain",
+    explainArg(cl::cat(planCategory), "explain",
                cl::desc("break the best layout's time and memory down"));
 static cl::opt<bool> noDpOverlapArg(
-    "no-dp-overlap",
+    cl::cat(planCategory), "no-dp-overlap",
     cl::desc(
         "gradient reduction does not overlap backward (Megatron-LM 2021)"));
-static cl::opt<bool> calibrateArg("calibrate",
+static cl::opt<bool> calibrateArg(cl::cat(planCategory), "calibrate",
                                   cl::desc("measure this machine (-o FILE)"));
-static cl::opt<std::string> outputArg("o", cl::desc("calibration output"),
+static cl::opt<std::string> outputArg(cl::cat(planCategory), "o",
+                                      cl::desc("calibration output"),
                                       cl::value_desc("file"));
 
 namespace {
@@ -179,6 +187,7 @@ int calibrate() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(planCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "weft-plan: layouts for a model on a cluster, "
                               "ranked by predicted step time\n");
