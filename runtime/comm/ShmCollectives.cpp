@@ -60,18 +60,17 @@ Status check(int Rc, const char *Call) {
                        " failed: " + std::string(Msg, size_t(Len)));
 }
 
-/// Dst[i] = A[i] + B[i]. Dst may be A (the same element is read, then
-/// written: no dependence between iterations, hence ivdep); B is distinct.
-template <typename T>
-void add(T *Dst, const T *A, const T *__restrict B, size_t N) {
+/// Dst[i] = A[i] + B[i]. Dst may be A or B: iteration i reads element i
+/// and then writes it, so iterations are independent (ivdep).
+template <typename T> void add(T *Dst, const T *A, const T *B, size_t N) {
 #pragma GCC ivdep
   for (size_t I = 0; I < N; ++I)
     Dst[I] = A[I] + B[I];
 }
 
-/// Dst[i] = Dst2[i] = A[i] + B[i]; either destination may be A.
+/// Dst[i] = Dst2[i] = A[i] + B[i]; either destination may be A or B.
 template <typename T>
-void add2(T *Dst, T *Dst2, const T *A, const T *__restrict B, size_t N) {
+void add2(T *Dst, T *Dst2, const T *A, const T *B, size_t N) {
 #pragma GCC ivdep
   for (size_t I = 0; I < N; ++I) {
     T V = A[I] + B[I];
@@ -80,38 +79,38 @@ void add2(T *Dst, T *Dst2, const T *A, const T *__restrict B, size_t N) {
   }
 }
 
-/// Out = Own + sum of Peers (N elements). Mine (if not null) gets the sum
-/// too. Out may be Own; Mine and the peers are distinct from both.
+/// Out = S[0] + S[1] + ... + S[n-1] (N elements), summed in rank order
+/// whichever rank computes it, so a slice's bits do not depend on who
+/// reduced it. Mine (if not null) gets the sum too. Out may be one of the
+/// sources (this rank's Send, in place); Mine is none of them, and without
+/// Mine Out is none of them either.
 template <typename T>
-void sumInto(T *Out, T *Mine, const T *Own, const std::vector<const char *> &P,
-             size_t N) {
-  const size_t M = P.size();
-  auto peer = [&](size_t J) { return reinterpret_cast<const T *>(P[J]); };
-  T *Acc = Mine ? Mine : Out;
-  if (M == 1) {
+void sumInto(T *Out, T *Mine, const std::vector<const char *> &S, size_t N) {
+  auto src = [&](size_t J) { return reinterpret_cast<const T *>(S[J]); };
+  const size_t M = S.size();
+  if (M == 2) {
     if (Mine)
-      add2(Out, Mine, Own, peer(0), N);
+      add2(Out, Mine, src(0), src(1), N);
     else
-      add(Out, Own, peer(0), N);
+      add(Out, src(0), src(1), N);
     return;
   }
-  add(Acc, Own, peer(0), N);
-  for (size_t J = 1; J + 1 < M; ++J)
-    add(Acc, Acc, peer(J), N);
+  T *Acc = Mine ? Mine : Out;
+  add(Acc, src(0), src(1), N);
+  for (size_t J = 2; J + 1 < M; ++J)
+    add(Acc, Acc, src(J), N);
   if (Mine)
-    add2(Out, Mine, Mine, peer(M - 1), N);
+    add2(Out, Mine, Mine, src(M - 1), N);
   else
-    add(Out, Out, peer(M - 1), N);
+    add(Out, Out, src(M - 1), N);
 }
 
-void sumInto(DType T, void *Out, void *Mine, const void *Own,
-             const std::vector<const char *> &P, size_t N) {
+void sumInto(DType T, void *Out, void *Mine, const std::vector<const char *> &S,
+             size_t N) {
   if (T == DType::F64)
-    sumInto(static_cast<double *>(Out), static_cast<double *>(Mine),
-            static_cast<const double *>(Own), P, N);
+    sumInto(static_cast<double *>(Out), static_cast<double *>(Mine), S, N);
   else
-    sumInto(static_cast<float *>(Out), static_cast<float *>(Mine),
-            static_cast<const float *>(Own), P, N);
+    sumInto(static_cast<float *>(Out), static_cast<float *>(Mine), S, N);
 }
 
 Status needFloat(DType T, const char *What) {
@@ -266,20 +265,19 @@ Status ShmCollectives::allReduce(const void *Send, void *Recv, size_t Count,
       std::memcpy(Mine + size_t(Q) * RegionBytes, In + Lo * E, (Hi - Lo) * E);
     }
   };
-  std::vector<const char *> Peers(size_t(Size - 1));
+  std::vector<const char *> Sources(size_t(Size), nullptr);
   auto reduce = [&](size_t K) {
     size_t Lo, Hi;
     slice(K, Rank, Lo, Hi);
     const size_t At = size_t(Rank) * RegionBytes;
-    for (int Q = 0, J = 0; Q < Size; ++Q)
-      if (Q != Rank)
-        Peers[J++] = slot(Q, Step + K) + At;
+    for (int Q = 0; Q < Size; ++Q)
+      Sources[Q] = Q == Rank ? In + Lo * E : slot(Q, Step + K) + At;
     char *Mine = slot(Rank, Step + K) + At;
     if (Stream) {
-      sumInto(T, Mine, nullptr, In + Lo * E, Peers, Hi - Lo);
+      sumInto(T, Mine, nullptr, Sources, Hi - Lo);
       streamCopy(Out + Lo * E, Mine, (Hi - Lo) * E);
     } else {
-      sumInto(T, Out + Lo * E, Mine, In + Lo * E, Peers, Hi - Lo);
+      sumInto(T, Out + Lo * E, Mine, Sources, Hi - Lo);
     }
   };
   auto copyOut = [&](size_t K) {
@@ -329,17 +327,16 @@ Status ShmCollectives::reduceScatter(const void *Send, void *Recv, size_t Count,
         std::memcpy(Mine + size_t(Q) * RegionBytes,
                     In + (size_t(Q) * Count + Lo) * E, L * E);
   };
-  std::vector<const char *> Peers(size_t(Size - 1));
+  std::vector<const char *> Sources(size_t(Size), nullptr);
   copyIn(0);
   WEFT_RETURN_IF_ERROR(barrier());
   for (size_t I = 0; I < K; ++I) {
     size_t Lo, L;
     range(I, Lo, L);
-    for (int Q = 0, J = 0; Q < Size; ++Q)
-      if (Q != Rank)
-        Peers[J++] = slot(Q, Step + I) + size_t(Rank) * RegionBytes;
-    sumInto(T, Out + Lo * E, nullptr, In + (size_t(Rank) * Count + Lo) * E,
-            Peers, L);
+    for (int Q = 0; Q < Size; ++Q)
+      Sources[Q] = Q == Rank ? In + (size_t(Rank) * Count + Lo) * E
+                             : slot(Q, Step + I) + size_t(Rank) * RegionBytes;
+    sumInto(T, Out + Lo * E, nullptr, Sources, L);
     if (I + 1 < K) {
       copyIn(I + 1);
       WEFT_RETURN_IF_ERROR(barrier());

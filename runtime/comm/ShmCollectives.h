@@ -31,7 +31,7 @@ namespace weft {
 
 class ShmCollectives {
 public:
-  static constexpr size_t kDefaultSlotKB = 256;
+  static constexpr size_t kDefaultSlotKB = 512;
 
   /// Collective over Group. usable() is false when the group spans nodes (or
   /// has one rank); only then is no window allocated. Slots of SlotKB KiB

@@ -259,20 +259,26 @@ TEST(Comm, ShmCollectivesOnSubGroupsOf2x2) {
 
 // The default slot size and threshold, as the runtime runs them: 12 MiB
 // messages of f32 (3 * 2^20 + 7 elements, divisible by neither the slot
-// nor the rank count) and of f64.
+// nor the rank count) and 24 MiB of f64 (written with non-temporal stores
+// from 16 MiB), then, back to back, messages just above the 4 KiB threshold
+// and below one slot, and one just below the threshold (plain MPI).
 TEST(Comm, LargeCollectivesMatchASerialReference) {
   NEED_RANKS(0);
   const CommGroup &G = worldGroup();
-  const size_t Count = (size_t(3) << 20) + 7;
+  const size_t N = size_t(G.Size), Count = (size_t(3) << 20) + 7;
   for (DType T : {DType::F32, DType::F64})
     for (bool InPlace : {false, true}) {
       checkCase(*World, G, {Coll::AllReduce, T, Count, InPlace});
-      checkCase(*World, G,
-                {Coll::AllGather, T, Count / size_t(G.Size), InPlace});
+      checkCase(*World, G, {Coll::AllGather, T, Count / N, InPlace});
     }
   for (DType T : {DType::F32, DType::F64})
-    checkCase(*World, G,
-              {Coll::ReduceScatter, T, Count / size_t(G.Size), false});
+    checkCase(*World, G, {Coll::ReduceScatter, T, Count / N, false});
+  for (size_t Small : {size_t(1025), size_t(5001), size_t(1023)}) {
+    checkCase(*World, G, {Coll::AllReduce, DType::F32, Small, true});
+    checkCase(*World, G, {Coll::ReduceScatter, DType::F32, Small / N, false});
+    checkCase(*World, G, {Coll::AllGather, DType::F32, Small / N + 1, false});
+    checkCase(*World, G, {Coll::AllReduce, DType::F64, Small, false});
+  }
 }
 
 TEST(Comm, CollectivesMatchASerialReference) {
