@@ -6,8 +6,12 @@
 // bandwidth with nccl-tests' formulas (algbw = S / t; busbw = algbw * 2(n-1)/n
 // for all-reduce, * (n-1)/n for the others; S the larger buffer), through
 // weft's communicator and through the plain MPI call on the same buffers, and
-// memcpy bandwidth of 64 MiB measured in the same run. Run once more with
-// WEFT_KEEP_MALLOC=1 for Open MPI under glibc's default malloc settings.
+// memcpy bandwidth of 64 MiB measured in the same run. Within one node,
+// weft's collectives take the shared-slot path (runtime/comm/ShmCollectives.h)
+// from 4 KiB: WEFT_NO_SHM=1 for weft over Open MPI instead,
+// WEFT_SHM_SLOT_KB=k and WEFT_SHM_MIN_KB=k to sweep the slot size and the
+// threshold. Run once more with WEFT_KEEP_MALLOC=1 for Open MPI under glibc's
+// default malloc settings.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/Communicator.h"
