@@ -105,6 +105,64 @@ void sumInto(T *Out, T *Mine, const std::vector<const char *> &S, size_t N) {
     add(Out, Out, src(M - 1), N);
 }
 
+/// Out = A + B with non-temporal stores (see streamCopy); Out is none of
+/// the sources.
+void addStream(float *Out, const float *A, const float *B, size_t N) {
+  size_t I = 0;
+#ifdef __SSE2__
+  for (; I < N && (uintptr_t(Out + I) & 15); ++I)
+    Out[I] = A[I] + B[I];
+  for (; I + 8 <= N; I += 8) {
+    _mm_stream_ps(Out + I,
+                  _mm_add_ps(_mm_loadu_ps(A + I), _mm_loadu_ps(B + I)));
+    _mm_stream_ps(Out + I + 4,
+                  _mm_add_ps(_mm_loadu_ps(A + I + 4), _mm_loadu_ps(B + I + 4)));
+  }
+#endif
+  for (; I < N; ++I)
+    Out[I] = A[I] + B[I];
+}
+void addStream(double *Out, const double *A, const double *B, size_t N) {
+  size_t I = 0;
+#ifdef __SSE2__
+  for (; I < N && (uintptr_t(Out + I) & 15); ++I)
+    Out[I] = A[I] + B[I];
+  for (; I + 4 <= N; I += 4) {
+    _mm_stream_pd(Out + I,
+                  _mm_add_pd(_mm_loadu_pd(A + I), _mm_loadu_pd(B + I)));
+    _mm_stream_pd(Out + I + 2,
+                  _mm_add_pd(_mm_loadu_pd(A + I + 2), _mm_loadu_pd(B + I + 2)));
+  }
+#endif
+  for (; I < N; ++I)
+    Out[I] = A[I] + B[I];
+}
+
+/// sumInto without Mine, written with non-temporal stores: all sources but
+/// the last are summed in Scratch (in cache), the last pass streams to Out.
+template <typename T>
+void sumStream(T *Out, const std::vector<const char *> &S, size_t N,
+               T *Scratch) {
+  auto src = [&](size_t J) { return reinterpret_cast<const T *>(S[J]); };
+  const size_t M = S.size();
+  const T *Acc = src(0);
+  if (M > 2) {
+    add(Scratch, src(0), src(1), N);
+    for (size_t J = 2; J + 1 < M; ++J)
+      add(Scratch, Scratch, src(J), N);
+    Acc = Scratch;
+  }
+  addStream(Out, Acc, src(M - 1), N);
+}
+
+void sumStream(DType T, void *Out, const std::vector<const char *> &S, size_t N,
+               void *Scratch) {
+  if (T == DType::F64)
+    sumStream(static_cast<double *>(Out), S, N, static_cast<double *>(Scratch));
+  else
+    sumStream(static_cast<float *>(Out), S, N, static_cast<float *>(Scratch));
+}
+
 void sumInto(DType T, void *Out, void *Mine, const std::vector<const char *> &S,
              size_t N) {
   if (T == DType::F64)
@@ -160,10 +218,9 @@ void storeFence() {
 #endif
 }
 
-/// From this many bytes (the larger buffer), all-reduce and all-gather write
-/// Recv with non-temporal stores: measured faster from 16 MiB on (2 ranks,
+/// From this many bytes (the larger buffer), the collectives write Recv with
+/// non-temporal stores: measured faster from 16 MiB on (2 ranks,
 /// test/bench/CommBench.cpp), slower below, where Recv stays in the cache.
-/// A reduce-scatter writes half as much and gained nothing.
 constexpr size_t kStreamMinBytes = size_t(16) << 20;
 } // namespace
 
@@ -210,6 +267,7 @@ Expected<ShmCollectives *> ShmCollectives::create(MPI_Comm Group,
       check(MPI_Win_lock_all(MPI_MODE_NOCHECK, S->Win), "MPI_Win_lock_all"));
   std::memset(Base, 0, 2 * S->SlotBytes); // fault the pages in once
   S->Segments.assign(S->Size, nullptr);
+  S->Scratch.resize(S->RegionBytes / sizeof(double));
   for (int Q = 0; Q < S->Size; ++Q) {
     MPI_Aint QSize = 0;
     int Disp = 0;
@@ -313,6 +371,7 @@ Status ShmCollectives::reduceScatter(const void *Send, void *Recv, size_t Count,
   const size_t K = (Count + Piece - 1) / Piece;
   const char *In = static_cast<const char *>(Send);
   char *Out = static_cast<char *>(Recv);
+  const bool Stream = size_t(Size) * Count * E >= kStreamMinBytes;
   // Step k covers elements [Lo, Lo + L) of every block.
   auto range = [&](size_t K, size_t &Lo, size_t &L) {
     Lo = K * Piece;
@@ -336,13 +395,17 @@ Status ShmCollectives::reduceScatter(const void *Send, void *Recv, size_t Count,
     for (int Q = 0; Q < Size; ++Q)
       Sources[Q] = Q == Rank ? In + (size_t(Rank) * Count + Lo) * E
                              : slot(Q, Step + I) + size_t(Rank) * RegionBytes;
-    sumInto(T, Out + Lo * E, nullptr, Sources, L);
+    if (Stream)
+      sumStream(T, Out + Lo * E, Sources, L, Scratch.data());
+    else
+      sumInto(T, Out + Lo * E, nullptr, Sources, L);
     if (I + 1 < K) {
       copyIn(I + 1);
       WEFT_RETURN_IF_ERROR(barrier());
     }
   }
   Step += K;
+  storeFence();
   return Status::success();
 }
 

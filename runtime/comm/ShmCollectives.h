@@ -70,6 +70,7 @@ private:
   size_t RegionBytes = 0;       // a rank's part of a slot, a multiple of 64
   uint64_t Step = 0;            // the next pipeline step; slot Step % 2
   std::vector<char *> Segments; // every rank's window, mapped here
+  std::vector<double> Scratch;  // one region: partial sums (3+ ranks)
 };
 
 } // namespace weft

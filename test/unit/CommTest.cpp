@@ -259,9 +259,9 @@ TEST(Comm, ShmCollectivesOnSubGroupsOf2x2) {
 
 // The default slot size and threshold, as the runtime runs them: 12 MiB
 // messages of f32 (3 * 2^20 + 7 elements, divisible by neither the slot
-// nor the rank count) and 24 MiB of f64 (written with non-temporal stores
-// from 16 MiB), then, back to back, messages just above the 4 KiB threshold
-// and below one slot, and one just below the threshold (plain MPI).
+// nor the rank count) and 24 MiB of f64 (Recv is written with non-temporal
+// stores from 16 MiB), then, back to back, messages just above the 4 KiB
+// threshold and below one slot, and one just below the threshold (plain MPI).
 TEST(Comm, LargeCollectivesMatchASerialReference) {
   NEED_RANKS(0);
   const CommGroup &G = worldGroup();
@@ -273,6 +273,10 @@ TEST(Comm, LargeCollectivesMatchASerialReference) {
     }
   for (DType T : {DType::F32, DType::F64})
     checkCase(*World, G, {Coll::ReduceScatter, T, Count / N, false});
+  // 20 MiB of f32: reduce-scatter's non-temporal f32 sums.
+  checkCase(
+      *World, G,
+      {Coll::ReduceScatter, DType::F32, (size_t(5) << 20) / N + 3, false});
   for (size_t Small : {size_t(1025), size_t(5001), size_t(1023)}) {
     checkCase(*World, G, {Coll::AllReduce, DType::F32, Small, true});
     checkCase(*World, G, {Coll::ReduceScatter, DType::F32, Small / N, false});
