@@ -307,30 +307,30 @@ Status ShmCollectives::allReduce(const void *Send, void *Recv, size_t Count,
   char *Out = static_cast<char *>(Recv);
   const bool Stream = Count * E >= kStreamMinBytes;
   auto put = Stream ? streamCopy : copy;
-  // Slice Q of chunk k: elements [Lo, Hi) of the message.
-  auto slice = [&](size_t K, int Q, size_t &Lo, size_t &Hi) {
-    size_t Off = K * Chunk, L = std::min(Chunk, Count - Off);
+  // Slice Q of chunk J: elements [Lo, Hi) of the message.
+  auto slice = [&](size_t J, int Q, size_t &Lo, size_t &Hi) {
+    size_t Off = J * Chunk, L = std::min(Chunk, Count - Off);
     Lo = Off + L * size_t(Q) / size_t(Size);
     Hi = Off + L * size_t(Q + 1) / size_t(Size);
   };
-  auto copyIn = [&](size_t K) {
-    char *Mine = slot(Rank, Step + K);
+  auto copyIn = [&](size_t J) {
+    char *Mine = slot(Rank, Step + J);
     for (int Q = 0; Q < Size; ++Q) {
       if (Q == Rank)
         continue;
       size_t Lo, Hi;
-      slice(K, Q, Lo, Hi);
+      slice(J, Q, Lo, Hi);
       std::memcpy(Mine + size_t(Q) * RegionBytes, In + Lo * E, (Hi - Lo) * E);
     }
   };
   std::vector<const char *> Sources(size_t(Size), nullptr);
-  auto reduce = [&](size_t K) {
+  auto reduce = [&](size_t J) {
     size_t Lo, Hi;
-    slice(K, Rank, Lo, Hi);
+    slice(J, Rank, Lo, Hi);
     const size_t At = size_t(Rank) * RegionBytes;
     for (int Q = 0; Q < Size; ++Q)
-      Sources[Q] = Q == Rank ? In + Lo * E : slot(Q, Step + K) + At;
-    char *Mine = slot(Rank, Step + K) + At;
+      Sources[Q] = Q == Rank ? In + Lo * E : slot(Q, Step + J) + At;
+    char *Mine = slot(Rank, Step + J) + At;
     if (Stream) {
       sumInto(T, Mine, nullptr, Sources, Hi - Lo);
       streamCopy(Out + Lo * E, Mine, (Hi - Lo) * E);
@@ -338,13 +338,13 @@ Status ShmCollectives::allReduce(const void *Send, void *Recv, size_t Count,
       sumInto(T, Out + Lo * E, Mine, Sources, Hi - Lo);
     }
   };
-  auto copyOut = [&](size_t K) {
+  auto copyOut = [&](size_t J) {
     for (int Q = 0; Q < Size; ++Q) {
       if (Q == Rank)
         continue;
       size_t Lo, Hi;
-      slice(K, Q, Lo, Hi);
-      put(Out + Lo * E, slot(Q, Step + K) + size_t(Q) * RegionBytes,
+      slice(J, Q, Lo, Hi);
+      put(Out + Lo * E, slot(Q, Step + J) + size_t(Q) * RegionBytes,
           (Hi - Lo) * E);
     }
   };
@@ -372,15 +372,15 @@ Status ShmCollectives::reduceScatter(const void *Send, void *Recv, size_t Count,
   const char *In = static_cast<const char *>(Send);
   char *Out = static_cast<char *>(Recv);
   const bool Stream = size_t(Size) * Count * E >= kStreamMinBytes;
-  // Step k covers elements [Lo, Lo + L) of every block.
-  auto range = [&](size_t K, size_t &Lo, size_t &L) {
-    Lo = K * Piece;
+  // Step J covers elements [Lo, Lo + L) of every block.
+  auto range = [&](size_t J, size_t &Lo, size_t &L) {
+    Lo = J * Piece;
     L = std::min(Piece, Count - Lo);
   };
-  auto copyIn = [&](size_t K) {
+  auto copyIn = [&](size_t J) {
     size_t Lo, L;
-    range(K, Lo, L);
-    char *Mine = slot(Rank, Step + K);
+    range(J, Lo, L);
+    char *Mine = slot(Rank, Step + J);
     for (int Q = 0; Q < Size; ++Q)
       if (Q != Rank)
         std::memcpy(Mine + size_t(Q) * RegionBytes,
@@ -419,9 +419,9 @@ Status ShmCollectives::allGather(const void *Send, void *Recv, size_t Count,
   const char *In =
       Send ? static_cast<const char *>(Send) : Out + size_t(Rank) * Bytes;
   auto put = size_t(Size) * Bytes >= kStreamMinBytes ? streamCopy : copy;
-  auto copyIn = [&](size_t K) {
-    size_t Lo = K * SlotBytes, L = std::min(SlotBytes, Bytes - Lo);
-    char *Mine = slot(Rank, Step + K);
+  auto copyIn = [&](size_t J) {
+    size_t Lo = J * SlotBytes, L = std::min(SlotBytes, Bytes - Lo);
+    char *Mine = slot(Rank, Step + J);
     std::memcpy(Mine, In + Lo, L);
     if (Send)
       put(Out + size_t(Rank) * Bytes + Lo, Mine, L);
