@@ -322,12 +322,8 @@ private:
         !axes[rule.operands[0].back()].empty())
       return partitionVocabParallel(op, rule, axes);
 
-    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
-      ShardingAttr want = shardingFromFactors(ctx, rule, axes, rule.operands[i],
-                                              operandBlocksOf(rule, i), false);
-      if (failed(requireOperand(op, i, want, operandReason(op, i))))
-        return failure();
-    }
+    if (failed(requireOperands(op, rule, axes)))
+      return failure();
     for (auto [i, r] : llvm::enumerate(op->getResults())) {
       ShardingAttr s = shardingFromFactors(ctx, rule, axes, rule.results[i],
                                            resultBlocksOf(rule, i), true);
@@ -339,6 +335,27 @@ private:
     return success();
   }
 
+  // Reshards every operand into what the op's factor axes ask of it.
+  LogicalResult requireOperands(Operation *op, const ShardingRule &rule,
+                                const FactorAxes &axes) {
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      ShardingAttr want = shardingFromFactors(ctx, rule, axes, rule.operands[i],
+                                              operandBlocksOf(rule, i), false);
+      if (failed(requireOperand(op, i, want, operandReason(op, i))))
+        return failure();
+    }
+    return success();
+  }
+
+  // A cross-entropy's global row count (its targets' elements): the mean's
+  // denominator on every rank.
+  static int64_t globalRows(const ShardingRule &rule) {
+    int64_t rows = 1;
+    for (int64_t f : rule.operands[1])
+      rows *= rule.factors[f].size;
+    return rows;
+  }
+
   // A cross-entropy over logits whose vocab is split over some axes
   // (Megatron's vocab-parallel cross-entropy): each rank computes its
   // shard's softmax statistics, one all_gather shares them, and the loss
@@ -346,17 +363,11 @@ private:
   // statistics serve the gradient of the same logits.
   LogicalResult partitionVocabParallel(Operation *op, const ShardingRule &rule,
                                        const FactorAxes &axes) {
-    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
-      ShardingAttr want = shardingFromFactors(ctx, rule, axes, rule.operands[i],
-                                              operandBlocksOf(rule, i), false);
-      if (failed(requireOperand(op, i, want, operandReason(op, i))))
-        return failure();
-    }
+    if (failed(requireOperands(op, rule, axes)))
+      return failure();
     ArrayRef<StringRef> vocab = axes[rule.operands[0].back()];
     auto vocabAttr = b.getStrArrayAttr(vocab);
-    int64_t rows = 1;
-    for (int64_t f : rule.operands[1])
-      rows *= rule.factors[f].size;
+    int64_t rows = globalRows(rule);
     Value logits = op->getOperand(0), targets = op->getOperand(1);
     Location loc = op->getLoc();
     b.setInsertionPoint(op);
@@ -415,10 +426,7 @@ private:
         sizes.push_back(s / c);
       split.setSizes(sizes);
     } else if (isa<CrossEntropyOp, CrossEntropyGradOp>(op)) {
-      int64_t rows = 1;
-      for (int64_t f : rule.operands[1])
-        rows *= rule.factors[f].size;
-      op->setAttr("denominator", b.getI64IntegerAttr(rows));
+      op->setAttr("denominator", b.getI64IntegerAttr(globalRows(rule)));
     } else if (isa<EmbeddingOp>(op)) {
       ArrayRef<StringRef> vocab = axes[rule.operands[0][0]];
       if (!vocab.empty())
