@@ -505,6 +505,18 @@ TEST(MeshTraining, TensorParallel) {
   expectTrainsLikeOneRank(C);
 }
 
+TEST(MeshTraining, VocabParallelCrossEntropy) {
+  NEED_RANKS(0);
+  MeshTinyConfig C;
+  C.Tp = World->size();
+  C.VocabParallel = true;
+  expectTrainsLikeOneRank(C);
+  if (World->size() == 4) {
+    C.Dp = C.Tp = 2;
+    expectTrainsLikeOneRank(C);
+  }
+}
+
 TEST(MeshTraining, DataTensor2x2) {
   NEED_RANKS(4);
   MeshTinyConfig C;
