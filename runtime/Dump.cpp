@@ -63,6 +63,27 @@ std::string attrString(const Instruction &I) {
   default:
     break;
   }
+  // Mesh attributes (version 2), wherever an op carries them.
+  auto AddAxes = [&](const char *Name, const AxesList &Axes) {
+    if (Axes.empty())
+      return;
+    std::string L;
+    for (size_t K = 0; K < Axes.size(); ++K)
+      L += (K ? "," : "") + Axes[K];
+    Add(std::string(Name) + "=[" + L + "]");
+  };
+  AddAxes("axes", A.Axes);
+  if (I.Op == OpKind::AllGather || I.Op == OpKind::ReduceScatter ||
+      I.Op == OpKind::Slice) {
+    Add("dim=" + std::to_string(A.Dim));
+    if (A.Async)
+      Add("async=true");
+  }
+  AddAxes("seq_axes", A.SeqAxes);
+  AddAxes("vocab_axes", A.VocabAxes);
+  AddAxes("shard_axes", A.ShardAxes);
+  if (A.Denominator > 0)
+    Add("denominator=" + std::to_string(A.Denominator));
   return R;
 }
 

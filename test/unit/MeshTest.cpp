@@ -254,6 +254,21 @@ TEST(MeshLoader, RefusesBadVocabParallelCrossEntropy) {
   Expect(Bad, "names axis 'pp', not an axis of the mesh");
 }
 
+TEST(MeshLoader, DumpShowsMeshAttributes) {
+  MeshTinyConfig Cfg;
+  Cfg.Dp = Cfg.Tp = 2;
+  Cfg.VocabParallel = true;
+  Expected<Program> P = parseProgramJson(meshTinyProgram(Cfg).dump());
+  ASSERT_TRUE(P.ok()) << P.message();
+  std::string D = dumpProgram(*P);
+  for (const char *Want :
+       {"cross_entropy_stats  in=[11,1] out=[15]  vocab_axes=[tp]",
+        "all_gather  in=[15] out=[16]  axes=[tp]  dim=0",
+        "cross_entropy_from_stats  in=[16] out=[13]  denominator=16",
+        "all_reduce  in=[13] out=[14]  axes=[dp]"})
+    EXPECT_NE(D.find(Want), std::string::npos) << Want << "\n" << D;
+}
+
 TEST(MeshLoader, RefusesMisplacedPartialGradients) {
   MeshTinyConfig Cfg;
   Cfg.Dp = Cfg.Tp = 2;
