@@ -116,9 +116,9 @@ LogicalResult checkStats(std::optional<Location> loc, Value stats,
   auto s = typeOf(stats).getShape();
   if (s.size() != rows.size() + 2 ||
       !llvm::equal(s.slice(1, rows.size()), rows) || s.back() != 3)
-    return emitOptionalError(loc, "stats ", shapeStr(s), " must be [K, ",
-                             shapeStr(rows).substr(1, std::string::npos),
-                             " plus a last dim of 3");
+    return emitOptionalError(loc, "stats ", shapeStr(s),
+                             " must be [K] + the targets' shape ",
+                             shapeStr(rows), " + [3]");
   return success();
 }
 } // namespace

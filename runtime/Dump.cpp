@@ -56,10 +56,6 @@ std::string attrString(const Instruction &I) {
   case OpKind::AdamW:
     Add(std::string("weight_decay=") + (A.WeightDecay ? "true" : "false"));
     break;
-  case OpKind::AllReduce:
-    if (A.Async)
-      Add("async=true");
-    break;
   default:
     break;
   }
@@ -74,11 +70,10 @@ std::string attrString(const Instruction &I) {
   };
   AddAxes("axes", A.Axes);
   if (I.Op == OpKind::AllGather || I.Op == OpKind::ReduceScatter ||
-      I.Op == OpKind::Slice) {
+      I.Op == OpKind::Slice)
     Add("dim=" + std::to_string(A.Dim));
-    if (A.Async)
-      Add("async=true");
-  }
+  if (A.Async)
+    Add("async=true");
   AddAxes("seq_axes", A.SeqAxes);
   AddAxes("vocab_axes", A.VocabAxes);
   AddAxes("shard_axes", A.ShardAxes);

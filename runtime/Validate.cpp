@@ -71,6 +71,28 @@ private:
       WEFT_RETURN_IF_ERROR(isFloat(false, K));
     return Status::success();
   }
+  /// A one-element operand (a loss, dloss); What names it in the message.
+  Status scalar(bool IsIn, size_t K, const char *What) const {
+    const BufferSpec &B = IsIn ? in(K) : out(K);
+    if (B.numel() != 1)
+      return fail(name(IsIn, K) + " (" + What + ") has shape " +
+                  shapeString(B.Dims) + ", expected a scalar []");
+    return Status::success();
+  }
+  /// Logits in[0] [R..., V] and i32 targets in[1] with the R elements of
+  /// its rows; Rows gets R.
+  Status logitsAndTargets(Shape &Rows) const {
+    WEFT_RETURN_IF_ERROR(isInt(true, 1));
+    WEFT_RETURN_IF_ERROR(rankAtLeast(true, 0, 1));
+    const BufferSpec &L = in(0);
+    Rows.assign(L.Dims.begin(), L.Dims.end() - 1);
+    if (in(1).numel() != numElements(Rows))
+      return fail(name(true, 1) + " (targets) has shape " +
+                  shapeString(in(1).Dims) + ", expected " +
+                  std::to_string(numElements(Rows)) + " elements like " +
+                  shapeString(Rows));
+    return Status::success();
+  }
   Status rankAtLeast(bool IsIn, size_t K, size_t R) const {
     const BufferSpec &B = IsIn ? in(K) : out(K);
     if (B.Dims.size() < R)
@@ -150,20 +172,10 @@ Status InstChecker::checkVocabParallel() const {
     if (in(0).Dims.back() != 3)
       return fail(name(true, 0) + " (stats) has shape " +
                   shapeString(in(0).Dims) + ", expected [K, rows..., 3]");
-    if (out(0).numel() != 1)
-      return fail(name(false, 0) + " (loss) has shape " +
-                  shapeString(out(0).Dims) + ", expected a scalar []");
-    return Status::success();
+    return scalar(false, 0, "loss");
   }
-  WEFT_RETURN_IF_ERROR(isInt(true, 1));
-  WEFT_RETURN_IF_ERROR(rankAtLeast(true, 0, 1));
-  const BufferSpec &L = in(0);
-  Shape Rows(L.Dims.begin(), L.Dims.end() - 1);
-  if (in(1).numel() != numElements(Rows))
-    return fail(name(true, 1) + " (targets) has shape " +
-                shapeString(in(1).Dims) + ", expected " +
-                std::to_string(numElements(Rows)) + " elements like " +
-                shapeString(Rows));
+  Shape Rows;
+  WEFT_RETURN_IF_ERROR(logitsAndTargets(Rows));
   Shape StatsShape = {Stats ? 1 : P.Devices.count(I.Attrs.VocabAxes)};
   StatsShape.insert(StatsShape.end(), Rows.begin(), Rows.end());
   StatsShape.push_back(3);
@@ -175,10 +187,8 @@ Status InstChecker::checkVocabParallel() const {
     return fail(name(true, 2) + " (stats) has shape " +
                 shapeString(in(2).Dims) + ", expected " +
                 shapeString(StatsShape) + " (one row of stats per shard)");
-  if (in(3).numel() != 1)
-    return fail(name(true, 3) + " (dloss) has shape " +
-                shapeString(in(3).Dims) + ", expected a scalar []");
-  return shapeIs(false, 0, L.Dims);
+  WEFT_RETURN_IF_ERROR(scalar(true, 3, "dloss"));
+  return shapeIs(false, 0, in(0).Dims);
 }
 
 Status InstChecker::checkMatmul() const {
@@ -505,27 +515,15 @@ Status InstChecker::run() {
       return fail("attrs.denominator=" + std::to_string(I.Attrs.Denominator) +
                   " must be positive");
     WEFT_RETURN_IF_ERROR(isFloat(true, 0));
-    WEFT_RETURN_IF_ERROR(isInt(true, 1));
     WEFT_RETURN_IF_ERROR(isFloat(false, 0));
-    WEFT_RETURN_IF_ERROR(rankAtLeast(true, 0, 1));
-    const BufferSpec &L = in(0);
-    Shape Rows(L.Dims.begin(), L.Dims.end() - 1);
-    if (in(1).numel() != numElements(Rows))
-      return fail(name(true, 1) + " (targets) has shape " +
-                  shapeString(in(1).Dims) + ", expected " +
-                  std::to_string(numElements(Rows)) + " elements like " +
-                  shapeString(Rows));
+    Shape Rows;
+    WEFT_RETURN_IF_ERROR(logitsAndTargets(Rows));
     if (Grad) {
       WEFT_RETURN_IF_ERROR(isFloat(true, 2));
-      if (in(2).numel() != 1)
-        return fail(name(true, 2) + " (dloss) has shape " +
-                    shapeString(in(2).Dims) + ", expected a scalar []");
-      return shapeIs(false, 0, L.Dims);
+      WEFT_RETURN_IF_ERROR(scalar(true, 2, "dloss"));
+      return shapeIs(false, 0, in(0).Dims);
     }
-    if (out(0).numel() != 1)
-      return fail(name(false, 0) + " (loss) has shape " +
-                  shapeString(out(0).Dims) + ", expected a scalar []");
-    return Status::success();
+    return scalar(false, 0, "loss");
   }
   case OpKind::CrossEntropyStats:
   case OpKind::CrossEntropyFromStats:

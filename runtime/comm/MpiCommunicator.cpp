@@ -23,16 +23,7 @@ namespace weft {
 
 namespace {
 
-Status check(int Rc, const char *Call) {
-  if (Rc == MPI_SUCCESS)
-    return Status::success();
-  char Msg[MPI_MAX_ERROR_STRING];
-  int Len = 0;
-  if (MPI_Error_string(Rc, Msg, &Len) != MPI_SUCCESS)
-    Len = std::snprintf(Msg, sizeof(Msg), "error code %d", Rc);
-  return Status::error(std::string(Call) +
-                       " failed: " + std::string(Msg, size_t(Len)));
-}
+using mpi::check;
 
 Status countFits(size_t Count, const char *Call) {
   if (Count > size_t(INT_MAX))

@@ -1,4 +1,5 @@
-//===- MpiTypes.h - weft enums to MPI handles, as tables -------*- C++ -*-===//
+//===- MpiTypes.h - weft enums to MPI handles; MPI errors as Status -*- C++
+//-*-===//
 #ifndef WEFT_RUNTIME_COMM_MPITYPES_H
 #define WEFT_RUNTIME_COMM_MPITYPES_H
 
@@ -7,7 +8,22 @@
 
 #include <mpi.h>
 
+#include <cstdio>
+#include <string>
+
 namespace weft::mpi {
+
+/// Success, or an error naming Call and MPI's message for Rc.
+inline Status check(int Rc, const char *Call) {
+  if (Rc == MPI_SUCCESS)
+    return Status::success();
+  char Msg[MPI_MAX_ERROR_STRING];
+  int Len = 0;
+  if (MPI_Error_string(Rc, Msg, &Len) != MPI_SUCCESS)
+    Len = std::snprintf(Msg, sizeof(Msg), "error code %d", Rc);
+  return Status::error(std::string(Call) +
+                       " failed: " + std::string(Msg, size_t(Len)));
+}
 
 struct DTypeEntry {
   DType Type;

@@ -37,6 +37,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/ShmCollectives.h"
+#include "runtime/comm/MpiTypes.h"
 
 #include <algorithm>
 #include <cstring>
@@ -49,16 +50,7 @@
 
 namespace weft {
 namespace {
-Status check(int Rc, const char *Call) {
-  if (Rc == MPI_SUCCESS)
-    return Status::success();
-  char Msg[MPI_MAX_ERROR_STRING];
-  int Len = 0;
-  if (MPI_Error_string(Rc, Msg, &Len) != MPI_SUCCESS)
-    Len = std::snprintf(Msg, sizeof(Msg), "error code %d", Rc);
-  return Status::error(std::string(Call) +
-                       " failed: " + std::string(Msg, size_t(Len)));
-}
+using mpi::check;
 
 /// Dst[i] = A[i] + B[i]. Dst may be A or B: iteration i reads element i
 /// and then writes it, so iterations are independent (ivdep).
