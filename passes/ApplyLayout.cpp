@@ -126,12 +126,20 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
       return at->emitError("layout for ")
              << tensor << " has " << dims.size() << " dims, the tensor has "
              << shape.size();
+    llvm::StringMap<size_t> dimOfAxis;
     for (auto [d, axes] : llvm::enumerate(dims)) {
       int64_t c = 1;
       for (const std::string &a : axes) {
         if (meshInfo.size(a) == 0)
           return at->emitError("unknown mesh axis '")
                  << a << "' in the layout of " << tensor;
+        auto [it, fresh] = dimOfAxis.try_emplace(a, d);
+        if (!fresh)
+          return at->emitError("mesh axis '")
+                 << a << "' splits dim " << it->second
+                 << (it->second == d ? " twice" : " and dim " + std::to_string(d))
+                 << " in the layout of " << tensor
+                 << ": an axis may split one dim of a tensor once";
         c *= meshInfo.size(a);
       }
       int64_t nb = d < blocks.size() ? blocks[d] : 1;
@@ -208,8 +216,12 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
         return WalkResult::interrupt();
       p->setAttr("weft.sharding", toAttr(dims, blocks));
       // ZeRO: split dim 0 further over dp where it divides (not a dim split
-      // in blocks: a blocked all-gather would need a strided layout).
-      if (zeroStage > 0 && dp > 1 && blocks[0] == 1) {
+      // in blocks: a blocked all-gather would need a strided layout; not a
+      // parameter the layout already splits over dp: its state is split).
+      bool usesDp = llvm::any_of(dims, [](const auto &axes) {
+        return llvm::is_contained(axes, "dp");
+      });
+      if (zeroStage > 0 && dp > 1 && blocks[0] == 1 && !usesDp) {
         DimAxes storage = dims;
         storage[0].push_back("dp");
         int64_t c = 1;

@@ -118,6 +118,12 @@ private:
     for (size_t d = 0; d < dims.size(); ++d)
       blocks.push_back(from.blocksOf(d));
 
+    for (StringRef p : to.partialAxes())
+      if (!llvm::is_contained(from.partialAxes(), p))
+        return emitError(loc) << "cannot make a value that is not a partial "
+                                 "sum over '"
+                              << p << "' into one (each rank's copy would "
+                              << "count once per rank): " << reason;
     // 1. Pending partial sums: reduce-scatter where the consumer wants the
     //    axis on a dim, all-reduce otherwise.
     SmallVector<StringRef> allReduceAxes;
@@ -146,43 +152,49 @@ private:
       v = AllReduceOp::create(b, loc, type, v, b.getStrArrayAttr(allReduceAxes),
                               reasonAttr);
 
-    // 2. Dims: gather what is split differently, then slice what is wanted.
+    // 2. Dims: gather what is split differently on every dim first, then
+    //    slice what is wanted. Slicing one dim before gathering another
+    //    would be wrong when an axis moves between dims ([*, dp] -> [dp, *]):
+    //    the gather would then join different rows from each rank.
     for (size_t d = 0; d < dims.size(); ++d) {
       auto want = to.axesOf(d);
       if (dims[d] == want && (dims[d].empty() || blocks[d] == to.blocksOf(d)))
         continue;
-      bool prefix =
-          dims[d].size() <= want.size() &&
-          llvm::equal(dims[d],
-                      ArrayRef<StringRef>(want).take_front(dims[d].size()));
       if ((!dims[d].empty() && blocks[d] > 1) ||
           (want.size() > 0 && to.blocksOf(d) > 1))
         return emitError(loc)
                << "cannot reshard dim " << d << " split in blocks: " << reason;
-      if (!prefix) {
-        // Gather the minor axes only when the wanted split is a prefix of
-        // the current one ([tp, dp] -> [tp]: gather over dp within tp).
-        size_t keep = 0;
-        if (want.size() < dims[d].size() &&
-            llvm::equal(want,
-                        ArrayRef<StringRef>(dims[d]).take_front(want.size())))
-          keep = want.size();
-        SmallVector<StringRef> gathered(dims[d].begin() + keep, dims[d].end());
-        SmallVector<int64_t> shape(type.getShape());
-        shape[d] *= mesh.count(gathered);
-        type = RankedTensorType::get(shape, type.getElementType());
-        v = AllGatherOp::create(b, loc, type, v, b.getStrArrayAttr(gathered), d,
-                                reasonAttr);
-        dims[d].resize(keep);
-      }
+      bool prefix =
+          dims[d].size() <= want.size() &&
+          llvm::equal(dims[d],
+                      ArrayRef<StringRef>(want).take_front(dims[d].size()));
+      if (prefix)
+        continue;
+      // Gather the minor axes only when the wanted split is a prefix of the
+      // current one ([tp, dp] -> [tp]: gather over dp within tp).
+      size_t keep = 0;
+      if (want.size() < dims[d].size() &&
+          llvm::equal(want,
+                      ArrayRef<StringRef>(dims[d]).take_front(want.size())))
+        keep = want.size();
+      SmallVector<StringRef> gathered(dims[d].begin() + keep, dims[d].end());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[d] *= mesh.count(gathered);
+      type = RankedTensorType::get(shape, type.getElementType());
+      v = AllGatherOp::create(b, loc, type, v, b.getStrArrayAttr(gathered), d,
+                              reasonAttr);
+      dims[d].resize(keep);
+    }
+    for (size_t d = 0; d < dims.size(); ++d) {
+      auto want = to.axesOf(d);
+      if (dims[d].size() >= want.size())
+        continue;
       SmallVector<StringRef> extra(want.begin() + dims[d].size(), want.end());
-      if (!extra.empty()) {
-        SmallVector<int64_t> shape(type.getShape());
-        shape[d] /= mesh.count(extra);
-        type = RankedTensorType::get(shape, type.getElementType());
-        v = SliceOp::create(b, loc, type, v, b.getStrArrayAttr(extra), d,
-                            reasonAttr);
-      }
+      SmallVector<int64_t> shape(type.getShape());
+      shape[d] /= mesh.count(extra);
+      type = RankedTensorType::get(shape, type.getElementType());
+      v = SliceOp::create(b, loc, type, v, b.getStrArrayAttr(extra), d,
+                          reasonAttr);
     }
     return v;
   }
@@ -240,7 +252,21 @@ private:
       ParamOp p = paramsByName.lookup(grad.getName());
       if (!p)
         return op->emitOpError("names no weft.param");
-      return requireOperand(op, 0, storageOf(p, "weft.grad_storage"),
+      ShardingAttr storage = storageOf(p, "weft.grad_storage");
+      ShardingAttr have = actual.lookup(grad.getOperand());
+      if (have && !llvm::all_of(storage.partialAxes(), [&](StringRef a) {
+            return llvm::is_contained(have.partialAxes(), a);
+          })) {
+        // ZeRO-1 stores a gradient unreduced (partial over dp), but this
+        // layout computes it whole on every rank (its contraction is not
+        // split over dp): store this rank's block of the optimizer state's
+        // split instead, as ZeRO-2 does. A whole value cannot become a
+        // partial sum without being counted once per rank.
+        storage = storageOf(p, "weft.state_storage");
+        p->setAttr("weft.grad_storage", storage);
+        p->setAttr("weft.grad_storage_sharding", storage);
+      }
+      return requireOperand(op, 0, storage,
                             ("gradient of " + grad.getName()).str());
     }
     if (auto adam = dyn_cast<AdamWOp>(op))
