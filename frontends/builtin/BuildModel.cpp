@@ -74,13 +74,15 @@ public:
       x = add(x, linear(f, p + ".mlp.c_proj", d, projStd));
     }
     x = layerNorm(x, "transformer.ln_f");
-    Value logits = matmul(x, wte, /*transposeB=*/true); // tied LM head
+    Value head = c.tieEmbeddings ? wte
+                                 : normal("lm_head.weight", {c.vocab, d}, std);
+    Value logits = matmul(x, head, /*transposeB=*/true);
     return CrossEntropyOp::create(b, loc, logits, targets);
   }
 
   // Llama: HF LlamaForCausalLM (nn.Linear weights are [out, in]).
   Value llama(Value tokens, Value targets) {
-    int64_t d = c.hidden, hd = c.hidden / c.numHeads;
+    int64_t d = c.hidden, hd = c.headDimOrDefault();
     double std = c.initStd;
     auto epsAttr = b.getF64FloatAttr(c.normEps);
     auto theta = b.getF64FloatAttr(c.ropeTheta);
@@ -89,27 +91,35 @@ public:
     auto rmsNorm = [&](Value in, const std::string &name) -> Value {
       return RmsNormOp::create(b, loc, in, ones(name, d), epsAttr);
     };
-    auto linear = [&](Value in, const std::string &name, int64_t out) {
+    // `prefix`.weight, plus `prefix`.bias when `bias` (zeros, as HF inits).
+    auto linear = [&](Value in, const std::string &prefix, int64_t out,
+                      bool bias) {
       int64_t inDim = cast<RankedTensorType>(in.getType()).getShape().back();
-      return matmul(in, normal(name, {out, inDim}, std), /*transposeB=*/true);
+      Value y = matmul(in, normal(prefix + ".weight", {out, inDim}, std),
+                       /*transposeB=*/true);
+      if (bias)
+        y = BiasAddOp::create(b, loc, y, zeros(prefix + ".bias", out));
+      return y;
     };
     for (int64_t i = 0; i < c.numLayers; ++i) {
       std::string p = "model.layers." + std::to_string(i);
       Value h = rmsNorm(x, p + ".input_layernorm.weight");
-      Value q = linear(h, p + ".self_attn.q_proj.weight", c.numHeads * hd);
-      Value k = linear(h, p + ".self_attn.k_proj.weight", c.numKvHeads * hd);
-      Value v = linear(h, p + ".self_attn.v_proj.weight", c.numKvHeads * hd);
+      Value q = linear(h, p + ".self_attn.q_proj", c.numHeads * hd, c.qkvBias);
+      Value k =
+          linear(h, p + ".self_attn.k_proj", c.numKvHeads * hd, c.qkvBias);
+      Value v =
+          linear(h, p + ".self_attn.v_proj", c.numKvHeads * hd, c.qkvBias);
       q = RopeOp::create(b, loc, q, b.getI64IntegerAttr(c.numHeads), theta,
                          b.getBoolAttr(false));
       k = RopeOp::create(b, loc, k, b.getI64IntegerAttr(c.numKvHeads), theta,
                          b.getBoolAttr(false));
       Value a = AttentionOp::create(b, loc, q, k, v, c.numHeads, c.numKvHeads);
-      x = add(x, linear(a, p + ".self_attn.o_proj.weight", d));
+      x = add(x, linear(a, p + ".self_attn.o_proj", d, c.outBias));
       h = rmsNorm(x, p + ".post_attention_layernorm.weight");
-      Value gate = linear(h, p + ".mlp.gate_proj.weight", c.intermediate);
-      Value up = linear(h, p + ".mlp.up_proj.weight", c.intermediate);
+      Value gate = linear(h, p + ".mlp.gate_proj", c.intermediate, c.mlpBias);
+      Value up = linear(h, p + ".mlp.up_proj", c.intermediate, c.mlpBias);
       Value act = SwigluOp::create(b, loc, gate, up);
-      x = add(x, linear(act, p + ".mlp.down_proj.weight", d));
+      x = add(x, linear(act, p + ".mlp.down_proj", d, c.mlpBias));
     }
     x = rmsNorm(x, "model.norm.weight");
     Value head =
@@ -142,6 +152,13 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context,
     problem = "seq=" + std::to_string(options.seq) +
               " exceeds n_positions=" + std::to_string(config.maxPositions) +
               " of " + config.name;
+  if (problem.empty() && config.slidingWindow > 0 &&
+      options.seq > config.slidingWindow)
+    problem = "seq=" + std::to_string(options.seq) +
+              " exceeds sliding_window=" +
+              std::to_string(config.slidingWindow) + " of " + config.name +
+              ": weft's attention has no sliding window, so it matches " +
+              config.modelType + " only while every key lies inside it";
   if (!problem.empty()) {
     error = problem;
     return nullptr;

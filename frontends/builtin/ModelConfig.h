@@ -2,7 +2,8 @@
 //
 // A model is a family (GPT-2 or Llama semantics) plus its Hugging Face config
 // values. Presets and config.json files both produce one. Plain C++ (no MLIR):
-// the JSON parsing lives here so nlohmann's exceptions stay out of MLIR code.
+// the JSON parsing lives in ConfigJson.cpp so nlohmann's exceptions stay out
+// of MLIR code.
 //
 //===----------------------------------------------------------------------===//
 #ifndef WEFT_FRONTENDS_BUILTIN_MODELCONFIG_H
@@ -14,15 +15,20 @@
 
 namespace weft {
 
+/// GPT-2 (GPT2LMHeadModel) or Llama semantics (LlamaForCausalLM; Mistral and
+/// Qwen2 are Llama blocks with the options below).
 enum class ModelFamily { Gpt2, Llama };
 
 struct ModelConfig {
   std::string name;
+  /// The Hugging Face model_type: gpt2, llama, mistral or qwen2.
+  std::string modelType = "gpt2";
   ModelFamily family = ModelFamily::Gpt2;
   int64_t numLayers = 0;
   int64_t hidden = 0;
   int64_t numHeads = 0;
   int64_t numKvHeads = 0;   // Llama GQA; GPT-2: numHeads
+  int64_t headDim = 0;      // 0: hidden / numHeads (Llama's head_dim key)
   int64_t intermediate = 0; // MLP width (GPT-2: 4 * hidden)
   int64_t vocab = 0;
   int64_t maxPositions = 0;
@@ -30,7 +36,19 @@ struct ModelConfig {
   double ropeTheta = 10000.0;
   double initStd = 0.02;
   bool tieEmbeddings = true;
+  /// Llama attention_bias (q, k, v and o), Qwen2 (q, k, v only), mlp_bias.
+  bool qkvBias = false;
+  bool outBias = false;
+  bool mlpBias = false;
+  /// Mistral / Qwen2 sliding-window attention: 0 when every key is visible.
+  /// weft's attention has no window, so a program whose sequence exceeds the
+  /// window is refused (with seq <= window the window masks nothing).
+  int64_t slidingWindow = 0;
 
+  /// Per-head features: headDim when set, else hidden / numHeads.
+  int64_t headDimOrDefault() const {
+    return headDim ? headDim : (numHeads ? hidden / numHeads : 0);
+  }
   /// Number of trainable parameters.
   int64_t numParams() const;
 };
@@ -39,19 +57,33 @@ struct ModelConfig {
 struct ConfigResult {
   ModelConfig config;
   std::string error;
+  /// One line per config key that was accepted only because the caller
+  /// allowed unknown keys.
+  std::vector<std::string> warnings;
   bool ok() const { return error.empty(); }
+};
+
+struct ConfigOptions {
+  /// Unknown config.json keys become warnings instead of errors.
+  bool allowUnknownKeys = false;
 };
 
 /// A preset by name, or an error listing the presets.
 ConfigResult lookupPreset(const std::string &name);
 std::vector<std::string> presetNames();
 
-/// A Hugging Face style config.json (GPT-2 or Llama keys).
-ConfigResult parseConfigFile(const std::string &path);
-ConfigResult parseConfigText(const std::string &text, const std::string &name);
+/// A Hugging Face config.json (model_type gpt2, llama, mistral or qwen2).
+/// Every key is either implemented exactly or refused, naming the key, its
+/// value and what weft supports; keys that do not change the training math
+/// are listed in ConfigJson.cpp.
+ConfigResult parseConfigFile(const std::string &path,
+                             const ConfigOptions &options = {});
+ConfigResult parseConfigText(const std::string &text, const std::string &name,
+                             const ConfigOptions &options = {});
 
 /// Either a preset name or a path to a config.json.
-ConfigResult resolveModel(const std::string &modelOrPath);
+ConfigResult resolveModel(const std::string &modelOrPath,
+                          const ConfigOptions &options = {});
 
 /// Empty when consistent, else what is wrong ("n_head=5 does not divide
 /// n_embd=64").

@@ -109,6 +109,11 @@ static cl::opt<std::string> planArg(
 static cl::opt<unsigned> planRowArg(cl::cat(compileCategory), "plan-row",
                                     cl::desc("which layout of --plan"),
                                     cl::init(0));
+static cl::opt<bool> allowUnknownKeysArg(
+    cl::cat(compileCategory), "allow-unknown-config-keys",
+    cl::desc("warn about config.json keys weft does not know, instead of "
+             "refusing the config (the model may then differ from what the "
+             "config describes)"));
 static cl::opt<bool>
     explainArg(cl::cat(compileCategory), "explain",
                cl::desc("print the step's collectives (kind, axis, bytes, "
@@ -187,7 +192,11 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
     name = llvm::sys::path::stem(model).str();
     return parseSourceFile<ModuleOp>(model, sources, &context);
   }
-  weft::ConfigResult config = weft::resolveModel(modelArg);
+  weft::ConfigOptions configOptions;
+  configOptions.allowUnknownKeys = allowUnknownKeysArg;
+  weft::ConfigResult config = weft::resolveModel(modelArg, configOptions);
+  for (const std::string &warning : config.warnings)
+    llvm::errs() << "weft-compile: warning: " << warning << "\n";
   if (!config.ok()) {
     error = config.error;
     return nullptr;

@@ -1,0 +1,444 @@
+//===- ConfigJson.cpp - Hugging Face config.json -> ModelConfig ----------===//
+//
+// One rule: every key of a config.json is either implemented exactly (read
+// below, with the value transformers uses when it is absent or null) or
+// refused with a message naming the key, its value and what weft supports.
+// Keys that cannot change the training math are listed once in
+// kIrrelevantKeys; any other key is unknown and refused, because weft cannot
+// tell whether it changes the model (ConfigOptions::allowUnknownKeys turns
+// that into one warning per key).
+//
+//===----------------------------------------------------------------------===//
+#include "frontends/builtin/ModelConfig.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace weft {
+namespace {
+using Json = nlohmann::json;
+
+// Keys that do not change what is trained: names, token ids, generation
+// defaults, serving hints, the storage dtype (weft's --dtype decides), heads
+// of other model classes (GPT-2's summary_* belong to GPT2DoubleHeadsModel),
+// and options that change only the float evaluation order of the same math
+// (Llama's pretraining_tp slices matmuls; GPT-2's reorder_and_upcast_attn
+// upcasts fp16 attention).
+const char *const kIrrelevantKeys[] = {
+    "_name_or_path", "architectures", "transformers_version", "torch_dtype",
+    "dtype", "use_cache", "bos_token_id", "eos_token_id", "pad_token_id",
+    "sep_token_id", "decoder_start_token_id", "tokenizer_class", "prefix",
+    "task_specific_params", "id2label", "label2id", "num_labels",
+    "problem_type", "finetuning_task", "return_dict", "output_hidden_states",
+    "output_attentions", "torchscript", "use_bfloat16", "tf_legacy_loss",
+    "is_decoder", "tie_encoder_decoder", "chunk_size_feed_forward",
+    "cross_attention_hidden_size", "max_length", "min_length", "do_sample",
+    "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+    "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
+    "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size",
+    "bad_words_ids", "num_return_sequences", "output_scores",
+    "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id",
+    "remove_invalid_values", "exponential_decay_length_penalty",
+    "suppress_tokens", "begin_suppress_tokens", "n_ctx", "summary_type",
+    "summary_use_proj", "summary_activation", "summary_proj_to_labels",
+    "summary_first_dropout", "reorder_and_upcast_attn", "pretraining_tp",
+    "attn_implementation", "_attn_implementation_autoset"};
+
+std::string shortDump(const Json &v) {
+  std::string s = v.dump();
+  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+}
+
+// The shortest decimal that reads back as v (0.1, not 0.10000000000000001).
+std::string number(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15)
+    return std::to_string(static_cast<int64_t>(v));
+  for (int digits = 1;; ++digits) {
+    std::ostringstream os;
+    os.precision(digits);
+    os << v;
+    if (digits >= 17 || std::stod(os.str()) == v)
+      return os.str();
+  }
+}
+
+class KeyReader {
+public:
+  KeyReader(const Json &j, std::string &error) : j(j), error(error) {}
+
+  /// The value of `key`, or null when absent or JSON null (transformers'
+  /// default applies then). Marks the key as read.
+  const Json *find(const std::string &key) {
+    used.insert(key);
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null())
+      return nullptr;
+    return &*it;
+  }
+  bool present(const std::string &key) { return find(key) != nullptr; }
+
+  void fail(const std::string &message) {
+    if (error.empty())
+      error = message;
+  }
+
+  int64_t integer(const std::string &key, bool required = true,
+                  int64_t dflt = 0) {
+    const Json *v = find(key);
+    if (!v) {
+      if (required)
+        fail("missing required key '" + key + "'");
+      return dflt;
+    }
+    if (!v->is_number_integer()) {
+      fail("key '" + key + "' must be an integer, got " + shortDump(*v));
+      return dflt;
+    }
+    return v->get<int64_t>();
+  }
+
+  double real(const std::string &key, double dflt) {
+    const Json *v = find(key);
+    if (!v)
+      return dflt;
+    if (!v->is_number() || !std::isfinite(v->get<double>())) {
+      fail("key '" + key + "' must be a finite number, got " +
+           shortDump(*v));
+      return dflt;
+    }
+    return v->get<double>();
+  }
+
+  bool boolean(const std::string &key, bool dflt) {
+    const Json *v = find(key);
+    if (!v)
+      return dflt;
+    if (!v->is_boolean()) {
+      fail("key '" + key + "' must be true or false, got " +
+           shortDump(*v));
+      return dflt;
+    }
+    return v->get<bool>();
+  }
+
+  std::string string(const std::string &key, const std::string &dflt) {
+    const Json *v = find(key);
+    if (!v)
+      return dflt;
+    if (!v->is_string()) {
+      fail("key '" + key + "' must be a string, got " + shortDump(*v));
+      return dflt;
+    }
+    return v->get<std::string>();
+  }
+
+  /// A dropout probability: weft trains without dropout, so only 0 is
+  /// implemented. `dflt` is transformers' value when the key is absent.
+  void noDropout(const std::string &key, double dflt) {
+    bool given = present(key);
+    double p = real(key, dflt);
+    if (p == 0.0 || !error.empty())
+      return;
+    fail(given ? "key '" + key + "' = " + number(p) +
+                     ": weft trains without dropout; only 0.0 is supported"
+               : "key '" + key + "' is absent, which transformers reads as " +
+                     number(p) +
+                     ": weft trains without dropout; set it to 0.0");
+  }
+
+  /// A string key that must be one of `allowed`.
+  std::string oneOf(const std::string &key, const std::string &dflt,
+                    std::initializer_list<const char *> allowed,
+                    const std::string &what) {
+    std::string v = string(key, dflt);
+    if (!error.empty())
+      return v;
+    for (const char *a : allowed)
+      if (v == a)
+        return v;
+    std::string list;
+    for (const char *a : allowed)
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    fail("key '" + key + "' = \"" + v + "\" is not supported: " + what +
+         " (supported: " + list + ")");
+    return v;
+  }
+
+  /// A boolean key whose other value weft does not implement.
+  void mustBe(const std::string &key, bool dflt, bool supported,
+              const std::string &why) {
+    bool v = boolean(key, dflt);
+    if (error.empty() && v != supported)
+      fail("key '" + key + "' = " + (v ? "true" : "false") +
+           " is not supported: " + why);
+  }
+
+  /// Keys neither read nor known to be irrelevant.
+  std::vector<std::string> unknownKeys() const {
+    std::vector<std::string> out;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (used.count(it.key()))
+        continue;
+      if (std::find_if(std::begin(kIrrelevantKeys), std::end(kIrrelevantKeys),
+                       [&](const char *k) { return it.key() == k; }) !=
+          std::end(kIrrelevantKeys))
+        continue;
+      out.push_back(it.key());
+    }
+    return out;
+  }
+
+  const Json &j;
+  std::string &error;
+  std::set<std::string> used;
+};
+
+// Keys every family reads: encoder-decoder and cross-attention variants of a
+// class are other models.
+void readCommon(KeyReader &in) {
+  in.mustBe("is_encoder_decoder", false, false,
+            "weft builds decoder-only causal language models");
+  in.mustBe("add_cross_attention", false, false,
+            "weft's blocks have no cross-attention");
+  if (const Json *pruned = in.find("pruned_heads"))
+    if (!pruned->empty())
+      in.fail("key 'pruned_heads' = " + shortDump(*pruned) +
+              " is not supported: weft's attention keeps every head");
+}
+
+void readGpt2(KeyReader &in, ModelConfig &c) {
+  c.family = ModelFamily::Gpt2;
+  c.numLayers = in.integer("n_layer");
+  c.hidden = in.integer("n_embd");
+  c.numHeads = c.numKvHeads = in.integer("n_head");
+  c.vocab = in.integer("vocab_size");
+  c.maxPositions = in.integer("n_positions");
+  c.intermediate = in.integer("n_inner", false, 4 * c.hidden);
+  c.normEps = in.real("layer_norm_epsilon", 1e-5);
+  c.initStd = in.real("initializer_range", 0.02);
+  c.tieEmbeddings = in.boolean("tie_word_embeddings", true);
+  // gelu_new and gelu_pytorch_tanh are the same tanh approximation.
+  in.oneOf("activation_function", "gelu_new", {"gelu_new", "gelu_pytorch_tanh"},
+           "weft's GPT-2 MLP uses the tanh approximation of GELU");
+  for (const char *key : {"resid_pdrop", "embd_pdrop", "attn_pdrop"})
+    in.noDropout(key, 0.1);
+  in.mustBe("scale_attn_weights", true, true,
+            "weft's attention always scales scores by 1/sqrt(head_dim)");
+  in.mustBe("scale_attn_by_inverse_layer_idx", false, false,
+            "weft's attention does not scale scores by 1/(layer_idx + 1)");
+}
+
+// RoPE: transformers 4 spells rope_theta and rope_scaling at the top level,
+// transformers 5 one rope_parameters object holding rope_type and
+// rope_theta.
+void readRope(KeyReader &in, ModelConfig &c) {
+  c.ropeTheta = in.real("rope_theta", 10000.0);
+  bool topTheta = in.present("rope_theta");
+  for (const char *key : {"rope_scaling", "rope_parameters"}) {
+    const Json *rope = in.find(key);
+    if (!rope || !in.error.empty())
+      continue;
+    if (!rope->is_object()) {
+      in.fail(std::string("key '") + key + "' must be an object, got " +
+              shortDump(*rope));
+      return;
+    }
+    std::string type = "default";
+    for (const char *typeKey : {"rope_type", "type"}) {
+      auto t = rope->find(typeKey);
+      if (t != rope->end() && !t->is_null()) {
+        if (!t->is_string()) {
+          in.fail(std::string("key '") + key + "." + typeKey +
+                  "' must be a string, got " + shortDump(*t));
+          return;
+        }
+        type = t->get<std::string>();
+      }
+    }
+    if (type != "default") {
+      in.fail(std::string("key '") + key + "' has rope_type '" + type +
+              "' (" + shortDump(*rope) +
+              "): weft implements rope_type default only");
+      return;
+    }
+    for (auto it = rope->begin(); it != rope->end(); ++it) {
+      const std::string &k = it.key();
+      if (k == "rope_type" || k == "type")
+        continue;
+      if (k != "rope_theta" || std::string(key) == "rope_scaling") {
+        in.fail(std::string("key '") + key + "." + k + "' = " +
+                shortDump(*it) +
+                " is not supported with rope_type default (weft reads "
+                "rope_type and rope_theta)");
+        return;
+      }
+      if (!it->is_number() || !(it->get<double>() > 0)) {
+        in.fail(std::string("key '") + key +
+                ".rope_theta' must be a positive number, got " +
+                shortDump(*it));
+        return;
+      }
+      double theta = it->get<double>();
+      if (topTheta && theta != c.ropeTheta) {
+        in.fail("rope_theta=" + number(c.ropeTheta) + " and " +
+                key + ".rope_theta=" + number(theta) + ": they must agree");
+        return;
+      }
+      c.ropeTheta = theta;
+    }
+  }
+}
+
+// Mistral and Qwen2 attend within a sliding window; Qwen2 only when
+// use_sliding_window, and only in layers from max_window_layers on (or where
+// layer_types says sliding_attention).
+void readSlidingWindow(KeyReader &in, ModelConfig &c) {
+  bool slides = true;
+  if (c.modelType == "qwen2") {
+    bool use = in.boolean("use_sliding_window", false);
+    int64_t from = in.integer("max_window_layers", false, 28);
+    slides = use && from < c.numLayers;
+    if (const Json *types = in.find("layer_types")) {
+      if (!types->is_array()) {
+        in.fail("key 'layer_types' must be a list, got " +
+                shortDump(*types));
+        return;
+      }
+      slides = false;
+      for (const Json &t : *types) {
+        if (t == "sliding_attention")
+          slides = true;
+        else if (t != "full_attention") {
+          in.fail("key 'layer_types' holds " + shortDump(t) +
+                  ": weft supports full_attention and sliding_attention");
+          return;
+        }
+      }
+    }
+  }
+  int64_t dflt = c.modelType == "mistral" ? 4096 : 0;
+  bool given = in.present("sliding_window");
+  int64_t window = in.integer("sliding_window", false, given ? 0 : dflt);
+  if (given && window <= 0)
+    in.fail("key 'sliding_window' = " + std::to_string(window) +
+            " must be positive");
+  c.slidingWindow = slides ? window : 0;
+}
+
+void readLlama(KeyReader &in, ModelConfig &c) {
+  c.family = ModelFamily::Llama;
+  c.hidden = in.integer("hidden_size");
+  c.numLayers = in.integer("num_hidden_layers");
+  c.numHeads = in.integer("num_attention_heads");
+  c.numKvHeads = in.integer("num_key_value_heads", false, c.numHeads);
+  c.headDim = in.integer("head_dim", false, 0);
+  if (in.present("head_dim") && c.headDim <= 0)
+    in.fail("key 'head_dim' = " + std::to_string(c.headDim) +
+            " must be positive");
+  c.intermediate = in.integer("intermediate_size");
+  c.vocab = in.integer("vocab_size");
+  c.maxPositions = in.integer("max_position_embeddings");
+  c.normEps = in.real("rms_norm_eps", 1e-6);
+  c.initStd = in.real("initializer_range", 0.02);
+  c.tieEmbeddings = in.boolean("tie_word_embeddings", false);
+  // ACT2FN's "swish" is SiLU too.
+  in.oneOf("hidden_act", "silu", {"silu", "swish"},
+           "weft's Llama MLP is SwiGLU (silu(gate) * up)");
+  in.noDropout("attention_dropout", 0.0);
+  readRope(in, c);
+  if (c.modelType == "llama") {
+    bool bias = in.boolean("attention_bias", false);
+    c.qkvBias = c.outBias = bias;
+    c.mlpBias = in.boolean("mlp_bias", false);
+  } else if (c.modelType == "qwen2") {
+    c.qkvBias = true; // Qwen2Attention: q, k, v with bias, o without
+  }
+  if (c.modelType != "llama")
+    readSlidingWindow(in, c);
+}
+
+} // namespace
+
+ConfigResult parseConfigText(const std::string &text, const std::string &name,
+                             const ConfigOptions &options) {
+  ConfigResult r;
+  r.config.name = name;
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded()) {
+    r.error = "config '" + name + "' is not valid JSON";
+    return r;
+  }
+  if (!j.is_object()) {
+    r.error = "config '" + name + "' must be a JSON object";
+    return r;
+  }
+  KeyReader in{j, r.error};
+  std::string type = in.string("model_type", "");
+  if (!r.ok()) {
+    r.error = "config '" + name + "': " + r.error;
+    return r;
+  }
+  if (type.empty())
+    type = j.contains("n_embd")        ? "gpt2"
+           : j.contains("hidden_size") ? "llama"
+                                       : "";
+  ModelConfig &c = r.config;
+  c.modelType = type;
+  if (type == "gpt2") {
+    readGpt2(in, c);
+  } else if (type == "llama" || type == "mistral" || type == "qwen2") {
+    readLlama(in, c);
+  } else {
+    r.error = (type.empty() ? std::string("cannot tell the family: no "
+                                          "model_type, and neither GPT-2 "
+                                          "keys (n_embd, ...) nor Llama keys "
+                                          "(hidden_size, ...)")
+                            : "model_type '" + type + "' is not supported") +
+              " (weft supports model_type gpt2, llama, mistral and qwen2)";
+    r.error = "config '" + name + "': " + r.error;
+    return r;
+  }
+  readCommon(in);
+  if (r.ok()) {
+    for (const std::string &key : in.unknownKeys()) {
+      std::string what = "key '" + key + "' = " + shortDump(j[key]) +
+                         " is not known to weft for model_type " + type +
+                         ", so weft cannot tell whether it changes the model";
+      if (!options.allowUnknownKeys) {
+        r.error = what + "; remove it, or pass --allow-unknown-config-keys "
+                         "to train without it";
+        break;
+      }
+      r.warnings.push_back("config '" + name + "': " + what +
+                           "; ignored (--allow-unknown-config-keys)");
+    }
+  }
+  if (r.ok()) {
+    std::string problem = validateConfig(c);
+    if (!problem.empty())
+      r.error = problem;
+  }
+  if (!r.ok())
+    r.error = "config '" + name + "': " + r.error;
+  return r;
+}
+
+ConfigResult parseConfigFile(const std::string &path,
+                             const ConfigOptions &options) {
+  std::ifstream in(path);
+  if (!in) {
+    ConfigResult r;
+    r.error = "cannot read config file '" + path + "'";
+    return r;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return parseConfigText(text.str(), path, options);
+}
+
+} // namespace weft
