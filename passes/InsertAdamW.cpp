@@ -1,6 +1,7 @@
 //===- InsertAdamW.cpp - weft-insert-adamw --------------------------------===//
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
+#include "runtime/Hyperparams.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -18,15 +19,19 @@ struct InsertAdamW : weft::impl::WeftInsertAdamWBase<InsertAdamW> {
 
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
-    if (schedule != "constant" && schedule != "cosine") {
-      fn.emitError("unknown learning-rate schedule '")
-          << schedule << "' (expected constant or cosine)";
-      return signalPassFailure();
-    }
-    if (lr <= 0 || beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1 ||
-        eps <= 0 || weightDecay < 0) {
-      fn.emitError("bad AdamW hyper-parameters: need lr > 0, 0 <= betas < 1, "
-                   "eps > 0, weight-decay >= 0");
+    Hyperparams h;
+    h.Lr = lr;
+    h.Beta1 = beta1;
+    h.Beta2 = beta2;
+    h.Eps = eps;
+    h.WeightDecay = weightDecay;
+    h.Schedule = schedule;
+    h.WarmupSteps = warmupSteps;
+    h.TotalSteps = totalSteps;
+    h.MinLr = minLr;
+    std::string problem = checkHyperparams(h);
+    if (!problem.empty()) {
+      fn.emitError("bad AdamW hyper-parameters: ") << problem;
       return signalPassFailure();
     }
     llvm::StringMap<ParamOp> params;

@@ -184,12 +184,12 @@ Status parseOptimizer(const json &Root, OptimizerSpec &O) {
   WEFT_RETURN_IF_ERROR(getNumber(*Opt, "eps", Ctx, O.Eps));
   WEFT_RETURN_IF_ERROR(getNumber(*Opt, "weight_decay", Ctx, O.WeightDecay));
   WEFT_RETURN_IF_ERROR(getString(*Opt, "schedule", Ctx, O.Schedule));
-  if (O.Schedule != "constant" && O.Schedule != "cosine")
-    return Status::error("unknown lr schedule '" + O.Schedule +
-                         "' (expected constant or cosine)");
   WEFT_RETURN_IF_ERROR(getInt(*Opt, "warmup_steps", Ctx, O.WarmupSteps));
   WEFT_RETURN_IF_ERROR(getInt(*Opt, "total_steps", Ctx, O.TotalSteps));
   WEFT_RETURN_IF_ERROR(getNumber(*Opt, "min_lr", Ctx, O.MinLr));
+  std::string Problem = checkHyperparams(O);
+  if (!Problem.empty())
+    return Status::error("optimizer: " + Problem);
   return Status::success();
 }
 

@@ -8,6 +8,7 @@
 #ifndef WEFT_RUNTIME_PROGRAM_H
 #define WEFT_RUNTIME_PROGRAM_H
 
+#include "runtime/Hyperparams.h"
 #include "runtime/Status.h"
 
 #include <cstdint>
@@ -130,12 +131,8 @@ struct ParamSpec {
   Layout Place = {}; // global shape and sharding (replicated when absent)
 };
 
-struct OptimizerSpec {
+struct OptimizerSpec : Hyperparams {
   std::string Kind = "adamw";
-  double Lr = 1e-3, Beta1 = 0.9, Beta2 = 0.999, Eps = 1e-8, WeightDecay = 0.0;
-  std::string Schedule = "constant";
-  int64_t WarmupSteps = 0, TotalSteps = 0;
-  double MinLr = 0.0;
 };
 
 struct BufferSpec {

@@ -9,14 +9,7 @@
 namespace weft {
 
 double learningRate(const OptimizerSpec &O, int64_t Step) {
-  if (O.Schedule != "cosine")
-    return O.Lr;
-  if (Step <= O.WarmupSteps)
-    return O.Lr * double(Step) / double(O.WarmupSteps);
-  double P = std::min(
-      1.0, double(Step - O.WarmupSteps) /
-               double(std::max<int64_t>(1, O.TotalSteps - O.WarmupSteps)));
-  return O.MinLr + 0.5 * (O.Lr - O.MinLr) * (1.0 + std::cos(M_PI * P));
+  return scheduledLr(O, Step);
 }
 
 Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,

@@ -39,4 +39,4 @@ func.func @dangling(%dw: tensor<4x4xf32>) {
 
 // Negative: an unknown schedule is refused (second RUN line).
 // RUN: not weft-opt %s -split-input-file -weft-insert-adamw="schedule=linear" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
-// SCHEDULE: error: unknown learning-rate schedule 'linear' (expected constant or cosine)
+// SCHEDULE: error: bad AdamW hyper-parameters: unknown learning-rate schedule 'linear' (expected constant or cosine)

@@ -37,24 +37,65 @@ TEST(AdamW, MatchesTorchFormulaOverTwoSteps) {
   EXPECT_EQ(Pf, 1.0f);
 }
 
+// transformers' convention: step t uses the schedule's factor at t - 1
+// (runtime/Hyperparams.h); test/reference/hf_reference.py compares with
+// transformers' own schedulers.
 TEST(LrSchedule, ConstantAndCosine) {
   OptimizerSpec O;
   O.Lr = 1e-3;
   EXPECT_EQ(learningRate(O, 1), 1e-3);
   EXPECT_EQ(learningRate(O, 1000), 1e-3);
+  O.WarmupSteps = 4; // constant with warmup
+  EXPECT_EQ(learningRate(O, 1), 0.0);
+  EXPECT_NEAR(learningRate(O, 3), 5e-4, 1e-15);
+  EXPECT_EQ(learningRate(O, 5), 1e-3);
   O.Schedule = "cosine";
   O.WarmupSteps = 10;
   O.TotalSteps = 110;
   O.MinLr = 1e-4;
-  EXPECT_NEAR(learningRate(O, 1), 1e-4, 1e-15);
-  EXPECT_NEAR(learningRate(O, 5), 5e-4, 1e-15);
-  EXPECT_NEAR(learningRate(O, 10), 1e-3, 1e-15);
-  EXPECT_NEAR(learningRate(O, 60), 1e-4 + 0.5 * 9e-4, 1e-15); // halfway
-  EXPECT_NEAR(learningRate(O, 110), 1e-4, 1e-15);
-  EXPECT_NEAR(learningRate(O, 500), 1e-4, 1e-15); // clamped
+  EXPECT_EQ(learningRate(O, 1), 0.0);
+  EXPECT_NEAR(learningRate(O, 6), 5e-4, 1e-15);
+  EXPECT_NEAR(learningRate(O, 11), 1e-3, 1e-15);
+  EXPECT_NEAR(learningRate(O, 61), 1e-4 + 0.5 * 9e-4, 1e-15); // halfway
+  EXPECT_NEAR(learningRate(O, 111), 1e-4, 1e-15);
+  EXPECT_NEAR(learningRate(O, 500), 1e-4, 1e-15); // held at min_lr
   O.WarmupSteps = 0;
-  O.TotalSteps = 0; // max(1, total - warmup) = 1
-  EXPECT_NEAR(learningRate(O, 1), 1e-4, 1e-15);
+  O.TotalSteps = 1; // max(1, total - warmup) = 1
+  EXPECT_NEAR(learningRate(O, 1), 1e-3, 1e-15);
+  EXPECT_NEAR(learningRate(O, 2), 1e-4, 1e-15);
+}
+
+TEST(LrSchedule, RefusesValuesOutsideTheirDomain) {
+  auto refused = [](auto Edit) {
+    Hyperparams H;
+    Edit(H);
+    return checkHyperparams(H);
+  };
+  EXPECT_EQ(refused([](Hyperparams &) {}), "");
+  EXPECT_NE(refused([](Hyperparams &H) { H.Lr = NAN; }).find("lr=nan"),
+            std::string::npos);
+  EXPECT_NE(refused([](Hyperparams &H) { H.Eps = 0; }).find("eps=0"),
+            std::string::npos);
+  EXPECT_NE(refused([](Hyperparams &H) { H.Beta2 = 1; }).find("beta2=1"),
+            std::string::npos);
+  EXPECT_NE(refused([](Hyperparams &H) { H.WeightDecay = -1; })
+                .find("weight_decay=-1"),
+            std::string::npos);
+  EXPECT_NE(refused([](Hyperparams &H) { H.WarmupSteps = -1; })
+                .find("warmup_steps=-1"),
+            std::string::npos);
+  EXPECT_NE(refused([](Hyperparams &H) {
+              H.Schedule = "cosine";
+              H.TotalSteps = 10;
+              H.MinLr = -1;
+            }).find("min_lr=-1"),
+            std::string::npos);
+  EXPECT_NE(refused([](Hyperparams &H) {
+              H.Schedule = "cosine";
+              H.WarmupSteps = 5;
+              H.TotalSteps = 4;
+            }).find("total_steps=4"),
+            std::string::npos);
 }
 
 } // namespace
