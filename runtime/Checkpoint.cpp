@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace fs = std::filesystem;
@@ -271,7 +273,63 @@ Expected<int64_t> readStep(const fs::path &Dir) {
   return J["step"].get<int64_t>();
 }
 
-Expected<int64_t> loadSharded(Executor &E, const fs::path &Dir) {
+/// Names that hold no trained values: the causal mask GPT-2 checkpoints
+/// carry as attn.bias / attn.masked_bias, Llama's cached rotary inv_freq.
+bool isDerivedBuffer(const std::string &Name) {
+  auto EndsWith = [&](const std::string &Suffix) {
+    return Name.size() >= Suffix.size() &&
+           Name.compare(Name.size() - Suffix.size(), Suffix.size(), Suffix) ==
+               0;
+  };
+  return EndsWith(".attn.bias") || EndsWith(".attn.masked_bias") ||
+         EndsWith(".rotary_emb.inv_freq");
+}
+
+/// Refuses (or, with AllowUnused, reports) the tensors of a checkpoint the
+/// program did not load. `Equal(A, B)` tells whether two tensors hold the
+/// same values (an lm_head.weight saved beside the embedding it is tied to).
+Status checkUnused(const std::vector<std::string> &All,
+                   const std::set<std::string> &Used,
+                   const std::string &Path, const LoadOptions &Options,
+                   const std::function<bool(const std::string &,
+                                            const std::string &)> &Equal) {
+  std::vector<std::string> Unused;
+  for (const std::string &Name : All) {
+    if (Used.count(Name) || isDerivedBuffer(Name))
+      continue;
+    if (Name == "lm_head.weight") {
+      bool Tied = false;
+      for (const char *Embedding :
+           {"transformer.wte.weight", "wte.weight", "model.embed_tokens.weight"})
+        Tied |= Used.count(Embedding) && Equal(Name, Embedding);
+      if (Tied)
+        continue;
+    }
+    Unused.push_back(Name);
+  }
+  if (Unused.empty())
+    return Status::success();
+  std::string List;
+  for (size_t I = 0; I < Unused.size() && I < 8; ++I)
+    List += (I ? ", '" : "'") + Unused[I] + "'";
+  if (Unused.size() > 8)
+    List += " and " + std::to_string(Unused.size() - 8) + " more";
+  if (Options.AllowUnused) {
+    if (Options.Warnings)
+      for (const std::string &Name : Unused)
+        Options.Warnings->push_back("checkpoint '" + Path + "' tensor '" +
+                                    Name + "' is not used by the program");
+    return Status::success();
+  }
+  return Status::error(
+      "checkpoint '" + Path + "' holds " + std::to_string(Unused.size()) +
+      " tensor(s) the program does not use: " + List +
+      "; it describes a different model (pass --allow-unused-tensors to "
+      "load it anyway)");
+}
+
+Expected<int64_t> loadSharded(Executor &E, const fs::path &Dir,
+                              const LoadOptions &Options) {
   Expected<ShardedCheckpoint> C = readSharded(Dir);
   if (!C.ok())
     return C.status();
@@ -281,13 +339,26 @@ Expected<int64_t> loadSharded(Executor &E, const fs::path &Dir) {
     HasOptimizer |= C->Layouts.count(Par.Name + ".exp_avg") > 0;
   std::vector<char> Global;
   Shape Dims;
+  std::set<std::string> Used;
   for (const Entry &En : entries(P, HasOptimizer)) {
     if (!C->Layouts.count(En.Name))
       return Status::error("checkpoint '" + Dir.string() + "' has no tensor '" +
                            En.Name + "'");
     WEFT_RETURN_IF_ERROR(assemble(*C, En.Name, P.Type, Global, Dims));
     WEFT_RETURN_IF_ERROR(place(E, En, Global, Dims, En.Name));
+    Used.insert(En.Name);
   }
+  std::vector<std::string> All;
+  for (const auto &[Name, L] : C->Layouts)
+    All.push_back(Name);
+  WEFT_RETURN_IF_ERROR(checkUnused(
+      All, Used, Dir.string(), Options,
+      [&](const std::string &A, const std::string &B) {
+        std::vector<char> X, Y;
+        Shape DA, DB;
+        return assemble(*C, A, DType::F64, X, DA).ok() &&
+               assemble(*C, B, DType::F64, Y, DB).ok() && DA == DB && X == Y;
+      }));
   return readStep(Dir);
 }
 
@@ -379,14 +450,15 @@ Status saveGradients(const Executor &E, const std::string &Dir) {
   return worldBarrier(E, S);
 }
 
-Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path) {
+Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path,
+                                 const LoadOptions &Options) {
   std::error_code EC;
   std::vector<std::string> Paths;
   fs::path Dir;
   if (fs::is_directory(Path, EC)) {
     Dir = Path;
     if (fs::exists(Dir / "layout.json", EC))
-      return loadSharded(E, Dir);
+      return loadSharded(E, Dir, Options);
     // A weft checkpoint is model + optimizer; otherwise every file (e.g. a
     // sharded Hugging Face checkpoint). grads.safetensors (--save-grads)
     // repeats the parameter names and is never read.
@@ -420,8 +492,11 @@ Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path) {
   for (const ParamSpec &Spec : P.Params)
     HasOptimizer |= lookup(Files, Spec.Name + ".exp_avg").Tensor != nullptr;
   std::vector<char> Global;
+  std::set<std::string> Used;
   for (const Entry &En : entries(P, HasOptimizer)) {
     Found F = lookup(Files, En.Name);
+    if (F.Tensor)
+      Used.insert(F.Tensor->Name);
     if (!F.Tensor) {
       if (En.Kind == BufferKind::Param)
         return Status::error(
@@ -444,6 +519,22 @@ Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path) {
     WEFT_RETURN_IF_ERROR(F.File->convert(*F.Tensor, P.Type, Global.data()));
     WEFT_RETURN_IF_ERROR(place(E, En, Global, F.Tensor->Dims, F.Tensor->Name));
   }
+  std::vector<std::string> All;
+  for (const SafetensorsFile &F : Files)
+    for (const SafeTensor &T : F.tensors())
+      All.push_back(T.Name);
+  WEFT_RETURN_IF_ERROR(checkUnused(
+      All, Used, Path, Options,
+      [&](const std::string &A, const std::string &B) {
+        Found FA = lookup(Files, A), FB = lookup(Files, B);
+        if (!FA.Tensor || !FB.Tensor || FA.Tensor->Dims != FB.Tensor->Dims)
+          return false;
+        size_t N = size_t(numElements(FA.Tensor->Dims));
+        std::vector<double> X(N), Y(N);
+        return FA.File->convert(*FA.Tensor, DType::F64, X.data()).ok() &&
+               FB.File->convert(*FB.Tensor, DType::F64, Y.data()).ok() &&
+               X == Y;
+      }));
   return readStep(Dir);
 }
 

@@ -5,6 +5,7 @@
 #include "runtime/Executor.h"
 
 #include <string>
+#include <vector>
 
 namespace weft {
 
@@ -19,7 +20,19 @@ Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step);
 /// accepting names with or without a "transformer." prefix, converting
 /// F32/F64/F16/BF16. When the files also hold <name>.exp_avg/_sq they are
 /// loaded into Adam m/v. Returns the step of trainer_state.json (0 if none).
-Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path);
+///
+/// A tensor the program does not use is refused, naming it (a checkpoint of
+/// a different model would otherwise load silently), except buffers that
+/// hold no trained values (GPT-2's causal-mask `attn.bias` and
+/// `attn.masked_bias`, Llama's `rotary_emb.inv_freq`) and an `lm_head.weight`
+/// equal to the tied embedding. With AllowUnused, each unused tensor is a
+/// line in *Warnings instead.
+struct LoadOptions {
+  bool AllowUnused = false;
+  std::vector<std::string> *Warnings = nullptr;
+};
+Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path,
+                                 const LoadOptions &Options = {});
 
 /// Writes DIR/grads.safetensors: every parameter's gradient buffer.
 Status saveGradients(const Executor &E, const std::string &Dir);

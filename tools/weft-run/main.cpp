@@ -35,6 +35,9 @@ options:
   --seed N          seed of the deterministic parameter init (default 1234)
   --load DIR        load parameters (and, when present, optimizer state and
                     step) from DIR/*.safetensors, or from one .safetensors file
+  --allow-unused-tensors
+                    --load warns about checkpoint tensors the program does
+                    not use instead of refusing the checkpoint
   --save DIR        after the last step write DIR/model.safetensors,
                     DIR/optimizer.safetensors and DIR/trainer_state.json
   --metrics FILE    write one JSON line per step (step, loss, lr,
@@ -107,7 +110,7 @@ struct Options {
   std::string Program, Data, Load, Save, Metrics, SaveGrads;
   long long Steps = 10, Seed = 1234, GradCheck = 0, Threads = 0;
   double GradTol = 0;
-  bool Dump = false, Quiet = false;
+  bool Dump = false, Quiet = false, AllowUnused = false;
 };
 
 /// Returns -1 on success, else the exit code.
@@ -124,6 +127,10 @@ int parseArgs(int Argc, char **Argv, Options &O) {
     }
     if (A == "--quiet") {
       O.Quiet = true;
+      continue;
+    }
+    if (A == "--allow-unused-tensors") {
+      O.AllowUnused = true;
       continue;
     }
     if (A.rfind("--", 0) != 0) {
@@ -274,9 +281,16 @@ int main(int Argc, char **Argv) {
 
   int64_t StartStep = 0;
   if (!O.Load.empty()) {
-    Expected<int64_t> Step = loadCheckpoint(Exec, O.Load);
+    std::vector<std::string> Warnings;
+    LoadOptions Load;
+    Load.AllowUnused = O.AllowUnused;
+    Load.Warnings = &Warnings;
+    Expected<int64_t> Step = loadCheckpoint(Exec, O.Load, Load);
     if (!Step.ok())
       return fail(Step.message());
+    if (Root)
+      for (const std::string &W : Warnings)
+        std::cerr << "weft-run: warning: " << W << "\n";
     StartStep = *Step;
   }
 
