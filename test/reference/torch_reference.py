@@ -109,16 +109,20 @@ def compile_cmd(comp, model, dtype, args, out):
 
 
 def lr_at(opt, t):
-    """docs/program-format.md, learning-rate schedule, 1-based step t."""
+    """docs/program-format.md, learning-rate schedule, 1-based step t:
+    transformers' convention, lr * f(t - 1)."""
     import math
     lr = float(opt["lr"])
+    warm = int(opt.get("warmup_steps", 0))
+    s = t - 1
+    if s < warm:
+        return lr * s / max(1, warm)
     if opt.get("schedule", "constant") == "constant":
         return lr
-    warm, total, lo = int(opt["warmup_steps"]), int(opt["total_steps"]), float(opt["min_lr"])
-    if t <= warm:
-        return lr * t / warm
-    p = min(1.0, (t - warm) / max(1, total - warm))
-    return lo + 0.5 * (lr - lo) * (1.0 + math.cos(math.pi * p))
+    total, lo = int(opt["total_steps"]), float(opt["min_lr"])
+    p = min(1.0, (s - warm) / max(1, total - warm))
+    m = lo / lr
+    return lr * (m + (1.0 - m) * 0.5 * (1.0 + math.cos(math.pi * p)))
 
 
 def run_weft(model, dtype, comp, run, data, wd, args, log, load_f32_init=False):
