@@ -5,7 +5,7 @@
 
 namespace weft {
 
-Expected<TokenData> TokenData::fromTokens(std::vector<uint16_t> Tokens,
+Expected<TokenData> TokenData::fromTokens(std::vector<uint32_t> Tokens,
                                           int64_t Vocab, int64_t Seq,
                                           const std::string &What) {
   if (int64_t(Tokens.size()) < Seq + 1)
@@ -13,7 +13,7 @@ Expected<TokenData> TokenData::fromTokens(std::vector<uint16_t> Tokens,
         What + " has " + std::to_string(Tokens.size()) +
         " tokens, need at least seq+1 = " + std::to_string(Seq + 1));
   for (size_t I = 0; I < Tokens.size(); ++I)
-    if (Tokens[I] >= Vocab)
+    if (int64_t(Tokens[I]) >= Vocab)
       return Status::error(What + ": token id " + std::to_string(Tokens[I]) +
                            " at position " + std::to_string(I) +
                            " is >= vocab " + std::to_string(Vocab));
@@ -30,17 +30,46 @@ Expected<TokenData> TokenData::open(const std::string &Path, int64_t Vocab,
   std::streamoff Bytes = In.tellg();
   if (Bytes < 0)
     return Status::error("cannot read data file '" + Path + "'");
-  if (Bytes % 2 != 0)
-    return Status::error("data file '" + Path + "' has an odd size (" +
-                         std::to_string(Bytes) +
-                         " bytes); expected uint16 tokens");
   std::vector<unsigned char> Raw(static_cast<size_t>(Bytes));
   In.seekg(0);
   if (Bytes && !In.read(reinterpret_cast<char *>(Raw.data()), Bytes))
     return Status::error("cannot read data file '" + Path + "'");
-  std::vector<uint16_t> Tokens(size_t(Bytes / 2));
-  for (size_t I = 0; I < Tokens.size(); ++I)
-    Tokens[I] = uint16_t(Raw[2 * I] | (Raw[2 * I + 1] << 8));
+  auto Word = [&](size_t At) {
+    return uint32_t(Raw[At]) | uint32_t(Raw[At + 1]) << 8 |
+           uint32_t(Raw[At + 2]) << 16 | uint32_t(Raw[At + 3]) << 24;
+  };
+  size_t Start = 0, Width = 2;
+  std::string Format = "uint16 tokens (nanoGPT, no header)";
+  if (Raw.size() >= 4 && int32_t(Word(0)) == LlmcMagic) {
+    if (Raw.size() < LlmcHeaderBytes)
+      return Status::error("data file '" + Path +
+                           "' starts with llm.c's magic 20240520 but is " +
+                           std::to_string(Bytes) +
+                           " bytes, shorter than its 1024-byte header");
+    uint32_t Version = Word(4), Count = Word(8);
+    if (Version != 1 && Version != 2)
+      return Status::error("data file '" + Path + "': llm.c header version " +
+                           std::to_string(Version) +
+                           ", expected 1 (uint16 ids) or 2 (uint32 ids)");
+    Start = LlmcHeaderBytes;
+    Width = Version == 1 ? 2 : 4;
+    Format = Version == 1 ? "llm.c version 1 (uint16)"
+                          : "llm.c version 2 (uint32)";
+    if ((Raw.size() - Start) != uint64_t(Count) * Width)
+      return Status::error("data file '" + Path + "': its llm.c header says " +
+                           std::to_string(Count) + " tokens of " +
+                           std::to_string(Width) + " bytes, but " +
+                           std::to_string(Raw.size() - Start) +
+                           " bytes follow the header");
+  }
+  if ((Raw.size() - Start) % Width != 0)
+    return Status::error("data file '" + Path + "' has an odd size (" +
+                         std::to_string(Bytes) + " bytes); expected " + Format);
+  std::vector<uint32_t> Tokens((Raw.size() - Start) / Width);
+  for (size_t I = 0; I < Tokens.size(); ++I) {
+    size_t At = Start + I * Width;
+    Tokens[I] = Width == 2 ? uint32_t(Raw[At] | (Raw[At + 1] << 8)) : Word(At);
+  }
   return fromTokens(std::move(Tokens), Vocab, Seq, "data file '" + Path + "'");
 }
 

@@ -1,4 +1,12 @@
-//===- Data.h - uint16 token files (nanoGPT .bin) --------------*- C++ -*-===//
+//===- Data.h - token files (nanoGPT and llm.c .bin) -----------*- C++ -*-===//
+//
+// Two formats, told apart by the first four bytes:
+//  - nanoGPT: raw little-endian uint16 token ids, no header;
+//  - llm.c: a header of 256 little-endian int32 (magic 20240520, version,
+//    token count, zeros), then the ids: version 1 uint16, version 2 uint32
+//    (Llama 3's 128,256-token vocabulary needs ids past 65,535).
+//
+//===----------------------------------------------------------------------===//
 #ifndef WEFT_RUNTIME_DATA_H
 #define WEFT_RUNTIME_DATA_H
 
@@ -18,9 +26,15 @@ public:
   static Expected<TokenData> open(const std::string &Path, int64_t Vocab,
                                   int64_t Seq);
   /// Wraps tokens already in memory (tests, --grad-check without --data).
-  static Expected<TokenData> fromTokens(std::vector<uint16_t> Tokens,
+  static Expected<TokenData> fromTokens(std::vector<uint32_t> Tokens,
                                         int64_t Vocab, int64_t Seq,
                                         const std::string &What = "tokens");
+  static Expected<TokenData> fromTokens(const std::vector<uint16_t> &Tokens,
+                                        int64_t Vocab, int64_t Seq,
+                                        const std::string &What = "tokens") {
+    return fromTokens(std::vector<uint32_t>(Tokens.begin(), Tokens.end()),
+                      Vocab, Seq, What);
+  }
 
   /// Writes sample i of step k for i < Batch: inputs are positions
   /// [(k*B+i)*S, +S), targets the same shifted by one, modulo size().
@@ -36,8 +50,13 @@ public:
   size_t size() const { return Tokens.size(); }
 
 private:
-  std::vector<uint16_t> Tokens;
+  std::vector<uint32_t> Tokens;
 };
+
+/// llm.c's token file header: 256 int32, the first three magic, version and
+/// token count.
+constexpr int32_t LlmcMagic = 20240520;
+constexpr size_t LlmcHeaderBytes = 256 * 4;
 
 } // namespace weft
 

@@ -631,11 +631,13 @@ Status checkBuffer(const Program &P, size_t Index) {
 } // namespace
 
 Status validateProgram(const Program &P) {
-  if (P.Batch <= 0 || P.Seq <= 0 || P.Vocab <= 0 || P.Vocab > 65536)
+  // Token ids travel as int32 (the tokens and targets buffers).
+  if (P.Batch <= 0 || P.Seq <= 0 || P.Vocab <= 0 || P.Vocab > INT32_MAX)
     return Status::error("batch=" + std::to_string(P.Batch) +
                          ", seq=" + std::to_string(P.Seq) +
                          ", vocab=" + std::to_string(P.Vocab) +
-                         " must be positive (vocab at most 65536)");
+                         " must be positive (vocab at most 2^31-1: ids are "
+                         "int32)");
   if (P.ArenaBytes < 0)
     return Status::error("arena_bytes=" + std::to_string(P.ArenaBytes) +
                          " is negative");

@@ -30,7 +30,9 @@ Loads a weft program file (docs/program-format.md) and trains with it.
 
 options:
   --steps N         training steps to run (default 10)
-  --data FILE       uint16 token file (e.g. from weft-tokenize); sample i of
+  --data FILE       token file: raw uint16 (nanoGPT) or llm.c's header
+                    format, version 2 holding uint32 ids (weft-tokenize
+                    writes it when an id exceeds 65535); sample i of
                     step k starts at token (k*batch+i)*seq, wrapping
   --seed N          seed of the deterministic parameter init (default 1234)
   --load DIR        load parameters (and, when present, optimizer state and
@@ -201,10 +203,10 @@ int parseArgs(int Argc, char **Argv, Options &O) {
 }
 
 /// Deterministic pseudo-random tokens for --grad-check without --data.
-std::vector<uint16_t> randomTokens(const Program &P, uint64_t Seed) {
-  std::vector<uint16_t> T(size_t(P.Batch * P.Seq + 1));
+std::vector<uint32_t> randomTokens(const Program &P, uint64_t Seed) {
+  std::vector<uint32_t> T(size_t(P.Batch * P.Seq + 1));
   for (size_t I = 0; I < T.size(); ++I)
-    T[I] = uint16_t(splitmix64(splitmix64(Seed) + I) % uint64_t(P.Vocab));
+    T[I] = uint32_t(splitmix64(splitmix64(Seed) + I) % uint64_t(P.Vocab));
   return T;
 }
 
