@@ -28,7 +28,8 @@ using Json = nlohmann::json;
 // of other model classes (GPT-2's summary_* belong to GPT2DoubleHeadsModel),
 // and options that change only the float evaluation order of the same math
 // (Llama's pretraining_tp slices matmuls; GPT-2's reorder_and_upcast_attn
-// upcasts fp16 attention).
+// upcasts fp16 attention). GPT-2's n_special and predict_special_tokens are
+// leftovers of OpenAI GPT that GPT2Config does not read.
 const char *const kIrrelevantKeys[] = {
     "_name_or_path", "architectures", "transformers_version", "torch_dtype",
     "dtype", "use_cache", "bos_token_id", "eos_token_id", "pad_token_id",
@@ -47,6 +48,7 @@ const char *const kIrrelevantKeys[] = {
     "suppress_tokens", "begin_suppress_tokens", "n_ctx", "summary_type",
     "summary_use_proj", "summary_activation", "summary_proj_to_labels",
     "summary_first_dropout", "reorder_and_upcast_attn", "pretraining_tp",
+    "n_special", "predict_special_tokens",
     "attn_implementation", "_attn_implementation_autoset"};
 
 std::string shortDump(const Json &v) {
@@ -335,7 +337,14 @@ void readLlama(KeyReader &in, ModelConfig &c) {
   c.hidden = in.integer("hidden_size");
   c.numLayers = in.integer("num_hidden_layers");
   c.numHeads = in.integer("num_attention_heads");
-  c.numKvHeads = in.integer("num_key_value_heads", false, c.numHeads);
+  // Absent, transformers' class default; null, as many as the query heads
+  // (LlamaConfig's default is None, MistralConfig's 8, Qwen2Config's 32).
+  bool kvGiven = in.j.contains("num_key_value_heads");
+  int64_t kvDefault = kvGiven                   ? c.numHeads
+                      : c.modelType == "mistral" ? 8
+                      : c.modelType == "qwen2"   ? 32
+                                                 : c.numHeads;
+  c.numKvHeads = in.integer("num_key_value_heads", false, kvDefault);
   c.headDim = in.integer("head_dim", false, 0);
   if (in.present("head_dim") && c.headDim <= 0)
     in.fail("key 'head_dim' = " + std::to_string(c.headDim) +
