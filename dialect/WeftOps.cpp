@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/WeftDialect.h"
 
+#include <cmath>
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
@@ -303,6 +305,20 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *,
   if ((x.getDimSize(2) / heads) % 2 != 0)
     return emitOptionalError(loc, "head_dim=", x.getDimSize(2) / heads,
                              " must be even to rotate pairs");
+  if (auto freq = adaptor.getInvFreqAttr()) {
+    int64_t half = x.getDimSize(2) / heads / 2;
+    if (int64_t(freq.size()) != half)
+      return emitOptionalError(loc, "inv_freq has ", freq.size(),
+                               " entries, expected head_dim/2=", half);
+    for (auto [i, f] : llvm::enumerate(freq.asArrayRef()))
+      if (!std::isfinite(f) || !(f > 0))
+        return emitOptionalError(loc, "inv_freq[", i, "]=", f,
+                                 " must be finite and positive");
+  }
+  double scale = adaptor.getScale().convertToDouble();
+  if (!std::isfinite(scale) || !(scale > 0))
+    return emitOptionalError(loc, "scale=", scale,
+                             " must be finite and positive");
   types.push_back(x);
   return success();
 }

@@ -194,12 +194,23 @@ def Weft_SwigluOp : Weft_ElementwiseForwardOp<"swiglu"> {
 def Weft_RopeOp : Weft_ForwardOp<"rope"> {
   let summary = "rotary position embedding, HF Llama rotate_half convention";
   let description = [{
-    Rotates each head's `(i, i + hd/2)` pairs by `s * theta^(-2i/hd)` for the
-    token at sequence position s. `inverse` rotates backwards; since the
-    rotation is orthogonal, the inverse is the VJP.
+    Rotates each head's `(i, i + hd/2)` pairs by `s * f_i` for the token at
+    sequence position s, and multiplies by `scale`. The frequencies are
+    `f_i = theta^(-2i/hd)`, or `inv_freq[i]` when given: the frontend
+    computes RoPE scaling (linear, dynamic, llama3, yarn) into that table as
+    transformers does, and yarn's attention factor into `scale`. `inverse`
+    rotates backwards (still multiplying by `scale`); since the rotation is
+    orthogonal, the inverse is the VJP.
+
+    ```mlir
+    %q2 = weft.rope %q {num_heads = 4 : i64, theta = 5.0e+05 : f64,
+                        inv_freq = array<f64: 1.0, 0.1, ...>, scale = 1.0 : f64}
+    ```
   }];
   let arguments = (ins Weft_FloatTensor:$x, I64Attr:$num_heads, F64Attr:$theta,
-                   DefaultValuedAttr<BoolAttr, "false">:$inverse);
+                   DefaultValuedAttr<BoolAttr, "false">:$inverse,
+                   OptionalAttr<DenseF64ArrayAttr>:$inv_freq,
+                   DefaultValuedAttr<F64Attr, "1.0">:$scale);
   let results = (outs Weft_FloatTensor:$result);
 }
 

@@ -128,8 +128,10 @@ LogicalResult SwigluOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
 
 LogicalResult RopeOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                SmallVectorImpl<Value> &grads) {
+  // scale * R^T: the inverse rotation, scaled the same way.
   grads.push_back(RopeOp::create(b, getLoc(), dys[0], getNumHeadsAttr(),
-                                 getThetaAttr(), b.getBoolAttr(!getInverse())));
+                                 getThetaAttr(), b.getBoolAttr(!getInverse()),
+                                 getInvFreqAttr(), getScaleAttr()));
   return success();
 }
 

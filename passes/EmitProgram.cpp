@@ -70,6 +70,8 @@ json::Object attrsOf(Operation *op) {
       attrs[name] = sv.str();
     else if (auto arr = dyn_cast<DenseI64ArrayAttr>(v))
       attrs[name] = json::Array(arr.asArrayRef());
+    else if (auto arr = dyn_cast<DenseF64ArrayAttr>(v))
+      attrs[name] = json::Array(arr.asArrayRef());
     else if (auto arr = dyn_cast<ArrayAttr>(v)) {
       json::Array items;
       for (Attribute item : arr)

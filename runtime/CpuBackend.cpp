@@ -186,7 +186,9 @@ template <typename T> struct Kernels {
     const Shape &D = I.In[0].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
     cpu::rope(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1], H, D[2] / H,
-              I.Attrs->Theta, I.Attrs->Inverse);
+              I.Attrs->Theta, I.Attrs->Inverse,
+              I.Attrs->InvFreq.empty() ? nullptr : I.Attrs->InvFreq.data(),
+              I.Attrs->Scale);
     return Status::success();
   }
   static Status attention(const BI &I, const SC &, CpuState &S) {

@@ -40,6 +40,10 @@ std::string attrString(const Instruction &I) {
     break;
   case OpKind::Rope:
     Add("num_heads=" + std::to_string(A.NumHeads) + " theta=" + num(A.Theta) +
+        (A.InvFreq.empty() ? ""
+                           : " inv_freq=[" + std::to_string(A.InvFreq.size()) +
+                                 " values]") +
+        (A.Scale != 1.0 ? " scale=" + num(A.Scale) : "") +
         (A.Inverse ? " inverse=true" : ""));
     break;
   case OpKind::Attention:

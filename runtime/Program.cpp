@@ -391,6 +391,21 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     return getNumber(*Attrs, "eps", ACtx, A.Eps);
   case OpKind::Rope:
     WEFT_RETURN_IF_ERROR(getNumber(*Attrs, "theta", ACtx, A.Theta));
+    if (Attrs->contains("scale"))
+      WEFT_RETURN_IF_ERROR(getNumber(*Attrs, "scale", ACtx, A.Scale));
+    if (Attrs->contains("inv_freq")) {
+      const json &F = (*Attrs)["inv_freq"];
+      if (!F.is_array())
+        return Status::error("field 'inv_freq' in " + ACtx +
+                             " must be an array of numbers");
+      for (const json &V : F) {
+        if (!V.is_number())
+          return Status::error("field 'inv_freq' in " + ACtx +
+                               " must be an array of numbers, got " +
+                               V.dump());
+        A.InvFreq.push_back(V.get<double>());
+      }
+    }
     return getInt(*Attrs, "num_heads", ACtx, A.NumHeads);
   case OpKind::Attention:
   case OpKind::AttentionGrad:

@@ -159,6 +159,9 @@ struct OpAttrs {
   bool TransposeA = false, TransposeB = false, Inverse = false,
        WeightDecay = false;
   double Eps = 0.0, Theta = 10000.0, Value = 0.0;
+  /// rope: per-pair frequencies (empty: theta^(-2i/hd)) and output scale.
+  std::vector<double> InvFreq;
+  double Scale = 1.0;
   int64_t NumHeads = 0, NumKvHeads = 0;
   std::vector<int64_t> Sizes;
   // Version 2.

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Program.h"
+#include <cmath>
 
 namespace weft {
 
@@ -501,6 +502,18 @@ Status InstChecker::run() {
       return fail("num_heads=" + std::to_string(H) +
                   " must divide the last dimension " +
                   std::to_string(X.Dims[2]) + " into even head sizes");
+    const std::vector<double> &F = I.Attrs.InvFreq;
+    if (!F.empty() && int64_t(F.size()) != X.Dims[2] / H / 2)
+      return fail("attrs.inv_freq has " + std::to_string(F.size()) +
+                  " entries, expected head_dim/2=" +
+                  std::to_string(X.Dims[2] / H / 2));
+    for (size_t K = 0; K < F.size(); ++K)
+      if (!std::isfinite(F[K]) || !(F[K] > 0))
+        return fail("attrs.inv_freq[" + std::to_string(K) +
+                    "] must be finite and positive");
+    if (!std::isfinite(I.Attrs.Scale) || !(I.Attrs.Scale > 0) ||
+        (F.empty() && (!std::isfinite(I.Attrs.Theta) || !(I.Attrs.Theta > 0))))
+      return fail("attrs.theta and attrs.scale must be finite and positive");
     return shapeIs(false, 0, X.Dims);
   }
   case OpKind::Attention:

@@ -14,8 +14,8 @@ namespace {
 
 class ModelBuilder {
 public:
-  ModelBuilder(OpBuilder &b, const ModelConfig &c, Type element)
-      : b(b), c(c), element(element), loc(b.getUnknownLoc()) {}
+  ModelBuilder(OpBuilder &b, const ModelConfig &c, Type element, int64_t seq)
+      : b(b), c(c), element(element), seq(seq), loc(b.getUnknownLoc()) {}
 
   Value param(const std::string &name, ArrayRef<int64_t> shape, StringRef init,
               double std = 0.0) {
@@ -86,6 +86,11 @@ public:
     double std = c.initStd;
     auto epsAttr = b.getF64FloatAttr(c.normEps);
     auto theta = b.getF64FloatAttr(c.ropeTheta);
+    RopeTable table = ropeTable(c, seq);
+    DenseF64ArrayAttr invFreq =
+        table.invFreq.empty() ? nullptr
+                              : b.getDenseF64ArrayAttr(table.invFreq);
+    auto ropeScale = b.getF64FloatAttr(table.scale);
     Value embed = normal("model.embed_tokens.weight", {c.vocab, d}, std);
     Value x = EmbeddingOp::create(b, loc, embed, tokens);
     auto rmsNorm = [&](Value in, const std::string &name) -> Value {
@@ -110,9 +115,9 @@ public:
       Value v =
           linear(h, p + ".self_attn.v_proj", c.numKvHeads * hd, c.qkvBias);
       q = RopeOp::create(b, loc, q, b.getI64IntegerAttr(c.numHeads), theta,
-                         b.getBoolAttr(false));
+                         b.getBoolAttr(false), invFreq, ropeScale);
       k = RopeOp::create(b, loc, k, b.getI64IntegerAttr(c.numKvHeads), theta,
-                         b.getBoolAttr(false));
+                         b.getBoolAttr(false), invFreq, ropeScale);
       Value a = AttentionOp::create(b, loc, q, k, v, c.numHeads, c.numKvHeads);
       x = add(x, linear(a, p + ".self_attn.o_proj", d, c.outBias));
       h = rmsNorm(x, p + ".post_attention_layernorm.weight");
@@ -132,6 +137,7 @@ private:
   OpBuilder &b;
   const ModelConfig &c;
   Type element;
+  int64_t seq; // the compiled sequence (dynamic RoPE scales to it)
   Location loc;
 };
 
@@ -176,7 +182,7 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context,
   fn->setAttr("weft.model", b.getStringAttr(config.name));
   Block *body = fn.addEntryBlock();
   b.setInsertionPointToEnd(body);
-  ModelBuilder mb(b, config, element);
+  ModelBuilder mb(b, config, element, options.seq);
   Value loss = config.family == ModelFamily::Gpt2
                    ? mb.gpt2(body->getArgument(0), body->getArgument(1))
                    : mb.llama(body->getArgument(0), body->getArgument(1));

@@ -236,63 +236,123 @@ void readGpt2(KeyReader &in, ModelConfig &c) {
 }
 
 // RoPE: transformers 4 spells rope_theta and rope_scaling at the top level,
-// transformers 5 one rope_parameters object holding rope_type and
-// rope_theta.
+// transformers 5 one rope_parameters object holding rope_type, rope_theta
+// and the scaling fields. Each scaling type reads exactly the fields
+// transformers reads; any other field is refused. Fields that transformers
+// versions read differently (original_max_position_embeddings for yarn and
+// dynamic, DeepSeek's mscale) are refused rather than guessed.
 void readRope(KeyReader &in, ModelConfig &c) {
   c.ropeTheta = in.real("rope_theta", 10000.0);
   bool topTheta = in.present("rope_theta");
-  for (const char *key : {"rope_scaling", "rope_parameters"}) {
-    const Json *rope = in.find(key);
-    if (!rope || !in.error.empty())
+  const Json *v4 = in.find("rope_scaling");
+  const Json *v5 = in.find("rope_parameters");
+  if (!in.error.empty())
+    return;
+  if (v4 && v5) {
+    in.fail("the config gives both rope_scaling (transformers 4) and "
+            "rope_parameters (transformers 5): give one");
+    return;
+  }
+  const Json *rope = v4 ? v4 : v5;
+  if (!rope)
+    return;
+  std::string key = v4 ? "rope_scaling" : "rope_parameters";
+  if (!rope->is_object()) {
+    in.fail("key '" + key + "' must be an object, got " + shortDump(*rope));
+    return;
+  }
+  RopeScaling &sc = c.ropeScaling;
+  for (const char *typeKey : {"rope_type", "type"}) {
+    auto t = rope->find(typeKey);
+    if (t == rope->end() || t->is_null())
       continue;
-    if (!rope->is_object()) {
-      in.fail(std::string("key '") + key + "' must be an object, got " +
-              shortDump(*rope));
+    if (!t->is_string()) {
+      in.fail("key '" + key + "." + typeKey + "' must be a string, got " +
+              shortDump(*t));
       return;
     }
-    std::string type = "default";
-    for (const char *typeKey : {"rope_type", "type"}) {
-      auto t = rope->find(typeKey);
-      if (t != rope->end() && !t->is_null()) {
-        if (!t->is_string()) {
-          in.fail(std::string("key '") + key + "." + typeKey +
-                  "' must be a string, got " + shortDump(*t));
-          return;
-        }
-        type = t->get<std::string>();
-      }
-    }
-    if (type != "default") {
-      in.fail(std::string("key '") + key + "' has rope_type '" + type +
-              "' (" + shortDump(*rope) +
-              "): weft implements rope_type default only");
+    sc.type = t->get<std::string>();
+  }
+  static const std::vector<std::pair<std::string, std::vector<std::string>>>
+      kFields = {{"default", {}},
+                 {"linear", {"factor"}},
+                 {"dynamic", {"factor"}},
+                 {"llama3",
+                  {"factor", "low_freq_factor", "high_freq_factor",
+                   "original_max_position_embeddings"}},
+                 {"yarn",
+                  {"factor", "attention_factor", "beta_fast", "beta_slow"}}};
+  auto type = std::find_if(kFields.begin(), kFields.end(),
+                           [&](const auto &e) { return e.first == sc.type; });
+  if (type == kFields.end()) {
+    in.fail("key '" + key + "' has rope_type '" + sc.type + "' (" +
+            shortDump(*rope) +
+            "): weft implements rope_type default, linear, dynamic, llama3 "
+            "and yarn");
+    return;
+  }
+  const std::vector<std::string> &fields = type->second;
+  auto positive = [&](const std::string &field, double &out, bool required) {
+    auto it = rope->find(field);
+    if (it == rope->end() || it->is_null()) {
+      if (required)
+        in.fail("key '" + key + "' (rope_type " + sc.type +
+                ") is missing '" + field + "'");
       return;
     }
-    for (auto it = rope->begin(); it != rope->end(); ++it) {
-      const std::string &k = it.key();
-      if (k == "rope_type" || k == "type")
-        continue;
-      if (k != "rope_theta" || std::string(key) == "rope_scaling") {
-        in.fail(std::string("key '") + key + "." + k + "' = " +
-                shortDump(*it) +
-                " is not supported with rope_type default (weft reads "
-                "rope_type and rope_theta)");
-        return;
-      }
-      if (!it->is_number() || !(it->get<double>() > 0)) {
-        in.fail(std::string("key '") + key +
-                ".rope_theta' must be a positive number, got " +
-                shortDump(*it));
-        return;
-      }
-      double theta = it->get<double>();
-      if (topTheta && theta != c.ropeTheta) {
-        in.fail("rope_theta=" + number(c.ropeTheta) + " and " +
-                key + ".rope_theta=" + number(theta) + ": they must agree");
-        return;
-      }
-      c.ropeTheta = theta;
+    if (!it->is_number() || !std::isfinite(it->get<double>()) ||
+        !(it->get<double>() > 0)) {
+      in.fail("key '" + key + "." + field +
+              "' must be a positive number, got " + shortDump(*it));
+      return;
     }
+    out = it->get<double>();
+  };
+  for (auto it = rope->begin(); it != rope->end(); ++it) {
+    const std::string &k = it.key();
+    bool known = k == "rope_type" || k == "type" ||
+                 (k == "rope_theta" && key == "rope_parameters") ||
+                 std::find(fields.begin(), fields.end(), k) != fields.end();
+    if (!known) {
+      in.fail("key '" + key + "." + k + "' = " + shortDump(*it) +
+              " is not supported with rope_type " + sc.type);
+      return;
+    }
+  }
+  if (key == "rope_parameters" && rope->contains("rope_theta")) {
+    double theta = 0;
+    positive("rope_theta", theta, true);
+    if (!in.error.empty())
+      return;
+    if (topTheta && theta != c.ropeTheta) {
+      in.fail("rope_theta=" + number(c.ropeTheta) +
+              " and rope_parameters.rope_theta=" + number(theta) +
+              ": they must agree");
+      return;
+    }
+    c.ropeTheta = theta;
+  }
+  if (sc.type == "default")
+    return;
+  positive("factor", sc.factor, true);
+  if (sc.type == "llama3") {
+    double original = 0;
+    positive("low_freq_factor", sc.lowFreqFactor, true);
+    positive("high_freq_factor", sc.highFreqFactor, true);
+    positive("original_max_position_embeddings", original, true);
+    sc.originalMaxPositions = int64_t(original);
+    if (in.error.empty() && !(sc.highFreqFactor > sc.lowFreqFactor))
+      in.fail("key '" + key + "': high_freq_factor=" +
+              number(sc.highFreqFactor) +
+              " must exceed low_freq_factor=" +
+              number(sc.lowFreqFactor));
+    if (in.error.empty() && double(sc.originalMaxPositions) != original)
+      in.fail("key '" + key +
+              ".original_max_position_embeddings' must be an integer");
+  } else if (sc.type == "yarn") {
+    positive("attention_factor", sc.attentionFactor, false);
+    positive("beta_fast", sc.betaFast, false);
+    positive("beta_slow", sc.betaSlow, false);
   }
 }
 

@@ -19,6 +19,16 @@ namespace weft {
 /// Qwen2 are Llama blocks with the options below).
 enum class ModelFamily { Gpt2, Llama };
 
+/// RoPE scaling as transformers' modeling_rope_utils computes it.
+struct RopeScaling {
+  std::string type = "default"; // default, linear, dynamic, llama3, yarn
+  double factor = 1.0;
+  double lowFreqFactor = 0, highFreqFactor = 0; // llama3
+  int64_t originalMaxPositions = 0;             // llama3
+  double betaFast = 32, betaSlow = 1;           // yarn
+  double attentionFactor = 0; // yarn; 0: 0.1 * ln(factor) + 1
+};
+
 struct ModelConfig {
   std::string name;
   /// The Hugging Face model_type: gpt2, llama, mistral or qwen2.
@@ -34,6 +44,7 @@ struct ModelConfig {
   int64_t maxPositions = 0;
   double normEps = 1e-5;
   double ropeTheta = 10000.0;
+  RopeScaling ropeScaling;
   double initStd = 0.02;
   bool tieEmbeddings = true;
   /// Llama attention_bias (q, k, v and o), Qwen2 (q, k, v only), mlp_bias.
@@ -84,6 +95,15 @@ ConfigResult parseConfigText(const std::string &text, const std::string &name,
 /// Either a preset name or a path to a config.json.
 ConfigResult resolveModel(const std::string &modelOrPath,
                           const ConfigOptions &options = {});
+
+/// The rotary frequencies of a Llama-family model compiled at `seq` tokens:
+/// per-pair inverse frequencies (empty for the default theta^(-2i/hd)) and
+/// the factor cos and sin are multiplied by (yarn's attention factor).
+struct RopeTable {
+  std::vector<double> invFreq;
+  double scale = 1.0;
+};
+RopeTable ropeTable(const ModelConfig &config, int64_t seq);
 
 /// Empty when consistent, else what is wrong ("n_head=5 does not divide
 /// n_embd=64").

@@ -55,6 +55,25 @@ func.func @rope_odd_head_dim(%x: tensor<2x8x12xf32>) {
 
 // -----
 
+// A RoPE frequency table has one entry per rotated pair (head_dim / 2).
+func.func @rope_table_size(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{inv_freq has 3 entries, expected head_dim/2=2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.rope %x {num_heads = 4, theta = 10000.0, inv_freq = array<f64: 1.0, 0.5, 0.25>} : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @rope_table_value(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{inv_freq[1]=-5.000000e-01 must be finite and positive}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.rope %x {num_heads = 4, theta = 10000.0, inv_freq = array<f64: 1.0, -0.5>} : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
 func.func @layer_norm_gamma(%x: tensor<2x8x64xf32>, %g: tensor<32xf32>) {
   // expected-error @+2 {{gamma must have shape [64] to match the last dim of x, got [32]}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -83,11 +83,13 @@ func.func @norms_and_split(%x: tensor<2x8x64xf32>, %g: tensor<64xf32>, %qkv: ten
 // CHECK-LABEL: func @attention
 // CHECK: weft.rope %{{.*}} {num_heads = 4 : i64, theta = 1.000000e+04 : f64}
 // CHECK: weft.rope %{{.*}} {inverse = true, num_heads = 2 : i64, theta = 1.000000e+04 : f64}
+// CHECK: weft.rope %{{.*}} {inv_freq = array<f64: 1.000000e+00, 2.500000e-01>, num_heads = 16 : i64, scale = 1.100000e+00 : f64, theta = 1.000000e+04 : f64}
 // CHECK: weft.attention %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x64xf32>
 // CHECK: weft.attention_grad
 func.func @attention(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) -> tensor<2x8x64xf32> {
   %qr = weft.rope %q {num_heads = 4, theta = 10000.0} : (tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
   %kr = weft.rope %k {num_heads = 2, theta = 10000.0, inverse = true} : (tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
+  %sr = weft.rope %q {num_heads = 16, theta = 10000.0, inv_freq = array<f64: 1.0, 0.25>, scale = 1.1} : (tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
   %y = weft.attention %qr, %kr, %v {num_heads = 4, num_kv_heads = 2} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x64xf32>
   %g:3 = weft.attention_grad %y, %qr, %kr, %v {num_heads = 4, num_kv_heads = 2} : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>)
   return %g#0 : tensor<2x8x64xf32>

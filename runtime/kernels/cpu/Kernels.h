@@ -87,10 +87,13 @@ template <typename T>
 void swigluGrad(const T *Dy, const T *Gate, const T *Up, T *DGate, T *DUp,
                 int64_t N);
 
-// Rotary position embedding on X [B,S,H*Hd] (HF rotate_half convention).
+// Rotary position embedding on X [B,S,H*Hd] (HF rotate_half convention):
+// pair i turns by pos * f_i, f_i = InvFreq[i] or Theta^(-2i/Hd) when InvFreq
+// is null, and the result is multiplied by Scale (in both directions).
 template <typename T>
 void rope(const T *X, T *Y, int64_t B, int64_t S, int64_t H, int64_t Hd,
-          double Theta, bool Inverse);
+          double Theta, bool Inverse, const double *InvFreq = nullptr,
+          double Scale = 1.0);
 
 // Causal attention. Q, Y: [B,S,H*Hd]; K, V: [B,S,Hkv*Hd]. Scratch holds two
 // blocks of min(S,64) x S elements per thread (Threads = omp_get_max_threads()
