@@ -36,6 +36,12 @@ const MegatronRule kMegatron[] = {
     {".self_attn.v_proj.weight", 0, 1}, {".self_attn.o_proj.weight", 1, 1},
     {".mlp.gate_proj.weight", 0, 1},    {".mlp.up_proj.weight", 0, 1},
     {".mlp.down_proj.weight", 1, 1},
+    // Column-parallel biases (Llama attention_bias / mlp_bias, Qwen2) split
+    // with their weights' output dim; row-parallel ones (o_proj, down_proj)
+    // stay whole and are added after the all-reduce.
+    {".self_attn.q_proj.bias", 0, 1},   {".self_attn.k_proj.bias", 0, 1},
+    {".self_attn.v_proj.bias", 0, 1},   {".mlp.gate_proj.bias", 0, 1},
+    {".mlp.up_proj.bias", 0, 1},
 };
 
 // Megatron's vocab-parallel embedding and LM head: split the vocab dim.

@@ -4,7 +4,8 @@
 The equivalence suite checks the built-in layouts; users write their own.
 This draws random layout files (random parameters, dims and mesh axes, the
 inputs' split, ZeRO stage and sequence parallelism) on dp/tp meshes of up to
-4 ranks, for gpt-tiny and llama-tiny in f64, and checks each one:
+4 ranks, for gpt-tiny and llama-tiny (or any --models, presets or
+config.json paths) in f64, and checks each one:
 
   - accepted by weft-compile: an N-rank run under mpirun agrees with the
     1-rank run: every step's loss to 1e-12 relative (exact at the 9 digits
@@ -125,7 +126,7 @@ def main():
     models = args.models.split(",")
     refs = {}
     for m in models:
-        w = f"{args.work}/{m}-one"
+        w = f"{args.work}/{os.path.basename(m)}-one"
         os.makedirs(w)
         run([f"{b}/weft-compile", m] + common + ["-o", f"{w}/prog.weft"])
         metrics, grads = train(b, f"{w}/prog.weft", 1, args.data, w, args.steps)
