@@ -205,6 +205,12 @@ Expected<Program> parseProgramJson(const std::string &Json,
                                    uint32_t Version = ProgramFormatVersion);
 /// Checks every cross-reference and every instruction's operand shapes.
 Status validateProgram(const Program &P);
+/// The instruction list as a whole (runtime/ValidateDataflow.cpp): not
+/// empty, the loss written in the forward range, no arena buffer read before
+/// it is written or sharing bytes with another live one, no op writing what
+/// it reads unless in place, tokens and targets where they belong, and
+/// cross-entropy denominators of batch*seq rows. validateProgram calls it.
+Status checkDataflow(const Program &P);
 /// Fills the layouts a program leaves implicit: params without one are
 /// replicated; param buffers and same-shaped grad/adam buffers without their
 /// own take the param's; inputs are blocks of [batch, seq]. The loader and

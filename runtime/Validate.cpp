@@ -681,7 +681,7 @@ Status validateProgram(const Program &P) {
         "expected 0 <= forward_end <= optimizer_begin <= " + std::to_string(N) +
         " (instructions), got forward_end=" + std::to_string(P.ForwardEnd) +
         ", optimizer_begin=" + std::to_string(P.OptimizerBegin));
-  return Status::success();
+  return checkDataflow(P);
 }
 
 } // namespace weft

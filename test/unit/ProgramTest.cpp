@@ -192,3 +192,91 @@ TEST(OpTable, EveryOpNameRoundTrips) {
   EXPECT_FALSE(parseOpName("softmax", K));
 }
 } // namespace
+
+namespace {
+// The tiny program's JSON payload, to be broken one way at a time.
+nlohmann::json tinyJson() {
+  return nlohmann::json::parse(tinyProgram().payload());
+}
+
+int64_t instWithOp(const nlohmann::json &J, const std::string &Op) {
+  for (size_t I = 0; I < J["instructions"].size(); ++I)
+    if (J["instructions"][I]["op"] == Op)
+      return int64_t(I);
+  return -1;
+}
+
+TEST(ProgramDataflow, RefusesAnEmptyProgram) {
+  nlohmann::json J = tinyJson();
+  J["instructions"] = nlohmann::json::array();
+  J["forward_end"] = 0;
+  J["optimizer_begin"] = 0;
+  EXPECT_MSG(errorOfJson(J), "the program has no instructions");
+}
+
+TEST(ProgramDataflow, RefusesALossNothingWrites) {
+  nlohmann::json J = tinyJson();
+  // The loss now names a fresh scalar no instruction writes.
+  nlohmann::json Fresh = J["buffers"][size_t(J["loss"].get<int64_t>())];
+  Fresh["offset"] = J["arena_bytes"];
+  J["arena_bytes"] = J["arena_bytes"].get<int64_t>() + 64;
+  J["buffers"].push_back(Fresh);
+  J["loss"] = J["buffers"].size() - 1;
+  EXPECT_MSG(errorOfJson(J), "no instruction before forward_end=3 writes the loss");
+}
+
+TEST(ProgramDataflow, RefusesSwappedTokensAndTargets) {
+  nlohmann::json J = tinyJson();
+  for (auto &B : J["buffers"])
+    if (B["kind"] == "input")
+      B["name"] = B["name"] == "tokens" ? "targets" : "tokens";
+  EXPECT_MSG(errorOfJson(J),
+             "instructions[0] (embedding) reads the 'targets' input where it "
+             "needs 'tokens'");
+}
+
+TEST(ProgramDataflow, RefusesOverlappingLiveArenaBuffers) {
+  nlohmann::json J = tinyJson();
+  // The logits move onto the embedding output's bytes, both live at once.
+  int64_t Matmul = instWithOp(J, "matmul");
+  int64_t X = J["instructions"][size_t(Matmul)]["in"][0];
+  int64_t Logits = J["instructions"][size_t(Matmul)]["out"][0];
+  J["buffers"][size_t(Logits)]["offset"] = J["buffers"][size_t(X)]["offset"];
+  EXPECT_MSG(errorOfJson(J), "share bytes while both are live");
+}
+
+TEST(ProgramDataflow, RefusesAnOutputThatIsAnInput) {
+  nlohmann::json J = tinyJson();
+  int64_t Grad = instWithOp(J, "cross_entropy_grad");
+  J["instructions"][size_t(Grad)]["out"][0] =
+      J["instructions"][size_t(Grad)]["in"][0];
+  EXPECT_MSG(errorOfJson(J), "which it also reads: cross_entropy_grad does "
+                             "not work in place");
+}
+
+TEST(ProgramDataflow, RefusesAReadBeforeAnyWrite) {
+  nlohmann::json J = tinyJson();
+  // Drop the fill: cross_entropy_grad reads dloss that nothing wrote.
+  int64_t Fill = instWithOp(J, "fill");
+  J["instructions"].erase(size_t(Fill));
+  J["optimizer_begin"] = J["optimizer_begin"].get<int64_t>() - 1;
+  EXPECT_MSG(errorOfJson(J), "before any instruction writes it");
+}
+
+TEST(ProgramDataflow, RefusesAWrongCrossEntropyDenominator) {
+  nlohmann::json J = tinyJson();
+  int64_t Ce = instWithOp(J, "cross_entropy");
+  J["instructions"][size_t(Ce)]["attrs"]["denominator"] = 4;
+  EXPECT_MSG(errorOfJson(J), "instructions[2] (cross_entropy) has denominator "
+                             "4, expected 8 (batch 2 x seq 4 rows)");
+}
+
+TEST(ProgramDataflow, RefusesOptimizerValuesOutsideTheirDomain) {
+  nlohmann::json J = tinyJson();
+  J["optimizer"]["eps"] = 0.0;
+  EXPECT_MSG(errorOfJson(J), "optimizer: eps=0 is out of range");
+  J = tinyJson();
+  J["optimizer"]["beta2"] = 1.0;
+  EXPECT_MSG(errorOfJson(J), "optimizer: beta2=1 is out of range");
+}
+} // namespace

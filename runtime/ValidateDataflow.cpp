@@ -1,0 +1,174 @@
+//===- ValidateDataflow.cpp - what a program computes, not only its shapes ===//
+//
+// validateProgram checks every instruction's operands one by one. These
+// checks look at the instruction list as a whole and refuse programs that
+// load fine but cannot compute the model: no instructions, a loss nothing
+// writes, an arena buffer read before anything writes it, two live arena
+// buffers sharing bytes, an instruction writing a buffer it reads where the
+// op is not in place, tokens and targets swapped, cross-entropy means over
+// the wrong number of rows.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Program.h"
+
+#include <algorithm>
+
+namespace weft {
+namespace {
+
+std::string bufferName(const Program &P, int64_t Id) {
+  const BufferSpec &B = P.Buffers[size_t(Id)];
+  std::string S = "buffers[" + std::to_string(Id) + "] (" +
+                  bufferKindName(B.Kind);
+  if (B.Kind == BufferKind::Arena)
+    S += " at byte " + std::to_string(B.Offset) + ", " +
+         std::to_string(B.bytes()) + " bytes";
+  else if (!B.Name.empty())
+    S += " '" + B.Name + "'";
+  return S + ")";
+}
+
+std::string instName(const Program &P, size_t I) {
+  return "instructions[" + std::to_string(I) + "] (" +
+         opName(P.Instructions[I].Op) + ")";
+}
+
+bool isCrossEntropy(OpKind K) {
+  return K == OpKind::CrossEntropy || K == OpKind::CrossEntropyGrad ||
+         K == OpKind::CrossEntropyStats || K == OpKind::CrossEntropyFromStats ||
+         K == OpKind::CrossEntropyStatsGrad;
+}
+
+// Which input an op may read: embeddings look up tokens, cross-entropies
+// compare with targets.
+Status checkInputUse(const Program &P, size_t I) {
+  const Instruction &Inst = P.Instructions[I];
+  const char *Want = nullptr;
+  if (Inst.Op == OpKind::Embedding || Inst.Op == OpKind::EmbeddingGrad)
+    Want = "tokens";
+  else if (isCrossEntropy(Inst.Op))
+    Want = "targets";
+  if (!Want)
+    return Status::success();
+  for (int64_t Id : Inst.In) {
+    const BufferSpec &B = P.Buffers[size_t(Id)];
+    if (B.Kind == BufferKind::Input && B.Name != Want)
+      return Status::error(instName(P, I) + " reads the '" + B.Name +
+                           "' input where it needs '" + Want + "'");
+  }
+  return Status::success();
+}
+
+// A cross-entropy is a mean over every row of the global batch: its
+// denominator is batch*seq, or 0 (the local rows) when this rank holds them
+// all.
+Status checkDenominator(const Program &P, size_t I) {
+  const Instruction &Inst = P.Instructions[I];
+  if (!isCrossEntropy(Inst.Op) || Inst.Op == OpKind::CrossEntropyStats)
+    return Status::success();
+  int64_t Rows = P.Batch * P.Seq, Local = -1;
+  for (const BufferSpec &B : P.Buffers)
+    if (B.Kind == BufferKind::Input && B.Name == "targets")
+      Local = B.numel();
+  int64_t D = Inst.Attrs.Denominator;
+  if (D == Rows || (D == 0 && Local == Rows))
+    return Status::success();
+  return Status::error(instName(P, I) + " has denominator " +
+                       std::to_string(D) + ", expected " +
+                       std::to_string(Rows) + " (batch " +
+                       std::to_string(P.Batch) + " x seq " +
+                       std::to_string(P.Seq) + " rows)" +
+                       (D == 0 ? " since this rank holds " +
+                                     std::to_string(Local) + " of them"
+                               : ""));
+}
+
+struct Interval {
+  int64_t First = -1, Last = -1; // instruction indices; -1: unused
+};
+
+} // namespace
+
+Status checkDataflow(const Program &P) {
+  const size_t N = P.Instructions.size();
+  if (N == 0)
+    return Status::error("the program has no instructions");
+  if (P.ForwardEnd < 1)
+    return Status::error("forward_end=0: no instruction computes the loss");
+  const BufferSpec &Loss = P.Buffers[size_t(P.Loss)];
+  if (Loss.Kind != BufferKind::Arena)
+    return Status::error("the loss is " + bufferName(P, P.Loss) +
+                         ", expected an arena buffer an instruction writes");
+
+  std::vector<Interval> Live(P.Buffers.size());
+  std::vector<bool> Written(P.Buffers.size(), false);
+  bool LossWritten = false;
+  for (size_t I = 0; I < N; ++I) {
+    const Instruction &Inst = P.Instructions[I];
+    WEFT_RETURN_IF_ERROR(checkInputUse(P, I));
+    WEFT_RETURN_IF_ERROR(checkDenominator(P, I));
+    for (int64_t Id : Inst.In) {
+      const BufferSpec &B = P.Buffers[size_t(Id)];
+      if (B.Kind != BufferKind::Arena)
+        continue;
+      if (!Written[size_t(Id)])
+        return Status::error(instName(P, I) + " reads " + bufferName(P, Id) +
+                             " before any instruction writes it");
+      Live[size_t(Id)].Last = int64_t(I);
+    }
+    for (int64_t Id : Inst.Out) {
+      bool InPlace = std::find(Inst.In.begin(), Inst.In.end(), Id) !=
+                     Inst.In.end();
+      // adamw updates param, m and v in place by definition.
+      if (InPlace && Inst.Op != OpKind::AdamW)
+        return Status::error(instName(P, I) + " writes " + bufferName(P, Id) +
+                             ", which it also reads: " + opName(Inst.Op) +
+                             " does not work in place");
+      if (Id == P.Loss && int64_t(I) < P.ForwardEnd)
+        LossWritten = true;
+      if (P.Buffers[size_t(Id)].Kind != BufferKind::Arena)
+        continue;
+      Interval &L = Live[size_t(Id)];
+      if (L.First < 0)
+        L.First = int64_t(I);
+      L.Last = std::max(L.Last, int64_t(I));
+      Written[size_t(Id)] = true;
+    }
+  }
+  if (!LossWritten)
+    return Status::error("no instruction before forward_end=" +
+                         std::to_string(P.ForwardEnd) + " writes the loss " +
+                         bufferName(P, P.Loss));
+  Live[size_t(P.Loss)].Last = int64_t(N); // read after the step
+
+  // An async collective needs no longer interval: the executor completes
+  // it before any instruction touches its buffers' bytes.
+
+  // Live arena buffers must not share bytes: sweep them in offset order.
+  std::vector<int64_t> Ids;
+  for (size_t Id = 0; Id < P.Buffers.size(); ++Id)
+    if (P.Buffers[Id].Kind == BufferKind::Arena && Live[Id].First >= 0)
+      Ids.push_back(int64_t(Id));
+  std::sort(Ids.begin(), Ids.end(), [&](int64_t A, int64_t B) {
+    return P.Buffers[size_t(A)].Offset < P.Buffers[size_t(B)].Offset;
+  });
+  for (size_t A = 0; A < Ids.size(); ++A) {
+    const BufferSpec &BA = P.Buffers[size_t(Ids[A])];
+    for (size_t B = A + 1; B < Ids.size(); ++B) {
+      const BufferSpec &BB = P.Buffers[size_t(Ids[B])];
+      if (BB.Offset >= BA.Offset + BA.bytes())
+        break;
+      const Interval &LA = Live[size_t(Ids[A])], &LB = Live[size_t(Ids[B])];
+      if (LA.First <= LB.Last && LB.First <= LA.Last)
+        return Status::error(
+            bufferName(P, Ids[A]) + " and " + bufferName(P, Ids[B]) +
+            " share bytes while both are live (instructions " +
+            std::to_string(LA.First) + ".." + std::to_string(LA.Last) +
+            " and " + std::to_string(LB.First) + ".." +
+            std::to_string(LB.Last) + ")");
+    }
+  }
+  return Status::success();
+}
+
+} // namespace weft
