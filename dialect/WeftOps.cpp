@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/WeftDialect.h"
+#include "runtime/Activation.h"
 
 #include <cmath>
 
@@ -487,4 +488,19 @@ LogicalResult CrossEntropyStatsGradOp::inferReturnTypes(
 }
 
 #define GET_OP_CLASSES
+namespace {
+LogicalResult verifyActivation(Operation *op, StringRef kind) {
+  Activation act;
+  if (!parseActivation(kind.str(), act))
+    return op->emitOpError("unknown activation '")
+           << kind << "' (expected one of " << activationList() << ")";
+  return success();
+}
+} // namespace
+
+LogicalResult ActOp::verify() { return verifyActivation(*this, getKind()); }
+LogicalResult ActGradOp::verify() {
+  return verifyActivation(*this, getKind());
+}
+
 #include "dialect/WeftOps.cpp.inc"

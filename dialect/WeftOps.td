@@ -179,6 +179,24 @@ def Weft_GeluOp : Weft_ElementwiseForwardOp<"gelu"> {
   let results = (outs Weft_FloatTensor:$result);
 }
 
+def Weft_ActOp : Weft_ElementwiseForwardOp<"act"> {
+  let summary = "an activation of transformers' ACT2FN, by name";
+  let description = [{
+    `kind` names the activation as a config's hidden_act or
+    activation_function does (runtime/Activation.h: gelu, gelu_fast,
+    quick_gelu, relu, relu2, relu6, leaky_relu, silu, sigmoid, tanh,
+    linear, ...). The models use weft.gelu and weft.swiglu for their default
+    activations and this op for the others.
+
+    ```mlir
+    %y = weft.act %x {kind = "gelu"} : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Weft_FloatTensor:$x, StrAttr:$kind);
+  let results = (outs Weft_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Weft_SiluOp : Weft_ElementwiseForwardOp<"silu"> {
   let summary = "x * sigmoid(x)";
   let arguments = (ins Weft_FloatTensor:$x);
@@ -276,6 +294,14 @@ def Weft_GeluGradOp : Weft_ElementwiseOp<"gelu_grad"> {
   let summary = "dx = dy * gelu'(x)";
   let arguments = (ins Weft_FloatTensor:$dy, Weft_FloatTensor:$x);
   let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_ActGradOp : Weft_ElementwiseOp<"act_grad"> {
+  let summary = "dx = dy * act'(x) for weft.act of the same kind";
+  let arguments = (ins Weft_FloatTensor:$dy, Weft_FloatTensor:$x,
+                   StrAttr:$kind);
+  let results = (outs Weft_FloatTensor:$result);
+  let hasVerifier = 1;
 }
 
 def Weft_SiluGradOp : Weft_ElementwiseOp<"silu_grad"> {

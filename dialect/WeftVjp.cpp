@@ -107,6 +107,13 @@ LogicalResult RmsNormOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult ActOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
+                              SmallVectorImpl<Value> &grads) {
+  grads.push_back(
+      ActGradOp::create(b, getLoc(), dys[0], getX(), getKindAttr()));
+  return success();
+}
+
 LogicalResult GeluOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                SmallVectorImpl<Value> &grads) {
   grads.push_back(GeluGradOp::create(b, getLoc(), dys[0], getX()));

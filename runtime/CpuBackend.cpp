@@ -163,6 +163,15 @@ template <typename T> struct Kernels {
                   I.In[0].Numel);
     return Status::success();
   }
+  static Status act(const BI &I, const SC &, CpuState &) {
+    cpu::act(I.Attrs->Act, I.In[0].as<T>(), I.Out[0].as<T>(), I.In[0].Numel);
+    return Status::success();
+  }
+  static Status actGrad(const BI &I, const SC &, CpuState &) {
+    cpu::actGrad(I.Attrs->Act, I.In[0].as<T>(), I.In[1].as<T>(),
+                 I.Out[0].as<T>(), I.In[0].Numel);
+    return Status::success();
+  }
   static Status silu(const BI &I, const SC &, CpuState &) {
     cpu::silu(I.In[0].as<T>(), I.Out[0].as<T>(), I.In[0].Numel);
     return Status::success();
@@ -303,6 +312,8 @@ template <typename T> struct Kernels {
     Set(OpKind::RmsNormGrad, rmsNormGrad);
     Set(OpKind::Gelu, gelu);
     Set(OpKind::GeluGrad, geluGrad);
+    Set(OpKind::Act, act);
+    Set(OpKind::ActGrad, actGrad);
     Set(OpKind::Silu, silu);
     Set(OpKind::SiluGrad, siluGrad);
     Set(OpKind::Swiglu, swiglu);

@@ -38,6 +38,17 @@ std::string attrString(const Instruction &I) {
   case OpKind::RmsNormGrad:
     Add("eps=" + num(A.Eps));
     break;
+  case OpKind::Act:
+  case OpKind::ActGrad: {
+    size_t N;
+    const ActivationName *T = activationNames(N);
+    for (size_t K = 0; K < N; ++K)
+      if (T[K].Kind == A.Act) {
+        Add(std::string("kind=") + T[K].Name);
+        break;
+      }
+    break;
+  }
   case OpKind::Rope:
     Add("num_heads=" + std::to_string(A.NumHeads) + " theta=" + num(A.Theta) +
         (A.InvFreq.empty() ? ""

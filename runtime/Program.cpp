@@ -51,7 +51,9 @@ const char *const OpNames[NumOpKinds] = {"embedding",
                                          "all_reduce",
                                          "all_gather",
                                          "reduce_scatter",
-                                         "slice"};
+                                         "slice",
+                                         "act",
+                                         "act_grad"};
 
 uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
   uint64_t V = 0;
@@ -389,6 +391,15 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
   case OpKind::RmsNorm:
   case OpKind::RmsNormGrad:
     return getNumber(*Attrs, "eps", ACtx, A.Eps);
+  case OpKind::Act:
+  case OpKind::ActGrad: {
+    std::string Kind;
+    WEFT_RETURN_IF_ERROR(getString(*Attrs, "kind", ACtx, Kind));
+    if (!parseActivation(Kind, A.Act))
+      return Status::error("unknown activation '" + Kind + "' in " + ACtx +
+                           " (expected one of " + activationList() + ")");
+    return Status::success();
+  }
   case OpKind::Rope:
     WEFT_RETURN_IF_ERROR(getNumber(*Attrs, "theta", ACtx, A.Theta));
     if (Attrs->contains("scale"))

@@ -8,6 +8,7 @@
 #ifndef WEFT_RUNTIME_PROGRAM_H
 #define WEFT_RUNTIME_PROGRAM_H
 
+#include "runtime/Activation.h"
 #include "runtime/Hyperparams.h"
 #include "runtime/Status.h"
 
@@ -71,8 +72,11 @@ enum class OpKind {
   AllGather,
   ReduceScatter,
   Slice,
+  // transformers' ACT2FN activations by name (attrs.kind).
+  Act,
+  ActGrad,
 };
-constexpr int NumOpKinds = static_cast<int>(OpKind::Slice) + 1;
+constexpr int NumOpKinds = static_cast<int>(OpKind::ActGrad) + 1;
 /// True for all_reduce, all_gather, reduce_scatter and slice.
 bool isCollective(OpKind K);
 const char *opName(OpKind K);
@@ -162,6 +166,7 @@ struct OpAttrs {
   /// rope: per-pair frequencies (empty: theta^(-2i/hd)) and output scale.
   std::vector<double> InvFreq;
   double Scale = 1.0;
+  Activation Act = Activation::Gelu; // act, act_grad
   int64_t NumHeads = 0, NumKvHeads = 0;
   std::vector<int64_t> Sizes;
   // Version 2.

@@ -473,11 +473,13 @@ Status InstChecker::run() {
     return checkNorm(true, false);
   case OpKind::Gelu:
   case OpKind::Silu:
+  case OpKind::Act:
     WEFT_RETURN_IF_ERROR(counts(1, 1));
     WEFT_RETURN_IF_ERROR(floats({0}, {0}));
     return sameNumel(false, 0, in(0), "in[0]");
   case OpKind::GeluGrad:
   case OpKind::SiluGrad:
+  case OpKind::ActGrad:
   case OpKind::Swiglu:
     WEFT_RETURN_IF_ERROR(counts(2, 1));
     WEFT_RETURN_IF_ERROR(floats({0, 1}, {0}));

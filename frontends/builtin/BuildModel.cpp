@@ -37,6 +37,13 @@ public:
     return MatmulOp::create(b, loc, x, w, false, transposeB);
   }
   Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
+  // The config's activation: the fused tanh GELU where it is that one.
+  Value activate(Value x) {
+    if (c.activation == "gelu_new" || c.activation == "gelu_pytorch_tanh" ||
+        c.activation == "gelu_accurate")
+      return GeluOp::create(b, loc, x);
+    return ActOp::create(b, loc, x, b.getStringAttr(c.activation));
+  }
 
   // GPT-2: HF GPT2LMHeadModel (Conv1D weights are [in, out]).
   Value gpt2(Value tokens, Value targets) {
@@ -69,8 +76,7 @@ public:
                               parts.getResult(2), c.numHeads, c.numHeads);
       x = add(x, linear(a, p + ".attn.c_proj", d, projStd));
       h = layerNorm(x, p + ".ln_2");
-      Value f = GeluOp::create(b, loc,
-                               linear(h, p + ".mlp.c_fc", c.intermediate, std));
+      Value f = activate(linear(h, p + ".mlp.c_fc", c.intermediate, std));
       x = add(x, linear(f, p + ".mlp.c_proj", d, projStd));
     }
     x = layerNorm(x, "transformer.ln_f");
@@ -123,7 +129,9 @@ public:
       h = rmsNorm(x, p + ".post_attention_layernorm.weight");
       Value gate = linear(h, p + ".mlp.gate_proj", c.intermediate, c.mlpBias);
       Value up = linear(h, p + ".mlp.up_proj", c.intermediate, c.mlpBias);
-      Value act = SwigluOp::create(b, loc, gate, up);
+      Value act = c.activation == "silu" || c.activation == "swish"
+                      ? Value(SwigluOp::create(b, loc, gate, up))
+                      : Value(MulOp::create(b, loc, activate(gate), up));
       x = add(x, linear(act, p + ".mlp.down_proj", d, c.mlpBias));
     }
     x = rmsNorm(x, "model.norm.weight");

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/builtin/ModelConfig.h"
+#include "runtime/Activation.h"
 
 #include <nlohmann/json.hpp>
 
@@ -153,21 +154,14 @@ public:
                      ": weft trains without dropout; set it to 0.0");
   }
 
-  /// A string key that must be one of `allowed`.
-  std::string oneOf(const std::string &key, const std::string &dflt,
-                    std::initializer_list<const char *> allowed,
-                    const std::string &what) {
+  /// An ACT2FN activation name weft implements (runtime/Activation.h).
+  std::string activation(const std::string &key, const std::string &dflt) {
     std::string v = string(key, dflt);
-    if (!error.empty())
-      return v;
-    for (const char *a : allowed)
-      if (v == a)
-        return v;
-    std::string list;
-    for (const char *a : allowed)
-      list += (list.empty() ? "" : ", ") + std::string(a);
-    fail("key '" + key + "' = \"" + v + "\" is not supported: " + what +
-         " (supported: " + list + ")");
+    Activation kind;
+    if (error.empty() && !parseActivation(v, kind))
+      fail("key '" + key + "' = \"" + v +
+           "\" is not an activation weft implements (supported: " +
+           activationList() + ")");
     return v;
   }
 
@@ -224,9 +218,7 @@ void readGpt2(KeyReader &in, ModelConfig &c) {
   c.normEps = in.real("layer_norm_epsilon", 1e-5);
   c.initStd = in.real("initializer_range", 0.02);
   c.tieEmbeddings = in.boolean("tie_word_embeddings", true);
-  // gelu_new and gelu_pytorch_tanh are the same tanh approximation.
-  in.oneOf("activation_function", "gelu_new", {"gelu_new", "gelu_pytorch_tanh"},
-           "weft's GPT-2 MLP uses the tanh approximation of GELU");
+  c.activation = in.activation("activation_function", "gelu_new");
   for (const char *key : {"resid_pdrop", "embd_pdrop", "attn_pdrop"})
     in.noDropout(key, 0.1);
   in.mustBe("scale_attn_weights", true, true,
@@ -415,9 +407,7 @@ void readLlama(KeyReader &in, ModelConfig &c) {
   c.normEps = in.real("rms_norm_eps", 1e-6);
   c.initStd = in.real("initializer_range", 0.02);
   c.tieEmbeddings = in.boolean("tie_word_embeddings", false);
-  // ACT2FN's "swish" is SiLU too.
-  in.oneOf("hidden_act", "silu", {"silu", "swish"},
-           "weft's Llama MLP is SwiGLU (silu(gate) * up)");
+  c.activation = in.activation("hidden_act", "silu");
   in.noDropout("attention_dropout", 0.0);
   readRope(in, c);
   if (c.modelType == "llama") {

@@ -20,6 +20,7 @@ ModelConfig gpt2(const std::string &name, int64_t layers, int64_t hidden,
   c.maxPositions = positions;
   c.normEps = 1e-5;
   c.tieEmbeddings = true;
+  c.activation = "gelu_new";
   return c;
 }
 
@@ -41,6 +42,7 @@ ModelConfig llama(const std::string &name, int64_t layers, int64_t hidden,
   c.ropeTheta = theta;
   c.normEps = eps;
   c.tieEmbeddings = tied;
+  c.activation = "silu";
   return c;
 }
 

@@ -47,6 +47,9 @@ struct ModelConfig {
   RopeScaling ropeScaling;
   double initStd = 0.02;
   bool tieEmbeddings = true;
+  /// transformers' ACT2FN name: GPT-2's activation_function (its MLP's
+  /// activation), Llama's hidden_act (act(gate) * up).
+  std::string activation;
   /// Llama attention_bias (q, k, v and o), Qwen2 (q, k, v only), mlp_bias.
   bool qkvBias = false;
   bool outBias = false;

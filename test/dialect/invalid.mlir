@@ -188,3 +188,12 @@ func.func @no_mesh(%x: tensor<4x8xf32>) {
 
 // expected-error @+1 {{axis 'dp' appears twice}}
 weft.mesh @mesh {axes = ["dp", "dp"], shape = array<i64: 2, 2>}
+
+// -----
+
+// weft.act names an activation of transformers' ACT2FN that weft implements.
+func.func @act_unknown_kind(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'weft.act' op unknown activation 'gelu_10' (expected one of gelu, gelu_python}}
+  %y = weft.act %x {kind = "gelu_10"} : tensor<2x8xf32>
+  return
+}

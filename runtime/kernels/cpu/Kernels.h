@@ -10,6 +10,7 @@
 #ifndef WEFT_RUNTIME_KERNELS_CPU_KERNELS_H
 #define WEFT_RUNTIME_KERNELS_CPU_KERNELS_H
 
+#include "runtime/Activation.h"
 #include "runtime/Status.h"
 
 #include <cstddef>
@@ -86,6 +87,12 @@ template <typename T> void swiglu(const T *Gate, const T *Up, T *Y, int64_t N);
 template <typename T>
 void swigluGrad(const T *Dy, const T *Gate, const T *Up, T *DGate, T *DUp,
                 int64_t N);
+
+// transformers' ACT2FN activation K elementwise, and dx = dy * K'(x)
+// (runtime/Activation.h; computed in double precision).
+template <typename T> void act(Activation K, const T *X, T *Y, int64_t N);
+template <typename T>
+void actGrad(Activation K, const T *Dy, const T *X, T *Dx, int64_t N);
 
 // Rotary position embedding on X [B,S,H*Hd] (HF rotate_half convention):
 // pair i turns by pos * f_i, f_i = InvFreq[i] or Theta^(-2i/Hd) when InvFreq
