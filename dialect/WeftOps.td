@@ -236,12 +236,15 @@ def Weft_AttentionOp : Weft_ForwardOp<"attention"> {
   let summary = "causal multi-head / grouped-query self-attention";
   let description = [{
     `q: [B, S, H*hd]`, `k, v: [B, S, Hkv*hd]` -> `[B, S, H*hd]`; softmax of
-    `q k^T / sqrt(hd)` with a causal mask. Query head h reads key/value head
-    `h / (H / Hkv)`; `H == Hkv` is multi-head attention.
+    `scale * q k^T` with a causal mask, `scale` being 1/sqrt(hd) unless
+    given (GPT-2's scale_attn_weights=false gives 1, its
+    scale_attn_by_inverse_layer_idx a further 1/(layer_idx + 1)). Query head
+    h reads key/value head `h / (H / Hkv)`; `H == Hkv` is multi-head
+    attention.
   }];
   let arguments = (ins Weft_FloatTensor:$q, Weft_FloatTensor:$k,
                    Weft_FloatTensor:$v, I64Attr:$num_heads,
-                   I64Attr:$num_kv_heads);
+                   I64Attr:$num_kv_heads, OptionalAttr<F64Attr>:$scale);
   let results = (outs Weft_FloatTensor:$result);
 }
 
@@ -321,7 +324,8 @@ def Weft_AttentionGradOp : Weft_ComputeOp<"attention_grad"> {
   let summary = "dq, dk, dv of attention (recomputes the softmax)";
   let arguments = (ins Weft_FloatTensor:$dy, Weft_FloatTensor:$q,
                    Weft_FloatTensor:$k, Weft_FloatTensor:$v,
-                   I64Attr:$num_heads, I64Attr:$num_kv_heads);
+                   I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                   OptionalAttr<F64Attr>:$scale);
   let results = (outs Weft_FloatTensor:$dq, Weft_FloatTensor:$dk,
                  Weft_FloatTensor:$dv);
 }

@@ -145,7 +145,8 @@ LogicalResult RopeOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
 LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                     SmallVectorImpl<Value> &grads) {
   auto g = AttentionGradOp::create(b, getLoc(), dys[0], getQ(), getK(), getV(),
-                                   getNumHeadsAttr(), getNumKvHeadsAttr());
+                                   getNumHeadsAttr(), getNumKvHeadsAttr(),
+                                   getScaleAttr());
   grads.append({g.getDq(), g.getDk(), g.getDv()});
   return success();
 }

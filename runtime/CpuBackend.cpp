@@ -205,7 +205,7 @@ template <typename T> struct Kernels {
     int64_t H = I.Attrs->NumHeads;
     cpu::attention(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
                    I.Out[0].as<T>(), D[0], D[1], H, I.Attrs->NumKvHeads,
-                   D[2] / H, S.Scratch);
+                   D[2] / H, S.Scratch, I.Attrs->AttnScale);
     return Status::success();
   }
   static Status attentionGrad(const BI &I, const SC &, CpuState &S) {
@@ -214,7 +214,7 @@ template <typename T> struct Kernels {
     cpu::attentionGrad(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
                        I.In[3].as<T>(), I.Out[0].as<T>(), I.Out[1].as<T>(),
                        I.Out[2].as<T>(), D[0], D[1], H, I.Attrs->NumKvHeads,
-                       D[2] / H, S.Scratch);
+                       D[2] / H, S.Scratch, I.Attrs->AttnScale);
     return Status::success();
   }
   static Status crossEntropy(const BI &I, const SC &, CpuState &) {

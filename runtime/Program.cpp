@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -420,6 +421,12 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     return getInt(*Attrs, "num_heads", ACtx, A.NumHeads);
   case OpKind::Attention:
   case OpKind::AttentionGrad:
+    if (Attrs->contains("scale")) {
+      WEFT_RETURN_IF_ERROR(getNumber(*Attrs, "scale", ACtx, A.AttnScale));
+      if (!std::isfinite(A.AttnScale) || !(A.AttnScale > 0))
+        return Status::error("field 'scale' in " + ACtx +
+                             " must be finite and positive");
+    }
     WEFT_RETURN_IF_ERROR(getInt(*Attrs, "num_heads", ACtx, A.NumHeads));
     return getInt(*Attrs, "num_kv_heads", ACtx, A.NumKvHeads);
   case OpKind::Split:

@@ -166,6 +166,8 @@ struct OpAttrs {
   /// rope: per-pair frequencies (empty: theta^(-2i/hd)) and output scale.
   std::vector<double> InvFreq;
   double Scale = 1.0;
+  /// attention(_grad): the scores' scale; 0 (absent): 1/sqrt(head_dim).
+  double AttnScale = 0;
   Activation Act = Activation::Gelu; // act, act_grad
   int64_t NumHeads = 0, NumKvHeads = 0;
   std::vector<int64_t> Sizes;

@@ -71,9 +71,21 @@ public:
       Value qkv = linear(h, p + ".attn.c_attn", 3 * d, std);
       auto parts =
           SplitOp::create(b, loc, qkv, b.getDenseI64ArrayAttr({d, d, d}));
-      Value a =
-          AttentionOp::create(b, loc, parts.getResult(0), parts.getResult(1),
-                              parts.getResult(2), c.numHeads, c.numHeads);
+      // HF GPT2Attention: scores / sqrt(head_dim) unless scale_attn_weights
+      // is false, and / (layer_idx + 1) with scale_attn_by_inverse_layer_idx.
+      double scale = c.scaleAttnWeights
+                         ? 1.0 / std::sqrt(double(d / c.numHeads))
+                         : 1.0;
+      if (c.scaleAttnByInverseLayerIdx)
+        scale /= double(i + 1);
+      FloatAttr scaleAttr =
+          c.scaleAttnWeights && !c.scaleAttnByInverseLayerIdx
+              ? nullptr
+              : b.getF64FloatAttr(scale);
+      Value a = AttentionOp::create(
+          b, loc, parts.getResult(0), parts.getResult(1), parts.getResult(2),
+          b.getI64IntegerAttr(c.numHeads), b.getI64IntegerAttr(c.numHeads),
+          scaleAttr);
       x = add(x, linear(a, p + ".attn.c_proj", d, projStd));
       h = layerNorm(x, p + ".ln_2");
       Value f = activate(linear(h, p + ".mlp.c_fc", c.intermediate, std));
@@ -124,7 +136,8 @@ public:
                          b.getBoolAttr(false), invFreq, ropeScale);
       k = RopeOp::create(b, loc, k, b.getI64IntegerAttr(c.numKvHeads), theta,
                          b.getBoolAttr(false), invFreq, ropeScale);
-      Value a = AttentionOp::create(b, loc, q, k, v, c.numHeads, c.numKvHeads);
+      Value a = AttentionOp::create(b, loc, q, k, v, c.numHeads, c.numKvHeads,
+                                    /*scale=*/nullptr);
       x = add(x, linear(a, p + ".self_attn.o_proj", d, c.outBias));
       h = rmsNorm(x, p + ".post_attention_layernorm.weight");
       Value gate = linear(h, p + ".mlp.gate_proj", c.intermediate, c.mlpBias);

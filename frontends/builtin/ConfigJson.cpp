@@ -221,10 +221,9 @@ void readGpt2(KeyReader &in, ModelConfig &c) {
   c.activation = in.activation("activation_function", "gelu_new");
   for (const char *key : {"resid_pdrop", "embd_pdrop", "attn_pdrop"})
     in.noDropout(key, 0.1);
-  in.mustBe("scale_attn_weights", true, true,
-            "weft's attention always scales scores by 1/sqrt(head_dim)");
-  in.mustBe("scale_attn_by_inverse_layer_idx", false, false,
-            "weft's attention does not scale scores by 1/(layer_idx + 1)");
+  c.scaleAttnWeights = in.boolean("scale_attn_weights", true);
+  c.scaleAttnByInverseLayerIdx =
+      in.boolean("scale_attn_by_inverse_layer_idx", false);
 }
 
 // RoPE: transformers 4 spells rope_theta and rope_scaling at the top level,

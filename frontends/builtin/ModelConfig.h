@@ -58,6 +58,10 @@ struct ModelConfig {
   /// weft's attention has no window, so a program whose sequence exceeds the
   /// window is refused (with seq <= window the window masks nothing).
   int64_t slidingWindow = 0;
+  /// GPT-2: scores scaled by 1/sqrt(head_dim) (scale_attn_weights) and by
+  /// 1/(layer_idx + 1) (scale_attn_by_inverse_layer_idx).
+  bool scaleAttnWeights = true;
+  bool scaleAttnByInverseLayerIdx = false;
 
   /// Per-head features: headDim when set, else hidden / numHeads.
   int64_t headDimOrDefault() const {

@@ -63,9 +63,10 @@ void causalSoftmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1) {
 
 template <typename T>
 void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
-               int64_t H, int64_t Hkv, int64_t Hd, void *Scratch) {
+               int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
+               double ScaleAttr) {
   const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
-  const T Scale = T(1.0 / std::sqrt(double(Hd)));
+  const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
   const int64_t Blk = std::min(RowBlock, S);
   const bool Parallel = double(B * H) * S * S * Hd > 1e6;
 #pragma omp parallel for schedule(dynamic, 1) if (Parallel)
@@ -92,9 +93,9 @@ void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
 template <typename T>
 void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
                    T *Dk, T *Dv, int64_t B, int64_t S, int64_t H, int64_t Hkv,
-                   int64_t Hd, void *Scratch) {
+                   int64_t Hd, void *Scratch, double ScaleAttr) {
   const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
-  const T Scale = T(1.0 / std::sqrt(double(Hd)));
+  const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
   const int64_t Blk = std::min(RowBlock, S);
   const bool Parallel = double(B * H) * S * S * Hd > 1e6;
 #pragma omp parallel for schedule(dynamic, 1) if (Parallel)
@@ -147,17 +148,17 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
 
 template void attention<float>(const float *, const float *, const float *,
                                float *, int64_t, int64_t, int64_t, int64_t,
-                               int64_t, void *);
+                               int64_t, void *, double);
 template void attention<double>(const double *, const double *, const double *,
                                 double *, int64_t, int64_t, int64_t, int64_t,
-                                int64_t, void *);
+                                int64_t, void *, double);
 template void attentionGrad<float>(const float *, const float *, const float *,
                                    const float *, float *, float *, float *,
                                    int64_t, int64_t, int64_t, int64_t, int64_t,
-                                   void *);
+                                   void *, double);
 template void attentionGrad<double>(const double *, const double *,
                                     const double *, const double *, double *,
                                     double *, double *, int64_t, int64_t,
-                                    int64_t, int64_t, int64_t, void *);
+                                    int64_t, int64_t, int64_t, void *, double);
 
 } // namespace weft::cpu

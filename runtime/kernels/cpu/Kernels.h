@@ -102,7 +102,8 @@ void rope(const T *X, T *Y, int64_t B, int64_t S, int64_t H, int64_t Hd,
           double Theta, bool Inverse, const double *InvFreq = nullptr,
           double Scale = 1.0);
 
-// Causal attention. Q, Y: [B,S,H*Hd]; K, V: [B,S,Hkv*Hd]. Scratch holds two
+// Causal attention of scores Scale * q.k (Scale 0: 1/sqrt(Hd)).
+// Q, Y: [B,S,H*Hd]; K, V: [B,S,Hkv*Hd]. Scratch holds two
 // blocks of min(S,64) x S elements per thread (Threads = omp_get_max_threads()
 // when the kernel runs).
 inline size_t attentionScratchBytes(int64_t S, size_t ElemBytes, int Threads) {
@@ -111,11 +112,12 @@ inline size_t attentionScratchBytes(int64_t S, size_t ElemBytes, int Threads) {
 }
 template <typename T>
 void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
-               int64_t H, int64_t Hkv, int64_t Hd, void *Scratch);
+               int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
+               double Scale = 0);
 template <typename T>
 void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
                    T *Dk, T *Dv, int64_t B, int64_t S, int64_t H, int64_t Hkv,
-                   int64_t Hd, void *Scratch);
+                   int64_t Hd, void *Scratch, double Scale = 0);
 
 // Mean cross entropy over Rows rows of Logits [Rows, V].
 template <typename T>
