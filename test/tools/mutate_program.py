@@ -1,0 +1,56 @@
+#!/usr/bin/python3
+"""Rewrites a weft program with one deliberate flaw, for the loader's lit tests.
+usage: mutate_program.py IN.weft OUT.weft MUTATION
+MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
+          denominator | eps-zero"""
+import json
+import struct
+import sys
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def first(program, op):
+    return next(i for i in program["instructions"] if i["op"] == op)
+
+
+src, dst, mutation = sys.argv[1:4]
+blob = open(src, "rb").read()
+version = struct.unpack("<I", blob[8:12])[0]
+(n,) = struct.unpack("<Q", blob[12:20])
+p = json.loads(blob[28:28 + n])
+if mutation == "empty":
+    p["instructions"], p["forward_end"], p["optimizer_begin"] = [], 0, 0
+elif mutation == "swap-inputs":
+    for b in p["buffers"]:
+        if b["kind"] == "input":
+            b["name"] = "targets" if b["name"] == "tokens" else "tokens"
+elif mutation == "loss-unwritten":
+    fresh = dict(p["buffers"][p["loss"]])
+    fresh["offset"] = p["arena_bytes"]
+    p["arena_bytes"] += 64
+    p["buffers"].append(fresh)
+    p["loss"] = len(p["buffers"]) - 1
+elif mutation == "overlap":
+    # The first matmul's output onto its activation input's bytes.
+    mm = next(i for i in p["instructions"] if i["op"] == "matmul"
+              and p["buffers"][i["in"][0]]["kind"] == "arena")
+    p["buffers"][mm["out"][0]]["offset"] = p["buffers"][mm["in"][0]]["offset"]
+elif mutation == "in-place":
+    g = first(p, "gelu")
+    g["out"] = [g["in"][0]]
+elif mutation == "denominator":
+    first(p, "cross_entropy")["attrs"]["denominator"] = 7
+elif mutation == "eps-zero":
+    p["optimizer"]["eps"] = 0.0
+else:
+    sys.exit(f"unknown mutation {mutation}")
+payload = json.dumps(p).encode()
+with open(dst, "wb") as f:
+    f.write(b"WEFTPROG" + struct.pack("<I", version) + struct.pack("<Q", len(payload)) +
+            struct.pack("<Q", fnv1a64(payload)) + payload)
