@@ -499,8 +499,6 @@ LogicalResult verifyActivation(Operation *op, StringRef kind) {
 } // namespace
 
 LogicalResult ActOp::verify() { return verifyActivation(*this, getKind()); }
-LogicalResult ActGradOp::verify() {
-  return verifyActivation(*this, getKind());
-}
+LogicalResult ActGradOp::verify() { return verifyActivation(*this, getKind()); }
 
 #include "dialect/WeftOps.cpp.inc"

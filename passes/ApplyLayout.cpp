@@ -29,18 +29,26 @@ struct MegatronRule {
   int64_t blocks;
 };
 const MegatronRule kMegatron[] = {
-    {".attn.c_attn.weight", 1, 3},      {".attn.c_attn.bias", 0, 3},
-    {".attn.c_proj.weight", 0, 1},      {".mlp.c_fc.weight", 1, 1},
-    {".mlp.c_fc.bias", 0, 1},           {".mlp.c_proj.weight", 0, 1},
-    {".self_attn.q_proj.weight", 0, 1}, {".self_attn.k_proj.weight", 0, 1},
-    {".self_attn.v_proj.weight", 0, 1}, {".self_attn.o_proj.weight", 1, 1},
-    {".mlp.gate_proj.weight", 0, 1},    {".mlp.up_proj.weight", 0, 1},
+    {".attn.c_attn.weight", 1, 3},
+    {".attn.c_attn.bias", 0, 3},
+    {".attn.c_proj.weight", 0, 1},
+    {".mlp.c_fc.weight", 1, 1},
+    {".mlp.c_fc.bias", 0, 1},
+    {".mlp.c_proj.weight", 0, 1},
+    {".self_attn.q_proj.weight", 0, 1},
+    {".self_attn.k_proj.weight", 0, 1},
+    {".self_attn.v_proj.weight", 0, 1},
+    {".self_attn.o_proj.weight", 1, 1},
+    {".mlp.gate_proj.weight", 0, 1},
+    {".mlp.up_proj.weight", 0, 1},
     {".mlp.down_proj.weight", 1, 1},
     // Column-parallel biases (Llama attention_bias / mlp_bias, Qwen2) split
     // with their weights' output dim; row-parallel ones (o_proj, down_proj)
     // stay whole and are added after the all-reduce.
-    {".self_attn.q_proj.bias", 0, 1},   {".self_attn.k_proj.bias", 0, 1},
-    {".self_attn.v_proj.bias", 0, 1},   {".mlp.gate_proj.bias", 0, 1},
+    {".self_attn.q_proj.bias", 0, 1},
+    {".self_attn.k_proj.bias", 0, 1},
+    {".self_attn.v_proj.bias", 0, 1},
+    {".mlp.gate_proj.bias", 0, 1},
     {".mlp.up_proj.bias", 0, 1},
 };
 
@@ -143,7 +151,8 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
         if (!fresh)
           return at->emitError("mesh axis '")
                  << a << "' splits dim " << it->second
-                 << (it->second == d ? " twice" : " and dim " + std::to_string(d))
+                 << (it->second == d ? " twice"
+                                     : " and dim " + std::to_string(d))
                  << " in the layout of " << tensor
                  << ": an axis may split one dim of a tensor once";
         c *= meshInfo.size(a);

@@ -133,12 +133,14 @@ inline double activateGrad(Activation K, double X) {
            X * std::exp(-0.5 * X * X) * 0.3989422804014327;
   case Activation::GeluTanh: {
     double T = std::tanh(C * (X + A * X * X * X));
-    return 0.5 * (1.0 + T) + 0.5 * X * (1.0 - T * T) * C * (1.0 + 3 * A * X * X);
+    return 0.5 * (1.0 + T) +
+           0.5 * X * (1.0 - T * T) * C * (1.0 + 3 * A * X * X);
   }
   case Activation::GeluFast: {
     const double F = 0.7978845608;
     double T = std::tanh(X * F * (1.0 + A * X * X));
-    return 0.5 * (1.0 + T) + 0.5 * X * (1.0 - T * T) * F * (1.0 + 3 * A * X * X);
+    return 0.5 * (1.0 + T) +
+           0.5 * X * (1.0 - T * T) * F * (1.0 + 3 * A * X * X);
   }
   case Activation::QuickGelu: {
     double S = Sigmoid(1.702 * X);

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -289,8 +289,8 @@ bool isDerivedBuffer(const std::string &Name) {
 /// program did not load. `Equal(A, B)` tells whether two tensors hold the
 /// same values (an lm_head.weight saved beside the embedding it is tied to).
 Status checkUnused(const std::vector<std::string> &All,
-                   const std::set<std::string> &Used,
-                   const std::string &Path, const LoadOptions &Options,
+                   const std::set<std::string> &Used, const std::string &Path,
+                   const LoadOptions &Options,
                    const std::function<bool(const std::string &,
                                             const std::string &)> &Equal) {
   std::vector<std::string> Unused;
@@ -299,8 +299,8 @@ Status checkUnused(const std::vector<std::string> &All,
       continue;
     if (Name == "lm_head.weight") {
       bool Tied = false;
-      for (const char *Embedding :
-           {"transformer.wte.weight", "wte.weight", "model.embed_tokens.weight"})
+      for (const char *Embedding : {"transformer.wte.weight", "wte.weight",
+                                    "model.embed_tokens.weight"})
         Tied |= Used.count(Embedding) && Equal(Name, Embedding);
       if (Tied)
         continue;

@@ -53,8 +53,8 @@ Expected<TokenData> TokenData::open(const std::string &Path, int64_t Vocab,
                            ", expected 1 (uint16 ids) or 2 (uint32 ids)");
     Start = LlmcHeaderBytes;
     Width = Version == 1 ? 2 : 4;
-    Format = Version == 1 ? "llm.c version 1 (uint16)"
-                          : "llm.c version 2 (uint32)";
+    Format =
+        Version == 1 ? "llm.c version 1 (uint16)" : "llm.c version 2 (uint32)";
     if ((Raw.size() - Start) != uint64_t(Count) * Width)
       return Status::error("data file '" + Path + "': its llm.c header says " +
                            std::to_string(Count) + " tokens of " +

@@ -51,9 +51,9 @@ std::string attrString(const Instruction &I) {
   }
   case OpKind::Rope:
     Add("num_heads=" + std::to_string(A.NumHeads) + " theta=" + num(A.Theta) +
-        (A.InvFreq.empty() ? ""
-                           : " inv_freq=[" + std::to_string(A.InvFreq.size()) +
-                                 " values]") +
+        (A.InvFreq.empty()
+             ? ""
+             : " inv_freq=[" + std::to_string(A.InvFreq.size()) + " values]") +
         (A.Scale != 1.0 ? " scale=" + num(A.Scale) : "") +
         (A.Inverse ? " inverse=true" : ""));
     break;

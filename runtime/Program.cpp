@@ -413,8 +413,7 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
       for (const json &V : F) {
         if (!V.is_number())
           return Status::error("field 'inv_freq' in " + ACtx +
-                               " must be an array of numbers, got " +
-                               V.dump());
+                               " must be an array of numbers, got " + V.dump());
         A.InvFreq.push_back(V.get<double>());
       }
     }

@@ -506,9 +506,9 @@ Status InstChecker::run() {
                   std::to_string(X.Dims[2]) + " into even head sizes");
     const std::vector<double> &F = I.Attrs.InvFreq;
     if (!F.empty() && int64_t(F.size()) != X.Dims[2] / H / 2)
-      return fail("attrs.inv_freq has " + std::to_string(F.size()) +
-                  " entries, expected head_dim/2=" +
-                  std::to_string(X.Dims[2] / H / 2));
+      return fail(
+          "attrs.inv_freq has " + std::to_string(F.size()) +
+          " entries, expected head_dim/2=" + std::to_string(X.Dims[2] / H / 2));
     for (size_t K = 0; K < F.size(); ++K)
       if (!std::isfinite(F[K]) || !(F[K] > 0))
         return fail("attrs.inv_freq[" + std::to_string(K) +

@@ -18,8 +18,8 @@ namespace {
 
 std::string bufferName(const Program &P, int64_t Id) {
   const BufferSpec &B = P.Buffers[size_t(Id)];
-  std::string S = "buffers[" + std::to_string(Id) + "] (" +
-                  bufferKindName(B.Kind);
+  std::string S =
+      "buffers[" + std::to_string(Id) + "] (" + bufferKindName(B.Kind);
   if (B.Kind == BufferKind::Arena)
     S += " at byte " + std::to_string(B.Offset) + ", " +
          std::to_string(B.bytes()) + " bytes";
@@ -73,14 +73,12 @@ Status checkDenominator(const Program &P, size_t I) {
   int64_t D = Inst.Attrs.Denominator;
   if (D == Rows || (D == 0 && Local == Rows))
     return Status::success();
-  return Status::error(instName(P, I) + " has denominator " +
-                       std::to_string(D) + ", expected " +
-                       std::to_string(Rows) + " (batch " +
-                       std::to_string(P.Batch) + " x seq " +
-                       std::to_string(P.Seq) + " rows)" +
-                       (D == 0 ? " since this rank holds " +
-                                     std::to_string(Local) + " of them"
-                               : ""));
+  return Status::error(
+      instName(P, I) + " has denominator " + std::to_string(D) + ", expected " +
+      std::to_string(Rows) + " (batch " + std::to_string(P.Batch) + " x seq " +
+      std::to_string(P.Seq) + " rows)" +
+      (D == 0 ? " since this rank holds " + std::to_string(Local) + " of them"
+              : ""));
 }
 
 struct Interval {
@@ -117,8 +115,8 @@ Status checkDataflow(const Program &P) {
       Live[size_t(Id)].Last = int64_t(I);
     }
     for (int64_t Id : Inst.Out) {
-      bool InPlace = std::find(Inst.In.begin(), Inst.In.end(), Id) !=
-                     Inst.In.end();
+      bool InPlace =
+          std::find(Inst.In.begin(), Inst.In.end(), Id) != Inst.In.end();
       // adamw updates param, m and v in place by definition.
       if (InPlace && Inst.Op != OpKind::AdamW)
         return Status::error(instName(P, I) + " writes " + bufferName(P, Id) +
@@ -136,9 +134,9 @@ Status checkDataflow(const Program &P) {
     }
   }
   if (!LossWritten)
-    return Status::error("no instruction before forward_end=" +
-                         std::to_string(P.ForwardEnd) + " writes the loss " +
-                         bufferName(P, P.Loss));
+    return Status::error(
+        "no instruction before forward_end=" + std::to_string(P.ForwardEnd) +
+        " writes the loss " + bufferName(P, P.Loss));
   Live[size_t(P.Loss)].Last = int64_t(N); // read after the step
 
   // An async collective needs no longer interval: the executor completes

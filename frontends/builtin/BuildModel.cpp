@@ -73,27 +73,25 @@ public:
           SplitOp::create(b, loc, qkv, b.getDenseI64ArrayAttr({d, d, d}));
       // HF GPT2Attention: scores / sqrt(head_dim) unless scale_attn_weights
       // is false, and / (layer_idx + 1) with scale_attn_by_inverse_layer_idx.
-      double scale = c.scaleAttnWeights
-                         ? 1.0 / std::sqrt(double(d / c.numHeads))
-                         : 1.0;
+      double scale =
+          c.scaleAttnWeights ? 1.0 / std::sqrt(double(d / c.numHeads)) : 1.0;
       if (c.scaleAttnByInverseLayerIdx)
         scale /= double(i + 1);
-      FloatAttr scaleAttr =
-          c.scaleAttnWeights && !c.scaleAttnByInverseLayerIdx
-              ? nullptr
-              : b.getF64FloatAttr(scale);
-      Value a = AttentionOp::create(
-          b, loc, parts.getResult(0), parts.getResult(1), parts.getResult(2),
-          b.getI64IntegerAttr(c.numHeads), b.getI64IntegerAttr(c.numHeads),
-          scaleAttr);
+      FloatAttr scaleAttr = c.scaleAttnWeights && !c.scaleAttnByInverseLayerIdx
+                                ? nullptr
+                                : b.getF64FloatAttr(scale);
+      Value a = AttentionOp::create(b, loc, parts.getResult(0),
+                                    parts.getResult(1), parts.getResult(2),
+                                    b.getI64IntegerAttr(c.numHeads),
+                                    b.getI64IntegerAttr(c.numHeads), scaleAttr);
       x = add(x, linear(a, p + ".attn.c_proj", d, projStd));
       h = layerNorm(x, p + ".ln_2");
       Value f = activate(linear(h, p + ".mlp.c_fc", c.intermediate, std));
       x = add(x, linear(f, p + ".mlp.c_proj", d, projStd));
     }
     x = layerNorm(x, "transformer.ln_f");
-    Value head = c.tieEmbeddings ? wte
-                                 : normal("lm_head.weight", {c.vocab, d}, std);
+    Value head =
+        c.tieEmbeddings ? wte : normal("lm_head.weight", {c.vocab, d}, std);
     Value logits = matmul(x, head, /*transposeB=*/true);
     return CrossEntropyOp::create(b, loc, logits, targets);
   }
@@ -106,8 +104,7 @@ public:
     auto theta = b.getF64FloatAttr(c.ropeTheta);
     RopeTable table = ropeTable(c, seq);
     DenseF64ArrayAttr invFreq =
-        table.invFreq.empty() ? nullptr
-                              : b.getDenseF64ArrayAttr(table.invFreq);
+        table.invFreq.empty() ? nullptr : b.getDenseF64ArrayAttr(table.invFreq);
     auto ropeScale = b.getF64FloatAttr(table.scale);
     Value embed = normal("model.embed_tokens.weight", {c.vocab, d}, std);
     Value x = EmbeddingOp::create(b, loc, embed, tokens);
@@ -181,11 +178,12 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context,
               " of " + config.name;
   if (problem.empty() && config.slidingWindow > 0 &&
       options.seq > config.slidingWindow)
-    problem = "seq=" + std::to_string(options.seq) +
-              " exceeds sliding_window=" +
-              std::to_string(config.slidingWindow) + " of " + config.name +
-              ": weft's attention has no sliding window, so it matches " +
-              config.modelType + " only while every key lies inside it";
+    problem =
+        "seq=" + std::to_string(options.seq) +
+        " exceeds sliding_window=" + std::to_string(config.slidingWindow) +
+        " of " + config.name +
+        ": weft's attention has no sliding window, so it matches " +
+        config.modelType + " only while every key lies inside it";
   if (!problem.empty()) {
     error = problem;
     return nullptr;

@@ -31,26 +31,72 @@ using Json = nlohmann::json;
 // (Llama's pretraining_tp slices matmuls; GPT-2's reorder_and_upcast_attn
 // upcasts fp16 attention). GPT-2's n_special and predict_special_tokens are
 // leftovers of OpenAI GPT that GPT2Config does not read.
-const char *const kIrrelevantKeys[] = {
-    "_name_or_path", "architectures", "transformers_version", "torch_dtype",
-    "dtype", "use_cache", "bos_token_id", "eos_token_id", "pad_token_id",
-    "sep_token_id", "decoder_start_token_id", "tokenizer_class", "prefix",
-    "task_specific_params", "id2label", "label2id", "num_labels",
-    "problem_type", "finetuning_task", "return_dict", "output_hidden_states",
-    "output_attentions", "torchscript", "use_bfloat16", "tf_legacy_loss",
-    "is_decoder", "tie_encoder_decoder", "chunk_size_feed_forward",
-    "cross_attention_hidden_size", "max_length", "min_length", "do_sample",
-    "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
-    "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
-    "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size",
-    "bad_words_ids", "num_return_sequences", "output_scores",
-    "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id",
-    "remove_invalid_values", "exponential_decay_length_penalty",
-    "suppress_tokens", "begin_suppress_tokens", "n_ctx", "summary_type",
-    "summary_use_proj", "summary_activation", "summary_proj_to_labels",
-    "summary_first_dropout", "reorder_and_upcast_attn", "pretraining_tp",
-    "n_special", "predict_special_tokens",
-    "attn_implementation", "_attn_implementation_autoset"};
+const char *const kIrrelevantKeys[] = {"_name_or_path",
+                                       "architectures",
+                                       "transformers_version",
+                                       "torch_dtype",
+                                       "dtype",
+                                       "use_cache",
+                                       "bos_token_id",
+                                       "eos_token_id",
+                                       "pad_token_id",
+                                       "sep_token_id",
+                                       "decoder_start_token_id",
+                                       "tokenizer_class",
+                                       "prefix",
+                                       "task_specific_params",
+                                       "id2label",
+                                       "label2id",
+                                       "num_labels",
+                                       "problem_type",
+                                       "finetuning_task",
+                                       "return_dict",
+                                       "output_hidden_states",
+                                       "output_attentions",
+                                       "torchscript",
+                                       "use_bfloat16",
+                                       "tf_legacy_loss",
+                                       "is_decoder",
+                                       "tie_encoder_decoder",
+                                       "chunk_size_feed_forward",
+                                       "cross_attention_hidden_size",
+                                       "max_length",
+                                       "min_length",
+                                       "do_sample",
+                                       "early_stopping",
+                                       "num_beams",
+                                       "num_beam_groups",
+                                       "diversity_penalty",
+                                       "temperature",
+                                       "top_k",
+                                       "top_p",
+                                       "typical_p",
+                                       "repetition_penalty",
+                                       "length_penalty",
+                                       "no_repeat_ngram_size",
+                                       "encoder_no_repeat_ngram_size",
+                                       "bad_words_ids",
+                                       "num_return_sequences",
+                                       "output_scores",
+                                       "return_dict_in_generate",
+                                       "forced_bos_token_id",
+                                       "forced_eos_token_id",
+                                       "remove_invalid_values",
+                                       "exponential_decay_length_penalty",
+                                       "suppress_tokens",
+                                       "begin_suppress_tokens",
+                                       "n_ctx",
+                                       "summary_type",
+                                       "summary_use_proj",
+                                       "summary_activation",
+                                       "summary_proj_to_labels",
+                                       "summary_first_dropout",
+                                       "reorder_and_upcast_attn",
+                                       "pretraining_tp",
+                                       "n_special",
+                                       "predict_special_tokens",
+                                       "attn_implementation",
+                                       "_attn_implementation_autoset"};
 
 std::string shortDump(const Json &v) {
   std::string s = v.dump();
@@ -110,8 +156,7 @@ public:
     if (!v)
       return dflt;
     if (!v->is_number() || !std::isfinite(v->get<double>())) {
-      fail("key '" + key + "' must be a finite number, got " +
-           shortDump(*v));
+      fail("key '" + key + "' must be a finite number, got " + shortDump(*v));
       return dflt;
     }
     return v->get<double>();
@@ -122,8 +167,7 @@ public:
     if (!v)
       return dflt;
     if (!v->is_boolean()) {
-      fail("key '" + key + "' must be true or false, got " +
-           shortDump(*v));
+      fail("key '" + key + "' must be true or false, got " + shortDump(*v));
       return dflt;
     }
     return v->get<bool>();
@@ -147,11 +191,11 @@ public:
     double p = real(key, dflt);
     if (p == 0.0 || !error.empty())
       return;
-    fail(given ? "key '" + key + "' = " + number(p) +
-                     ": weft trains without dropout; only 0.0 is supported"
-               : "key '" + key + "' is absent, which transformers reads as " +
-                     number(p) +
-                     ": weft trains without dropout; set it to 0.0");
+    fail(given
+             ? "key '" + key + "' = " + number(p) +
+                   ": weft trains without dropout; only 0.0 is supported"
+             : "key '" + key + "' is absent, which transformers reads as " +
+                   number(p) + ": weft trains without dropout; set it to 0.0");
   }
 
   /// An ACT2FN activation name weft implements (runtime/Activation.h).
@@ -265,14 +309,14 @@ void readRope(KeyReader &in, ModelConfig &c) {
     sc.type = t->get<std::string>();
   }
   static const std::vector<std::pair<std::string, std::vector<std::string>>>
-      kFields = {{"default", {}},
-                 {"linear", {"factor"}},
-                 {"dynamic", {"factor"}},
-                 {"llama3",
-                  {"factor", "low_freq_factor", "high_freq_factor",
-                   "original_max_position_embeddings"}},
-                 {"yarn",
-                  {"factor", "attention_factor", "beta_fast", "beta_slow"}}};
+      kFields = {
+          {"default", {}},
+          {"linear", {"factor"}},
+          {"dynamic", {"factor"}},
+          {"llama3",
+           {"factor", "low_freq_factor", "high_freq_factor",
+            "original_max_position_embeddings"}},
+          {"yarn", {"factor", "attention_factor", "beta_fast", "beta_slow"}}};
   auto type = std::find_if(kFields.begin(), kFields.end(),
                            [&](const auto &e) { return e.first == sc.type; });
   if (type == kFields.end()) {
@@ -287,8 +331,8 @@ void readRope(KeyReader &in, ModelConfig &c) {
     auto it = rope->find(field);
     if (it == rope->end() || it->is_null()) {
       if (required)
-        in.fail("key '" + key + "' (rope_type " + sc.type +
-                ") is missing '" + field + "'");
+        in.fail("key '" + key + "' (rope_type " + sc.type + ") is missing '" +
+                field + "'");
       return;
     }
     if (!it->is_number() || !std::isfinite(it->get<double>()) ||
@@ -333,10 +377,9 @@ void readRope(KeyReader &in, ModelConfig &c) {
     positive("original_max_position_embeddings", original, true);
     sc.originalMaxPositions = int64_t(original);
     if (in.error.empty() && !(sc.highFreqFactor > sc.lowFreqFactor))
-      in.fail("key '" + key + "': high_freq_factor=" +
-              number(sc.highFreqFactor) +
-              " must exceed low_freq_factor=" +
-              number(sc.lowFreqFactor));
+      in.fail("key '" + key +
+              "': high_freq_factor=" + number(sc.highFreqFactor) +
+              " must exceed low_freq_factor=" + number(sc.lowFreqFactor));
     if (in.error.empty() && double(sc.originalMaxPositions) != original)
       in.fail("key '" + key +
               ".original_max_position_embeddings' must be an integer");
@@ -358,8 +401,7 @@ void readSlidingWindow(KeyReader &in, ModelConfig &c) {
     slides = use && from < c.numLayers;
     if (const Json *types = in.find("layer_types")) {
       if (!types->is_array()) {
-        in.fail("key 'layer_types' must be a list, got " +
-                shortDump(*types));
+        in.fail("key 'layer_types' must be a list, got " + shortDump(*types));
         return;
       }
       slides = false;
@@ -391,7 +433,7 @@ void readLlama(KeyReader &in, ModelConfig &c) {
   // Absent, transformers' class default; null, as many as the query heads
   // (LlamaConfig's default is None, MistralConfig's 8, Qwen2Config's 32).
   bool kvGiven = in.j.contains("num_key_value_heads");
-  int64_t kvDefault = kvGiven                   ? c.numHeads
+  int64_t kvDefault = kvGiven                    ? c.numHeads
                       : c.modelType == "mistral" ? 8
                       : c.modelType == "qwen2"   ? 32
                                                  : c.numHeads;

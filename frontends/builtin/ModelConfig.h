@@ -26,7 +26,7 @@ struct RopeScaling {
   double lowFreqFactor = 0, highFreqFactor = 0; // llama3
   int64_t originalMaxPositions = 0;             // llama3
   double betaFast = 32, betaSlow = 1;           // yarn
-  double attentionFactor = 0; // yarn; 0: 0.1 * ln(factor) + 1
+  double attentionFactor = 0;                   // yarn; 0: 0.1 * ln(factor) + 1
 };
 
 struct ModelConfig {

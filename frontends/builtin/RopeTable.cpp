@@ -35,16 +35,16 @@ void llama3(const RopeScaling &s, std::vector<double> &f) {
     if (wavelen > lowWavelen) {
       inv = inv / s.factor;
     } else if (!(wavelen < highWavelen)) { // medium: blend
-      double smooth = (double(s.originalMaxPositions) / wavelen -
-                       s.lowFreqFactor) /
-                      (s.highFreqFactor - s.lowFreqFactor);
+      double smooth =
+          (double(s.originalMaxPositions) / wavelen - s.lowFreqFactor) /
+          (s.highFreqFactor - s.lowFreqFactor);
       inv = (1 - smooth) * inv / s.factor + smooth * inv;
     }
   }
 }
 
-void yarn(const RopeScaling &s, double theta, int64_t dim,
-          int64_t maxPositions, std::vector<double> &f, double &scale) {
+void yarn(const RopeScaling &s, double theta, int64_t dim, int64_t maxPositions,
+          std::vector<double> &f, double &scale) {
   scale = s.attentionFactor > 0 ? s.attentionFactor
                                 : 0.1 * std::log(s.factor) + 1.0;
   auto correctionDim = [&](double rotations) {
@@ -53,8 +53,7 @@ void yarn(const RopeScaling &s, double theta, int64_t dim,
            (2 * std::log(theta));
   };
   double low = std::max(std::floor(correctionDim(s.betaFast)), 0.0);
-  double high =
-      std::min(std::ceil(correctionDim(s.betaSlow)), double(dim - 1));
+  double high = std::min(std::ceil(correctionDim(s.betaSlow)), double(dim - 1));
   if (low == high)
     high += 0.001; // transformers' guard against a zero-width ramp
   for (size_t i = 0; i < f.size(); ++i) {

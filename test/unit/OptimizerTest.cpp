@@ -78,11 +78,13 @@ TEST(LrSchedule, RefusesValuesOutsideTheirDomain) {
             std::string::npos);
   EXPECT_NE(refused([](Hyperparams &H) { H.Beta2 = 1; }).find("beta2=1"),
             std::string::npos);
-  EXPECT_NE(refused([](Hyperparams &H) { H.WeightDecay = -1; })
-                .find("weight_decay=-1"),
+  EXPECT_NE(refused([](Hyperparams &H) {
+              H.WeightDecay = -1;
+            }).find("weight_decay=-1"),
             std::string::npos);
-  EXPECT_NE(refused([](Hyperparams &H) { H.WarmupSteps = -1; })
-                .find("warmup_steps=-1"),
+  EXPECT_NE(refused([](Hyperparams &H) {
+              H.WarmupSteps = -1;
+            }).find("warmup_steps=-1"),
             std::string::npos);
   EXPECT_NE(refused([](Hyperparams &H) {
               H.Schedule = "cosine";

@@ -222,7 +222,8 @@ TEST(ProgramDataflow, RefusesALossNothingWrites) {
   J["arena_bytes"] = J["arena_bytes"].get<int64_t>() + 64;
   J["buffers"].push_back(Fresh);
   J["loss"] = J["buffers"].size() - 1;
-  EXPECT_MSG(errorOfJson(J), "no instruction before forward_end=3 writes the loss");
+  EXPECT_MSG(errorOfJson(J),
+             "no instruction before forward_end=3 writes the loss");
 }
 
 TEST(ProgramDataflow, RefusesSwappedTokensAndTargets) {

@@ -7,11 +7,11 @@
 // else llm.c's version-2 format with uint32 ids (runtime/Data.h).
 //
 //===----------------------------------------------------------------------===//
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <string>
