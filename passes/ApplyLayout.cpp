@@ -227,6 +227,16 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
         dims = patternDims;
         matchedBy = pattern;
       }
+      if (!matchedBy.empty()) {
+        // A split of GPT-2's fused QKV dim is a split of q, k and v each (3
+        // blocks), as Megatron's: attention needs whole heads of all three
+        // on a rank, and a plain split could never be resharded into that.
+        blocks.assign(shape.size(), 1);
+        for (const MegatronRule &rule : kMegatron)
+          if (rule.blocks > 1 && name.ends_with(rule.suffix) &&
+              size_t(rule.dim) < dims.size() && !dims[rule.dim].empty())
+            blocks[rule.dim] = rule.blocks;
+      }
       if (failed(checkDims(p, "parameter " + name.str(), shape, dims, blocks)))
         return WalkResult::interrupt();
       p->setAttr("weft.sharding", toAttr(dims, blocks));
@@ -268,7 +278,10 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
 
   LogicalResult checkHeads(func::FuncOp fn) {
     int64_t tp = meshInfo.size("tp");
-    if (tp <= 1 || layout == "data")
+    // Only Megatron's layout splits every attention by heads; in a layout
+    // file, attention splits only where the head counts allow (the sharding
+    // rule's granule and tied factors), and stays whole elsewhere.
+    if (tp <= 1 || layout != "megatron")
       return success();
     auto walk = fn.walk([&](AttentionOp att) -> WalkResult {
       if (att.getNumHeads() % tp != 0 || att.getNumKvHeads() % tp != 0) {

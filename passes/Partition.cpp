@@ -163,7 +163,12 @@ private:
       if ((!dims[d].empty() && blocks[d] > 1) ||
           (want.size() > 0 && to.blocksOf(d) > 1))
         return emitError(loc)
-               << "cannot reshard dim " << d << " split in blocks: " << reason;
+               << "cannot reshard dim " << d << " from " << blocks[d]
+               << " block(s) to " << to.blocksOf(d)
+               << " block(s) (a blocked split, such as GPT-2's fused q|k|v in "
+                  "3 blocks, moves only between equal block counts; split "
+                  "the tensors on both sides alike): "
+               << reason;
       bool prefix =
           dims[d].size() <= want.size() &&
           llvm::equal(dims[d],
