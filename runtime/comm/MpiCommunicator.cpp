@@ -67,7 +67,15 @@ public:
   MpiCommunicator(bool Owns, int Rank, int Size)
       : OwnsMpi(Owns), WorldRank(Rank), WorldSize(Size) {}
   ~MpiCommunicator() override {
-    ShmByComm.clear(); // shared windows go before their communicators
+    // Shared windows go before their communicators. MPI_Win_free is
+    // collective over the window's group, so every rank frees them in the
+    // same order: by the group's axes (Groups' keys), never by the
+    // communicator handles' addresses, which differ between ranks (a 4-rank
+    // dp x tp run hung at exit when two ranks freed dp's window and tp's in
+    // opposite orders).
+    for (auto &[Axes, G] : Groups)
+      ShmByComm.erase(comm(G));
+    ShmByComm.clear();
     for (auto &[Axes, G] : Groups) {
       MPI_Comm C = comm(G);
       if (C != MPI_COMM_WORLD && C != MPI_COMM_SELF && C != MPI_COMM_NULL)

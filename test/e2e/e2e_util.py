@@ -6,9 +6,14 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
           "--mca", "btl", "self,vader"]
 
 
-def run(cmd):
-    """Runs cmd; on failure exits naming the command and its output."""
-    r = subprocess.run(cmd, capture_output=True, text=True)
+def run(cmd, timeout=600):
+    """Runs cmd; on failure exits naming the command and its output. A run
+    past `timeout` seconds (a hang) is a failure too, not a stuck suite."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        sys.exit(f"FAIL (no exit after {timeout} s): {' '.join(cmd)}\n"
+                 f"{(e.stdout or b'')[-2000:]!r}\n{(e.stderr or b'')[-2000:]!r}")
     if r.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
     return r.stdout + r.stderr
