@@ -96,6 +96,23 @@ private:
     return success();
   }
 
+  // Applies `each` to v's last dim `d` as a whole, or, for k > 1 blocks,
+  // to each of its k equal blocks (split, `each`, concat).
+  template <typename Fn>
+  Value perBlock(Value v, size_t d, int64_t k, Fn each) {
+    if (k <= 1)
+      return each(v);
+    auto type = cast<RankedTensorType>(v.getType());
+    int64_t n = type.getShape()[d] / k;
+    auto parts = SplitOp::create(b, v.getLoc(), v,
+                                 b.getDenseI64ArrayAttr(SmallVector<int64_t>(
+                                     size_t(k), n)));
+    SmallVector<Value> done;
+    for (Value part : parts.getResults())
+      done.push_back(each(part));
+    return ConcatOp::create(b, v.getLoc(), done);
+  }
+
   // Emits the collectives that turn `v` (laid out as `from`) into `to`.
   FailureOr<Value> reshard(Value v, ShardingAttr from, ShardingAttr to,
                            Operation *user, StringRef why,
@@ -155,22 +172,30 @@ private:
     // 2. Dims: gather what is split differently on every dim first, then
     //    slice what is wanted. Slicing one dim before gathering another
     //    would be wrong when an axis moves between dims ([*, dp] -> [dp, *]):
-    //    the gather would then join different rows from each rank.
+    //    the gather would then join different rows from each rank. A dim
+    //    split in k blocks (GPT-2's fused q|k|v) is gathered or sliced block
+    //    by block (split, one collective per block, concat); it cannot keep
+    //    part of its split.
+    int64_t last = int64_t(dims.size()) - 1;
+    auto blockedRefusal = [&](size_t d) {
+      return emitError(loc)
+             << "cannot reshard dim " << d << " from " << blocks[d]
+             << " block(s) to " << to.blocksOf(d)
+             << " block(s): blocked splits (GPT-2's fused q|k|v) move only on "
+                "the last dim: "
+             << reason;
+    };
     for (size_t d = 0; d < dims.size(); ++d) {
       auto want = to.axesOf(d);
       if (dims[d] == want && (dims[d].empty() || blocks[d] == to.blocksOf(d)))
         continue;
-      if ((!dims[d].empty() && blocks[d] > 1) ||
-          (want.size() > 0 && to.blocksOf(d) > 1))
-        return emitError(loc)
-               << "cannot reshard dim " << d << " from " << blocks[d]
-               << " block(s) to " << to.blocksOf(d)
-               << " block(s) (a blocked split, such as GPT-2's fused q|k|v in "
-                  "3 blocks, moves only between equal block counts; split "
-                  "the tensors on both sides alike): "
-               << reason;
+      if (dims[d].empty())
+        continue; // nothing to gather
+      bool blockedFrom = blocks[d] > 1, blockedTo = to.blocksOf(d) > 1;
+      if ((blockedFrom || blockedTo) && int64_t(d) != last)
+        return blockedRefusal(d);
       bool prefix =
-          dims[d].size() <= want.size() &&
+          !blockedFrom && !blockedTo && dims[d].size() <= want.size() &&
           llvm::equal(dims[d],
                       ArrayRef<StringRef>(want).take_front(dims[d].size()));
       if (prefix)
@@ -178,28 +203,40 @@ private:
       // Gather the minor axes only when the wanted split is a prefix of the
       // current one ([tp, dp] -> [tp]: gather over dp within tp).
       size_t keep = 0;
-      if (want.size() < dims[d].size() &&
+      if (!blockedFrom && !blockedTo && want.size() < dims[d].size() &&
           llvm::equal(want,
                       ArrayRef<StringRef>(dims[d]).take_front(want.size())))
         keep = want.size();
       SmallVector<StringRef> gathered(dims[d].begin() + keep, dims[d].end());
-      SmallVector<int64_t> shape(type.getShape());
-      shape[d] *= mesh.count(gathered);
-      type = RankedTensorType::get(shape, type.getElementType());
-      v = AllGatherOp::create(b, loc, type, v, b.getStrArrayAttr(gathered), d,
-                              reasonAttr);
+      v = perBlock(v, d, blockedFrom ? blocks[d] : 1, [&](Value part) {
+        auto partType = cast<RankedTensorType>(part.getType());
+        SmallVector<int64_t> shape(partType.getShape());
+        shape[d] *= mesh.count(gathered);
+        return AllGatherOp::create(
+            b, loc, RankedTensorType::get(shape, partType.getElementType()),
+            part, b.getStrArrayAttr(gathered), d, reasonAttr);
+      });
+      type = cast<RankedTensorType>(v.getType());
       dims[d].resize(keep);
+      blocks[d] = 1;
     }
     for (size_t d = 0; d < dims.size(); ++d) {
       auto want = to.axesOf(d);
       if (dims[d].size() >= want.size())
         continue;
+      int64_t k = to.blocksOf(d);
+      if (k > 1 && (int64_t(d) != last || !dims[d].empty()))
+        return blockedRefusal(d);
       SmallVector<StringRef> extra(want.begin() + dims[d].size(), want.end());
-      SmallVector<int64_t> shape(type.getShape());
-      shape[d] /= mesh.count(extra);
-      type = RankedTensorType::get(shape, type.getElementType());
-      v = SliceOp::create(b, loc, type, v, b.getStrArrayAttr(extra), d,
-                          reasonAttr);
+      v = perBlock(v, d, k, [&](Value part) {
+        auto partType = cast<RankedTensorType>(part.getType());
+        SmallVector<int64_t> shape(partType.getShape());
+        shape[d] /= mesh.count(extra);
+        return SliceOp::create(
+            b, loc, RankedTensorType::get(shape, partType.getElementType()),
+            part, b.getStrArrayAttr(extra), d, reasonAttr);
+      });
+      type = cast<RankedTensorType>(v.getType());
     }
     return v;
   }
