@@ -1,6 +1,7 @@
 //===- ApplyLayout.cpp - weft-apply-layout: mesh + declared shardings -----===//
 #include "passes/Passes.h"
 #include "passes/ShardingUtils.h"
+#include "runtime/JsonDepth.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/GlobPattern.h"
@@ -337,6 +338,10 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
     auto buffer = llvm::MemoryBuffer::getFile(layout);
     if (!buffer)
       return module.emitError("cannot read layout file '") << layout << "'";
+    std::string deep = jsonDepthError((*buffer)->getBuffer().str(),
+                                      "layout file '" + layout + "'");
+    if (!deep.empty())
+      return module.emitError(deep);
     auto parsed = llvm::json::parse((*buffer)->getBuffer());
     if (!parsed) {
       std::string msg = llvm::toString(parsed.takeError());

@@ -98,15 +98,14 @@ private:
 
   // Applies `each` to v's last dim `d` as a whole, or, for k > 1 blocks,
   // to each of its k equal blocks (split, `each`, concat).
-  template <typename Fn>
-  Value perBlock(Value v, size_t d, int64_t k, Fn each) {
+  template <typename Fn> Value perBlock(Value v, size_t d, int64_t k, Fn each) {
     if (k <= 1)
       return each(v);
     auto type = cast<RankedTensorType>(v.getType());
     int64_t n = type.getShape()[d] / k;
-    auto parts = SplitOp::create(b, v.getLoc(), v,
-                                 b.getDenseI64ArrayAttr(SmallVector<int64_t>(
-                                     size_t(k), n)));
+    auto parts = SplitOp::create(
+        b, v.getLoc(), v,
+        b.getDenseI64ArrayAttr(SmallVector<int64_t>(size_t(k), n)));
     SmallVector<Value> done;
     for (Value part : parts.getResults())
       done.push_back(each(part));

@@ -1,5 +1,6 @@
 //===- Checkpoint.cpp - Model/optimizer checkpoints -----------------------===//
 #include "runtime/Checkpoint.h"
+#include "runtime/JsonDepth.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Shard.h"
 
@@ -162,8 +163,11 @@ Expected<ShardedCheckpoint> readSharded(const fs::path &Dir) {
   std::ifstream In(Dir / "layout.json");
   std::stringstream SS;
   SS << In.rdbuf();
-  json J = json::parse(SS.str(), nullptr, false);
   std::string Where = (Dir / "layout.json").string();
+  std::string Deep = jsonDepthError(SS.str(), "'" + Where + "'");
+  if (!Deep.empty())
+    return Status::error(Deep);
+  json J = json::parse(SS.str(), nullptr, false);
   if (J.is_discarded() || !J.is_object() || !J.contains("mesh") ||
       !J.contains("tensors") || !J["tensors"].is_object())
     return Status::error("'" + Where +
@@ -265,6 +269,10 @@ Expected<int64_t> readStep(const fs::path &Dir) {
   std::ifstream In(Dir / "trainer_state.json");
   std::stringstream SS;
   SS << In.rdbuf();
+  std::string Deep = jsonDepthError(
+      SS.str(), "'" + (Dir / "trainer_state.json").string() + "'");
+  if (!Deep.empty())
+    return Status::error(Deep);
   json J = json::parse(SS.str(), nullptr, false);
   if (J.is_discarded() || !J.is_object() || !J.contains("step") ||
       !J["step"].is_number_integer() || J["step"].get<int64_t>() < 0)

@@ -1,6 +1,7 @@
 //===- Program.cpp - Program container and JSON payload parsing -----------===//
 #include "runtime/Program.h"
 #include "runtime/Hash.h"
+#include "runtime/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 
@@ -558,6 +559,9 @@ void resolveLayouts(Program &P) {
 }
 
 Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
+  std::string Deep = jsonDepthError(Text, "the JSON payload");
+  if (!Deep.empty())
+    return Status::error(Deep);
   json Root = json::parse(Text, nullptr, /*allow_exceptions=*/false);
   if (Root.is_discarded())
     return Status::error("malformed JSON payload");

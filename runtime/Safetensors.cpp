@@ -1,5 +1,6 @@
 //===- Safetensors.cpp - safetensors reader/writer ------------------------===//
 #include "runtime/Safetensors.h"
+#include "runtime/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 
@@ -96,6 +97,10 @@ Expected<SafetensorsFile> SafetensorsFile::parse(std::string B,
   if (HeaderLen > B.size() - 8)
     return Status::error(What + ": header length " + std::to_string(HeaderLen) +
                          " exceeds the file size " + std::to_string(B.size()));
+  std::string Deep = jsonDepthError(
+      std::string_view(B).substr(8, size_t(HeaderLen)), What + ": its header");
+  if (!Deep.empty())
+    return Status::error(Deep);
   json H = json::parse(B.begin() + 8, B.begin() + 8 + HeaderLen, nullptr,
                        /*allow_exceptions=*/false);
   if (H.is_discarded() || !H.is_object())

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/builtin/ModelConfig.h"
 #include "runtime/Activation.h"
+#include "runtime/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 
@@ -468,6 +469,9 @@ ConfigResult parseConfigText(const std::string &text, const std::string &name,
                              const ConfigOptions &options) {
   ConfigResult r;
   r.config.name = name;
+  r.error = jsonDepthError(text, "config '" + name + "'");
+  if (!r.ok())
+    return r;
   Json j = Json::parse(text, nullptr, false);
   if (j.is_discarded()) {
     r.error = "config '" + name + "' is not valid JSON";

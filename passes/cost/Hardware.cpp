@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/cost/Hardware.h"
+#include "runtime/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 
@@ -159,6 +160,9 @@ HardwareResult parseHardwareText(const std::string &text,
                                  const std::string &source) {
   HardwareResult r;
   nlohmann::json j;
+  r.error = jsonDepthError(text, source);
+  if (!r.error.empty())
+    return r;
   try {
     j = nlohmann::json::parse(text);
   } catch (const std::exception &e) {

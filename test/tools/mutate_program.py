@@ -2,7 +2,7 @@
 """Rewrites a weft program with one deliberate flaw, for the loader's lit tests.
 usage: mutate_program.py IN.weft OUT.weft MUTATION
 MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
-          denominator | eps-zero"""
+          denominator | eps-zero | deep"""
 import json
 import struct
 import sys
@@ -48,9 +48,11 @@ elif mutation == "denominator":
     first(p, "cross_entropy")["attrs"]["denominator"] = 7
 elif mutation == "eps-zero":
     p["optimizer"]["eps"] = 0.0
-else:
+elif mutation != "deep":
     sys.exit(f"unknown mutation {mutation}")
 payload = json.dumps(p).encode()
+if mutation == "deep":  # 100,000 nested arrays (too deep for json.dumps)
+    payload = b'{"model": ' + b"[" * 100000 + b"]" * 100000 + b"}"
 with open(dst, "wb") as f:
     f.write(b"WEFTPROG" + struct.pack("<I", version) + struct.pack("<Q", len(payload)) +
             struct.pack("<Q", fnv1a64(payload)) + payload)

@@ -11,6 +11,7 @@
 #include "frontends/builtin/BuildModel.h"
 #include "passes/Explain.h"
 #include "passes/Passes.h"
+#include "runtime/JsonDepth.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -131,6 +132,10 @@ std::string applyPlan() {
   auto buffer = llvm::MemoryBuffer::getFile(planArg);
   if (!buffer)
     return "cannot read plan file '" + planArg + "'";
+  std::string deep = weft::jsonDepthError((*buffer)->getBuffer().str(),
+                                          "plan file '" + planArg + "'");
+  if (!deep.empty())
+    return deep;
   auto parsed = llvm::json::parse((*buffer)->getBuffer());
   if (!parsed)
     return "plan file '" + planArg +
