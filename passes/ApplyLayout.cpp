@@ -2,6 +2,7 @@
 #include "passes/Passes.h"
 #include "passes/ShardingUtils.h"
 #include "runtime/JsonDepth.h"
+#include "llvm/ADT/StringSet.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/GlobPattern.h"
@@ -94,7 +95,8 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
         continue;
       if (failed(annotateInputs(fn, inputDims)) ||
           failed(annotateParams(fn, globs, zeroStage)) ||
-          failed(checkHeads(fn)) || (sp && failed(constrainSequence(fn))))
+          failed(checkHeads(fn)) || (sp && failed(constrainSequence(fn))) ||
+          failed(checkAxesUsed(fn, sp)))
         return failure();
     }
     for (auto &[pattern, used] : globUsed)
@@ -104,17 +106,54 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
     return success();
   }
 
+  // Every mesh axis of more than one rank must split something: ranks along
+  // an axis nothing uses would all compute the same thing (--mesh DP=2 with
+  // the data layout, which splits over "dp", used to compile to that).
+  LogicalResult checkAxesUsed(func::FuncOp fn, bool sp) {
+    llvm::StringSet<> used;
+    auto note = [&](Attribute a) {
+      if (auto s = dyn_cast_or_null<ShardingAttr>(a))
+        for (size_t d = 0; d < s.getDims().size(); ++d)
+          for (StringRef axis : s.axesOf(d))
+            used.insert(axis);
+    };
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      note(fn.getArgAttr(i, "weft.sharding"));
+    fn.walk([&](ParamOp p) {
+      for (StringRef attr : {"weft.sharding", "weft.state_storage",
+                             "weft.grad_storage", "weft.storage"})
+        note(p->getAttr(attr));
+    });
+    if (sp)
+      used.insert("tp");
+    for (auto [axis, size] : llvm::zip(meshInfo.axes, meshInfo.sizes))
+      if (size > 1 && !used.contains(axis))
+        return fn.emitError("mesh axis '")
+               << axis << "' (size " << size
+               << ") splits nothing in this layout: its ranks would all "
+                  "compute the same thing (the data layout splits the batch "
+                  "over 'dp', megatron the weights over 'tp'; a layout file "
+                  "over the axes it names)";
+    return success();
+  }
+
   LogicalResult parseMesh(ModuleOp module) {
     if (mesh.empty())
       return module.emitError("weft-apply-layout needs mesh=AXIS=N[,AXIS=N]");
     SmallVector<StringRef> parts;
     StringRef(mesh).split(parts, ',');
     for (StringRef part : parts) {
-      auto [name, size] = part.trim().split('=');
+      auto [rawName, rawSize] = part.split('=');
+      StringRef name = rawName.trim(), size = rawSize.trim();
       int64_t n;
-      if (name.empty() || size.getAsInteger(10, n) || n < 1)
+      bool identifier =
+          !name.empty() && !isdigit(name.front()) &&
+          llvm::all_of(name, [](char c) { return isalnum(c) || c == '_'; });
+      if (!identifier || size.getAsInteger(10, n) || n < 1)
         return module.emitError("bad mesh axis '")
-               << part << "': expected NAME=SIZE with SIZE >= 1";
+               << part
+               << "': expected NAME=SIZE, NAME letters, digits and _, SIZE "
+                  ">= 1";
       if (meshInfo.size(name) != 0)
         return module.emitError("mesh axis '") << name << "' appears twice";
       meshInfo.axes.push_back(name.str());

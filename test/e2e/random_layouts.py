@@ -15,7 +15,8 @@ config.json paths) in f64, and checks each one:
     MLIR diagnostic naming the value), never a crash.
 
 A few draws are deliberately bad (an axis the mesh lacks, one axis on two
-dims of a tensor, a split that does not divide) so refusals are exercised.
+dims of a tensor, a split that does not divide, a mesh axis that splits
+nothing) so refusals are exercised.
 
 usage: random_layouts.py BIN_DIR DATA WORKDIR [--count N] [--seed S]
                          [--steps K] [--models gpt-tiny,llama-tiny]
@@ -78,6 +79,18 @@ def draw_layout(rng, params, mesh):
         layout["zero"] = rng.randint(0, 3)
     if "tp" in axes and rng.random() < 0.4:
         layout["sequence_parallel"] = True
+    # weft refuses a mesh axis that splits nothing (its ranks would repeat
+    # each other's work): most draws give such an axis to the inputs.
+    used = {a for spec in layout["params"].values() for dim in spec for a in dim}
+    used |= {a for dim in layout.get("inputs", [[], []]) for a in dim}
+    if layout.get("sequence_parallel"):
+        used.add("tp")
+    if "inputs" not in layout and "dp" in axes:
+        used.add("dp")  # the default inputs split the batch over dp
+    for a in axes:
+        if a not in used and rng.random() < 0.9:
+            inputs = layout.setdefault("inputs", [["dp"] if "dp" in axes else [], []])
+            inputs[0 if not inputs[0] else 1].append(a)
     return layout
 
 
