@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -111,6 +112,18 @@ int main(int Argc, char **Argv) {
       return usage(2);
     } else {
       Inputs.push_back(A);
+    }
+  }
+  // Opening the output truncates it: refuse an output that is an input.
+  std::vector<std::string> AllInputs = Inputs;
+  if (!IdsInput.empty())
+    AllInputs.push_back(IdsInput);
+  for (const std::string &In : AllInputs) {
+    std::error_code EC;
+    if (std::filesystem::equivalent(In, Output, EC)) {
+      std::cerr << "weft-tokenize: error: the output '" << Output
+                << "' is the input '" << In << "'\n";
+      return 1;
     }
   }
   if (!IdsInput.empty()) {
