@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -171,6 +172,17 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context,
   if (problem.empty() && (options.batch <= 0 || options.seq <= 0))
     problem = "batch=" + std::to_string(options.batch) +
               " and seq=" + std::to_string(options.seq) + " must be positive";
+  // The largest activation (logits, or the attention and MLP widths) must
+  // keep its byte size well inside int64.
+  long double widest = std::max<long double>(
+      {(long double)config.vocab, 3.0L * config.hidden,
+       (long double)config.intermediate,
+       (long double)config.numHeads * config.headDimOrDefault()});
+  if (problem.empty() &&
+      (long double)options.batch * options.seq * widest * 8 > 1e18L)
+    problem = "batch=" + std::to_string(options.batch) +
+              " x seq=" + std::to_string(options.seq) +
+              " makes activations of more than 1e18 bytes";
   if (problem.empty() && config.family == ModelFamily::Gpt2 &&
       options.seq > config.maxPositions)
     problem = "seq=" + std::to_string(options.seq) +

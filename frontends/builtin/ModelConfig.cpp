@@ -1,6 +1,7 @@
 //===- ModelConfig.cpp - presets and config.json parsing ------------------===//
 #include "frontends/builtin/ModelConfig.h"
 
+#include <climits>
 #include <fstream>
 #include <map>
 
@@ -131,24 +132,43 @@ std::string validateConfig(const ModelConfig &c) {
   auto key = [&](const char *gptKey, const char *llamaKey) {
     return std::string(gpt ? gptKey : llamaKey);
   };
+  // Bounds far above every published model keep all size arithmetic
+  // (parameter counts, buffer bytes) inside int64.
   struct Positive {
     const char *gptKey, *llamaKey;
-    int64_t value;
+    int64_t value, max;
   } checks[] = {
-      {"n_layer", "num_hidden_layers", c.numLayers},
-      {"n_embd", "hidden_size", c.hidden},
-      {"n_head", "num_attention_heads", c.numHeads},
-      {"n_head", "num_key_value_heads", c.numKvHeads},
-      {"n_inner", "intermediate_size", c.intermediate},
-      {"vocab_size", "vocab_size", c.vocab},
-      {"n_positions", "max_position_embeddings", c.maxPositions},
+      {"n_layer", "num_hidden_layers", c.numLayers, 4096},
+      {"n_embd", "hidden_size", c.hidden, int64_t(1) << 20},
+      {"n_head", "num_attention_heads", c.numHeads, int64_t(1) << 16},
+      {"n_head", "num_key_value_heads", c.numKvHeads, int64_t(1) << 16},
+      {"n_inner", "intermediate_size", c.intermediate, int64_t(1) << 24},
+      {"vocab_size", "vocab_size", c.vocab, INT32_MAX},
+      {"n_positions", "max_position_embeddings", c.maxPositions,
+       int64_t(1) << 24},
   };
-  for (const Positive &p : checks)
+  for (const Positive &p : checks) {
     if (p.value <= 0)
       return key(p.gptKey, p.llamaKey) + "=" + std::to_string(p.value) +
              " must be positive";
+    if (p.value > p.max)
+      return key(p.gptKey, p.llamaKey) + "=" + std::to_string(p.value) +
+             " exceeds weft's limit of " + std::to_string(p.max);
+  }
   if (c.headDim < 0)
     return "head_dim=" + std::to_string(c.headDim) + " must be positive";
+  if (c.headDim > (int64_t(1) << 16))
+    return "head_dim=" + std::to_string(c.headDim) +
+           " exceeds weft's limit of 65536";
+  // The parameter count in floating point first: within the bounds above
+  // it can still pass int64 (layers x hidden x heads x head_dim).
+  long double hd = c.headDimOrDefault(), d = c.hidden;
+  long double perLayer = 4 * d * hd * c.numHeads + 3 * d * c.intermediate;
+  long double total = c.numLayers * perLayer + 2.0L * c.vocab * d;
+  if (total > 1e15L)
+    return "the model would have about " +
+           std::to_string(static_cast<double>(total)) +
+           " parameters, more than weft's limit of 1e15";
   if (c.headDim == 0 && c.hidden % c.numHeads != 0)
     return key("n_head", "num_attention_heads") + "=" +
            std::to_string(c.numHeads) + " does not divide " +
