@@ -226,6 +226,11 @@ void resolveLayouts(Program &P);
 /// Version 2: every param's and buffer's layout against the mesh (axes
 /// known and used once, sizes divisible, local = global / shards).
 Status checkLayouts(const Program &P);
+/// One tensor's layout against a mesh, without a local shape (a checkpoint's
+/// layout.json): axes of the mesh, each used once, and every dim divisible
+/// into its blocks x shards, with no overflow.
+Status checkGlobalLayout(const Mesh &M, const Layout &L,
+                         const std::string &Ctx);
 /// Wraps a JSON payload in the container (what weft-compile writes).
 std::string encodeProgramContainer(const std::string &Json,
                                    uint32_t Version = ProgramFormatVersion);

@@ -15,16 +15,16 @@ std::string axesString(const AxesList &A) {
   return R + "]";
 }
 
-Status checkLayout(const Mesh &M, const Layout &L, const Shape &Local,
-                   const std::string &Ctx) {
-  const size_t R = Local.size();
-  if (L.Global.size() != R || L.Sharding.size() != R || L.Blocks.size() != R)
-    return Status::error(Ctx + ": global_shape " + shapeString(L.Global) +
-                         ", sharding (" + std::to_string(L.Sharding.size()) +
-                         " dims) and blocks (" +
-                         std::to_string(L.Blocks.size()) +
-                         " dims) must each have the rank of the local shape " +
-                         shapeString(Local));
+} // namespace
+
+Status checkGlobalLayout(const Mesh &M, const Layout &L,
+                         const std::string &Ctx) {
+  const size_t R = L.Global.size();
+  if (L.Sharding.size() != R || L.Blocks.size() != R)
+    return Status::error(
+        Ctx + ": global_shape " + shapeString(L.Global) + ", sharding (" +
+        std::to_string(L.Sharding.size()) + " dims) and blocks (" +
+        std::to_string(L.Blocks.size()) + " dims) must have the same rank");
   std::vector<std::string> Used;
   for (size_t D = 0; D < R; ++D) {
     for (const std::string &A : L.Sharding[D]) {
@@ -39,12 +39,29 @@ Status checkLayout(const Mesh &M, const Layout &L, const Shape &Local,
       Used.push_back(A);
     }
     int64_t C = M.count(L.Sharding[D]), B = L.Blocks[D], G = L.Global[D];
-    if (B < 1 || G < 1 || G % (B * C) != 0)
+    // B <= G / C first, so that B * C cannot overflow (blocks of 2^63-1).
+    if (B < 1 || G < 1 || C < 1 || B > G / C || G % (B * C) != 0)
       return Status::error(Ctx + ": dim " + std::to_string(D) +
                            " of global size " + std::to_string(G) +
                            " cannot be split into " + std::to_string(B) +
                            " blocks x " + std::to_string(C) + " shards (over " +
                            axesString(L.Sharding[D]) + ")");
+  }
+  return Status::success();
+}
+
+namespace {
+
+Status checkLayout(const Mesh &M, const Layout &L, const Shape &Local,
+                   const std::string &Ctx) {
+  const size_t R = Local.size();
+  if (L.Global.size() != R)
+    return Status::error(Ctx + ": global_shape " + shapeString(L.Global) +
+                         " must have the rank of the local shape " +
+                         shapeString(Local));
+  WEFT_RETURN_IF_ERROR(checkGlobalLayout(M, L, Ctx));
+  for (size_t D = 0; D < R; ++D) {
+    int64_t C = M.count(L.Sharding[D]), G = L.Global[D];
     if (Local[D] != G / C)
       return Status::error(Ctx + ": local shape " + shapeString(Local) +
                            " has dim " + std::to_string(D) + " = " +
