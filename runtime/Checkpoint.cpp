@@ -179,20 +179,8 @@ Expected<ShardedCheckpoint> readSharded(const fs::path &Dir) {
   } catch (const json::exception &) {
     return Status::error("'" + Where + "': mesh needs axes and shape");
   }
-  bool MeshOk = C.Saved.Axes.size() == C.Saved.Dims.size();
-  int64_t Ranks = 1;
-  for (size_t A = 0; MeshOk && A < C.Saved.Dims.size(); ++A) {
-    // At most 2^20 ranks, so every product below stays in int64.
-    MeshOk = C.Saved.Dims[A] >= 1 && C.Saved.Dims[A] <= (int64_t(1) << 20) &&
-             Ranks * C.Saved.Dims[A] <= (int64_t(1) << 20);
-    Ranks *= MeshOk ? C.Saved.Dims[A] : 1;
-    for (size_t B = 0; MeshOk && B < A; ++B)
-      MeshOk = C.Saved.Axes[A] != C.Saved.Axes[B];
-  }
-  if (!MeshOk)
-    return Status::error("'" + Where +
-                         "': bad mesh (axes named once, sizes >= 1, at most "
-                         "2^20 ranks)");
+  if (Status S = checkMesh(C.Saved); !S.ok())
+    return Status::error("'" + Where + "': " + S.message());
   for (auto It = J["tensors"].begin(); It != J["tensors"].end(); ++It) {
     Layout &L = C.Layouts[It.key()];
     WEFT_RETURN_IF_ERROR(parseLayoutJson(It.value(), It.key(), L));

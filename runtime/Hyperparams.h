@@ -37,21 +37,27 @@ struct Hyperparams {
   double MinLr = 0.0;
 };
 
+/// The shortest decimal that reads back as V (0.1, not 0.10000000000000001;
+/// integers without a fraction), for messages that name a value.
+inline std::string shortestDecimal(double V) {
+  if (std::isfinite(V) && V == std::floor(V) && std::fabs(V) < 1e15)
+    return std::to_string(static_cast<int64_t>(V));
+  for (int Digits = 1;; ++Digits) {
+    std::ostringstream OS;
+    OS.precision(Digits);
+    OS << V;
+    if (Digits >= 17 || !std::isfinite(V) ||
+        std::strtod(OS.str().c_str(), nullptr) == V)
+      return OS.str();
+  }
+}
+
 /// Empty when every value is in its domain, else a message naming the first
 /// value that is not, with what is expected.
 inline std::string checkHyperparams(const Hyperparams &H) {
-  auto show = [](double V) { // the shortest decimal that reads back as V
-    for (int Digits = 1;; ++Digits) {
-      std::ostringstream OS;
-      OS.precision(Digits);
-      OS << V;
-      if (Digits >= 17 || !std::isfinite(V) ||
-          std::strtod(OS.str().c_str(), nullptr) == V)
-        return OS.str();
-    }
-  };
   auto bad = [&](const char *Name, double V, const char *Want) {
-    return std::string(Name) + "=" + show(V) + " is out of range: " + Want;
+    return std::string(Name) + "=" + shortestDecimal(V) +
+           " is out of range: " + Want;
   };
   if (!std::isfinite(H.Lr) || !(H.Lr > 0))
     return bad("lr", H.Lr, "need a finite lr > 0");
@@ -73,7 +79,7 @@ inline std::string checkHyperparams(const Hyperparams &H) {
   if (H.Schedule == "constant") {
     if (H.TotalSteps != 0 || H.MinLr != 0)
       return "total_steps=" + std::to_string(H.TotalSteps) +
-             " and min_lr=" + show(H.MinLr) +
+             " and min_lr=" + shortestDecimal(H.MinLr) +
              " have no meaning for the constant schedule: leave them 0 or "
              "use the cosine schedule";
     return "";

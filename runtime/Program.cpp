@@ -250,16 +250,14 @@ Status parseLayout(const json &J, const std::string &Ctx, const Shape &Local,
   return Status::success();
 }
 
-Status parseMesh(const json &Root, Mesh &M) {
-  if (!Root.contains("mesh") || Root["mesh"].is_null())
-    return Status::success();
-  const json &J = Root["mesh"];
-  WEFT_RETURN_IF_ERROR(getAxes(J, "axes", "mesh", M.Axes));
-  WEFT_RETURN_IF_ERROR(getIntList(J, "shape", "mesh", M.Dims));
+} // namespace
+
+Status checkMesh(const Mesh &M) {
   if (M.Axes.size() != M.Dims.size())
     return Status::error("mesh has " + std::to_string(M.Axes.size()) +
                          " axes but " + std::to_string(M.Dims.size()) +
                          " sizes");
+  int64_t Ranks = 1;
   for (size_t I = 0; I < M.Axes.size(); ++I) {
     if (M.Dims[I] < 1 || M.Dims[I] > (1 << 20))
       return Status::error("mesh axis '" + M.Axes[I] + "' has size " +
@@ -267,10 +265,24 @@ Status parseMesh(const json &Root, Mesh &M) {
     if (M.Axes[I].empty() || M.axisIndex(M.Axes[I]) != int(I))
       return Status::error("mesh axis name '" + M.Axes[I] +
                            "' is empty or repeated");
+    // Checked per axis, so that the product cannot overflow.
+    Ranks *= M.Dims[I];
+    if (Ranks > (1 << 20))
+      return Status::error("mesh " + M.describe() +
+                           " has more than 2^20 ranks");
   }
-  if (M.size() > (1 << 20))
-    return Status::error("mesh " + M.describe() + " has more than 2^20 ranks");
   return Status::success();
+}
+
+namespace {
+
+Status parseMesh(const json &Root, Mesh &M) {
+  if (!Root.contains("mesh") || Root["mesh"].is_null())
+    return Status::success();
+  const json &J = Root["mesh"];
+  WEFT_RETURN_IF_ERROR(getAxes(J, "axes", "mesh", M.Axes));
+  WEFT_RETURN_IF_ERROR(getIntList(J, "shape", "mesh", M.Dims));
+  return checkMesh(M);
 }
 
 Status parseParam(const json &J, size_t I, ParamSpec &P) {

@@ -226,6 +226,9 @@ void resolveLayouts(Program &P);
 /// Version 2: every param's and buffer's layout against the mesh (axes
 /// known and used once, sizes divisible, local = global / shards).
 Status checkLayouts(const Program &P);
+/// A mesh's axes (named once, not empty) and sizes (1 to 2^20 each, at most
+/// 2^20 ranks in all).
+Status checkMesh(const Mesh &M);
 /// One tensor's layout against a mesh, without a local shape (a checkpoint's
 /// layout.json): axes of the mesh, each used once, and every dim divisible
 /// into its blocks x shards, with no overflow.

@@ -1,6 +1,7 @@
 //===- BuildModel.cpp - GPT-2 and Llama forward graphs --------------------===//
 #include "frontends/builtin/BuildModel.h"
 #include "dialect/WeftDialect.h"
+#include "runtime/Activation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -38,10 +39,16 @@ public:
     return MatmulOp::create(b, loc, x, w, false, transposeB);
   }
   Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
+  // The config's activation kind (runtime/Activation.h; the config reader
+  // has refused names it does not know).
+  Activation activation() const {
+    Activation kind = Activation::GeluTanh;
+    parseActivation(c.activation, kind);
+    return kind;
+  }
   // The config's activation: the fused tanh GELU where it is that one.
   Value activate(Value x) {
-    if (c.activation == "gelu_new" || c.activation == "gelu_pytorch_tanh" ||
-        c.activation == "gelu_accurate")
+    if (activation() == Activation::GeluTanh)
       return GeluOp::create(b, loc, x);
     return ActOp::create(b, loc, x, b.getStringAttr(c.activation));
   }
@@ -140,7 +147,7 @@ public:
       h = rmsNorm(x, p + ".post_attention_layernorm.weight");
       Value gate = linear(h, p + ".mlp.gate_proj", c.intermediate, c.mlpBias);
       Value up = linear(h, p + ".mlp.up_proj", c.intermediate, c.mlpBias);
-      Value act = c.activation == "silu" || c.activation == "swish"
+      Value act = activation() == Activation::Silu
                       ? Value(SwigluOp::create(b, loc, gate, up))
                       : Value(MulOp::create(b, loc, activate(gate), up));
       x = add(x, linear(act, p + ".mlp.down_proj", d, c.mlpBias));

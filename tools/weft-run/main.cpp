@@ -180,10 +180,10 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       Code = IntFlag(1, O.Threads);
       // OpenMP allocates per-thread state: 100,000 threads crashed libgomp.
       if (Code < 0 && O.Threads > 1024)
-        Code = usageError("--threads " + Value + " exceeds weft's limit of "
+        Code = usageError("--threads " + Value +
+                          " exceeds weft's limit of "
                           "1024 threads per rank");
-    }
-    else if (A == "--grad-tol") {
+    } else if (A == "--grad-tol") {
       if (!parseDouble(Value, O.GradTol))
         Code = usageError("bad value '" + Value +
                           "' for --grad-tol (expected a positive number)");
