@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/builtin/ModelConfig.h"
 #include "runtime/Activation.h"
+#include "runtime/Hyperparams.h"
 #include "runtime/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
@@ -104,18 +105,7 @@ std::string shortDump(const Json &v) {
   return s.size() > 80 ? s.substr(0, 77) + "..." : s;
 }
 
-// The shortest decimal that reads back as v (0.1, not 0.10000000000000001).
-std::string number(double v) {
-  if (v == std::floor(v) && std::fabs(v) < 1e15)
-    return std::to_string(static_cast<int64_t>(v));
-  for (int digits = 1;; ++digits) {
-    std::ostringstream os;
-    os.precision(digits);
-    os << v;
-    if (digits >= 17 || std::stod(os.str()) == v)
-      return os.str();
-  }
-}
+std::string number(double v) { return shortestDecimal(v); }
 
 class KeyReader {
 public:
@@ -417,9 +407,10 @@ void readSlidingWindow(KeyReader &in, ModelConfig &c) {
       }
     }
   }
-  int64_t dflt = c.modelType == "mistral" ? 4096 : 0;
+  // Absent: MistralConfig's and Qwen2Config's default of 4096; null: none.
   bool given = in.present("sliding_window");
-  int64_t window = in.integer("sliding_window", false, given ? 0 : dflt);
+  bool absent = !in.j.contains("sliding_window");
+  int64_t window = in.integer("sliding_window", false, absent ? 4096 : 0);
   if (given && window <= 0)
     in.fail("key 'sliding_window' = " + std::to_string(window) +
             " must be positive");
