@@ -1,9 +1,31 @@
 //===- Data.cpp - Token file loading and batch extraction -----------------===//
 #include "runtime/Data.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 namespace weft {
+
+namespace {
+
+const char *fileKindName(mode_t Mode) {
+  if (S_ISDIR(Mode))
+    return "a directory";
+  if (S_ISFIFO(Mode))
+    return "a FIFO (named pipe)";
+  if (S_ISCHR(Mode))
+    return "a character device";
+  if (S_ISBLK(Mode))
+    return "a block device";
+  if (S_ISSOCK(Mode))
+    return "a socket";
+  return "not a regular file";
+}
+
+} // namespace
 
 Expected<TokenData> TokenData::fromTokens(std::vector<uint32_t> Tokens,
                                           int64_t Vocab, int64_t Seq,
@@ -24,31 +46,43 @@ Expected<TokenData> TokenData::fromTokens(std::vector<uint32_t> Tokens,
 
 Expected<TokenData> TokenData::open(const std::string &Path, int64_t Vocab,
                                     int64_t Seq) {
-  std::ifstream In(Path, std::ios::binary | std::ios::ate);
+  // A directory opens as a stream whose size reads as 2^63-1, and opening a
+  // FIFO blocks until a writer appears: look before opening.
+  struct stat St;
+  if (::stat(Path.c_str(), &St) != 0)
+    return Status::error("cannot open data file '" + Path +
+                         "': " + std::strerror(errno));
+  if (!S_ISREG(St.st_mode))
+    return Status::error("data file '" + Path + "' is " +
+                         fileKindName(St.st_mode) +
+                         ", expected a regular file of token ids");
+  std::ifstream In(Path, std::ios::binary);
   if (!In)
     return Status::error("cannot open data file '" + Path + "'");
-  std::streamoff Bytes = In.tellg();
-  if (Bytes < 0)
+  std::string Raw(size_t(St.st_size), '\0');
+  if (!Raw.empty() && !In.read(Raw.data(), std::streamsize(Raw.size())))
     return Status::error("cannot read data file '" + Path + "'");
-  std::vector<unsigned char> Raw(static_cast<size_t>(Bytes));
-  In.seekg(0);
-  if (Bytes && !In.read(reinterpret_cast<char *>(Raw.data()), Bytes))
-    return Status::error("cannot read data file '" + Path + "'");
+  return fromBytes(Raw, Vocab, Seq, "data file '" + Path + "'");
+}
+
+Expected<TokenData> TokenData::fromBytes(const std::string &Raw, int64_t Vocab,
+                                         int64_t Seq, const std::string &What) {
+  auto Byte = [&](size_t At) { return uint32_t(uint8_t(Raw[At])); };
   auto Word = [&](size_t At) {
-    return uint32_t(Raw[At]) | uint32_t(Raw[At + 1]) << 8 |
-           uint32_t(Raw[At + 2]) << 16 | uint32_t(Raw[At + 3]) << 24;
+    return Byte(At) | Byte(At + 1) << 8 | Byte(At + 2) << 16 |
+           Byte(At + 3) << 24;
   };
   size_t Start = 0, Width = 2;
   std::string Format = "uint16 tokens (nanoGPT, no header)";
   if (Raw.size() >= 4 && int32_t(Word(0)) == LlmcMagic) {
     if (Raw.size() < LlmcHeaderBytes)
-      return Status::error("data file '" + Path +
-                           "' starts with llm.c's magic 20240520 but is " +
-                           std::to_string(Bytes) +
+      return Status::error(What +
+                           " starts with llm.c's magic 20240520 but is " +
+                           std::to_string(Raw.size()) +
                            " bytes, shorter than its 1024-byte header");
     uint32_t Version = Word(4), Count = Word(8);
     if (Version != 1 && Version != 2)
-      return Status::error("data file '" + Path + "': llm.c header version " +
+      return Status::error(What + ": llm.c header version " +
                            std::to_string(Version) +
                            ", expected 1 (uint16 ids) or 2 (uint32 ids)");
     Start = LlmcHeaderBytes;
@@ -56,21 +90,21 @@ Expected<TokenData> TokenData::open(const std::string &Path, int64_t Vocab,
     Format =
         Version == 1 ? "llm.c version 1 (uint16)" : "llm.c version 2 (uint32)";
     if ((Raw.size() - Start) != uint64_t(Count) * Width)
-      return Status::error("data file '" + Path + "': its llm.c header says " +
-                           std::to_string(Count) + " tokens of " +
-                           std::to_string(Width) + " bytes, but " +
-                           std::to_string(Raw.size() - Start) +
-                           " bytes follow the header");
+      return Status::error(
+          What + ": its llm.c header says " + std::to_string(Count) +
+          " tokens of " + std::to_string(Width) + " bytes, but " +
+          std::to_string(Raw.size() - Start) + " bytes follow the header");
   }
   if ((Raw.size() - Start) % Width != 0)
-    return Status::error("data file '" + Path + "' has an odd size (" +
-                         std::to_string(Bytes) + " bytes); expected " + Format);
+    return Status::error(What + " has an odd size (" +
+                         std::to_string(Raw.size()) + " bytes); expected " +
+                         Format);
   std::vector<uint32_t> Tokens((Raw.size() - Start) / Width);
   for (size_t I = 0; I < Tokens.size(); ++I) {
     size_t At = Start + I * Width;
-    Tokens[I] = Width == 2 ? uint32_t(Raw[At] | (Raw[At + 1] << 8)) : Word(At);
+    Tokens[I] = Width == 2 ? Byte(At) | Byte(At + 1) << 8 : Word(At);
   }
-  return fromTokens(std::move(Tokens), Vocab, Seq, "data file '" + Path + "'");
+  return fromTokens(std::move(Tokens), Vocab, Seq, What);
 }
 
 void TokenData::fillBatch(int64_t Step, int64_t Batch, int64_t Seq,

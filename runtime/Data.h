@@ -21,10 +21,15 @@ namespace weft {
 /// A whole token file in memory, validated against the vocabulary.
 class TokenData {
 public:
-  /// Reads PATH; refuses ids >= Vocab (naming the first position and value)
-  /// and files with fewer than Seq+1 tokens.
+  /// Reads PATH and parses it (fromBytes). Refuses anything that is not a
+  /// regular file (a directory, a FIFO, a device), naming the path.
   static Expected<TokenData> open(const std::string &Path, int64_t Vocab,
                                   int64_t Seq);
+  /// Parses a whole token file image; refuses ids >= Vocab (naming the first
+  /// position and value) and files with fewer than Seq+1 tokens. What names
+  /// the file in messages ("data file 'x.bin'").
+  static Expected<TokenData> fromBytes(const std::string &Bytes, int64_t Vocab,
+                                       int64_t Seq, const std::string &What);
   /// Wraps tokens already in memory (tests, --grad-check without --data).
   static Expected<TokenData> fromTokens(std::vector<uint32_t> Tokens,
                                         int64_t Vocab, int64_t Seq,
