@@ -144,21 +144,8 @@ Status getIntList(const json &Obj, const char *Key, const std::string &Ctx,
 
 Status getShape(const json &Obj, const std::string &Ctx, Shape &Out) {
   WEFT_RETURN_IF_ERROR(getIntList(Obj, "shape", Ctx, Out));
-  // Bound every dimension and the element count so that byte sizes cannot
-  // overflow int64 anywhere later.
-  constexpr int64_t Limit = int64_t(1) << 48;
-  int64_t Numel = 1;
-  for (int64_t D : Out) {
-    if (D <= 0 || D > Limit)
-      return Status::error("shape " + shapeString(Out) + " of " + Ctx +
-                           " has an invalid dimension " + std::to_string(D) +
-                           " (expected 1 to 2^48)");
-    Numel = Numel > Limit / D ? Limit + 1 : Numel * D;
-  }
-  if (Numel > Limit)
-    return Status::error("shape " + shapeString(Out) + " of " + Ctx +
-                         " has more than 2^48 elements");
-  return Status::success();
+  // Bounded so that byte sizes cannot overflow int64 anywhere later.
+  return checkShapeSize(Out, Ctx);
 }
 
 Status parseDType(const std::string &S, const std::string &Ctx, DType &Out) {
@@ -528,8 +515,26 @@ const char *bufferKindName(BufferKind K) {
 int64_t numElements(const Shape &S) {
   int64_t N = 1;
   for (int64_t D : S)
-    N *= D;
+    if (__builtin_mul_overflow(N, D, &N))
+      return -1;
   return N;
+}
+
+Status checkShapeSize(const Shape &S, const std::string &What, bool AllowZero) {
+  const int64_t Min = AllowZero ? 0 : 1;
+  int64_t Numel = 1;
+  for (int64_t D : S) {
+    if (D < Min || D > MaxNumElements)
+      return Status::error("shape " + shapeString(S) + " of " + What +
+                           " has an invalid dimension " + std::to_string(D) +
+                           " (expected " + std::to_string(Min) + " to 2^48)");
+    // Numel <= 2^48 and D <= 2^48: a saturated product cannot overflow.
+    Numel = D && Numel > MaxNumElements / D ? MaxNumElements + 1 : Numel * D;
+  }
+  if (Numel > MaxNumElements)
+    return Status::error("shape " + shapeString(S) + " of " + What +
+                         " has more than 2^48 elements");
+  return Status::success();
 }
 
 std::string shapeString(const Shape &S) {

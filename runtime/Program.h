@@ -84,7 +84,16 @@ const char *opName(OpKind K);
 bool parseOpName(const std::string &Name, OpKind &K);
 
 using Shape = std::vector<int64_t>;
+/// The product of S's dimensions, or -1 when it overflows int64 (computed
+/// without overflow). Shapes read from files pass checkShapeSize first.
 int64_t numElements(const Shape &S);
+/// The largest dimension and element count weft accepts from a file: byte
+/// sizes of every dtype then fit int64 with room to add offsets.
+constexpr int64_t MaxNumElements = int64_t(1) << 48;
+/// Refuses a shape with a dimension below 1 (below 0 with AllowZero) or past
+/// 2^48, or with more than 2^48 elements, naming What.
+Status checkShapeSize(const Shape &S, const std::string &What,
+                      bool AllowZero = false);
 std::string shapeString(const Shape &S);
 
 struct InitSpec {

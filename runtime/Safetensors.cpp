@@ -124,8 +124,13 @@ Expected<SafetensorsFile> SafetensorsFile::parse(std::string B,
     for (const json &D : E["shape"]) {
       if (!D.is_number_unsigned())
         return Status::error(Ctx + " has a non-integer dimension");
-      T.Dims.push_back(D.get<int64_t>());
+      uint64_t Dim = D.get<uint64_t>();
+      if (Dim > uint64_t(MaxNumElements))
+        return Status::error(Ctx + " has a dimension " + std::to_string(Dim) +
+                             " past 2^48");
+      T.Dims.push_back(int64_t(Dim));
     }
+    WEFT_RETURN_IF_ERROR(checkShapeSize(T.Dims, Ctx, /*AllowZero=*/true));
     const json &Off = E["data_offsets"];
     if (!Off[0].is_number_unsigned() || !Off[1].is_number_unsigned())
       return Status::error(Ctx + " has non-integer data_offsets");
