@@ -4,8 +4,9 @@
 // softmax, cross entropy and GELU spend most of their time in them. vexp is a
 // Cephes-style expf (range reduction + degree-6 polynomial, ~2 ulp) written
 // with plain arithmetic so loops calling it vectorise. Inputs are clamped to
-// [-87, 88]: exp(-87) ~ 1.6e-38 stands in for 0. Double uses std::exp (f64
-// programs exist for exact checks, not speed).
+// [-87, 88]: exp(-87) ~ 1.6e-38 stands in for 0; infinities and NaN map
+// exactly (exp(-inf) = 0, exp(inf) = inf, NaN stays NaN). Double uses std::exp
+// (f64 programs exist for exact checks, not speed).
 //
 //===----------------------------------------------------------------------===//
 #ifndef WEFT_RUNTIME_KERNELS_CPU_FASTMATH_H
@@ -19,15 +20,18 @@
 namespace weft::cpu {
 
 inline float vexp(float X) {
+  // exp(+inf) = inf, exp(-inf) = 0; NaN propagates through the polynomial.
+  // Selects, not branches, so loops calling vexp still vectorise.
+  const float In = X;
   X = X < -87.0f ? -87.0f : X;
   X = X > 88.0f ? 88.0f : X;
   // Round X*log2(e) to the nearest integer with the 1.5*2^23 trick.
   const float Magic = 12582912.0f;
   float T = X * 1.44269504088896341f + Magic;
-  int32_t TI;
+  uint32_t TI;
   std::memcpy(&TI, &T, 4);
   float N = T - Magic;
-  int32_t NI = TI - 0x4b400000;
+  uint32_t NI = TI - 0x4b400000u;
   float R = X - N * 0.693359375f;
   R = R - N * -2.12194440e-4f;
   float P = 1.9875691500e-4f;
@@ -37,10 +41,14 @@ inline float vexp(float X) {
   P = P * R + 1.6666665459e-1f;
   P = P * R + 5.0000001201e-1f;
   P = P * R * R + R + 1.0f;
-  int32_t ScaleBits = (NI + 127) << 23;
+  // Unsigned: for NaN, NI is garbage (negative as int32, or past 2^8) and a
+  // signed shift would be undefined; the result is NaN either way, via P.
+  uint32_t ScaleBits = (NI + 127u) << 23;
   float Scale;
   std::memcpy(&Scale, &ScaleBits, 4);
-  return P * Scale;
+  float Y = P * Scale;
+  Y = In == HUGE_VALF ? HUGE_VALF : Y;
+  return In == -HUGE_VALF ? 0.0f : Y;
 }
 
 inline double vexp(double X) { return std::exp(X); }
