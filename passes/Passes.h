@@ -7,6 +7,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace weft {
@@ -24,6 +25,21 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
 
 /// Registers every pass and the `weft-training-pipeline` for weft-opt.
 void registerWeftPassesAndPipelines();
+
+/// weft's bound on a tensor's dimensions and element count (the runtime's
+/// MaxNumElements): past it, byte sizes and arena offsets could overflow
+/// int64.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 48;
+
+/// Emits an error naming the first tensor value (result or block argument)
+/// under `root` that has a dynamic dimension, a dimension past 2^48 or more
+/// than 2^48 elements, and fails. weft-compile calls it on its input and
+/// weft-plan-memory on its function, so size arithmetic cannot overflow.
+mlir::LogicalResult checkTensorSizes(mlir::Operation *root);
+
+/// Bytes of a static tensor type within kMaxTensorElements; std::nullopt for
+/// any other type.
+std::optional<int64_t> tensorBytes(mlir::Type type);
 } // namespace weft
 
 #endif // WEFT_PASSES_PASSES_H

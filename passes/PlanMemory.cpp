@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 
 namespace weft {
 #define GEN_PASS_DEF_WEFTPLANMEMORY
@@ -18,17 +19,24 @@ using namespace weft;
 namespace {
 constexpr int64_t kAlignment = 64;
 
+/// The arena's bound: every offset + size stays far from int64's limit.
+constexpr int64_t kMaxArenaBytes = int64_t(1) << 60;
+
+/// The aligned bytes of a value; checkTensorSizes has bounded its type, so
+/// this is at most 2^51.
 int64_t byteSize(Value v) {
-  auto t = cast<RankedTensorType>(v.getType());
-  int64_t bytes = t.getNumElements() * t.getElementTypeBitWidth() / 8;
+  int64_t bytes = *tensorBytes(v.getType());
   return std::max<int64_t>(kAlignment,
                            (bytes + kAlignment - 1) / kAlignment * kAlignment);
 }
 
-/// First-fit allocator over [0, infinity) that remembers its high-water mark.
+/// First-fit allocator over [0, kMaxArenaBytes) that remembers its
+/// high-water mark.
 class Arena {
 public:
-  int64_t allocate(int64_t size) {
+  /// The offset of `size` new bytes; std::nullopt when the arena would grow
+  /// past kMaxArenaBytes.
+  std::optional<int64_t> allocate(int64_t size) {
     for (auto it = free.begin(); it != free.end(); ++it) {
       if (it->second < size)
         continue;
@@ -47,6 +55,8 @@ public:
         free.erase(last);
       }
     }
+    if (size > kMaxArenaBytes - offset)
+      return std::nullopt;
     top = offset + size;
     return offset;
   }
@@ -78,6 +88,8 @@ private:
 struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
+    if (failed(checkTensorSizes(fn)))
+      return signalPassFailure();
     Block &body = fn.getBody().front();
 
     // Index ops; a value dies after the last op that uses it. The returned
@@ -107,9 +119,16 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
       }
       SmallVector<int64_t> placed;
       for (Value r : op.getResults()) {
-        int64_t offset = arena.allocate(byteSize(r));
-        offsets[r] = offset;
-        placed.push_back(offset);
+        std::optional<int64_t> offset = arena.allocate(byteSize(r));
+        if (!offset) {
+          op.emitError() << "the activation arena would exceed 2^60 bytes "
+                            "placing this op's result of "
+                         << byteSize(r) << " bytes (high-water mark "
+                         << arena.peak() << " bytes)";
+          return signalPassFailure();
+        }
+        offsets[r] = *offset;
+        placed.push_back(*offset);
       }
       op.setAttr("weft.offsets", b.getDenseI64ArrayAttr(placed));
       releaseDead(op, index[&op], lastUse, offsets, arena);

@@ -237,6 +237,13 @@ int main(int argc, char **argv) {
     return fail("unknown --emit-mlir stage '" + emitMlirArg +
                 "' (expected forward, layout, autodiff, optimizer, propagate, "
                 "partition or plan-memory)");
+  // Checked before the conversion to bytes below (a double past int64 or a
+  // NaN would make that conversion undefined).
+  if (!(bucketMbArg >= 0 && bucketMbArg <= 1048576)) {
+    std::string got;
+    llvm::raw_string_ostream(got) << llvm::format("%g", bucketMbArg.getValue());
+    return fail("--bucket-mb must be 0 to 1048576 (1 TiB), got " + got);
+  }
   if (outputArg.empty() && emitMlirArg.empty() && !explainArg)
     return fail("no output: give -o FILE, --emit-mlir=STAGE or --explain");
   bool sharded = !meshArg.empty();
@@ -256,6 +263,10 @@ int main(int argc, char **argv) {
   if (!module)
     return error.empty() ? 1 : fail(error);
   if (failed(mlir::verify(*module)))
+    return 1;
+  // A .mlir model can carry any shape: refuse sizes whose byte counts would
+  // overflow before any pass computes one.
+  if (failed(weft::checkTensorSizes(*module)))
     return 1;
   module->walk([&](func::FuncOp fn) {
     if (!fn->hasAttr("weft.model"))
@@ -337,9 +348,12 @@ int main(int argc, char **argv) {
     return 1;
 
   if (!quietArg) {
-    int64_t params = 0, arena = 0;
-    module->walk(
-        [&](weft::ParamOp p) { params += p.getType().getNumElements(); });
+    // A double: a sum of int64 element counts could overflow.
+    double params = 0;
+    int64_t arena = 0;
+    module->walk([&](weft::ParamOp p) {
+      params += double(p.getType().getNumElements());
+    });
     module->walk([&](func::FuncOp fn) {
       if (auto a = fn->getAttrOfType<IntegerAttr>("weft.arena_bytes"))
         arena = a.getInt();
