@@ -1,5 +1,7 @@
 //===- Checkpoint.cpp - Model/optimizer checkpoints -----------------------===//
 #include "runtime/Checkpoint.h"
+#include "runtime/CheckpointManifest.h"
+#include "runtime/DurableFile.h"
 #include "runtime/JsonDepth.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Shard.h"
@@ -28,25 +30,6 @@ Status makeDir(const std::string &Dir) {
     return Status::error("cannot create directory '" + Dir +
                          "': " + EC.message());
   return Status::success();
-}
-
-using Getter = void *(Executor::*)(size_t) const;
-
-Status
-writeState(const Executor &E, const std::string &Path,
-           std::initializer_list<std::pair<Getter, const char *>> Parts) {
-  const Program &P = E.program();
-  std::vector<TensorToWrite> Tensors;
-  for (auto [Get, Suffix] : Parts)
-    for (size_t I = 0; I < P.Params.size(); ++I) {
-      BufferKind K = Get == &Executor::param   ? BufferKind::Param
-                     : Get == &Executor::grad  ? BufferKind::Grad
-                     : Get == &Executor::adamM ? BufferKind::AdamM
-                                               : BufferKind::AdamV;
-      Tensors.push_back({P.Params[I].Name + Suffix, P.Type,
-                         E.stateSpec(I, K).Dims, (E.*Get)(I)});
-    }
-  return writeSafetensors(Path, Tensors);
 }
 
 struct Found {
@@ -113,23 +96,8 @@ Status parseLayoutJson(const json &J, const std::string &Name, Layout &L) {
   return Status::success();
 }
 
-Status writeText(const std::string &Path, const std::string &Text) {
-  std::ofstream Out(Path, std::ios::trunc);
-  Out << Text << "\n";
-  Out.close();
-  if (!Out)
-    return Status::error("cannot write '" + Path + "'");
-  return Status::success();
-}
-
-/// Every rank reaches the barrier, so a failure on one rank cannot hang the
-/// others; the first failure is reported.
 Status worldBarrier(const Executor &E, Status S) {
-  Expected<const CommGroup *> W = E.comm().group(E.mesh(), E.mesh().Axes);
-  if (!W.ok())
-    return S.ok() ? W.status() : S;
-  Status B = E.comm().barrier(**W);
-  return S.ok() ? B : S;
+  return checkpointBarrier(E, S);
 }
 
 /// The persistent tensors a checkpoint holds, by name.
@@ -253,8 +221,10 @@ Status place(Executor &E, const Entry &En, const std::vector<char> &Global,
   const BufferSpec &Spec = E.stateSpec(En.Param, En.Kind);
   const Layout &L = Spec.Place;
   bool Exact = GlobalDims == L.Global;
-  // Optimizer state may be stored flattened by ZeRO: same elements.
+  // Optimizer state may be stored flattened by ZeRO: the same elements as
+  // one dim on either side.
   bool SameElems = En.Kind != BufferKind::Param &&
+                   (GlobalDims.size() == 1 || L.Global.size() == 1) &&
                    numElements(GlobalDims) == numElements(L.Global);
   if (!Exact && !SameElems)
     return Status::error("tensor '" + From + "' has shape " +
@@ -278,9 +248,11 @@ Expected<int64_t> readStep(const fs::path &Dir) {
     return Status::error(Deep);
   json J = json::parse(SS.str(), nullptr, false);
   if (J.is_discarded() || !J.is_object() || !J.contains("step") ||
-      !J["step"].is_number_integer() || J["step"].get<int64_t>() < 0)
+      !J["step"].is_number_integer() || J["step"].get<int64_t>() < 0 ||
+      J["step"].get<int64_t>() > kMaxCheckpointStep)
     return Status::error("'" + (Dir / "trainer_state.json").string() +
-                         "' must be {\"step\": <non-negative integer>}");
+                         "' must be {\"step\": <integer in 0.." +
+                         std::to_string(kMaxCheckpointStep) + ">}");
   return J["step"].get<int64_t>();
 }
 
@@ -340,10 +312,16 @@ Status checkUnused(const std::vector<std::string> &All,
 }
 
 Expected<int64_t> loadSharded(Executor &E, const fs::path &Dir,
-                              const LoadOptions &Options) {
+                              const LoadOptions &Options,
+                              const Mesh *ManifestMesh) {
   Expected<ShardedCheckpoint> C = readSharded(Dir);
   if (!C.ok())
     return C.status();
+  if (ManifestMesh && (ManifestMesh->Axes != C->Saved.Axes ||
+                       ManifestMesh->Dims != C->Saved.Dims))
+    return Status::error("checkpoint '" + Dir.string() +
+                         "': layout.json's mesh " + C->Saved.describe() +
+                         " is not manifest.json's " + ManifestMesh->describe());
   const Program &P = E.program();
   bool HasOptimizer = false;
   for (const ParamSpec &Par : P.Params)
@@ -373,124 +351,12 @@ Expected<int64_t> loadSharded(Executor &E, const fs::path &Dir,
   return readStep(Dir);
 }
 
-} // namespace
-
-Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step) {
-  if (!onMesh(E)) {
-    WEFT_RETURN_IF_ERROR(makeDir(Dir));
-    WEFT_RETURN_IF_ERROR(
-        writeState(E, Dir + "/model.safetensors", {{&Executor::param, ""}}));
-    WEFT_RETURN_IF_ERROR(writeState(
-        E, Dir + "/optimizer.safetensors",
-        {{&Executor::adamM, ".exp_avg"}, {&Executor::adamV, ".exp_avg_sq"}}));
-    return writeText(Dir + "/trainer_state.json", json{{"step", Step}}.dump());
-  }
-  // Each rank its shards; rank 0 the layout and the step.
-  const std::string R = std::to_string(E.rank());
-  Status S = makeDir(Dir);
-  if (S.ok())
-    S = writeState(E, Dir + "/model-rank" + R + ".safetensors",
-                   {{&Executor::param, ""}});
-  if (S.ok())
-    S = writeState(
-        E, Dir + "/optimizer-rank" + R + ".safetensors",
-        {{&Executor::adamM, ".exp_avg"}, {&Executor::adamV, ".exp_avg_sq"}});
-  if (S.ok() && E.rank() == 0) {
-    const Program &P = E.program();
-    json Tensors = json::object();
-    for (const Entry &En : entries(P, true))
-      Tensors[En.Name] = layoutJson(E.stateSpec(En.Param, En.Kind).Place);
-    json L = {{"mesh", {{"axes", E.mesh().Axes}, {"shape", E.mesh().Dims}}},
-              {"tensors", Tensors}};
-    S = writeText(Dir + "/layout.json", L.dump(1));
-    if (S.ok())
-      S = writeText(Dir + "/trainer_state.json", json{{"step", Step}}.dump());
-  }
-  return worldBarrier(E, S);
-}
-
-Status saveGradients(const Executor &E, const std::string &Dir) {
-  if (!onMesh(E)) {
-    WEFT_RETURN_IF_ERROR(makeDir(Dir));
-    return writeState(E, Dir + "/grads.safetensors", {{&Executor::grad, ""}});
-  }
-  // Gather every rank's grad shard over the world; rank 0 assembles.
-  Expected<const CommGroup *> W = E.comm().group(E.mesh(), E.mesh().Axes);
-  if (!W.ok())
-    return W.status();
-  const Program &P = E.program();
-  const size_t Elem = dtypeBytes(P.Type);
-  const int64_t N = E.comm().size();
-  std::vector<std::vector<char>> Globals(P.Params.size());
-  std::vector<TensorToWrite> Tensors;
-  std::vector<char> All, Summed;
-  for (size_t I = 0; I < P.Params.size(); ++I) {
-    const BufferSpec &Spec = E.stateSpec(I, BufferKind::Grad);
-    size_t Local = size_t(Spec.numel());
-    const void *Grad = E.grad(I);
-    if (!Spec.Partial.empty()) {
-      // A partial grad (ZeRO-1) holds this rank's contribution: its sum
-      // over the partial axes is the gradient (not in comm_bytes).
-      Expected<const CommGroup *> G = E.comm().group(E.mesh(), Spec.Partial);
-      if (!G.ok())
-        return G.status();
-      Summed.resize(Local * Elem);
-      WEFT_RETURN_IF_ERROR(
-          E.comm().allReduce(**G, Grad, Summed.data(), Local, P.Type));
-      Grad = Summed.data();
-    }
-    All.resize(Local * size_t(N) * Elem);
-    WEFT_RETURN_IF_ERROR(
-        E.comm().allGather(**W, Grad, All.data(), Local, P.Type));
-    if (E.rank() != 0)
-      continue;
-    Globals[I].assign(size_t(numElements(Spec.Place.Global)) * Elem, 0);
-    for (int64_t R = 0; R < N; ++R)
-      insertShard(shardMap(Spec.Place, E.mesh(), R),
-                  All.data() + size_t(R) * Local * Elem, Globals[I].data(),
-                  Elem);
-    Tensors.push_back(
-        {P.Params[I].Name, P.Type, Spec.Place.Global, Globals[I].data()});
-  }
-  Status S = Status::success();
-  if (E.rank() == 0) {
-    S = makeDir(Dir);
-    if (S.ok())
-      S = writeSafetensors(Dir + "/grads.safetensors", Tensors);
-  }
-  return worldBarrier(E, S);
-}
-
-Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path,
-                                 const LoadOptions &Options) {
-  std::error_code EC;
-  std::vector<std::string> Paths;
-  fs::path Dir;
-  if (fs::is_directory(Path, EC)) {
-    Dir = Path;
-    if (fs::exists(Dir / "layout.json", EC))
-      return loadSharded(E, Dir, Options);
-    // A weft checkpoint is model + optimizer; otherwise every file (e.g. a
-    // sharded Hugging Face checkpoint). grads.safetensors (--save-grads)
-    // repeats the parameter names and is never read.
-    if (fs::exists(Dir / "model.safetensors", EC)) {
-      Paths.push_back((Dir / "model.safetensors").string());
-      if (fs::exists(Dir / "optimizer.safetensors", EC))
-        Paths.push_back((Dir / "optimizer.safetensors").string());
-    } else {
-      for (const fs::directory_entry &D : fs::directory_iterator(Path, EC))
-        if (D.path().extension() == ".safetensors" &&
-            D.path().filename() != "grads.safetensors")
-          Paths.push_back(D.path().string());
-      std::sort(Paths.begin(), Paths.end());
-    }
-    if (Paths.empty())
-      return Status::error("no *.safetensors files in '" + Path + "'");
-  } else if (fs::exists(Path, EC)) {
-    Paths.push_back(Path);
-  } else {
-    return Status::error("checkpoint '" + Path + "' does not exist");
-  }
+/// Loads from the files Paths (flat: each holds whole tensors); the step
+/// from Dir/trainer_state.json when Dir is not empty.
+Expected<int64_t> loadFlat(Executor &E, const fs::path &Dir,
+                           const std::vector<std::string> &Paths,
+                           const LoadOptions &Options) {
+  const std::string Path = Dir.empty() ? Paths.front() : Dir.string();
   std::vector<SafetensorsFile> Files;
   for (const std::string &F : Paths) {
     Expected<SafetensorsFile> File = SafetensorsFile::read(F);
@@ -547,6 +413,210 @@ Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path,
                X == Y;
       }));
   return readStep(Dir);
+}
+
+} // namespace
+
+Status checkpointBarrier(const Executor &E, Status S) {
+  Expected<const CommGroup *> W = E.comm().group(E.mesh(), E.mesh().Axes);
+  if (!W.ok())
+    return S.ok() ? W.status() : S;
+  Status B = E.comm().barrier(**W);
+  return S.ok() ? B : S;
+}
+
+CheckpointSnapshot snapshotCheckpoint(const Executor &E, int64_t Step,
+                                      bool Copy) {
+  const Program &P = E.program();
+  CheckpointSnapshot S;
+  S.Step = Step;
+  S.Rank = E.rank();
+  S.WorldSize = E.comm().size();
+  if (onMesh(E))
+    S.M = E.mesh();
+  for (const Entry &En : entries(P, true)) {
+    const BufferSpec &Spec = E.stateSpec(En.Param, En.Kind);
+    const void *Data = E.state(En.Param, En.Kind);
+    if (Copy) {
+      const char *B = static_cast<const char *>(Data);
+      S.Copies.emplace_back(B, B + size_t(Spec.numel()) * dtypeBytes(P.Type));
+      Data = S.Copies.back().data();
+    }
+    TensorToWrite T{En.Name, P.Type, Spec.Dims, Data};
+    (En.Kind == BufferKind::Param ? S.Model : S.Optimizer).push_back(T);
+  }
+  if (onMesh(E) && E.rank() == 0) {
+    json Tensors = json::object();
+    for (const Entry &En : entries(P, true))
+      Tensors[En.Name] = layoutJson(E.stateSpec(En.Param, En.Kind).Place);
+    S.LayoutJson = json{
+        {"mesh", {{"axes", S.M.Axes}, {"shape", S.M.Dims}}},
+        {"tensors",
+         Tensors}}.dump(1);
+  }
+  return S;
+}
+
+Status writeCheckpoint(const CheckpointSnapshot &S, const std::string &Dir,
+                       double WaitSeconds) {
+  WEFT_RETURN_IF_ERROR(makeDir(Dir));
+  const bool Mesh = !S.M.Axes.empty();
+  const std::string Suffix =
+      Mesh ? "-rank" + std::to_string(S.Rank) + ".safetensors" : ".safetensors";
+  std::vector<std::string> Names;
+  auto Tensors = [&](const std::string &Name,
+                     const std::vector<TensorToWrite> &T) {
+    Names.push_back(Name);
+    return writeDurably(Dir + "/" + Name, [&](const std::string &Tmp) {
+      return writeSafetensors(Tmp, T);
+    });
+  };
+  auto Text = [&](const std::string &Name, const std::string &Body) {
+    Names.push_back(Name);
+    return writeTextDurably(Dir + "/" + Name, Body);
+  };
+  WEFT_RETURN_IF_ERROR(Tensors("model" + Suffix, S.Model));
+  WEFT_RETURN_IF_ERROR(Tensors("optimizer" + Suffix, S.Optimizer));
+  if (S.Rank != 0)
+    return writeRankPart(Dir, S.Step, S.Rank, S.WorldSize, Names);
+  if (Mesh)
+    WEFT_RETURN_IF_ERROR(Text("layout.json", S.LayoutJson));
+  WEFT_RETURN_IF_ERROR(
+      Text("trainer_state.json", json{{"step", S.Step}}.dump()));
+  return writeManifest(Dir, S.Step, S.M, S.WorldSize, Names, WaitSeconds);
+}
+
+Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step,
+                      double WaitSeconds) {
+  std::string Trimmed = Dir;
+  while (Trimmed.size() > 1 && Trimmed.back() == '/')
+    Trimmed.pop_back();
+  const std::string Staging = Trimmed + ".partial";
+  // Rank 0 clears what an interrupted save left before anyone writes.
+  Status S = Status::success();
+  if (E.rank() == 0) {
+    std::error_code EC;
+    fs::remove_all(Staging, EC);
+    if (EC)
+      S = Status::error("cannot remove '" + Staging + "': " + EC.message());
+  }
+  S = worldBarrier(E, S);
+  if (!S.ok())
+    return S;
+  S = writeCheckpoint(snapshotCheckpoint(E, Step, /*Copy=*/false), Staging,
+                      WaitSeconds);
+  S = worldBarrier(E, S);
+  if (!S.ok() || E.rank() != 0)
+    return S;
+  WEFT_RETURN_IF_ERROR(exchangeOrRename(Staging, Trimmed));
+  std::error_code EC;
+  fs::remove_all(Staging, EC); // the previous checkpoint, if there was one
+  return Status::success();
+}
+
+Status saveGradients(const Executor &E, const std::string &Dir) {
+  if (!onMesh(E)) {
+    WEFT_RETURN_IF_ERROR(makeDir(Dir));
+    const Program &P = E.program();
+    std::vector<TensorToWrite> Tensors;
+    for (size_t I = 0; I < P.Params.size(); ++I)
+      Tensors.push_back({P.Params[I].Name, P.Type,
+                         E.stateSpec(I, BufferKind::Grad).Dims, E.grad(I)});
+    return writeSafetensors(Dir + "/grads.safetensors", Tensors);
+  }
+  // Gather every rank's grad shard over the world; rank 0 assembles.
+  Expected<const CommGroup *> W = E.comm().group(E.mesh(), E.mesh().Axes);
+  if (!W.ok())
+    return W.status();
+  const Program &P = E.program();
+  const size_t Elem = dtypeBytes(P.Type);
+  const int64_t N = E.comm().size();
+  std::vector<std::vector<char>> Globals(P.Params.size());
+  std::vector<TensorToWrite> Tensors;
+  std::vector<char> All, Summed;
+  for (size_t I = 0; I < P.Params.size(); ++I) {
+    const BufferSpec &Spec = E.stateSpec(I, BufferKind::Grad);
+    size_t Local = size_t(Spec.numel());
+    const void *Grad = E.grad(I);
+    if (!Spec.Partial.empty()) {
+      // A partial grad (ZeRO-1) holds this rank's contribution: its sum
+      // over the partial axes is the gradient (not in comm_bytes).
+      Expected<const CommGroup *> G = E.comm().group(E.mesh(), Spec.Partial);
+      if (!G.ok())
+        return G.status();
+      Summed.resize(Local * Elem);
+      WEFT_RETURN_IF_ERROR(
+          E.comm().allReduce(**G, Grad, Summed.data(), Local, P.Type));
+      Grad = Summed.data();
+    }
+    All.resize(Local * size_t(N) * Elem);
+    WEFT_RETURN_IF_ERROR(
+        E.comm().allGather(**W, Grad, All.data(), Local, P.Type));
+    if (E.rank() != 0)
+      continue;
+    Globals[I].assign(size_t(numElements(Spec.Place.Global)) * Elem, 0);
+    for (int64_t R = 0; R < N; ++R)
+      insertShard(shardMap(Spec.Place, E.mesh(), R),
+                  All.data() + size_t(R) * Local * Elem, Globals[I].data(),
+                  Elem);
+    Tensors.push_back(
+        {P.Params[I].Name, P.Type, Spec.Place.Global, Globals[I].data()});
+  }
+  Status S = Status::success();
+  if (E.rank() == 0) {
+    S = makeDir(Dir);
+    if (S.ok())
+      S = writeSafetensors(Dir + "/grads.safetensors", Tensors);
+  }
+  return worldBarrier(E, S);
+}
+
+Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path,
+                                 const LoadOptions &Options) {
+  std::error_code EC;
+  std::vector<std::string> Paths;
+  fs::path Dir;
+  if (fs::is_directory(Path, EC)) {
+    Dir = Path;
+    // A weft checkpoint loads only whole: every file as its manifest says.
+    if (looksLikeWeftCheckpoint(Path)) {
+      Expected<Manifest> Man = verifyCheckpoint(Path);
+      if (!Man.ok())
+        return Man.status();
+      Expected<int64_t> Step =
+          fs::exists(Dir / "layout.json", EC)
+              ? loadSharded(E, Dir, Options, &Man->M)
+              : loadFlat(E, Dir,
+                         {(Dir / "model.safetensors").string(),
+                          (Dir / "optimizer.safetensors").string()},
+                         Options);
+      if (Step.ok() && *Step != Man->Step)
+        return Status::error("checkpoint '" + Path +
+                             "': trainer_state.json holds step " +
+                             std::to_string(*Step) + ", manifest.json step " +
+                             std::to_string(Man->Step));
+      return Step;
+    }
+    // Otherwise model.safetensors, or every file (e.g. a sharded Hugging
+    // Face checkpoint). grads.safetensors (--save-grads) repeats the
+    // parameter names and is never read.
+    if (fs::exists(Dir / "model.safetensors", EC)) {
+      Paths.push_back((Dir / "model.safetensors").string());
+    } else {
+      for (const fs::directory_entry &D : fs::directory_iterator(Path, EC))
+        if (D.path().extension() == ".safetensors" &&
+            D.path().filename() != "grads.safetensors")
+          Paths.push_back(D.path().string());
+      std::sort(Paths.begin(), Paths.end());
+    }
+    if (Paths.empty())
+      return Status::error("no *.safetensors files in '" + Path + "'");
+  } else if (fs::exists(Path, EC)) {
+    Paths.push_back(Path);
+  } else {
+    return Status::error("checkpoint '" + Path + "' does not exist");
+  }
+  return loadFlat(E, Dir, Paths, Options);
 }
 
 } // namespace weft

@@ -3,19 +3,44 @@
 #define WEFT_RUNTIME_CHECKPOINT_H
 
 #include "runtime/Executor.h"
+#include "runtime/Safetensors.h"
 
 #include <string>
 #include <vector>
 
 namespace weft {
 
-/// Writes DIR/model.safetensors, DIR/optimizer.safetensors
-/// (<name>.exp_avg, <name>.exp_avg_sq) and DIR/trainer_state.json
-/// ({"step": Step}); creates DIR if needed.
-Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step);
+/// A checkpoint's contents at one step, ready to be written without the
+/// executor and without collectives (so on a background thread): the
+/// tensors, copied when Copy is set, and on rank 0 of a mesh layout.json.
+struct CheckpointSnapshot {
+  int64_t Step = 0;
+  int64_t Rank = 0, WorldSize = 1;
+  Mesh M; // empty for one rank
+  std::string LayoutJson;
+  std::vector<TensorToWrite> Model, Optimizer;
+  std::vector<std::vector<char>> Copies; // owns the tensors when copied
+};
+CheckpointSnapshot snapshotCheckpoint(const Executor &E, int64_t Step,
+                                      bool Copy);
 
-/// Loads parameters from Path: a weft checkpoint directory (model and
-/// optimizer files), any other directory (every *.safetensors but
+/// Writes S's files into Dir (created if needed), each durably (temporary
+/// name, fsync, rename): model and optimizer safetensors (model-rank<r> and
+/// optimizer-rank<r> on a mesh), trainer_state.json ({"step": Step}), on a
+/// mesh layout.json, and last the manifest (CheckpointManifest.h); rank 0
+/// waits up to WaitSeconds for the other ranks' parts.
+Status writeCheckpoint(const CheckpointSnapshot &S, const std::string &Dir,
+                       double WaitSeconds);
+
+/// Saves a complete checkpoint into DIR, collectively. The files are written
+/// into DIR.partial and then exchanged with DIR atomically, so a save killed
+/// at any instant leaves DIR as it was.
+Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step,
+                      double WaitSeconds = 600);
+
+/// Loads parameters from Path: a weft checkpoint directory (verified against
+/// its manifest first; one without a manifest is refused as incomplete),
+/// any other directory (every *.safetensors but
 /// grads.safetensors) or one file,
 /// accepting names with or without a "transformer." prefix, converting
 /// F32/F64/F16/BF16. When the files also hold <name>.exp_avg/_sq they are
@@ -33,6 +58,11 @@ struct LoadOptions {
 };
 Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path,
                                  const LoadOptions &Options = {});
+
+/// A barrier over the world that every rank reaches whatever S holds, so a
+/// failure on one rank cannot leave the others waiting; returns S, else the
+/// barrier's status.
+Status checkpointBarrier(const Executor &E, Status S);
 
 /// Writes DIR/grads.safetensors: every parameter's gradient buffer.
 Status saveGradients(const Executor &E, const std::string &Dir);

@@ -28,6 +28,8 @@ Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
     E.resetCommBytes();
     StepContext Ctx;
     Ctx.Step = Global + 1;
+    if (O.BeforeStep)
+      O.BeforeStep(Ctx.Step);
     Ctx.Lr = learningRate(P.Optimizer, Ctx.Step);
     Ctx.Optimizer = &P.Optimizer;
     Status S = E.run(0, NumInsts, Ctx);
@@ -70,7 +72,12 @@ Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
         *O.Metrics << "}";
       }
       *O.Metrics << "}\n" << std::flush;
+      if (!*O.Metrics)
+        return Status::error("step " + std::to_string(R.Step) +
+                             ": cannot write the metrics file (disk full?)");
     }
+    if (O.AfterStep)
+      WEFT_RETURN_IF_ERROR(O.AfterStep(R));
   }
   return Records;
 }

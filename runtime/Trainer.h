@@ -5,6 +5,7 @@
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
 
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -14,12 +15,18 @@ namespace weft {
 /// The learning rate of 1-based optimizer step Step.
 double learningRate(const OptimizerSpec &O, int64_t Step);
 
+struct StepRecord;
+
 struct TrainOptions {
   int64_t Steps = 10;
   /// Steps already taken (a resumed run): local step k is global StartStep+k.
   int64_t StartStep = 0;
   std::ostream *Log = nullptr;     // one line per step, or null
   std::ostream *Metrics = nullptr; // JSON lines, or null
+  /// Called as step Step (global, 1-based) begins, and after it ends with
+  /// its record (periodic checkpoints); an error stops training.
+  std::function<void(int64_t Step)> BeforeStep;
+  std::function<Status(const StepRecord &)> AfterStep;
 };
 
 struct StepRecord {

@@ -105,6 +105,11 @@ public:
   virtual Status recv(const CommGroup &G, void *Buf, size_t Count, DType T,
                       int Peer, int Tag) = 0;
   virtual Status barrier(const CommGroup &G) = 0;
+
+  /// Ends every rank of the job with exit code Code (MPI_Abort), so that an
+  /// error on one rank never leaves the others waiting in a collective. A
+  /// communicator without peers returns and the caller exits itself.
+  virtual void abortJob(int Code) {}
 };
 
 /// A communicator without peers: rank Rank of a world of Size. Groups of

@@ -87,6 +87,10 @@ public:
       MPI_Finalize();
   }
   const char *name() const override { return "mpi"; }
+  void abortJob(int Code) override {
+    if (WorldSize > 1)
+      MPI_Abort(MPI_COMM_WORLD, Code);
+  }
   int rank() const override { return WorldRank; }
   int size() const override { return WorldSize; }
 

@@ -5,14 +5,17 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Checkpoint.h"
+#include "runtime/CheckpointManifest.h"
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
 #include "runtime/Hash.h"
+#include "runtime/PeriodicCheckpoints.h"
 #include "runtime/Program.h"
 #include "runtime/Trainer.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -41,7 +44,24 @@ options:
                     --load warns about checkpoint tensors the program does
                     not use instead of refusing the checkpoint
   --save DIR        after the last step write DIR/model.safetensors,
-                    DIR/optimizer.safetensors and DIR/trainer_state.json
+                    DIR/optimizer.safetensors, DIR/trainer_state.json and
+                    last DIR/manifest.json (sizes and hashes of the others);
+                    the files go to DIR.partial, which then replaces DIR
+                    atomically: a save killed at any instant leaves DIR as it
+                    was
+  --save-every K    every K steps (and after the last) write a checkpoint to
+                    DIR/step-<step>/ of --checkpoint-dir, from a copy of the
+                    state on a background thread while training goes on
+  --checkpoint-dir DIR
+                    where --save-every writes (default: the --resume DIR)
+  --keep N          keep the newest N complete checkpoints of --save-every
+                    (default 3)
+  --resume DIR      continue from the newest complete checkpoint in DIR
+                    (DIR itself or DIR/step-*; each verified against its
+                    manifest, an older one used when a newer one is damaged),
+                    or start at step 0 when DIR has none. With --resume,
+                    --steps is the run's total: rerunning the same command
+                    after a failure finishes the same run
   --metrics FILE    write one JSON line per step (step, loss, lr,
                     step_time_s, tokens_per_s, peak_bytes)
   --save-grads DIR  after the last step write DIR/grads.safetensors with every
@@ -75,12 +95,17 @@ int usageError(const std::string &Msg) {
   return 2;
 }
 
-int FailRank = -1; // set under a mesh: errors name the rank
+int FailRank = -1;               // set under a mesh: errors name the rank
+Communicator *JobComm = nullptr; // set once MPI is up
 
+/// Prints the error and, on a mesh, ends every rank of the job: the other
+/// ranks may wait in a collective this rank will never join.
 int fail(const std::string &Msg) {
   std::cerr << "weft-run: error: "
             << (FailRank > 0 ? "rank " + std::to_string(FailRank) + ": " : "")
-            << Msg << "\n";
+            << Msg << std::endl;
+  if (JobComm && JobComm->size() > 1)
+    JobComm->abortJob(1);
   return 1;
 }
 
@@ -109,8 +134,10 @@ bool parseDouble(const std::string &S, double &Out) {
 }
 
 struct Options {
-  std::string Program, Data, Load, Save, Metrics, SaveGrads;
-  long long Steps = 10, Seed = 1234, GradCheck = 0, Threads = 0;
+  std::string Program, Data, Load, Save, Metrics, SaveGrads, Resume,
+      CheckpointDir;
+  long long Steps = 10, Seed = 1234, GradCheck = 0, Threads = 0, SaveEvery = 0,
+            Keep = 3;
   double GradTol = 0;
   bool Dump = false, Quiet = false, AllowUnused = false;
 };
@@ -150,8 +177,10 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       A = A.substr(0, Eq);
     }
     static const char *const WithValue[] = {
-        "--steps",   "--data",       "--seed",       "--load",     "--save",
-        "--metrics", "--save-grads", "--grad-check", "--grad-tol", "--threads"};
+        "--steps",    "--data",          "--seed",       "--load",
+        "--save",     "--metrics",       "--save-grads", "--grad-check",
+        "--grad-tol", "--threads",       "--resume",     "--save-every",
+        "--keep",     "--checkpoint-dir"};
     bool Known = false;
     for (const char *F : WithValue)
       Known |= A == F;
@@ -176,6 +205,10 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       Code = IntFlag(0, O.Seed);
     else if (A == "--grad-check")
       Code = IntFlag(1, O.GradCheck);
+    else if (A == "--save-every")
+      Code = IntFlag(1, O.SaveEvery);
+    else if (A == "--keep")
+      Code = IntFlag(1, O.Keep);
     else if (A == "--threads") {
       Code = IntFlag(1, O.Threads);
       // OpenMP allocates per-thread state: 100,000 threads crashed libgomp.
@@ -199,11 +232,25 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       O.Metrics = Value;
     else if (A == "--save-grads")
       O.SaveGrads = Value;
+    else if (A == "--resume")
+      O.Resume = Value;
+    else if (A == "--checkpoint-dir")
+      O.CheckpointDir = Value;
     if (Code >= 0)
       return Code;
   }
   if (O.Program.empty())
     return usageError("no PROGRAM given");
+  if (!O.Resume.empty() && !O.Load.empty())
+    return usageError("--resume and --load both name a checkpoint; give one");
+  if (O.CheckpointDir.empty())
+    O.CheckpointDir = O.Resume;
+  if (O.SaveEvery && O.CheckpointDir.empty())
+    return usageError("--save-every needs --checkpoint-dir (or --resume)");
+  if (O.Steps > kMaxCheckpointStep)
+    return usageError("--steps " + std::to_string(O.Steps) +
+                      " exceeds weft's limit of " +
+                      std::to_string(kMaxCheckpointStep) + " steps");
   return -1;
 }
 
@@ -273,6 +320,7 @@ int main(int Argc, char **Argv) {
     return fail(Comm.message());
   const bool Root = (*Comm)->rank() == 0;
   FailRank = (*Comm)->rank();
+  JobComm = Comm->get();
   if (O.GradCheck && (*Comm)->size() > 1)
     return fail("--grad-check runs on one rank (world size is " +
                 std::to_string((*Comm)->size()) + ")");
@@ -287,19 +335,50 @@ int main(int Argc, char **Argv) {
   Exec.setProfiling(std::getenv("WEFT_PROFILE") != nullptr);
 
   int64_t StartStep = 0;
+  std::vector<std::string> Warnings;
+  LoadOptions Load;
+  Load.AllowUnused = O.AllowUnused;
+  Load.Warnings = &Warnings;
   if (!O.Load.empty()) {
-    std::vector<std::string> Warnings;
-    LoadOptions Load;
-    Load.AllowUnused = O.AllowUnused;
-    Load.Warnings = &Warnings;
     Expected<int64_t> Step = loadCheckpoint(Exec, O.Load, Load);
     if (!Step.ok())
       return fail(Step.message());
-    if (Root)
-      for (const std::string &W : Warnings)
-        std::cerr << "weft-run: warning: " << W << "\n";
     StartStep = *Step;
   }
+  if (!O.Resume.empty()) {
+    // Newest first; a damaged one is reported and the next older tried.
+    // Every rank reads the same files, so every rank makes the same choice.
+    std::string Loaded;
+    for (const auto &[Step, Dir] : listCheckpoints(O.Resume)) {
+      Expected<int64_t> Got = loadCheckpoint(Exec, Dir, Load);
+      if (Got.ok()) {
+        StartStep = *Got;
+        Loaded = Dir;
+        break;
+      }
+      Warnings.push_back("skipping checkpoint: " + Got.message());
+    }
+    if (Loaded.empty() && !Warnings.empty())
+      return fail("--resume: no checkpoint in '" + O.Resume +
+                  "' loads; the newest: " + Warnings.front());
+    if (Root)
+      std::cout << (Loaded.empty()
+                        ? "resume: no checkpoint in '" + O.Resume +
+                              "': starting at step 0"
+                        : "resume: step " + std::to_string(StartStep) +
+                              " from '" + Loaded + "'")
+                << std::endl;
+  }
+  if (Root)
+    for (const std::string &W : Warnings)
+      std::cerr << "weft-run: warning: " << W << "\n";
+  // With --resume, --steps is the run's total.
+  const int64_t Steps =
+      O.Resume.empty() ? O.Steps : std::max<int64_t>(0, O.Steps - StartStep);
+  if (StartStep > kMaxCheckpointStep - Steps)
+    return fail("step " + std::to_string(StartStep) + " + --steps " +
+                std::to_string(Steps) + " exceeds weft's limit of " +
+                std::to_string(kMaxCheckpointStep) + " steps");
 
   Expected<TokenData> Data =
       O.Data.empty()
@@ -314,18 +393,34 @@ int main(int Argc, char **Argv) {
 
   std::ofstream Metrics;
   if (!O.Metrics.empty() && Root) {
-    Metrics.open(O.Metrics, std::ios::trunc);
+    // A resumed run appends: the steps it repeats appear twice.
+    Metrics.open(O.Metrics, O.Resume.empty() ? std::ios::trunc : std::ios::app);
     if (!Metrics)
       return fail("cannot open metrics file '" + O.Metrics + "'");
   }
   TrainOptions T;
-  T.Steps = O.Steps;
+  T.Steps = Steps;
   T.StartStep = StartStep;
   T.Log = O.Quiet || !Root ? nullptr : &std::cout;
   T.Metrics = O.Metrics.empty() || !Root ? nullptr : &Metrics;
+  PeriodicCheckpoints Periodic(O.CheckpointDir, O.Keep, /*WaitSeconds=*/600);
+  if (O.SaveEvery)
+    T.AfterStep = [&](const StepRecord &R) {
+      return R.Step % O.SaveEvery == 0 ? Periodic.save(Exec, R.Step)
+                                       : Status::success();
+    };
   Expected<std::vector<StepRecord>> Records = train(Exec, *Data, T);
   if (!Records.ok())
     return fail(Records.message());
+  if (O.SaveEvery) {
+    Status S = Steps == 0 || Periodic.lastStep() == StartStep + Steps
+                   ? Status::success()
+                   : Periodic.save(Exec, StartStep + Steps);
+    if (S.ok())
+      S = Periodic.finish(Exec);
+    if (!S.ok())
+      return fail(S.message());
+  }
   if (Root)
     printSummary(std::cout, *Records, Exec);
   if (std::getenv("WEFT_PROFILE") && Root)
@@ -337,7 +432,7 @@ int main(int Argc, char **Argv) {
       return fail(S.message());
   }
   if (!O.Save.empty()) {
-    Status S = saveCheckpoint(Exec, O.Save, StartStep + O.Steps);
+    Status S = saveCheckpoint(Exec, O.Save, StartStep + Steps);
     if (!S.ok())
       return fail(S.message());
   }

@@ -1,0 +1,258 @@
+//===- CheckpointManifest.cpp - What makes a checkpoint complete ----------===//
+#include "runtime/CheckpointManifest.h"
+#include "runtime/JsonDepth.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace weft {
+
+namespace {
+
+constexpr const char *kFormat = "weft-checkpoint";
+constexpr int kVersion = 1;
+
+std::string partName(int64_t Rank) {
+  return "rank-" + std::to_string(Rank) + ".json";
+}
+
+Expected<json> readJson(const fs::path &Path) {
+  std::ifstream In(Path, std::ios::binary);
+  if (!In)
+    return Status::error("cannot open '" + Path.string() + "'");
+  std::stringstream SS;
+  SS << In.rdbuf();
+  std::string Deep = jsonDepthError(SS.str(), "'" + Path.string() + "'");
+  if (!Deep.empty())
+    return Status::error(Deep);
+  json J = json::parse(SS.str(), nullptr, false);
+  if (J.is_discarded() || !J.is_object())
+    return Status::error("'" + Path.string() + "' is not a JSON object");
+  return J;
+}
+
+json filesJson(const std::string &Dir, const std::vector<std::string> &Names,
+               int64_t Rank, Status &S) {
+  json Files = json::object();
+  for (const std::string &N : Names) {
+    Expected<FileDigest> D = digestFile((fs::path(Dir) / N).string());
+    if (!D.ok()) {
+      S = D.status();
+      return Files;
+    }
+    Files[N] = {{"bytes", D->Bytes}, {"hash", D->hashHex()}, {"rank", Rank}};
+  }
+  return Files;
+}
+
+/// Reads an integer field in [Min, Max] or fails naming it.
+Status intField(const json &J, const char *Key, int64_t Min, int64_t Max,
+                const std::string &Where, int64_t &Out) {
+  if (!J.contains(Key) || !J[Key].is_number_integer())
+    return Status::error("'" + Where + "': \"" + Key + "\" must be an integer");
+  if (J[Key].is_number_unsigned() && J[Key].get<uint64_t>() > uint64_t(Max))
+    return Status::error("'" + Where + "': \"" + Key + "\" is out of range");
+  int64_t V = J[Key].get<int64_t>();
+  if (V < Min || V > Max)
+    return Status::error("'" + Where + "': \"" + Key + "\" is " +
+                         std::to_string(V) + ", expected " +
+                         std::to_string(Min) + ".." + std::to_string(Max));
+  Out = V;
+  return Status::success();
+}
+
+bool parseHex(const std::string &S, uint64_t &Out) {
+  if (S.size() != 16)
+    return false;
+  Out = 0;
+  for (char C : S) {
+    int V = C >= '0' && C <= '9'   ? C - '0'
+            : C >= 'a' && C <= 'f' ? C - 'a' + 10
+                                   : -1;
+    if (V < 0)
+      return false;
+    Out = Out << 4 | uint64_t(V);
+  }
+  return true;
+}
+
+} // namespace
+
+Status writeRankPart(const std::string &Dir, int64_t Step, int64_t Rank,
+                     int64_t WorldSize, const std::vector<std::string> &Names) {
+  Status S = Status::success();
+  json Files = filesJson(Dir, Names, Rank, S);
+  WEFT_RETURN_IF_ERROR(S);
+  json Part = {{"step", Step},
+               {"rank", Rank},
+               {"world_size", WorldSize},
+               {"files", Files}};
+  return writeTextDurably((fs::path(Dir) / partName(Rank)).string(),
+                          Part.dump(1));
+}
+
+Status writeManifest(const std::string &Dir, int64_t Step, const Mesh &M,
+                     int64_t WorldSize, const std::vector<std::string> &Names,
+                     double WaitSeconds) {
+  Status S = Status::success();
+  json Files = filesJson(Dir, Names, 0, S);
+  WEFT_RETURN_IF_ERROR(S);
+  auto Deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration<double>(WaitSeconds);
+  for (int64_t R = 1; R < WorldSize; ++R) {
+    fs::path Part = fs::path(Dir) / partName(R);
+    std::error_code EC;
+    while (!fs::exists(Part, EC)) {
+      if (std::chrono::steady_clock::now() > Deadline)
+        return Status::error("checkpoint '" + Dir + "': rank " +
+                             std::to_string(R) + " did not write '" +
+                             Part.filename().string() + "' within " +
+                             std::to_string(int64_t(WaitSeconds)) + " s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    Expected<json> J = readJson(Part);
+    if (!J.ok())
+      return J.status();
+    if (!J->contains("files") || !(*J)["files"].is_object() ||
+        J->value("step", int64_t(-1)) != Step ||
+        J->value("rank", int64_t(-1)) != R)
+      return Status::error("'" + Part.string() + "' is not rank " +
+                           std::to_string(R) + "'s part of step " +
+                           std::to_string(Step));
+    for (auto It = (*J)["files"].begin(); It != (*J)["files"].end(); ++It)
+      Files[It.key()] = It.value();
+  }
+  json Man = {{"format", kFormat},
+              {"version", kVersion},
+              {"step", Step},
+              {"world_size", WorldSize},
+              {"files", Files}};
+  if (!M.Axes.empty())
+    Man["mesh"] = {{"axes", M.Axes}, {"shape", M.Dims}};
+  return writeTextDurably((fs::path(Dir) / "manifest.json").string(),
+                          Man.dump(1));
+}
+
+namespace {
+
+/// The names only weft writes into a checkpoint directory.
+bool isWeftFile(const std::string &Name) {
+  auto Starts = [&](const char *P) { return Name.rfind(P, 0) == 0; };
+  return Name == "manifest.json" || Name == "trainer_state.json" ||
+         Name == "layout.json" || Name == "optimizer.safetensors" ||
+         Starts("model-rank") || Starts("optimizer-rank") || Starts("rank-");
+}
+
+} // namespace
+
+bool looksLikeWeftCheckpoint(const std::string &Dir) {
+  std::error_code EC;
+  for (const fs::directory_entry &D : fs::directory_iterator(Dir, EC))
+    if (isWeftFile(D.path().filename().string()))
+      return true;
+  return false;
+}
+
+Expected<Manifest> verifyCheckpoint(const std::string &Dir) {
+  fs::path Path = fs::path(Dir) / "manifest.json";
+  std::string Where = Path.string();
+  std::error_code EC;
+  if (!fs::exists(Path, EC))
+    return Status::error(
+        "checkpoint '" + Dir +
+        "' is incomplete: it has no manifest.json (its save was interrupted, "
+        "or it was written by a weft older than manifests)");
+  Expected<json> JE = readJson(Path);
+  if (!JE.ok())
+    return JE.status();
+  const json &J = *JE;
+  if (J.value("format", "") != kFormat || !J.contains("version") ||
+      J["version"] != kVersion)
+    return Status::error("'" + Where + "' is not a version " +
+                         std::to_string(kVersion) + " " + kFormat +
+                         " manifest");
+  Manifest M;
+  WEFT_RETURN_IF_ERROR(
+      intField(J, "step", 0, kMaxCheckpointStep, Where, M.Step));
+  WEFT_RETURN_IF_ERROR(
+      intField(J, "world_size", 1, int64_t(1) << 20, Where, M.WorldSize));
+  if (J.contains("mesh")) {
+    try {
+      M.M.Axes = J["mesh"].at("axes").get<AxesList>();
+      M.M.Dims = J["mesh"].at("shape").get<std::vector<int64_t>>();
+    } catch (const json::exception &) {
+      return Status::error("'" + Where + "': mesh needs axes and shape");
+    }
+    if (Status S = checkMesh(M.M); !S.ok())
+      return Status::error("'" + Where + "': " + S.message());
+    if (M.M.size() != M.WorldSize)
+      return Status::error("'" + Where + "': mesh " + M.M.describe() +
+                           " does not have world_size " +
+                           std::to_string(M.WorldSize) + " ranks");
+  }
+  if (!J.contains("files") || !J["files"].is_object())
+    return Status::error("'" + Where + "': \"files\" must be an object");
+  for (auto It = J["files"].begin(); It != J["files"].end(); ++It) {
+    const std::string &Name = It.key();
+    const json &F = It.value();
+    std::string FWhere = Where + "' file '" + Name;
+    if (Name.empty() || Name.find('/') != std::string::npos ||
+        Name.find("..") != std::string::npos || !F.is_object())
+      return Status::error("'" + Where + "': bad file entry '" + Name + "'");
+    ManifestFile MF;
+    MF.Name = Name;
+    int64_t Bytes = 0;
+    WEFT_RETURN_IF_ERROR(intField(F, "bytes", 0, INT64_MAX, FWhere, Bytes));
+    WEFT_RETURN_IF_ERROR(
+        intField(F, "rank", 0, M.WorldSize - 1, FWhere, MF.Rank));
+    MF.Digest.Bytes = uint64_t(Bytes);
+    if (!F.contains("hash") || !F["hash"].is_string() ||
+        !parseHex(F["hash"].get<std::string>(), MF.Digest.Hash))
+      return Status::error("'" + FWhere + "': \"hash\" must be 16 hex digits");
+    M.Files.push_back(MF);
+  }
+  // Every file the manifest names, as it was written.
+  for (const ManifestFile &F : M.Files) {
+    fs::path P = fs::path(Dir) / F.Name;
+    if (!fs::is_regular_file(P, EC))
+      return Status::error("checkpoint '" + Dir + "' lacks '" + F.Name +
+                           "' (written by rank " + std::to_string(F.Rank) +
+                           " at step " + std::to_string(M.Step) +
+                           " per manifest.json)");
+    Expected<FileDigest> D = digestFile(P.string());
+    if (!D.ok())
+      return D.status();
+    if (D->Bytes != F.Digest.Bytes || D->Hash != F.Digest.Hash)
+      return Status::error(
+          "checkpoint '" + Dir + "': '" + F.Name + "' is not the file rank " +
+          std::to_string(F.Rank) + " wrote at step " + std::to_string(M.Step) +
+          " (" + std::to_string(D->Bytes) + " bytes, hash " + D->hashHex() +
+          "; manifest.json: " + std::to_string(F.Digest.Bytes) +
+          " bytes, hash " + F.Digest.hashHex() + ")");
+  }
+  // No weft file beside them that the manifest does not name.
+  for (const fs::directory_entry &D : fs::directory_iterator(Dir, EC)) {
+    std::string Name = D.path().filename().string();
+    if (Name == "manifest.json" || Name.rfind("rank-", 0) == 0 ||
+        !isWeftFile(Name))
+      continue;
+    bool Listed = false;
+    for (const ManifestFile &F : M.Files)
+      Listed |= F.Name == Name;
+    if (!Listed)
+      return Status::error("checkpoint '" + Dir + "' holds '" + Name +
+                           "', which its manifest.json does not list");
+  }
+  return M;
+}
+
+} // namespace weft
