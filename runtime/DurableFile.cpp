@@ -1,7 +1,10 @@
 //===- DurableFile.cpp - Files that are whole or absent -------------------===//
 #include "runtime/DurableFile.h"
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -17,6 +20,21 @@ namespace weft {
 namespace {
 
 std::string errnoText() { return std::strerror(errno); }
+
+/// Test hook: WEFT_TEST_KILL_SAVE=K kills the process at the K-th point
+/// (1-based) where a checkpoint file is half-made: written but not synced,
+/// synced but not renamed, renamed but its directory not synced, and after
+/// a checkpoint directory is exchanged. The fault test uses it to check that
+/// a save killed at any of them leaves the previous checkpoint loadable.
+void faultPoint() {
+  static const long KillAt = [] {
+    const char *V = std::getenv("WEFT_TEST_KILL_SAVE");
+    return V ? std::atol(V) : 0L;
+  }();
+  static std::atomic<long> Reached{0};
+  if (KillAt > 0 && ++Reached == KillAt)
+    ::raise(SIGKILL);
+}
 
 Status syncPath(const std::string &Path, int Flags) {
   int Fd = ::open(Path.c_str(), Flags | O_CLOEXEC);
@@ -54,11 +72,14 @@ Status writeDurably(const std::string &Path,
   };
   if (Status S = Write(Tmp); !S.ok())
     return Cleanup(S);
+  faultPoint();
   if (Status S = syncPath(Tmp, O_RDONLY); !S.ok())
     return Cleanup(S);
+  faultPoint();
   if (::rename(Tmp.c_str(), Path.c_str()) != 0)
     return Cleanup(Status::error("cannot rename '" + Tmp + "' to '" + Path +
                                  "': " + errnoText()));
+  faultPoint();
   return syncDirectory(parentOf(Path));
 }
 
@@ -84,6 +105,7 @@ Status exchangeOrRename(const std::string &From, const std::string &To) {
     return Status::error("cannot rename '" + From + "' to '" + To +
                          "': " + errnoText());
   }
+  faultPoint();
   return syncDirectory(parentOf(To));
 }
 
