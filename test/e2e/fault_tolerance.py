@@ -10,6 +10,9 @@
    step. The job must be seen dead (weft-launch reports the failed attempt)
    within 10 s, restart by itself once, and end with checkpoint files
    byte-identical to an uninterrupted run's.
+3. No hangs. An error on one rank (rank 0's metrics on a full disk) ends
+   the whole job; a rank stopped by SIGSTOP is reported by its peer's
+   --collective-timeout, naming it, and the job ends.
 
 usage: fault_tolerance.py BINDIR TOKENS WORKDIR TRIALS SEED
 """
@@ -165,6 +168,53 @@ def killed_rank_trial(prog, ref, t, rng):
     return detected
 
 
+def no_hangs(prog):
+    """An error on one rank ends the job; a stopped rank is named."""
+    base = MPIRUN + ["-np", "2", RUN, prog, "--data", TOKENS, "--quiet"]
+    t0 = time.monotonic()
+    r = subprocess.run(base + ["--steps", "1000", "--metrics", "/dev/full"],
+                       capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    if r.returncode == 0 or "cannot write the metrics file" not in r.stderr:
+        fail(f"an error on rank 0 (metrics on a full disk): exit "
+             f"{r.returncode}\n{r.stderr[-1500:]}")
+    print(f"error on rank 0: job ended in {took:.1f} s, exit {r.returncode}")
+
+    timeout = 3
+    stop_metrics = os.path.join(WORK, "stop.jsonl")
+    if os.path.exists(stop_metrics):
+        os.remove(stop_metrics)
+    p = subprocess.Popen(base + ["--steps", "100000", "--collective-timeout",
+                                 str(timeout), "--metrics",
+                                 os.path.join(WORK, "stop.jsonl")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    while metrics_step(stop_metrics) < 20:
+        if p.poll() is not None:
+            fail("the job ended before step 20")
+        time.sleep(0.01)
+    pid = rank_pids(prog).get(1)
+    if pid is None:
+        p.kill()
+        fail("no process for rank 1")
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        os.kill(pid, signal.SIGKILL)
+        fail("a stopped rank hung the job")
+    took = time.monotonic() - t0
+    want = re.search(r"rank 0: [a-z -]+ (over|for) .* at step \d+ did not complete "
+                     r"within 3 s .*rank 1 stopped responding", err)
+    if p.returncode == 0 or not want or took > timeout + 5:
+        fail(f"stopped rank: exit {p.returncode} after {took:.1f} s\n"
+             f"{err[-1500:]}")
+    print(f"stopped rank: job ended {took:.1f} s after SIGSTOP "
+          f"(--collective-timeout {timeout}); rank 0 named rank 1")
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     prog1 = os.path.join(WORK, "one.weft")
@@ -174,6 +224,7 @@ def main():
     run(compile_ + ["-o", prog1])
     run(compile_ + ["--mesh", "dp=2", "--zero", "1", "-o", prog2])
 
+    no_hangs(prog2)
     for prog, ranks in ((prog1, 1), (prog2, 2)):
         for mode in (["--save"], ["--save-every"]):
             n = killed_save_points(prog, ranks, mode)

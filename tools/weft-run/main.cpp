@@ -13,6 +13,7 @@
 #include "runtime/Program.h"
 #include "runtime/Trainer.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/Watchdog.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include <algorithm>
@@ -75,6 +76,11 @@ options:
                     below the floor are compared absolutely. Without --data
                     the tokens are pseudo-random from --seed. Exits 1 if an error exceeds --grad-tol.
   --grad-tol X      grad-check tolerance (default 1e-5 for f64, 5e-2 for f32)
+  --collective-timeout S
+                    on a mesh, a collective that has not completed after S
+                    seconds (default 600; 0: wait forever) ends the job,
+                    naming the rank, the op, its group, the step and the
+                    ranks that stopped responding (a heartbeat)
   --threads N       worker threads (default: all cores); GEMMs are split
                     across them, OpenBLAS itself always runs single-threaded
   --dump            print the program readably and exit
@@ -138,7 +144,7 @@ struct Options {
       CheckpointDir;
   long long Steps = 10, Seed = 1234, GradCheck = 0, Threads = 0, SaveEvery = 0,
             Keep = 3;
-  double GradTol = 0;
+  double GradTol = 0, CollectiveTimeout = 600;
   bool Dump = false, Quiet = false, AllowUnused = false;
 };
 
@@ -177,10 +183,11 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       A = A.substr(0, Eq);
     }
     static const char *const WithValue[] = {
-        "--steps",    "--data",          "--seed",       "--load",
-        "--save",     "--metrics",       "--save-grads", "--grad-check",
-        "--grad-tol", "--threads",       "--resume",     "--save-every",
-        "--keep",     "--checkpoint-dir"};
+        "--steps",      "--data",           "--seed",
+        "--load",       "--save",           "--metrics",
+        "--save-grads", "--grad-check",     "--grad-tol",
+        "--threads",    "--resume",         "--save-every",
+        "--keep",       "--checkpoint-dir", "--collective-timeout"};
     bool Known = false;
     for (const char *F : WithValue)
       Known |= A == F;
@@ -216,6 +223,12 @@ int parseArgs(int Argc, char **Argv, Options &O) {
         Code = usageError("--threads " + Value +
                           " exceeds weft's limit of "
                           "1024 threads per rank");
+    } else if (A == "--collective-timeout") {
+      if (!parseDouble(Value, O.CollectiveTimeout) && Value != "0")
+        Code = usageError("bad value '" + Value +
+                          "' for --collective-timeout (expected seconds)");
+      if (Value == "0")
+        O.CollectiveTimeout = 0;
     } else if (A == "--grad-tol") {
       if (!parseDouble(Value, O.GradTol))
         Code = usageError("bad value '" + Value +
@@ -320,6 +333,13 @@ int main(int Argc, char **Argv) {
     return fail(Comm.message());
   const bool Root = (*Comm)->rank() == 0;
   FailRank = (*Comm)->rank();
+  WatchedCommunicator *Watched = nullptr;
+  if ((*Comm)->size() > 1 && O.CollectiveTimeout > 0) {
+    std::unique_ptr<WatchedCommunicator> W =
+        watchCommunicator(std::move(*Comm), O.CollectiveTimeout, mpiJobId());
+    Watched = W.get();
+    *Comm = std::unique_ptr<Communicator>(std::move(W));
+  }
   JobComm = Comm->get();
   if (O.GradCheck && (*Comm)->size() > 1)
     return fail("--grad-check runs on one rank (world size is " +
@@ -403,6 +423,8 @@ int main(int Argc, char **Argv) {
   T.StartStep = StartStep;
   T.Log = O.Quiet || !Root ? nullptr : &std::cout;
   T.Metrics = O.Metrics.empty() || !Root ? nullptr : &Metrics;
+  if (Watched)
+    T.BeforeStep = [&](int64_t Step) { Watched->setStep(Step); };
   PeriodicCheckpoints Periodic(O.CheckpointDir, O.Keep, /*WaitSeconds=*/600);
   if (O.SaveEvery)
     T.AfterStep = [&](const StepRecord &R) {
