@@ -59,13 +59,14 @@ Status intField(const json &J, const char *Key, int64_t Min, int64_t Max,
                 const std::string &Where, int64_t &Out) {
   if (!J.contains(Key) || !J[Key].is_number_integer())
     return Status::error("'" + Where + "': \"" + Key + "\" must be an integer");
-  if (J[Key].is_number_unsigned() && J[Key].get<uint64_t>() > uint64_t(Max))
-    return Status::error("'" + Where + "': \"" + Key + "\" is out of range");
-  int64_t V = J[Key].get<int64_t>();
-  if (V < Min || V > Max)
+  bool Unsigned = J[Key].is_number_unsigned();
+  if ((Unsigned && J[Key].get<uint64_t>() > uint64_t(Max)) ||
+      (!Unsigned &&
+       (J[Key].get<int64_t>() < Min || J[Key].get<int64_t>() > Max)))
     return Status::error("'" + Where + "': \"" + Key + "\" is " +
-                         std::to_string(V) + ", expected " +
-                         std::to_string(Min) + ".." + std::to_string(Max));
+                         J[Key].dump() + ", expected " + std::to_string(Min) +
+                         ".." + std::to_string(Max));
+  int64_t V = J[Key].get<int64_t>();
   Out = V;
   return Status::success();
 }

@@ -1,0 +1,251 @@
+//===- CheckpointIntegrityTest.cpp - Manifests, durable saves, rotation ---===//
+//
+// Each test damages a saved checkpoint the way a crash, a careless copy or a
+// crafted file would, and expects the load to refuse it naming the file.
+// Before manifests every one of these loaded silently (issue 9).
+//
+//===----------------------------------------------------------------------===//
+#include "TestPrograms.h"
+#include "runtime/Checkpoint.h"
+#include "runtime/CheckpointManifest.h"
+#include "runtime/DurableFile.h"
+#include "runtime/PeriodicCheckpoints.h"
+#include "runtime/Safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace weft;
+using namespace weft::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::unique_ptr<Executor> tinyExecutor(uint64_t Seed = 1234) {
+  Expected<Program> P = parseProgram(tinyProgram().file());
+  EXPECT_TRUE(P.ok()) << P.message();
+  Expected<std::unique_ptr<Executor>> E = Executor::create(P.take());
+  EXPECT_TRUE(E.ok()) << E.message();
+  (*E)->initParams(Seed);
+  return E.take();
+}
+
+/// A fresh checkpoint of a tiny model at Step in a fresh directory.
+std::string saved(const std::string &Name, int64_t Step = 5) {
+  std::string Dir = ::testing::TempDir() + "weft_integrity_" + Name;
+  fs::remove_all(Dir);
+  auto E = tinyExecutor();
+  Status S = saveCheckpoint(*E, Dir, Step);
+  EXPECT_TRUE(S.ok()) << S.message();
+  return Dir;
+}
+
+/// Rewrites the manifest to match the files as they now are, so that a test
+/// reaches the checks behind the manifest's.
+void reseal(const std::string &Dir, int64_t Step) {
+  std::vector<std::string> Names;
+  for (const char *N :
+       {"model.safetensors", "optimizer.safetensors", "trainer_state.json"})
+    if (fs::exists(Dir + "/" + N))
+      Names.push_back(N);
+  ASSERT_TRUE(writeManifest(Dir, Step, Mesh(), 1, Names, 1).ok());
+}
+
+std::string loadError(const std::string &Dir) {
+  auto E = tinyExecutor(99);
+  Expected<int64_t> R = loadCheckpoint(*E, Dir);
+  return R.ok() ? "loaded step " + std::to_string(*R) : R.message();
+}
+
+bool has(const std::string &S, const std::string &Part) {
+  return S.find(Part) != std::string::npos;
+}
+
+TEST(CheckpointIntegrity, ACompleteSaveHasAManifestAndLoads) {
+  std::string Dir = saved("complete");
+  EXPECT_TRUE(fs::exists(Dir + "/manifest.json"));
+  EXPECT_FALSE(fs::exists(Dir + ".partial"));
+  EXPECT_EQ(loadError(Dir), "loaded step 5");
+  Expected<Manifest> M = verifyCheckpoint(Dir);
+  ASSERT_TRUE(M.ok()) << M.message();
+  EXPECT_EQ(M->Step, 5);
+  EXPECT_EQ(M->Files.size(), 3u);
+}
+
+TEST(CheckpointIntegrity, ASaveOverAnOldOneReplacesItWhole) {
+  std::string Dir = saved("replace", 5);
+  auto E = tinyExecutor(7);
+  ASSERT_TRUE(saveCheckpoint(*E, Dir, 9).ok());
+  EXPECT_EQ(loadError(Dir), "loaded step 9");
+  EXPECT_FALSE(fs::exists(Dir + ".partial"));
+}
+
+TEST(CheckpointIntegrity, RefusesAMissingOptimizerFile) {
+  std::string Dir = saved("no_optimizer");
+  fs::remove(Dir + "/optimizer.safetensors");
+  std::string Msg = loadError(Dir);
+  EXPECT_TRUE(has(Msg, "lacks 'optimizer.safetensors'")) << Msg;
+}
+
+TEST(CheckpointIntegrity, RefusesAMissingTrainerState) {
+  std::string Dir = saved("no_state");
+  fs::remove(Dir + "/trainer_state.json");
+  std::string Msg = loadError(Dir);
+  EXPECT_TRUE(has(Msg, "lacks 'trainer_state.json'")) << Msg;
+}
+
+TEST(CheckpointIntegrity, RefusesACheckpointWithoutManifest) {
+  std::string Dir = saved("no_manifest");
+  fs::remove(Dir + "/manifest.json");
+  std::string Msg = loadError(Dir);
+  EXPECT_TRUE(has(Msg, "is incomplete: it has no manifest.json")) << Msg;
+}
+
+TEST(CheckpointIntegrity, RefusesAChangedByte) {
+  std::string Dir = saved("flipped");
+  {
+    std::fstream F(Dir + "/model.safetensors",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    F.seekp(-3, std::ios::end);
+    F.put('\x7f');
+  }
+  std::string Msg = loadError(Dir);
+  EXPECT_TRUE(has(Msg, "'model.safetensors' is not the file rank 0 wrote at "
+                       "step 5"))
+      << Msg;
+}
+
+TEST(CheckpointIntegrity, RefusesATruncatedFile) {
+  std::string Dir = saved("truncated");
+  fs::resize_file(Dir + "/optimizer.safetensors", 100);
+  std::string Msg = loadError(Dir);
+  EXPECT_TRUE(has(Msg, "'optimizer.safetensors' is not the file")) << Msg;
+  EXPECT_TRUE(has(Msg, "100 bytes")) << Msg;
+}
+
+TEST(CheckpointIntegrity, RefusesAStepTheManifestDoesNotHold) {
+  std::string Dir = saved("step_mismatch", 5);
+  std::ofstream(Dir + "/trainer_state.json") << "{\"step\": 10}\n";
+  reseal(Dir, 5);
+  std::string Msg = loadError(Dir);
+  EXPECT_TRUE(has(Msg, "trainer_state.json holds step 10, manifest.json "
+                       "step 5"))
+      << Msg;
+}
+
+TEST(CheckpointIntegrity, RefusesAStepNearInt64Max) {
+  std::string Dir = saved("huge_step");
+  std::ofstream(Dir + "/trainer_state.json")
+      << "{\"step\": 9223372036854775806}\n";
+  reseal(Dir, 5);
+  std::string Msg = loadError(Dir);
+  EXPECT_TRUE(has(Msg, "must be {\"step\": <integer in 0..")) << Msg;
+  // And in the manifest itself.
+  std::string M = Dir + "/manifest.json";
+  std::stringstream SS;
+  SS << std::ifstream(M).rdbuf();
+  std::string Text = SS.str();
+  Text.replace(Text.find("\"step\": 5"), 9, "\"step\": 9223372036854775806");
+  std::ofstream(M) << Text;
+  Msg = loadError(Dir);
+  EXPECT_TRUE(has(Msg, "\"step\" is 9223372036854775806, expected 0..")) << Msg;
+}
+
+TEST(CheckpointIntegrity, RefusesAnOptimizerTensorOfAnotherShape) {
+  // Same element count, transposed shape: it used to load element by
+  // element into the wrong places.
+  std::string Dir = saved("opt_shape");
+  Expected<SafetensorsFile> F =
+      SafetensorsFile::read(Dir + "/optimizer.safetensors");
+  ASSERT_TRUE(F.ok()) << F.message();
+  std::vector<std::vector<float>> Data;
+  std::vector<TensorToWrite> Out;
+  for (const SafeTensor &T : F->tensors()) {
+    Data.emplace_back(size_t(numElements(T.Dims)));
+    ASSERT_TRUE(F->convert(T, DType::F32, Data.back().data()).ok());
+    Shape D = T.Dims;
+    if (T.Name == "head.weight.exp_avg")
+      std::swap(D[0], D[1]);
+    Out.push_back({T.Name, DType::F32, D, Data.back().data()});
+  }
+  ASSERT_TRUE(writeSafetensors(Dir + "/optimizer.safetensors", Out).ok());
+  reseal(Dir, 5);
+  std::string Msg = loadError(Dir);
+  EXPECT_TRUE(has(Msg, "tensor 'head.weight.exp_avg' has shape [16,8], "
+                       "expected [8,16]"))
+      << Msg;
+}
+
+TEST(CheckpointIntegrity, RefusesAWeftFileTheManifestDoesNotList) {
+  std::string Dir = saved("extra");
+  fs::copy_file(Dir + "/model.safetensors", Dir + "/model-rank1.safetensors");
+  std::string Msg = loadError(Dir);
+  EXPECT_TRUE(has(Msg, "holds 'model-rank1.safetensors', which its "
+                       "manifest.json does not list"))
+      << Msg;
+}
+
+TEST(CheckpointIntegrity, AnInterruptedSaveLeavesThePreviousOne) {
+  // What a save killed before its exchange leaves: DIR intact beside a
+  // DIR.partial without a manifest. The next save clears it.
+  std::string Dir = saved("interrupted", 5);
+  fs::create_directories(Dir + ".partial");
+  std::ofstream(Dir + ".partial/model.safetensors") << "half";
+  EXPECT_EQ(loadError(Dir), "loaded step 5");
+  auto E = tinyExecutor();
+  ASSERT_TRUE(saveCheckpoint(*E, Dir, 6).ok());
+  EXPECT_EQ(loadError(Dir), "loaded step 6");
+}
+
+TEST(CheckpointIntegrity, DurableWriteLeavesTheOldFileOnFailure) {
+  std::string Path = ::testing::TempDir() + "weft_durable.txt";
+  ASSERT_TRUE(writeTextDurably(Path, "old").ok());
+  Status S = writeDurably(Path, [](const std::string &Tmp) {
+    std::ofstream(Tmp) << "half of the new";
+    return Status::error("disk full");
+  });
+  EXPECT_FALSE(S.ok());
+  std::stringstream SS;
+  SS << std::ifstream(Path).rdbuf();
+  EXPECT_EQ(SS.str(), "old\n");
+  for (const auto &D : fs::directory_iterator(::testing::TempDir()))
+    EXPECT_EQ(D.path().filename().string().find(".weft_durable.txt.tmp"),
+              std::string::npos)
+        << D.path();
+}
+
+TEST(CheckpointIntegrity, ContentHashSeesEveryByte) {
+  std::vector<unsigned char> B(1000, 0);
+  uint64_t H0 = contentHash(B.data(), B.size());
+  for (size_t I : {size_t(0), size_t(31), size_t(32), size_t(999)}) {
+    B[I] = 1;
+    EXPECT_NE(contentHash(B.data(), B.size()), H0) << I;
+    B[I] = 0;
+  }
+  EXPECT_NE(contentHash(B.data(), 999), H0); // length counts
+}
+
+TEST(PeriodicCheckpoints, KeepsTheNewestNAndListsThemNewestFirst) {
+  std::string Root = ::testing::TempDir() + "weft_periodic";
+  fs::remove_all(Root);
+  auto E = tinyExecutor();
+  {
+    PeriodicCheckpoints P(Root, 2, 10);
+    for (int64_t Step : {2, 4, 6})
+      ASSERT_TRUE(P.save(*E, Step).ok());
+    ASSERT_TRUE(P.finish(*E).ok());
+  }
+  // An incomplete newer one (a save cut short) is not listed.
+  fs::create_directories(Root + "/" + checkpointDirName(8));
+  auto L = listCheckpoints(Root);
+  ASSERT_EQ(L.size(), 2u);
+  EXPECT_EQ(L[0].first, 6);
+  EXPECT_EQ(L[1].first, 4);
+  EXPECT_FALSE(fs::exists(Root + "/" + checkpointDirName(2)));
+  EXPECT_EQ(loadError(L[0].second), "loaded step 6");
+}
+
+} // namespace
