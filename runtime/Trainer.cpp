@@ -1,5 +1,6 @@
 //===- Trainer.cpp - Step loop, lr schedule, metrics, gradient check ------===//
 #include "runtime/Trainer.h"
+#include "runtime/TrainingChecks.h"
 
 #include <algorithm>
 #include <chrono>
@@ -32,35 +33,61 @@ Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
       O.BeforeStep(Ctx.Step);
     Ctx.Lr = learningRate(P.Optimizer, Ctx.Step);
     Ctx.Optimizer = &P.Optimizer;
-    Status S = E.run(0, NumInsts, Ctx);
+    const std::string At = "step " + std::to_string(Ctx.Step);
+    // Forward and backward; the gradients are checked before any update.
+    Status S = E.run(0, P.OptimizerBegin, Ctx);
     if (!S.ok())
-      return S.withContext("step " + std::to_string(Ctx.Step));
+      return S.withContext(At);
+    Expected<std::string> Bad = firstNonFinite(E);
+    if (!Bad.ok())
+      return Bad.status().withContext(At);
+    if (!Bad->empty() && !O.SkipNonFinite)
+      return Status::error(At + ": " + *Bad +
+                           "; stopping before the update (--on-nonfinite "
+                           "skip skips such steps)");
+    if (Bad->empty()) {
+      S = E.run(P.OptimizerBegin, NumInsts, Ctx);
+      if (!S.ok())
+        return S.withContext(At);
+    }
     double Secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - T0)
             .count();
-    StepRecord R{Ctx.Step, E.loss(), Ctx.Lr, Secs, TokensPerStep / Secs};
+    StepRecord R{Ctx.Step, E.loss(), Ctx.Lr, Secs, TokensPerStep / Secs, *Bad};
     Records.push_back(R);
-    if (!std::isfinite(R.Loss))
-      return Status::error("step " + std::to_string(R.Step) +
-                           ": loss is not finite (" + std::to_string(R.Loss) +
-                           ")");
+    if (O.CheckReplicasEvery && Ctx.Step % O.CheckReplicasEvery == 0) {
+      Expected<std::string> Drift = checkReplicas(E);
+      if (!Drift.ok())
+        return Drift.status().withContext(At);
+      if (!Drift->empty())
+        return Status::error(At + ": replicas differ: " + *Drift);
+    }
     if (O.Log) {
       char Line[160];
       std::snprintf(Line, sizeof(Line),
                     "step %4lld | loss %.6f | lr %.2e | %.1f ms | %.0f tok/s\n",
                     (long long)R.Step, R.Loss, R.Lr, R.Seconds * 1e3,
                     R.TokensPerSec);
-      *O.Log << Line << std::flush;
+      *O.Log << Line;
+      if (!R.Skipped.empty())
+        *O.Log << "step " << R.Step << " skipped: " << R.Skipped << "\n";
+      *O.Log << std::flush;
     }
     if (O.Metrics) {
       char Line[320];
+      // JSON has no NaN: a non-finite loss (a skipped step) is null.
+      char Loss[32] = "null";
+      if (std::isfinite(R.Loss))
+        std::snprintf(Loss, sizeof(Loss), "%.9g", R.Loss);
       std::snprintf(Line, sizeof(Line),
-                    "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
+                    "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, "
                     "\"step_time_s\": %.9g, \"tokens_per_s\": %.9g, "
                     "\"peak_bytes\": %zu",
-                    (long long)R.Step, R.Loss, R.Lr, R.Seconds, R.TokensPerSec,
+                    (long long)R.Step, Loss, R.Lr, R.Seconds, R.TokensPerSec,
                     E.peakBytes());
       *O.Metrics << Line;
+      if (!R.Skipped.empty())
+        *O.Metrics << ", \"skipped\": true";
       auto Comm = E.commBytes();
       if (!Comm.empty()) {
         *O.Metrics << ", \"comm_bytes\": {";

@@ -27,11 +27,21 @@ struct TrainOptions {
   /// its record (periodic checkpoints); an error stops training.
   std::function<void(int64_t Step)> BeforeStep;
   std::function<Status(const StepRecord &)> AfterStep;
+  /// A NaN or infinity in the loss or a gradient (checked before the
+  /// optimizer, firstNonFinite) stops training naming the step and the
+  /// tensor; with SkipNonFinite the step's update is skipped instead (its
+  /// batch is consumed, the step count and lr schedule go on, as after a
+  /// GradScaler skip; the step's record says so).
+  bool SkipNonFinite = false;
+  /// Every this many steps (0: never) the data-parallel replicas are
+  /// compared (checkReplicas); a difference stops training.
+  int64_t CheckReplicasEvery = 0;
 };
 
 struct StepRecord {
   int64_t Step; // global, 1-based
   double Loss, Lr, Seconds, TokensPerSec;
+  std::string Skipped; // why the update was skipped, or empty
 };
 
 /// Runs Steps full steps (data -> inputs, all instructions).

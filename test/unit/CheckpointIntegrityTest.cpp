@@ -11,6 +11,8 @@
 #include "runtime/DurableFile.h"
 #include "runtime/PeriodicCheckpoints.h"
 #include "runtime/Safetensors.h"
+#include "runtime/Trainer.h"
+#include "runtime/TrainingChecks.h"
 
 #include <gtest/gtest.h>
 
@@ -248,4 +250,86 @@ TEST(PeriodicCheckpoints, KeepsTheNewestNAndListsThemNewestFirst) {
   EXPECT_EQ(loadError(L[0].second), "loaded step 6");
 }
 
+} // namespace
+
+namespace {
+// tinyProgram (f64) whose head gradient overflows to infinity on purpose:
+// 1e300 squared, written over the gradient before the optimizer.
+std::unique_ptr<Executor> overflowingExecutor() {
+  ProgramBuilder PB("f64", 2, 4, 16);
+  auto Wte = PB.param("wte.weight", {16, 8}, 0.5);
+  auto W = PB.param("head.weight", {8, 16}, 0.5);
+  int64_t X = PB.arena({2, 4, 8}), Logits = PB.arena({2, 4, 16}),
+          Loss = PB.arena({});
+  PB.op("embedding", {Wte.Value, PB.Tokens}, {X});
+  PB.op("matmul", {X, W.Value}, {Logits});
+  PB.op("cross_entropy", {Logits, PB.Targets}, {Loss});
+  PB.markForwardEnd(Loss);
+  int64_t DLoss = PB.arena({}), DLogits = PB.arena({2, 4, 16}),
+          Dx = PB.arena({2, 4, 8}), Big = PB.arena({8, 16});
+  PB.op("fill", {}, {DLoss}, {{"value", 1.0}});
+  PB.op("cross_entropy_grad", {Logits, PB.Targets, DLoss}, {DLogits});
+  PB.op("matmul", {X, DLogits}, {W.Grad}, {{"transpose_a", true}});
+  PB.op("matmul", {DLogits, W.Value}, {Dx}, {{"transpose_b", true}});
+  PB.op("embedding_grad", {Dx, PB.Tokens}, {Wte.Grad});
+  PB.op("fill", {}, {Big}, {{"value", 1e300}});
+  PB.op("mul", {Big, Big}, {W.Grad});
+  PB.addOptimizer();
+  PB.root()["arena_bytes"] = 1 << 16;
+  Expected<Program> P = parseProgram(PB.file());
+  EXPECT_TRUE(P.ok()) << P.message();
+  Expected<std::unique_ptr<Executor>> E = Executor::create(P.take());
+  EXPECT_TRUE(E.ok()) << E.message();
+  (*E)->initParams(3);
+  return E.take();
+}
+
+TokenData someTokens() {
+  std::vector<uint32_t> T(256);
+  for (size_t I = 0; I < T.size(); ++I)
+    T[I] = uint32_t(I * 7 % 16);
+  return *TokenData::fromTokens(T, 16, 4);
+}
+
+TEST(TrainingChecks, ANonFiniteGradientStopsBeforeTheUpdate) {
+  auto E = overflowingExecutor();
+  double Before = E->paramElement(1, 0);
+  TrainOptions O;
+  O.Steps = 3;
+  auto R = train(*E, someTokens(), O);
+  ASSERT_FALSE(R.ok());
+  EXPECT_EQ(R.message(),
+            "step 1: the gradient of 'head.weight' is not finite (local "
+            "element 0 is inf); stopping before the update (--on-nonfinite "
+            "skip skips such steps)");
+  EXPECT_EQ(E->paramElement(1, 0), Before); // not updated
+}
+
+TEST(TrainingChecks, SkipLeavesTheParametersAndGoesOn) {
+  auto E = overflowingExecutor();
+  double Before = E->paramElement(0, 0);
+  TrainOptions O;
+  O.Steps = 3;
+  O.SkipNonFinite = true;
+  std::ostringstream Metrics;
+  O.Metrics = &Metrics;
+  auto R = train(*E, someTokens(), O);
+  ASSERT_TRUE(R.ok()) << R.message();
+  ASSERT_EQ(R->size(), 3u);
+  for (const StepRecord &S : *R)
+    EXPECT_NE(S.Skipped.find("'head.weight' is not finite"), std::string::npos);
+  EXPECT_EQ(E->paramElement(0, 0), Before);
+  EXPECT_NE(Metrics.str().find("\"skipped\": true"), std::string::npos);
+}
+
+TEST(TrainingChecks, ANonFiniteLossIsNamed) {
+  auto E = tinyExecutor();
+  static_cast<float *>(E->param(0))[0] = NAN;
+  TrainOptions O;
+  O.Steps = 1;
+  auto R = train(*E, someTokens(), O);
+  ASSERT_FALSE(R.ok());
+  EXPECT_EQ(R.message().substr(0, 31), "step 1: the loss is not finite ")
+      << R.message();
+}
 } // namespace

@@ -12,6 +12,7 @@
 #include "runtime/Safetensors.h"
 #include "runtime/Shard.h"
 #include "runtime/Trainer.h"
+#include "runtime/TrainingChecks.h"
 #include "runtime/comm/Communicator.h"
 #include "test/unit/MeshPrograms.h"
 #include "test/unit/TestPrograms.h"
@@ -884,3 +885,46 @@ int main(int Argc, char **Argv) {
   int Rc = RUN_ALL_TESTS();
   return Rc;
 }
+
+namespace {
+// A replica that drifts (here: one element of rank 1's copy) is named, with
+// the parameter; identical replicas pass. Issue 9.
+TEST(TrainingChecks, ReplicaDriftNamesTheParameterAndTheRank) {
+  NEED_RANKS(2);
+  MeshTinyConfig C;
+  C.Dp = 2;
+  auto E = meshExec(C);
+  ASSERT_TRUE(E);
+  E->initParams(5);
+  Expected<std::string> R = checkReplicas(*E);
+  ASSERT_TRUE(R.ok()) << R.message();
+  EXPECT_EQ(*R, "");
+  if (World->rank() == 1)
+    static_cast<float *>(E->param(1))[3] += 1e-6f;
+  R = checkReplicas(*E);
+  ASSERT_TRUE(R.ok()) << R.message();
+  EXPECT_EQ(*R, "parameter '" + E->program().Params[1].Name +
+                    "' on rank(s) 1 differs from its replica(s) on rank(s) 0 "
+                    "(replicated over dp)");
+}
+
+// A non-finite gradient on one rank stops every rank, naming that rank.
+TEST(TrainingChecks, NonFiniteGradientOnOneRankIsSeenByAll) {
+  NEED_RANKS(2);
+  MeshTinyConfig C;
+  C.Dp = 2;
+  auto E = meshExec(C);
+  ASSERT_TRUE(E);
+  E->initParams(5);
+  Expected<std::string> R = firstNonFinite(*E);
+  ASSERT_TRUE(R.ok()) << R.message();
+  EXPECT_EQ(*R, "");
+  if (World->rank() == 1)
+    static_cast<float *>(E->grad(0))[2] = INFINITY;
+  R = firstNonFinite(*E);
+  ASSERT_TRUE(R.ok()) << R.message();
+  std::string Want = "the gradient of '" + E->program().Params[0].Name +
+                     "' is not finite on rank 1";
+  EXPECT_EQ(R->substr(0, Want.size()), Want) << *R;
+}
+} // namespace

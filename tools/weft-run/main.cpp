@@ -81,6 +81,15 @@ options:
                     seconds (default 600; 0: wait forever) ends the job,
                     naming the rank, the op, its group, the step and the
                     ranks that stopped responding (a heartbeat)
+  --on-nonfinite stop|skip
+                    a NaN or infinity in the loss or a gradient (checked
+                    every step before the update) stops the run naming the
+                    step and the first bad tensor (stop, the default), or
+                    skips that step's update (skip)
+  --check-replicas K
+                    every K steps compare the parameters that data-parallel
+                    replicas hold (a hash per parameter); a difference stops
+                    the run naming the parameter and the rank that drifted
   --threads N       worker threads (default: all cores); GEMMs are split
                     across them, OpenBLAS itself always runs single-threaded
   --dump            print the program readably and exit
@@ -143,9 +152,9 @@ struct Options {
   std::string Program, Data, Load, Save, Metrics, SaveGrads, Resume,
       CheckpointDir;
   long long Steps = 10, Seed = 1234, GradCheck = 0, Threads = 0, SaveEvery = 0,
-            Keep = 3;
+            Keep = 3, CheckReplicas = 0;
   double GradTol = 0, CollectiveTimeout = 600;
-  bool Dump = false, Quiet = false, AllowUnused = false;
+  bool Dump = false, Quiet = false, AllowUnused = false, SkipNonFinite = false;
 };
 
 /// Returns -1 on success, else the exit code.
@@ -183,11 +192,12 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       A = A.substr(0, Eq);
     }
     static const char *const WithValue[] = {
-        "--steps",      "--data",           "--seed",
-        "--load",       "--save",           "--metrics",
-        "--save-grads", "--grad-check",     "--grad-tol",
-        "--threads",    "--resume",         "--save-every",
-        "--keep",       "--checkpoint-dir", "--collective-timeout"};
+        "--steps",        "--data",           "--seed",
+        "--load",         "--save",           "--metrics",
+        "--save-grads",   "--grad-check",     "--grad-tol",
+        "--threads",      "--resume",         "--save-every",
+        "--keep",         "--checkpoint-dir", "--collective-timeout",
+        "--on-nonfinite", "--check-replicas"};
     bool Known = false;
     for (const char *F : WithValue)
       Known |= A == F;
@@ -216,7 +226,14 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       Code = IntFlag(1, O.SaveEvery);
     else if (A == "--keep")
       Code = IntFlag(1, O.Keep);
-    else if (A == "--threads") {
+    else if (A == "--check-replicas")
+      Code = IntFlag(1, O.CheckReplicas);
+    else if (A == "--on-nonfinite") {
+      if (Value != "stop" && Value != "skip")
+        Code = usageError("bad value '" + Value +
+                          "' for --on-nonfinite (expected stop or skip)");
+      O.SkipNonFinite = Value == "skip";
+    } else if (A == "--threads") {
       Code = IntFlag(1, O.Threads);
       // OpenMP allocates per-thread state: 100,000 threads crashed libgomp.
       if (Code < 0 && O.Threads > 1024)
@@ -423,6 +440,8 @@ int main(int Argc, char **Argv) {
   T.StartStep = StartStep;
   T.Log = O.Quiet || !Root ? nullptr : &std::cout;
   T.Metrics = O.Metrics.empty() || !Root ? nullptr : &Metrics;
+  T.SkipNonFinite = O.SkipNonFinite;
+  T.CheckReplicasEvery = O.CheckReplicas;
   if (Watched)
     T.BeforeStep = [&](int64_t Step) { Watched->setStep(Step); };
   PeriodicCheckpoints Periodic(O.CheckpointDir, O.Keep, /*WaitSeconds=*/600);

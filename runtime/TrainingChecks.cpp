@@ -1,0 +1,170 @@
+//===- TrainingChecks.cpp - Catch silent errors while training ------------===//
+#include "runtime/TrainingChecks.h"
+#include "runtime/DurableFile.h"
+#include "runtime/comm/Communicator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+namespace weft {
+
+namespace {
+
+/// Index of the first non-finite element of N values, or -1. The sum of
+/// x*0 is NaN exactly when some x is (inf*0 = NaN), and it vectorises.
+template <typename T> int64_t firstBad(const T *X, int64_t N) {
+  constexpr int64_t Block = 4096;
+  for (int64_t B = 0; B < N; B += Block) {
+    int64_t End = std::min(N, B + Block);
+    T Acc = 0;
+    for (int64_t I = B; I < End; ++I)
+      Acc += X[I] * T(0);
+    if (Acc != Acc)
+      for (int64_t I = B; I < End; ++I)
+        if (!std::isfinite(X[I]))
+          return I;
+  }
+  return -1;
+}
+
+int64_t firstBad(const void *X, int64_t N, DType T) {
+  return T == DType::F64 ? firstBad(static_cast<const double *>(X), N)
+                         : firstBad(static_cast<const float *>(X), N);
+}
+
+double element(const void *X, int64_t I, DType T) {
+  return T == DType::F64 ? static_cast<const double *>(X)[I]
+                         : double(static_cast<const float *>(X)[I]);
+}
+
+Expected<const CommGroup *> worldGroup(const Executor &E) {
+  return E.comm().group(E.mesh(), E.mesh().Axes);
+}
+
+/// Gathers one 64-bit value per rank of G (as F64 bit patterns: gathering
+/// moves bytes, it does no arithmetic).
+Status gather64(const Executor &E, const CommGroup &G, uint64_t Mine,
+                std::vector<uint64_t> &All) {
+  All.assign(size_t(G.Size), 0);
+  double In;
+  std::memcpy(&In, &Mine, 8);
+  std::vector<double> Buf(size_t(G.Size));
+  WEFT_RETURN_IF_ERROR(E.comm().allGather(G, &In, Buf.data(), 1, DType::F64));
+  for (int I = 0; I < G.Size; ++I)
+    std::memcpy(&All[size_t(I)], &Buf[size_t(I)], 8);
+  return Status::success();
+}
+
+} // namespace
+
+Expected<std::string> firstNonFinite(const Executor &E) {
+  const Program &P = E.program();
+  // This rank's first problem as a code: 0 the loss, 1 + p parameter p's
+  // gradient, past them all: none.
+  const uint64_t None = uint64_t(P.Params.size()) + 1;
+  uint64_t Code = None;
+  int64_t Elem = -1;
+  double Value = 0;
+  if (!std::isfinite(E.loss())) {
+    Code = 0;
+    Value = E.loss();
+  }
+  for (size_t I = 0; Code == None && I < P.Params.size(); ++I) {
+    const void *G = E.grad(I);
+    int64_t At = firstBad(G, E.stateSpec(I, BufferKind::Grad).numel(), P.Type);
+    if (At >= 0) {
+      Code = 1 + I;
+      Elem = At;
+      Value = element(G, At, P.Type);
+    }
+  }
+  // Every rank learns the first problem of the lowest rank that has one.
+  uint64_t Rank = uint64_t(E.rank());
+  bool Known = true;
+  if (E.comm().size() > 1) {
+    Expected<const CommGroup *> W = worldGroup(E);
+    if (!W.ok())
+      return W.status();
+    std::vector<uint64_t> All;
+    WEFT_RETURN_IF_ERROR(gather64(E, **W, Code, All));
+    uint64_t First = None;
+    for (size_t R = 0; R < All.size(); ++R)
+      if (All[R] < None && First == None) {
+        First = All[R];
+        Rank = uint64_t((*W)->Members[R]);
+      }
+    Known = First == Code; // else another rank's: its value is not known
+    if (!Known)
+      Elem = -1;
+    Code = First;
+  }
+  if (Code == None)
+    return std::string();
+  std::string Where =
+      E.comm().size() > 1 ? " on rank " + std::to_string(Rank) : "";
+  char V[64];
+  std::snprintf(V, sizeof(V), "%g", Value);
+  if (Code == 0)
+    return "the loss is not finite" + Where +
+           (Known ? " (" + std::string(V) + ")" : "");
+  std::string Name = P.Params[Code - 1].Name;
+  return "the gradient of '" + Name + "' is not finite" + Where +
+         (Elem >= 0
+              ? " (local element " + std::to_string(Elem) + " is " + V + ")"
+              : "");
+}
+
+Expected<std::string> checkReplicas(const Executor &E) {
+  if (E.comm().size() <= 1)
+    return std::string();
+  const Program &P = E.program();
+  for (size_t I = 0; I < P.Params.size(); ++I) {
+    const BufferSpec &Spec = E.stateSpec(I, BufferKind::Param);
+    AxesList Replicas;
+    for (const std::string &A : E.mesh().Axes) {
+      bool Splits = false;
+      for (const AxesList &D : Spec.Place.Sharding)
+        Splits |= std::find(D.begin(), D.end(), A) != D.end();
+      if (!Splits && E.mesh().count({A}) > 1)
+        Replicas.push_back(A);
+    }
+    if (Replicas.empty())
+      continue;
+    Expected<const CommGroup *> G = E.comm().group(E.mesh(), Replicas);
+    if (!G.ok())
+      return G.status();
+    uint64_t H = contentHash(E.param(I), size_t(Spec.bytes()));
+    std::vector<uint64_t> All;
+    WEFT_RETURN_IF_ERROR(gather64(E, **G, H, All));
+    std::map<uint64_t, std::vector<int64_t>> ByHash;
+    for (size_t R = 0; R < All.size(); ++R)
+      ByHash[All[R]].push_back((*G)->Members[R]);
+    if (ByHash.size() == 1)
+      continue;
+    // The majority (ties: the copy of the lowest rank) is the reference.
+    const std::vector<int64_t> *Ref = nullptr;
+    for (const auto &[Hash, Ranks] : ByHash)
+      if (!Ref || Ranks.size() > Ref->size() ||
+          (Ranks.size() == Ref->size() && Ranks[0] < (*Ref)[0]))
+        Ref = &Ranks;
+    std::string Bad;
+    for (const auto &[Hash, Ranks] : ByHash)
+      if (&Ranks != Ref)
+        for (int64_t R : Ranks)
+          Bad += (Bad.empty() ? "" : ", ") + std::to_string(R);
+    std::string Good;
+    for (int64_t R : *Ref)
+      Good += (Good.empty() ? "" : ", ") + std::to_string(R);
+    std::string Axes;
+    for (const std::string &A : Replicas)
+      Axes += (Axes.empty() ? "" : ",") + A;
+    return "parameter '" + P.Params[I].Name + "' on rank(s) " + Bad +
+           " differs from its replica(s) on rank(s) " + Good +
+           " (replicated over " + Axes + ")";
+  }
+  return std::string();
+}
+
+} // namespace weft
