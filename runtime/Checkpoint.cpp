@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -426,7 +427,8 @@ Status checkpointBarrier(const Executor &E, Status S) {
 }
 
 CheckpointSnapshot snapshotCheckpoint(const Executor &E, int64_t Step,
-                                      bool Copy) {
+                                      bool Copy,
+                                      std::vector<std::vector<char>> Recycled) {
   const Program &P = E.program();
   CheckpointSnapshot S;
   S.Step = Step;
@@ -438,8 +440,12 @@ CheckpointSnapshot snapshotCheckpoint(const Executor &E, int64_t Step,
     const BufferSpec &Spec = E.stateSpec(En.Param, En.Kind);
     const void *Data = E.state(En.Param, En.Kind);
     if (Copy) {
-      const char *B = static_cast<const char *>(Data);
-      S.Copies.emplace_back(B, B + size_t(Spec.numel()) * dtypeBytes(P.Type));
+      const size_t Bytes = size_t(Spec.numel()) * dtypeBytes(P.Type);
+      size_t K = S.Copies.size();
+      S.Copies.push_back(K < Recycled.size() ? std::move(Recycled[K])
+                                             : std::vector<char>());
+      S.Copies.back().resize(Bytes);
+      std::memcpy(S.Copies.back().data(), Data, Bytes);
       Data = S.Copies.back().data();
     }
     TensorToWrite T{En.Name, P.Type, Spec.Dims, Data};

@@ -21,8 +21,11 @@ struct CheckpointSnapshot {
   std::vector<TensorToWrite> Model, Optimizer;
   std::vector<std::vector<char>> Copies; // owns the tensors when copied
 };
-CheckpointSnapshot snapshotCheckpoint(const Executor &E, int64_t Step,
-                                      bool Copy);
+/// Recycled: the copies of an earlier snapshot of E, reused when they fit
+/// (a fresh copy of GBs costs seconds of page faults on some machines).
+CheckpointSnapshot
+snapshotCheckpoint(const Executor &E, int64_t Step, bool Copy,
+                   std::vector<std::vector<char>> Recycled = {});
 
 /// Writes S's files into Dir (created if needed), each durably (temporary
 /// name, fsync, rename): model and optimizer safetensors (model-rank<r> and

@@ -4,6 +4,7 @@
 #include "runtime/DurableFile.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -76,6 +77,11 @@ Status rotate(const std::string &Root, int64_t Keep) {
   return Status::success();
 }
 
+double secondsSince(std::chrono::steady_clock::time_point T0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - T0)
+      .count();
+}
+
 } // namespace
 
 std::string checkpointDirName(int64_t Step) {
@@ -123,14 +129,27 @@ Status PeriodicCheckpoints::save(const Executor &E, int64_t Step) {
       S = removeCheckpoint(Dir);
   }
   WEFT_RETURN_IF_ERROR(checkpointBarrier(E, S));
+  auto T0 = std::chrono::steady_clock::now();
+  std::vector<std::vector<char>> Recycled;
+  if (Last)
+    Recycled = std::move(Last->Copies);
   auto Snap = std::make_shared<CheckpointSnapshot>(
-      snapshotCheckpoint(E, Step, /*Copy=*/true));
+      snapshotCheckpoint(E, Step, /*Copy=*/true, std::move(Recycled)));
+  Last = Snap;
   LastStep = Step;
   const bool Root0 = E.rank() == 0;
+  if (Verbose && Root0)
+    std::printf("checkpoint: step %lld copied in %.3f s, writing %s in the "
+                "background\n",
+                (long long)Step, secondsSince(T0), Dir.string().c_str());
   Writer = std::thread([this, Snap, Dir, Root0] {
+    auto T1 = std::chrono::steady_clock::now();
     Status W = writeCheckpoint(*Snap, Dir.string(), WaitSeconds);
     if (W.ok() && Root0)
       W = rotate(Root, Keep);
+    if (W.ok() && Verbose && Root0)
+      std::printf("checkpoint: step %lld complete after %.3f s\n",
+                  (long long)Snap->Step, secondsSince(T1));
     WriteStatus = W;
   });
   return Status::success();

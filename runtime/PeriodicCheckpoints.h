@@ -12,7 +12,10 @@
 #ifndef WEFT_RUNTIME_PERIODICCHECKPOINTS_H
 #define WEFT_RUNTIME_PERIODICCHECKPOINTS_H
 
+#include "runtime/Checkpoint.h"
 #include "runtime/Executor.h"
+
+#include <memory>
 
 #include <string>
 #include <thread>
@@ -33,9 +36,12 @@ listCheckpoints(const std::string &Root);
 class PeriodicCheckpoints {
 public:
   /// Keep >= 1 complete checkpoints; WaitSeconds bounds rank 0's wait for
-  /// the other ranks' files.
-  PeriodicCheckpoints(std::string Root, int64_t Keep, double WaitSeconds)
-      : Root(std::move(Root)), Keep(Keep), WaitSeconds(WaitSeconds) {}
+  /// the other ranks' files. Verbose: rank 0 prints a line per save (the
+  /// copy's time, then the background write's).
+  PeriodicCheckpoints(std::string Root, int64_t Keep, double WaitSeconds,
+                      bool Verbose = false)
+      : Root(std::move(Root)), Keep(Keep), WaitSeconds(WaitSeconds),
+        Verbose(Verbose) {}
   ~PeriodicCheckpoints();
   PeriodicCheckpoints(const PeriodicCheckpoints &) = delete;
   PeriodicCheckpoints &operator=(const PeriodicCheckpoints &) = delete;
@@ -54,7 +60,9 @@ private:
   std::string Root;
   int64_t Keep;
   double WaitSeconds;
+  bool Verbose;
   std::thread Writer;
+  std::shared_ptr<CheckpointSnapshot> Last; // its copies are reused
   Status WriteStatus = Status::success();
   int64_t LastStep = -1;
 };

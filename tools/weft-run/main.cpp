@@ -444,7 +444,8 @@ int main(int Argc, char **Argv) {
   T.CheckReplicasEvery = O.CheckReplicas;
   if (Watched)
     T.BeforeStep = [&](int64_t Step) { Watched->setStep(Step); };
-  PeriodicCheckpoints Periodic(O.CheckpointDir, O.Keep, /*WaitSeconds=*/600);
+  PeriodicCheckpoints Periodic(O.CheckpointDir, O.Keep, /*WaitSeconds=*/600,
+                               /*Verbose=*/!O.Quiet);
   if (O.SaveEvery)
     T.AfterStep = [&](const StepRecord &R) {
       return R.Step % O.SaveEvery == 0 ? Periodic.save(Exec, R.Step)
