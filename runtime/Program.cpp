@@ -570,7 +570,10 @@ void resolveLayouts(Program &P) {
         B.Param >= int64_t(P.Params.size()))
       continue;
     const ParamSpec &Par = P.Params[size_t(B.Param)];
-    if (B.Kind == BufferKind::Param || (!B.HasLayout && B.Dims == Par.Dims))
+    // A param buffer that states a layout keeps it: checkLayouts requires it
+    // to be its param's (it was overwritten silently, blocks of 2^63-1
+    // included).
+    if (!B.HasLayout && (B.Kind == BufferKind::Param || B.Dims == Par.Dims))
       B.Place = Par.Place;
   }
 }

@@ -106,6 +106,18 @@ Status checkLayouts(const Program &P) {
             return Status::error(Ctx + ": partial over axis '" + A +
                                  "', which also shards it");
     }
+    if (B.Kind == BufferKind::Param && B.Param >= 0 &&
+        B.Param < int64_t(P.Params.size())) {
+      const Layout &L = P.Params[size_t(B.Param)].Place;
+      if (B.Place.Global != L.Global || B.Place.Sharding != L.Sharding ||
+          B.Place.Blocks != L.Blocks)
+        return Status::error(
+            Ctx + ": the layout of param '" + P.Params[size_t(B.Param)].Name +
+            "' differs from params[" + std::to_string(B.Param) +
+            "]'s (global_shape " + shapeString(B.Place.Global) + " vs " +
+            shapeString(L.Global) + ", blocks " + shapeString(B.Place.Blocks) +
+            " vs " + shapeString(L.Blocks) + ")");
+    }
     if (B.Kind == BufferKind::Input) {
       if (B.Place.Blocks != std::vector<int64_t>{1, 1})
         return Status::error(Ctx + ": inputs take no blocks");

@@ -2,7 +2,7 @@
 """Rewrites a weft program with one deliberate flaw, for the loader's lit tests.
 usage: mutate_program.py IN.weft OUT.weft MUTATION
 MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
-          denominator | eps-zero | deep"""
+          denominator | eps-zero | deep | huge-blocks | other-blocks"""
 import json
 import struct
 import sys
@@ -48,6 +48,14 @@ elif mutation == "denominator":
     first(p, "cross_entropy")["attrs"]["denominator"] = 7
 elif mutation == "eps-zero":
     p["optimizer"]["eps"] = 0.0
+elif mutation in ("huge-blocks", "other-blocks"):
+    # A split param buffer's blocks near 2^63 (their product with the shard
+    # count overflowed int64), or 2: a valid layout, not its param's (the
+    # loader replaced it silently).
+    b = next(b for b in p["buffers"]
+             if b["kind"] == "param" and any(b.get("sharding", [])))
+    d = next(i for i, a in enumerate(b["sharding"]) if a)
+    b["blocks"][d] = 2**63 - 1 if mutation == "huge-blocks" else 2
 elif mutation != "deep":
     sys.exit(f"unknown mutation {mutation}")
 payload = json.dumps(p).encode()
