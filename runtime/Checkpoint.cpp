@@ -2,7 +2,6 @@
 #include "runtime/Checkpoint.h"
 #include "runtime/CheckpointManifest.h"
 #include "runtime/DurableFile.h"
-#include "runtime/JsonDepth.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Shard.h"
 
@@ -15,7 +14,6 @@
 #include <functional>
 #include <map>
 #include <set>
-#include <sstream>
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -72,31 +70,6 @@ json layoutJson(const Layout &L) {
           {"blocks", L.Blocks}};
 }
 
-Status parseLayoutJson(const json &J, const std::string &Name, Layout &L) {
-  auto Bad = [&] {
-    return Status::error("layout.json: tensor '" + Name +
-                         "' needs global_shape, sharding and blocks of one "
-                         "rank each");
-  };
-  if (!J.is_object() || !J.contains("global_shape") ||
-      !J.contains("sharding") || !J.contains("blocks"))
-    return Bad();
-  try {
-    L.Global = J["global_shape"].get<Shape>();
-    L.Sharding = J["sharding"].get<std::vector<AxesList>>();
-    L.Blocks = J["blocks"].get<std::vector<int64_t>>();
-  } catch (const json::exception &) {
-    return Bad();
-  }
-  if (L.Sharding.size() != L.Global.size() ||
-      L.Blocks.size() != L.Global.size())
-    return Bad();
-  for (size_t D = 0; D < L.Global.size(); ++D)
-    if (L.Global[D] < 1 || L.Blocks[D] < 1)
-      return Bad();
-  return Status::success();
-}
-
 Status worldBarrier(const Executor &E, Status S) {
   return checkpointBarrier(E, S);
 }
@@ -129,33 +102,15 @@ struct ShardedCheckpoint {
 
 Expected<ShardedCheckpoint> readSharded(const fs::path &Dir) {
   ShardedCheckpoint C;
-  std::ifstream In(Dir / "layout.json");
-  std::stringstream SS;
-  SS << In.rdbuf();
   std::string Where = (Dir / "layout.json").string();
-  std::string Deep = jsonDepthError(SS.str(), "'" + Where + "'");
-  if (!Deep.empty())
-    return Status::error(Deep);
-  json J = json::parse(SS.str(), nullptr, false);
-  if (J.is_discarded() || !J.is_object() || !J.contains("mesh") ||
-      !J.contains("tensors") || !J["tensors"].is_object())
-    return Status::error("'" + Where +
-                         "' must be {\"mesh\": ..., \"tensors\": "
-                         "{...}}");
-  try {
-    C.Saved.Axes = J["mesh"]["axes"].get<AxesList>();
-    C.Saved.Dims = J["mesh"]["shape"].get<std::vector<int64_t>>();
-  } catch (const json::exception &) {
-    return Status::error("'" + Where + "': mesh needs axes and shape");
-  }
-  if (Status S = checkMesh(C.Saved); !S.ok())
-    return Status::error("'" + Where + "': " + S.message());
-  for (auto It = J["tensors"].begin(); It != J["tensors"].end(); ++It) {
-    Layout &L = C.Layouts[It.key()];
-    WEFT_RETURN_IF_ERROR(parseLayoutJson(It.value(), It.key(), L));
-    WEFT_RETURN_IF_ERROR(checkGlobalLayout(
-        C.Saved, L, "'" + Where + "': tensor '" + It.key() + "'"));
-  }
+  Expected<std::string> Text = readTextFile(Where);
+  if (!Text.ok())
+    return Text.status();
+  Expected<CheckpointLayout> L = parseCheckpointLayout(*Text, Where);
+  if (!L.ok())
+    return L.status();
+  C.Saved = L->Saved;
+  C.Layouts = std::move(L->Tensors);
   std::error_code EC;
   for (int64_t R = 0; R < C.Saved.size(); ++R)
     for (const char *Kind : {"model", "optimizer"}) {
@@ -240,21 +195,11 @@ Expected<int64_t> readStep(const fs::path &Dir) {
   std::error_code EC;
   if (Dir.empty() || !fs::exists(Dir / "trainer_state.json", EC))
     return int64_t(0);
-  std::ifstream In(Dir / "trainer_state.json");
-  std::stringstream SS;
-  SS << In.rdbuf();
-  std::string Deep = jsonDepthError(
-      SS.str(), "'" + (Dir / "trainer_state.json").string() + "'");
-  if (!Deep.empty())
-    return Status::error(Deep);
-  json J = json::parse(SS.str(), nullptr, false);
-  if (J.is_discarded() || !J.is_object() || !J.contains("step") ||
-      !J["step"].is_number_integer() || J["step"].get<int64_t>() < 0 ||
-      J["step"].get<int64_t>() > kMaxCheckpointStep)
-    return Status::error("'" + (Dir / "trainer_state.json").string() +
-                         "' must be {\"step\": <integer in 0.." +
-                         std::to_string(kMaxCheckpointStep) + ">}");
-  return J["step"].get<int64_t>();
+  std::string Where = (Dir / "trainer_state.json").string();
+  Expected<std::string> Text = readTextFile(Where);
+  if (!Text.ok())
+    return Text.status();
+  return parseTrainerState(*Text, Where);
 }
 
 /// Names that hold no trained values: the causal mask GPT-2 checkpoints

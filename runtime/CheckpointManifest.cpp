@@ -25,19 +25,57 @@ std::string partName(int64_t Rank) {
   return "rank-" + std::to_string(Rank) + ".json";
 }
 
-Expected<json> readJson(const fs::path &Path) {
-  std::ifstream In(Path, std::ios::binary);
-  if (!In)
-    return Status::error("cannot open '" + Path.string() + "'");
-  std::stringstream SS;
-  SS << In.rdbuf();
-  std::string Deep = jsonDepthError(SS.str(), "'" + Path.string() + "'");
+Expected<json> parseObject(const std::string &Text, const std::string &Where) {
+  std::string Deep = jsonDepthError(Text, "'" + Where + "'");
   if (!Deep.empty())
     return Status::error(Deep);
-  json J = json::parse(SS.str(), nullptr, false);
+  json J = json::parse(Text, nullptr, false);
   if (J.is_discarded() || !J.is_object())
-    return Status::error("'" + Path.string() + "' is not a JSON object");
+    return Status::error("'" + Where + "' is not a JSON object");
   return J;
+}
+
+Expected<json> readJson(const fs::path &Path) {
+  Expected<std::string> Text = readTextFile(Path.string());
+  if (!Text.ok())
+    return Text.status();
+  return parseObject(*Text, Path.string());
+}
+
+/// A list of integers (no floats, no other types), or false.
+bool intList(const json &J, std::vector<int64_t> &Out) {
+  if (!J.is_array())
+    return false;
+  Out.clear();
+  for (const json &V : J) {
+    if (!V.is_number_integer() ||
+        (V.is_number_unsigned() && V.get<uint64_t>() > uint64_t(INT64_MAX)))
+      return false;
+    Out.push_back(V.get<int64_t>());
+  }
+  return true;
+}
+
+bool stringList(const json &J, AxesList &Out) {
+  if (!J.is_array())
+    return false;
+  Out.clear();
+  for (const json &V : J) {
+    if (!V.is_string())
+      return false;
+    Out.push_back(V.get<std::string>());
+  }
+  return true;
+}
+
+Status parseMeshJson(const json &J, const std::string &Where, Mesh &M) {
+  if (!J.is_object() || !J.contains("axes") || !J.contains("shape") ||
+      !stringList(J["axes"], M.Axes) || !intList(J["shape"], M.Dims))
+    return Status::error("'" + Where +
+                         "': mesh needs axes (strings) and shape (integers)");
+  if (Status S = checkMesh(M); !S.ok())
+    return Status::error("'" + Where + "': " + S.message());
+  return Status::success();
 }
 
 json filesJson(const std::string &Dir, const std::vector<std::string> &Names,
@@ -87,6 +125,66 @@ bool parseHex(const std::string &S, uint64_t &Out) {
 }
 
 } // namespace
+
+Expected<std::string> readTextFile(const std::string &Path) {
+  std::error_code EC;
+  if (!fs::is_regular_file(Path, EC))
+    return Status::error("'" + Path + "' is not a regular file");
+  std::ifstream In(Path, std::ios::binary);
+  if (!In)
+    return Status::error("cannot open '" + Path + "'");
+  std::stringstream SS;
+  SS << In.rdbuf();
+  if (In.bad())
+    return Status::error("cannot read '" + Path + "'");
+  return SS.str();
+}
+
+Expected<int64_t> parseTrainerState(const std::string &Text,
+                                    const std::string &Where) {
+  Expected<json> J = parseObject(Text, Where);
+  if (!J.ok())
+    return J.status();
+  int64_t Step = 0;
+  if (!intField(*J, "step", 0, kMaxCheckpointStep, Where, Step).ok())
+    return Status::error("'" + Where + "' must be {\"step\": <integer in 0.." +
+                         std::to_string(kMaxCheckpointStep) + ">}");
+  return Step;
+}
+
+Expected<CheckpointLayout> parseCheckpointLayout(const std::string &Text,
+                                                 const std::string &Where) {
+  Expected<json> JE = parseObject(Text, Where);
+  if (!JE.ok())
+    return JE.status();
+  const json &J = *JE;
+  if (!J.contains("mesh") || !J.contains("tensors") ||
+      !J["tensors"].is_object())
+    return Status::error("'" + Where +
+                         "' must be {\"mesh\": ..., \"tensors\": {...}}");
+  CheckpointLayout C;
+  WEFT_RETURN_IF_ERROR(parseMeshJson(J["mesh"], Where, C.Saved));
+  for (auto It = J["tensors"].begin(); It != J["tensors"].end(); ++It) {
+    const json &T = It.value();
+    Layout L;
+    bool Ok = T.is_object() && T.contains("global_shape") &&
+              T.contains("sharding") && T.contains("blocks") &&
+              intList(T["global_shape"], L.Global) &&
+              intList(T["blocks"], L.Blocks) && T["sharding"].is_array();
+    for (size_t D = 0; Ok && D < T["sharding"].size(); ++D) {
+      L.Sharding.emplace_back();
+      Ok = stringList(T["sharding"][D], L.Sharding.back());
+    }
+    if (!Ok)
+      return Status::error("'" + Where + "': tensor '" + It.key() +
+                           "' needs global_shape and blocks (integers) and "
+                           "sharding (lists of axis names)");
+    WEFT_RETURN_IF_ERROR(checkGlobalLayout(
+        C.Saved, L, "'" + Where + "': tensor '" + It.key() + "'"));
+    C.Tensors[It.key()] = std::move(L);
+  }
+  return C;
+}
 
 Status writeRankPart(const std::string &Dir, int64_t Step, int64_t Rank,
                      int64_t WorldSize, const std::vector<std::string> &Names) {
@@ -163,16 +261,9 @@ bool looksLikeWeftCheckpoint(const std::string &Dir) {
   return false;
 }
 
-Expected<Manifest> verifyCheckpoint(const std::string &Dir) {
-  fs::path Path = fs::path(Dir) / "manifest.json";
-  std::string Where = Path.string();
-  std::error_code EC;
-  if (!fs::exists(Path, EC))
-    return Status::error(
-        "checkpoint '" + Dir +
-        "' is incomplete: it has no manifest.json (its save was interrupted, "
-        "or it was written by a weft older than manifests)");
-  Expected<json> JE = readJson(Path);
+Expected<Manifest> parseManifest(const std::string &Text,
+                                 const std::string &Where) {
+  Expected<json> JE = parseObject(Text, Where);
   if (!JE.ok())
     return JE.status();
   const json &J = *JE;
@@ -187,14 +278,7 @@ Expected<Manifest> verifyCheckpoint(const std::string &Dir) {
   WEFT_RETURN_IF_ERROR(
       intField(J, "world_size", 1, int64_t(1) << 20, Where, M.WorldSize));
   if (J.contains("mesh")) {
-    try {
-      M.M.Axes = J["mesh"].at("axes").get<AxesList>();
-      M.M.Dims = J["mesh"].at("shape").get<std::vector<int64_t>>();
-    } catch (const json::exception &) {
-      return Status::error("'" + Where + "': mesh needs axes and shape");
-    }
-    if (Status S = checkMesh(M.M); !S.ok())
-      return Status::error("'" + Where + "': " + S.message());
+    WEFT_RETURN_IF_ERROR(parseMeshJson(J["mesh"], Where, M.M));
     if (M.M.size() != M.WorldSize)
       return Status::error("'" + Where + "': mesh " + M.M.describe() +
                            " does not have world_size " +
@@ -221,6 +305,25 @@ Expected<Manifest> verifyCheckpoint(const std::string &Dir) {
       return Status::error("'" + FWhere + "': \"hash\" must be 16 hex digits");
     M.Files.push_back(MF);
   }
+  return M;
+}
+
+Expected<Manifest> verifyCheckpoint(const std::string &Dir) {
+  fs::path Path = fs::path(Dir) / "manifest.json";
+  std::string Where = Path.string();
+  std::error_code EC;
+  if (!fs::exists(Path, EC))
+    return Status::error(
+        "checkpoint '" + Dir +
+        "' is incomplete: it has no manifest.json (its save was interrupted, "
+        "or it was written by a weft older than manifests)");
+  Expected<std::string> Text = readTextFile(Where);
+  if (!Text.ok())
+    return Text.status();
+  Expected<Manifest> ME = parseManifest(*Text, Where);
+  if (!ME.ok())
+    return ME.status();
+  Manifest &M = *ME;
   // Every file the manifest names, as it was written.
   for (const ManifestFile &F : M.Files) {
     fs::path P = fs::path(Dir) / F.Name;
@@ -253,7 +356,7 @@ Expected<Manifest> verifyCheckpoint(const std::string &Dir) {
       return Status::error("checkpoint '" + Dir + "' holds '" + Name +
                            "', which its manifest.json does not list");
   }
-  return M;
+  return ME;
 }
 
 } // namespace weft

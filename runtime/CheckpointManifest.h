@@ -16,6 +16,7 @@
 #include "runtime/DurableFile.h"
 #include "runtime/Program.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,28 @@ struct Manifest {
   Mesh M; // empty for one rank
   std::vector<ManifestFile> Files;
 };
+
+/// A whole file as text, or an error naming it.
+Expected<std::string> readTextFile(const std::string &Path);
+
+/// trainer_state.json: {"step": k}, 0 <= k <= kMaxCheckpointStep. Where
+/// names the file in messages.
+Expected<int64_t> parseTrainerState(const std::string &Text,
+                                    const std::string &Where);
+
+/// A sharded checkpoint's layout.json: the mesh it was saved on and every
+/// tensor's global layout, each checked against that mesh
+/// (checkGlobalLayout: sizes, blocks and axes, overflow-safe).
+struct CheckpointLayout {
+  Mesh Saved;
+  std::map<std::string, Layout> Tensors;
+};
+Expected<CheckpointLayout> parseCheckpointLayout(const std::string &Text,
+                                                 const std::string &Where);
+
+/// manifest.json's contents, checked for form (not against any file).
+Expected<Manifest> parseManifest(const std::string &Text,
+                                 const std::string &Where);
 
 /// Rank Rank's part: digests Names (in Dir) and writes Dir/rank-<Rank>.json.
 Status writeRankPart(const std::string &Dir, int64_t Step, int64_t Rank,
