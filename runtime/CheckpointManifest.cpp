@@ -222,8 +222,8 @@ Status writeManifest(const std::string &Dir, int64_t Step, const Mesh &M,
     if (!J.ok())
       return J.status();
     if (!J->contains("files") || !(*J)["files"].is_object() ||
-        J->value("step", int64_t(-1)) != Step ||
-        J->value("rank", int64_t(-1)) != R)
+        !J->contains("step") || (*J)["step"] != Step ||
+        !J->contains("rank") || (*J)["rank"] != R)
       return Status::error("'" + Part.string() + "' is not rank " +
                            std::to_string(R) + "'s part of step " +
                            std::to_string(Step));
@@ -267,7 +267,8 @@ Expected<Manifest> parseManifest(const std::string &Text,
   if (!JE.ok())
     return JE.status();
   const json &J = *JE;
-  if (J.value("format", "") != kFormat || !J.contains("version") ||
+  if (!J.contains("format") || J["format"] != kFormat ||
+      !J.contains("version") ||
       J["version"] != kVersion)
     return Status::error("'" + Where + "' is not a version " +
                          std::to_string(kVersion) + " " + kFormat +
