@@ -333,3 +333,36 @@ TEST(TrainingChecks, ANonFiniteLossIsNamed) {
       << R.message();
 }
 } // namespace
+
+namespace {
+// Found by the checkpoint fuzz target: a non-string "format" threw
+// nlohmann::type_error out of the loader (a crash).
+TEST(CheckpointIntegrity, ManifestOfWrongTypesIsRefusedNotThrown) {
+  for (const char *Text :
+       {"{\"format\": 5}", "{\"format\": [1], \"version\": 1}",
+        "{\"format\": \"weft-checkpoint\", \"version\": 1, "
+        "\"step\": \"7\", \"world_size\": 1, \"files\": {}}"}) {
+    Expected<Manifest> M = parseManifest(Text, "m.json");
+    EXPECT_FALSE(M.ok()) << Text;
+  }
+}
+
+// Layout integers are integers: nlohmann converted blocks of 1.5 to 1.
+TEST(CheckpointIntegrity, LayoutRefusesNonIntegerSizes) {
+  std::string Mesh = "{\"mesh\": {\"axes\": [\"dp\"], \"shape\": [2]}, ";
+  Expected<CheckpointLayout> L = parseCheckpointLayout(
+      Mesh + "\"tensors\": {\"w\": {\"global_shape\": [4], \"sharding\": "
+             "[[\"dp\"]], \"blocks\": [1.5]}}}",
+      "layout.json");
+  ASSERT_FALSE(L.ok());
+  EXPECT_TRUE(has(L.message(), "tensor 'w' needs global_shape and blocks "
+                               "(integers)"))
+      << L.message();
+  L = parseCheckpointLayout(
+      Mesh + "\"tensors\": {\"w\": {\"global_shape\": [4], \"sharding\": "
+             "[[\"dp\"]], \"blocks\": [2]}}}",
+      "layout.json");
+  ASSERT_TRUE(L.ok()) << L.message();
+  EXPECT_EQ(L->Tensors.at("w").Blocks, std::vector<int64_t>{2});
+}
+} // namespace
