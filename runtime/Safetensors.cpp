@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -152,6 +154,32 @@ Expected<SafetensorsFile> SafetensorsFile::parse(std::string B,
     T.Bytes = End - Begin;
     F.Tensors.push_back(std::move(T));
   }
+  // As the format requires (and the safetensors library checks): the
+  // tensors tile the data section, no overlap, no hole. Two tensors sharing
+  // bytes would otherwise load as aliases of each other.
+  std::vector<const SafeTensor *> ByOffset;
+  for (const SafeTensor &T : F.Tensors)
+    ByOffset.push_back(&T);
+  std::stable_sort(ByOffset.begin(), ByOffset.end(),
+                   [](const SafeTensor *A, const SafeTensor *C) {
+                     return A->Offset != C->Offset ? A->Offset < C->Offset
+                                                   : A->Bytes < C->Bytes;
+                   });
+  size_t At = 0;
+  for (const SafeTensor *T : ByOffset) {
+    if (T->Offset != At)
+      return Status::error(
+          What + ": tensor '" + T->Name + "' data_offsets [" +
+          std::to_string(T->Offset) + ", " +
+          std::to_string(T->Offset + T->Bytes) +
+          (T->Offset < At ? ") overlap" : ") leave a hole after") +
+          " the bytes before them, which end at " + std::to_string(At));
+    At += T->Bytes;
+  }
+  if (At != DataBytes)
+    return Status::error(What + ": the tensors cover " + std::to_string(At) +
+                         " of the data section's " + std::to_string(DataBytes) +
+                         " bytes");
   F.Bytes = std::move(B);
   return F;
 }

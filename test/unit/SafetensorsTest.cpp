@@ -88,4 +88,35 @@ TEST(Safetensors, RefusesSizeMismatchAndBadHeader) {
   EXPECT_FALSE(SafetensorsFile::parse(fileWith("{not json", ""), "f").ok());
 }
 
+// The tensors must tile the data section (the format's rule): two tensors
+// on the same bytes loaded as aliases, a hole or trailing bytes hid data.
+TEST(Safetensors, RefusesOverlapsHolesAndTrailingBytes) {
+  auto Error = [](const std::string &Header, size_t DataBytes) {
+    Expected<SafetensorsFile> F = SafetensorsFile::parse(
+        fileWith(Header, std::string(DataBytes, '\0')), "f");
+    return F.ok() ? std::string("ok") : F.message();
+  };
+  EXPECT_EQ(Error(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                  R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                  16),
+            "ok");
+  EXPECT_EQ(Error(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                  R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                  12),
+            "f: tensor 'b' data_offsets [4, 12) overlap the bytes before them, "
+            "which end at 8");
+  EXPECT_EQ(Error(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                  R"("b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                  8),
+            "f: tensor 'b' data_offsets [0, 8) overlap the bytes before them, "
+            "which end at 8");
+  EXPECT_EQ(
+      Error(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12),
+      "f: tensor 'a' data_offsets [4, 12) leave a hole after the bytes "
+      "before them, which end at 0");
+  EXPECT_EQ(
+      Error(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 12),
+      "f: the tensors cover 8 of the data section's 12 bytes");
+}
+
 } // namespace
