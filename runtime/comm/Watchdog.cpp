@@ -242,7 +242,7 @@ private:
                       "; rank %d is alive at step %lld but not in this "
                       "collective%s%s",
                       Q, (long long)Step, Start ? ": in " : "",
-                      Start ? kOps[S.OpCode.load() % 11] : "");
+                      Start ? kOps[uint64_t(S.OpCode.load()) % 11] : "");
       else
         continue;
       R += Line;
@@ -262,7 +262,7 @@ private:
         continue;
       std::string Msg =
           "weft-run: error: rank " + std::to_string(rank()) + ": " +
-          kOps[Mine.OpCode.load() % 11] + " " + What + " at step " +
+          kOps[uint64_t(Mine.OpCode.load()) % 11] + " " + What + " at step " +
           std::to_string(Mine.Step.load()) + " did not complete within " +
           std::to_string(int64_t(TimeoutNs / 1'000'000'000)) +
           " s (--collective-timeout)" + others(Now) + "; ending the job\n";
