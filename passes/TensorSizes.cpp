@@ -22,10 +22,12 @@ std::string shapeProblem(Type type) {
     if (dim > kMaxTensorElements)
       return "has a dimension " + std::to_string(dim) +
              " past 2^48 (weft's bound on tensor sizes)";
-    // elements <= 2^48 and dim <= 2^48: a saturated product cannot overflow.
-    elements = dim && elements > kMaxTensorElements / dim
-                   ? kMaxTensorElements + 1
-                   : elements * dim;
+    // Saturating and sticky: a zero dimension after a product past 2^48
+    // does not make the shape acceptable.
+    if (elements <= kMaxTensorElements)
+      elements = dim && elements > kMaxTensorElements / dim
+                     ? kMaxTensorElements + 1
+                     : elements * dim;
   }
   if (elements > kMaxTensorElements)
     return "has more than 2^48 elements (weft's bound on tensor sizes)";

@@ -528,8 +528,10 @@ Status checkShapeSize(const Shape &S, const std::string &What, bool AllowZero) {
       return Status::error("shape " + shapeString(S) + " of " + What +
                            " has an invalid dimension " + std::to_string(D) +
                            " (expected " + std::to_string(Min) + " to 2^48)");
-    // Numel <= 2^48 and D <= 2^48: a saturated product cannot overflow.
-    Numel = D && Numel > MaxNumElements / D ? MaxNumElements + 1 : Numel * D;
+    // Saturating, and sticky like numElements' overflow: a zero after a
+    // product past 2^48 does not make the shape acceptable.
+    if (Numel <= MaxNumElements)
+      Numel = D && Numel > MaxNumElements / D ? MaxNumElements + 1 : Numel * D;
   }
   if (Numel > MaxNumElements)
     return Status::error("shape " + shapeString(S) + " of " + What +
