@@ -222,8 +222,8 @@ Status writeManifest(const std::string &Dir, int64_t Step, const Mesh &M,
     if (!J.ok())
       return J.status();
     if (!J->contains("files") || !(*J)["files"].is_object() ||
-        !J->contains("step") || (*J)["step"] != Step ||
-        !J->contains("rank") || (*J)["rank"] != R)
+        !J->contains("step") || (*J)["step"] != Step || !J->contains("rank") ||
+        (*J)["rank"] != R)
       return Status::error("'" + Part.string() + "' is not rank " +
                            std::to_string(R) + "'s part of step " +
                            std::to_string(Step));
@@ -268,8 +268,7 @@ Expected<Manifest> parseManifest(const std::string &Text,
     return JE.status();
   const json &J = *JE;
   if (!J.contains("format") || J["format"] != kFormat ||
-      !J.contains("version") ||
-      J["version"] != kVersion)
+      !J.contains("version") || J["version"] != kVersion)
     return Status::error("'" + Where + "' is not a version " +
                          std::to_string(kVersion) + " " + kFormat +
                          " manifest");

@@ -22,7 +22,8 @@
 
 namespace {
 
-const char *const Usage = R"(usage: weft-launch [--max-restarts N] [--] COMMAND [ARGS...]
+const char *const Usage =
+    R"(usage: weft-launch [--max-restarts N] [--] COMMAND [ARGS...]
 
 Runs COMMAND and reruns it when it fails (non-zero exit other than 2, or
 killed by a signal), at most N more times (default 3). Give the training
@@ -89,7 +90,7 @@ int main(int Argc, char **Argv) {
       break;
     }
     if (A == "--max-restarts" || A.rfind("--max-restarts=", 0) == 0) {
-      std::string V = A.size() > 14 ? A.substr(15)
+      std::string V = A.size() > 14  ? A.substr(15)
                       : I + 1 < Argc ? Argv[++I]
                                      : "";
       char *End = nullptr;
