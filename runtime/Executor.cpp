@@ -209,29 +209,38 @@ Status Executor::runInstruction(size_t K, const StepContext &Ctx) {
   return postStep(K);
 }
 
+void Executor::recordSpan(size_t K, SpanKind Kind, int64_t StartNs) {
+  Span S;
+  S.StartNs = StartNs;
+  S.DurNs = Timeline::nowNs() - StartNs;
+  S.Step = CurrentStep;
+  S.Inst = int32_t(K);
+  S.Op = Bound[K].Op;
+  S.Kind = Kind;
+  if (HasMeshSteps && Steps[K].Group && isCollective(Bound[K].Op)) {
+    S.Bytes = Steps[K].Bytes;
+    S.Group = &Steps[K].Group->Axes;
+  }
+  Times.record(S);
+}
+
 Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
-  using Clock = std::chrono::steady_clock;
-  auto Since = [](Clock::time_point T0) {
-    return std::chrono::duration<double>(Clock::now() - T0).count();
-  };
+  CurrentStep = Ctx.Step;
   for (int64_t K = Begin; K < End; ++K) {
     // Waits for the async collectives K touches (timed as theirs).
     Status S = Pending.empty() ? Status::success() : waitConflicts(size_t(K));
-    auto T0 = Profiling ? Clock::now() : Clock::time_point();
+    int64_t T0 = Timing ? Timeline::nowNs() : 0;
     if (S.ok())
       S = runInstruction(size_t(K), Ctx);
+    if (Timing)
+      recordSpan(size_t(K), SpanKind::Instruction, T0);
     // Testing is what progresses the async collectives in flight while
     // this rank computes.
     if (S.ok() && !Pending.empty()) {
-      auto T1 = Profiling ? Clock::now() : Clock::time_point();
+      int64_t T1 = Timing ? Timeline::nowNs() : 0;
       S = pollPending();
-      if (Profiling)
-        AsyncTestSeconds += Since(T1);
-    }
-    if (Profiling) {
-      int Op = int(Bound[K].Op);
-      OpSeconds[Op] += Since(T0);
-      ++OpCalls[Op];
+      if (Timing)
+        recordSpan(size_t(K), SpanKind::Test, T1);
     }
     if (!S.ok()) {
       // Leave nothing in flight; the first error is the one reported.
@@ -258,33 +267,7 @@ double readElement(const void *Data, DType T, int64_t I) {
 double Executor::loss() const { return readElement(LossData, Prog.Type, 0); }
 
 std::string Executor::profileReport() const {
-  double Total = 0;
-  std::vector<int> Order;
-  for (int Op = 0; Op < NumOpKinds; ++Op) {
-    Total += OpSeconds[Op];
-    if (OpCalls[Op])
-      Order.push_back(Op);
-  }
-  std::sort(Order.begin(), Order.end(),
-            [&](int A, int B) { return OpSeconds[A] > OpSeconds[B]; });
-  std::string R = "profile (wall time per op kind, all steps):\n";
-  for (int Op : Order) {
-    char Line[160];
-    std::snprintf(
-        Line, sizeof(Line), "  %-26s %9.1f ms  %5.1f%%  %7lld calls\n",
-        opName(OpKind(Op)), OpSeconds[Op] * 1e3,
-        100.0 * OpSeconds[Op] / std::max(Total, 1e-12), (long long)OpCalls[Op]);
-    R += Line;
-  }
-  if (!Requests.empty()) {
-    char Line[160];
-    std::snprintf(Line, sizeof(Line),
-                  "  async collectives: %.1f ms waiting (in their ops above), "
-                  "%.1f ms testing (in the ops tested after)\n",
-                  AsyncWaitSeconds * 1e3, AsyncTestSeconds * 1e3);
-    R += Line;
-  }
-  return R;
+  return Times.profileReport(!Requests.empty());
 }
 
 double Executor::paramElement(size_t P, int64_t I) const {

@@ -12,6 +12,7 @@
 
 #include "runtime/Backend.h"
 #include "runtime/Program.h"
+#include "runtime/Timeline.h"
 #include "runtime/comm/Communicator.h"
 
 #include <array>
@@ -87,8 +88,15 @@ public:
   double matmulFlopsPerStep() const { return MatmulFlops; }
 
   /// Per-op wall time, accumulated by run() while profiling is on.
-  void setProfiling(bool On) { Profiling = On; }
+  void setProfiling(bool On) { Timing = On; }
   std::string profileReport() const;
+  /// Also keeps every span (instructions, waits, async collectives in
+  /// flight), up to MaxSpans, for `weft-run --trace`.
+  void setTracing(size_t MaxSpans) {
+    Timing = true;
+    Times.keepSpans(MaxSpans);
+  }
+  const Timeline &timeline() const { return Times; }
 
 private:
   Executor(Program P, std::unique_ptr<Backend> B);
@@ -134,6 +142,8 @@ private:
   bool touches(size_t K, size_t A) const;
   std::string asyncName(size_t A) const;
   Status waitFor(size_t A);
+  /// Instruction K's async collective has started: pending from now.
+  void startedAsync(size_t K);
   Status waitConflicts(size_t K);
   Status pollPending();
   Status waitPending();
@@ -166,10 +176,12 @@ private:
   const void *LossData = nullptr;
   std::vector<BoundInstruction> Bound;
   double MatmulFlops = 0;
-  bool Profiling = false;
-  double OpSeconds[NumOpKinds] = {};
-  int64_t OpCalls[NumOpKinds] = {};
-  double AsyncWaitSeconds = 0, AsyncTestSeconds = 0;
+  bool Timing = false; // profiling or tracing: spans go to Times
+  Timeline Times;
+  int64_t CurrentStep = 0;
+  std::vector<int64_t> AsyncStartNs; // per instruction, while timing
+  /// Records instruction K's span of kind Kind from StartNs to now.
+  void recordSpan(size_t K, SpanKind Kind, int64_t StartNs);
 };
 
 } // namespace weft

@@ -253,7 +253,7 @@ Status Executor::runCollective(size_t K) {
     WEFT_RETURN_IF_ERROR(
         Comm->iallReduce(G, X.Data, Y.Data, size_t(X.Numel), T, R));
     if (R.Active)
-      Pending.push_back(K); // within the capacity reserved at load
+      startedAsync(K);
     return Status::success();
   }
   case OpKind::AllGather:
@@ -262,7 +262,7 @@ Status Executor::runCollective(size_t K) {
       WEFT_RETURN_IF_ERROR(
           Comm->iallGather(G, X.Data, Y.Data, size_t(X.Numel), T, R));
       if (R.Active)
-        Pending.push_back(K); // within the capacity reserved at load
+        startedAsync(K);
       return Status::success();
     }
     if (Outer == 1)
@@ -352,16 +352,22 @@ std::string Executor::asyncName(size_t A) const {
          ", async)";
 }
 
+void Executor::startedAsync(size_t K) {
+  Pending.push_back(K); // within the capacity reserved at load
+  if (Timing) {
+    if (AsyncStartNs.size() < Bound.size())
+      AsyncStartNs.assign(Bound.size(), 0);
+    AsyncStartNs[K] = Timeline::nowNs();
+  }
+}
+
 Status Executor::waitFor(size_t A) {
-  using Clock = std::chrono::steady_clock;
-  auto T0 = Profiling ? Clock::now() : Clock::time_point();
+  int64_t T0 = Timing ? Timeline::nowNs() : 0;
   Status S = Comm->wait(Requests[size_t(Steps[A].Request)])
                  .withContext("waiting for " + asyncName(A));
-  if (Profiling) {
-    // Time spent waiting counts as the collective's.
-    double Secs = std::chrono::duration<double>(Clock::now() - T0).count();
-    OpSeconds[int(Bound[A].Op)] += Secs;
-    AsyncWaitSeconds += Secs;
+  if (Timing) {
+    recordSpan(A, SpanKind::Wait, T0);
+    recordSpan(A, SpanKind::InFlight, AsyncStartNs[A]);
   }
   return S;
 }
@@ -388,8 +394,11 @@ Status Executor::pollPending() {
     if (S.ok()) {
       S = Comm->test(Requests[size_t(Steps[A].Request)], Done)
               .withContext("testing " + asyncName(A));
-      if (Done)
+      if (Done) {
+        if (Timing)
+          recordSpan(A, SpanKind::InFlight, AsyncStartNs[A]);
         continue;
+      }
     }
     Pending[Kept++] = A;
   }

@@ -11,6 +11,7 @@
 #include "runtime/Hash.h"
 #include "runtime/PeriodicCheckpoints.h"
 #include "runtime/Program.h"
+#include "runtime/Trace.h"
 #include "runtime/Trainer.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/Watchdog.h"
@@ -65,6 +66,12 @@ options:
                     after a failure finishes the same run
   --metrics FILE    write one JSON line per step (step, loss, lr,
                     step_time_s, tokens_per_s, peak_bytes)
+  --trace FILE      write a Chrome trace-event JSON file (open it in
+                    Perfetto or chrome://tracing): per rank, every
+                    instruction, wait and collective (kind, bytes, group) of
+                    every step, and each async collective's flight; rank 0
+                    gathers all ranks into FILE. At most 2,000,000 spans per
+                    rank are kept (about 110 MB); later ones are counted
   --save-grads DIR  after the last step write DIR/grads.safetensors with every
                     parameter's gradient from that step
   --grad-check K    no training: compare analytic gradients of the first batch
@@ -150,7 +157,7 @@ bool parseDouble(const std::string &S, double &Out) {
 
 struct Options {
   std::string Program, Data, Load, Save, Metrics, SaveGrads, Resume,
-      CheckpointDir;
+      CheckpointDir, Trace;
   long long Steps = 10, Seed = 1234, GradCheck = 0, Threads = 0, SaveEvery = 0,
             Keep = 3, CheckReplicas = 0;
   double GradTol = 0, CollectiveTimeout = 600;
@@ -197,7 +204,7 @@ int parseArgs(int Argc, char **Argv, Options &O) {
         "--save-grads",   "--grad-check",     "--grad-tol",
         "--threads",      "--resume",         "--save-every",
         "--keep",         "--checkpoint-dir", "--collective-timeout",
-        "--on-nonfinite", "--check-replicas"};
+        "--on-nonfinite", "--check-replicas", "--trace"};
     bool Known = false;
     for (const char *F : WithValue)
       Known |= A == F;
@@ -266,6 +273,8 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       O.Resume = Value;
     else if (A == "--checkpoint-dir")
       O.CheckpointDir = Value;
+    else if (A == "--trace")
+      O.Trace = Value;
     if (Code >= 0)
       return Code;
   }
@@ -370,6 +379,8 @@ int main(int Argc, char **Argv) {
   const Program &Prog = Exec.program();
   Exec.initParams(uint64_t(O.Seed));
   Exec.setProfiling(std::getenv("WEFT_PROFILE") != nullptr);
+  if (!O.Trace.empty())
+    Exec.setTracing(2'000'000);
 
   int64_t StartStep = 0;
   std::vector<std::string> Warnings;
@@ -467,6 +478,11 @@ int main(int Argc, char **Argv) {
     printSummary(std::cout, *Records, Exec);
   if (std::getenv("WEFT_PROFILE") && Root)
     std::cout << Exec.profileReport();
+  if (!O.Trace.empty()) {
+    Status S = writeChromeTrace(Exec, O.Trace);
+    if (!S.ok())
+      return fail(S.message());
+  }
 
   if (!O.SaveGrads.empty()) {
     Status S = saveGradients(Exec, O.SaveGrads);

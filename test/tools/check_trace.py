@@ -1,0 +1,34 @@
+"""Checks a `weft-run --trace` file: valid Chrome trace-event JSON, a named
+process per rank, every instruction of every step once on each rank's main
+queue (spans in order, not overlapping), collectives with bytes and group,
+async collectives on their own track. Prints a summary line per rank.
+usage: check_trace.py TRACE RANKS STEPS INSTRUCTIONS"""
+import collections
+import json
+import sys
+
+path, ranks, steps, insts = sys.argv[1], *map(int, sys.argv[2:5])
+events = json.load(open(path))["traceEvents"]
+names = {e["pid"]: e["args"]["name"] for e in events
+         if e["ph"] == "M" and e["name"] == "process_name"}
+assert sorted(names) == list(range(ranks)), names
+for rank in range(ranks):
+    spans = [e for e in events if e["ph"] == "X" and e["pid"] == rank]
+    main = sorted((e for e in spans if e["tid"] == 0), key=lambda e: e["ts"])
+    for a, b in zip(main, main[1:]):
+        assert a["ts"] + a["dur"] <= b["ts"] + 1e-3, (a, b)
+    run = [e for e in main if e["cat"] in ("compute", "collective")]
+    seen = collections.Counter((e["args"]["step"], e["args"]["instruction"])
+                               for e in run)
+    want = {(s, i) for s in range(1, steps + 1) for i in range(insts)}
+    assert set(seen) == want and max(seen.values()) == 1, \
+        f"rank {rank}: {len(seen)} (step, instruction) spans, want {len(want)}"
+    for e in spans:
+        if e["cat"] in ("collective", "async"):
+            assert e["args"]["bytes"] > 0 and e["args"]["group"], e
+    flights = [e for e in spans if e["cat"] == "async"]
+    assert all(e["tid"] == 1 for e in flights)
+    kinds = collections.Counter(e["cat"] for e in spans)
+    print(f"rank {rank} ({names[rank]}): {len(run)} instruction spans, "
+          f"{kinds['collective']} collectives, {kinds['async']} async in "
+          f"flight, {kinds['wait']} waits")
