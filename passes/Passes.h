@@ -17,11 +17,32 @@ namespace weft {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
-/// The whole lowering of a forward model to a runtime program, in order:
-/// autodiff, AdamW, memory plan, emission (when `output` is non-empty).
+/// Everything that selects the passes of the training pipeline: the one
+/// options struct weft-compile fills from its flags and weft-opt's
+/// `weft-training-pipeline` from its pipeline options.
+struct TrainingPipelineOptions {
+  WeftInsertAdamWOptions optimizer;
+  /// An empty mesh: one rank (no layout, propagation or partition passes).
+  WeftApplyLayoutOptions layout;
+  int64_t bucketBytes = 25 * 1048576; // data-parallel gradient buckets
+  int64_t prefetchOps = 16;           // ZeRO-3 gathers, ops ahead
+  std::string output;                 // emit the program here, if set
+};
+
+/// The stages of the pipeline in order, as --emit-mlir names them; a stage
+/// of a one-rank pipeline may add no pass.
+extern const char *const kTrainingStages[];
+extern const int kNumTrainingStages;
+
+/// Adds the passes of stage `stage` (an index into kTrainingStages).
+void addTrainingStage(mlir::OpPassManager &pm, int stage,
+                      const TrainingPipelineOptions &options);
+
+/// The whole lowering of a forward model to a runtime program: every stage
+/// in order, then emission when `output` is set. weft-compile runs exactly
+/// this (in two pass managers when --emit-mlir prints a stage between).
 void buildTrainingPipeline(mlir::OpPassManager &pm,
-                           const WeftInsertAdamWOptions &optimizer,
-                           const std::string &output);
+                           const TrainingPipelineOptions &options);
 
 /// Registers every pass and the `weft-training-pipeline` for weft-opt.
 void registerWeftPassesAndPipelines();

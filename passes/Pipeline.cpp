@@ -1,36 +1,99 @@
 //===- Pipeline.cpp - the training pipeline and pass registration ---------===//
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
 
+const char *const weft::kTrainingStages[] = {
+    "forward",   "layout",    "autodiff",   "optimizer",
+    "propagate", "partition", "plan-memory"};
+const int weft::kNumTrainingStages =
+    int(sizeof(kTrainingStages) / sizeof(kTrainingStages[0]));
+
+void weft::addTrainingStage(OpPassManager &pm, int stage,
+                            const TrainingPipelineOptions &o) {
+  const bool sharded = !o.layout.mesh.empty();
+  const std::string name = kTrainingStages[stage];
+  if (name == "layout" && sharded)
+    pm.addPass(createWeftApplyLayout(o.layout));
+  if (name == "autodiff")
+    pm.addNestedPass<func::FuncOp>(createWeftAutodiff());
+  if (name == "optimizer")
+    pm.addNestedPass<func::FuncOp>(createWeftInsertAdamW(o.optimizer));
+  if (name == "propagate" && sharded)
+    pm.addPass(createWeftPropagateSharding());
+  if (name == "partition" && sharded) {
+    pm.addPass(createWeftPartition());
+    pm.addNestedPass<func::FuncOp>(createWeftFoldCollectives());
+    WeftBucketGradientsOptions buckets;
+    buckets.bucketBytes = o.bucketBytes;
+    pm.addNestedPass<func::FuncOp>(createWeftBucketGradients(buckets));
+    WeftPrefetchParamsOptions prefetch;
+    prefetch.distance = o.prefetchOps;
+    pm.addNestedPass<func::FuncOp>(createWeftPrefetchParams(prefetch));
+  }
+  if (name == "plan-memory")
+    pm.addNestedPass<func::FuncOp>(createWeftPlanMemory());
+}
+
 void weft::buildTrainingPipeline(OpPassManager &pm,
-                                 const WeftInsertAdamWOptions &optimizer,
-                                 const std::string &output) {
-  pm.addNestedPass<func::FuncOp>(createWeftAutodiff());
-  pm.addNestedPass<func::FuncOp>(createWeftInsertAdamW(optimizer));
-  pm.addNestedPass<func::FuncOp>(createWeftPlanMemory());
-  if (!output.empty())
-    pm.addPass(createWeftEmitProgram(WeftEmitProgramOptions{output}));
+                                 const TrainingPipelineOptions &o) {
+  for (int stage = 0; stage < kNumTrainingStages; ++stage)
+    addTrainingStage(pm, stage, o);
+  if (!o.output.empty())
+    pm.addPass(createWeftEmitProgram(WeftEmitProgramOptions{o.output}));
 }
 
 namespace {
-struct TrainingPipelineOptions
-    : public PassPipelineOptions<TrainingPipelineOptions> {
+/// weft-opt's spelling of TrainingPipelineOptions: weft-compile's flags.
+struct PipelineFlags : public PassPipelineOptions<PipelineFlags> {
   Option<double> lr{*this, "lr", llvm::cl::init(1e-3)};
+  Option<double> beta1{*this, "beta1", llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::init(0.95)};
+  Option<double> eps{*this, "adam-eps", llvm::cl::init(1e-8)};
+  Option<double> weightDecay{*this, "weight-decay", llvm::cl::init(0.1)};
+  Option<std::string> schedule{*this, "schedule", llvm::cl::init("constant")};
+  Option<int64_t> warmupSteps{*this, "warmup-steps", llvm::cl::init(0)};
+  Option<int64_t> totalSteps{*this, "total-steps", llvm::cl::init(0)};
+  Option<double> minLr{*this, "min-lr", llvm::cl::init(0.0)};
+  Option<std::string> mesh{*this, "mesh", llvm::cl::init("")};
+  Option<std::string> layout{*this, "layout", llvm::cl::init("data")};
+  Option<int64_t> zero{*this, "zero", llvm::cl::init(0)};
+  Option<bool> sequenceParallel{*this, "sequence-parallel",
+                                llvm::cl::init(false)};
+  Option<int64_t> bucketBytes{*this, "bucket-bytes",
+                              llvm::cl::init(25 * 1048576)};
+  Option<int64_t> prefetchOps{*this, "prefetch-ops", llvm::cl::init(16)};
   Option<std::string> output{*this, "output", llvm::cl::init("")};
 };
 } // namespace
 
 void weft::registerWeftPassesAndPipelines() {
   registerWeftPasses();
-  PassPipelineRegistration<TrainingPipelineOptions>(
+  PassPipelineRegistration<PipelineFlags>(
       "weft-training-pipeline",
-      "autodiff, AdamW, memory plan and (with output=FILE) emission",
-      [](OpPassManager &pm, const TrainingPipelineOptions &opts) {
-        WeftInsertAdamWOptions optimizer;
-        optimizer.lr = opts.lr;
-        buildTrainingPipeline(pm, optimizer, opts.output);
+      "what weft-compile runs: layout, autodiff, AdamW, propagation, "
+      "partition, memory plan and (with output=FILE) emission",
+      [](OpPassManager &pm, const PipelineFlags &f) {
+        TrainingPipelineOptions o;
+        o.optimizer.lr = f.lr;
+        o.optimizer.beta1 = f.beta1;
+        o.optimizer.beta2 = f.beta2;
+        o.optimizer.eps = f.eps;
+        o.optimizer.weightDecay = f.weightDecay;
+        o.optimizer.schedule = f.schedule;
+        o.optimizer.warmupSteps = f.warmupSteps;
+        o.optimizer.totalSteps = f.totalSteps;
+        o.optimizer.minLr = f.minLr;
+        o.layout.mesh = f.mesh;
+        o.layout.layout = f.layout;
+        o.layout.zero = f.zero;
+        o.layout.sequenceParallel = f.sequenceParallel;
+        o.bucketBytes = f.bucketBytes;
+        o.prefetchOps = f.prefetchOps;
+        o.output = f.output;
+        buildTrainingPipeline(pm, o);
       });
 }

@@ -19,6 +19,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
@@ -219,6 +220,12 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // The standard pass-manager flags (--mlir-timing,
+  // --mlir-print-ir-after=PASS, --mlir-pass-statistics, ...): accepted,
+  // though --help lists only weft-compile's own.
+  weft::registerWeftPassesAndPipelines(); // first: the flags name passes
+  mlir::registerPassManagerCLOptions();
+  mlir::registerDefaultTimingManagerCLOptions();
   cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -230,10 +237,10 @@ int main(int argc, char **argv) {
   }
   if (dtypeArg != "f32" && dtypeArg != "f64")
     return fail("--dtype must be f32 or f64, got '" + dtypeArg + "'");
-  static const char *stages[] = {"forward",    "layout",    "autodiff",
-                                 "optimizer",  "propagate", "partition",
-                                 "plan-memory"};
-  if (!emitMlirArg.empty() && !llvm::is_contained(stages, emitMlirArg))
+  if (!emitMlirArg.empty() &&
+      !llvm::is_contained(llvm::ArrayRef<const char *>(
+                              weft::kTrainingStages, weft::kNumTrainingStages),
+                          emitMlirArg))
     return fail("unknown --emit-mlir stage '" + emitMlirArg +
                 "' (expected forward, layout, autodiff, optimizer, propagate, "
                 "partition or plan-memory)");
@@ -273,70 +280,49 @@ int main(int argc, char **argv) {
       fn->setAttr("weft.model", StringAttr::get(&context, name));
   });
 
-  weft::WeftInsertAdamWOptions optimizer;
-  optimizer.lr = lrArg;
-  optimizer.beta1 = beta1Arg;
-  optimizer.beta2 = beta2Arg;
-  optimizer.eps = epsArg;
-  optimizer.weightDecay = wdArg;
-  optimizer.schedule = scheduleArg;
-  optimizer.warmupSteps = warmupArg;
-  optimizer.totalSteps = totalArg;
-  optimizer.minLr = minLrArg;
-
-  using Stage = std::pair<const char *, std::function<void(OpPassManager &)>>;
-  weft::WeftApplyLayoutOptions layout;
-  layout.mesh = meshArg;
-  layout.layout = layoutArg;
-  layout.zero = zeroArg;
-  layout.sequenceParallel = spArg;
-  auto ifSharded = [&](std::function<void(OpPassManager &)> add) {
-    return [=](OpPassManager &pm) {
-      if (sharded)
-        add(pm);
-    };
-  };
-  std::vector<Stage> pipeline = {
-      {"forward", [](OpPassManager &) {}},
-      {"layout", ifSharded([&](OpPassManager &pm) {
-         pm.addPass(weft::createWeftApplyLayout(layout));
-       })},
-      {"autodiff",
-       [](OpPassManager &pm) {
-         pm.addNestedPass<func::FuncOp>(weft::createWeftAutodiff());
-       }},
-      {"optimizer",
-       [&](OpPassManager &pm) {
-         pm.addNestedPass<func::FuncOp>(weft::createWeftInsertAdamW(optimizer));
-       }},
-      {"propagate", ifSharded([](OpPassManager &pm) {
-         pm.addPass(weft::createWeftPropagateSharding());
-       })},
-      {"partition", ifSharded([](OpPassManager &pm) {
-         pm.addPass(weft::createWeftPartition());
-         pm.addNestedPass<func::FuncOp>(weft::createWeftFoldCollectives());
-         weft::WeftBucketGradientsOptions buckets;
-         buckets.bucketBytes = int64_t(bucketMbArg * 1048576.0);
-         pm.addNestedPass<func::FuncOp>(
-             weft::createWeftBucketGradients(buckets));
-         weft::WeftPrefetchParamsOptions prefetch;
-         prefetch.distance = prefetchArg;
-         pm.addNestedPass<func::FuncOp>(
-             weft::createWeftPrefetchParams(prefetch));
-       })},
-      {"plan-memory",
-       [](OpPassManager &pm) {
-         pm.addNestedPass<func::FuncOp>(weft::createWeftPlanMemory());
-       }},
-  };
-  for (auto &[stage, addPasses] : pipeline) {
-    PassManager pm(&context);
-    addPasses(pm);
-    if (failed(pm.run(*module)))
-      return 1;
-    if (emitMlirArg == stage)
-      module->print(llvm::outs());
+  weft::TrainingPipelineOptions options;
+  options.optimizer.lr = lrArg;
+  options.optimizer.beta1 = beta1Arg;
+  options.optimizer.beta2 = beta2Arg;
+  options.optimizer.eps = epsArg;
+  options.optimizer.weightDecay = wdArg;
+  options.optimizer.schedule = scheduleArg;
+  options.optimizer.warmupSteps = warmupArg;
+  options.optimizer.totalSteps = totalArg;
+  options.optimizer.minLr = minLrArg;
+  if (sharded) {
+    options.layout.mesh = meshArg;
+    options.layout.layout = layoutArg;
+    options.layout.zero = zeroArg;
+    options.layout.sequenceParallel = spArg;
   }
+  options.bucketBytes = int64_t(bucketMbArg * 1048576.0);
+  options.prefetchOps = prefetchArg;
+
+  // The library's pipeline, in one pass manager (with the standard
+  // --mlir-* pass-manager flags), split in two only to print a stage.
+  int printAfter = -1;
+  for (int stage = 0; stage < weft::kNumTrainingStages; ++stage)
+    if (emitMlirArg == weft::kTrainingStages[stage])
+      printAfter = stage;
+  DefaultTimingManager timing;
+  applyDefaultTimingManagerCLOptions(timing);
+  TimingScope timingRoot = timing.getRootScope();
+  auto runStages = [&](int begin, int end) {
+    PassManager pm(&context);
+    if (failed(applyPassManagerCLOptions(pm)))
+      return false;
+    pm.enableTiming(timingRoot);
+    for (int stage = begin; stage < end; ++stage)
+      weft::addTrainingStage(pm, stage, options);
+    return succeeded(pm.run(*module));
+  };
+  if (!runStages(0, printAfter + 1))
+    return 1;
+  if (printAfter >= 0)
+    module->print(llvm::outs()), llvm::outs() << "\n"; // as weft-opt prints
+  if (!runStages(printAfter + 1, weft::kNumTrainingStages))
+    return 1;
   if (explainArg)
     weft::explainStep(*module, llvm::outs());
   if (outputArg.empty())
