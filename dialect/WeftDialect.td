@@ -13,6 +13,10 @@ def Weft_Dialect : Dialect {
   let name = "weft";
   let cppNamespace = "::weft";
   let useDefaultAttributePrinterParser = 1;
+  // `weft.sharding` and `weft.shardings`, which the sharding passes exchange
+  // on ops and function arguments, are verified (WeftAttrVerify.cpp).
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
   let summary = "Tensor ops of GPT-2 and Llama training steps";
   let description = [{
     The weft dialect holds transformer training programs on builtin ranked
