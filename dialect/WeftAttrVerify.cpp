@@ -1,12 +1,15 @@
 //===- WeftAttrVerify.cpp - verify the attributes passes exchange ---------===//
 //
 // `weft.sharding` (on a param or a function argument) and `weft.shardings`
-// (one per result of an op) are how layout, propagation and partition talk.
+// (one per result of an op) are how layout, propagation and partition talk;
+// the other names of AttrNames.h carry storage layouts, offsets and the
+// optimizer. Each is checked here and any other `weft.*` name refused.
 // A malformed one used to crash weft-partition (a cast of a non-sharding),
 // and an axis the mesh lacks verified and failed later on another op; the
 // verifier now refuses both where they are written.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -34,11 +37,14 @@ LogicalResult verifySharding(Operation *op, Attribute attr, Type type,
   auto s = dyn_cast<ShardingAttr>(attr);
   if (!s)
     return fail() << "must be a #weft.sharding, got " << attr;
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor)
-    return fail() << "shards a " << type << ", not a ranked tensor";
-  if (int64_t(s.getDims().size()) != tensor.getRank())
-    return fail() << "has " << s.getDims().size() << " dims for a " << tensor;
+  // A null type: a storage layout, which ZeRO may flatten (any rank).
+  if (type) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor)
+      return fail() << "shards a " << type << ", not a ranked tensor";
+    if (int64_t(s.getDims().size()) != tensor.getRank())
+      return fail() << "has " << s.getDims().size() << " dims for a " << tensor;
+  }
   if (s.getBlocks() &&
       int64_t(s.getBlocks().size()) != int64_t(s.getDims().size()))
     return fail() << "has " << s.getBlocks().size() << " blocks for "
@@ -78,34 +84,80 @@ LogicalResult verifySharding(Operation *op, Attribute attr, Type type,
 
 LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
+  namespace an = weft::attrname;
   StringRef name = attr.getName().getValue();
-  if (name == "weft.sharding") {
+  Attribute value = attr.getValue();
+  auto fail = [&]() { return op->emitOpError() << name << " "; };
+  if (name == an::kSharding) {
     if (op->getNumResults() != 1)
-      return op->emitOpError("weft.sharding needs an op of one result, this "
-                             "one has ")
-             << op->getNumResults();
-    return verifySharding(op, attr.getValue(), op->getResult(0).getType(),
-                          "weft.sharding");
+      return fail() << "needs an op of one result, this one has "
+                    << op->getNumResults();
+    return verifySharding(op, value, op->getResult(0).getType(), name);
   }
-  if (name == "weft.shardings") {
-    auto list = dyn_cast<ArrayAttr>(attr.getValue());
+  if (name == an::kShardings) {
+    auto list = dyn_cast<ArrayAttr>(value);
     if (!list || list.size() != op->getNumResults())
-      return op->emitOpError("weft.shardings must list one #weft.sharding "
-                             "per result (")
-             << op->getNumResults() << "), got " << attr.getValue();
+      return fail() << "must list one #weft.sharding per result ("
+                    << op->getNumResults() << "), got " << value;
     for (auto [i, s] : llvm::enumerate(list))
       if (failed(verifySharding(op, s, op->getResult(i).getType(),
-                                "weft.shardings[" + Twine(i) + "]")))
+                                name + "[" + Twine(i) + "]")))
         return failure();
+    return success();
   }
-  return success();
+  for (StringRef storage :
+       {an::kStorage, an::kGradStorage, an::kStateStorage, an::kStorageSharding,
+        an::kGradStorageSharding, an::kStateStorageSharding})
+    if (name == storage) {
+      if (!isa<ParamOp>(op))
+        return fail() << "belongs on a weft.param";
+      return verifySharding(op, value, Type(), name);
+    }
+  if (name == an::kGlobalShape) {
+    auto shape = dyn_cast<DenseI64ArrayAttr>(value);
+    if (!isa<ParamOp>(op) || !shape ||
+        int64_t(shape.size()) !=
+            cast<ShapedType>(op->getResult(0).getType()).getRank())
+      return fail() << "must be a weft.param's global shape, one size per "
+                       "dim, got "
+                    << value;
+    for (int64_t d : shape.asArrayRef())
+      if (d < 1)
+        return fail() << "has a size " << d << " < 1";
+    return success();
+  }
+  if (name == an::kOffsets) {
+    auto offsets = dyn_cast<DenseI64ArrayAttr>(value);
+    if (!offsets || offsets.size() != int64_t(op->getNumResults()))
+      return fail() << "must hold one arena offset per result ("
+                    << op->getNumResults() << "), got " << value;
+    return success();
+  }
+  if (name == an::kArenaBytes) {
+    auto bytes = dyn_cast<IntegerAttr>(value);
+    if (!bytes || bytes.getInt() < 0)
+      return fail() << "must be a non-negative integer, got " << value;
+    return success();
+  }
+  if (name == an::kModel)
+    return isa<StringAttr>(value)
+               ? success()
+               : LogicalResult(fail() << "must be a string, got " << value);
+  if (name == an::kOptimizer)
+    return isa<DictionaryAttr>(value)
+               ? success()
+               : LogicalResult(fail() << "must be a dictionary, got " << value);
+  return op->emitOpError("has unknown attribute '")
+         << name
+         << "' (weft's are declared in dialect/AttrNames.h; a misspelt one "
+            "would be ignored)";
 }
 
 LogicalResult WeftDialect::verifyRegionArgAttribute(Operation *op,
                                                     unsigned region,
                                                     unsigned arg,
                                                     NamedAttribute attr) {
-  if (attr.getName().getValue() != "weft.sharding")
+  if (attr.getName().getValue() != weft::attrname::kSharding)
     return success();
   Region &r = op->getRegion(region);
   if (r.empty() || arg >= r.front().getNumArguments())

@@ -1,4 +1,5 @@
 //===- ApplyLayout.cpp - weft-apply-layout: mesh + declared shardings -----===//
+#include "dialect/AttrNames.h"
 #include "passes/Passes.h"
 #include "passes/ShardingUtils.h"
 #include "runtime/JsonDepth.h"
@@ -118,10 +119,11 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
             used.insert(axis);
     };
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-      note(fn.getArgAttr(i, "weft.sharding"));
+      note(fn.getArgAttr(i, weft::attrname::kSharding));
     fn.walk([&](ParamOp p) {
-      for (StringRef attr : {"weft.sharding", "weft.state_storage",
-                             "weft.grad_storage", "weft.storage"})
+      for (StringRef attr :
+           {weft::attrname::kSharding, weft::attrname::kStateStorage,
+            weft::attrname::kGradStorage, weft::attrname::kStorage})
         note(p->getAttr(attr));
     });
     if (sp)
@@ -219,7 +221,8 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
       std::string name = arg.getArgNumber() == 0 ? "tokens" : "targets";
       if (failed(checkDims(fn, name + " (batch x seq)", type.getShape(), dims)))
         return failure();
-      fn.setArgAttr(arg.getArgNumber(), "weft.sharding", toAttr(dims));
+      fn.setArgAttr(arg.getArgNumber(), weft::attrname::kSharding,
+                    toAttr(dims));
     }
     return success();
   }
@@ -279,7 +282,7 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
       }
       if (failed(checkDims(p, "parameter " + name.str(), shape, dims, blocks)))
         return WalkResult::interrupt();
-      p->setAttr("weft.sharding", toAttr(dims, blocks));
+      p->setAttr(weft::attrname::kSharding, toAttr(dims, blocks));
       // ZeRO: split dim 0 further over dp where it divides (not a dim split
       // in blocks: a blocked all-gather would need a strided layout; not a
       // parameter the layout already splits over dp: its state is split).
@@ -294,7 +297,7 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
           c *= meshInfo.size(a);
         if (shape[0] % (c * blocks[0]) == 0) {
           ShardingAttr s = toAttr(storage, blocks);
-          p->setAttr("weft.state_storage", s);
+          p->setAttr(weft::attrname::kStateStorage, s);
           if (zeroStage == 1) {
             // ZeRO-1 keeps whole gradients, unreduced: each rank's own
             // contribution, reduce-scattered into the optimizer's block
@@ -302,13 +305,13 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
             SmallVector<SmallVector<StringRef>> refs;
             for (const auto &axes : dims)
               refs.emplace_back(axes.begin(), axes.end());
-            p->setAttr("weft.grad_storage",
+            p->setAttr(weft::attrname::kGradStorage,
                        ShardingAttr::get(&getContext(), refs, {"dp"}, blocks));
           }
           if (zeroStage >= 2)
-            p->setAttr("weft.grad_storage", s);
+            p->setAttr(weft::attrname::kGradStorage, s);
           if (zeroStage >= 3)
-            p->setAttr("weft.storage", s);
+            p->setAttr(weft::attrname::kStorage, s);
         }
       }
       return WalkResult::advance();

@@ -4,6 +4,7 @@
 // runtime (runtime/Program.cpp) is its only reader.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
 #include "passes/ShardingUtils.h"
@@ -125,7 +126,8 @@ public:
       : fn(fn), mesh(std::move(mesh)) {}
 
   LogicalResult build(json::Object &program) {
-    auto arenaBytes = fn->getAttrOfType<IntegerAttr>("weft.arena_bytes");
+    auto arenaBytes =
+        fn->getAttrOfType<IntegerAttr>(weft::attrname::kArenaBytes);
     if (!arenaBytes)
       return fn.emitError("no weft.arena_bytes: run weft-plan-memory first");
     if (fn.getNumArguments() != 2)
@@ -175,13 +177,15 @@ public:
       return fn.emitError("the returned loss is not computed by an op");
 
     auto dtype = params.empty() ? std::string("f32") : paramDtype;
-    program["model"] = fn->hasAttr("weft.model")
-                           ? fn->getAttrOfType<StringAttr>("weft.model").str()
-                           : fn.getSymName().str();
+    program["model"] =
+        fn->hasAttr(weft::attrname::kModel)
+            ? fn->getAttrOfType<StringAttr>(weft::attrname::kModel).str()
+            : fn.getSymName().str();
     program["dtype"] = dtype;
     // batch and seq are global; the tokens buffer holds this rank's block.
     auto tokens = cast<RankedTensorType>(fn.getArgument(0).getType());
-    auto split = fn.getArgAttrOfType<ShardingAttr>(0, "weft.sharding");
+    auto split =
+        fn.getArgAttrOfType<ShardingAttr>(0, weft::attrname::kSharding);
     auto global = [&](int64_t d) -> int64_t {
       if (tokens.getRank() <= d)
         return 1;
@@ -222,7 +226,7 @@ private:
                        {"shape", shapeOf(arg)},
                        {"dtype", dtypeOf(type.getElementType())}};
     if (auto s = fn.getArgAttrOfType<ShardingAttr>(
-            cast<BlockArgument>(arg).getArgNumber(), "weft.sharding"))
+            cast<BlockArgument>(arg).getArgNumber(), weft::attrname::kSharding))
       if (!s.isReplicated())
         entry["sharding"] = shardingDims(s, type.getRank());
     bufferIds[arg] = addBuffer(std::move(entry));
@@ -235,7 +239,8 @@ private:
     if (p.getInit() == "normal")
       init["std"] = p.getStd().convertToDouble();
     SmallVector<int64_t> global(p.getType().getShape());
-    if (auto g = p->getAttrOfType<DenseI64ArrayAttr>("weft.global_shape"))
+    if (auto g =
+            p->getAttrOfType<DenseI64ArrayAttr>(weft::attrname::kGlobalShape))
       global.assign(g.asArrayRef().begin(), g.asArrayRef().end());
     auto globalType =
         RankedTensorType::get(global, p.getType().getElementType());
@@ -244,7 +249,7 @@ private:
                        {"init", std::move(init)},
                        {"weight_decay", p.getType().getRank() >= 2}};
     addLayout(entry, global,
-              p->getAttrOfType<ShardingAttr>("weft.storage_sharding"));
+              p->getAttrOfType<ShardingAttr>(weft::attrname::kStorageSharding));
     params.push_back(std::move(entry));
     auto state = [&](StringRef kind, StringRef layoutAttr) {
       auto s = p->getAttrOfType<ShardingAttr>(layoutAttr);
@@ -259,10 +264,11 @@ private:
       addLayout(buffer, global, s);
       return addBuffer(std::move(buffer));
     };
-    bufferIds[p.getResult()] = state("param", "weft.storage_sharding");
-    paramState[p.getName()] = {state("grad", "weft.grad_storage_sharding"),
-                               state("adam_m", "weft.state_storage_sharding"),
-                               state("adam_v", "weft.state_storage_sharding")};
+    bufferIds[p.getResult()] = state("param", weft::attrname::kStorageSharding);
+    paramState[p.getName()] = {
+        state("grad", weft::attrname::kGradStorageSharding),
+        state("adam_m", weft::attrname::kStateStorageSharding),
+        state("adam_v", weft::attrname::kStateStorageSharding)};
   }
 
   int64_t arenaBuffer(Value v, int64_t offset) {
@@ -325,7 +331,8 @@ private:
            }()}});
       return success();
     }
-    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("weft.offsets");
+    auto offsets =
+        op.getAttrOfType<DenseI64ArrayAttr>(weft::attrname::kOffsets);
     if (!offsets || offsets.size() != int64_t(op.getNumResults()))
       return op.emitOpError("has no weft.offsets: run weft-plan-memory first");
     json::Array outs;
@@ -340,7 +347,7 @@ private:
 
   json::Value optimizerJson() {
     json::Object opt{{"kind", "none"}};
-    auto cfg = fn->getAttrOfType<DictionaryAttr>("weft.optimizer");
+    auto cfg = fn->getAttrOfType<DictionaryAttr>(weft::attrname::kOptimizer);
     if (!cfg)
       return opt;
     for (NamedAttribute a : cfg) {

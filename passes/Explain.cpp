@@ -1,5 +1,6 @@
 //===- Explain.cpp - collectives and memory of a partitioned step ---------===//
 #include "passes/Explain.h"
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/ShardingUtils.h"
 
@@ -54,8 +55,8 @@ SmallVector<Collective> collectivesOf(ModuleOp module) {
       if (auto axes = adam->getAttrOfType<ArrayAttr>("shard_axes")) {
         auto p = adam.getParam().getDefiningOp<ParamOp>();
         // ZeRO-1: the unreduced gradient is reduce-scattered into the block.
-        auto grad =
-            p->getAttrOfType<ShardingAttr>("weft.grad_storage_sharding");
+        auto grad = p->getAttrOfType<ShardingAttr>(
+            weft::attrname::kGradStorageSharding);
         if (grad && !grad.partialAxes().empty())
           out.push_back(
               {"reduce_scatter", joinAxes(namesOf(axes)),
@@ -106,7 +107,8 @@ void weft::explainStep(ModuleOp module, llvm::raw_ostream &os) {
   int64_t params = 0, grads = 0, state = 0, arena = 0;
   module.walk([&](ParamOp p) {
     SmallVector<int64_t> global(p.getType().getShape());
-    if (auto g = p->getAttrOfType<DenseI64ArrayAttr>("weft.global_shape"))
+    if (auto g =
+            p->getAttrOfType<DenseI64ArrayAttr>(weft::attrname::kGlobalShape))
       global.assign(g.asArrayRef().begin(), g.asArrayRef().end());
     auto type = RankedTensorType::get(global, p.getType().getElementType());
     auto local = [&](StringRef attr) {
@@ -115,11 +117,11 @@ void weft::explainStep(ModuleOp module, llvm::raw_ostream &os) {
       return t ? bytesOf(t) : 0;
     };
     params += bytesOf(p.getType());
-    grads += local("weft.grad_storage_sharding");
-    state += 2 * local("weft.state_storage_sharding");
+    grads += local(weft::attrname::kGradStorageSharding);
+    state += 2 * local(weft::attrname::kStateStorageSharding);
   });
   module.walk([&](func::FuncOp fn) {
-    if (auto a = fn->getAttrOfType<IntegerAttr>("weft.arena_bytes"))
+    if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kArenaBytes))
       arena = a.getInt();
   });
   auto mib = [](int64_t b) { return b / 1048576.0; };

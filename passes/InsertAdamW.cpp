@@ -1,4 +1,5 @@
 //===- InsertAdamW.cpp - weft-insert-adamw --------------------------------===//
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
 #include "runtime/Hyperparams.h"
@@ -70,7 +71,7 @@ struct InsertAdamW : weft::impl::WeftInsertAdamWBase<InsertAdamW> {
         b.getNamedAttr("total_steps", b.getI64IntegerAttr(totalSteps)),
         b.getNamedAttr("min_lr", b.getF64FloatAttr(minLr)),
     };
-    fn->setAttr("weft.optimizer", b.getDictionaryAttr(cfg));
+    fn->setAttr(weft::attrname::kOptimizer, b.getDictionaryAttr(cfg));
   }
 };
 } // namespace

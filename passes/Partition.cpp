@@ -1,4 +1,5 @@
 //===- Partition.cpp - weft-partition: the per-rank program ---------------===//
+#include "dialect/AttrNames.h"
 #include "passes/Passes.h"
 #include "passes/ShardingUtils.h"
 
@@ -42,7 +43,7 @@ public:
         rules[&op] = ruled.getShardingRule();
     for (BlockArgument arg : fn.getArguments()) {
       auto s = fn.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
-                                                 "weft.sharding");
+                                                 weft::attrname::kSharding);
       if (!s)
         s = replicated(arg);
       if (failed(localize(arg, s, fn.getLoc())))
@@ -56,7 +57,7 @@ public:
       if (failed(partition(op)))
         return failure();
     for (Operation &op : body)
-      op.removeAttr("weft.shardings");
+      op.removeAttr(weft::attrname::kShardings);
     SmallVector<Type> inputs(body.getArgumentTypes());
     fn.setType(FunctionType::get(ctx, inputs,
                                  body.getTerminator()->getOperandTypes()));
@@ -72,15 +73,15 @@ private:
   ShardingAttr targetOf(Value v) {
     if (auto arg = dyn_cast<BlockArgument>(v)) {
       auto s = fn.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
-                                                 "weft.sharding");
+                                                 weft::attrname::kSharding);
       return s ? s : replicated(v);
     }
     Operation *def = v.getDefiningOp();
     if (auto p = dyn_cast<ParamOp>(def)) {
-      auto s = p->getAttrOfType<ShardingAttr>("weft.sharding");
+      auto s = p->getAttrOfType<ShardingAttr>(weft::attrname::kSharding);
       return s ? s : ShardingAttr::replicated(ctx, p.getType().getRank());
     }
-    if (auto arr = def->getAttrOfType<ArrayAttr>("weft.shardings"))
+    if (auto arr = def->getAttrOfType<ArrayAttr>(weft::attrname::kShardings))
       return cast<ShardingAttr>(arr[cast<OpResult>(v).getResultNumber()]);
     return replicated(v);
   }
@@ -293,7 +294,7 @@ private:
       ParamOp p = paramsByName.lookup(grad.getName());
       if (!p)
         return op->emitOpError("names no weft.param");
-      ShardingAttr storage = storageOf(p, "weft.grad_storage");
+      ShardingAttr storage = storageOf(p, weft::attrname::kGradStorage);
       ShardingAttr have = actual.lookup(grad.getOperand());
       if (have && !llvm::all_of(storage.partialAxes(), [&](StringRef a) {
             return llvm::is_contained(have.partialAxes(), a);
@@ -303,9 +304,9 @@ private:
         // split over dp): store this rank's block of the optimizer state's
         // split instead, as ZeRO-2 does. A whole value cannot become a
         // partial sum without being counted once per rank.
-        storage = storageOf(p, "weft.state_storage");
-        p->setAttr("weft.grad_storage", storage);
-        p->setAttr("weft.grad_storage_sharding", storage);
+        storage = storageOf(p, weft::attrname::kStateStorage);
+        p->setAttr(weft::attrname::kGradStorage, storage);
+        p->setAttr(weft::attrname::kGradStorageSharding, storage);
       }
       return requireOperand(op, 0, storage,
                             ("gradient of " + grad.getName()).str());
@@ -333,9 +334,9 @@ private:
   ShardingAttr storageOf(ParamOp p, StringRef attr) {
     if (auto s = p->getAttrOfType<ShardingAttr>(attr))
       return s;
-    if (attr == "weft.state_storage")
-      return storageOf(p, "weft.grad_storage");
-    auto s = p->getAttrOfType<ShardingAttr>("weft.sharding");
+    if (attr == weft::attrname::kStateStorage)
+      return storageOf(p, weft::attrname::kGradStorage);
+    auto s = p->getAttrOfType<ShardingAttr>(weft::attrname::kSharding);
     return s ? s : ShardingAttr::replicated(ctx, p.getType().getRank());
   }
 
@@ -343,10 +344,12 @@ private:
     paramsByName[p.getName()] = p;
     auto global = p.getType();
     b.setInsertionPoint(p);
-    p->setAttr("weft.global_shape", b.getDenseI64ArrayAttr(global.getShape()));
-    ShardingAttr storage = storageOf(p, "weft.storage");
-    p->setAttr("weft.storage_sharding", storage);
-    for (StringRef kind : {"weft.grad_storage", "weft.state_storage"})
+    p->setAttr(weft::attrname::kGlobalShape,
+               b.getDenseI64ArrayAttr(global.getShape()));
+    ShardingAttr storage = storageOf(p, weft::attrname::kStorage);
+    p->setAttr(weft::attrname::kStorageSharding, storage);
+    for (StringRef kind :
+         {weft::attrname::kGradStorage, weft::attrname::kStateStorage})
       p->setAttr(Twine(kind).concat("_sharding").str(), storageOf(p, kind));
     actual[p.getResult()] = storage;
     return localize(p.getResult(), storage, p.getLoc());
@@ -354,8 +357,8 @@ private:
 
   LogicalResult partitionAdamW(AdamWOp adam) {
     auto p = adam.getParam().getDefiningOp<ParamOp>();
-    ShardingAttr param = storageOf(p, "weft.storage");
-    ShardingAttr state = storageOf(p, "weft.state_storage");
+    ShardingAttr param = storageOf(p, weft::attrname::kStorage);
+    ShardingAttr state = storageOf(p, weft::attrname::kStateStorage);
     if (param == state)
       return success();
     // ZeRO-1/2: the state is split further than the parameter along dim 0;

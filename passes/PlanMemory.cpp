@@ -1,4 +1,5 @@
 //===- PlanMemory.cpp - weft-plan-memory: liveness-based arena placement --===//
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
 
@@ -130,14 +131,14 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
         offsets[r] = *offset;
         placed.push_back(*offset);
       }
-      op.setAttr("weft.offsets", b.getDenseI64ArrayAttr(placed));
+      op.setAttr(weft::attrname::kOffsets, b.getDenseI64ArrayAttr(placed));
       releaseDead(op, index[&op], lastUse, offsets, arena);
       // Results nobody reads (e.g. an unused split part) die at once.
       for (Value r : op.getResults())
         if (r.use_empty())
           arena.release(offsets[r], byteSize(r));
     }
-    fn->setAttr("weft.arena_bytes", b.getI64IntegerAttr(arena.peak()));
+    fn->setAttr(weft::attrname::kArenaBytes, b.getI64IntegerAttr(arena.peak()));
   }
 
   template <typename LastUse>

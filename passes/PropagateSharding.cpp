@@ -1,4 +1,5 @@
 //===- PropagateSharding.cpp - weft-propagate-sharding --------------------===//
+#include "dialect/AttrNames.h"
 #include "passes/Passes.h"
 #include "passes/ShardingUtils.h"
 
@@ -78,12 +79,13 @@ struct PropagateSharding
       Propagator p{mesh, &getContext(), {}};
       // User annotations first: they are never overridden.
       for (BlockArgument arg : fn.getArguments())
-        if (auto s = fn.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
-                                                       "weft.sharding"))
+        if (auto s = fn.getArgAttrOfType<ShardingAttr>(
+                arg.getArgNumber(), weft::attrname::kSharding))
           p.known[arg] = s;
       fn.walk([&](Operation *op) {
         if (auto param = dyn_cast<ParamOp>(op)) {
-          auto s = param->getAttrOfType<ShardingAttr>("weft.sharding");
+          auto s =
+              param->getAttrOfType<ShardingAttr>(weft::attrname::kSharding);
           p.known[param.getResult()] =
               s ? s
                 : ShardingAttr::replicated(&getContext(),
@@ -124,7 +126,7 @@ struct PropagateSharding
                 &getContext(), cast<RankedTensorType>(r.getType()).getRank());
           shardings.push_back(s);
         }
-        op->setAttr("weft.shardings", b.getArrayAttr(shardings));
+        op->setAttr(weft::attrname::kShardings, b.getArrayAttr(shardings));
       }
     }
   }

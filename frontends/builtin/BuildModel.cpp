@@ -1,5 +1,6 @@
 //===- BuildModel.cpp - GPT-2 and Llama forward graphs --------------------===//
 #include "frontends/builtin/BuildModel.h"
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "runtime/Activation.h"
 
@@ -217,7 +218,7 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context,
   auto fnType =
       b.getFunctionType({ids, ids}, {RankedTensorType::get({}, element)});
   auto fn = func::FuncOp::create(b, loc, "forward", fnType);
-  fn->setAttr("weft.model", b.getStringAttr(config.name));
+  fn->setAttr(weft::attrname::kModel, b.getStringAttr(config.name));
   Block *body = fn.addEntryBlock();
   b.setInsertionPointToEnd(body);
   ModelBuilder mb(b, config, element, options.seq);

@@ -7,6 +7,7 @@
 // passes/Pipeline.cpp; --emit-mlir=STAGE prints the IR after one of them.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "frontends/builtin/BuildModel.h"
 #include "passes/Explain.h"
@@ -276,8 +277,8 @@ int main(int argc, char **argv) {
   if (failed(weft::checkTensorSizes(*module)))
     return 1;
   module->walk([&](func::FuncOp fn) {
-    if (!fn->hasAttr("weft.model"))
-      fn->setAttr("weft.model", StringAttr::get(&context, name));
+    if (!fn->hasAttr(weft::attrname::kModel))
+      fn->setAttr(weft::attrname::kModel, StringAttr::get(&context, name));
   });
 
   weft::TrainingPipelineOptions options;
@@ -341,7 +342,7 @@ int main(int argc, char **argv) {
       params += double(p.getType().getNumElements());
     });
     module->walk([&](func::FuncOp fn) {
-      if (auto a = fn->getAttrOfType<IntegerAttr>("weft.arena_bytes"))
+      if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kArenaBytes))
         arena = a.getInt();
     });
     int64_t width = dtypeArg == "f64" ? 8 : 4;

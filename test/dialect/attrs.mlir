@@ -1,8 +1,10 @@
-// The dialect verifies the sharding attributes the passes exchange:
-// weft.sharding on params and function arguments, weft.shardings (one per
-// result) on ops. Each case below was accepted before, and weft-partition
-// then crashed on it (a non-sharding element) or failed later elsewhere (an
-// axis the mesh lacks). The first case is well formed.
+// The dialect verifies the attributes the passes exchange (their names are in
+// dialect/AttrNames.h): weft.sharding on params and function arguments,
+// weft.shardings (one per result) on ops, storage layouts, global shapes,
+// arena offsets, the arena size, the model name and the optimizer. Each bad
+// case below was accepted before; weft-partition then crashed on a
+// non-sharding element, an axis the mesh lacks failed later elsewhere, and a
+// misspelt name was ignored. The first case is well formed.
 // RUN: weft-opt %s -split-input-file -verify-diagnostics
 
 weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2, 2>}
@@ -79,4 +81,61 @@ func.func @param() -> tensor<4x8xf32> {
   // expected-error @+1 {{weft.sharding has 1 dims for a 'tensor<4x8xf32>'}}
   %w = weft.param "w" {init = "zeros", weft.sharding = #weft.sharding<dims = [["dp"]]>} : tensor<4x8xf32>
   return %w : tensor<4x8xf32>
+}
+
+// -----
+
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @misspelt(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{has unknown attribute 'weft.sharding_typo' (weft's are declared in dialect/AttrNames.h; a misspelt one would be ignored)}}
+  %y = weft.gelu %x {weft.sharding_typo = 1} : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @storage_on_an_op(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.storage belongs on a weft.param}}
+  %y = weft.gelu %x {weft.storage = #weft.sharding<dims = [["dp"], []]>} : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @storage_axis() -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.state_storage names axis 'tp', which mesh @mesh does not have}}
+  %w = weft.param "w" {init = "zeros", weft.state_storage = #weft.sharding<dims = [["tp"]]>} : tensor<4x8xf32>
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @global_shape() -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.global_shape must be a weft.param's global shape, one size per dim, got array<i64: 8>}}
+  %w = weft.param "w" {init = "zeros", weft.global_shape = array<i64: 8>} : tensor<4x8xf32>
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @offsets(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.offsets must hold one arena offset per result (1), got array<i64: 0, 64>}}
+  %y = weft.gelu %x {weft.offsets = array<i64: 0, 64>} : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{weft.arena_bytes must be a non-negative integer, got -1 : i64}}
+func.func @arena(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.arena_bytes = -1 : i64} {
+  return %x : tensor<4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{weft.model must be a string, got 5 : i64}}
+func.func @model(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.model = 5 : i64} {
+  return %x : tensor<4x8xf32>
 }

@@ -1,0 +1,48 @@
+//===- AttrNames.h - the names of the attributes passes exchange -*- C++
+//-*-===//
+//
+// One place for the discardable `weft.*` attributes that frontends and passes
+// write and later passes read; WeftAttrVerify.cpp verifies each of them and
+// refuses any other `weft.*` name (a misspelt one would otherwise be ignored).
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_DIALECT_ATTRNAMES_H
+#define WEFT_DIALECT_ATTRNAMES_H
+
+#include "llvm/ADT/StringRef.h"
+
+namespace weft::attrname {
+
+// Function attributes.
+/// The model's name (a string), for the program file.
+inline constexpr llvm::StringLiteral kModel = "weft.model";
+/// The optimizer's hyper-parameters (a dictionary), by weft-insert-adamw.
+inline constexpr llvm::StringLiteral kOptimizer = "weft.optimizer";
+/// The activation arena's size in bytes (an integer), by weft-plan-memory.
+inline constexpr llvm::StringLiteral kArenaBytes = "weft.arena_bytes";
+
+// Shardings (#weft.sharding), by weft-apply-layout and weft-propagate-sharding.
+/// On a param or a function argument: how its value is laid out.
+inline constexpr llvm::StringLiteral kSharding = "weft.sharding";
+/// On an op: one sharding per result.
+inline constexpr llvm::StringLiteral kShardings = "weft.shardings";
+/// On a param: how its stored value, gradient and Adam state are laid out
+/// (ZeRO), as the layout asks and, after weft-partition, as stored.
+inline constexpr llvm::StringLiteral kStorage = "weft.storage";
+inline constexpr llvm::StringLiteral kGradStorage = "weft.grad_storage";
+inline constexpr llvm::StringLiteral kStateStorage = "weft.state_storage";
+inline constexpr llvm::StringLiteral kStorageSharding = "weft.storage_sharding";
+inline constexpr llvm::StringLiteral kGradStorageSharding =
+    "weft.grad_storage_sharding";
+inline constexpr llvm::StringLiteral kStateStorageSharding =
+    "weft.state_storage_sharding";
+/// On a param after weft-partition: its global shape (dense i64 array).
+inline constexpr llvm::StringLiteral kGlobalShape = "weft.global_shape";
+
+/// On an op after weft-plan-memory: each result's arena offset in bytes
+/// (dense i64 array, one per result).
+inline constexpr llvm::StringLiteral kOffsets = "weft.offsets";
+
+} // namespace weft::attrname
+
+#endif // WEFT_DIALECT_ATTRNAMES_H
