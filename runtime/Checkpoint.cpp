@@ -70,10 +70,6 @@ json layoutJson(const Layout &L) {
           {"blocks", L.Blocks}};
 }
 
-Status worldBarrier(const Executor &E, Status S) {
-  return checkpointBarrier(E, S);
-}
-
 /// The persistent tensors a checkpoint holds, by name.
 struct Entry {
   std::string Name;
@@ -451,12 +447,12 @@ Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step,
     if (EC)
       S = Status::error("cannot remove '" + Staging + "': " + EC.message());
   }
-  S = worldBarrier(E, S);
+  S = checkpointBarrier(E, S);
   if (!S.ok())
     return S;
   S = writeCheckpoint(snapshotCheckpoint(E, Step, /*Copy=*/false), Staging,
                       WaitSeconds);
-  S = worldBarrier(E, S);
+  S = checkpointBarrier(E, S);
   if (!S.ok() || E.rank() != 0)
     return S;
   WEFT_RETURN_IF_ERROR(exchangeOrRename(Staging, Trimmed));
@@ -519,7 +515,7 @@ Status saveGradients(const Executor &E, const std::string &Dir) {
     if (S.ok())
       S = writeSafetensors(Dir + "/grads.safetensors", Tensors);
   }
-  return worldBarrier(E, S);
+  return checkpointBarrier(E, S);
 }
 
 Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path,

@@ -1,6 +1,7 @@
 //===- PeriodicCheckpoints.cpp - Checkpoints every K steps, kept N --------===//
 #include "runtime/PeriodicCheckpoints.h"
 #include "runtime/Checkpoint.h"
+#include "runtime/CheckpointManifest.h"
 #include "runtime/DurableFile.h"
 
 #include <algorithm>
@@ -93,12 +94,23 @@ std::string checkpointDirName(int64_t Step) {
 std::vector<std::pair<int64_t, std::string>>
 listCheckpoints(const std::string &Root) {
   std::vector<std::pair<int64_t, std::string>> R;
-  std::error_code EC;
-  if (fs::exists(fs::path(Root) / "manifest.json", EC))
-    R.push_back({-1, Root});
   for (const StepDir &D : stepDirs(Root))
     if (D.Complete)
       R.push_back({D.Step, D.Path.string()});
+  // Root itself (a --save directory) by its manifest's step; one that does
+  // not parse comes last, and loading it reports why.
+  const std::string Manifest = (fs::path(Root) / "manifest.json").string();
+  std::error_code EC;
+  if (fs::exists(Manifest, EC)) {
+    int64_t Step = -1;
+    if (Expected<std::string> Text = readTextFile(Manifest); Text.ok())
+      if (Expected<weft::Manifest> M = parseManifest(*Text, Manifest); M.ok())
+        Step = M->Step;
+    R.push_back({Step, Root});
+  }
+  std::stable_sort(R.begin(), R.end(), [](const auto &A, const auto &B) {
+    return A.first > B.first;
+  });
   return R;
 }
 

@@ -28,8 +28,8 @@ namespace weft {
 std::string checkpointDirName(int64_t Step);
 
 /// The checkpoints under Root that have a manifest.json, newest first, as
-/// (step from the directory name, path); Root itself comes first when it
-/// holds a manifest (a --save directory). Loading verifies them.
+/// (step, path): Root/step-* by their names' steps and Root itself (a --save
+/// directory) by its manifest's. Loading verifies them.
 std::vector<std::pair<int64_t, std::string>>
 listCheckpoints(const std::string &Root);
 

@@ -100,8 +100,8 @@ Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
       }
       *O.Metrics << "}\n" << std::flush;
       if (!*O.Metrics)
-        return Status::error("step " + std::to_string(R.Step) +
-                             ": cannot write the metrics file (disk full?)");
+        return Status::error(At + ": cannot write the metrics file (disk "
+                                  "full?)");
     }
     if (O.AfterStep)
       WEFT_RETURN_IF_ERROR(O.AfterStep(R));

@@ -248,6 +248,20 @@ TEST(PeriodicCheckpoints, KeepsTheNewestNAndListsThemNewestFirst) {
   EXPECT_EQ(L[1].first, 4);
   EXPECT_FALSE(fs::exists(Root + "/" + checkpointDirName(2)));
   EXPECT_EQ(loadError(L[0].second), "loaded step 6");
+  // A checkpoint in Root itself (files copied there) ranks by its step:
+  // older than step-6 at step 5, newest at step 9.
+  for (int64_t Step : {5, 9}) {
+    std::string Flat = Root + "-flat";
+    fs::remove_all(Flat);
+    ASSERT_TRUE(saveCheckpoint(*E, Flat, Step).ok());
+    for (const auto &F : fs::directory_iterator(Flat))
+      fs::copy_file(F.path(), Root + "/" + F.path().filename().string(),
+                    fs::copy_options::overwrite_existing);
+    L = listCheckpoints(Root);
+    ASSERT_EQ(L.size(), 3u);
+    EXPECT_EQ(L[Step == 5 ? 1 : 0].first, Step);
+    EXPECT_EQ(L[Step == 5 ? 1 : 0].second, Root);
+  }
 }
 
 } // namespace

@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -248,11 +249,14 @@ int parseArgs(int Argc, char **Argv, Options &O) {
                           " exceeds weft's limit of "
                           "1024 threads per rank");
     } else if (A == "--collective-timeout") {
-      if (!parseDouble(Value, O.CollectiveTimeout) && Value != "0")
+      // 0 waits forever; the bound keeps the nanosecond count in range.
+      char *End = nullptr;
+      double V = std::strtod(Value.c_str(), &End);
+      if (Value.empty() || *End || !(V >= 0 && V <= 1e6))
         Code = usageError("bad value '" + Value +
-                          "' for --collective-timeout (expected seconds)");
-      if (Value == "0")
-        O.CollectiveTimeout = 0;
+                          "' for --collective-timeout (expected seconds, 0 "
+                          "to 1e6; 0 waits forever)");
+      O.CollectiveTimeout = V;
     } else if (A == "--grad-tol") {
       if (!parseDouble(Value, O.GradTol))
         Code = usageError("bad value '" + Value +
@@ -284,6 +288,16 @@ int parseArgs(int Argc, char **Argv, Options &O) {
     return usageError("--resume and --load both name a checkpoint; give one");
   if (O.CheckpointDir.empty())
     O.CheckpointDir = O.Resume;
+  // --save replaces its directory whole: the periodic ones would go too.
+  std::error_code EC;
+  if (O.SaveEvery && !O.Save.empty() &&
+      std::filesystem::weakly_canonical(O.Save, EC) ==
+          std::filesystem::weakly_canonical(O.CheckpointDir, EC))
+    return usageError("--save and --checkpoint-dir name the same directory "
+                      "'" +
+                      O.Save +
+                      "'; --save replaces it, periodic "
+                      "checkpoints included");
   if (O.SaveEvery && O.CheckpointDir.empty())
     return usageError("--save-every needs --checkpoint-dir (or --resume)");
   if (O.Steps > kMaxCheckpointStep)
