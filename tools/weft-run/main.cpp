@@ -289,10 +289,15 @@ int parseArgs(int Argc, char **Argv, Options &O) {
   if (O.CheckpointDir.empty())
     O.CheckpointDir = O.Resume;
   // --save replaces its directory whole: the periodic ones would go too.
-  std::error_code EC;
-  if (O.SaveEvery && !O.Save.empty() &&
-      std::filesystem::weakly_canonical(O.Save, EC) ==
-          std::filesystem::weakly_canonical(O.CheckpointDir, EC))
+  auto SameDir = [](const std::string &A, const std::string &B) {
+    auto Norm = [](const std::string &P) {
+      std::error_code EC;
+      std::filesystem::path N = std::filesystem::weakly_canonical(P, EC);
+      return N.has_filename() ? N : N.parent_path(); // "d/" is "d"
+    };
+    return Norm(A) == Norm(B);
+  };
+  if (O.SaveEvery && !O.Save.empty() && SameDir(O.Save, O.CheckpointDir))
     return usageError("--save and --checkpoint-dir name the same directory "
                       "'" +
                       O.Save +
