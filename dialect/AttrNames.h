@@ -20,6 +20,14 @@ inline constexpr llvm::StringLiteral kModel = "weft.model";
 inline constexpr llvm::StringLiteral kOptimizer = "weft.optimizer";
 /// The activation arena's size in bytes (an integer), by weft-plan-memory.
 inline constexpr llvm::StringLiteral kArenaBytes = "weft.arena_bytes";
+/// Micro-batches per step (a positive integer), by
+/// weft-accumulate-gradients: the function computes one micro-batch.
+inline constexpr llvm::StringLiteral kMicrobatches = "weft.microbatches";
+
+/// On an op: the program fragment it belongs to ("zero_grads" or
+/// "optimizer"), by weft-accumulate-gradients; unmarked ops fall in forward,
+/// backward or optimizer by position (weft-emit-program).
+inline constexpr llvm::StringLiteral kFragment = "weft.fragment";
 
 // Shardings (#weft.sharding), by weft-apply-layout and weft-propagate-sharding.
 /// On a param or a function argument: how its value is laid out.

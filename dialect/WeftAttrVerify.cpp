@@ -12,6 +12,7 @@
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -137,6 +138,22 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
     auto bytes = dyn_cast<IntegerAttr>(value);
     if (!bytes || bytes.getInt() < 0)
       return fail() << "must be a non-negative integer, got " << value;
+    return success();
+  }
+  if (name == an::kMicrobatches) {
+    auto m = dyn_cast<IntegerAttr>(value);
+    if (!isa<func::FuncOp>(op) || !m || m.getInt() < 1 ||
+        m.getInt() > (int64_t(1) << 20))
+      return fail() << "must be a function's micro-batch count, 1 to 2^20, "
+                       "got "
+                    << value;
+    return success();
+  }
+  if (name == an::kFragment) {
+    auto f = dyn_cast<StringAttr>(value);
+    if (!f || (f.getValue() != "zero_grads" && f.getValue() != "optimizer"))
+      return fail() << "must be \"zero_grads\" or \"optimizer\", got "
+                    << value;
     return success();
   }
   if (name == an::kModel)

@@ -67,8 +67,36 @@ def Weft_ParamOp : Weft_Op<"param", [Pure]> {
 
 def Weft_ParamGradOp : Weft_Op<"param_grad", [MemoryEffects<[MemWrite]>]> {
   let summary = "the loss gradient of a parameter, stored in its grad buffer";
-  let arguments = (ins StrAttr:$name, Weft_FloatTensor:$grad);
+  let description = [{
+    Stores `grad` as the parameter's gradient. With `accumulate` it is added
+    to the stored one instead: micro-batches' gradients summed before one
+    optimizer step (weft-accumulate-gradients).
+
+    ```mlir
+    weft.param_grad "lm_head.weight", %dw {accumulate} : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Weft_FloatTensor:$grad,
+                   UnitAttr:$accumulate);
   let assemblyFormat = "$name `,` $grad attr-dict `:` type($grad)";
+}
+
+def Weft_StoredGradOp : Weft_Op<"stored_grad", [MemoryEffects<[MemRead]>]> {
+  let summary = "the gradient weft.param_grad stored for a parameter";
+  let description = [{
+    Reads a parameter's grad buffer, as accumulated over the step's
+    micro-batches: weft-accumulate-gradients reduces it once per step
+    (all-reduce) where each micro-batch would otherwise reduce its own.
+
+    ```mlir
+    %g = weft.stored_grad "lm_head.weight" : tensor<64x256xf32>
+    %r = weft.all_reduce %g {axes = ["dp"]} : tensor<64x256xf32>
+    weft.param_grad "lm_head.weight", %r : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Weft_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
 }
 
 def Weft_AdamWOp : Weft_Op<"adamw", [MemoryEffects<[MemRead, MemWrite]>]> {

@@ -24,10 +24,13 @@ using namespace weft;
 namespace json = llvm::json;
 
 namespace {
-// Version 2 adds meshes and shards; a one-rank program is written as version
-// 1, which every runtime reads.
-constexpr uint32_t kFormatVersion = 1;
-constexpr uint32_t kMeshFormatVersion = 2;
+// Version 3: stages of fragments run by a schedule over micro-batches.
+constexpr uint32_t kFormatVersion = 3;
+
+// The fragments of a stage, in table order (runtime/Program.h, Stage).
+enum FragmentIndex { kZeroGrads, kForward, kBackward, kOptimizer, kNumFragments };
+const char *const kFragmentNames[kNumFragments] = {"zero_grads", "forward",
+                                                   "backward", "optimizer"};
 
 uint64_t fnv1a64(StringRef bytes) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -139,23 +142,44 @@ public:
     Block &body = fn.getBody().front();
     // A gradient computed only to be stored is written straight into the
     // parameter's grad buffer: no copy (0.5 GB per step for GPT-2 124M).
+    // Not when it is added to the stored one, nor when it is computed from
+    // the stored one (an all-reduce of it would run in place); a zero fill
+    // only where it clears the gradient.
     for (Operation &op : body)
       if (auto g = dyn_cast<ParamGradOp>(op)) {
         Value v = g.getGrad();
         Operation *def = v.getDefiningOp();
-        if (def && v.hasOneUse() && !isa<ParamOp, FillOp>(def))
+        bool fromStored = def && llvm::any_of(def->getOperands(), [](Value x) {
+                            return x.getDefiningOp<StoredGradOp>();
+                          });
+        bool clears = isa_and_nonnull<FillOp>(def) && fragmentOf(g) == kZeroGrads;
+        if (def && v.hasOneUse() && !g.getAccumulate() && !fromStored &&
+            !isa<ParamOp>(def) && (clears || !isa<FillOp>(def)))
           storedDirectly[v] = g.getName();
       }
-    int64_t forwardEnd = -1, optimizerBegin = -1;
+    // Every parameter first: a fragment may store a gradient above them.
+    for (Operation &op : body)
+      if (auto p = dyn_cast<ParamOp>(op))
+        addParam(p);
     Value loss = cast<func::ReturnOp>(body.getTerminator()).getOperand(0);
     std::optional<int64_t> vocab;
+    int current = kZeroGrads;
+    bool lossSeen = false;
     for (Operation &op : body.without_terminator()) {
-      if (auto p = dyn_cast<ParamOp>(op)) {
-        addParam(p);
+      if (isa<ParamOp>(op))
         continue;
-      }
-      if (isa<AdamWOp>(op) && optimizerBegin < 0)
-        optimizerBegin = instructions.size();
+      // Fragments are contiguous and in table order.
+      int want = fragmentOf(&op);
+      if (want < 0)
+        want = isa<AdamWOp>(op) ? kOptimizer
+               : lossSeen       ? std::max<int>(current, kBackward)
+                                : std::max<int>(current, kForward);
+      if (want < current)
+        return op.emitOpError("belongs to fragment '")
+               << kFragmentNames[want] << "' but fragment '"
+               << kFragmentNames[current] << "' has begun";
+      while (current < want)
+        fragmentEnd[current++] = instructions.size();
       if (auto ce = dyn_cast<CrossEntropyOp>(op))
         vocab = ce.getLogits().getType().getShape().back();
       if (auto stats = dyn_cast<CrossEntropyStatsOp>(op)) {
@@ -170,11 +194,20 @@ public:
       }
       if (failed(addInstruction(op)))
         return failure();
-      if (op.getNumResults() && op.getResult(0) == loss)
-        forwardEnd = instructions.size();
+      if (op.getNumResults() && op.getResult(0) == loss) {
+        if (current != kForward)
+          return op.emitOpError("computes the loss outside the forward");
+        lossSeen = true;
+        fragmentEnd[current++] = instructions.size();
+      }
     }
-    if (forwardEnd < 0)
+    if (!lossSeen)
       return fn.emitError("the returned loss is not computed by an op");
+    while (current < kNumFragments)
+      fragmentEnd[current++] = instructions.size();
+    int64_t microbatches = 1;
+    if (auto m = fn->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
+      microbatches = m.getInt();
 
     auto dtype = params.empty() ? std::string("f32") : paramDtype;
     program["model"] =
@@ -191,7 +224,8 @@ public:
         return 1;
       return tokens.getDimSize(d) * (split ? mesh.count(split.axesOf(d)) : 1);
     };
-    program["batch"] = global(0);
+    // The step's batch: `microbatches` of the function's.
+    program["batch"] = global(0) * microbatches;
     program["seq"] = global(1);
     program["vocab"] = vocab.value_or(0);
     program["optimizer"] = optimizerJson();
@@ -205,15 +239,49 @@ public:
     program["params"] = std::move(params);
     program["arena_bytes"] = arenaBytes.getInt();
     program["buffers"] = std::move(buffers);
-    program["instructions"] = std::move(instructions);
+    program["microbatches"] = microbatches;
+    program["stages"] = json::Array{stageJson(microbatches)};
     program["loss"] = bufferIds.lookup(loss);
-    program["forward_end"] = forwardEnd;
-    program["optimizer_begin"] =
-        optimizerBegin < 0 ? int64_t(instructions.size()) : optimizerBegin;
     return success();
   }
 
 private:
+  // The op's weft.fragment mark, or -1.
+  static int fragmentOf(Operation *op) {
+    auto mark = op->getAttrOfType<StringAttr>(weft::attrname::kFragment);
+    if (!mark)
+      return -1;
+    return mark.getValue() == kFragmentNames[kZeroGrads] ? kZeroGrads
+                                                         : kOptimizer;
+  }
+
+  // One stage: the fragments cut from the instruction list, and the
+  // schedule: [zero_grads,] forward and backward per micro-batch, optimizer.
+  json::Object stageJson(int64_t microbatches) {
+    json::Array fragments, schedule;
+    int64_t begin = 0;
+    for (int f = 0; f < kNumFragments; ++f) {
+      int64_t end = fragmentEnd[f];
+      if (f == kZeroGrads && end == 0 && microbatches == 1)
+        continue; // nothing to clear: each step stores its gradients
+      json::Array list;
+      for (int64_t i = begin; i < end; ++i)
+        list.push_back(std::move(instructions[i]));
+      fragments.push_back(json::Object{{"name", kFragmentNames[f]},
+                                       {"instructions", std::move(list)}});
+      begin = end;
+      if (f == kZeroGrads || f == kOptimizer)
+        schedule.push_back(json::Object{{"run", kFragmentNames[f]}});
+      if (f == kBackward)
+        for (int64_t k = 0; k < microbatches; ++k)
+          for (int g : {kForward, kBackward})
+            schedule.push_back(json::Object{{"run", kFragmentNames[g]},
+                                            {"microbatch", k}});
+    }
+    return json::Object{{"fragments", std::move(fragments)},
+                        {"schedule", std::move(schedule)}};
+  }
+
   int64_t addBuffer(json::Object buffer) {
     buffers.push_back(std::move(buffer));
     return buffers.size() - 1;
@@ -299,13 +367,20 @@ private:
     for (Value v : op.getOperands())
       if (!bufferIds.count(v))
         return op.emitOpError("operand is not a buffer the program knows");
+    if (auto g = dyn_cast<StoredGradOp>(op)) {
+      auto it = paramState.find(g.getName());
+      if (it == paramState.end())
+        return op.emitOpError("names no weft.param: '") << g.getName() << "'";
+      bufferIds[g.getResult()] = it->second[0];
+      return success();
+    }
     if (auto g = dyn_cast<ParamGradOp>(op)) {
       auto it = paramState.find(g.getName());
       if (it == paramState.end())
         return op.emitOpError("names no weft.param: '") << g.getName() << "'";
       if (storedDirectly.count(g.getGrad()))
         return success();
-      instructions.push_back(json::Object{{"op", "copy"},
+      instructions.push_back(json::Object{{"op", g.getAccumulate() ? "accumulate" : "copy"},
                                           {"in", idsOf(g.getGrad())},
                                           {"out", json::Array{it->second[0]}},
                                           {"attrs", json::Object{}}});
@@ -365,6 +440,7 @@ private:
   func::FuncOp fn;
   MeshInfo mesh;
   json::Array params, buffers, instructions;
+  int64_t fragmentEnd[kNumFragments] = {};
   std::string paramDtype = "f32";
   DenseMap<Value, int64_t> bufferIds;
   DenseMap<Value, StringRef> storedDirectly; // gradient -> its parameter
@@ -390,8 +466,7 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
                    .build(program)))
       return signalPassFailure();
     std::string payload;
-    uint32_t version =
-        program.get("mesh") ? kMeshFormatVersion : kFormatVersion;
+    uint32_t version = kFormatVersion;
     llvm::raw_string_ostream(payload) << json::Value(std::move(program));
 
     std::error_code ec;

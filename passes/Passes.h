@@ -26,6 +26,9 @@ struct TrainingPipelineOptions {
   WeftApplyLayoutOptions layout;
   int64_t bucketBytes = 25 * 1048576; // data-parallel gradient buckets
   int64_t prefetchOps = 16;           // ZeRO-3 gathers, ops ahead
+  /// Micro-batches per step whose gradients accumulate; the forward model
+  /// is built for one micro-batch (weft-accumulate-gradients).
+  int64_t microbatches = 1;
   std::string output;                 // emit the program here, if set
 };
 

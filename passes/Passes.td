@@ -83,6 +83,35 @@ def WeftFoldCollectives : Pass<"weft-fold-collectives", "mlir::func::FuncOp"> {
   }];
 }
 
+def WeftAccumulateGradients
+    : Pass<"weft-accumulate-gradients", "mlir::func::FuncOp"> {
+  let summary = "Accumulates gradients over micro-batches";
+  let description = [{
+    With `microbatches=M > 1`, the function is one micro-batch's program and
+    the runtime runs its forward and backward M times per step (its
+    schedule). Cross-entropies divide by the step's rows (M times theirs);
+    every `weft.param_grad` accumulates; a `zero_grads` fragment clears the
+    gradients first; a gradient all-reduce that only feeds its store moves
+    after the last micro-batch (the `optimizer` fragment) and reduces the
+    accumulated sum once per step. `weft.fragment` marks the moved ops and
+    the clearing ones; the function gets `weft.microbatches`.
+
+    ```mlir
+    // before (dp=2)                       // after (microbatches=4)
+    %r = weft.all_reduce %dw {axes=["dp"]}  weft.param_grad "w", %dw {accumulate}
+    weft.param_grad "w", %r                 ...
+                                            %s = weft.stored_grad "w"
+                                            %r = weft.all_reduce %s {axes=["dp"]}
+                                            weft.param_grad "w", %r
+    ```
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "micro-batches per step (1: no accumulation)">,
+  ];
+  let dependentDialects = ["::weft::WeftDialect"];
+}
+
 def WeftBucketGradients : Pass<"weft-bucket-gradients", "mlir::func::FuncOp"> {
   let summary = "Groups gradient all-reduces into buckets, as DDP does";
   let description = [{

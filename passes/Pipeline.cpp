@@ -24,9 +24,17 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
     pm.addNestedPass<func::FuncOp>(createWeftInsertAdamW(o.optimizer));
   if (name == "propagate" && sharded)
     pm.addPass(createWeftPropagateSharding());
+  WeftAccumulateGradientsOptions accumulate;
+  accumulate.microbatches = o.microbatches;
+  if (name == "partition" && !sharded && o.microbatches != 1)
+    pm.addNestedPass<func::FuncOp>(createWeftAccumulateGradients(accumulate));
   if (name == "partition" && sharded) {
     pm.addPass(createWeftPartition());
     pm.addNestedPass<func::FuncOp>(createWeftFoldCollectives());
+    // Before bucketing, which then buckets the once-per-step reductions.
+    if (o.microbatches != 1)
+      pm.addNestedPass<func::FuncOp>(
+          createWeftAccumulateGradients(accumulate));
     WeftBucketGradientsOptions buckets;
     buckets.bucketBytes = o.bucketBytes;
     pm.addNestedPass<func::FuncOp>(createWeftBucketGradients(buckets));
@@ -66,6 +74,7 @@ struct PipelineFlags : public PassPipelineOptions<PipelineFlags> {
   Option<int64_t> bucketBytes{*this, "bucket-bytes",
                               llvm::cl::init(25 * 1048576)};
   Option<int64_t> prefetchOps{*this, "prefetch-ops", llvm::cl::init(16)};
+  Option<int64_t> microbatches{*this, "microbatches", llvm::cl::init(1)};
   Option<std::string> output{*this, "output", llvm::cl::init("")};
 };
 } // namespace
@@ -93,6 +102,7 @@ void weft::registerWeftPassesAndPipelines() {
         o.layout.sequenceParallel = f.sequenceParallel;
         o.bucketBytes = f.bucketBytes;
         o.prefetchOps = f.prefetchOps;
+        o.microbatches = f.microbatches;
         o.output = f.output;
         buildTrainingPipeline(pm, o);
       });

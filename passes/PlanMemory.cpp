@@ -114,7 +114,8 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
     DenseMap<Value, int64_t> offsets;
     OpBuilder b(fn);
     for (Operation &op : body) {
-      if (isa<ParamOp>(op) || op.getNumResults() == 0) {
+      // A stored gradient is read from its grad buffer, not the arena.
+      if (isa<ParamOp, StoredGradOp>(op) || op.getNumResults() == 0) {
         releaseDead(op, index[&op], lastUse, offsets, arena);
         continue;
       }

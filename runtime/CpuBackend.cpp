@@ -84,6 +84,12 @@ template <typename T> struct Kernels {
     cpu::add(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(), I.In[0].Numel);
     return Status::success();
   }
+  // y += x, elementwise (y is the only operand read and written).
+  static Status accumulate(const BI &I, const SC &, CpuState &) {
+    T *Y = I.Out[0].as<T>();
+    cpu::add(Y, I.In[0].as<T>(), Y, I.In[0].Numel);
+    return Status::success();
+  }
   static Status mul(const BI &I, const SC &, CpuState &) {
     cpu::mul(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(), I.In[0].Numel);
     return Status::success();
@@ -303,6 +309,7 @@ template <typename T> struct Kernels {
     Set(OpKind::BiasAdd, biasAdd);
     Set(OpKind::ReduceRows, reduceRows);
     Set(OpKind::Add, add);
+    Set(OpKind::Accumulate, accumulate);
     Set(OpKind::Mul, mul);
     Set(OpKind::Split, split);
     Set(OpKind::Concat, concat);

@@ -149,21 +149,34 @@ std::string dumpProgram(const Program &P) {
       OS << (A ? "," : "  partial=") << B.Partial[A];
     OS << "\n";
   }
+  OS << "microbatches: " << P.Microbatches << "\n";
   OS << "instructions: " << P.Instructions.size() << " (loss = buffer "
-     << P.Loss << ", forward_end " << P.ForwardEnd << ", optimizer_begin "
-     << P.OptimizerBegin << ")\n";
+     << P.Loss << ")\n";
+  const Stage &St = P.Stages.front();
   for (size_t I = 0; I < P.Instructions.size(); ++I) {
     const Instruction &In = P.Instructions[I];
-    if (int64_t(I) == P.ForwardEnd)
-      OS << "  -- forward_end\n";
-    if (int64_t(I) == P.OptimizerBegin)
-      OS << "  -- optimizer_begin\n";
+    for (const Fragment &F : St.Fragments)
+      if (F.Begin == int64_t(I))
+        OS << "  -- fragment " << F.Name << " [" << F.Begin << ", " << F.End
+           << ")" << (F.PerMicrobatch ? ", per micro-batch" : "") << "\n";
     char Idx[32];
     std::snprintf(Idx, sizeof(Idx), "%4zu", I);
     OS << Idx << "  " << opName(In.Op) << "  in=" << idList(In.In)
        << " out=" << idList(In.Out) << attrString(In) << "  : "
        << shapes(P, In.In, " x ") << " -> " << shapes(P, In.Out, ", ") << "\n";
   }
+  // Empty fragments at the end of the table.
+  for (const Fragment &F : St.Fragments)
+    if (F.Begin == F.End && F.Begin == int64_t(P.Instructions.size()))
+      OS << "  -- fragment " << F.Name << " [" << F.Begin << ", " << F.End
+         << ")\n";
+  OS << "schedule:";
+  for (const Action &A : St.Schedule) {
+    OS << " " << St.Fragments[size_t(A.Frag)].Name;
+    if (A.Microbatch >= 0)
+      OS << "(" << A.Microbatch << ")";
+  }
+  OS << "\n";
   return OS.str();
 }
 

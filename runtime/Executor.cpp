@@ -67,13 +67,15 @@ Status Executor::bind() {
       S.Place = Prog.Params[P].Place;
     }
   }
-  LocalBatch = GlobalBatch = Prog.Batch;
+  // The inputs hold this rank's block of one micro-batch.
+  GlobalBatch = Prog.Batch;
+  LocalBatch = Prog.microbatchRows();
   LocalSeq = GlobalSeq = Prog.Seq;
   for (const BufferSpec &B : Prog.Buffers) {
     if (B.Kind == BufferKind::Input) {
       LocalBatch = B.Dims[0];
       LocalSeq = B.Dims[1];
-      GlobalBatch = B.Place.Global[0];
+      GlobalBatch = B.Place.Global[0] * Prog.Microbatches;
       GlobalSeq = B.Place.Global[1];
       BatchOffset = Prog.Devices.shardIndex(Comm->rank(), B.Place.Sharding[0]) *
                     LocalBatch;
@@ -91,9 +93,12 @@ Status Executor::bind() {
       Offsets.push_back(Total);
       Total += align64(size_t(StateSpecs[P][size_t(K)].numel()) * Elem);
     }
+  // Inputs: one slot per micro-batch, tokens then targets.
   size_t InputBytes = align64(size_t(LocalBatch * LocalSeq) * 4);
-  size_t TokensOff = Total, TargetsOff = Total + InputBytes;
-  Total += 2 * InputBytes;
+  InputStride = int64_t(InputBytes / 4);
+  size_t AllInputs = InputBytes * size_t(Prog.Microbatches);
+  size_t TokensOff = Total, TargetsOff = Total + AllInputs;
+  Total += 2 * AllInputs;
   PersistentBytes = Total;
   Persistent = Impl->allocate(Total);
   Arena = Impl->allocate(size_t(Prog.ArenaBytes));
@@ -152,8 +157,12 @@ Status Executor::bind() {
   for (size_t K = 0; K < Prog.Instructions.size(); ++K) {
     const Instruction &I = Prog.Instructions[K];
     BoundInstruction BI{I.Op, &I.Attrs, K, {}, {}};
-    for (int64_t Id : I.In)
+    for (int64_t Id : I.In) {
+      if (Prog.Buffers[size_t(Id)].Kind == BufferKind::Input)
+        InputUses.push_back({K, BI.In.size(),
+                             Prog.Buffers[size_t(Id)].Name == "targets"});
       BI.In.push_back(Ref(Id));
+    }
     for (int64_t Id : I.Out)
       BI.Out.push_back(Ref(Id));
     if (I.Op == OpKind::Matmul) {
@@ -165,6 +174,11 @@ Status Executor::bind() {
     }
     Bound.push_back(std::move(BI));
   }
+  const Stage &St = Prog.Stages.front();
+  const int64_t Opt = St.find(FragmentOptimizer);
+  for (size_t A = 0; A < St.Schedule.size(); ++A)
+    if (St.Schedule[A].Frag == Opt)
+      OptimizerAction = A;
   WEFT_RETURN_IF_ERROR(planMeshSteps());
   std::vector<BoundInstruction> Kernels;
   for (const BoundInstruction &BI : Bound)
@@ -257,6 +271,59 @@ Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
       std::to_string(Begin) + ", " + std::to_string(End) + ")");
 }
 
+void Executor::selectMicrobatch(int64_t K) {
+  if (K == BoundMicrobatch)
+    return;
+  for (const InputUse &U : InputUses)
+    Bound[U.Inst].In[U.Pos].Data = U.Targets ? targets(K) : tokens(K);
+  BoundMicrobatch = K;
+}
+
+void Executor::loadBatch(const TokenData &Data, int64_t Step) {
+  const int64_t Rows = GlobalBatch / Prog.Microbatches;
+  for (int64_t K = 0; K < Prog.Microbatches; ++K)
+    Data.fillBlock(Step, GlobalBatch, GlobalSeq, K * Rows + BatchOffset,
+                   LocalBatch, SeqOffset, LocalSeq, tokens(K), targets(K));
+}
+
+Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,
+                            int64_t Only) {
+  const Stage &St = Prog.Stages.front();
+  const int64_t Fwd = St.find(FragmentForward);
+  for (size_t A = Begin; A < End; ++A) {
+    const Action &Act = St.Schedule[A];
+    if (Only >= 0 && Act.Frag != Only)
+      continue;
+    const Fragment &F = St.Fragments[size_t(Act.Frag)];
+    if (Act.Microbatch >= 0)
+      selectMicrobatch(Act.Microbatch);
+    Status S = run(F.Begin, F.End, Ctx);
+    if (!S.ok())
+      return Act.Microbatch < 0
+                 ? S
+                 : S.withContext("micro-batch " +
+                                 std::to_string(Act.Microbatch));
+    if (Act.Frag == Fwd)
+      StepLoss += lossBuffer();
+  }
+  return Status::success();
+}
+
+Status Executor::runGradients(const StepContext &Ctx) {
+  StepLoss = 0;
+  return runActions(0, OptimizerAction, Ctx);
+}
+
+Status Executor::runUpdate(const StepContext &Ctx) {
+  return runActions(OptimizerAction, OptimizerAction + 1, Ctx);
+}
+
+Status Executor::runForward(const StepContext &Ctx) {
+  StepLoss = 0;
+  return runActions(0, OptimizerAction, Ctx,
+                    Prog.Stages.front().find(FragmentForward));
+}
+
 namespace {
 double readElement(const void *Data, DType T, int64_t I) {
   return T == DType::F64 ? static_cast<const double *>(Data)[I]
@@ -264,7 +331,9 @@ double readElement(const void *Data, DType T, int64_t I) {
 }
 } // namespace
 
-double Executor::loss() const { return readElement(LossData, Prog.Type, 0); }
+double Executor::lossBuffer() const {
+  return readElement(LossData, Prog.Type, 0);
+}
 
 std::string Executor::profileReport() const {
   return Times.profileReport(!Requests.empty());

@@ -11,6 +11,7 @@
 #define WEFT_RUNTIME_EXECUTOR_H
 
 #include "runtime/Backend.h"
+#include "runtime/Data.h"
 #include "runtime/Program.h"
 #include "runtime/Timeline.h"
 #include "runtime/comm/Communicator.h"
@@ -36,8 +37,27 @@ public:
 
   /// Deterministic init of every parameter; zeroes grads and Adam state.
   void initParams(uint64_t Seed);
-  /// Runs instructions [Begin, End).
+  /// Runs instructions [Begin, End) as they are bound now (the inputs of
+  /// the micro-batch selected last; micro-batch 0 at first).
   Status run(int64_t Begin, int64_t End, const StepContext &Ctx);
+
+  // The stage's schedule (format version 3): the actions before the
+  // optimizer's (zero_grads, then forward and backward per micro-batch)
+  // compute the step's gradients; the optimizer's applies them.
+  /// Loads step Step's batch from Data: this rank's block of every
+  /// micro-batch (micro-batch k holds the step's global rows
+  /// [k*B/M, (k+1)*B/M)).
+  void loadBatch(const TokenData &Data, int64_t Step);
+  /// Runs every action before the optimizer; loss() is then the step's
+  /// loss, the sum of the micro-batches' (each divided by the whole step's
+  /// rows).
+  Status runGradients(const StepContext &Ctx);
+  /// Runs the optimizer's action.
+  Status runUpdate(const StepContext &Ctx);
+  /// Runs only the forward actions, one per micro-batch: loss() is the
+  /// step's loss and no gradient changes.
+  Status runForward(const StepContext &Ctx);
+  int64_t microbatches() const { return Prog.Microbatches; }
 
   Communicator &comm() const { return *Comm; }
   int64_t rank() const { return Comm->rank(); }
@@ -71,11 +91,13 @@ public:
   void *grad(size_t P) const { return State[P].Grad; }
   void *adamM(size_t P) const { return State[P].M; }
   void *adamV(size_t P) const { return State[P].V; }
-  /// Input buffers ([batch, seq] i32); always allocated.
-  int32_t *tokens() const { return Tokens; }
-  int32_t *targets() const { return Targets; }
-  /// The loss buffer's value after a run of [0, forward_end) or more.
-  double loss() const;
+  /// Input buffers of micro-batch K ([local rows, local seq] i32 each);
+  /// always allocated.
+  int32_t *tokens(int64_t K = 0) const { return Tokens + K * InputStride; }
+  int32_t *targets(int64_t K = 0) const { return Targets + K * InputStride; }
+  /// The step's loss after runGradients or runForward (summed over the
+  /// micro-batches).
+  double loss() const { return StepLoss; }
   double paramElement(size_t P, int64_t I) const;
   void setParamElement(size_t P, int64_t I, double V);
   double gradElement(size_t P, int64_t I) const;
@@ -102,6 +124,13 @@ private:
   Executor(Program P, std::unique_ptr<Backend> B);
   Status bind();
   Status runInstruction(size_t K, const StepContext &Ctx);
+  /// Rebinds the instructions that read an input to micro-batch K's.
+  void selectMicrobatch(int64_t K);
+  /// Runs the schedule's actions [Begin, End) (Only: those of that fragment);
+  /// sums the loss after every forward into StepLoss.
+  Status runActions(size_t Begin, size_t End, const StepContext &Ctx,
+                    int64_t Only = -1);
+  double lossBuffer() const;
   static size_t stateSlot(BufferKind K) {
     return K == BufferKind::Grad    ? 1
            : K == BufferKind::AdamM ? 2
@@ -173,6 +202,17 @@ private:
   size_t PersistentBytes = 0, ScratchBytes = 0;
   std::vector<ParamState> State;
   int32_t *Tokens = nullptr, *Targets = nullptr;
+  int64_t InputStride = 0; // int32 elements between micro-batches' inputs
+  /// Every (instruction, in[] position) that reads tokens (Targets false)
+  /// or targets (true), rebound per micro-batch.
+  struct InputUse {
+    size_t Inst, Pos;
+    bool Targets;
+  };
+  std::vector<InputUse> InputUses;
+  int64_t BoundMicrobatch = 0;
+  size_t OptimizerAction = 0; // the schedule's optimizer action
+  double StepLoss = 0;
   const void *LossData = nullptr;
   std::vector<BoundInstruction> Bound;
   double MatmulFlops = 0;

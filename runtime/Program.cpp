@@ -55,7 +55,8 @@ const char *const OpNames[NumOpKinds] = {"embedding",
                                          "reduce_scatter",
                                          "slice",
                                          "act",
-                                         "act_grad"};
+                                         "act_grad",
+                                         "accumulate"};
 
 uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
   uint64_t V = 0;
@@ -462,6 +463,75 @@ Status parseArray(const json &Root, const char *Key, std::vector<T> &Out,
   return Status::success();
 }
 
+/// A stage's fragments, appended to the instruction table in order, and its
+/// schedule; ForwardEnd and OptimizerBegin are read off the fragments.
+Status parseStage(const json &J, size_t SI, Program &P) {
+  const std::string Ctx = "stages[" + std::to_string(SI) + "]";
+  Stage S;
+  const json *Frags, *Sched;
+  WEFT_RETURN_IF_ERROR(need(J, "fragments", Ctx, Frags));
+  WEFT_RETURN_IF_ERROR(need(J, "schedule", Ctx, Sched));
+  if (!Frags->is_array() || !Sched->is_array())
+    return Status::error(Ctx + ": 'fragments' and 'schedule' must be arrays");
+  for (size_t F = 0; F < Frags->size(); ++F) {
+    const std::string FCtx = Ctx + ".fragments[" + std::to_string(F) + "]";
+    Fragment Fr;
+    WEFT_RETURN_IF_ERROR(getString((*Frags)[F], "name", FCtx, Fr.Name));
+    if (S.find(Fr.Name) >= 0)
+      return Status::error(FCtx + " repeats the name '" + Fr.Name + "'");
+    Fr.PerMicrobatch =
+        Fr.Name == FragmentForward || Fr.Name == FragmentBackward;
+    const json *Insts;
+    WEFT_RETURN_IF_ERROR(need((*Frags)[F], "instructions", FCtx, Insts));
+    if (!Insts->is_array())
+      return Status::error("field 'instructions' in " + FCtx +
+                           " must be an array");
+    Fr.Begin = int64_t(P.Instructions.size());
+    for (const json &I : *Insts) {
+      P.Instructions.emplace_back();
+      // Messages number instructions in the whole table, as --dump does.
+      WEFT_RETURN_IF_ERROR(parseInstruction(I, P.Instructions.size() - 1,
+                                            P.Instructions.back()));
+    }
+    Fr.End = int64_t(P.Instructions.size());
+    if (Fr.Name == FragmentForward)
+      P.ForwardEnd = Fr.End;
+    if (Fr.Name == FragmentOptimizer)
+      P.OptimizerBegin = Fr.Begin;
+    S.Fragments.push_back(std::move(Fr));
+  }
+  for (size_t A = 0; A < Sched->size(); ++A) {
+    const std::string ACtx = Ctx + ".schedule[" + std::to_string(A) + "]";
+    const json &J = (*Sched)[A];
+    std::string Name;
+    WEFT_RETURN_IF_ERROR(getString(J, "run", ACtx, Name));
+    Action Act;
+    Act.Frag = S.find(Name);
+    if (Act.Frag < 0)
+      return Status::error(ACtx + " runs '" + Name +
+                           "', which is no fragment of " + Ctx);
+    if (J.contains("microbatch")) {
+      WEFT_RETURN_IF_ERROR(getInt(J, "microbatch", ACtx, Act.Microbatch));
+      if (Act.Microbatch < 0)
+        return Status::error(ACtx + ": microbatch " +
+                             std::to_string(Act.Microbatch) + " is negative");
+    }
+    S.Schedule.push_back(Act);
+  }
+  P.Stages.push_back(std::move(S));
+  return Status::success();
+}
+
+Status parseStages(const json &Root, Program &P) {
+  const json *Stages;
+  WEFT_RETURN_IF_ERROR(need(Root, "stages", "program", Stages));
+  if (!Stages->is_array())
+    return Status::error("field 'stages' in program must be an array");
+  for (size_t S = 0; S < Stages->size(); ++S)
+    WEFT_RETURN_IF_ERROR(parseStage((*Stages)[S], S, P));
+  return Status::success();
+}
+
 } // namespace
 
 const char *opName(OpKind K) { return OpNames[static_cast<int>(K)]; }
@@ -547,7 +617,7 @@ std::string shapeString(const Shape &S) {
 }
 
 /// Buffers without their own layout: params and same-shaped grad/adam
-/// buffers take the param's; inputs are blocks of [batch, seq].
+/// buffers take the param's; inputs are blocks of [batch/microbatches, seq].
 void resolveLayouts(Program &P) {
   for (ParamSpec &Par : P.Params)
     if (Par.Place.Global.empty() && Par.Place.Sharding.empty())
@@ -559,10 +629,13 @@ void resolveLayouts(Program &P) {
       Layout L = B.Place;
       L.Sharding.resize(2);
       L.Blocks.assign(2, 1);
+      // An input holds one micro-batch (checkSchedule refuses a batch that
+      // the micro-batch count does not divide).
+      const int64_t Rows = P.microbatchRows();
       if (!B.HasLayout || L.Global == B.Dims) {
-        L.Global = {P.Batch, P.Seq};
-        if (B.Dims == Shape{P.Batch, P.Seq})
-          L.Global = {P.Batch * P.Devices.count(L.Sharding[0]),
+        L.Global = {Rows, P.Seq};
+        if (B.Dims == Shape{Rows, P.Seq})
+          L.Global = {Rows * P.Devices.count(L.Sharding[0]),
                       P.Seq * P.Devices.count(L.Sharding[1])};
       }
       B.Place = L;
@@ -601,17 +674,13 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
   WEFT_RETURN_IF_ERROR(getInt(Root, "seq", "program", P.Seq));
   WEFT_RETURN_IF_ERROR(getInt(Root, "vocab", "program", P.Vocab));
   WEFT_RETURN_IF_ERROR(parseOptimizer(Root, P.Optimizer));
-  if (Version >= 2)
-    WEFT_RETURN_IF_ERROR(parseMesh(Root, P.Devices));
+  WEFT_RETURN_IF_ERROR(parseMesh(Root, P.Devices));
   WEFT_RETURN_IF_ERROR(parseArray(Root, "params", P.Params, parseParam));
   WEFT_RETURN_IF_ERROR(getInt(Root, "arena_bytes", "program", P.ArenaBytes));
   WEFT_RETURN_IF_ERROR(parseArray(Root, "buffers", P.Buffers, parseBuffer));
-  WEFT_RETURN_IF_ERROR(
-      parseArray(Root, "instructions", P.Instructions, parseInstruction));
+  WEFT_RETURN_IF_ERROR(getInt(Root, "microbatches", "program", P.Microbatches));
+  WEFT_RETURN_IF_ERROR(parseStages(Root, P));
   WEFT_RETURN_IF_ERROR(getInt(Root, "loss", "program", P.Loss));
-  WEFT_RETURN_IF_ERROR(getInt(Root, "forward_end", "program", P.ForwardEnd));
-  WEFT_RETURN_IF_ERROR(
-      getInt(Root, "optimizer_begin", "program", P.OptimizerBegin));
   resolveLayouts(P);
   WEFT_RETURN_IF_ERROR(validateProgram(P));
   return P;
@@ -625,11 +694,18 @@ Expected<Program> parseProgram(const std::string &B) {
   if (std::memcmp(B.data(), "WEFTPROG", 8) != 0)
     return Status::error("not a weft program (bad magic)");
   uint32_t Version = static_cast<uint32_t>(readLE(B, 8, 4));
-  if (Version < ProgramFormatMinVersion || Version > ProgramFormatVersion)
+  if (Version < ProgramFormatMinVersion)
+    return Status::error(
+        "format version " + std::to_string(Version) +
+        " is an older program format (a flat instruction list); this "
+        "runtime reads version " +
+        std::to_string(ProgramFormatVersion) +
+        ": recompile the model with this release's weft-compile");
+  if (Version > ProgramFormatVersion)
     return Status::error("format version " + std::to_string(Version) +
-                         ", this runtime reads " +
-                         std::to_string(ProgramFormatMinVersion) + " and " +
-                         std::to_string(ProgramFormatVersion));
+                         ", this runtime reads version " +
+                         std::to_string(ProgramFormatVersion) +
+                         " (a newer weft-compile wrote it)");
   uint64_t N = readLE(B, 12, 8);
   uint64_t Found = B.size() - ProgramHeaderBytes;
   if (Found < N)

@@ -18,9 +18,11 @@
 
 namespace weft {
 
-/// The version weft-compile writes; the loader reads 1 and 2.
-constexpr uint32_t ProgramFormatVersion = 2;
-constexpr uint32_t ProgramFormatMinVersion = 1;
+/// The version weft-compile writes and the only one the loader reads:
+/// version 3 made the step a schedule of fragments over micro-batches, and
+/// files of versions 1 and 2 are refused with a message to recompile.
+constexpr uint32_t ProgramFormatVersion = 3;
+constexpr uint32_t ProgramFormatMinVersion = 3;
 constexpr size_t ProgramHeaderBytes = 28;
 
 enum class DType { F32, F64, I32 };
@@ -75,8 +77,10 @@ enum class OpKind {
   // transformers' ACT2FN activations by name (attrs.kind).
   Act,
   ActGrad,
+  // y += x (format version 3): gradients summed over micro-batches.
+  Accumulate,
 };
-constexpr int NumOpKinds = static_cast<int>(OpKind::ActGrad) + 1;
+constexpr int NumOpKinds = static_cast<int>(OpKind::Accumulate) + 1;
 /// True for all_reduce, all_gather, reduce_scatter and slice.
 bool isCollective(OpKind K);
 const char *opName(OpKind K);
@@ -197,6 +201,39 @@ struct Instruction {
   OpAttrs Attrs;
 };
 
+/// A named instruction list of a stage: instructions [Begin, End) of the
+/// program's table, which holds the fragments one after another.
+struct Fragment {
+  std::string Name;
+  int64_t Begin = 0, End = 0;
+  /// forward and backward run once per micro-batch; the others once per step.
+  bool PerMicrobatch = false;
+};
+
+/// One action of a stage's schedule: run fragment Frag, on micro-batch
+/// Microbatch (-1 for a fragment that runs once per step).
+struct Action {
+  int64_t Frag = 0;
+  int64_t Microbatch = -1;
+};
+
+/// A pipeline stage's program (format version 3). Today every program has
+/// one stage; the fragments are, in this order, zero_grads (only when
+/// gradients accumulate over micro-batches), forward (ends with the loss),
+/// backward and optimizer.
+struct Stage {
+  std::vector<Fragment> Fragments;
+  std::vector<Action> Schedule;
+  /// Index of the fragment named Name, or -1.
+  int64_t find(const std::string &Name) const;
+};
+
+/// The fragment names of format version 3, in table order.
+constexpr const char *FragmentZeroGrads = "zero_grads";
+constexpr const char *FragmentForward = "forward";
+constexpr const char *FragmentBackward = "backward";
+constexpr const char *FragmentOptimizer = "optimizer";
+
 struct Program {
   uint32_t Version = ProgramFormatVersion;
   std::string Model;
@@ -206,9 +243,21 @@ struct Program {
   std::vector<ParamSpec> Params;
   int64_t ArenaBytes = 0;
   std::vector<BufferSpec> Buffers;
+  /// Every fragment's instructions, fragment after fragment.
   std::vector<Instruction> Instructions;
   int64_t Loss = -1;
+  /// Derived from the fragments: the end of forward and the start of the
+  /// optimizer (ranges for Executor::run).
   int64_t ForwardEnd = 0, OptimizerBegin = 0;
+  /// Micro-batches per step: the step's batch of `Batch` rows is cut into
+  /// this many, each of Batch / Microbatches rows, whose gradients add up.
+  int64_t Microbatches = 1;
+  std::vector<Stage> Stages;
+  /// The global rows of one micro-batch (Batch when Microbatches is not
+  /// positive: checkSchedule refuses that program).
+  int64_t microbatchRows() const {
+    return Microbatches >= 1 ? Batch / Microbatches : Batch;
+  }
   Mesh Devices; // empty: one rank
 };
 
@@ -221,6 +270,14 @@ Expected<Program> parseProgramJson(const std::string &Json,
                                    uint32_t Version = ProgramFormatVersion);
 /// Checks every cross-reference and every instruction's operand shapes.
 Status validateProgram(const Program &P);
+/// The stages, fragments and schedule (runtime/ValidateSchedule.cpp): one
+/// stage; fragments named and ordered as Stage documents, covering the
+/// instruction table; every micro-batch runs forward then backward exactly
+/// once, one micro-batch in flight at a time (the arena holds one); the
+/// once-per-step fragments run once, zero_grads before any forward and the
+/// optimizer after every backward; ForwardEnd and OptimizerBegin are the
+/// fragments' boundaries. validateProgram calls it first.
+Status checkSchedule(const Program &P);
 /// The instruction list as a whole (runtime/ValidateDataflow.cpp): not
 /// empty, the loss written in the forward range, no arena buffer read before
 /// it is written or sharing bytes with another live one, no op writing what

@@ -16,16 +16,13 @@ double learningRate(const OptimizerSpec &O, int64_t Step) {
 Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
                                         const TrainOptions &O) {
   const Program &P = E.program();
-  const int64_t NumInsts = int64_t(P.Instructions.size());
   const double TokensPerStep = double(E.globalBatch() * E.globalSeq());
   std::vector<StepRecord> Records;
   Records.reserve(size_t(O.Steps));
   for (int64_t K = 0; K < O.Steps; ++K) {
     int64_t Global = O.StartStep + K;
     auto T0 = std::chrono::steady_clock::now();
-    Data.fillBlock(Global, E.globalBatch(), E.globalSeq(), E.batchOffset(),
-                   E.localBatch(), E.seqOffset(), E.localSeq(), E.tokens(),
-                   E.targets());
+    E.loadBatch(Data, Global);
     E.resetCommBytes();
     StepContext Ctx;
     Ctx.Step = Global + 1;
@@ -34,8 +31,9 @@ Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
     Ctx.Lr = learningRate(P.Optimizer, Ctx.Step);
     Ctx.Optimizer = &P.Optimizer;
     const std::string At = "step " + std::to_string(Ctx.Step);
-    // Forward and backward; the gradients are checked before any update.
-    Status S = E.run(0, P.OptimizerBegin, Ctx);
+    // Forward and backward of every micro-batch; the gradients are checked
+    // before any update.
+    Status S = E.runGradients(Ctx);
     if (!S.ok())
       return S.withContext(At);
     Expected<std::string> Bad = firstNonFinite(E);
@@ -46,7 +44,7 @@ Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
                            "; stopping before the update (--on-nonfinite "
                            "skip skips such steps)");
     if (Bad->empty()) {
-      S = E.run(P.OptimizerBegin, NumInsts, Ctx);
+      S = E.runUpdate(Ctx);
       if (!S.ok())
         return S.withContext(At);
     }
@@ -195,12 +193,12 @@ Expected<GradCheckReport> gradCheck(Executor &E, const TokenData &Data,
   // so a difference carries ~1e-4 of absolute noise: Floor = 1e-2 (Tol*Floor
   // = 5e-4).
   Rep.Floor = F64 ? 1e-3 : 1e-2;
-  Data.fillBatch(O.Step, P.Batch, P.Seq, E.tokens(), E.targets());
+  E.loadBatch(Data, O.Step);
   StepContext Ctx;
   Ctx.Step = O.Step + 1;
   Ctx.Lr = learningRate(P.Optimizer, Ctx.Step);
   Ctx.Optimizer = &P.Optimizer;
-  WEFT_RETURN_IF_ERROR(E.run(0, P.OptimizerBegin, Ctx));
+  WEFT_RETURN_IF_ERROR(E.runGradients(Ctx));
   // Read every sampled analytic value before the forward reruns.
   std::vector<std::vector<int64_t>> Indices(P.Params.size());
   std::vector<std::vector<double>> Analytic(P.Params.size());
@@ -211,7 +209,7 @@ Expected<GradCheckReport> gradCheck(Executor &E, const TokenData &Data,
   }
   auto LossAt = [&](size_t Pi, int64_t I, double V) -> Expected<double> {
     E.setParamElement(Pi, I, V);
-    Status S = E.run(0, P.ForwardEnd, Ctx);
+    Status S = E.runForward(Ctx);
     if (!S.ok())
       return S;
     return E.loss();

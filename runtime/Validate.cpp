@@ -546,6 +546,18 @@ Status InstChecker::run() {
     return checkVocabParallel();
   case OpKind::Fill:
     return counts(0, 1);
+  case OpKind::Accumulate:
+    // grad += x: the one op that reads what it writes besides adamw, so it
+    // may only write a gradient (persistent, zeroed by zero_grads).
+    WEFT_RETURN_IF_ERROR(counts(1, 1));
+    WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+    if (out(0).Kind != BufferKind::Grad)
+      return fail("out[0] is a " + std::string(bufferKindName(out(0).Kind)) +
+                  " buffer, expected a grad buffer");
+    if (in(0).Type != out(0).Type)
+      return fail("in[0] has dtype " + std::string(dtypeName(in(0).Type)) +
+                  ", out[0] has " + dtypeName(out(0).Type));
+    return shapeIs(false, 0, in(0).Dims);
   case OpKind::Copy:
     WEFT_RETURN_IF_ERROR(counts(1, 1));
     if (in(0).Type != out(0).Type)
@@ -614,8 +626,9 @@ Status checkBuffer(const Program &P, size_t Index) {
     if (B.Type != DType::I32 || B.Dims.size() != 2)
       return Status::error(Ctx + " '" + B.Name + "' is " + dtypeName(B.Type) +
                            " " + shapeString(B.Dims) + ", expected i32 " +
-                           shapeString(Shape{P.Batch, P.Seq}));
-    return Status::success(); // the block of [batch, seq]: checkLayouts
+                           shapeString(Shape{P.microbatchRows(), P.Seq}));
+    // The block of [batch/microbatches, seq]: checkLayouts.
+    return Status::success();
   case BufferKind::Arena:
     if (B.Offset < 0 || B.Offset % 64 != 0)
       return Status::error(Ctx + " offset " + std::to_string(B.Offset) +
@@ -676,13 +689,7 @@ Status validateProgram(const Program &P) {
     return Status::error("loss buffer " + std::to_string(P.Loss) + " is " +
                          dtypeName(L.Type) + " " + shapeString(L.Dims) +
                          ", expected a " + dtypeName(P.Type) + " scalar []");
-  int64_t N = int64_t(P.Instructions.size());
-  if (P.ForwardEnd < 0 || P.ForwardEnd > P.OptimizerBegin ||
-      P.OptimizerBegin > N)
-    return Status::error(
-        "expected 0 <= forward_end <= optimizer_begin <= " + std::to_string(N) +
-        " (instructions), got forward_end=" + std::to_string(P.ForwardEnd) +
-        ", optimizer_begin=" + std::to_string(P.OptimizerBegin));
+  WEFT_RETURN_IF_ERROR(checkSchedule(P));
   return checkDataflow(P);
 }
 

@@ -121,13 +121,15 @@ Status checkLayouts(const Program &P) {
     if (B.Kind == BufferKind::Input) {
       if (B.Place.Blocks != std::vector<int64_t>{1, 1})
         return Status::error(Ctx + ": inputs take no blocks");
-      Shape Local{P.Batch, P.Seq};
-      Shape Global{P.Batch * P.Devices.count(B.Place.Sharding[0]),
+      // An input holds one micro-batch.
+      const int64_t Rows = P.microbatchRows();
+      Shape Local{Rows, P.Seq};
+      Shape Global{Rows * P.Devices.count(B.Place.Sharding[0]),
                    P.Seq * P.Devices.count(B.Place.Sharding[1])};
       if (B.Place.Global != Local && B.Place.Global != Global)
         return Status::error(
             Ctx + ": global shape " + shapeString(B.Place.Global) +
-            " is neither [batch, seq] = " + shapeString(Local) + " nor its " +
+            " is neither [batch/microbatches, seq] = " + shapeString(Local) + " nor its " +
             shapeString(Global) + " over the input's shards");
       if (Tokens && (Tokens->Dims != B.Dims ||
                      Tokens->Place.Sharding != B.Place.Sharding))

@@ -12,20 +12,43 @@
 // CHECK-NEXT:   3  grad  f32[16,8]  wte
 // CHECK-NEXT:   4  adam_m  f32[16,8]  wte
 // CHECK-NEXT:   5  adam_v  f32[16,8]  wte
-// CHECK:      instructions: 13 (loss = buffer 13, forward_end 4, optimizer_begin 11)
-// CHECK-NEXT:   0  embedding  in=[2,0]
-// CHECK-NEXT:   1  rms_norm  in=[6,7] out=[11]  eps=1e-05
+// CHECK:      microbatches: 1
+// CHECK-NEXT: instructions: 13 (loss = buffer 13)
+// CHECK-NEXT:  -- fragment forward [0, 4), per micro-batch
+// CHECK-NEXT:   0  embedding  in=[2,0] out=[10]
+// CHECK-NEXT:   1  rms_norm  in=[10,6] out=[11]  eps=1e-05
 // CHECK-NEXT:   2  matmul  in=[11,2] out=[12]  transpose_b=true  : [2,4,8] x [16,8] -> [2,4,16]
 // CHECK-NEXT:   3  cross_entropy  in=[12,1] out=[13]
-// CHECK-NEXT:  -- forward_end
-// Gradients are written straight into the parameters' grad buffers (3 and 8),
+// CHECK-NEXT:  -- fragment backward [4, 11), per micro-batch
+// Gradients are written straight into the parameters' grad buffers (3 and 7),
 // with no copy...
-// CHECK:        8  rms_norm_grad  in=[16,6,7] out=[18,8]
+// CHECK:        8  rms_norm_grad  in=[16,10,6] out=[18,7]
 // CHECK:       10  add  in=[17,19] out=[3]
-// CHECK-NEXT:  -- optimizer_begin
+// CHECK-NEXT:  -- fragment optimizer [11, 13)
 // ...which the in-place AdamW updates read.
 // CHECK-NEXT:  11  adamw  in=[2,3,4,5] out=[2,4,5]  weight_decay=true
-// CHECK-NEXT:  12  adamw  in=[7,8,9,10] out=[7,9,10]  weight_decay=false
+// CHECK-NEXT:  12  adamw  in=[6,7,8,9] out=[6,8,9]  weight_decay=false
+// One micro-batch: no zero_grads fragment, each step stores its gradients.
+// CHECK-NEXT: schedule: forward(0) backward(0) optimizer
+
+// Two micro-batches, each the function's 2 rows: the step's batch is 4; a
+// zero_grads fragment clears the gradients, each micro-batch adds its own,
+// and the cross-entropy divides by the step's 16 rows.
+// RUN: weft-opt %s -split-input-file -weft-autodiff -weft-insert-adamw -weft-accumulate-gradients=microbatches=2 -weft-plan-memory -weft-emit-program="output=%t.mb.weft" -o /dev/null
+// RUN: weft-run %t.mb.weft --dump | FileCheck %s --check-prefix=MB
+// MB:      program: model tiny | dtype f32 | batch 4 | seq 4
+// MB:      microbatches: 2
+// MB:       -- fragment zero_grads [0, 2)
+// MB-NEXT:   0  fill  in=[] out=[{{3|7}}]  value=0
+// MB-NEXT:   1  fill  in=[] out=[{{3|7}}]  value=0
+// MB-NEXT:  -- fragment forward [2, 6), per micro-batch
+// MB:          cross_entropy  in=[{{[0-9]+}},1] out=[{{[0-9]+}}]  denominator=16
+// MB:          rms_norm_grad  in={{.*}} out=[{{[0-9]+}},[[G:[0-9]+]]]
+// MB:          accumulate  in={{.*}} out=[3]
+// MB-NEXT:     accumulate  in=[[[G]]] out=[7]
+// MB-NEXT:  -- fragment optimizer
+// MB:      schedule: zero_grads forward(0) backward(0) forward(1) backward(1) optimizer
+
 func.func @tiny(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> attributes {weft.model = "tiny"} {
   %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
   %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>

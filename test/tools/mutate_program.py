@@ -15,8 +15,14 @@ def fnv1a64(data):
     return h
 
 
+def instructions(program):
+    """Every instruction of every fragment (format version 3), in order."""
+    return [i for s in program["stages"] for f in s["fragments"]
+            for i in f["instructions"]]
+
+
 def first(program, op):
-    return next(i for i in program["instructions"] if i["op"] == op)
+    return next(i for i in instructions(program) if i["op"] == op)
 
 
 src, dst, mutation = sys.argv[1:4]
@@ -25,7 +31,9 @@ version = struct.unpack("<I", blob[8:12])[0]
 (n,) = struct.unpack("<Q", blob[12:20])
 p = json.loads(blob[28:28 + n])
 if mutation == "empty":
-    p["instructions"], p["forward_end"], p["optimizer_begin"] = [], 0, 0
+    for s in p["stages"]:
+        for f in s["fragments"]:
+            f["instructions"] = []
 elif mutation == "swap-inputs":
     for b in p["buffers"]:
         if b["kind"] == "input":
@@ -38,7 +46,7 @@ elif mutation == "loss-unwritten":
     p["loss"] = len(p["buffers"]) - 1
 elif mutation == "overlap":
     # The first matmul's output onto its activation input's bytes.
-    mm = next(i for i in p["instructions"] if i["op"] == "matmul"
+    mm = next(i for i in instructions(p) if i["op"] == "matmul"
               and p["buffers"][i["in"][0]]["kind"] == "arena")
     p["buffers"][mm["out"][0]]["offset"] = p["buffers"][mm["in"][0]]["offset"]
 elif mutation == "in-place":

@@ -450,7 +450,7 @@ TokenData tokens() {
 }
 
 std::unique_ptr<Executor> meshExec(const MeshTinyConfig &C) {
-  Expected<Program> P = parseProgramJson(meshTinyProgram(C).dump());
+  Expected<Program> P = parseProgramJson(programJson(meshTinyProgram(C)));
   EXPECT_TRUE(P.ok()) << P.message();
   if (!P.ok())
     return nullptr;
@@ -664,7 +664,7 @@ TEST(MeshTraining, AsyncAllReduceWaitsBeforeItsInputBytesAreOverwritten) {
   // input's arena bytes.
   const int64_t N = 1 << 20;
   Expected<Program> P =
-      parseProgramJson(asyncOverwriteProgram(World->size(), N).dump());
+      parseProgramJson(programJson(asyncOverwriteProgram(World->size(), N)));
   ASSERT_TRUE(P.ok()) << P.message();
   auto E = Executor::create(P.take(), nullptr, World);
   ASSERT_TRUE(E.ok()) << E.message();
@@ -693,7 +693,7 @@ TEST(MeshTraining, AsyncAllGatherWaitsBeforeItsInputBytesAreOverwritten) {
   NEED_RANKS(0);
   const int64_t N = 1 << 20;
   Expected<Program> P = parseProgramJson(
-      asyncOverwriteProgram(World->size(), N, /*Gather=*/true).dump());
+      programJson(asyncOverwriteProgram(World->size(), N, /*Gather=*/true)));
   ASSERT_TRUE(P.ok()) << P.message();
   auto E = Executor::create(P.take(), nullptr, World);
   ASSERT_TRUE(E.ok()) << E.message();

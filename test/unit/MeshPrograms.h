@@ -28,6 +28,7 @@
 #define WEFT_TEST_UNIT_MESHPROGRAMS_H
 
 #include "runtime/Program.h"
+#include "TestPrograms.h"
 
 #include <nlohmann/json.hpp>
 

@@ -108,7 +108,7 @@ TEST(Shard, RunsMatchElementwiseMapWithBlocks) {
 }
 
 std::unique_ptr<Executor> makeExec(const nlohmann::json &J, Communicator *C) {
-  Expected<Program> P = parseProgramJson(J.dump());
+  Expected<Program> P = parseProgramJson(programJson(J));
   EXPECT_TRUE(P.ok()) << P.message();
   auto E = Executor::create(P.take(), nullptr, C);
   EXPECT_TRUE(E.ok()) << E.message();
@@ -181,7 +181,7 @@ TEST(MeshLoader, RefusesAWorldThatIsNotTheMeshProduct) {
   MeshTinyConfig Cfg;
   Cfg.Dp = 2;
   Cfg.Tp = 2;
-  Expected<Program> P = parseProgramJson(meshTinyProgram(Cfg).dump());
+  Expected<Program> P = parseProgramJson(programJson(meshTinyProgram(Cfg)));
   ASSERT_TRUE(P.ok()) << P.message();
   auto C = createLocalCommunicator(0, 3);
   auto E = Executor::create(P.take(), nullptr, C.get());
@@ -191,7 +191,7 @@ TEST(MeshLoader, RefusesAWorldThatIsNotTheMeshProduct) {
 }
 
 std::string loadError(nlohmann::json J) {
-  Expected<Program> P = parseProgramJson(J.dump());
+  Expected<Program> P = parseProgramJson(programJson(J));
   return P.ok() ? "" : P.message();
 }
 
@@ -258,7 +258,7 @@ TEST(MeshLoader, DumpShowsMeshAttributes) {
   MeshTinyConfig Cfg;
   Cfg.Dp = Cfg.Tp = 2;
   Cfg.VocabParallel = true;
-  Expected<Program> P = parseProgramJson(meshTinyProgram(Cfg).dump());
+  Expected<Program> P = parseProgramJson(programJson(meshTinyProgram(Cfg)));
   ASSERT_TRUE(P.ok()) << P.message();
   std::string D = dumpProgram(*P);
   for (const char *Want :

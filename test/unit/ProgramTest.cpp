@@ -17,7 +17,7 @@ std::string errorOf(const std::string &File) {
 }
 
 std::string errorOfJson(const nlohmann::json &J) {
-  return errorOf(encodeProgramContainer(J.dump()));
+  return errorOf(encodeProgramContainer(programJson(J)));
 }
 
 #define EXPECT_MSG(Msg, Needle)                                                \
@@ -73,8 +73,12 @@ TEST(ProgramLoader, RefusesBadMagic) {
 }
 
 TEST(ProgramLoader, RefusesOtherVersion) {
-  std::string F = encodeProgramContainer(tinyProgram().payload(), 3);
-  EXPECT_MSG(errorOf(F), "format version 3, this runtime reads 1 and 2");
+  std::string F = encodeProgramContainer(tinyProgram().payload(), 4);
+  EXPECT_MSG(errorOf(F), "format version 4, this runtime reads version 3");
+  // A file of the flat format (versions 1 and 2) asks to be recompiled.
+  for (uint32_t Old : {1u, 2u})
+    EXPECT_MSG(errorOf(encodeProgramContainer(tinyProgram().payload(), Old)),
+               "recompile the model with this release's weft-compile");
 }
 
 TEST(ProgramLoader, RefusesBadHash) {
@@ -170,13 +174,92 @@ TEST(ProgramLoader, RefusesAttentionHeadMismatch) {
                              "num_heads=2");
 }
 
-TEST(ProgramLoader, RefusesBadRanges) {
+TEST(ProgramLoader, RefusesABadLossBuffer) {
   nlohmann::json J = tinyProgram().root();
-  J["forward_end"] = 100;
-  EXPECT_MSG(errorOfJson(J), "forward_end <= optimizer_begin");
-  J = tinyProgram().root();
   J["loss"] = 3;
   EXPECT_MSG(errorOfJson(J), "expected a f32 scalar []");
+}
+
+// The tiny program in format version 3, to break its stage.
+nlohmann::json tinyStages() {
+  return nlohmann::json::parse(tinyProgram().payload());
+}
+
+TEST(ProgramSchedule, LoadsTheOneStageSchedule) {
+  Expected<Program> P = parseProgramJson(tinyProgram().payload());
+  ASSERT_TRUE(P.ok()) << P.status().message();
+  ASSERT_EQ(P->Stages.size(), 1u);
+  EXPECT_EQ(P->Stages[0].Fragments.size(), 3u);
+  EXPECT_EQ(P->ForwardEnd, 3);
+  EXPECT_EQ(P->Microbatches, 1);
+}
+
+TEST(ProgramSchedule, RefusesFragmentsOutOfOrder) {
+  nlohmann::json J = tinyStages();
+  std::swap(J["stages"][0]["fragments"][0], J["stages"][0]["fragments"][1]);
+  EXPECT_MSG(errorOfJson(J), "stages[0].fragments[0] ('backward') is not "
+                             "expected here");
+  J = tinyStages();
+  J["stages"][0]["fragments"][2]["name"] = "backward";
+  EXPECT_MSG(errorOfJson(J), "repeats the name 'backward'");
+  J = tinyStages();
+  J["stages"][0]["fragments"].erase(2);
+  J["stages"][0]["schedule"].erase(2);
+  EXPECT_MSG(errorOfJson(J), "stages[0] has no 'optimizer' fragment");
+}
+
+TEST(ProgramSchedule, RefusesAScheduleThatIsNotOneStep) {
+  nlohmann::json J = tinyStages();
+  nlohmann::json &S = J["stages"][0]["schedule"];
+  S.erase(1); // no backward
+  EXPECT_MSG(errorOfJson(J), "schedule[1] (optimizer) runs before every "
+                             "micro-batch's backward has");
+  J = tinyStages();
+  J["stages"][0]["schedule"][0]["microbatch"] = 1;
+  EXPECT_MSG(errorOfJson(J), "micro-batch out of range [0, 1)");
+  J = tinyStages();
+  J["stages"][0]["schedule"][2]["microbatch"] = 0;
+  EXPECT_MSG(errorOfJson(J), "runs once per step: no micro-batch");
+  J = tinyStages();
+  J["stages"][0]["schedule"][0]["run"] = "fwd";
+  EXPECT_MSG(errorOfJson(J), "runs 'fwd', which is no fragment of stages[0]");
+  J = tinyStages();
+  J["stages"].push_back(J["stages"][0]);
+  EXPECT_MSG(errorOfJson(J), "the program has 2 stages");
+}
+
+TEST(ProgramSchedule, RefusesTwoMicrobatchesInFlight) {
+  // Two micro-batches of one row each; forward 1 before backward 0 would
+  // overwrite micro-batch 0's activations.
+  nlohmann::json J = nlohmann::json::parse(tinyProgram("f32", 1).payload());
+  J["batch"] = 2;
+  J["microbatches"] = 2;
+  nlohmann::json &Fr = J["stages"][0]["fragments"];
+  Fr.insert(Fr.begin(),
+            nlohmann::json::object({{"name", "zero_grads"},
+                                    {"instructions", nlohmann::json::array()}}));
+  auto Run = [](const char *F, int K) {
+    return nlohmann::json{{"run", F}, {"microbatch", K}};
+  };
+  J["stages"][0]["schedule"] = {{{"run", "zero_grads"}},
+                                Run("forward", 0),
+                                Run("forward", 1),
+                                Run("backward", 0),
+                                Run("backward", 1),
+                                {{"run", "optimizer"}}};
+  EXPECT_MSG(errorOfJson(J),
+             "schedule[2] (forward on micro-batch 1) starts while "
+             "micro-batch 0 awaits its backward");
+  J["stages"][0]["schedule"] = {{{"run", "zero_grads"}}, Run("forward", 0),
+                                Run("backward", 0), {{"run", "optimizer"}}};
+  EXPECT_MSG(errorOfJson(J), "schedule[3] (optimizer) runs before every "
+                             "micro-batch's backward has");
+  J["stages"][0]["schedule"].erase(3);
+  EXPECT_MSG(errorOfJson(J), "the schedule never runs forward on "
+                             "micro-batch 1");
+  Fr.erase(0);
+  J["stages"][0]["schedule"].erase(0);
+  EXPECT_MSG(errorOfJson(J), "no zero_grads fragment");
 }
 
 } // namespace
@@ -195,9 +278,7 @@ TEST(OpTable, EveryOpNameRoundTrips) {
 
 namespace {
 // The tiny program's JSON payload, to be broken one way at a time.
-nlohmann::json tinyJson() {
-  return nlohmann::json::parse(tinyProgram().payload());
-}
+nlohmann::json tinyJson() { return tinyProgram().root(); }
 
 int64_t instWithOp(const nlohmann::json &J, const std::string &Op) {
   for (size_t I = 0; I < J["instructions"].size(); ++I)

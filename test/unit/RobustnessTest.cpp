@@ -72,7 +72,7 @@ TEST(Robustness, MutatedIntegersAreRefusedOrRun) {
     if (Rng() % 3 == 0)
       V = J[Ptr].get<int64_t>() + (Rng() % 2 ? 1 : -1);
     J[Ptr] = V;
-    Expected<Program> P = parseProgram(encodeProgramContainer(J.dump()));
+    Expected<Program> P = parseProgram(encodeProgramContainer(programJson(J)));
     if (!P.ok()) {
       EXPECT_FALSE(P.message().empty());
       continue;
@@ -98,7 +98,7 @@ TEST(Robustness, MutatedIntegersAreRefusedOrRun) {
 TEST(Robustness, HugeArenaFailsCleanly) {
   json J = tinyProgram().root();
   J["arena_bytes"] = int64_t(1) << 46; // 64 TiB
-  Expected<Program> P = parseProgram(encodeProgramContainer(J.dump()));
+  Expected<Program> P = parseProgram(encodeProgramContainer(programJson(J)));
   ASSERT_TRUE(P.ok()) << P.message();
   Expected<std::unique_ptr<Executor>> E = Executor::create(P.take());
   ASSERT_FALSE(E.ok());

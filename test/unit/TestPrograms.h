@@ -13,10 +13,49 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 namespace weft::test {
+
+/// A payload written the way tests find easiest, one flat "instructions"
+/// list with "forward_end" and "optimizer_begin", in format version 3: one
+/// stage whose fragments forward, backward and optimizer are cut at those
+/// marks, run on one micro-batch. A payload that has "stages" is kept.
+inline std::string programJson(nlohmann::json Root) {
+  using json = nlohmann::json;
+  if (Root.contains("stages") || !Root.contains("instructions"))
+    return Root.dump();
+  json Flat = Root["instructions"];
+  const int64_t N = int64_t(Flat.size());
+  auto Mark = [&](const char *Key, int64_t Default) {
+    int64_t V = Root.value(Key, Default);
+    return V < 0 ? 0 : V > N ? N : V;
+  };
+  const int64_t Cuts[4] = {0, Mark("forward_end", N),
+                           Mark("optimizer_begin", N), N};
+  const char *Names[3] = {"forward", "backward", "optimizer"};
+  json Fragments = json::array();
+  for (int F = 0; F < 3; ++F) {
+    json List = json::array();
+    for (int64_t I = Cuts[F]; I < std::max(Cuts[F], Cuts[F + 1]); ++I)
+      List.push_back(Flat[size_t(I)]);
+    Fragments.push_back({{"name", Names[F]}, {"instructions", List}});
+  }
+  Root.erase("instructions");
+  Root.erase("forward_end");
+  Root.erase("optimizer_begin");
+  if (!Root.contains("microbatches"))
+    Root["microbatches"] = 1;
+  Root["stages"] = json::array(
+      {{{"fragments", Fragments},
+        {"schedule",
+         {{{"run", "forward"}, {"microbatch", 0}},
+          {{"run", "backward"}, {"microbatch", 0}},
+          {{"run", "optimizer"}}}}}});
+  return Root.dump();
+}
 
 class ProgramBuilder {
 public:
@@ -106,7 +145,7 @@ public:
   }
 
   json &root() { return Root; }
-  std::string payload() const { return Root.dump(); }
+  std::string payload() const { return programJson(Root); }
   std::string file() const { return encodeProgramContainer(payload()); }
 
   int64_t Tokens, Targets;

@@ -96,10 +96,10 @@ TEST(WeftRun, ErrorsAndExitCodes) {
   EXPECT_EQ(R.Code, 1);
   EXPECT_NE(R.Out.find("no --data given"), std::string::npos);
   std::string Bad = tinyProgram().file();
-  Bad[8] = 3; // the version is a little-endian u32 at byte 8
-  R = run(writeFile("cli_v3.wp", Bad) + " --dump");
+  Bad[8] = 4; // the version is a little-endian u32 at byte 8
+  R = run(writeFile("cli_v4.wp", Bad) + " --dump");
   EXPECT_EQ(R.Code, 1);
-  EXPECT_NE(R.Out.find("format version 3, this runtime reads 1 and 2"),
+  EXPECT_NE(R.Out.find("format version 4, this runtime reads version 3"),
             std::string::npos)
       << R.Out;
   R = run(Prog + " --dump");

@@ -46,6 +46,12 @@ static cl::opt<std::string> outputArg(cl::cat(compileCategory), "o",
                                       cl::value_desc("file"));
 static cl::opt<int64_t> batchArg(cl::cat(compileCategory), "batch",
                                  cl::desc("sequences per step"), cl::init(8));
+static cl::opt<int64_t> microbatchesArg(
+    cl::cat(compileCategory), "microbatches",
+    cl::desc("cut each step's batch into this many micro-batches whose "
+             "gradients accumulate before one optimizer step (the activation "
+             "arena holds one)"),
+    cl::init(1));
 static cl::opt<int64_t> seqArg(cl::cat(compileCategory), "seq",
                                cl::desc("tokens per sequence"), cl::init(64));
 static cl::opt<std::string> dtypeArg(cl::cat(compileCategory), "dtype",
@@ -170,13 +176,9 @@ std::string applyPlan() {
     return "the plan uses recompute=" + r->str() +
            ": activation recomputation is not implemented in weft-compile "
            "yet (plan with --fix recompute=none)";
-  int64_t batch = dp * *integer("microbatch") * *integer("num_microbatches");
-  if (*integer("num_microbatches") > 1)
-    llvm::errs() << "weft-compile: note: the plan's "
-                 << *integer("num_microbatches")
-                 << " micro-batches per step run as one batch of " << batch
-                 << " (gradient accumulation is not implemented)\n";
-  batchArg = batch;
+  // The plan's micro-batches accumulate gradients, as planned.
+  batchArg = dp * *integer("microbatch") * *integer("num_microbatches");
+  microbatchesArg = *integer("num_microbatches");
   if (root)
     if (auto seq = root->getInteger("seq"))
       seqArg = *seq;
@@ -212,7 +214,7 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
   if (StringRef(name).ends_with(".json")) // a config file: name it by its stem
     name = llvm::sys::path::stem(name).str();
   weft::BuildOptions options;
-  options.batch = batchArg;
+  options.batch = batchArg / microbatchesArg; // the model of one micro-batch
   options.seq = seqArg;
   options.f64 = dtypeArg == "f64";
   return weft::buildModel(context, config.config, options, error);
@@ -252,6 +254,13 @@ int main(int argc, char **argv) {
     llvm::raw_string_ostream(got) << llvm::format("%g", bucketMbArg.getValue());
     return fail("--bucket-mb must be 0 to 1048576 (1 TiB), got " + got);
   }
+  if (microbatchesArg < 1 || microbatchesArg > (int64_t(1) << 20))
+    return fail("--microbatches must be 1 to 2^20, got " +
+                std::to_string(microbatchesArg));
+  if (batchArg >= 1 && batchArg % microbatchesArg != 0)
+    return fail("--batch " + std::to_string(batchArg) +
+                " is not divisible into --microbatches " +
+                std::to_string(microbatchesArg) + " micro-batches");
   if (outputArg.empty() && emitMlirArg.empty() && !explainArg)
     return fail("no output: give -o FILE, --emit-mlir=STAGE or --explain");
   bool sharded = !meshArg.empty();
@@ -299,6 +308,7 @@ int main(int argc, char **argv) {
   }
   options.bucketBytes = int64_t(bucketMbArg * 1048576.0);
   options.prefetchOps = prefetchArg;
+  options.microbatches = microbatchesArg;
 
   // The library's pipeline, in one pass manager (with the standard
   // --mlir-* pass-manager flags), split in two only to print a stage.

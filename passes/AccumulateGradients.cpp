@@ -1,0 +1,125 @@
+//===- AccumulateGradients.cpp - weft-accumulate-gradients ----------------===//
+//
+// Gradient accumulation: the function computes one micro-batch, and the
+// runtime's schedule runs its forward and backward once per micro-batch
+// (docs/program-format.md). This pass makes one micro-batch's program
+// accumulate:
+//  - every cross-entropy divides by the whole step's rows (M times the
+//    micro-batch's), so the micro-batches' losses and gradients add up to
+//    the step's mean;
+//  - every weft.param_grad adds to the stored gradient ({accumulate}); a
+//    zero_grads fragment clears the gradients once per step, before the
+//    first micro-batch;
+//  - a gradient's all-reduce that only feeds its store (data parallelism,
+//    replicated parameters under tensor parallelism) moves out of the
+//    micro-batch: the stored partial sums accumulate locally and are reduced
+//    once per step, in the optimizer fragment, as DDP's no_sync does.
+//    Reduce-scatters (ZeRO-2 and -3) stay per micro-batch: deferring them
+//    would keep a whole unreduced gradient per rank.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
+#include "dialect/WeftDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace weft {
+#define GEN_PASS_DEF_WEFTACCUMULATEGRADIENTS
+#include "passes/Passes.h.inc"
+} // namespace weft
+
+using namespace mlir;
+using namespace weft;
+
+namespace {
+namespace an = weft::attrname;
+
+struct AccumulateGradients
+    : weft::impl::WeftAccumulateGradientsBase<AccumulateGradients> {
+  using WeftAccumulateGradientsBase::WeftAccumulateGradientsBase;
+
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    if (microbatches < 1 || microbatches > (int64_t(1) << 20)) {
+      fn.emitError("microbatches must be 1 to 2^20, got ") << microbatches;
+      return signalPassFailure();
+    }
+    if (microbatches == 1 || fn.isExternal())
+      return;
+    OpBuilder b(&getContext());
+    fn->setAttr(an::kMicrobatches, b.getI64IntegerAttr(microbatches));
+    if (failed(scaleDenominators(fn, b)))
+      return signalPassFailure();
+
+    Block &body = fn.getBody().front();
+    Operation *firstUpdate = nullptr;
+    SmallVector<ParamGradOp> stores;
+    for (Operation &op : body) {
+      if (auto g = dyn_cast<ParamGradOp>(op))
+        stores.push_back(g);
+      if (isa<AdamWOp>(op) && !firstUpdate)
+        firstUpdate = &op;
+    }
+    if (!firstUpdate)
+      firstUpdate = body.getTerminator();
+    auto optimizer = b.getStringAttr("optimizer");
+
+    for (ParamGradOp store : stores) {
+      auto type = cast<RankedTensorType>(store.getGrad().getType());
+      // Cleared once per step, before the first micro-batch.
+      b.setInsertionPointToStart(&body);
+      auto zero =
+          FillOp::create(b, store.getLoc(), type, b.getF64FloatAttr(0.0));
+      auto clear = ParamGradOp::create(b, store.getLoc(), store.getName(),
+                                       zero.getResult());
+      zero->setAttr(an::kFragment, b.getStringAttr("zero_grads"));
+      clear->setAttr(an::kFragment, b.getStringAttr("zero_grads"));
+
+      store.setAccumulate(true);
+      auto reduce = store.getGrad().getDefiningOp<AllReduceOp>();
+      if (!reduce || !reduce->hasOneUse())
+        continue;
+      // Accumulate the partial sum; reduce the total once per step.
+      store.getGradMutable().assign(reduce.getX());
+      b.setInsertionPoint(firstUpdate);
+      auto stored = StoredGradOp::create(b, reduce.getLoc(),
+                                         reduce.getX().getType(),
+                                         store.getName());
+      reduce->moveBefore(firstUpdate);
+      reduce.getXMutable().assign(stored.getResult());
+      auto total = ParamGradOp::create(b, store.getLoc(), store.getName(),
+                                       reduce.getResult());
+      for (Operation *op : {stored.getOperation(), reduce.getOperation(),
+                            total.getOperation()})
+        op->setAttr(an::kFragment, optimizer);
+    }
+  }
+
+  // The mean over the step's rows, not the micro-batch's: a denominator
+  // (set by weft-partition on a mesh; the local rows otherwise) times M.
+  LogicalResult scaleDenominators(func::FuncOp fn, OpBuilder &b) {
+    auto result = fn.walk([&](Operation *op) -> WalkResult {
+      if (!isa<CrossEntropyOp, CrossEntropyGradOp, CrossEntropyFromStatsOp,
+               CrossEntropyStatsGradOp>(op))
+        return WalkResult::advance();
+      int64_t rows;
+      if (auto d = op->getAttrOfType<IntegerAttr>("denominator")) {
+        rows = d.getInt();
+      } else {
+        auto targets = cast<RankedTensorType>(op->getOperand(1).getType());
+        rows = targets.getNumElements();
+      }
+      int64_t total;
+      if (__builtin_mul_overflow(rows, int64_t(microbatches), &total)) {
+        op->emitOpError("has ") << rows << " rows per micro-batch; times "
+                                << microbatches << " overflows";
+        return WalkResult::interrupt();
+      }
+      op->setAttr("denominator", b.getI64IntegerAttr(total));
+      return WalkResult::advance();
+    });
+    return failure(result.wasInterrupted());
+  }
+};
+} // namespace
