@@ -42,7 +42,8 @@ struct AccumulateGradients
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
     if (microbatches < 1 || microbatches > (int64_t(1) << 20)) {
-      fn.emitError("microbatches must be 1 to 2^20, got ") << microbatches;
+      fn.emitError("microbatches must be 1 to 2^20, got ")
+          << int64_t(microbatches);
       return signalPassFailure();
     }
     if (microbatches == 1 || fn.isExternal())
@@ -113,7 +114,7 @@ struct AccumulateGradients
       int64_t total;
       if (__builtin_mul_overflow(rows, int64_t(microbatches), &total)) {
         op->emitOpError("has ") << rows << " rows per micro-batch; times "
-                                << microbatches << " overflows";
+                                << int64_t(microbatches) << " overflows";
         return WalkResult::interrupt();
       }
       op->setAttr("denominator", b.getI64IntegerAttr(total));

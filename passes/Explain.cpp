@@ -27,21 +27,46 @@ SmallVector<StringRef> namesOf(ArrayAttr axes) {
 struct Collective {
   std::string kind, axes, reason;
   int64_t bytes = 0;
+  int64_t times = 1; // per step: once per micro-batch, or once
 };
+
+// How many times per step the op runs: micro-batch fragments once per
+// micro-batch; the optimizer fragment (from the first op marked for it or
+// the first AdamW on) and zero_grads once.
+DenseMap<Operation *, int64_t> timesPerStep(ModuleOp module) {
+  DenseMap<Operation *, int64_t> times;
+  module.walk([&](func::FuncOp fn) {
+    int64_t m = 1;
+    if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
+      m = a.getInt();
+    bool once = false;
+    for (Operation &op : fn.getBody().getOps()) {
+      auto mark = op.getAttrOfType<StringAttr>(weft::attrname::kFragment);
+      once = once || isa<AdamWOp>(op) ||
+             (mark && mark.getValue() == "optimizer");
+      times[&op] = once || mark ? 1 : m;
+    }
+  });
+  return times;
+}
 
 // Ring-algorithm bytes sent per rank: all_reduce 2(c-1)/c n, all_gather and
 // reduce_scatter (c-1)/c n, n the larger of input and output.
 SmallVector<Collective> collectivesOf(ModuleOp module) {
   MeshInfo mesh = MeshInfo::of(module);
+  DenseMap<Operation *, int64_t> times = timesPerStep(module);
   SmallVector<Collective> out;
+  Operation *current = nullptr;
   auto add = [&](StringRef kind, ArrayAttr axes, int64_t n, StringRef why) {
     auto names = namesOf(axes);
     int64_t c = mesh.count(names);
     int64_t factor = kind == "all_reduce" ? 2 : 1;
     out.push_back({kind.str(), joinAxes(names), why.str(),
-                   c > 1 ? factor * (c - 1) * n / c : 0});
+                   c > 1 ? factor * (c - 1) * n / c : 0,
+                   times.lookup(current) ? times.lookup(current) : 1});
   };
   module.walk([&](Operation *op) {
+    current = op;
     StringRef why;
     if (auto r = op->getAttrOfType<StringAttr>("reason"))
       why = r.getValue();
@@ -60,11 +85,13 @@ SmallVector<Collective> collectivesOf(ModuleOp module) {
         if (grad && !grad.partialAxes().empty())
           out.push_back(
               {"reduce_scatter", joinAxes(namesOf(axes)),
-               ("ZeRO-1: gradient of " + p.getName()).str(), [&] {
+               ("ZeRO-1: gradient of " + p.getName()).str(),
+               [&] {
                  int64_t c = mesh.count(namesOf(axes));
                  return c > 1 ? (c - 1) * bytesOf(adam.getParam().getType()) / c
                               : 0;
-               }()});
+               }(),
+               1});
         add("all_gather", axes, bytesOf(adam.getParam().getType()),
             ("ZeRO: updated shards of " + p.getName()).str());
       }
@@ -77,25 +104,36 @@ SmallVector<Collective> collectivesOf(ModuleOp module) {
 std::map<std::string, int64_t> weft::predictCommBytes(ModuleOp module) {
   std::map<std::string, int64_t> bytes;
   for (const Collective &c : collectivesOf(module))
-    bytes[c.kind + "/" + c.axes] += c.bytes;
+    bytes[c.kind + "/" + c.axes] += c.bytes * c.times;
   return bytes;
 }
 
 void weft::explainStep(ModuleOp module, llvm::raw_ostream &os) {
   // Group identical collectives; the reason names the op and operand that
   // needed each, and the sharding it went from and to.
-  std::map<std::tuple<std::string, std::string, int64_t, std::string>, int>
+  std::map<std::tuple<std::string, std::string, int64_t, std::string>, int64_t>
       groups;
   for (const Collective &c : collectivesOf(module))
-    groups[{c.kind, c.axes, c.bytes, c.reason}]++;
+    groups[{c.kind, c.axes, c.bytes, c.reason}] += c.times;
+  int64_t microbatches = 1;
+  module.walk([&](func::FuncOp fn) {
+    if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
+      microbatches = a.getInt();
+  });
+  if (microbatches > 1)
+    os << "micro-batches: " << microbatches
+       << " per step; forward and backward run once per micro-batch, the "
+          "gradients accumulate, and the activation arena holds one "
+          "micro-batch\n";
   os << "collectives per training step (bytes sent per rank, ring "
         "algorithm):\n";
   os << llvm::format("  %-15s %-6s %14s %6s  %s\n", "kind", "axes",
                      "bytes/rank", "count", "reason");
   for (const auto &[key, count] : groups) {
     const auto &[kind, axes, bytes, reason] = key;
-    os << llvm::format("  %-15s %-6s %14lld %6d  %s\n", kind.c_str(),
-                       axes.c_str(), (long long)bytes, count, reason.c_str());
+    os << llvm::format("  %-15s %-6s %14lld %6lld  %s\n", kind.c_str(),
+                       axes.c_str(), (long long)bytes, (long long)count,
+                       reason.c_str());
   }
   os << "totals:\n";
   for (const auto &[key, bytes] : predictCommBytes(module))

@@ -12,6 +12,15 @@ namespace weft {
 
 namespace {
 size_t align64(size_t N) { return (N + 63) / 64 * 64; }
+
+/// How often instruction K runs per step: the micro-batch count in a
+/// per-micro-batch fragment, else once.
+double runsPerStep(const Program &P, size_t K) {
+  for (const Fragment &F : P.Stages.front().Fragments)
+    if (int64_t(K) >= F.Begin && int64_t(K) < F.End)
+      return F.PerMicrobatch ? double(P.Microbatches) : 1.0;
+  return 1.0;
+}
 } // namespace
 
 Executor::Executor(Program P, std::unique_ptr<Backend> B)
@@ -155,6 +164,7 @@ Status Executor::bind() {
     return R;
   };
   for (size_t K = 0; K < Prog.Instructions.size(); ++K) {
+    const size_t K0 = K;
     const Instruction &I = Prog.Instructions[K];
     BoundInstruction BI{I.Op, &I.Attrs, K, {}, {}};
     for (int64_t Id : I.In) {
@@ -170,7 +180,8 @@ Status Executor::bind() {
       double M = double(I.Attrs.TransposeA ? A.Last : A.Rows);
       double K = double(I.Attrs.TransposeA ? A.Rows : A.Last);
       double N = double(I.Attrs.TransposeB ? B.Rows : B.Last);
-      MatmulFlops += 2 * M * N * K;
+      // Per step: a micro-batch fragment's matmul runs once per micro-batch.
+      MatmulFlops += 2 * M * N * K * runsPerStep(Prog, K0);
     }
     Bound.push_back(std::move(BI));
   }

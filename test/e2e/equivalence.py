@@ -18,7 +18,12 @@ programs (--dtype f64), where the layouts must agree to far better than 1e-4;
 f32 programs are checked on losses and gradients, and their parameter error is
 reported.
 
-usage: equivalence.py BIN_DIR DATA WORKDIR MODEL DTYPE [STEPS]
+With MICROBATCHES M > 1, every layout (and one rank) is compiled with
+--microbatches M, and each must still train like the 1-rank program without
+micro-batches: gradient accumulation changes the order of sums, not the
+model.
+
+usage: equivalence.py BIN_DIR DATA WORKDIR MODEL DTYPE [STEPS [MICROBATCHES]]
 """
 import json
 import os
@@ -100,7 +105,14 @@ def max_rel(a, b):
 def main():
     bin_dir, data, work, model, dtype = sys.argv[1:6]
     steps = int(sys.argv[6]) if len(sys.argv) > 6 else 20
-    common = ["--batch", "4", "--seq", "16", "--lr", "3e-3", "--dtype", dtype]
+    micro = int(sys.argv[7]) if len(sys.argv) > 7 else 1
+    # Micro-batches of 4 rows: every mesh's dp divides them.
+    common = ["--batch", str(4 * micro), "--seq", "16", "--lr", "3e-3",
+              "--dtype", dtype]
+    meshes = MESHES
+    if micro > 1:
+        meshes = [(1, [])] + MESHES
+    extra = ["--microbatches", str(micro)] if micro > 1 else []
     check_params = dtype == "f64"
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(f"{work}/one")
@@ -109,7 +121,8 @@ def main():
     ref_metrics, ref_params, ref_grads = train(
         bin_dir, f"{work}/one/prog.weft", 1, data, f"{work}/one", steps)
     failures = []
-    for i, (ranks, flags) in enumerate(MESHES):
+    for i, (ranks, flags) in enumerate(meshes):
+        flags = flags + extra
         name = " ".join(flags)
         w = f"{work}/mesh{i}"
         os.makedirs(w)
@@ -148,8 +161,9 @@ def main():
                             f"predicted {predicted}")
     if failures:
         sys.exit("FAIL:\n  " + "\n  ".join(failures))
-    print(f"PASS: {len(MESHES)} layouts of {model} ({dtype}) train like one rank "
-          f"for {steps} steps")
+    what = f" in {micro} micro-batches" if micro > 1 else ""
+    print(f"PASS: {len(meshes)} layouts of {model} ({dtype}){what} train like "
+          f"one rank for {steps} steps")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,70 @@
+// RUN: weft-opt %s -split-input-file -weft-accumulate-gradients="microbatches=4" -verify-diagnostics | FileCheck %s
+// RUN: weft-opt %s -split-input-file -weft-accumulate-gradients="microbatches=1" -verify-diagnostics | FileCheck %s --check-prefix=ONE
+
+// Data parallelism over 4 micro-batches. The function is one micro-batch:
+// - the gradients are cleared once per step (zero_grads, first);
+// - each micro-batch adds its unreduced gradient to the stored one;
+// - the all-reduce leaves the micro-batch: it reduces the accumulated sum
+//   once per step, before the optimizer (DDP's no_sync);
+// - the cross-entropy divides by the step's rows (4 x 2 x 4 = 32), and the
+//   loss all-reduce stays per micro-batch (the runtime sums the losses).
+// CHECK-LABEL: func @dp
+// CHECK-SAME:  weft.microbatches = 4
+// CHECK-NEXT:  %[[Z:.*]] = weft.fill {value = 0.000000e+00 : f64, weft.fragment = "zero_grads"}
+// CHECK-NEXT:  weft.param_grad "w", %[[Z]] {weft.fragment = "zero_grads"}
+// CHECK:       weft.cross_entropy %{{.*}}, %{{.*}} {denominator = 32 : i64}
+// CHECK:       weft.all_reduce %{{.*}} {axes = ["dp"]} : (tensor<f32>)
+// CHECK:       %[[DW:.*]] = weft.matmul
+// CHECK-NEXT:  weft.param_grad "w", %[[DW]] {accumulate}
+// CHECK-NEXT:  %[[S:.*]] = weft.stored_grad "w" {weft.fragment = "optimizer"}
+// CHECK-NEXT:  %[[R:.*]] = weft.all_reduce %[[S]] {axes = ["dp"], weft.fragment = "optimizer"}
+// CHECK-NEXT:  weft.param_grad "w", %[[R]] {weft.fragment = "optimizer"}
+// CHECK-NEXT:  weft.adamw
+// One micro-batch: nothing changes.
+// ONE-LABEL:   func @dp
+// ONE-NOT:     weft.microbatches
+// ONE-NOT:     accumulate
+// ONE:         weft.cross_entropy %{{.*}}, %{{.*}} {denominator = 8 : i64}
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @dp(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>, %x: tensor<2x4x8xf32>, %dy: tensor<2x4x16xf32>) -> tensor<f32> {
+  %w = weft.param "w" {init = "zeros"} : tensor<8x16xf32>
+  %y = weft.matmul %x, %w : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %l = weft.cross_entropy %y, %targets {denominator = 8 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %loss = weft.all_reduce %l {axes = ["dp"]} : (tensor<f32>) -> tensor<f32>
+  %dw = weft.matmul %x, %dy {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>) -> tensor<8x16xf32>
+  %r = weft.all_reduce %dw {axes = ["dp"]} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  weft.param_grad "w", %r : tensor<8x16xf32>
+  weft.adamw %w {weight_decay = true} : tensor<8x16xf32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// ZeRO-2: the gradient is reduce-scattered to this rank's shard. That stays
+// per micro-batch (deferring it would keep a whole unreduced gradient per
+// rank); the shards accumulate. One rank, no mesh: the cross-entropy gets
+// the step's rows as its denominator (4 x 8).
+// CHECK-LABEL: func @zero2
+// CHECK:       weft.cross_entropy %{{.*}}, %{{.*}} {denominator = 32 : i64}
+// CHECK:       %[[RS:.*]] = weft.reduce_scatter
+// CHECK-NEXT:  weft.param_grad "w", %[[RS]] {accumulate}
+// CHECK-NOT:   weft.stored_grad
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @zero2(%targets: tensor<2x4xi32>, %x: tensor<2x4x8xf32>, %dy: tensor<2x4x16xf32>) -> tensor<f32> {
+  %w = weft.param "w" {init = "zeros"} : tensor<8x16xf32>
+  %y = weft.matmul %x, %w : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %l = weft.cross_entropy %y, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %dw = weft.matmul %x, %dy {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>) -> tensor<8x16xf32>
+  %r = weft.reduce_scatter %dw {axes = ["dp"], dim = 0 : i64} : (tensor<8x16xf32>) -> tensor<4x16xf32>
+  weft.param_grad "w", %r : tensor<4x16xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Negative: a micro-batch count the runtime cannot schedule.
+// RUN: not weft-opt %s -split-input-file -weft-accumulate-gradients="microbatches=0" 2>&1 | FileCheck %s --check-prefix=ZERO
+// ZERO: error: microbatches must be 1 to 2^20, got 0
+func.func @none(%l: tensor<f32>) -> tensor<f32> {
+  return %l : tensor<f32>
+}
