@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/WeftDialect.h"
-#include "runtime/Activation.h"
+#include "program/Activation.h"
 
 #include <cmath>
 

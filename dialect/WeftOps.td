@@ -211,7 +211,7 @@ def Weft_ActOp : Weft_ElementwiseForwardOp<"act"> {
   let summary = "an activation of transformers' ACT2FN, by name";
   let description = [{
     `kind` names the activation as a config's hidden_act or
-    activation_function does (runtime/Activation.h: gelu, gelu_fast,
+    activation_function does (program/Activation.h: gelu, gelu_fast,
     quick_gelu, relu, relu2, relu6, leaky_relu, silu, sigmoid, tanh,
     linear, ...). The models use weft.gelu and weft.swiglu for their default
     activations and this op for the others.

@@ -2,7 +2,7 @@
 #include "dialect/AttrNames.h"
 #include "passes/Passes.h"
 #include "passes/ShardingUtils.h"
-#include "runtime/JsonDepth.h"
+#include "program/JsonDepth.h"
 #include "llvm/ADT/StringSet.h"
 
 #include "mlir/IR/Builders.h"

@@ -1,13 +1,17 @@
 //===- EmitProgram.cpp - weft-emit-program: the runtime's program file ----===//
 //
 // The file format is docs/program-format.md. This pass is its only writer; the
-// runtime (runtime/Program.cpp) is its only reader.
+// format's library (program/, MLIR-free) owns the op table and every rule,
+// and is the runtime's loader: each op's name is looked up in its table, and
+// the whole program is loaded back and checked with it before the file is
+// written, so weft-compile never writes a program weft-run would refuse.
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
 #include "passes/ShardingUtils.h"
+#include "program/Program.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/FileSystem.h"
@@ -27,7 +31,7 @@ namespace {
 // Version 3: stages of fragments run by a schedule over micro-batches.
 constexpr uint32_t kFormatVersion = 3;
 
-// The fragments of a stage, in table order (runtime/Program.h, Stage).
+// The fragments of a stage, in table order (program/Program.h, Stage).
 enum FragmentIndex { kZeroGrads, kForward, kBackward, kOptimizer, kNumFragments };
 const char *const kFragmentNames[kNumFragments] = {"zero_grads", "forward",
                                                    "backward", "optimizer"};
@@ -410,10 +414,15 @@ private:
         op.getAttrOfType<DenseI64ArrayAttr>(weft::attrname::kOffsets);
     if (!offsets || offsets.size() != int64_t(op.getNumResults()))
       return op.emitOpError("has no weft.offsets: run weft-plan-memory first");
+    weft::OpKind kind;
+    if (!weft::parseOpName(op.getName().stripDialect().str(), kind))
+      return op.emitOpError("has no runtime instruction (the program format's "
+                            "op table, program/Program.h, lacks '")
+             << op.getName().stripDialect() << "')";
     json::Array outs;
     for (auto [r, offset] : llvm::zip(op.getResults(), offsets.asArrayRef()))
       outs.push_back(arenaBuffer(r, offset));
-    instructions.push_back(json::Object{{"op", op.getName().stripDialect()},
+    instructions.push_back(json::Object{{"op", weft::opName(kind)},
                                         {"in", idsOf(op.getOperands())},
                                         {"out", std::move(outs)},
                                         {"attrs", attrsOf(&op)}});
@@ -467,7 +476,18 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
       return signalPassFailure();
     std::string payload;
     uint32_t version = kFormatVersion;
+    static_assert(kFormatVersion == weft::ProgramFormatVersion,
+                  "the emitter writes the version the loader reads");
     llvm::raw_string_ostream(payload) << json::Value(std::move(program));
+    // The runtime's loader and validator, on what is about to be written.
+    weft::Expected<weft::Program> loaded =
+        weft::parseProgramJson(payload, version);
+    if (!loaded.ok()) {
+      fns.front().emitError("the program fails the format's checks "
+                            "(a compiler bug; please report it): ")
+          << loaded.status().message();
+      return signalPassFailure();
+    }
 
     std::error_code ec;
     llvm::raw_fd_ostream os(output, ec);

@@ -2,7 +2,7 @@
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
-#include "runtime/Hyperparams.h"
+#include "program/Hyperparams.h"
 
 #include "mlir/IR/Builders.h"
 

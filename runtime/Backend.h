@@ -9,8 +9,8 @@
 #ifndef WEFT_RUNTIME_BACKEND_H
 #define WEFT_RUNTIME_BACKEND_H
 
-#include "runtime/Program.h"
-#include "runtime/Status.h"
+#include "program/Program.h"
+#include "program/Status.h"
 
 #include <cstddef>
 #include <memory>

@@ -3,7 +3,7 @@
 #include "runtime/CheckpointManifest.h"
 #include "runtime/DurableFile.h"
 #include "runtime/Safetensors.h"
-#include "runtime/Shard.h"
+#include "program/Shard.h"
 
 #include <nlohmann/json.hpp>
 

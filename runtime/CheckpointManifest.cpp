@@ -1,6 +1,6 @@
 //===- CheckpointManifest.cpp - What makes a checkpoint complete ----------===//
 #include "runtime/CheckpointManifest.h"
-#include "runtime/JsonDepth.h"
+#include "program/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 

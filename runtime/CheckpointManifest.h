@@ -14,7 +14,7 @@
 #define WEFT_RUNTIME_CHECKPOINTMANIFEST_H
 
 #include "runtime/DurableFile.h"
-#include "runtime/Program.h"
+#include "program/Program.h"
 
 #include <map>
 #include <string>

@@ -10,7 +10,7 @@
 #ifndef WEFT_RUNTIME_DATA_H
 #define WEFT_RUNTIME_DATA_H
 
-#include "runtime/Status.h"
+#include "program/Status.h"
 
 #include <cstdint>
 #include <string>

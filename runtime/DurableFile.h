@@ -9,7 +9,7 @@
 #ifndef WEFT_RUNTIME_DURABLEFILE_H
 #define WEFT_RUNTIME_DURABLEFILE_H
 
-#include "runtime/Status.h"
+#include "program/Status.h"
 
 #include <cstdint>
 #include <functional>

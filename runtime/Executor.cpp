@@ -1,7 +1,7 @@
 //===- Executor.cpp - Allocation, binding and instruction loop ------------===//
 #include "runtime/Executor.h"
 #include "runtime/Init.h"
-#include "runtime/Shard.h"
+#include "program/Shard.h"
 
 #include <algorithm>
 #include <chrono>

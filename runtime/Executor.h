@@ -12,7 +12,7 @@
 
 #include "runtime/Backend.h"
 #include "runtime/Data.h"
-#include "runtime/Program.h"
+#include "program/Program.h"
 #include "runtime/Timeline.h"
 #include "runtime/comm/Communicator.h"
 

@@ -1,6 +1,6 @@
 //===- Init.cpp - Deterministic parameter initialisation ------------------===//
 #include "runtime/Init.h"
-#include "runtime/Hash.h"
+#include "program/Hash.h"
 
 #include <cmath>
 

@@ -2,7 +2,7 @@
 #ifndef WEFT_RUNTIME_INIT_H
 #define WEFT_RUNTIME_INIT_H
 
-#include "runtime/Program.h"
+#include "program/Program.h"
 
 #include <cstdint>
 #include <string>

@@ -1,6 +1,6 @@
 //===- Safetensors.cpp - safetensors reader/writer ------------------------===//
 #include "runtime/Safetensors.h"
-#include "runtime/JsonDepth.h"
+#include "program/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 

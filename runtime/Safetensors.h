@@ -2,8 +2,8 @@
 #ifndef WEFT_RUNTIME_SAFETENSORS_H
 #define WEFT_RUNTIME_SAFETENSORS_H
 
-#include "runtime/Program.h"
-#include "runtime/Status.h"
+#include "program/Program.h"
+#include "program/Status.h"
 
 #include <string>
 #include <vector>

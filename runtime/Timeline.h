@@ -11,7 +11,7 @@
 #ifndef WEFT_RUNTIME_TIMELINE_H
 #define WEFT_RUNTIME_TIMELINE_H
 
-#include "runtime/Program.h"
+#include "program/Program.h"
 
 #include <chrono>
 #include <cstdint>

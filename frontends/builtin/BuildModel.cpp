@@ -2,7 +2,7 @@
 #include "frontends/builtin/BuildModel.h"
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
-#include "runtime/Activation.h"
+#include "program/Activation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -40,7 +40,7 @@ public:
     return MatmulOp::create(b, loc, x, w, false, transposeB);
   }
   Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
-  // The config's activation kind (runtime/Activation.h; the config reader
+  // The config's activation kind (program/Activation.h; the config reader
   // has refused names it does not know).
   Activation activation() const {
     Activation kind = Activation::GeluTanh;

@@ -10,9 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/builtin/ModelConfig.h"
-#include "runtime/Activation.h"
-#include "runtime/Hyperparams.h"
-#include "runtime/JsonDepth.h"
+#include "program/Activation.h"
+#include "program/Hyperparams.h"
+#include "program/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 
@@ -189,7 +189,7 @@ public:
                    number(p) + ": weft trains without dropout; set it to 0.0");
   }
 
-  /// An ACT2FN activation name weft implements (runtime/Activation.h).
+  /// An ACT2FN activation name weft implements (program/Activation.h).
   std::string activation(const std::string &key, const std::string &dflt) {
     std::string v = string(key, dflt);
     Activation kind;

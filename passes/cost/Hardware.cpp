@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/cost/Hardware.h"
-#include "runtime/JsonDepth.h"
+#include "program/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 

@@ -11,8 +11,8 @@
 #ifndef WEFT_RUNTIME_COMM_COMMUNICATOR_H
 #define WEFT_RUNTIME_COMM_COMMUNICATOR_H
 
-#include "runtime/Program.h"
-#include "runtime/Status.h"
+#include "program/Program.h"
+#include "program/Status.h"
 
 #include <cstddef>
 #include <memory>

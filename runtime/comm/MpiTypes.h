@@ -3,7 +3,7 @@
 #ifndef WEFT_RUNTIME_COMM_MPITYPES_H
 #define WEFT_RUNTIME_COMM_MPITYPES_H
 
-#include "runtime/Program.h"
+#include "program/Program.h"
 #include "runtime/comm/Communicator.h"
 
 #include <mpi.h>

@@ -18,8 +18,8 @@
 #ifndef WEFT_RUNTIME_COMM_SHMCOLLECTIVES_H
 #define WEFT_RUNTIME_COMM_SHMCOLLECTIVES_H
 
-#include "runtime/Program.h"
-#include "runtime/Status.h"
+#include "program/Program.h"
+#include "program/Status.h"
 
 #include <mpi.h>
 

@@ -6,7 +6,7 @@
 // also dumped, as `weft-run --dump` would.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Program.h"
+#include "program/Program.h"
 
 #include <cstring>
 

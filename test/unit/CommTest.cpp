@@ -10,7 +10,7 @@
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
 #include "runtime/Safetensors.h"
-#include "runtime/Shard.h"
+#include "program/Shard.h"
 #include "runtime/Trainer.h"
 #include "runtime/TrainingChecks.h"
 #include "runtime/comm/Communicator.h"

@@ -27,7 +27,7 @@
 #ifndef WEFT_TEST_UNIT_MESHPROGRAMS_H
 #define WEFT_TEST_UNIT_MESHPROGRAMS_H
 
-#include "runtime/Program.h"
+#include "program/Program.h"
 #include "TestPrograms.h"
 
 #include <nlohmann/json.hpp>

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
-#include "runtime/Shard.h"
+#include "program/Shard.h"
 #include "runtime/Trainer.h"
 #include "test/unit/MeshPrograms.h"
 #include "test/unit/TestPrograms.h"

@@ -38,7 +38,7 @@ TEST(AdamW, MatchesTorchFormulaOverTwoSteps) {
 }
 
 // transformers' convention: step t uses the schedule's factor at t - 1
-// (runtime/Hyperparams.h); test/reference/hf_reference.py compares with
+// (program/Hyperparams.h); test/reference/hf_reference.py compares with
 // transformers' own schedulers.
 TEST(LrSchedule, ConstantAndCosine) {
   OptimizerSpec O;

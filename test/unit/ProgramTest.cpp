@@ -1,7 +1,7 @@
 //===- ProgramTest.cpp - Program container, JSON and validation -----------===//
-#include "runtime/Program.h"
+#include "program/Program.h"
 #include "TestPrograms.h"
-#include "runtime/Hash.h"
+#include "program/Hash.h"
 
 #include <gtest/gtest.h>
 

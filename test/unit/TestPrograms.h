@@ -9,7 +9,7 @@
 #ifndef WEFT_TEST_UNIT_TESTPROGRAMS_H
 #define WEFT_TEST_UNIT_TESTPROGRAMS_H
 
-#include "runtime/Program.h"
+#include "program/Program.h"
 
 #include <nlohmann/json.hpp>
 

@@ -12,7 +12,7 @@
 #include "frontends/builtin/BuildModel.h"
 #include "passes/Explain.h"
 #include "passes/Passes.h"
-#include "runtime/JsonDepth.h"
+#include "program/JsonDepth.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"

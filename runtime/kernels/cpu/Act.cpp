@@ -2,7 +2,7 @@
 //
 // The activations a model uses by default have fused, vectorized kernels
 // (gelu, swiglu); these serve the others, one scalar formula per element in
-// double precision (runtime/Activation.h).
+// double precision (program/Activation.h).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/cpu/Kernels.h"

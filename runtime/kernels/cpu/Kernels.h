@@ -10,8 +10,8 @@
 #ifndef WEFT_RUNTIME_KERNELS_CPU_KERNELS_H
 #define WEFT_RUNTIME_KERNELS_CPU_KERNELS_H
 
-#include "runtime/Activation.h"
-#include "runtime/Status.h"
+#include "program/Activation.h"
+#include "program/Status.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -89,7 +89,7 @@ void swigluGrad(const T *Dy, const T *Gate, const T *Up, T *DGate, T *DUp,
                 int64_t N);
 
 // transformers' ACT2FN activation K elementwise, and dx = dy * K'(x)
-// (runtime/Activation.h; computed in double precision).
+// (program/Activation.h; computed in double precision).
 template <typename T> void act(Activation K, const T *X, T *Y, int64_t N);
 template <typename T>
 void actGrad(Activation K, const T *Dy, const T *X, T *Dx, int64_t N);

@@ -1,6 +1,6 @@
 //===- Mesh.cpp - Mesh coordinates, shard indices, groups and layouts -----===//
-#include "runtime/Program.h"
-#include "runtime/Shard.h"
+#include "program/Program.h"
+#include "program/Shard.h"
 
 namespace weft {
 

@@ -1,7 +1,7 @@
 //===- Program.cpp - Program container and JSON payload parsing -----------===//
-#include "runtime/Program.h"
-#include "runtime/Hash.h"
-#include "runtime/JsonDepth.h"
+#include "program/Program.h"
+#include "program/Hash.h"
+#include "program/JsonDepth.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,5 +1,5 @@
 //===- Dump.cpp - Readable listing of a program (weft-run --dump) ---------===//
-#include "runtime/Program.h"
+#include "program/Program.h"
 
 #include <cstdio>
 #include <sstream>

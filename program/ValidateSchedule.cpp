@@ -5,7 +5,7 @@
 // and one micro-batch's activations in the arena at a time.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Program.h"
+#include "program/Program.h"
 
 #include <string>
 

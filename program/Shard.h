@@ -10,7 +10,7 @@
 #ifndef WEFT_RUNTIME_SHARD_H
 #define WEFT_RUNTIME_SHARD_H
 
-#include "runtime/Program.h"
+#include "program/Program.h"
 
 #include <cstdint>
 #include <cstring>

@@ -8,9 +8,9 @@
 #ifndef WEFT_RUNTIME_PROGRAM_H
 #define WEFT_RUNTIME_PROGRAM_H
 
-#include "runtime/Activation.h"
-#include "runtime/Hyperparams.h"
-#include "runtime/Status.h"
+#include "program/Activation.h"
+#include "program/Hyperparams.h"
+#include "program/Status.h"
 
 #include <cstdint>
 #include <string>
@@ -270,7 +270,7 @@ Expected<Program> parseProgramJson(const std::string &Json,
                                    uint32_t Version = ProgramFormatVersion);
 /// Checks every cross-reference and every instruction's operand shapes.
 Status validateProgram(const Program &P);
-/// The stages, fragments and schedule (runtime/ValidateSchedule.cpp): one
+/// The stages, fragments and schedule (program/ValidateSchedule.cpp): one
 /// stage; fragments named and ordered as Stage documents, covering the
 /// instruction table; every micro-batch runs forward then backward exactly
 /// once, one micro-batch in flight at a time (the arena holds one); the
@@ -278,7 +278,7 @@ Status validateProgram(const Program &P);
 /// optimizer after every backward; ForwardEnd and OptimizerBegin are the
 /// fragments' boundaries. validateProgram calls it first.
 Status checkSchedule(const Program &P);
-/// The instruction list as a whole (runtime/ValidateDataflow.cpp): not
+/// The instruction list as a whole (program/ValidateDataflow.cpp): not
 /// empty, the loss written in the forward range, no arena buffer read before
 /// it is written or sharing bytes with another live one, no op writing what
 /// it reads unless in place, tokens and targets where they belong, and

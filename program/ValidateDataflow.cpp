@@ -9,7 +9,7 @@
 // the wrong number of rows.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Program.h"
+#include "program/Program.h"
 
 #include <algorithm>
 

@@ -6,7 +6,7 @@
 // data and are checked by the kernels).
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Program.h"
+#include "program/Program.h"
 #include <cmath>
 
 namespace weft {

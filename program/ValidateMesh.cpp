@@ -1,5 +1,5 @@
 //===- ValidateMesh.cpp - Layouts of sharded params and buffers (v2) -----===//
-#include "runtime/Program.h"
+#include "program/Program.h"
 
 #include <map>
 #include <tuple>
