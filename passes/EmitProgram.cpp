@@ -182,6 +182,8 @@ public:
         return op.emitOpError("belongs to fragment '")
                << kFragmentNames[want] << "' but fragment '"
                << kFragmentNames[current] << "' has begun";
+      if (current < want)
+        waitForAll(); // a fragment completes what it started
       while (current < want)
         fragmentEnd[current++] = instructions.size();
       if (auto ce = dyn_cast<CrossEntropyOp>(op))
@@ -202,11 +204,13 @@ public:
         if (current != kForward)
           return op.emitOpError("computes the loss outside the forward");
         lossSeen = true;
+        waitForAll();
         fragmentEnd[current++] = instructions.size();
       }
     }
     if (!lossSeen)
       return fn.emitError("the returned loss is not computed by an op");
+    waitForAll();
     while (current < kNumFragments)
       fragmentEnd[current++] = instructions.size();
     int64_t microbatches = 1;
@@ -286,6 +290,54 @@ private:
                         {"schedule", std::move(schedule)}};
   }
 
+  // Appends an instruction. A collective in flight whose input or output
+  // it touches (the same buffer or shared arena bytes) is waited for first:
+  // a start's wait lands right before the first use of its result.
+  void pushInstruction(json::Object inst) {
+    SmallVector<int64_t> ids;
+    for (StringRef key : {"in", "out"})
+      for (const json::Value &v : *inst.getArray(key))
+        ids.push_back(*v.getAsInteger());
+    for (size_t k = 0; k < inFlight.size();) {
+      auto [x, y] = inFlight[k];
+      if (llvm::any_of(ids, [&, x = x, y = y](int64_t id) {
+            return overlaps(id, x) || overlaps(id, y);
+          })) {
+        instructions.push_back(waitFor(y));
+        inFlight.erase(inFlight.begin() + k);
+        continue;
+      }
+      ++k;
+    }
+    bool start = inst.getString("op")->ends_with("_start");
+    if (start)
+      inFlight.push_back({ids[0], ids[1]}); // in[0], out[0]
+    instructions.push_back(std::move(inst));
+  }
+
+  static json::Object waitFor(int64_t y) {
+    return json::Object{{"op", "wait"},
+                        {"in", json::Array{y}},
+                        {"out", json::Array{}},
+                        {"attrs", json::Object{}}};
+  }
+
+  void waitForAll() {
+    for (auto [x, y] : inFlight)
+      instructions.push_back(waitFor(y));
+    inFlight.clear();
+  }
+
+  bool overlaps(int64_t a, int64_t b) const {
+    if (a == b)
+      return true;
+    auto sa = arenaSpan.find(a), sb = arenaSpan.find(b);
+    if (sa == arenaSpan.end() || sb == arenaSpan.end())
+      return false;
+    return sa->second.first < sb->second.first + sb->second.second &&
+           sb->second.first < sa->second.first + sa->second.second;
+  }
+
   int64_t addBuffer(json::Object buffer) {
     buffers.push_back(std::move(buffer));
     return buffers.size() - 1;
@@ -351,6 +403,8 @@ private:
       return id;
     }
     auto t = cast<RankedTensorType>(v.getType());
+    int64_t bytes = t.getNumElements() * t.getElementTypeBitWidth() / 8;
+    arenaSpan[int64_t(buffers.size())] = {offset, bytes};
     int64_t id =
         addBuffer(json::Object{{"kind", "arena"},
                                {"offset", offset},
@@ -384,7 +438,7 @@ private:
         return op.emitOpError("names no weft.param: '") << g.getName() << "'";
       if (storedDirectly.count(g.getGrad()))
         return success();
-      instructions.push_back(json::Object{{"op", g.getAccumulate() ? "accumulate" : "copy"},
+      pushInstruction(json::Object{{"op", g.getAccumulate() ? "accumulate" : "copy"},
                                           {"in", idsOf(g.getGrad())},
                                           {"out", json::Array{it->second[0]}},
                                           {"attrs", json::Object{}}});
@@ -394,7 +448,7 @@ private:
       auto name = adam.getParam().getDefiningOp<ParamOp>().getName();
       auto &state = paramState[name];
       int64_t param = bufferIds.lookup(adam.getParam());
-      instructions.push_back(json::Object{
+      pushInstruction(json::Object{
           {"op", "adamw"},
           {"in", json::Array{param, state[0], state[1], state[2]}},
           {"out", json::Array{param, state[1], state[2]}},
@@ -422,10 +476,16 @@ private:
     json::Array outs;
     for (auto [r, offset] : llvm::zip(op.getResults(), offsets.asArrayRef()))
       outs.push_back(arenaBuffer(r, offset));
-    instructions.push_back(json::Object{{"op", weft::opName(kind)},
-                                        {"in", idsOf(op.getOperands())},
-                                        {"out", std::move(outs)},
-                                        {"attrs", attrsOf(&op)}});
+    json::Object attrs = attrsOf(&op);
+    // An asynchronous collective is a start, completed by a wait.
+    bool start = attrs.getBoolean("async").value_or(false);
+    attrs.erase("async");
+    pushInstruction(
+        json::Object{{"op", std::string(weft::opName(kind)) +
+                                (start ? "_start" : "")},
+                     {"in", idsOf(op.getOperands())},
+                     {"out", std::move(outs)},
+                     {"attrs", std::move(attrs)}});
     return success();
   }
 
@@ -450,6 +510,9 @@ private:
   MeshInfo mesh;
   json::Array params, buffers, instructions;
   int64_t fragmentEnd[kNumFragments] = {};
+  // Collectives started and not yet waited for: (in, out) buffer ids.
+  SmallVector<std::pair<int64_t, int64_t>> inFlight;
+  DenseMap<int64_t, std::pair<int64_t, int64_t>> arenaSpan; // offset, bytes
   std::string paramDtype = "f32";
   DenseMap<Value, int64_t> bufferIds;
   DenseMap<Value, StringRef> storedDirectly; // gradient -> its parameter

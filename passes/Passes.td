@@ -122,7 +122,9 @@ def WeftBucketGradients : Pass<"weft-bucket-gradients", "mlir::func::FuncOp"> {
     Fewer, larger messages: per-message latency is paid once per bucket.
     Buckets follow the order backward computes the gradients; each bucket's
     all-reduce starts right after its last gradient is computed and is marked
-    `async`, so the runtime overlaps it with the rest of backward and completes
+    `async` (weft-emit-program writes it as all_reduce_start and a wait right
+    before the first use of its result), so the runtime overlaps it with the
+    rest of backward and completes
     it where the gradients are stored. `bucket-bytes=0` keeps one all-reduce
     per gradient (each still started early and asynchronous).
   }];

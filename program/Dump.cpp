@@ -88,8 +88,6 @@ std::string attrString(const Instruction &I) {
   if (I.Op == OpKind::AllGather || I.Op == OpKind::ReduceScatter ||
       I.Op == OpKind::Slice)
     Add("dim=" + std::to_string(A.Dim));
-  if (A.Async)
-    Add("async=true");
   AddAxes("seq_axes", A.SeqAxes);
   AddAxes("vocab_axes", A.VocabAxes);
   AddAxes("shard_axes", A.ShardAxes);
@@ -161,7 +159,7 @@ std::string dumpProgram(const Program &P) {
            << ")" << (F.PerMicrobatch ? ", per micro-batch" : "") << "\n";
     char Idx[32];
     std::snprintf(Idx, sizeof(Idx), "%4zu", I);
-    OS << Idx << "  " << opName(In.Op) << "  in=" << idList(In.In)
+    OS << Idx << "  " << instructionName(In) << "  in=" << idList(In.In)
        << " out=" << idList(In.Out) << attrString(In) << "  : "
        << shapes(P, In.In, " x ") << " -> " << shapes(P, In.Out, ", ") << "\n";
   }

@@ -56,7 +56,8 @@ const char *const OpNames[NumOpKinds] = {"embedding",
                                          "slice",
                                          "act",
                                          "act_grad",
-                                         "accumulate"};
+                                         "accumulate",
+                                         "wait"};
 
 uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
   uint64_t V = 0;
@@ -355,7 +356,11 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
   WEFT_RETURN_IF_ERROR(optBool("transpose_b", A.TransposeB));
   WEFT_RETURN_IF_ERROR(optBool("inverse", A.Inverse));
   WEFT_RETURN_IF_ERROR(optBool("weight_decay", A.WeightDecay));
-  WEFT_RETURN_IF_ERROR(optBool("async", A.Async));
+  if (Attrs->contains("async"))
+    return Status::error(ACtx + ": 'async' is not an attribute since format "
+                                "version 3: an asynchronous collective is "
+                                "all_reduce_start or all_gather_start, "
+                                "completed by a wait");
   if (Attrs->contains("shard_axes"))
     WEFT_RETURN_IF_ERROR(getAxes(*Attrs, "shard_axes", ACtx, A.ShardAxes));
   switch (Op) {
@@ -442,6 +447,17 @@ Status parseInstruction(const json &J, size_t I, Instruction &Inst) {
   std::string Ctx = "instructions[" + std::to_string(I) + "]";
   std::string Op;
   WEFT_RETURN_IF_ERROR(getString(J, "op", Ctx, Op));
+  // The asynchronous forms: the blocking op, started only.
+  const std::string Start = "_start";
+  if (Op.size() > Start.size() &&
+      Op.compare(Op.size() - Start.size(), Start.size(), Start) == 0) {
+    Op.resize(Op.size() - Start.size());
+    Inst.Attrs.Async = true;
+    if (Op != "all_reduce" && Op != "all_gather")
+      return Status::error("unknown op '" + Op + Start + "' in " + Ctx +
+                           " (only all_reduce and all_gather start "
+                           "asynchronously)");
+  }
   if (!parseOpName(Op, Inst.Op))
     return Status::error("unknown op '" + Op + "' in " + Ctx);
   WEFT_RETURN_IF_ERROR(getIntList(J, "in", Ctx, Inst.In));
@@ -538,7 +554,12 @@ const char *opName(OpKind K) { return OpNames[static_cast<int>(K)]; }
 
 bool isCollective(OpKind K) {
   return K == OpKind::AllReduce || K == OpKind::AllGather ||
-         K == OpKind::ReduceScatter || K == OpKind::Slice;
+         K == OpKind::ReduceScatter || K == OpKind::Slice ||
+         K == OpKind::Wait;
+}
+
+std::string instructionName(const Instruction &I) {
+  return std::string(opName(I.Op)) + (I.Attrs.Async ? "_start" : "");
 }
 
 bool parseOpName(const std::string &Name, OpKind &K) {

@@ -79,11 +79,20 @@ enum class OpKind {
   ActGrad,
   // y += x (format version 3): gradients summed over micro-batches.
   Accumulate,
+  // Completes the asynchronous collective that writes in[0] (format version
+  // 3). An asynchronous collective is written all_reduce_start or
+  // all_gather_start and held as AllReduce or AllGather with Attrs.Async.
+  Wait,
 };
-constexpr int NumOpKinds = static_cast<int>(OpKind::Accumulate) + 1;
-/// True for all_reduce, all_gather, reduce_scatter and slice.
+constexpr int NumOpKinds = static_cast<int>(OpKind::Wait) + 1;
+/// True for the ops the executor runs through the communicator, not a
+/// backend: all_reduce, all_gather, reduce_scatter, slice and wait.
 bool isCollective(OpKind K);
 const char *opName(OpKind K);
+struct Instruction;
+/// The op's name as the file spells it: all_reduce_start and
+/// all_gather_start for the asynchronous forms.
+std::string instructionName(const Instruction &I);
 /// Returns false when Name is not an op.
 bool parseOpName(const std::string &Name, OpKind &K);
 
@@ -191,8 +200,9 @@ struct OpAttrs {
   AxesList SeqAxes;        // position_embedding(_grad)
   AxesList VocabAxes;      // embedding(_grad), cross_entropy_stats(_grad)
   AxesList ShardAxes;      // adamw (ZeRO-1/2)
-  bool Async = false;      // all_reduce, all_gather: nonblocking (done before
-                           // its buffers' next use and before the step ends)
+  /// all_reduce, all_gather written *_start: they only start, and a later
+  /// `wait` on their output completes them (docs/program-format.md).
+  bool Async = false;
 };
 
 struct Instruction {

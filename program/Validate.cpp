@@ -24,7 +24,7 @@ class InstChecker {
 public:
   InstChecker(const Program &P, const Instruction &I, size_t Index)
       : P(P), I(I), Ctx("instructions[" + std::to_string(Index) + "] (" +
-                        opName(I.Op) + ")") {}
+                        instructionName(I) + ")") {}
 
   Status run();
 
@@ -607,6 +607,9 @@ Status InstChecker::run() {
   case OpKind::ReduceScatter:
   case OpKind::Slice:
     return checkCollective();
+  case OpKind::Wait:
+    // Which start it completes: checkDataflow pairs them.
+    return counts(1, 0);
   }
   return fail("unhandled op");
 }

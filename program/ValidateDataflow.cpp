@@ -30,7 +30,56 @@ std::string bufferName(const Program &P, int64_t Id) {
 
 std::string instName(const Program &P, size_t I) {
   return "instructions[" + std::to_string(I) + "] (" +
-         opName(P.Instructions[I].Op) + ")";
+         instructionName(P.Instructions[I]) + ")";
+}
+
+// Whether buffers A and B are the same or share arena bytes.
+bool overlaps(const Program &P, int64_t A, int64_t B) {
+  if (A == B)
+    return true;
+  const BufferSpec &BA = P.Buffers[size_t(A)], &BB = P.Buffers[size_t(B)];
+  return BA.Kind == BufferKind::Arena && BB.Kind == BufferKind::Arena &&
+         BA.Offset < BB.Offset + BB.bytes() && BB.Offset < BA.Offset + BA.bytes();
+}
+
+// An asynchronous collective in flight: instruction Start reads X, writes Y.
+struct InFlight {
+  size_t Start;
+  int64_t X, Y;
+};
+
+// Explicit start/wait pairs: a wait completes the one collective in flight
+// that writes its buffer; until then no instruction touches (reads or
+// writes) the bytes of that collective's input or output, and every
+// collective started in a fragment is waited for in that fragment.
+Status checkInFlight(const Program &P, size_t I, std::vector<InFlight> &Open) {
+  const Instruction &Inst = P.Instructions[I];
+  for (const Fragment &F : P.Stages.front().Fragments)
+    if (F.Begin == int64_t(I) && !Open.empty())
+      return Status::error(instName(P, Open.front().Start) +
+                           " is not waited for before fragment '" + F.Name +
+                           "' begins");
+  if (Inst.Op == OpKind::Wait) {
+    for (size_t K = 0; K < Open.size(); ++K)
+      if (Open[K].Y == Inst.In[0]) {
+        Open.erase(Open.begin() + int64_t(K));
+        return Status::success();
+      }
+    return Status::error(instName(P, I) + " waits for " +
+                         bufferName(P, Inst.In[0]) +
+                         ", which no collective in flight writes");
+  }
+  for (const InFlight &F : Open)
+    for (const std::vector<int64_t> *Ids : {&Inst.In, &Inst.Out})
+      for (int64_t Id : *Ids)
+        if (overlaps(P, Id, F.X) || overlaps(P, Id, F.Y))
+          return Status::error(instName(P, I) + " touches " +
+                               bufferName(P, Id) + " while " +
+                               instName(P, F.Start) +
+                               " is in flight (wait for it first)");
+  if (Inst.Attrs.Async)
+    Open.push_back({I, Inst.In[0], Inst.Out[0]});
+  return Status::success();
 }
 
 bool isCrossEntropy(OpKind K) {
@@ -100,9 +149,21 @@ Status checkDataflow(const Program &P) {
 
   std::vector<Interval> Live(P.Buffers.size());
   std::vector<bool> Written(P.Buffers.size(), false);
+  std::vector<InFlight> Open;
   bool LossWritten = false;
   for (size_t I = 0; I < N; ++I) {
     const Instruction &Inst = P.Instructions[I];
+    WEFT_RETURN_IF_ERROR(checkInFlight(P, I, Open));
+    // A collective's input stays live until its wait.
+    if (Inst.Op == OpKind::Wait)
+      for (size_t S = I; S-- > 0;)
+        if (P.Instructions[S].Attrs.Async &&
+            P.Instructions[S].Out[0] == Inst.In[0]) {
+          int64_t X = P.Instructions[S].In[0];
+          if (P.Buffers[size_t(X)].Kind == BufferKind::Arena)
+            Live[size_t(X)].Last = int64_t(I);
+          break;
+        }
     WEFT_RETURN_IF_ERROR(checkInputUse(P, I));
     WEFT_RETURN_IF_ERROR(checkDenominator(P, I));
     for (int64_t Id : Inst.In) {
@@ -133,14 +194,14 @@ Status checkDataflow(const Program &P) {
       Written[size_t(Id)] = true;
     }
   }
+  if (!Open.empty())
+    return Status::error(instName(P, Open.front().Start) +
+                         " is never waited for");
   if (!LossWritten)
     return Status::error(
         "no instruction before forward_end=" + std::to_string(P.ForwardEnd) +
         " writes the loss " + bufferName(P, P.Loss));
   Live[size_t(P.Loss)].Last = int64_t(N); // read after the step
-
-  // An async collective needs no longer interval: the executor completes
-  // it before any instruction touches its buffers' bytes.
 
   // Live arena buffers must not share bytes: sweep them in offset order.
   std::vector<int64_t> Ids;

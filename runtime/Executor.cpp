@@ -147,12 +147,6 @@ Status Executor::bind() {
     }
   }
   LossData = Where[Prog.Loss];
-  BufferBytes.resize(Prog.Buffers.size());
-  for (size_t I = 0; I < Prog.Buffers.size(); ++I) {
-    uintptr_t B = reinterpret_cast<uintptr_t>(Where[I]);
-    const BufferSpec &Spec = Prog.Buffers[I];
-    BufferBytes[I] = {B, B + size_t(Spec.numel()) * dtypeBytes(Spec.Type)};
-  }
   auto Ref = [&](int64_t Id) {
     const BufferSpec &B = Prog.Buffers[Id];
     TensorRef R;
@@ -252,11 +246,8 @@ void Executor::recordSpan(size_t K, SpanKind Kind, int64_t StartNs) {
 Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
   CurrentStep = Ctx.Step;
   for (int64_t K = Begin; K < End; ++K) {
-    // Waits for the async collectives K touches (timed as theirs).
-    Status S = Pending.empty() ? Status::success() : waitConflicts(size_t(K));
     int64_t T0 = Timing ? Timeline::nowNs() : 0;
-    if (S.ok())
-      S = runInstruction(size_t(K), Ctx);
+    Status S = runInstruction(size_t(K), Ctx);
     if (Timing)
       recordSpan(size_t(K), SpanKind::Instruction, T0);
     // Testing is what progresses the async collectives in flight while
@@ -271,7 +262,8 @@ Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
       // Leave nothing in flight; the first error is the one reported.
       (void)waitPending();
       return S.withContext("instructions[" + std::to_string(K) + "] (" +
-                           opName(Bound[K].Op) + ")");
+                           instructionName(Prog.Instructions[size_t(K)]) +
+                           ")");
     }
   }
   // Every async collective is complete when the range returns.

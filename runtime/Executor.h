@@ -158,22 +158,21 @@ private:
     int ScatterKey = -1;
     double ScatterBytes = 0;
     int Request = -1; // async all_reduce/all_gather: its slot in Requests
+    int64_t WaitsFor = -1; // wait: the start it completes
   };
   Status planMeshSteps();
   int commKey(const std::string &Op, const AxesList &Axes);
   Status runCollective(size_t K);
   Status preStep(size_t K);
   Status postStep(size_t K);
-  /// Async collectives (MeshOps.cpp): whether instruction K reads or writes
-  /// a buffer of in-flight instruction A (same id or overlapping bytes);
-  /// waiting for one (its time counted as its op's when profiling), for
-  /// those K touches, polling all, waiting for all.
-  bool touches(size_t K, size_t A) const;
+  /// Async collectives (MeshOps.cpp): their name in messages, waiting for
+  /// one (its time counted as its op's when profiling), completing the
+  /// start A at its wait, polling all, waiting for all.
   std::string asyncName(size_t A) const;
-  Status waitFor(size_t A);
+  Status waitFor(size_t A, bool RecordWait = true);
   /// Instruction K's async collective has started: pending from now.
   void startedAsync(size_t K);
-  Status waitConflicts(size_t K);
+  Status finish(size_t A);
   Status pollPending();
   Status waitPending();
 
@@ -194,7 +193,6 @@ private:
   size_t CommScratchBytes = 0;
   std::vector<CommRequest> Requests; // one per async collective
   std::vector<size_t> Pending; // instructions in flight; capacity reserved
-  std::vector<std::pair<uintptr_t, uintptr_t>> BufferBytes; // [begin, end)
   std::vector<std::string> CommKeys;
   std::vector<double> CommTotals;
   void *Arena = nullptr;

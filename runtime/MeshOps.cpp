@@ -16,15 +16,16 @@
 // All-gather/reduce-scatter along dim > 0 pack through one scratch buffer,
 // sized at load by the largest such collective: no allocation per step.
 //
-// An all_reduce or all_gather with `async` only starts
-// (Communicator::iallReduce, iallGather) and is pending until the first later
-// instruction that reads or writes its in or out buffer (same id or overlapping
-// bytes: arena buffers share bytes), which waits for it first, or until the end
-// of the run. After every instruction the pending ones are tested: with a
-// single-threaded rank that is what progresses Open MPI's collectives while it
-// computes. Requests and the pending list are made at load. WEFT_NO_ASYNC=1
-// runs them blocking, and so does an all_gather that packs through the scratch
-// buffer (a dim > 0 with a dim before it larger than 1): the scratch is shared.
+// all_reduce_start and all_gather_start only start
+// (Communicator::iallReduce, iallGather); the compiler's `wait` on their
+// output completes them (the loader has checked that nothing touches their
+// buffers in between and that each is waited for in its fragment). After
+// every instruction the pending ones are tested: with a single-threaded rank
+// that is what progresses Open MPI's collectives while it computes. Requests
+// and the pending list are made at load. WEFT_NO_ASYNC=1 runs them blocking
+// (their waits then have nothing to do), and so does an all_gather that packs
+// through the scratch buffer (a dim > 0 with a dim before it larger than 1):
+// the scratch is shared.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
@@ -84,6 +85,7 @@ Status Executor::planMeshSteps() {
   const char *NoAsync = std::getenv("WEFT_NO_ASYNC");
   const bool AsyncOn = !NoAsync || !*NoAsync || std::strcmp(NoAsync, "0") == 0;
   size_t Scratch = 0;
+  std::vector<size_t> Started; // starts not yet paired with their wait
   for (size_t K = 0; K < Bound.size(); ++K) {
     BoundInstruction &BI = Bound[K];
     const OpAttrs &A = *BI.Attrs;
@@ -103,7 +105,19 @@ Status Executor::planMeshSteps() {
       return Comm->reserveRequest(Requests.back(), size_t(X.Numel),
                                   X.Spec->Type);
     };
+    if (A.Async)
+      Started.push_back(K);
     switch (BI.Op) {
+    case OpKind::Wait:
+      HasMeshSteps = true;
+      for (size_t J = 0; J < Started.size(); ++J)
+        if (Prog.Instructions[Started[J]].Out[0] ==
+            Prog.Instructions[K].In[0]) {
+          S.WaitsFor = int64_t(Started[J]);
+          Started.erase(Started.begin() + int64_t(J));
+          break;
+        }
+      break;
     case OpKind::AllReduce:
     case OpKind::AllGather:
     case OpKind::ReduceScatter:
@@ -238,6 +252,8 @@ Status Executor::planMeshSteps() {
 Status Executor::runCollective(size_t K) {
   const BoundInstruction &BI = Bound[K];
   const MeshStep &S = Steps[K];
+  if (BI.Op == OpKind::Wait) // no group and no output
+    return finish(size_t(S.WaitsFor));
   const CommGroup &G = *S.Group;
   const TensorRef &X = BI.In[0], &Y = BI.Out[0];
   const DType T = X.Spec->Type;
@@ -331,25 +347,9 @@ Status Executor::postStep(size_t K) {
   return Status::success();
 }
 
-bool Executor::touches(size_t K, size_t A) const {
-  const Instruction &I = Prog.Instructions[K], &J = Prog.Instructions[A];
-  const int64_t Held[2] = {J.In[0], J.Out[0]};
-  auto Hits = [&](int64_t Id) {
-    const auto &[B, E] = BufferBytes[size_t(Id)];
-    for (int64_t H : Held) {
-      const auto &[HB, HE] = BufferBytes[size_t(H)];
-      if (Id == H || (B < HE && HB < E))
-        return true;
-    }
-    return false;
-  };
-  return std::any_of(I.In.begin(), I.In.end(), Hits) ||
-         std::any_of(I.Out.begin(), I.Out.end(), Hits);
-}
-
 std::string Executor::asyncName(size_t A) const {
-  return "instructions[" + std::to_string(A) + "] (" + opName(Bound[A].Op) +
-         ", async)";
+  return "instructions[" + std::to_string(A) + "] (" +
+         instructionName(Prog.Instructions[A]) + ")";
 }
 
 void Executor::startedAsync(size_t K) {
@@ -361,29 +361,24 @@ void Executor::startedAsync(size_t K) {
   }
 }
 
-Status Executor::waitFor(size_t A) {
+Status Executor::waitFor(size_t A, bool RecordWait) {
   int64_t T0 = Timing ? Timeline::nowNs() : 0;
   Status S = Comm->wait(Requests[size_t(Steps[A].Request)])
                  .withContext("waiting for " + asyncName(A));
   if (Timing) {
-    recordSpan(A, SpanKind::Wait, T0);
+    if (RecordWait)
+      recordSpan(A, SpanKind::Wait, T0);
     recordSpan(A, SpanKind::InFlight, AsyncStartNs[A]);
   }
   return S;
 }
 
-Status Executor::waitConflicts(size_t K) {
-  size_t Kept = 0;
-  Status S = Status::success();
-  for (size_t A : Pending) {
-    if (S.ok() && touches(K, A)) {
-      S = waitFor(A);
-      continue;
-    }
-    Pending[Kept++] = A;
-  }
-  Pending.resize(Kept);
-  return S;
+Status Executor::finish(size_t A) {
+  auto It = std::find(Pending.begin(), Pending.end(), A);
+  if (It == Pending.end())
+    return Status::success(); // ran blocking, or completed while polled
+  Pending.erase(It);
+  return waitFor(A, /*RecordWait=*/false); // the wait instruction's own span
 }
 
 Status Executor::pollPending() {

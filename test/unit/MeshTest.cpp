@@ -549,22 +549,68 @@ TEST(AsyncAllReduce, NoAsyncEnvironmentRunsItBlocking) {
   EXPECT_EQ(E->gradElement(0, 0), 1.0);
 }
 
-TEST(AsyncAllReduce, LoaderRefusesAsyncElsewhereOrNotBool) {
+TEST(AsyncAllReduce, LoaderRefusesAsyncElsewhereOrAsAnAttribute) {
   nlohmann::json J = asyncOverwriteProgram(1, 16);
   EXPECT_EQ(loadError(J), "");
   nlohmann::json Bad = J;
-  Bad["instructions"][3]["attrs"]["async"] = true;
-  EXPECT_EQ(loadError(Bad), "instructions[3] (fill): attrs.async is only "
-                            "allowed on all_reduce and all_gather");
-  Bad = J;
-  Bad["instructions"][2]["attrs"]["async"] = 1;
-  EXPECT_NE(loadError(Bad).find("field 'async' in instructions[2].attrs must "
-                                "be a bool, got 1"),
+  Bad["instructions"][3]["attrs"]["async"] = true; // fill_start
+  EXPECT_NE(loadError(Bad).find("unknown op 'fill_start' in instructions[4] "
+                                "(only all_reduce and all_gather start "
+                                "asynchronously)"),
             std::string::npos)
       << loadError(Bad);
   Bad = J;
-  Bad["instructions"][2]["attrs"]["async"] = false; // explicit false loads
+  Bad["instructions"][2]["attrs"]["async"] = 1;
+  EXPECT_NE(loadError(Bad).find("instructions[2].attrs: 'async' is not an "
+                                "attribute since format version 3"),
+            std::string::npos)
+      << loadError(Bad);
+  Bad = J;
+  Bad["instructions"][2]["attrs"]["async"] = false; // the blocking form
   EXPECT_EQ(loadError(Bad), "");
+}
+
+// The program as written: [0] fill, [1] fill A, [2] all_reduce_start A -> G,
+// [3] wait G, [4] fill Z (on A's bytes), [5] add.
+nlohmann::json asyncOverwriteStages() {
+  return nlohmann::json::parse(programJson(asyncOverwriteProgram(1, 16)));
+}
+
+TEST(AsyncAllReduce, LoaderPairsEveryStartWithItsWait) {
+  nlohmann::json J = asyncOverwriteStages();
+  nlohmann::json &Backward = J["stages"][0]["fragments"][1]["instructions"];
+  ASSERT_EQ(Backward[2]["op"], "wait");
+  EXPECT_EQ(loadError(J), "");
+  // Without its wait, fill Z overwrites the bytes the reduction reads.
+  nlohmann::json Bad = J;
+  Bad["stages"][0]["fragments"][1]["instructions"].erase(2);
+  EXPECT_NE(loadError(Bad).find("instructions[3] (fill) touches buffers[3] "),
+            std::string::npos)
+      << loadError(Bad);
+  EXPECT_NE(loadError(Bad).find("while instructions[2] (all_reduce_start) is "
+                                "in flight (wait for it first)"),
+            std::string::npos)
+      << loadError(Bad);
+  // A wait for what no collective in flight writes.
+  Bad = J;
+  Bad["stages"][0]["fragments"][1]["instructions"][2]["in"] = {5};
+  EXPECT_NE(loadError(Bad).find("instructions[3] (wait) waits for buffers[5]"),
+            std::string::npos)
+      << loadError(Bad);
+  // A start left in flight past its fragment.
+  Bad = J;
+  nlohmann::json &B = Bad["stages"][0]["fragments"][1]["instructions"];
+  nlohmann::json &F = Bad["stages"][0]["fragments"][0]["instructions"];
+  F.push_back(B[0]); // fill A
+  F.push_back(B[1]); // the start
+  B.erase(0);
+  B.erase(0);
+  B.erase(0); // its wait
+  EXPECT_NE(loadError(Bad).find("instructions[2] (all_reduce_start) is not "
+                                "waited for before fragment 'backward' "
+                                "begins"),
+            std::string::npos)
+      << loadError(Bad);
 }
 
 TEST(AsyncAllGather, SingleRankTrainsBitForBitLikeBlocking) {
@@ -629,12 +675,11 @@ TEST(AsyncAllGather, AlongAPackedDimRunsBlocking) {
   EXPECT_EQ(C.Starts, 0);
 }
 
-TEST(AsyncAllGather, LoaderAcceptsAsyncOnAllGather) {
+TEST(AsyncAllGather, LoaderAcceptsAllGatherStart) {
   nlohmann::json J = asyncOverwriteProgram(1, 16, /*Gather=*/true);
   EXPECT_EQ(loadError(J), "");
   J["instructions"][2]["attrs"]["async"] = "yes";
-  EXPECT_NE(loadError(J).find("field 'async' in instructions[2].attrs must "
-                              "be a bool"),
+  EXPECT_NE(loadError(J).find("'async' is not an attribute"),
             std::string::npos)
       << loadError(J);
 }

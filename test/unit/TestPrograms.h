@@ -19,10 +19,35 @@
 
 namespace weft::test {
 
+namespace detail {
+/// Whether buffers A and B of a flat payload are the same or share arena
+/// bytes.
+inline bool overlaps(const nlohmann::json &Buffers, int64_t A, int64_t B) {
+  if (A == B)
+    return true;
+  const nlohmann::json &BA = Buffers[size_t(A)], &BB = Buffers[size_t(B)];
+  if (BA["kind"] != "arena" || BB["kind"] != "arena")
+    return false;
+  auto Bytes = [](const nlohmann::json &Buf) {
+    int64_t N = Buf["dtype"] == "f64" ? 8 : 4;
+    for (const auto &D : Buf["shape"])
+      N *= D.get<int64_t>();
+    return N;
+  };
+  int64_t OA = BA["offset"], OB = BB["offset"];
+  return OA < OB + Bytes(BB) && OB < OA + Bytes(BA);
+}
+} // namespace detail
+
 /// A payload written the way tests find easiest, one flat "instructions"
 /// list with "forward_end" and "optimizer_begin", in format version 3: one
 /// stage whose fragments forward, backward and optimizer are cut at those
-/// marks, run on one micro-batch. A payload that has "stages" is kept.
+/// marks, run on one micro-batch. An instruction with attrs.async = true
+/// becomes its *_start form, and a wait on its output is inserted where
+/// weft-emit-program puts one: before the first instruction that touches
+/// its buffers, or at its fragment's end (an explicit false is dropped; any
+/// other value is left for the loader to refuse). A payload that has
+/// "stages" is kept.
 inline std::string programJson(nlohmann::json Root) {
   using json = nlohmann::json;
   if (Root.contains("stages") || !Root.contains("instructions"))
@@ -36,11 +61,46 @@ inline std::string programJson(nlohmann::json Root) {
   const int64_t Cuts[4] = {0, Mark("forward_end", N),
                            Mark("optimizer_begin", N), N};
   const char *Names[3] = {"forward", "backward", "optimizer"};
+  const json &Buffers = Root["buffers"];
   json Fragments = json::array();
   for (int F = 0; F < 3; ++F) {
     json List = json::array();
-    for (int64_t I = Cuts[F]; I < std::max(Cuts[F], Cuts[F + 1]); ++I)
-      List.push_back(Flat[size_t(I)]);
+    std::vector<std::pair<int64_t, int64_t>> InFlight; // in, out
+    auto Wait = [](int64_t Y) {
+      return json{{"op", "wait"},
+                  {"in", {Y}},
+                  {"out", json::array()},
+                  {"attrs", json::object()}};
+    };
+    for (int64_t I = Cuts[F]; I < std::max(Cuts[F], Cuts[F + 1]); ++I) {
+      json Inst = Flat[size_t(I)];
+      for (size_t K = 0; K < InFlight.size();) {
+        bool Touch = false;
+        for (const char *Key : {"in", "out"})
+          for (const auto &Id : Inst[Key])
+            Touch = Touch || detail::overlaps(Buffers, Id, InFlight[K].first) ||
+                    detail::overlaps(Buffers, Id, InFlight[K].second);
+        if (!Touch) {
+          ++K;
+          continue;
+        }
+        List.push_back(Wait(InFlight[K].second));
+        InFlight.erase(InFlight.begin() + int64_t(K));
+      }
+      json &Attrs = Inst["attrs"];
+      if (Attrs.is_object() && Attrs.contains("async") &&
+          Attrs["async"].is_boolean()) {
+        if (Attrs["async"].get<bool>()) {
+          Inst["op"] = Inst["op"].get<std::string>() + "_start";
+          if (!Inst["in"].empty() && !Inst["out"].empty())
+            InFlight.push_back({Inst["in"][0], Inst["out"][0]});
+        }
+        Attrs.erase("async");
+      }
+      List.push_back(Inst);
+    }
+    for (const auto &F : InFlight)
+      List.push_back(Wait(F.second));
     Fragments.push_back({{"name", Names[F]}, {"instructions", List}});
   }
   Root.erase("instructions");
