@@ -36,6 +36,8 @@ struct BoundInstruction {
   /// Ops with `vocab_axes`: the first vocab id of this rank's shard, and the
   /// whole vocab (0: the local one). Set at load (MeshOps.cpp).
   int64_t VocabFirst = 0, VocabTotal = 0;
+  /// Ops with `seq_axes`: the rank's first global position. Set at load.
+  int64_t SeqFirst = 0;
 };
 
 /// Per-step values the optimizer instructions read.

@@ -50,16 +50,17 @@ template <typename T> struct Kernels {
                               Tab.Rows, Tab.Last, Tab.as<T>(), I.VocabFirst,
                               vocabTotal(I, Tab.Rows));
   }
+  // Under sequence parallelism the rank's positions start at SeqFirst.
   static Status positionEmbedding(const BI &I, const SC &, CpuState &) {
     const Shape &D = I.In[0].Spec->Dims;
-    cpu::positionEmbedding(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(),
-                           D[0], D[1], D[2]);
+    cpu::positionEmbedding(I.In[0].as<T>(), I.In[1].as<T>() + I.SeqFirst * D[2],
+                           I.Out[0].as<T>(), D[0], D[1], D[2]);
     return Status::success();
   }
   static Status positionEmbeddingGrad(const BI &I, const SC &, CpuState &) {
     const Shape &D = I.In[0].Spec->Dims;
     cpu::positionEmbeddingGrad(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1],
-                               I.Out[0].Rows, D[2]);
+                               I.Out[0].Rows, D[2], I.SeqFirst);
     return Status::success();
   }
   static Status matmul(const BI &I, const SC &, CpuState &) {
@@ -225,12 +226,14 @@ template <typename T> struct Kernels {
   }
   static Status crossEntropy(const BI &I, const SC &, CpuState &) {
     return cpu::crossEntropy(I.In[0].as<T>(), I.In[1].as<int32_t>(),
-                             I.In[0].Rows, I.In[0].Last, I.Out[0].as<T>());
+                             I.In[0].Rows, I.In[0].Last, I.Out[0].as<T>(),
+                             I.Attrs->Denominator);
   }
   static Status crossEntropyGrad(const BI &I, const SC &, CpuState &) {
     return cpu::crossEntropyGrad(I.In[0].as<T>(), I.In[1].as<int32_t>(),
                                  I.In[2].as<T>(), I.Out[0].as<T>(),
-                                 I.In[0].Rows, I.In[0].Last);
+                                 I.In[0].Rows, I.In[0].Last,
+                                 I.Attrs->Denominator);
   }
   static Status crossEntropyStats(const BI &I, const SC &, CpuState &) {
     const TensorRef &L = I.In[0];

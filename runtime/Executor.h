@@ -144,11 +144,6 @@ private:
     int Key = -1;                            // into CommKeys
     double Bytes = 0;                        // per run
     int64_t Outer = 1, Inner = 1, Chunk = 0; // collective along a dim
-    double LossScale = 0;        // cross_entropy with a denominator: post-scale
-    const void *DLoss = nullptr; // cross_entropy_grad: scaled into DLossCopy
-    double DLossScale = 0;
-    void *ZeroFirst = nullptr; // position_embedding_grad: zero the table
-    size_t ZeroBytes = 0;
     int64_t GatherCount = 0; // adamw with shard_axes: all-gather the param
     void *GatherBase = nullptr;
     // adamw with shard_axes on a partial grad: reduce-scatter it into
@@ -188,7 +183,6 @@ private:
   int64_t GlobalBatch = 0, GlobalSeq = 0;
   std::vector<MeshStep> Steps; // parallel to Bound
   bool HasMeshSteps = false;
-  std::vector<double> DLossCopy; // one scalar slot per instruction
   void *CommScratch = nullptr;
   size_t CommScratchBytes = 0;
   std::vector<CommRequest> Requests; // one per async collective

@@ -1,12 +1,10 @@
 //===- MeshOps.cpp - Collectives and mesh attributes in the executor -----===//
 //
 // Under a mesh the executor runs the collective instructions itself,
-// through the communicator, and adapts compute ops to their shards (bound
-// once, at load):
-//  - cross_entropy with `denominator`: the kernel's local mean is scaled by
-//    rows/denominator; cross_entropy_grad reads dloss*rows/denominator;
-//  - position_embedding(_grad) with `seq_axes`: the table is bound at the
-//    rank's first global position (the grad zeroes the table first);
+// through the communicator, and tells compute ops where their shard lies
+// (bound once, at load):
+//  - position_embedding(_grad) with `seq_axes`: the rank's first global
+//    position;
 //  - embedding(_grad) and cross_entropy_stats(_grad) with `vocab_axes`: the
 //    kernels learn the rank's first vocab id and the whole vocab;
 //  - adamw with `shard_axes`: the kernel sees the rank's contiguous block
@@ -73,7 +71,6 @@ void Executor::resetCommBytes() {
 
 Status Executor::planMeshSteps() {
   Steps.assign(Bound.size(), MeshStep());
-  DLossCopy.assign(Bound.size(), 0.0);
   const size_t E = dtypeBytes(Prog.Type);
   const Mesh &M = Prog.Devices;
   // The world group first: checkpoints and --save-grads gather over it.
@@ -151,20 +148,6 @@ Status Executor::planMeshSteps() {
         WEFT_RETURN_IF_ERROR(Reserve(X));
       break;
     }
-    case OpKind::CrossEntropy:
-      if (A.Denominator > 0) {
-        HasMeshSteps = true;
-        S.LossScale = double(BI.In[0].Rows) / double(A.Denominator);
-      }
-      break;
-    case OpKind::CrossEntropyGrad:
-      if (A.Denominator > 0) {
-        HasMeshSteps = true;
-        S.DLoss = BI.In[2].Data;
-        S.DLossScale = double(BI.In[0].Rows) / double(A.Denominator);
-        BI.In[2].Data = &DLossCopy[K];
-      }
-      break;
     case OpKind::Embedding:
     case OpKind::EmbeddingGrad:
     case OpKind::CrossEntropyStats:
@@ -182,19 +165,8 @@ Status Executor::planMeshSteps() {
     case OpKind::PositionEmbeddingGrad: {
       if (A.SeqAxes.empty())
         break;
-      HasMeshSteps = true;
       const Shape &X = BI.In[0].Spec->Dims; // [B, S_local, D]
-      int64_t First = M.shardIndex(Comm->rank(), A.SeqAxes) * X[1];
-      if (BI.Op == OpKind::PositionEmbedding) {
-        BI.In[1].Data = at(BI.In[1].Data, First * X[2], E);
-      } else {
-        TensorRef &T = BI.Out[0];
-        S.ZeroFirst = T.Data;
-        S.ZeroBytes = size_t(T.Numel) * E;
-        T.Data = at(T.Data, First * X[2], E);
-        T.Rows = X[1];
-        T.Numel = X[1] * X[2];
-      }
+      BI.SeqFirst = M.shardIndex(Comm->rank(), A.SeqAxes) * X[1];
       break;
     }
     case OpKind::AdamW: {
@@ -312,15 +284,6 @@ Status Executor::runCollective(size_t K) {
 
 Status Executor::preStep(size_t K) {
   const MeshStep &S = Steps[K];
-  if (S.DLoss) {
-    if (Prog.Type == DType::F64)
-      DLossCopy[K] = *static_cast<const double *>(S.DLoss) * S.DLossScale;
-    else
-      *reinterpret_cast<float *>(&DLossCopy[K]) =
-          float(double(*static_cast<const float *>(S.DLoss)) * S.DLossScale);
-  }
-  if (S.ZeroFirst)
-    std::memset(S.ZeroFirst, 0, S.ZeroBytes);
   if (S.ScatterCount) {
     CommTotals[size_t(S.ScatterKey)] += S.ScatterBytes;
     return Comm->reduceScatter(*S.Group, S.ScatterFrom, CommScratch,
@@ -331,14 +294,6 @@ Status Executor::preStep(size_t K) {
 
 Status Executor::postStep(size_t K) {
   const MeshStep &S = Steps[K];
-  if (S.LossScale != 0) {
-    void *L = Bound[K].Out[0].Data;
-    if (Prog.Type == DType::F64)
-      *static_cast<double *>(L) *= S.LossScale;
-    else
-      *static_cast<float *>(L) =
-          float(double(*static_cast<float *>(L)) * S.LossScale);
-  }
   if (S.GatherCount) {
     CommTotals[size_t(S.Key)] += S.Bytes;
     return Comm->allGather(*S.Group, nullptr, S.GatherBase,

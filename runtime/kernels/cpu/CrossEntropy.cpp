@@ -54,7 +54,7 @@ WEFT_SIMD_CLONES void rowGradF(const float *X, int64_t V, int32_t Target,
 
 template <typename T>
 Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
-                    int64_t V, T *Loss) {
+                    int64_t V, T *Loss, int64_t Denominator) {
   WEFT_RETURN_IF_ERROR(checkTargets(Targets, Rows, V, "cross_entropy"));
   double Total = 0;
 #pragma omp parallel for schedule(static) reduction(+ : Total) if (Rows * V > (1 << 14))
@@ -64,15 +64,17 @@ Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
     else
       Total += rowLoss(Logits + R * V, V, Targets[R]);
   }
-  *Loss = T(Total / double(Rows));
+  *Loss = T(Total / double(Denominator > 0 ? Denominator : Rows));
   return Status::success();
 }
 
 template <typename T>
 Status crossEntropyGrad(const T *Logits, const int32_t *Targets, const T *DLoss,
-                        T *DLogits, int64_t Rows, int64_t V) {
+                        T *DLogits, int64_t Rows, int64_t V,
+                        int64_t Denominator) {
   WEFT_RETURN_IF_ERROR(checkTargets(Targets, Rows, V, "cross_entropy_grad"));
-  const double Scale = double(*DLoss) / double(Rows);
+  const double Scale =
+      double(*DLoss) / double(Denominator > 0 ? Denominator : Rows);
 #pragma omp parallel for schedule(static) if (Rows * V > (1 << 14))
   for (int64_t R = 0; R < Rows; ++R) {
     if constexpr (std::is_same_v<T, float>)
@@ -168,14 +170,14 @@ WEFT_INSTANTIATE_VOCAB_PARALLEL(float)
 WEFT_INSTANTIATE_VOCAB_PARALLEL(double)
 
 template Status crossEntropy<float>(const float *, const int32_t *, int64_t,
-                                    int64_t, float *);
+                                    int64_t, float *, int64_t);
 template Status crossEntropy<double>(const double *, const int32_t *, int64_t,
-                                     int64_t, double *);
+                                     int64_t, double *, int64_t);
 template Status crossEntropyGrad<float>(const float *, const int32_t *,
                                         const float *, float *, int64_t,
-                                        int64_t);
+                                        int64_t, int64_t);
 template Status crossEntropyGrad<double>(const double *, const int32_t *,
                                          const double *, double *, int64_t,
-                                         int64_t);
+                                         int64_t, int64_t);
 
 } // namespace weft::cpu

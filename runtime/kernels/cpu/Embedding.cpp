@@ -75,16 +75,16 @@ void positionEmbedding(const T *X, const T *Table, T *Y, int64_t B, int64_t S,
 
 template <typename T>
 void positionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t S,
-                           int64_t P, int64_t D) {
+                           int64_t P, int64_t D, int64_t First) {
 #pragma omp parallel for schedule(static) if (P * D > (1 << 15))
   for (int64_t Pos = 0; Pos < P; ++Pos) {
     T *Dst = DTable + Pos * D;
     for (int64_t C = 0; C < D; ++C)
       Dst[C] = T(0);
-    if (Pos >= S)
+    if (Pos < First || Pos >= First + S)
       continue;
     for (int64_t Bi = 0; Bi < B; ++Bi) {
-      const T *Src = Dy + (Bi * S + Pos) * D;
+      const T *Src = Dy + (Bi * S + Pos - First) * D;
       for (int64_t C = 0; C < D; ++C)
         Dst[C] += Src[C];
     }
@@ -99,7 +99,7 @@ void positionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t S,
   template void positionEmbedding<T>(const T *, const T *, T *, int64_t,       \
                                      int64_t, int64_t);                        \
   template void positionEmbeddingGrad<T>(const T *, T *, int64_t, int64_t,     \
-                                         int64_t, int64_t);
+                                         int64_t, int64_t, int64_t);
 WEFT_INSTANTIATE(float)
 WEFT_INSTANTIATE(double)
 

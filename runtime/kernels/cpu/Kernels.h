@@ -31,9 +31,12 @@ Status embeddingGrad(const T *Dy, const int32_t *Ids, int64_t N, int64_t V,
 template <typename T>
 void positionEmbedding(const T *X, const T *Table, T *Y, int64_t B, int64_t S,
                        int64_t D);
+// DTable [P,D]: rows [First, First+S) get the sum over the batch of Dy
+// [B,S,D]; every other row is zero (First: the rank's first position under
+// sequence parallelism).
 template <typename T>
 void positionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t S,
-                           int64_t P, int64_t D);
+                           int64_t P, int64_t D, int64_t First = 0);
 
 // C[M,N] = op(A) op(B); A is [M,K] ([K,M] when TransA), B is [K,N] ([N,K]
 // when TransB).
@@ -119,13 +122,16 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
                    T *Dk, T *Dv, int64_t B, int64_t S, int64_t H, int64_t Hkv,
                    int64_t Hd, void *Scratch, double Scale = 0);
 
-// Mean cross entropy over Rows rows of Logits [Rows, V].
+// Cross entropy over Rows rows of Logits [Rows, V], summed and divided by
+// Denominator (0: Rows, the mean): a rank's share of a mean over more rows
+// (data or sequence parallelism, micro-batches) is its sum over all of them.
 template <typename T>
 Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
-                    int64_t V, T *Loss);
+                    int64_t V, T *Loss, int64_t Denominator = 0);
 template <typename T>
 Status crossEntropyGrad(const T *Logits, const int32_t *Targets, const T *DLoss,
-                        T *DLogits, int64_t Rows, int64_t V);
+                        T *DLogits, int64_t Rows, int64_t V,
+                        int64_t Denominator = 0);
 
 // Vocab-parallel cross entropy. Logits [Rows, V] hold the ids [First,
 // First + V) of Total. Stats [Rows, 3]: per row the max, the sum of
