@@ -140,6 +140,7 @@ public:
     if (fn.getNumArguments() != 2)
       return fn.emitError("expects (tokens, targets) arguments, got ")
              << fn.getNumArguments();
+    scratchOffset = (arenaBytes.getInt() + 63) / 64 * 64;
     addInput(fn.getArgument(0), "tokens");
     addInput(fn.getArgument(1), "targets");
 
@@ -245,7 +246,9 @@ public:
                                      {"shape", json::Array(mesh.sizes)}};
     }
     program["params"] = std::move(params);
-    program["arena_bytes"] = arenaBytes.getInt();
+    // Scratch for ZeRO-1's reduced gradient blocks lies past the plan.
+    program["arena_bytes"] = scratchBytes ? scratchOffset + scratchBytes
+                                          : arenaBytes.getInt();
     program["buffers"] = std::move(buffers);
     program["microbatches"] = microbatches;
     program["stages"] = json::Array{stageJson(microbatches)};
@@ -444,26 +447,8 @@ private:
                                           {"attrs", json::Object{}}});
       return success();
     }
-    if (auto adam = dyn_cast<AdamWOp>(op)) {
-      auto name = adam.getParam().getDefiningOp<ParamOp>().getName();
-      auto &state = paramState[name];
-      int64_t param = bufferIds.lookup(adam.getParam());
-      pushInstruction(json::Object{
-          {"op", "adamw"},
-          {"in", json::Array{param, state[0], state[1], state[2]}},
-          {"out", json::Array{param, state[1], state[2]}},
-          {"attrs", [&] {
-             json::Object attrs{{"weight_decay", adam.getWeightDecay()}};
-             if (auto axes = adam->getAttrOfType<ArrayAttr>("shard_axes")) {
-               json::Array names;
-               for (Attribute a : axes)
-                 names.push_back(cast<StringAttr>(a).str());
-               attrs["shard_axes"] = std::move(names);
-             }
-             return attrs;
-           }()}});
-      return success();
-    }
+    if (auto adam = dyn_cast<AdamWOp>(op))
+      return addAdamW(adam);
     auto offsets =
         op.getAttrOfType<DenseI64ArrayAttr>(weft::attrname::kOffsets);
     if (!offsets || offsets.size() != int64_t(op.getNumResults()))
@@ -489,6 +474,60 @@ private:
     return success();
   }
 
+  // One AdamW update. Under ZeRO (shard_axes) it updates this rank's block
+  // of the parameter, and the program says everything around it: a gradient
+  // stored unreduced (ZeRO-1) is reduce-scattered to the block first, into
+  // scratch bytes past the memory plan's arena, and the parameter is
+  // all-gathered in place after.
+  LogicalResult addAdamW(AdamWOp adam) {
+    ParamOp p = adam.getParam().getDefiningOp<ParamOp>();
+    auto &state = paramState[p.getName()];
+    int64_t param = bufferIds.lookup(adam.getParam()), grad = state[0];
+    json::Object attrs{{"weight_decay", adam.getWeightDecay()}};
+    auto axes = adam->getAttrOfType<ArrayAttr>("shard_axes");
+    json::Array names;
+    if (axes) {
+      for (Attribute a : axes)
+        names.push_back(cast<StringAttr>(a).str());
+      attrs["shard_axes"] = json::Array(names);
+    }
+    auto gradLayout =
+        p->getAttrOfType<ShardingAttr>(weft::attrname::kGradStorageSharding);
+    if (axes && gradLayout && !gradLayout.partialAxes().empty()) {
+      auto type = cast<RankedTensorType>(p.getType());
+      SmallVector<int64_t> block(type.getShape());
+      block[0] /= mesh.count(llvm::to_vector(llvm::map_range(
+          axes, [](Attribute a) { return cast<StringAttr>(a).getValue(); })));
+      auto blockType = RankedTensorType::get(block, type.getElementType());
+      int64_t bytes = blockType.getNumElements() *
+                      blockType.getElementTypeBitWidth() / 8;
+      scratchBytes = std::max(scratchBytes, bytes);
+      int64_t reduced = addBuffer(json::Object{{"kind", "arena"},
+                                               {"offset", scratchOffset},
+                                               {"shape", json::Array(block)},
+                                               {"dtype", paramDtype}});
+      arenaSpan[reduced] = {scratchOffset, bytes};
+      pushInstruction(json::Object{
+          {"op", "reduce_scatter"},
+          {"in", json::Array{grad}},
+          {"out", json::Array{reduced}},
+          {"attrs", json::Object{{"axes", json::Array(names)}, {"dim", 0}}}});
+      grad = reduced;
+    }
+    pushInstruction(json::Object{
+        {"op", "adamw"},
+        {"in", json::Array{param, grad, state[1], state[2]}},
+        {"out", json::Array{param, state[1], state[2]}},
+        {"attrs", std::move(attrs)}});
+    if (axes)
+      pushInstruction(json::Object{
+          {"op", "all_gather"},
+          {"in", json::Array{param}},
+          {"out", json::Array{param}},
+          {"attrs", json::Object{{"axes", std::move(names)}, {"dim", 0}}}});
+    return success();
+  }
+
   json::Value optimizerJson() {
     json::Object opt{{"kind", "none"}};
     auto cfg = fn->getAttrOfType<DictionaryAttr>(weft::attrname::kOptimizer);
@@ -510,6 +549,7 @@ private:
   MeshInfo mesh;
   json::Array params, buffers, instructions;
   int64_t fragmentEnd[kNumFragments] = {};
+  int64_t scratchOffset = 0, scratchBytes = 0;
   // Collectives started and not yet waited for: (in, out) buffer ids.
   SmallVector<std::pair<int64_t, int64_t>> inFlight;
   DenseMap<int64_t, std::pair<int64_t, int64_t>> arenaSpan; // offset, bytes

@@ -237,12 +237,22 @@ Status InstChecker::checkCollective() const {
   if (X.Type != Y.Type)
     return fail("in[0] has dtype " + std::string(dtypeName(X.Type)) +
                 ", out[0] has " + dtypeName(Y.Type));
-  if (I.In[0] == I.Out[0])
-    return fail("in[0] and out[0] are the same buffer " +
-                std::to_string(I.In[0]) + "; collectives are out of place");
+  int64_t C = P.Devices.count(I.Attrs.Axes);
+  if (I.In[0] == I.Out[0]) {
+    // The one in-place collective: each rank's block of dim 0 gathered into
+    // the same buffer (a ZeRO update's parameter, after adamw).
+    if (I.Op != OpKind::AllGather || I.Attrs.Dim != 0 || I.Attrs.Async)
+      return fail("in[0] and out[0] are the same buffer " +
+                  std::to_string(I.In[0]) +
+                  "; only a blocking all_gather along dim 0 works in place");
+    if (X.Dims.empty() || X.Dims[0] % C != 0)
+      return fail("an in-place all_gather over " + std::to_string(C) +
+                  " shards needs dim 0 of " + shapeString(X.Dims) +
+                  " divisible by them");
+    return Status::success();
+  }
   if (I.Op == OpKind::AllReduce)
     return shapeIs(false, 0, X.Dims);
-  int64_t C = P.Devices.count(I.Attrs.Axes);
   int64_t D = I.Attrs.Dim;
   if (D < 0 || D >= int64_t(X.Dims.size()))
     return fail("attrs.dim=" + std::to_string(D) + " is outside [0, " +
@@ -280,17 +290,6 @@ Status InstChecker::checkShardedAdamW() const {
                   " elements, expected the param's block of " +
                   std::to_string(Block) + " (" + std::to_string(Par.numel()) +
                   " / " + std::to_string(C) + " shards)");
-  if (!in(1).Partial.empty()) {
-    if (in(1).Partial != I.Attrs.ShardAxes)
-      return fail(name(true, 1) + " (grad) is partial over " +
-                  axesList(in(1).Partial) + ", expected shard_axes " +
-                  axesList(I.Attrs.ShardAxes) +
-                  " (it is reduce-scattered over them)");
-    if (in(1).numel() != Par.numel())
-      return fail(name(true, 1) + " (grad) is partial and has " +
-                  std::to_string(in(1).numel()) + " elements, expected " +
-                  std::to_string(Par.numel()) + " (the param)");
-  }
   if (in(1).numel() != Par.numel() && in(1).numel() != Block)
     return fail(name(true, 1) + " (grad) has " + std::to_string(in(1).numel()) +
                 " elements, expected " + std::to_string(Par.numel()) +
@@ -372,6 +371,24 @@ Status InstChecker::run() {
                   std::to_string(P.Buffers.size()) + ")");
   if (I.Attrs.Async && I.Op != OpKind::AllReduce && I.Op != OpKind::AllGather)
     return fail("attrs.async is only allowed on all_reduce and all_gather");
+  // A gradient stored unreduced (ZeRO-1) is read only by the reduction over
+  // the axes it is partial over: anything else would use a partial sum.
+  for (size_t K = 0; K < I.In.size(); ++K) {
+    const BufferSpec &B = P.Buffers[size_t(I.In[K])];
+    if (B.Partial.empty())
+      continue;
+    const bool Reduces =
+        I.Op == OpKind::ReduceScatter || I.Op == OpKind::AllReduce;
+    if (!Reduces)
+      return fail(name(true, K) + " (grad) is partial over " +
+                  axesList(B.Partial) +
+                  "; only a reduce_scatter or all_reduce over them may read "
+                  "it");
+    if (I.Attrs.Axes != B.Partial)
+      return fail(name(true, K) + " (grad) is partial over " +
+                  axesList(B.Partial) + ", but this " + opName(I.Op) +
+                  " reduces over " + axesList(I.Attrs.Axes));
+  }
 
   switch (I.Op) {
   case OpKind::Embedding:
@@ -595,10 +612,6 @@ Status InstChecker::run() {
                   "," + std::to_string(I.In[3]) + "]");
     if (!I.Attrs.ShardAxes.empty())
       return checkShardedAdamW();
-    if (!in(1).Partial.empty())
-      return fail(name(true, 1) + " (grad) is partial over " +
-                  axesList(in(1).Partial) +
-                  "; only adamw with those shard_axes reduces it");
     for (size_t K = 1; K < 4; ++K)
       WEFT_RETURN_IF_ERROR(shapeIs(true, K, in(0).Dims));
     return Status::success();

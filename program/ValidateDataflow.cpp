@@ -178,8 +178,9 @@ Status checkDataflow(const Program &P) {
     for (int64_t Id : Inst.Out) {
       bool InPlace =
           std::find(Inst.In.begin(), Inst.In.end(), Id) != Inst.In.end();
-      // adamw updates param, m and v in place by definition.
-      if (InPlace && Inst.Op != OpKind::AdamW)
+      // adamw updates param, m and v in place by definition, and an
+      // all_gather of dim 0 blocks may gather in place (checked per op).
+      if (InPlace && Inst.Op != OpKind::AdamW && Inst.Op != OpKind::AllGather)
         return Status::error(instName(P, I) + " writes " + bufferName(P, Id) +
                              ", which it also reads: " + opName(Inst.Op) +
                              " does not work in place");

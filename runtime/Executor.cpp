@@ -223,9 +223,7 @@ Status Executor::runInstruction(size_t K, const StepContext &Ctx) {
     return Impl->run(Bound[K], Ctx);
   if (isCollective(Bound[K].Op))
     return runCollective(K);
-  WEFT_RETURN_IF_ERROR(preStep(K));
-  WEFT_RETURN_IF_ERROR(Impl->run(Bound[K], Ctx));
-  return postStep(K);
+  return Impl->run(Bound[K], Ctx);
 }
 
 void Executor::recordSpan(size_t K, SpanKind Kind, int64_t StartNs) {

@@ -140,26 +140,16 @@ private:
 
   /// What runs around or instead of a kernel under a mesh (MeshOps.cpp).
   struct MeshStep {
-    const CommGroup *Group = nullptr;        // collectives, adamw's gather
+    const CommGroup *Group = nullptr;        // collectives, adamw's shards
     int Key = -1;                            // into CommKeys
     double Bytes = 0;                        // per run
     int64_t Outer = 1, Inner = 1, Chunk = 0; // collective along a dim
-    int64_t GatherCount = 0; // adamw with shard_axes: all-gather the param
-    void *GatherBase = nullptr;
-    // adamw with shard_axes on a partial grad: reduce-scatter it into
-    // CommScratch (the kernel's grad) first.
-    int64_t ScatterCount = 0;
-    const void *ScatterFrom = nullptr;
-    int ScatterKey = -1;
-    double ScatterBytes = 0;
     int Request = -1; // async all_reduce/all_gather: its slot in Requests
     int64_t WaitsFor = -1; // wait: the start it completes
   };
   Status planMeshSteps();
   int commKey(const std::string &Op, const AxesList &Axes);
   Status runCollective(size_t K);
-  Status preStep(size_t K);
-  Status postStep(size_t K);
   /// Async collectives (MeshOps.cpp): their name in messages, waiting for
   /// one (its time counted as its op's when profiling), completing the
   /// start A at its wait, polling all, waiting for all.

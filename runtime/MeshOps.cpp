@@ -8,9 +8,8 @@
 //  - embedding(_grad) and cross_entropy_stats(_grad) with `vocab_axes`: the
 //    kernels learn the rank's first vocab id and the whole vocab;
 //  - adamw with `shard_axes`: the kernel sees the rank's contiguous block
-//    of the param (and of a full-size grad), then the param is all-gathered
-//    in place over shard_axes. A grad `partial` over shard_axes (ZeRO-1) is
-//    first reduce-scattered into the scratch buffer, the kernel's grad.
+//    of the param (and of a full-size grad); the program's own instructions
+//    reduce-scatter a partial gradient before it and gather the param after.
 // All-gather/reduce-scatter along dim > 0 pack through one scratch buffer,
 // sized at load by the largest such collective: no allocation per step.
 //
@@ -176,20 +175,9 @@ Status Executor::planMeshSteps() {
       WEFT_RETURN_IF_ERROR(Group(A.ShardAxes));
       int64_t Full = BI.In[0].Numel, Block = Full / S.Group->Size;
       int64_t First = int64_t(S.Group->Rank) * Block;
-      double C = S.Group->Size;
-      // Validated: a partial grad is full-size, partial over shard_axes.
-      const bool Partial = !BI.In[1].Spec->Partial.empty();
-      if (Partial) {
-        S.ScatterFrom = BI.In[1].Data;
-        S.ScatterCount = Block;
-        S.ScatterKey = commKey("reduce_scatter", A.ShardAxes);
-        S.ScatterBytes = (C - 1) / C * double(Full) * double(E);
-        Scratch = std::max(Scratch, size_t(Block) * E);
-      }
-      S.GatherBase = BI.In[0].Data;
-      S.GatherCount = Block;
-      S.Key = commKey("all_gather", A.ShardAxes);
-      S.Bytes = (C - 1) / C * double(Full) * double(E);
+      // The kernel sees the rank's block of the param and of a full-size
+      // grad (a block-size grad is the block); the program gathers the
+      // param afterwards (an in-place all_gather).
       auto Narrow = [&](TensorRef &T, bool Offset) {
         if (Offset)
           T.Data = at(T.Data, First, E);
@@ -197,9 +185,8 @@ Status Executor::planMeshSteps() {
         T.Rows = 1;
         T.Last = Block;
       };
-      bool FullGrad = BI.In[1].Numel == Full;
       Narrow(BI.In[0], true);
-      Narrow(BI.In[1], FullGrad && !Partial); // partial: CommScratch, below
+      Narrow(BI.In[1], BI.In[1].Numel == Full);
       Narrow(BI.Out[0], true);
       break;
     }
@@ -215,9 +202,6 @@ Status Executor::planMeshSteps() {
                            " bytes of collective scratch");
     CommScratchBytes = Scratch;
   }
-  for (size_t K = 0; K < Bound.size(); ++K)
-    if (Steps[K].ScatterCount)
-      Bound[K].In[1].Data = CommScratch;
   return Status::success();
 }
 
@@ -245,6 +229,8 @@ Status Executor::runCollective(size_t K) {
     return Status::success();
   }
   case OpKind::AllGather:
+    if (X.Data == Y.Data) // in place: this rank's block of dim 0 is its own
+      return Comm->allGather(G, nullptr, Y.Data, size_t(Y.Numel / C), T);
     if (Outer == 1 && S.Request >= 0) {
       CommRequest &R = Requests[size_t(S.Request)];
       WEFT_RETURN_IF_ERROR(
@@ -280,26 +266,6 @@ Status Executor::runCollective(size_t K) {
   default:
     return Status::error(std::string("not a collective: ") + opName(BI.Op));
   }
-}
-
-Status Executor::preStep(size_t K) {
-  const MeshStep &S = Steps[K];
-  if (S.ScatterCount) {
-    CommTotals[size_t(S.ScatterKey)] += S.ScatterBytes;
-    return Comm->reduceScatter(*S.Group, S.ScatterFrom, CommScratch,
-                               size_t(S.ScatterCount), Prog.Type);
-  }
-  return Status::success();
-}
-
-Status Executor::postStep(size_t K) {
-  const MeshStep &S = Steps[K];
-  if (S.GatherCount) {
-    CommTotals[size_t(S.Key)] += S.Bytes;
-    return Comm->allGather(*S.Group, nullptr, S.GatherBase,
-                           size_t(S.GatherCount), Prog.Type);
-  }
-  return Status::success();
 }
 
 std::string Executor::asyncName(size_t A) const {

@@ -176,8 +176,22 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
     A0["shard_axes"] = {"dp"};
   if ((C.Zero2 && !C.Zero3) || C.Zero1Partial)
     A1["shard_axes"] = {"dp"};
-  Op("adamw", {Wte, WteG, WteM, WteV}, {Wte, WteM, WteV}, A0);
-  Op("adamw", {W, WG, WM, WV}, {W, WM, WV}, A1);
+  // Under ZeRO the program reduce-scatters a partial gradient to the rank's
+  // block first and gathers the updated param in place after.
+  auto Update = [&](int64_t Par, int64_t G, int64_t Mo, int64_t Ve, json A,
+                    Shape Block) {
+    const bool Sharded = A.contains("shard_axes");
+    if (Sharded && C.Zero1Partial) {
+      int64_t Reduced = Arena(Block);
+      Op("reduce_scatter", {G}, {Reduced}, {{"axes", {"dp"}}, {"dim", 0}});
+      G = Reduced;
+    }
+    Op("adamw", {Par, G, Mo, Ve}, {Par, Mo, Ve}, A);
+    if (Sharded)
+      Op("all_gather", {Par}, {Par}, {{"axes", {"dp"}}, {"dim", 0}});
+  };
+  Update(Wte, WteG, WteM, WteV, A0, OptWte);
+  Update(W, WG, WM, WV, A1, OptW);
 
   json Norm = {{"kind", "normal"}, {"std", 0.5}};
   return {{"model", "mesh-tiny"},

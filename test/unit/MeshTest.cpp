@@ -291,7 +291,8 @@ TEST(MeshLoader, RefusesMisplacedPartialGradients) {
   Expect(Bad, "names no axes");
   Bad = J;
   Bad["buffers"][3]["partial"] = {"tp"};
-  Expect(Bad, "(grad) is partial over [tp], expected shard_axes [dp]");
+  Expect(Bad, "(grad) is partial over [tp], but this reduce_scatter reduces "
+              "over [dp]");
   Bad = J;
   Bad["buffers"][7]["partial"] = {"tp"};
   Expect(Bad, "partial over axis 'tp', which also shards it");
@@ -299,8 +300,8 @@ TEST(MeshLoader, RefusesMisplacedPartialGradients) {
   Cfg.Zero1Partial = false;
   Bad = meshTinyProgram(Cfg);
   Bad["buffers"][3]["partial"] = {"dp"};
-  Expect(Bad, "(buffer 3) (grad) is partial over [dp]; only adamw with those "
-              "shard_axes reduces it");
+  Expect(Bad, "(buffer 3) (grad) is partial over [dp]; only a reduce_scatter "
+              "or all_reduce over them may read it");
 }
 
 TEST(MeshLoader, PartialGradientsOnOneRankTrainLikeTheV1Program) {
