@@ -2,7 +2,7 @@
 //
 // An op's sharding rule names a factor for each dimension of each operand and
 // result, einsum style (matmul is `mk,kn->mn`). Propagation and partitioning
-// are generic over factors (DESIGN.md decision 4; Shardy's OpShardingRule):
+// are generic over factors (docs/design.md decision 4; Shardy's OpShardingRule):
 // a factor split over some mesh axes splits every dim that carries it; a
 // factor that a result lacks (a contracting factor, for that result) leaves
 // the result a partial sum over those axes.

@@ -1,7 +1,7 @@
 //===- OpCost.h - FLOPs and bytes of one layer, read from weft IR -*- C++
 //-*-===//
 //
-// The cost model reads the same IR weft-compile builds (DESIGN.md decision
+// The cost model reads the same IR weft-compile builds (docs/design.md decision
 // 10). It builds the model with ONE and with TWO transformer layers (batch 1,
 // the planned sequence length), differentiates both with weft-autodiff, and
 // walks them: what the two-layer program has beyond the one-layer program is

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The oracle for every parallel layout: an N-rank run trains exactly like the
-1-rank run (DESIGN.md decision 9).
+1-rank run (docs/design.md decision 9).
 
 For one model and each mesh below, compiles the 1-rank and the N-rank program
 from the same flags, runs both under the same seed and data, and checks:
