@@ -453,6 +453,9 @@ private:
         op.getAttrOfType<DenseI64ArrayAttr>(weft::attrname::kOffsets);
     if (!offsets || offsets.size() != int64_t(op.getNumResults()))
       return op.emitOpError("has no weft.offsets: run weft-plan-memory first");
+    if (isa<ReduceScatterOp, AllGatherOp>(op) &&
+        !contiguousBlocks(&op, op.getAttrOfType<IntegerAttr>("dim").getInt()))
+      return addBlockedCollective(op, offsets[0]);
     weft::OpKind kind;
     if (!weft::parseOpName(op.getName().stripDialect().str(), kind))
       return op.emitOpError("has no runtime instruction (the program format's "
@@ -471,6 +474,73 @@ private:
                      {"in", idsOf(op.getOperands())},
                      {"out", std::move(outs)},
                      {"attrs", std::move(attrs)}});
+    return success();
+  }
+
+  // The full-size side of a reduce_scatter or all_gather.
+  static RankedTensorType fullType(Operation *op) {
+    return cast<RankedTensorType>(
+        (isa<AllGatherOp>(op) ? op->getResult(0) : op->getOperand(0))
+            .getType());
+  }
+
+  // Whether a collective's blocks along dim are contiguous: only size-1
+  // dims before it.
+  static bool contiguousBlocks(Operation *op, int64_t dim) {
+    ArrayRef<int64_t> shape = fullType(op).getShape();
+    return llvm::all_of(shape.take_front(dim),
+                        [](int64_t d) { return d == 1; });
+  }
+
+  // A reduce_scatter or all_gather along an inner dim: the program moves the
+  // dim's blocks to the front (block_transpose, into scratch past the memory
+  // plan's arena) and communicates contiguous blocks along dim 0.
+  LogicalResult addBlockedCollective(Operation &op, int64_t offset) {
+    bool gather = isa<AllGatherOp>(op);
+    int64_t dim = op.getAttrOfType<IntegerAttr>("dim").getInt();
+    auto axesAttr = op.getAttrOfType<ArrayAttr>("axes");
+    json::Array axes;
+    SmallVector<StringRef> names;
+    for (Attribute a : axesAttr) {
+      axes.push_back(cast<StringAttr>(a).str());
+      names.push_back(cast<StringAttr>(a).getValue());
+    }
+    RankedTensorType full = fullType(&op);
+    SmallVector<int64_t> moved(full.getShape());
+    moved[0] *= mesh.count(names);
+    moved[dim] /= mesh.count(names);
+    int64_t bytes = full.getNumElements() * full.getElementTypeBitWidth() / 8;
+    scratchBytes = std::max(scratchBytes, bytes);
+    int64_t blocks = addBuffer(json::Object{{"kind", "arena"},
+                                            {"offset", scratchOffset},
+                                            {"shape", json::Array(moved)},
+                                            {"dtype", dtypeOf(full.getElementType())}});
+    arenaSpan[blocks] = {scratchOffset, bytes};
+    int64_t x = bufferIds.lookup(op.getOperand(0));
+    int64_t y = arenaBuffer(op.getResult(0), offset);
+    auto transpose = [&](int64_t in, int64_t out, bool inverse) {
+      json::Object attrs{{"axes", json::Array(axes)}, {"dim", dim}};
+      if (inverse)
+        attrs["inverse"] = true;
+      pushInstruction(json::Object{{"op", "block_transpose"},
+                                   {"in", json::Array{in}},
+                                   {"out", json::Array{out}},
+                                   {"attrs", std::move(attrs)}});
+    };
+    auto collective = [&](int64_t in, int64_t out) {
+      pushInstruction(json::Object{
+          {"op", gather ? "all_gather" : "reduce_scatter"},
+          {"in", json::Array{in}},
+          {"out", json::Array{out}},
+          {"attrs", json::Object{{"axes", json::Array(axes)}, {"dim", 0}}}});
+    };
+    if (gather) {
+      collective(x, blocks);
+      transpose(blocks, y, /*inverse=*/true);
+    } else {
+      transpose(x, blocks, /*inverse=*/false);
+      collective(blocks, y);
+    }
     return success();
   }
 

@@ -57,7 +57,8 @@ const char *const OpNames[NumOpKinds] = {"embedding",
                                          "act",
                                          "act_grad",
                                          "accumulate",
-                                         "wait"};
+                                         "wait",
+                                         "block_transpose"};
 
 uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
   uint64_t V = 0;
@@ -369,6 +370,7 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
   case OpKind::AllGather:
   case OpKind::ReduceScatter:
   case OpKind::Slice:
+  case OpKind::BlockTranspose:
     WEFT_RETURN_IF_ERROR(getAxes(*Attrs, "axes", ACtx, A.Axes));
     return getInt(*Attrs, "dim", ACtx, A.Dim);
   case OpKind::CrossEntropy:

@@ -83,8 +83,11 @@ enum class OpKind {
   // 3). An asynchronous collective is written all_reduce_start or
   // all_gather_start and held as AllReduce or AllGather with Attrs.Async.
   Wait,
+  // Moves the blocks of dim `dim` (one per rank of `axes`) to the front, so a
+  // collective along an inner dim runs on contiguous blocks (format 3).
+  BlockTranspose,
 };
-constexpr int NumOpKinds = static_cast<int>(OpKind::Wait) + 1;
+constexpr int NumOpKinds = static_cast<int>(OpKind::BlockTranspose) + 1;
 /// True for the ops the executor runs through the communicator, not a
 /// backend: all_reduce, all_gather, reduce_scatter, slice and wait.
 bool isCollective(OpKind K);
@@ -194,8 +197,8 @@ struct OpAttrs {
   int64_t NumHeads = 0, NumKvHeads = 0;
   std::vector<int64_t> Sizes;
   // Version 2.
-  AxesList Axes;           // collectives and slice
-  int64_t Dim = 0;         // all_gather, reduce_scatter, slice
+  AxesList Axes;           // collectives, slice and block_transpose
+  int64_t Dim = 0;         // all_gather, reduce_scatter, slice, block_transpose
   int64_t Denominator = 0; // cross_entropy(_grad); 0: the local row count
   AxesList SeqAxes;        // position_embedding(_grad)
   AxesList VocabAxes;      // embedding(_grad), cross_entropy_stats(_grad)

@@ -142,6 +142,7 @@ private:
   Status checkAxes(const AxesList &A, const char *What) const;
   Status checkCollective() const;
   Status checkShardedAdamW() const;
+  Status checkBlockTranspose() const;
   Status checkAttention(bool Grad) const;
   Status checkNorm(bool Grad, bool HasBeta) const;
   Status checkVocabParallel() const;
@@ -259,6 +260,14 @@ Status InstChecker::checkCollective() const {
                 std::to_string(X.Dims.size()) + ") for in[0] " +
                 shapeString(X.Dims));
   bool Gather = I.Op == OpKind::AllGather;
+  // Communication moves contiguous blocks: along an inner dim, the program
+  // block_transposes first (no hidden packing in the runtime).
+  if (I.Op != OpKind::Slice && D > 0 &&
+      numElements(Shape(X.Dims.begin(), X.Dims.begin() + D)) > 1)
+    return fail("attrs.dim=" + std::to_string(D) + " of " +
+                shapeString(X.Dims) +
+                " has dims before it larger than 1: its blocks are not "
+                "contiguous (block_transpose them to dim 0 first)");
   Shape Want = Gather ? X.Dims : Y.Dims;
   const BufferSpec &Small = Gather ? X : Y;
   const BufferSpec &Big = Gather ? Y : X;
@@ -273,6 +282,27 @@ Status InstChecker::checkCollective() const {
                 " (dim " + std::to_string(D) + " = " + std::to_string(C) +
                 " shards x " + std::to_string(Small.Dims[size_t(D)]) + ")");
   return Status::success();
+}
+
+// x [d0, ..., dD, ...] -> y [c*d0, ..., dD/c, ...] with c = count(axes): y's
+// block k (of dim 0) is x's block k of dim D; `inverse` the other way.
+Status InstChecker::checkBlockTranspose() const {
+  WEFT_RETURN_IF_ERROR(counts(1, 1));
+  WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+  WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.Axes, "axes"));
+  const BufferSpec &Full = I.Attrs.Inverse ? out(0) : in(0);
+  const int64_t C = P.Devices.count(I.Attrs.Axes), D = I.Attrs.Dim;
+  if (D < 1 || D >= int64_t(Full.Dims.size()))
+    return fail("attrs.dim=" + std::to_string(D) + " is outside [1, " +
+                std::to_string(Full.Dims.size()) + ") for " +
+                shapeString(Full.Dims));
+  if (Full.Dims[size_t(D)] % C != 0)
+    return fail("dim " + std::to_string(D) + " of " + shapeString(Full.Dims) +
+                " is not divisible into " + std::to_string(C) + " blocks");
+  Shape Moved = Full.Dims;
+  Moved[0] *= C;
+  Moved[size_t(D)] /= C;
+  return I.Attrs.Inverse ? shapeIs(true, 0, Moved) : shapeIs(false, 0, Moved);
 }
 
 Status InstChecker::checkShardedAdamW() const {
@@ -623,6 +653,8 @@ Status InstChecker::run() {
   case OpKind::Wait:
     // Which start it completes: checkDataflow pairs them.
     return counts(1, 0);
+  case OpKind::BlockTranspose:
+    return checkBlockTranspose();
   }
   return fail("unhandled op");
 }

@@ -268,6 +268,30 @@ template <typename T> struct Kernels {
                    size_t(I.In[0].Numel) * dtypeBytes(I.In[0].Spec->Type));
     return Status::success();
   }
+  // x [d0.., dD, ..] -> y [c*d0, .., dD/c, ..]: with outer = d0*..*d(D-1)
+  // and chunk = dD/c * (the dims after D), y's chunk (k, o) is x's (o, k);
+  // `inverse` the other way.
+  static Status blockTranspose(const BI &I, const SC &, CpuState &) {
+    const bool Inv = I.Attrs->Inverse;
+    const TensorRef &X = I.In[0], &Y = I.Out[0];
+    const Shape &Full = (Inv ? Y : X).Spec->Dims;
+    const Shape &Moved = (Inv ? X : Y).Spec->Dims;
+    const size_t D = size_t(I.Attrs->Dim);
+    const int64_t Outer = numElements(Shape(Full.begin(), Full.begin() + D));
+    const int64_t C = Full[D] / Moved[D];
+    const int64_t Chunk = numElements(Shape(Moved.begin() + D, Moved.end()));
+    const size_t E = dtypeBytes(X.Spec->Type), Bytes = size_t(Chunk) * E;
+    const char *In = static_cast<const char *>(X.Data);
+    char *Out = static_cast<char *>(Y.Data);
+    for (int64_t K = 0; K < C; ++K)
+      for (int64_t O = 0; O < Outer; ++O) {
+        const int64_t Blocked = (K * Outer + O) * Chunk,
+                      Natural = (O * C + K) * Chunk;
+        std::memcpy(Out + (Inv ? Natural : Blocked) * int64_t(E),
+                    In + (Inv ? Blocked : Natural) * int64_t(E), Bytes);
+      }
+    return Status::success();
+  }
   // A gradient bucket: pieces laid end to end in one flat buffer.
   static Status pack(const BI &I, const SC &, CpuState &) {
     char *Out = static_cast<char *>(I.Out[0].Data);
@@ -313,6 +337,7 @@ template <typename T> struct Kernels {
     Set(OpKind::ReduceRows, reduceRows);
     Set(OpKind::Add, add);
     Set(OpKind::Accumulate, accumulate);
+    Set(OpKind::BlockTranspose, blockTranspose);
     Set(OpKind::Mul, mul);
     Set(OpKind::Split, split);
     Set(OpKind::Concat, concat);

@@ -29,7 +29,6 @@ Executor::Executor(Program P, std::unique_ptr<Backend> B)
 Executor::~Executor() {
   Impl->release(Arena);
   Impl->release(Persistent);
-  Impl->release(CommScratch);
 }
 
 Expected<std::unique_ptr<Executor>>
@@ -192,7 +191,7 @@ Status Executor::bind() {
   Expected<size_t> Scratch = Impl->prepare(Kernels);
   if (!Scratch.ok())
     return Scratch.status();
-  ScratchBytes = *Scratch + CommScratchBytes;
+  ScratchBytes = *Scratch;
   return Status::success();
 }
 

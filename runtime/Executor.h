@@ -173,8 +173,6 @@ private:
   int64_t GlobalBatch = 0, GlobalSeq = 0;
   std::vector<MeshStep> Steps; // parallel to Bound
   bool HasMeshSteps = false;
-  void *CommScratch = nullptr;
-  size_t CommScratchBytes = 0;
   std::vector<CommRequest> Requests; // one per async collective
   std::vector<size_t> Pending; // instructions in flight; capacity reserved
   std::vector<std::string> CommKeys;

@@ -10,8 +10,9 @@
 //  - adamw with `shard_axes`: the kernel sees the rank's contiguous block
 //    of the param (and of a full-size grad); the program's own instructions
 //    reduce-scatter a partial gradient before it and gather the param after.
-// All-gather/reduce-scatter along dim > 0 pack through one scratch buffer,
-// sized at load by the largest such collective: no allocation per step.
+// All-gather and reduce-scatter move contiguous blocks (along dim 0, or a
+// dim with only size-1 dims before it): the program block_transposes data
+// along an inner dim itself.
 //
 // all_reduce_start and all_gather_start only start
 // (Communicator::iallReduce, iallGather); the compiler's `wait` on their
@@ -20,9 +21,7 @@
 // every instruction the pending ones are tested: with a single-threaded rank
 // that is what progresses Open MPI's collectives while it computes. Requests
 // and the pending list are made at load. WEFT_NO_ASYNC=1 runs them blocking
-// (their waits then have nothing to do), and so does an all_gather that packs
-// through the scratch buffer (a dim > 0 with a dim before it larger than 1):
-// the scratch is shared.
+// (their waits then have nothing to do).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
@@ -80,7 +79,6 @@ Status Executor::planMeshSteps() {
   }
   const char *NoAsync = std::getenv("WEFT_NO_ASYNC");
   const bool AsyncOn = !NoAsync || !*NoAsync || std::strcmp(NoAsync, "0") == 0;
-  size_t Scratch = 0;
   std::vector<size_t> Started; // starts not yet paired with their wait
   for (size_t K = 0; K < Bound.size(); ++K) {
     BoundInstruction &BI = Bound[K];
@@ -141,9 +139,9 @@ Status Executor::planMeshSteps() {
       S.Key = commKey(
           BI.Op == OpKind::AllGather ? "all_gather" : "reduce_scatter", A.Axes);
       S.Bytes = (C - 1) / C * N;
-      if (S.Outer > 1)
-        Scratch = std::max(Scratch, size_t(N));
-      else if (BI.Op == OpKind::AllGather && A.Async && AsyncOn)
+      // Validated: along dim 0 or with only size-1 dims before it, so the
+      // blocks are contiguous (the program block_transposes otherwise).
+      if (BI.Op == OpKind::AllGather && A.Async && AsyncOn)
         WEFT_RETURN_IF_ERROR(Reserve(X));
       break;
     }
@@ -195,13 +193,6 @@ Status Executor::planMeshSteps() {
     }
   }
   Pending.reserve(Requests.size());
-  if (Scratch) {
-    CommScratch = Impl->allocate(Scratch);
-    if (!CommScratch)
-      return Status::error("cannot allocate " + std::to_string(Scratch) +
-                           " bytes of collective scratch");
-    CommScratchBytes = Scratch;
-  }
   return Status::success();
 }
 
@@ -231,7 +222,7 @@ Status Executor::runCollective(size_t K) {
   case OpKind::AllGather:
     if (X.Data == Y.Data) // in place: this rank's block of dim 0 is its own
       return Comm->allGather(G, nullptr, Y.Data, size_t(Y.Numel / C), T);
-    if (Outer == 1 && S.Request >= 0) {
+    if (S.Request >= 0) {
       CommRequest &R = Requests[size_t(S.Request)];
       WEFT_RETURN_IF_ERROR(
           Comm->iallGather(G, X.Data, Y.Data, size_t(X.Numel), T, R));
@@ -239,25 +230,9 @@ Status Executor::runCollective(size_t K) {
         startedAsync(K);
       return Status::success();
     }
-    if (Outer == 1)
-      return Comm->allGather(G, X.Data, Y.Data, size_t(X.Numel), T);
-    WEFT_RETURN_IF_ERROR(
-        Comm->allGather(G, X.Data, CommScratch, size_t(X.Numel), T));
-    // Scratch is [c][outer][chunk]; y is [outer][c][chunk].
-    for (int64_t Kc = 0; Kc < C; ++Kc)
-      for (int64_t O = 0; O < Outer; ++O)
-        std::memcpy(at(Y.Data, (O * C + Kc) * Chunk, E),
-                    at(CommScratch, (Kc * Outer + O) * Chunk, E),
-                    size_t(Chunk) * E);
-    return Status::success();
+    return Comm->allGather(G, X.Data, Y.Data, size_t(X.Numel), T);
   case OpKind::ReduceScatter:
-    if (Outer == 1)
-      return Comm->reduceScatter(G, X.Data, Y.Data, size_t(Y.Numel), T);
-    for (int64_t Kc = 0; Kc < C; ++Kc)
-      for (int64_t O = 0; O < Outer; ++O)
-        std::memcpy(at(CommScratch, (Kc * Outer + O) * Chunk, E),
-                    at(X.Data, (O * C + Kc) * Chunk, E), size_t(Chunk) * E);
-    return Comm->reduceScatter(G, CommScratch, Y.Data, size_t(Y.Numel), T);
+    return Comm->reduceScatter(G, X.Data, Y.Data, size_t(Y.Numel), T);
   case OpKind::Slice:
     for (int64_t O = 0; O < Outer; ++O)
       std::memcpy(at(Y.Data, O * Chunk, E),

@@ -139,7 +139,11 @@ inline nlohmann::json meshTinyProgram(const MeshTinyConfig &C) {
     Op("all_gather", {StatsL}, {Stats}, {{"axes", {"tp"}}, {"dim", 0}});
     Op("cross_entropy_from_stats", {Stats}, {LossL}, {{"denominator", Den}});
   } else {
-    Op("all_gather", {LogitsL}, {Logits}, {{"axes", {"tp"}}, {"dim", 2}});
+    // Along dim 2: gather contiguous blocks, then put them in place.
+    int64_t Blocks = Arena({C.Tp * Bl, C.S, Vl});
+    Op("all_gather", {LogitsL}, {Blocks}, {{"axes", {"tp"}}, {"dim", 0}});
+    Op("block_transpose", {Blocks}, {Logits},
+       {{"axes", {"tp"}}, {"dim", 2}, {"inverse", true}});
     Op("cross_entropy", {Logits, Targets}, {LossL}, {{"denominator", Den}});
   }
   Op("all_reduce", {LossL}, {Loss}, {{"axes", {"dp"}}});

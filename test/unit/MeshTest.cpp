@@ -201,15 +201,16 @@ TEST(MeshLoader, RefusesInconsistentShardsAndCollectives) {
   Cfg.Tp = 2;
   nlohmann::json J = meshTinyProgram(Cfg);
   EXPECT_EQ(loadError(J), "");
-  // all_gather over tp=2 of [2,4,8] must give [2,4,16].
+  // all_gather over tp=2 of [2,4,8] along dim 0 must give [4,4,8].
   nlohmann::json Bad = J;
-  Bad["instructions"][2]["attrs"]["dim"] = 1;
-  EXPECT_NE(loadError(Bad).find("has shape [2,4,16], expected [2,8,8] (dim 1 "
-                                "= 2 shards x 4)"),
+  Bad["instructions"][2]["out"] = Bad["instructions"][3]["out"];
+  EXPECT_NE(loadError(Bad).find("has shape [2,4,16], expected [4,4,8] (dim 0 "
+                                "= 2 shards x 2)"),
             std::string::npos)
       << loadError(Bad);
   Bad = J;
-  Bad["instructions"][4]["attrs"]["axes"] = {"pp"};
+  ASSERT_EQ(Bad["instructions"][5]["op"], "all_reduce");
+  Bad["instructions"][5]["attrs"]["axes"] = {"pp"};
   EXPECT_NE(loadError(Bad).find("names axis 'pp', not an axis of the mesh "
                                 "dp=2 x tp=2"),
             std::string::npos)
@@ -661,19 +662,28 @@ TEST(AsyncAllGather, WaitsBeforeAnInstructionOverwritesItsInputBytes) {
   EXPECT_EQ(C.Waits, 2);
 }
 
-TEST(AsyncAllGather, AlongAPackedDimRunsBlocking) {
-  // The tp logits gather (dim 2 of [B, S, V/tp]) packs through scratch.
-  DeferredCommunicator C;
-  nlohmann::json J = meshTinyProgram(MeshTinyConfig());
+TEST(MeshLoader, RefusesACollectiveAlongAnInnerDim) {
+  // The tp logits gather: [Bl, S, V/tp] gathered along dim 2 has
+  // non-contiguous blocks; the program block_transposes them instead.
+  MeshTinyConfig Cfg;
+  Cfg.Tp = 2;
+  nlohmann::json J = meshTinyProgram(Cfg);
+  EXPECT_EQ(loadError(J), "");
   ASSERT_EQ(J["instructions"][2]["op"], "all_gather");
-  J["instructions"][2]["attrs"]["async"] = true;
-  auto E = makeExec(J, &C);
-  ASSERT_TRUE(E);
-  E->initParams(7);
-  StepContext Ctx;
-  ASSERT_TRUE(E->run(0, 4, Ctx).ok());
-  EXPECT_EQ(C.Reserved, 0);
-  EXPECT_EQ(C.Starts, 0);
+  ASSERT_EQ(J["instructions"][3]["op"], "block_transpose");
+  nlohmann::json Bad = J;
+  int64_t Logits = Bad["instructions"][3]["out"][0];
+  Bad["instructions"][2]["out"] = {Logits};
+  Bad["instructions"][2]["attrs"]["dim"] = 2;
+  Bad["instructions"].erase(3);
+  Bad["forward_end"] = Bad["forward_end"].get<int64_t>() - 1;
+  Bad["optimizer_begin"] = Bad["optimizer_begin"].get<int64_t>() - 1;
+  EXPECT_NE(loadError(Bad).find("attrs.dim=2 of [4,4,8] has dims before it "
+                                "larger than 1: its blocks are not "
+                                "contiguous (block_transpose them to dim 0 "
+                                "first)"),
+            std::string::npos)
+      << loadError(Bad);
 }
 
 TEST(AsyncAllGather, LoaderAcceptsAllGatherStart) {
