@@ -17,6 +17,15 @@
 
 namespace weft {
 
+/// How weft-partition split each factor of an op's rule: per factor the
+/// mesh axes and the number of shards. Ops whose attributes describe the
+/// local problem (head counts, split sizes, vocab and sequence offsets)
+/// rewrite them from it (LocalizeOpInterface).
+struct FactorSplit {
+  llvm::SmallVector<llvm::SmallVector<llvm::StringRef>> axes;
+  llvm::SmallVector<int64_t> shards;
+};
+
 struct ShardingRule {
   static constexpr int64_t kNone = -1; // a dim no factor covers: replicated
 

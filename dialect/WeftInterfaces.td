@@ -36,4 +36,23 @@ def Weft_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   ];
 }
 
+def Weft_LocalizeOpInterface : OpInterface<"LocalizeOpInterface"> {
+  let cppNamespace = "::weft";
+  let description = [{
+    An op whose attributes describe the problem it computes (head counts,
+    split sizes, a mean's denominator, the vocab or sequence range it holds).
+    After weft-partition gives it local operand and result types, `localize`
+    rewrites those attributes for this rank's shard of each factor, so the
+    partitioner stays generic: a new op states its rule and its localization
+    here, not in Partition.cpp.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "Rewrites the op's attributes for the local shards of its factors.",
+      "void", "localize",
+      (ins "const ::weft::ShardingRule &":$rule,
+           "const ::weft::FactorSplit &":$split)>
+  ];
+}
+
 #endif // WEFT_INTERFACES_TD

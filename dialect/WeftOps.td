@@ -125,13 +125,15 @@ def Weft_FillOp : Weft_Op<"fill", [Pure]> {
 // Forward ops
 //===----------------------------------------------------------------------===//
 
-def Weft_EmbeddingOp : Weft_ForwardOp<"embedding"> {
+def Weft_EmbeddingOp : Weft_ForwardOp<"embedding",
+    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
   let summary = "token embedding lookup: y[r] = table[ids[r]]";
   let arguments = (ins Weft_FloatTensor:$table, Weft_IdTensor:$ids);
   let results = (outs Weft_FloatTensor:$result);
 }
 
-def Weft_PositionEmbeddingOp : Weft_ForwardOp<"position_embedding"> {
+def Weft_PositionEmbeddingOp : Weft_ForwardOp<"position_embedding",
+    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
   let summary = "learned positions: y[b,s] = x[b,s] + table[s]";
   let arguments = (ins Weft_FloatTensor:$x, Weft_FloatTensor:$table);
   let results = (outs Weft_FloatTensor:$result);
@@ -175,7 +177,8 @@ def Weft_MulOp : Weft_ElementwiseForwardOp<"mul"> {
   let results = (outs Weft_FloatTensor:$result);
 }
 
-def Weft_SplitOp : Weft_ForwardOp<"split"> {
+def Weft_SplitOp : Weft_ForwardOp<"split",
+    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
   let summary = "consecutive slices of the last dim (GPT-2's fused QKV)";
   let arguments = (ins Weft_FloatTensor:$x, DenseI64ArrayAttr:$sizes);
   let results = (outs Variadic<Weft_FloatTensor>:$results);
@@ -237,7 +240,8 @@ def Weft_SwigluOp : Weft_ElementwiseForwardOp<"swiglu"> {
   let results = (outs Weft_FloatTensor:$result);
 }
 
-def Weft_RopeOp : Weft_ForwardOp<"rope"> {
+def Weft_RopeOp : Weft_ForwardOp<"rope",
+    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
   let summary = "rotary position embedding, HF Llama rotate_half convention";
   let description = [{
     Rotates each head's `(i, i + hd/2)` pairs by `s * f_i` for the token at
@@ -260,7 +264,8 @@ def Weft_RopeOp : Weft_ForwardOp<"rope"> {
   let results = (outs Weft_FloatTensor:$result);
 }
 
-def Weft_AttentionOp : Weft_ForwardOp<"attention"> {
+def Weft_AttentionOp : Weft_ForwardOp<"attention",
+    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
   let summary = "causal multi-head / grouped-query self-attention";
   let description = [{
     `q: [B, S, H*hd]`, `k, v: [B, S, Hkv*hd]` -> `[B, S, H*hd]`; softmax of
@@ -276,7 +281,8 @@ def Weft_AttentionOp : Weft_ForwardOp<"attention"> {
   let results = (outs Weft_FloatTensor:$result);
 }
 
-def Weft_CrossEntropyOp : Weft_ForwardOp<"cross_entropy"> {
+def Weft_CrossEntropyOp : Weft_ForwardOp<"cross_entropy",
+    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
   let summary = "mean softmax cross-entropy of logits against target ids";
   let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets);
   let results = (outs Weft_Scalar:$loss);
@@ -286,7 +292,8 @@ def Weft_CrossEntropyOp : Weft_ForwardOp<"cross_entropy"> {
 // Backward ops (built by the VJPs above)
 //===----------------------------------------------------------------------===//
 
-def Weft_EmbeddingGradOp : Weft_ComputeOp<"embedding_grad"> {
+def Weft_EmbeddingGradOp : Weft_ComputeOp<"embedding_grad",
+    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
   let summary = "scatter-add of dy rows into a zeroed table gradient";
   let arguments = (ins Weft_FloatTensor:$dy, Weft_IdTensor:$ids,
                    I64Attr:$vocab);
@@ -294,7 +301,8 @@ def Weft_EmbeddingGradOp : Weft_ComputeOp<"embedding_grad"> {
 }
 
 def Weft_PositionEmbeddingGradOp
-    : Weft_ComputeOp<"position_embedding_grad"> {
+    : Weft_ComputeOp<"position_embedding_grad",
+          [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
   let summary = "dtable[s] = sum over the batch of dy[b, s]; 0 past seq";
   let arguments = (ins Weft_FloatTensor:$dy, I64Attr:$positions);
   let results = (outs Weft_FloatTensor:$dtable);
@@ -348,7 +356,8 @@ def Weft_SwigluGradOp : Weft_ComputeOp<"swiglu_grad"> {
   let results = (outs Weft_FloatTensor:$dgate, Weft_FloatTensor:$dup);
 }
 
-def Weft_AttentionGradOp : Weft_ComputeOp<"attention_grad"> {
+def Weft_AttentionGradOp : Weft_ComputeOp<"attention_grad",
+    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
   let summary = "dq, dk, dv of attention (recomputes the softmax)";
   let arguments = (ins Weft_FloatTensor:$dy, Weft_FloatTensor:$q,
                    Weft_FloatTensor:$k, Weft_FloatTensor:$v,
@@ -358,7 +367,8 @@ def Weft_AttentionGradOp : Weft_ComputeOp<"attention_grad"> {
                  Weft_FloatTensor:$dv);
 }
 
-def Weft_CrossEntropyGradOp : Weft_ComputeOp<"cross_entropy_grad"> {
+def Weft_CrossEntropyGradOp : Weft_ComputeOp<"cross_entropy_grad",
+    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
   let summary = "dlogits = (softmax(logits) - onehot(targets)) * dloss / rows";
   let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
                    Weft_Scalar:$dloss);

@@ -475,43 +475,19 @@ private:
     return success();
   }
 
-  // Attributes that describe the local problem.
+  // Attributes that describe the local problem: the op's own business
+  // (LocalizeOpInterface, dialect/WeftLocalize.cpp).
   void localAttributes(Operation *op, const ShardingRule &rule,
                        const FactorAxes &axes) {
-    auto count = [&](int64_t f) { return mesh.count(axes[f]); };
-    if (auto att = dyn_cast<AttentionOp>(op)) {
-      int64_t c = count(rule.operands[0][2]);
-      att.setNumHeads(att.getNumHeads() / c);
-      att.setNumKvHeads(att.getNumKvHeads() / c);
-    } else if (auto att = dyn_cast<AttentionGradOp>(op)) {
-      int64_t c = count(rule.operands[1][2]);
-      att.setNumHeads(att.getNumHeads() / c);
-      att.setNumKvHeads(att.getNumKvHeads() / c);
-    } else if (auto rope = dyn_cast<RopeOp>(op)) {
-      rope.setNumHeads(rope.getNumHeads() / count(rule.operands[0][2]));
-    } else if (auto split = dyn_cast<SplitOp>(op)) {
-      int64_t c = count(rule.results[0].back());
-      SmallVector<int64_t> sizes;
-      for (int64_t s : split.getSizes())
-        sizes.push_back(s / c);
-      split.setSizes(sizes);
-    } else if (isa<CrossEntropyOp, CrossEntropyGradOp>(op)) {
-      op->setAttr("denominator", b.getI64IntegerAttr(globalRows(rule)));
-    } else if (isa<EmbeddingOp>(op)) {
-      ArrayRef<StringRef> vocab = axes[rule.operands[0][0]];
-      if (!vocab.empty())
-        op->setAttr("vocab_axes", b.getStrArrayAttr(vocab));
-    } else if (auto grad = dyn_cast<EmbeddingGradOp>(op)) {
-      ArrayRef<StringRef> vocab = axes[rule.results[0][0]];
-      if (!vocab.empty()) {
-        op->setAttr("vocab_axes", b.getStrArrayAttr(vocab));
-        grad.setVocab(grad.getVocab() / mesh.count(vocab));
-      }
-    } else if (isa<PositionEmbeddingOp, PositionEmbeddingGradOp>(op)) {
-      ArrayRef<StringRef> seq = axes[rule.operands[0][1]];
-      if (!seq.empty())
-        op->setAttr("seq_axes", b.getStrArrayAttr(seq));
+    auto local = dyn_cast<LocalizeOpInterface>(op);
+    if (!local)
+      return;
+    FactorSplit split;
+    for (const auto &a : axes.axes) {
+      split.axes.push_back(a);
+      split.shards.push_back(mesh.count(a));
     }
+    local.localize(rule, split);
   }
 
   func::FuncOp fn;
