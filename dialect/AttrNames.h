@@ -24,7 +24,7 @@ inline constexpr llvm::StringLiteral kArenaBytes = "weft.arena_bytes";
 /// weft-accumulate-gradients: the function computes one micro-batch.
 inline constexpr llvm::StringLiteral kMicrobatches = "weft.microbatches";
 
-/// On an op: the program fragment it belongs to ("zero_grads" or
+/// On an op: the program fragment it belongs to ("prologue" or
 /// "optimizer"), by weft-accumulate-gradients; unmarked ops fall in forward,
 /// backward or optimizer by position (weft-emit-program).
 inline constexpr llvm::StringLiteral kFragment = "weft.fragment";

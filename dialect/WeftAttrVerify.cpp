@@ -151,8 +151,8 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == an::kFragment) {
     auto f = dyn_cast<StringAttr>(value);
-    if (!f || (f.getValue() != "zero_grads" && f.getValue() != "optimizer"))
-      return fail() << "must be \"zero_grads\" or \"optimizer\", got "
+    if (!f || (f.getValue() != "prologue" && f.getValue() != "optimizer"))
+      return fail() << "must be \"prologue\" or \"optimizer\", got "
                     << value;
     return success();
   }

@@ -8,7 +8,7 @@
 //    micro-batch's), so the micro-batches' losses and gradients add up to
 //    the step's mean;
 //  - every weft.param_grad adds to the stored gradient ({accumulate}); a
-//    zero_grads fragment clears the gradients once per step, before the
+//    prologue fragment clears the gradients once per step, before the
 //    first micro-batch;
 //  - a gradient's all-reduce that only feeds its store (data parallelism,
 //    replicated parameters under tensor parallelism) moves out of the
@@ -74,8 +74,8 @@ struct AccumulateGradients
           FillOp::create(b, store.getLoc(), type, b.getF64FloatAttr(0.0));
       auto clear = ParamGradOp::create(b, store.getLoc(), store.getName(),
                                        zero.getResult());
-      zero->setAttr(an::kFragment, b.getStringAttr("zero_grads"));
-      clear->setAttr(an::kFragment, b.getStringAttr("zero_grads"));
+      zero->setAttr(an::kFragment, b.getStringAttr("prologue"));
+      clear->setAttr(an::kFragment, b.getStringAttr("prologue"));
 
       store.setAccumulate(true);
       auto reduce = store.getGrad().getDefiningOp<AllReduceOp>();

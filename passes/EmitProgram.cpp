@@ -32,8 +32,8 @@ namespace {
 constexpr uint32_t kFormatVersion = 3;
 
 // The fragments of a stage, in table order (program/Program.h, Stage).
-enum FragmentIndex { kZeroGrads, kForward, kBackward, kOptimizer, kNumFragments };
-const char *const kFragmentNames[kNumFragments] = {"zero_grads", "forward",
+enum FragmentIndex { kPrologue, kForward, kBackward, kOptimizer, kNumFragments };
+const char *const kFragmentNames[kNumFragments] = {"prologue", "forward",
                                                    "backward", "optimizer"};
 
 uint64_t fnv1a64(StringRef bytes) {
@@ -157,7 +157,7 @@ public:
         bool fromStored = def && llvm::any_of(def->getOperands(), [](Value x) {
                             return x.getDefiningOp<StoredGradOp>();
                           });
-        bool clears = isa_and_nonnull<FillOp>(def) && fragmentOf(g) == kZeroGrads;
+        bool clears = isa_and_nonnull<FillOp>(def) && fragmentOf(g) == kPrologue;
         if (def && v.hasOneUse() && !g.getAccumulate() && !fromStored &&
             !isa<ParamOp>(def) && (clears || !isa<FillOp>(def)))
           storedDirectly[v] = g.getName();
@@ -168,7 +168,7 @@ public:
         addParam(p);
     Value loss = cast<func::ReturnOp>(body.getTerminator()).getOperand(0);
     std::optional<int64_t> vocab;
-    int current = kZeroGrads;
+    int current = kPrologue;
     bool lossSeen = false;
     for (Operation &op : body.without_terminator()) {
       if (isa<ParamOp>(op))
@@ -262,18 +262,18 @@ private:
     auto mark = op->getAttrOfType<StringAttr>(weft::attrname::kFragment);
     if (!mark)
       return -1;
-    return mark.getValue() == kFragmentNames[kZeroGrads] ? kZeroGrads
+    return mark.getValue() == kFragmentNames[kPrologue] ? kPrologue
                                                          : kOptimizer;
   }
 
   // One stage: the fragments cut from the instruction list, and the
-  // schedule: [zero_grads,] forward and backward per micro-batch, optimizer.
+  // schedule: [prologue,] forward and backward per micro-batch, optimizer.
   json::Object stageJson(int64_t microbatches) {
     json::Array fragments, schedule;
     int64_t begin = 0;
     for (int f = 0; f < kNumFragments; ++f) {
       int64_t end = fragmentEnd[f];
-      if (f == kZeroGrads && end == 0 && microbatches == 1)
+      if (f == kPrologue && end == 0 && microbatches == 1)
         continue; // nothing to clear: each step stores its gradients
       json::Array list;
       for (int64_t i = begin; i < end; ++i)
@@ -281,7 +281,7 @@ private:
       fragments.push_back(json::Object{{"name", kFragmentNames[f]},
                                        {"instructions", std::move(list)}});
       begin = end;
-      if (f == kZeroGrads || f == kOptimizer)
+      if (f == kPrologue || f == kOptimizer)
         schedule.push_back(json::Object{{"run", kFragmentNames[f]}});
       if (f == kBackward)
         for (int64_t k = 0; k < microbatches; ++k)

@@ -32,7 +32,7 @@ struct Collective {
 
 // How many times per step the op runs: micro-batch fragments once per
 // micro-batch; the optimizer fragment (from the first op marked for it or
-// the first AdamW on) and zero_grads once.
+// the first AdamW on) and prologue once.
 DenseMap<Operation *, int64_t> timesPerStep(ModuleOp module) {
   DenseMap<Operation *, int64_t> times;
   module.walk([&](func::FuncOp fn) {

@@ -90,7 +90,7 @@ def WeftAccumulateGradients
     With `microbatches=M > 1`, the function is one micro-batch's program and
     the runtime runs its forward and backward M times per step (its
     schedule). Cross-entropies divide by the step's rows (M times theirs);
-    every `weft.param_grad` accumulates; a `zero_grads` fragment clears the
+    every `weft.param_grad` accumulates; a `prologue` fragment clears the
     gradients first; a gradient all-reduce that only feeds its store moves
     after the last micro-batch (the `optimizer` fragment) and reduces the
     accumulated sum once per step. `weft.fragment` marks the moved ops and

@@ -231,7 +231,7 @@ struct Action {
 };
 
 /// A pipeline stage's program (format version 3). Today every program has
-/// one stage; the fragments are, in this order, zero_grads (only when
+/// one stage; the fragments are, in this order, prologue (only when
 /// gradients accumulate over micro-batches), forward (ends with the loss),
 /// backward and optimizer.
 struct Stage {
@@ -242,7 +242,7 @@ struct Stage {
 };
 
 /// The fragment names of format version 3, in table order.
-constexpr const char *FragmentZeroGrads = "zero_grads";
+constexpr const char *FragmentPrologue = "prologue";
 constexpr const char *FragmentForward = "forward";
 constexpr const char *FragmentBackward = "backward";
 constexpr const char *FragmentOptimizer = "optimizer";
@@ -287,7 +287,7 @@ Status validateProgram(const Program &P);
 /// stage; fragments named and ordered as Stage documents, covering the
 /// instruction table; every micro-batch runs forward then backward exactly
 /// once, one micro-batch in flight at a time (the arena holds one); the
-/// once-per-step fragments run once, zero_grads before any forward and the
+/// once-per-step fragments run once, prologue before any forward and the
 /// optimizer after every backward; ForwardEnd and OptimizerBegin are the
 /// fragments' boundaries. validateProgram calls it first.
 Status checkSchedule(const Program &P);

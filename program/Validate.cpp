@@ -595,7 +595,7 @@ Status InstChecker::run() {
     return counts(0, 1);
   case OpKind::Accumulate:
     // grad += x: the one op that reads what it writes besides adamw, so it
-    // may only write a gradient (persistent, zeroed by zero_grads).
+    // may only write a gradient (persistent, zeroed by prologue).
     WEFT_RETURN_IF_ERROR(counts(1, 1));
     WEFT_RETURN_IF_ERROR(floats({0}, {0}));
     if (out(0).Kind != BufferKind::Grad)

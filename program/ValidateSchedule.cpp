@@ -36,8 +36,8 @@ std::string actionName(const Stage &S, size_t A) {
 }
 
 Status checkFragments(const Program &P, const Stage &S) {
-  // The names this version knows, in table order; zero_grads is optional.
-  const char *const Order[] = {FragmentZeroGrads, FragmentForward,
+  // The names this version knows, in table order; prologue is optional.
+  const char *const Order[] = {FragmentPrologue, FragmentForward,
                                FragmentBackward, FragmentOptimizer};
   size_t Next = 0;
   int64_t End = 0;
@@ -46,12 +46,12 @@ Status checkFragments(const Program &P, const Stage &S) {
     const std::string Ctx = "stages[0].fragments[" + std::to_string(F) +
                             "] ('" + Fr.Name + "')";
     while (Next < 4 && Fr.Name != Order[Next] &&
-           std::string(Order[Next]) == FragmentZeroGrads)
+           std::string(Order[Next]) == FragmentPrologue)
       ++Next;
     if (Next == 4 || Fr.Name != Order[Next])
       return Status::error(
           Ctx + " is not expected here: a stage's fragments are "
-                "[zero_grads,] forward, backward, optimizer, in that order");
+                "[prologue,] forward, backward, optimizer, in that order");
     ++Next;
     if (Fr.Begin != End || Fr.End < Fr.Begin)
       return Status::error(Ctx + " covers instructions [" +
@@ -71,11 +71,11 @@ Status checkFragments(const Program &P, const Stage &S) {
     return Status::error("the fragments cover " + std::to_string(End) +
                          " of " + std::to_string(P.Instructions.size()) +
                          " instructions");
-  if (P.Microbatches > 1 && S.find(FragmentZeroGrads) < 0)
+  if (P.Microbatches > 1 && S.find(FragmentPrologue) < 0)
     return Status::error(
         std::to_string(P.Microbatches) +
         " micro-batches accumulate gradients, but stages[0] has no "
-        "zero_grads fragment to clear them once per step");
+        "prologue fragment to clear them once per step");
   const Fragment &Fwd = S.Fragments[size_t(S.find(FragmentForward))];
   const Fragment &Opt = S.Fragments[size_t(S.find(FragmentOptimizer))];
   if (P.ForwardEnd != Fwd.End || P.OptimizerBegin != Opt.Begin)
@@ -106,7 +106,7 @@ Status checkSchedule(const Program &P) {
   const int64_t M = P.Microbatches;
   const int64_t Fwd = S.find(FragmentForward), Bwd = S.find(FragmentBackward);
   const int64_t Opt = S.find(FragmentOptimizer),
-                Zero = S.find(FragmentZeroGrads);
+                Zero = S.find(FragmentPrologue);
   // Per micro-batch: where its forward and backward ran (-1: not yet).
   std::vector<int64_t> FwdAt(size_t(M), -1), BwdAt(size_t(M), -1);
   int64_t InFlight = -1, ZeroAt = -1, OptAt = -1, Forwards = 0, Backwards = 0;
@@ -167,7 +167,7 @@ Status checkSchedule(const Program &P) {
   if (OptAt < 0)
     return Status::error("the schedule never runs the optimizer");
   if (Zero >= 0 && ZeroAt < 0)
-    return Status::error("the schedule never runs zero_grads");
+    return Status::error("the schedule never runs prologue");
   return Status::success();
 }
 

@@ -42,7 +42,7 @@ public:
   Status run(int64_t Begin, int64_t End, const StepContext &Ctx);
 
   // The stage's schedule (format version 3): the actions before the
-  // optimizer's (zero_grads, then forward and backward per micro-batch)
+  // optimizer's (prologue, then forward and backward per micro-batch)
   // compute the step's gradients; the optimizer's applies them.
   /// Loads step Step's batch from Data: this rank's block of every
   /// micro-batch (micro-batch k holds the step's global rows

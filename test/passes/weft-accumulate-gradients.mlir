@@ -2,7 +2,7 @@
 // RUN: weft-opt %s -split-input-file -weft-accumulate-gradients="microbatches=1" -verify-diagnostics | FileCheck %s --check-prefix=ONE
 
 // Data parallelism over 4 micro-batches. The function is one micro-batch:
-// - the gradients are cleared once per step (zero_grads, first);
+// - the gradients are cleared once per step (prologue, first);
 // - each micro-batch adds its unreduced gradient to the stored one;
 // - the all-reduce leaves the micro-batch: it reduces the accumulated sum
 //   once per step, before the optimizer (DDP's no_sync);
@@ -10,8 +10,8 @@
 //   loss all-reduce stays per micro-batch (the runtime sums the losses).
 // CHECK-LABEL: func @dp
 // CHECK-SAME:  weft.microbatches = 4
-// CHECK-NEXT:  %[[Z:.*]] = weft.fill {value = 0.000000e+00 : f64, weft.fragment = "zero_grads"}
-// CHECK-NEXT:  weft.param_grad "w", %[[Z]] {weft.fragment = "zero_grads"}
+// CHECK-NEXT:  %[[Z:.*]] = weft.fill {value = 0.000000e+00 : f64, weft.fragment = "prologue"}
+// CHECK-NEXT:  weft.param_grad "w", %[[Z]] {weft.fragment = "prologue"}
 // CHECK:       weft.cross_entropy %{{.*}}, %{{.*}} {denominator = 32 : i64}
 // CHECK:       weft.all_reduce %{{.*}} {axes = ["dp"]} : (tensor<f32>)
 // CHECK:       %[[DW:.*]] = weft.matmul

@@ -28,17 +28,17 @@
 // ...which the in-place AdamW updates read.
 // CHECK-NEXT:  11  adamw  in=[2,3,4,5] out=[2,4,5]  weight_decay=true
 // CHECK-NEXT:  12  adamw  in=[6,7,8,9] out=[6,8,9]  weight_decay=false
-// One micro-batch: no zero_grads fragment, each step stores its gradients.
+// One micro-batch: no prologue fragment, each step stores its gradients.
 // CHECK-NEXT: schedule: forward(0) backward(0) optimizer
 
 // Two micro-batches, each the function's 2 rows: the step's batch is 4; a
-// zero_grads fragment clears the gradients, each micro-batch adds its own,
+// prologue fragment clears the gradients, each micro-batch adds its own,
 // and the cross-entropy divides by the step's 16 rows.
 // RUN: weft-opt %s -split-input-file -weft-autodiff -weft-insert-adamw -weft-accumulate-gradients=microbatches=2 -weft-plan-memory -weft-emit-program="output=%t.mb.weft" -o /dev/null
 // RUN: weft-run %t.mb.weft --dump | FileCheck %s --check-prefix=MB
 // MB:      program: model tiny | dtype f32 | batch 4 | seq 4
 // MB:      microbatches: 2
-// MB:       -- fragment zero_grads [0, 2)
+// MB:       -- fragment prologue [0, 2)
 // MB-NEXT:   0  fill  in=[] out=[{{3|7}}]  value=0
 // MB-NEXT:   1  fill  in=[] out=[{{3|7}}]  value=0
 // MB-NEXT:  -- fragment forward [2, 6), per micro-batch
@@ -47,7 +47,7 @@
 // MB:          accumulate  in={{.*}} out=[3]
 // MB-NEXT:     accumulate  in=[[[G]]] out=[7]
 // MB-NEXT:  -- fragment optimizer
-// MB:      schedule: zero_grads forward(0) backward(0) forward(1) backward(1) optimizer
+// MB:      schedule: prologue forward(0) backward(0) forward(1) backward(1) optimizer
 
 func.func @tiny(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> attributes {weft.model = "tiny"} {
   %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>

@@ -236,12 +236,12 @@ TEST(ProgramSchedule, RefusesTwoMicrobatchesInFlight) {
   J["microbatches"] = 2;
   nlohmann::json &Fr = J["stages"][0]["fragments"];
   Fr.insert(Fr.begin(),
-            nlohmann::json::object({{"name", "zero_grads"},
+            nlohmann::json::object({{"name", "prologue"},
                                     {"instructions", nlohmann::json::array()}}));
   auto Run = [](const char *F, int K) {
     return nlohmann::json{{"run", F}, {"microbatch", K}};
   };
-  J["stages"][0]["schedule"] = {{{"run", "zero_grads"}},
+  J["stages"][0]["schedule"] = {{{"run", "prologue"}},
                                 Run("forward", 0),
                                 Run("forward", 1),
                                 Run("backward", 0),
@@ -250,7 +250,7 @@ TEST(ProgramSchedule, RefusesTwoMicrobatchesInFlight) {
   EXPECT_MSG(errorOfJson(J),
              "schedule[2] (forward on micro-batch 1) starts while "
              "micro-batch 0 awaits its backward");
-  J["stages"][0]["schedule"] = {{{"run", "zero_grads"}}, Run("forward", 0),
+  J["stages"][0]["schedule"] = {{{"run", "prologue"}}, Run("forward", 0),
                                 Run("backward", 0), {{"run", "optimizer"}}};
   EXPECT_MSG(errorOfJson(J), "schedule[3] (optimizer) runs before every "
                              "micro-batch's backward has");
@@ -259,7 +259,7 @@ TEST(ProgramSchedule, RefusesTwoMicrobatchesInFlight) {
                              "micro-batch 1");
   Fr.erase(0);
   J["stages"][0]["schedule"].erase(0);
-  EXPECT_MSG(errorOfJson(J), "no zero_grads fragment");
+  EXPECT_MSG(errorOfJson(J), "no prologue fragment");
 }
 
 } // namespace
