@@ -15,7 +15,10 @@
 //    micro-batch: the stored partial sums accumulate locally and are reduced
 //    once per step, in the optimizer fragment, as DDP's no_sync does.
 //    Reduce-scatters (ZeRO-2 and -3) stay per micro-batch: deferring them
-//    would keep a whole unreduced gradient per rank.
+//    would keep a whole unreduced gradient per rank;
+//  - ZeRO-3's parameter gathers run once per step, in the prologue, unless
+//    gather-once=false (then once per micro-batch: less memory, M times the
+//    gather traffic).
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
@@ -54,6 +57,8 @@ struct AccumulateGradients
       return signalPassFailure();
 
     Block &body = fn.getBody().front();
+    if (gatherOnce)
+      hoistParameterGathers(body);
     Operation *firstUpdate = nullptr;
     SmallVector<ParamGradOp> stores;
     for (Operation &op : body) {
@@ -94,6 +99,40 @@ struct AccumulateGradients
       for (Operation *op : {stored.getOperation(), reduce.getOperation(),
                             total.getOperation()})
         op->setAttr(an::kFragment, optimizer);
+    }
+  }
+
+  // ZeRO-3: each use site's parameter gather runs once per step, in the
+  // prologue, rather than once per micro-batch; the gathered copies live
+  // through the micro-batches (weft-plan-memory keeps them). Parameters move
+  // first to the top so that they dominate.
+  void hoistParameterGathers(Block &body) {
+    SmallVector<Operation *> params, gathers;
+    for (Operation &op : body) {
+      if (isa<ParamOp>(op))
+        params.push_back(&op);
+      if (auto g = dyn_cast<AllGatherOp>(op))
+        if (g.getX().getDefiningOp<ParamOp>())
+          gathers.push_back(&op);
+    }
+    if (gathers.empty())
+      return;
+    Operation *after = nullptr; // parameters keep their order, at the top
+    for (Operation *p : params) {
+      if (after)
+        p->moveAfter(after);
+      else if (p != &body.front())
+        p->moveBefore(&body.front());
+      after = p;
+    }
+    auto prologue = StringAttr::get(&getContext(), "prologue");
+    for (Operation *g : gathers) {
+      if (after)
+        g->moveAfter(after);
+      else
+        g->moveBefore(&body.front());
+      g->setAttr(an::kFragment, prologue);
+      after = g;
     }
   }
 

@@ -29,6 +29,9 @@ struct TrainingPipelineOptions {
   /// Micro-batches per step whose gradients accumulate; the forward model
   /// is built for one micro-batch (weft-accumulate-gradients).
   int64_t microbatches = 1;
+  /// With micro-batches, ZeRO-3 gathers each parameter once per step (false:
+  /// once per micro-batch).
+  bool gatherParamsOnce = true;
   std::string output;                 // emit the program here, if set
 };
 

@@ -93,7 +93,9 @@ def WeftAccumulateGradients
     every `weft.param_grad` accumulates; a `prologue` fragment clears the
     gradients first; a gradient all-reduce that only feeds its store moves
     after the last micro-batch (the `optimizer` fragment) and reduces the
-    accumulated sum once per step. `weft.fragment` marks the moved ops and
+    accumulated sum once per step; ZeRO-3 parameter gathers move to the
+    `prologue` and run once per step (`gather-once=false`: once per
+    micro-batch, keeping less memory). `weft.fragment` marks the moved ops and
     the clearing ones; the function gets `weft.microbatches`.
 
     ```mlir
@@ -108,6 +110,9 @@ def WeftAccumulateGradients
   let options = [
     Option<"microbatches", "microbatches", "int64_t", "1",
            "micro-batches per step (1: no accumulation)">,
+    Option<"gatherOnce", "gather-once", "bool", "true",
+           "ZeRO-3: gather each parameter once per step (per use site), "
+           "not once per micro-batch">,
   ];
   let dependentDialects = ["::weft::WeftDialect"];
 }

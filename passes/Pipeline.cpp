@@ -26,6 +26,7 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
     pm.addPass(createWeftPropagateSharding());
   WeftAccumulateGradientsOptions accumulate;
   accumulate.microbatches = o.microbatches;
+  accumulate.gatherOnce = o.gatherParamsOnce;
   if (name == "partition" && !sharded && o.microbatches != 1)
     pm.addNestedPass<func::FuncOp>(createWeftAccumulateGradients(accumulate));
   if (name == "partition" && sharded) {
@@ -75,6 +76,8 @@ struct PipelineFlags : public PassPipelineOptions<PipelineFlags> {
                               llvm::cl::init(25 * 1048576)};
   Option<int64_t> prefetchOps{*this, "prefetch-ops", llvm::cl::init(16)};
   Option<int64_t> microbatches{*this, "microbatches", llvm::cl::init(1)};
+  Option<std::string> zero3Gather{*this, "zero3-gather",
+                                  llvm::cl::init("step")};
   Option<std::string> output{*this, "output", llvm::cl::init("")};
 };
 } // namespace
@@ -103,6 +106,7 @@ void weft::registerWeftPassesAndPipelines() {
         o.bucketBytes = f.bucketBytes;
         o.prefetchOps = f.prefetchOps;
         o.microbatches = f.microbatches;
+        o.gatherParamsOnce = f.zero3Gather != "microbatch";
         o.output = f.output;
         buildTrainingPipeline(pm, o);
       });

@@ -110,6 +110,31 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
       return last;
     };
 
+    // Micro-batches: ops before the first forward op run once per step (the
+    // prologue, marked), then forward and backward once per micro-batch up
+    // to the optimizer. A prologue value the loop reads (a ZeRO-3 parameter
+    // gathered once per step) lives through the loop's last op.
+    int64_t loopBegin = -1, loopEnd = -1;
+    for (Operation &op : body) {
+      auto mark = op.getAttrOfType<StringAttr>(weft::attrname::kFragment);
+      if (isa<AdamWOp>(op) || (mark && mark.getValue() == "optimizer"))
+        break;
+      if (loopBegin < 0 && !mark && !isa<ParamOp>(op))
+        loopBegin = index[&op];
+      loopEnd = index[&op];
+    }
+    std::function<int64_t(Value)> planUse = lastUse;
+    lastUse = [&, planUse](Value v) {
+      int64_t last = planUse(v);
+      Operation *def = v.getDefiningOp();
+      auto mark =
+          def ? def->getAttrOfType<StringAttr>(weft::attrname::kFragment)
+              : StringAttr();
+      if (mark && mark.getValue() == "prologue" && last >= loopBegin)
+        last = std::max(last, loopEnd);
+      return last;
+    };
+
     Arena arena;
     DenseMap<Value, int64_t> offsets;
     OpBuilder b(fn);

@@ -151,6 +151,15 @@ Status checkDataflow(const Program &P) {
   std::vector<bool> Written(P.Buffers.size(), false);
   std::vector<InFlight> Open;
   bool LossWritten = false;
+  // The micro-batch loop: instructions [LoopBegin, LoopEnd) run once per
+  // micro-batch. A value from before it that the loop reads must survive
+  // every iteration; a value the loop writes is its last iteration's after
+  // it, which with several micro-batches is not the step's.
+  const Stage &St = P.Stages.front();
+  const int64_t LoopBegin =
+      St.Fragments[size_t(St.find(FragmentForward))].Begin;
+  const int64_t LoopEnd = St.Fragments[size_t(St.find(FragmentBackward))].End;
+  std::vector<bool> Carried(P.Buffers.size(), false);
   for (size_t I = 0; I < N; ++I) {
     const Instruction &Inst = P.Instructions[I];
     WEFT_RETURN_IF_ERROR(checkInFlight(P, I, Open));
@@ -174,6 +183,15 @@ Status checkDataflow(const Program &P) {
         return Status::error(instName(P, I) + " reads " + bufferName(P, Id) +
                              " before any instruction writes it");
       Live[size_t(Id)].Last = int64_t(I);
+      const int64_t First = Live[size_t(Id)].First, At = int64_t(I);
+      if (At >= LoopBegin && At < LoopEnd && First < LoopBegin)
+        Carried[size_t(Id)] = true;
+      if (P.Microbatches > 1 && At >= LoopEnd && First >= LoopBegin &&
+          First < LoopEnd)
+        return Status::error(
+            instName(P, I) + " reads " + bufferName(P, Id) + ", written by " +
+            instName(P, size_t(First)) +
+            " once per micro-batch: only the last micro-batch's would be read");
     }
     for (int64_t Id : Inst.Out) {
       bool InPlace =
@@ -203,6 +221,9 @@ Status checkDataflow(const Program &P) {
         "no instruction before forward_end=" + std::to_string(P.ForwardEnd) +
         " writes the loss " + bufferName(P, P.Loss));
   Live[size_t(P.Loss)].Last = int64_t(N); // read after the step
+  for (size_t Id = 0; Id < P.Buffers.size(); ++Id)
+    if (Carried[Id])
+      Live[Id].Last = std::max(Live[Id].Last, LoopEnd - 1);
 
   // Live arena buffers must not share bytes: sweep them in offset order.
   std::vector<int64_t> Ids;

@@ -111,7 +111,11 @@ def main():
               "--dtype", dtype]
     meshes = MESHES
     if micro > 1:
-        meshes = [(1, [])] + MESHES
+        # One rank, every layout, and ZeRO-3 regathering per micro-batch
+        # (the default gathers once per step).
+        meshes = [(1, [])] + MESHES + [
+            (2, ["--mesh", "dp=2", "--zero", "3", "--zero3-gather",
+                 "microbatch"])]
     extra = ["--microbatches", str(micro)] if micro > 1 else []
     check_params = dtype == "f64"
     shutil.rmtree(work, ignore_errors=True)

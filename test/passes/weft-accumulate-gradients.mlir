@@ -1,5 +1,6 @@
 // RUN: weft-opt %s -split-input-file -weft-accumulate-gradients="microbatches=4" -verify-diagnostics | FileCheck %s
 // RUN: weft-opt %s -split-input-file -weft-accumulate-gradients="microbatches=1" -verify-diagnostics | FileCheck %s --check-prefix=ONE
+// RUN: weft-opt %s -split-input-file -weft-accumulate-gradients="microbatches=2 gather-once=false" -verify-diagnostics | FileCheck %s --check-prefix=ONCE
 
 // Data parallelism over 4 micro-batches. The function is one micro-batch:
 // - the gradients are cleared once per step (prologue, first);
@@ -57,6 +58,34 @@ func.func @zero2(%targets: tensor<2x4xi32>, %x: tensor<2x4x8xf32>, %dy: tensor<2
   %dw = weft.matmul %x, %dy {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>) -> tensor<8x16xf32>
   %r = weft.reduce_scatter %dw {axes = ["dp"], dim = 0 : i64} : (tensor<8x16xf32>) -> tensor<4x16xf32>
   weft.param_grad "w", %r : tensor<4x16xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// ZeRO-3: a parameter gathered at each use. Each use site's gather moves to
+// the prologue and runs once per step (the parameters move to the top so
+// that they dominate); weft-plan-memory keeps the gathered copy through the
+// micro-batches. With gather-once=false it stays per micro-batch.
+// CHECK-LABEL: func @zero3
+// CHECK-NEXT:  %[[W:.*]] = weft.param "w"
+// CHECK-NEXT:  %[[G1:.*]] = weft.all_gather %[[W]] {axes = ["dp"], dim = 0 : i64, weft.fragment = "prologue"}
+// CHECK-NEXT:  %[[G2:.*]] = weft.all_gather %[[W]] {axes = ["dp"], dim = 0 : i64, weft.fragment = "prologue"}
+// CHECK:       weft.matmul %{{.*}}, %[[G1]]
+// CHECK:       weft.matmul %{{.*}}, %[[G2]]
+// ONCE-LABEL:  func @zero3
+// ONCE:        weft.matmul
+// ONCE-NEXT:   weft.all_gather
+// ONCE-NOT:    weft.fragment = "prologue"}
+// ONCE:        return
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @zero3(%targets: tensor<2x4xi32>, %x: tensor<2x4x8xf32>, %dy: tensor<2x4x8xf32>) -> tensor<f32> {
+  %l = weft.cross_entropy %x, %targets {denominator = 8 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %w = weft.param "w" {init = "zeros"} : tensor<4x8xf32>
+  %g1 = weft.all_gather %w {axes = ["dp"], dim = 0 : i64} : (tensor<4x8xf32>) -> tensor<8x8xf32>
+  %y = weft.matmul %x, %g1 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %g2 = weft.all_gather %w {axes = ["dp"], dim = 0 : i64} : (tensor<4x8xf32>) -> tensor<8x8xf32>
+  %dx = weft.matmul %dy, %g2 {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
   return %l : tensor<f32>
 }
 

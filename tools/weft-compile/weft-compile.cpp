@@ -52,6 +52,12 @@ static cl::opt<int64_t> microbatchesArg(
              "gradients accumulate before one optimizer step (the activation "
              "arena holds one)"),
     cl::init(1));
+static cl::opt<std::string> zero3GatherArg(
+    cl::cat(compileCategory), "zero3-gather",
+    cl::desc("with --microbatches and ZeRO-3: gather each parameter once per "
+             "'step' (the default: the gathered copies stay for the step) or "
+             "once per 'microbatch' (less memory, M times the traffic)"),
+    cl::init("step"));
 static cl::opt<int64_t> seqArg(cl::cat(compileCategory), "seq",
                                cl::desc("tokens per sequence"), cl::init(64));
 static cl::opt<std::string> dtypeArg(cl::cat(compileCategory), "dtype",
@@ -257,6 +263,9 @@ int main(int argc, char **argv) {
   if (microbatchesArg < 1 || microbatchesArg > (int64_t(1) << 20))
     return fail("--microbatches must be 1 to 2^20, got " +
                 std::to_string(microbatchesArg));
+  if (zero3GatherArg != "step" && zero3GatherArg != "microbatch")
+    return fail("--zero3-gather must be step or microbatch, got '" +
+                zero3GatherArg + "'");
   if (batchArg >= 1 && batchArg % microbatchesArg != 0)
     return fail("--batch " + std::to_string(batchArg) +
                 " is not divisible into --microbatches " +
@@ -309,6 +318,7 @@ int main(int argc, char **argv) {
   options.bucketBytes = int64_t(bucketMbArg * 1048576.0);
   options.prefetchOps = prefetchArg;
   options.microbatches = microbatchesArg;
+  options.gatherParamsOnce = zero3GatherArg == "step";
 
   // The library's pipeline, in one pass manager (with the standard
   // --mlir-* pass-manager flags), split in two only to print a stage.
