@@ -2,10 +2,10 @@
 //
 // An op's sharding rule names a factor for each dimension of each operand and
 // result, einsum style (matmul is `mk,kn->mn`). Propagation and partitioning
-// are generic over factors (docs/design.md decision 4; Shardy's OpShardingRule):
-// a factor split over some mesh axes splits every dim that carries it; a
-// factor that a result lacks (a contracting factor, for that result) leaves
-// the result a partial sum over those axes.
+// are generic over factors (docs/design.md decision 4; Shardy's
+// OpShardingRule): a factor split over some mesh axes splits every dim that
+// carries it; a factor that a result lacks (a contracting factor, for that
+// result) leaves the result a partial sum over those axes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef WEFT_DIALECT_SHARDINGRULE_H

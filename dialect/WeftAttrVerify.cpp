@@ -152,8 +152,7 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
   if (name == an::kFragment) {
     auto f = dyn_cast<StringAttr>(value);
     if (!f || (f.getValue() != "prologue" && f.getValue() != "optimizer"))
-      return fail() << "must be \"prologue\" or \"optimizer\", got "
-                    << value;
+      return fail() << "must be \"prologue\" or \"optimizer\", got " << value;
     return success();
   }
   if (name == an::kModel)

@@ -64,14 +64,14 @@ void SplitOp::localize(const ShardingRule &rule, const FactorSplit &s) {
 
 // A mean over every rank's rows: each rank divides its sum by all of them.
 void CrossEntropyOp::localize(const ShardingRule &rule, const FactorSplit &) {
-  (*this)->setAttr("denominator", Builder(getContext())
-                                      .getI64IntegerAttr(globalRows(rule)));
+  (*this)->setAttr("denominator",
+                   Builder(getContext()).getI64IntegerAttr(globalRows(rule)));
 }
 
 void CrossEntropyGradOp::localize(const ShardingRule &rule,
                                   const FactorSplit &) {
-  (*this)->setAttr("denominator", Builder(getContext())
-                                      .getI64IntegerAttr(globalRows(rule)));
+  (*this)->setAttr("denominator",
+                   Builder(getContext()).getI64IntegerAttr(globalRows(rule)));
 }
 
 // A vocab-split table holds this rank's ids: the kernel learns its range

@@ -89,15 +89,14 @@ struct AccumulateGradients
       // Accumulate the partial sum; reduce the total once per step.
       store.getGradMutable().assign(reduce.getX());
       b.setInsertionPoint(firstUpdate);
-      auto stored = StoredGradOp::create(b, reduce.getLoc(),
-                                         reduce.getX().getType(),
-                                         store.getName());
+      auto stored = StoredGradOp::create(
+          b, reduce.getLoc(), reduce.getX().getType(), store.getName());
       reduce->moveBefore(firstUpdate);
       reduce.getXMutable().assign(stored.getResult());
       auto total = ParamGradOp::create(b, store.getLoc(), store.getName(),
                                        reduce.getResult());
-      for (Operation *op : {stored.getOperation(), reduce.getOperation(),
-                            total.getOperation()})
+      for (Operation *op :
+           {stored.getOperation(), reduce.getOperation(), total.getOperation()})
         op->setAttr(an::kFragment, optimizer);
     }
   }

@@ -32,7 +32,13 @@ namespace {
 constexpr uint32_t kFormatVersion = 3;
 
 // The fragments of a stage, in table order (program/Program.h, Stage).
-enum FragmentIndex { kPrologue, kForward, kBackward, kOptimizer, kNumFragments };
+enum FragmentIndex {
+  kPrologue,
+  kForward,
+  kBackward,
+  kOptimizer,
+  kNumFragments
+};
 const char *const kFragmentNames[kNumFragments] = {"prologue", "forward",
                                                    "backward", "optimizer"};
 
@@ -157,7 +163,8 @@ public:
         bool fromStored = def && llvm::any_of(def->getOperands(), [](Value x) {
                             return x.getDefiningOp<StoredGradOp>();
                           });
-        bool clears = isa_and_nonnull<FillOp>(def) && fragmentOf(g) == kPrologue;
+        bool clears =
+            isa_and_nonnull<FillOp>(def) && fragmentOf(g) == kPrologue;
         if (def && v.hasOneUse() && !g.getAccumulate() && !fromStored &&
             !isa<ParamOp>(def) && (clears || !isa<FillOp>(def)))
           storedDirectly[v] = g.getName();
@@ -247,8 +254,8 @@ public:
     }
     program["params"] = std::move(params);
     // Scratch for ZeRO-1's reduced gradient blocks lies past the plan.
-    program["arena_bytes"] = scratchBytes ? scratchOffset + scratchBytes
-                                          : arenaBytes.getInt();
+    program["arena_bytes"] =
+        scratchBytes ? scratchOffset + scratchBytes : arenaBytes.getInt();
     program["buffers"] = std::move(buffers);
     program["microbatches"] = microbatches;
     program["stages"] = json::Array{stageJson(microbatches)};
@@ -263,7 +270,7 @@ private:
     if (!mark)
       return -1;
     return mark.getValue() == kFragmentNames[kPrologue] ? kPrologue
-                                                         : kOptimizer;
+                                                        : kOptimizer;
   }
 
   // One stage: the fragments cut from the instruction list, and the
@@ -286,8 +293,8 @@ private:
       if (f == kBackward)
         for (int64_t k = 0; k < microbatches; ++k)
           for (int g : {kForward, kBackward})
-            schedule.push_back(json::Object{{"run", kFragmentNames[g]},
-                                            {"microbatch", k}});
+            schedule.push_back(
+                json::Object{{"run", kFragmentNames[g]}, {"microbatch", k}});
     }
     return json::Object{{"fragments", std::move(fragments)},
                         {"schedule", std::move(schedule)}};
@@ -441,10 +448,11 @@ private:
         return op.emitOpError("names no weft.param: '") << g.getName() << "'";
       if (storedDirectly.count(g.getGrad()))
         return success();
-      pushInstruction(json::Object{{"op", g.getAccumulate() ? "accumulate" : "copy"},
-                                          {"in", idsOf(g.getGrad())},
-                                          {"out", json::Array{it->second[0]}},
-                                          {"attrs", json::Object{}}});
+      pushInstruction(
+          json::Object{{"op", g.getAccumulate() ? "accumulate" : "copy"},
+                       {"in", idsOf(g.getGrad())},
+                       {"out", json::Array{it->second[0]}},
+                       {"attrs", json::Object{}}});
       return success();
     }
     if (auto adam = dyn_cast<AdamWOp>(op))
@@ -468,12 +476,11 @@ private:
     // An asynchronous collective is a start, completed by a wait.
     bool start = attrs.getBoolean("async").value_or(false);
     attrs.erase("async");
-    pushInstruction(
-        json::Object{{"op", std::string(weft::opName(kind)) +
-                                (start ? "_start" : "")},
-                     {"in", idsOf(op.getOperands())},
-                     {"out", std::move(outs)},
-                     {"attrs", std::move(attrs)}});
+    pushInstruction(json::Object{
+        {"op", std::string(weft::opName(kind)) + (start ? "_start" : "")},
+        {"in", idsOf(op.getOperands())},
+        {"out", std::move(outs)},
+        {"attrs", std::move(attrs)}});
     return success();
   }
 
@@ -511,10 +518,11 @@ private:
     moved[dim] /= mesh.count(names);
     int64_t bytes = full.getNumElements() * full.getElementTypeBitWidth() / 8;
     scratchBytes = std::max(scratchBytes, bytes);
-    int64_t blocks = addBuffer(json::Object{{"kind", "arena"},
-                                            {"offset", scratchOffset},
-                                            {"shape", json::Array(moved)},
-                                            {"dtype", dtypeOf(full.getElementType())}});
+    int64_t blocks =
+        addBuffer(json::Object{{"kind", "arena"},
+                               {"offset", scratchOffset},
+                               {"shape", json::Array(moved)},
+                               {"dtype", dtypeOf(full.getElementType())}});
     arenaSpan[blocks] = {scratchOffset, bytes};
     int64_t x = bufferIds.lookup(op.getOperand(0));
     int64_t y = arenaBuffer(op.getResult(0), offset);
@@ -569,8 +577,8 @@ private:
       block[0] /= mesh.count(llvm::to_vector(llvm::map_range(
           axes, [](Attribute a) { return cast<StringAttr>(a).getValue(); })));
       auto blockType = RankedTensorType::get(block, type.getElementType());
-      int64_t bytes = blockType.getNumElements() *
-                      blockType.getElementTypeBitWidth() / 8;
+      int64_t bytes =
+          blockType.getNumElements() * blockType.getElementTypeBitWidth() / 8;
       scratchBytes = std::max(scratchBytes, bytes);
       int64_t reduced = addBuffer(json::Object{{"kind", "arena"},
                                                {"offset", scratchOffset},
@@ -584,11 +592,11 @@ private:
           {"attrs", json::Object{{"axes", json::Array(names)}, {"dim", 0}}}});
       grad = reduced;
     }
-    pushInstruction(json::Object{
-        {"op", "adamw"},
-        {"in", json::Array{param, grad, state[1], state[2]}},
-        {"out", json::Array{param, state[1], state[2]}},
-        {"attrs", std::move(attrs)}});
+    pushInstruction(
+        json::Object{{"op", "adamw"},
+                     {"in", json::Array{param, grad, state[1], state[2]}},
+                     {"out", json::Array{param, state[1], state[2]}},
+                     {"attrs", std::move(attrs)}});
     if (axes)
       pushInstruction(json::Object{
           {"op", "all_gather"},

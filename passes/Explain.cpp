@@ -42,8 +42,8 @@ DenseMap<Operation *, int64_t> timesPerStep(ModuleOp module) {
     bool once = false;
     for (Operation &op : fn.getBody().getOps()) {
       auto mark = op.getAttrOfType<StringAttr>(weft::attrname::kFragment);
-      once = once || isa<AdamWOp>(op) ||
-             (mark && mark.getValue() == "optimizer");
+      once =
+          once || isa<AdamWOp>(op) || (mark && mark.getValue() == "optimizer");
       times[&op] = once || mark ? 1 : m;
     }
   });

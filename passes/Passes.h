@@ -32,7 +32,7 @@ struct TrainingPipelineOptions {
   /// With micro-batches, ZeRO-3 gathers each parameter once per step (false:
   /// once per micro-batch).
   bool gatherParamsOnce = true;
-  std::string output;                 // emit the program here, if set
+  std::string output; // emit the program here, if set
 };
 
 /// The stages of the pipeline in order, as --emit-mlir names them; a stage

@@ -34,8 +34,7 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
     pm.addNestedPass<func::FuncOp>(createWeftFoldCollectives());
     // Before bucketing, which then buckets the once-per-step reductions.
     if (o.microbatches != 1)
-      pm.addNestedPass<func::FuncOp>(
-          createWeftAccumulateGradients(accumulate));
+      pm.addNestedPass<func::FuncOp>(createWeftAccumulateGradients(accumulate));
     WeftBucketGradientsOptions buckets;
     buckets.bucketBytes = o.bucketBytes;
     pm.addNestedPass<func::FuncOp>(createWeftBucketGradients(buckets));

@@ -556,8 +556,7 @@ const char *opName(OpKind K) { return OpNames[static_cast<int>(K)]; }
 
 bool isCollective(OpKind K) {
   return K == OpKind::AllReduce || K == OpKind::AllGather ||
-         K == OpKind::ReduceScatter || K == OpKind::Slice ||
-         K == OpKind::Wait;
+         K == OpKind::ReduceScatter || K == OpKind::Slice || K == OpKind::Wait;
 }
 
 std::string instructionName(const Instruction &I) {

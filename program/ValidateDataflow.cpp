@@ -39,7 +39,8 @@ bool overlaps(const Program &P, int64_t A, int64_t B) {
     return true;
   const BufferSpec &BA = P.Buffers[size_t(A)], &BB = P.Buffers[size_t(B)];
   return BA.Kind == BufferKind::Arena && BB.Kind == BufferKind::Arena &&
-         BA.Offset < BB.Offset + BB.bytes() && BB.Offset < BA.Offset + BA.bytes();
+         BA.Offset < BB.Offset + BB.bytes() &&
+         BB.Offset < BA.Offset + BA.bytes();
 }
 
 // An asynchronous collective in flight: instruction Start reads X, writes Y.
@@ -73,10 +74,9 @@ Status checkInFlight(const Program &P, size_t I, std::vector<InFlight> &Open) {
     for (const std::vector<int64_t> *Ids : {&Inst.In, &Inst.Out})
       for (int64_t Id : *Ids)
         if (overlaps(P, Id, F.X) || overlaps(P, Id, F.Y))
-          return Status::error(instName(P, I) + " touches " +
-                               bufferName(P, Id) + " while " +
-                               instName(P, F.Start) +
-                               " is in flight (wait for it first)");
+          return Status::error(
+              instName(P, I) + " touches " + bufferName(P, Id) + " while " +
+              instName(P, F.Start) + " is in flight (wait for it first)");
   if (Inst.Attrs.Async)
     Open.push_back({I, Inst.In[0], Inst.Out[0]});
   return Status::success();

@@ -129,8 +129,8 @@ Status checkLayouts(const Program &P) {
       if (B.Place.Global != Local && B.Place.Global != Global)
         return Status::error(
             Ctx + ": global shape " + shapeString(B.Place.Global) +
-            " is neither [batch/microbatches, seq] = " + shapeString(Local) + " nor its " +
-            shapeString(Global) + " over the input's shards");
+            " is neither [batch/microbatches, seq] = " + shapeString(Local) +
+            " nor its " + shapeString(Global) + " over the input's shards");
       if (Tokens && (Tokens->Dims != B.Dims ||
                      Tokens->Place.Sharding != B.Place.Sharding))
         return Status::error(Ctx + " " + shapeString(B.Dims) +

@@ -43,8 +43,8 @@ Status checkFragments(const Program &P, const Stage &S) {
   int64_t End = 0;
   for (size_t F = 0; F < S.Fragments.size(); ++F) {
     const Fragment &Fr = S.Fragments[F];
-    const std::string Ctx = "stages[0].fragments[" + std::to_string(F) +
-                            "] ('" + Fr.Name + "')";
+    const std::string Ctx =
+        "stages[0].fragments[" + std::to_string(F) + "] ('" + Fr.Name + "')";
     while (Next < 4 && Fr.Name != Order[Next] &&
            std::string(Order[Next]) == FragmentPrologue)
       ++Next;
@@ -68,8 +68,8 @@ Status checkFragments(const Program &P, const Stage &S) {
     return Status::error("stages[0] has no '" + std::string(Order[Next]) +
                          "' fragment");
   if (End != int64_t(P.Instructions.size()))
-    return Status::error("the fragments cover " + std::to_string(End) +
-                         " of " + std::to_string(P.Instructions.size()) +
+    return Status::error("the fragments cover " + std::to_string(End) + " of " +
+                         std::to_string(P.Instructions.size()) +
                          " instructions");
   if (P.Microbatches > 1 && S.find(FragmentPrologue) < 0)
     return Status::error(
@@ -117,9 +117,9 @@ Status checkSchedule(const Program &P) {
       return Status::error(Name + " names no fragment of stages[0]");
     const Fragment &Fr = S.Fragments[size_t(Act.Frag)];
     if (Fr.PerMicrobatch != (Act.Microbatch >= 0))
-      return Status::error(Name + (Fr.PerMicrobatch
-                                       ? " needs a micro-batch"
-                                       : " runs once per step: no micro-batch"));
+      return Status::error(
+          Name + (Fr.PerMicrobatch ? " needs a micro-batch"
+                                   : " runs once per step: no micro-batch"));
     if (Act.Microbatch >= M)
       return Status::error(Name + ": micro-batch out of range [0, " +
                            std::to_string(M) + ")");
@@ -160,10 +160,10 @@ Status checkSchedule(const Program &P) {
   }
   for (int64_t K = 0; K < M; ++K)
     if (FwdAt[size_t(K)] < 0 || BwdAt[size_t(K)] < 0)
-      return Status::error("the schedule never runs " +
-                           std::string(FwdAt[size_t(K)] < 0 ? "forward"
-                                                            : "backward") +
-                           " on micro-batch " + std::to_string(K));
+      return Status::error(
+          "the schedule never runs " +
+          std::string(FwdAt[size_t(K)] < 0 ? "forward" : "backward") +
+          " on micro-batch " + std::to_string(K));
   if (OptAt < 0)
     return Status::error("the schedule never runs the optimizer");
   if (Zero >= 0 && ZeroAt < 0)

@@ -1,9 +1,9 @@
 //===- Checkpoint.cpp - Model/optimizer checkpoints -----------------------===//
 #include "runtime/Checkpoint.h"
+#include "program/Shard.h"
 #include "runtime/CheckpointManifest.h"
 #include "runtime/DurableFile.h"
 #include "runtime/Safetensors.h"
-#include "program/Shard.h"
 
 #include <nlohmann/json.hpp>
 

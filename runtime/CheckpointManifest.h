@@ -13,8 +13,8 @@
 #ifndef WEFT_RUNTIME_CHECKPOINTMANIFEST_H
 #define WEFT_RUNTIME_CHECKPOINTMANIFEST_H
 
-#include "runtime/DurableFile.h"
 #include "program/Program.h"
+#include "runtime/DurableFile.h"
 
 #include <map>
 #include <string>

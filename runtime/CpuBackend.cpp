@@ -230,10 +230,9 @@ template <typename T> struct Kernels {
                              I.Attrs->Denominator);
   }
   static Status crossEntropyGrad(const BI &I, const SC &, CpuState &) {
-    return cpu::crossEntropyGrad(I.In[0].as<T>(), I.In[1].as<int32_t>(),
-                                 I.In[2].as<T>(), I.Out[0].as<T>(),
-                                 I.In[0].Rows, I.In[0].Last,
-                                 I.Attrs->Denominator);
+    return cpu::crossEntropyGrad(
+        I.In[0].as<T>(), I.In[1].as<int32_t>(), I.In[2].as<T>(),
+        I.Out[0].as<T>(), I.In[0].Rows, I.In[0].Last, I.Attrs->Denominator);
   }
   static Status crossEntropyStats(const BI &I, const SC &, CpuState &) {
     const TensorRef &L = I.In[0];

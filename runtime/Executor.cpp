@@ -1,7 +1,7 @@
 //===- Executor.cpp - Allocation, binding and instruction loop ------------===//
 #include "runtime/Executor.h"
-#include "runtime/Init.h"
 #include "program/Shard.h"
+#include "runtime/Init.h"
 
 #include <algorithm>
 #include <chrono>
@@ -162,8 +162,8 @@ Status Executor::bind() {
     BoundInstruction BI{I.Op, &I.Attrs, K, {}, {}};
     for (int64_t Id : I.In) {
       if (Prog.Buffers[size_t(Id)].Kind == BufferKind::Input)
-        InputUses.push_back({K, BI.In.size(),
-                             Prog.Buffers[size_t(Id)].Name == "targets"});
+        InputUses.push_back(
+            {K, BI.In.size(), Prog.Buffers[size_t(Id)].Name == "targets"});
       BI.In.push_back(Ref(Id));
     }
     for (int64_t Id : I.Out)
@@ -259,8 +259,7 @@ Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
       // Leave nothing in flight; the first error is the one reported.
       (void)waitPending();
       return S.withContext("instructions[" + std::to_string(K) + "] (" +
-                           instructionName(Prog.Instructions[size_t(K)]) +
-                           ")");
+                           instructionName(Prog.Instructions[size_t(K)]) + ")");
     }
   }
   // Every async collective is complete when the range returns.
@@ -299,10 +298,9 @@ Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,
       selectMicrobatch(Act.Microbatch);
     Status S = run(F.Begin, F.End, Ctx);
     if (!S.ok())
-      return Act.Microbatch < 0
-                 ? S
-                 : S.withContext("micro-batch " +
-                                 std::to_string(Act.Microbatch));
+      return Act.Microbatch < 0 ? S
+                                : S.withContext("micro-batch " +
+                                                std::to_string(Act.Microbatch));
     if (Act.Frag == Fwd)
       StepLoss += lossBuffer();
   }

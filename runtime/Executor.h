@@ -10,9 +10,9 @@
 #ifndef WEFT_RUNTIME_EXECUTOR_H
 #define WEFT_RUNTIME_EXECUTOR_H
 
+#include "program/Program.h"
 #include "runtime/Backend.h"
 #include "runtime/Data.h"
-#include "program/Program.h"
 #include "runtime/Timeline.h"
 #include "runtime/comm/Communicator.h"
 
@@ -144,7 +144,7 @@ private:
     int Key = -1;                            // into CommKeys
     double Bytes = 0;                        // per run
     int64_t Outer = 1, Inner = 1, Chunk = 0; // collective along a dim
-    int Request = -1; // async all_reduce/all_gather: its slot in Requests
+    int Request = -1;      // async all_reduce/all_gather: its slot in Requests
     int64_t WaitsFor = -1; // wait: the start it completes
   };
   Status planMeshSteps();

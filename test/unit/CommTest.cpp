@@ -6,11 +6,11 @@
 // mpirun, the tests skip.
 //
 //===----------------------------------------------------------------------===//
+#include "program/Shard.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
 #include "runtime/Safetensors.h"
-#include "program/Shard.h"
 #include "runtime/Trainer.h"
 #include "runtime/TrainingChecks.h"
 #include "runtime/comm/Communicator.h"

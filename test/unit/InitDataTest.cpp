@@ -1,6 +1,6 @@
 //===- InitDataTest.cpp - Deterministic init and the token data loader ----===//
-#include "runtime/Data.h"
 #include "program/Hash.h"
+#include "runtime/Data.h"
 #include "runtime/Init.h"
 
 #include <gtest/gtest.h>

@@ -27,8 +27,8 @@
 #ifndef WEFT_TEST_UNIT_MESHPROGRAMS_H
 #define WEFT_TEST_UNIT_MESHPROGRAMS_H
 
-#include "program/Program.h"
 #include "TestPrograms.h"
+#include "program/Program.h"
 
 #include <nlohmann/json.hpp>
 

@@ -5,9 +5,9 @@
 // Collectives across ranks are tested under mpirun (CommTest.cpp).
 //
 //===----------------------------------------------------------------------===//
+#include "program/Shard.h"
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
-#include "program/Shard.h"
 #include "runtime/Trainer.h"
 #include "test/unit/MeshPrograms.h"
 #include "test/unit/TestPrograms.h"
@@ -690,8 +690,7 @@ TEST(AsyncAllGather, LoaderAcceptsAllGatherStart) {
   nlohmann::json J = asyncOverwriteProgram(1, 16, /*Gather=*/true);
   EXPECT_EQ(loadError(J), "");
   J["instructions"][2]["attrs"]["async"] = "yes";
-  EXPECT_NE(loadError(J).find("'async' is not an attribute"),
-            std::string::npos)
+  EXPECT_NE(loadError(J).find("'async' is not an attribute"), std::string::npos)
       << loadError(J);
 }
 

@@ -235,23 +235,22 @@ TEST(ProgramSchedule, RefusesTwoMicrobatchesInFlight) {
   J["batch"] = 2;
   J["microbatches"] = 2;
   nlohmann::json &Fr = J["stages"][0]["fragments"];
-  Fr.insert(Fr.begin(),
-            nlohmann::json::object({{"name", "prologue"},
-                                    {"instructions", nlohmann::json::array()}}));
+  Fr.insert(Fr.begin(), nlohmann::json::object(
+                            {{"name", "prologue"},
+                             {"instructions", nlohmann::json::array()}}));
   auto Run = [](const char *F, int K) {
     return nlohmann::json{{"run", F}, {"microbatch", K}};
   };
-  J["stages"][0]["schedule"] = {{{"run", "prologue"}},
-                                Run("forward", 0),
-                                Run("forward", 1),
-                                Run("backward", 0),
-                                Run("backward", 1),
-                                {{"run", "optimizer"}}};
+  J["stages"][0]["schedule"] = {{{"run", "prologue"}}, Run("forward", 0),
+                                Run("forward", 1),     Run("backward", 0),
+                                Run("backward", 1),    {{"run", "optimizer"}}};
   EXPECT_MSG(errorOfJson(J),
              "schedule[2] (forward on micro-batch 1) starts while "
              "micro-batch 0 awaits its backward");
-  J["stages"][0]["schedule"] = {{{"run", "prologue"}}, Run("forward", 0),
-                                Run("backward", 0), {{"run", "optimizer"}}};
+  J["stages"][0]["schedule"] = {{{"run", "prologue"}},
+                                Run("forward", 0),
+                                Run("backward", 0),
+                                {{"run", "optimizer"}}};
   EXPECT_MSG(errorOfJson(J), "schedule[3] (optimizer) runs before every "
                              "micro-batch's backward has");
   J["stages"][0]["schedule"].erase(3);

@@ -108,12 +108,11 @@ inline std::string programJson(nlohmann::json Root) {
   Root.erase("optimizer_begin");
   if (!Root.contains("microbatches"))
     Root["microbatches"] = 1;
-  Root["stages"] = json::array(
-      {{{"fragments", Fragments},
-        {"schedule",
-         {{{"run", "forward"}, {"microbatch", 0}},
-          {{"run", "backward"}, {"microbatch", 0}},
-          {{"run", "optimizer"}}}}}});
+  Root["stages"] = json::array({{{"fragments", Fragments},
+                                 {"schedule",
+                                  {{{"run", "forward"}, {"microbatch", 0}},
+                                   {{"run", "backward"}, {"microbatch", 0}},
+                                   {{"run", "optimizer"}}}}}});
   return Root.dump();
 }
 

@@ -4,13 +4,13 @@
 // every other failure exits 1; all messages start with "weft-run: error: ".
 //
 //===----------------------------------------------------------------------===//
+#include "program/Hash.h"
+#include "program/Program.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/CheckpointManifest.h"
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
-#include "program/Hash.h"
 #include "runtime/PeriodicCheckpoints.h"
-#include "program/Program.h"
 #include "runtime/Trace.h"
 #include "runtime/Trainer.h"
 #include "runtime/comm/Communicator.h"
