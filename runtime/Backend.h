@@ -1,9 +1,13 @@
 //===- Backend.h - Where instructions run ----------------------*- C++ -*-===//
 //
 // The executor resolves every instruction's buffer ids to memory once, at
-// load, and hands the backend BoundInstructions. A backend owns the kernels
-// (and their scratch) for one device kind. CPU today; a CUDA backend would
-// allocate device memory and launch its own kernels behind the same calls.
+// load, and hands the backend BoundInstructions. A backend owns the device
+// memory, the kernels (and their scratch) and the queues of one device kind.
+// The executor never reads or writes what allocate() returns: kernels,
+// copies and fills are work on a Queue (runtime/Queue.h). CPU today; a CUDA
+// backend allocates with cudaMalloc, makes its queues on streams and
+// launches its own kernels behind the same calls (docs/design.md, "The
+// device boundary").
 //
 //===----------------------------------------------------------------------===//
 #ifndef WEFT_RUNTIME_BACKEND_H
@@ -11,6 +15,7 @@
 
 #include "program/Program.h"
 #include "program/Status.h"
+#include "runtime/Queue.h"
 
 #include <cstddef>
 #include <memory>
@@ -51,14 +56,23 @@ class Backend {
 public:
   virtual ~Backend() = default;
   virtual const char *name() const = 0;
-  /// Zeroed (and therefore pre-faulted) 64-byte-aligned memory.
+  /// Zeroed (and therefore pre-faulted) 64-byte-aligned device memory.
   virtual void *allocate(size_t Bytes) = 0;
   virtual void release(void *Ptr) = 0;
+  /// A queue on this device (the executor makes one, at load).
+  virtual std::unique_ptr<Queue> createQueue() = 0;
   /// Called once before any run: sizes the kernels' scratch for these
   /// instructions. Returns the scratch bytes it holds.
   virtual Expected<size_t>
   prepare(const std::vector<BoundInstruction> &Insts) = 0;
-  virtual Status run(const BoundInstruction &I, const StepContext &Ctx) = 0;
+  /// Enqueues instruction I's kernel on Q.
+  virtual Status run(const BoundInstruction &I, const StepContext &Ctx,
+                     Queue &Q) = 0;
+  /// At = the index of the first NaN or infinity among the N elements of
+  /// type T at device memory Data, or -1; Value = that element. A reduction
+  /// on the device; synchronizes Q to return its answer.
+  virtual Status findNonFinite(const void *Data, int64_t N, DType T, Queue &Q,
+                               int64_t &At, double &Value) = 0;
 };
 
 /// OpenBLAS + OpenMP kernels for f32 or f64 programs.

@@ -182,9 +182,10 @@ Status place(Executor &E, const Entry &En, const std::vector<char> &Global,
     return Status::error("tensor '" + From + "' has shape " +
                          shapeString(GlobalDims) + ", expected " +
                          shapeString(L.Global) + " for '" + En.Name + "'");
-  extractShard(shardMap(L, E.mesh(), E.rank()), Global.data(),
-               E.state(En.Param, En.Kind), dtypeBytes(E.program().Type));
-  return Status::success();
+  std::vector<char> Local(size_t(Spec.numel()) * dtypeBytes(E.program().Type));
+  extractShard(shardMap(L, E.mesh(), E.rank()), Global.data(), Local.data(),
+               dtypeBytes(E.program().Type));
+  return E.writeState(En.Param, En.Kind, Local.data());
 }
 
 Expected<int64_t> readStep(const fs::path &Dir) {
@@ -310,7 +311,7 @@ Expected<int64_t> loadFlat(Executor &E, const fs::path &Dir,
   bool HasOptimizer = false;
   for (const ParamSpec &Spec : P.Params)
     HasOptimizer |= lookup(Files, Spec.Name + ".exp_avg").Tensor != nullptr;
-  std::vector<char> Global;
+  std::vector<char> Global, Local;
   std::set<std::string> Used;
   for (const Entry &En : entries(P, HasOptimizer)) {
     Found F = lookup(Files, En.Name);
@@ -328,8 +329,9 @@ Expected<int64_t> loadFlat(Executor &E, const fs::path &Dir,
     }
     const BufferSpec &Spec = E.stateSpec(En.Param, En.Kind);
     if (!Spec.Place.sharded() && F.Tensor->Dims == Spec.Dims) {
-      WEFT_RETURN_IF_ERROR(
-          F.File->convert(*F.Tensor, P.Type, E.state(En.Param, En.Kind)));
+      Local.resize(size_t(Spec.numel()) * dtypeBytes(P.Type));
+      WEFT_RETURN_IF_ERROR(F.File->convert(*F.Tensor, P.Type, Local.data()));
+      WEFT_RETURN_IF_ERROR(E.writeState(En.Param, En.Kind, Local.data()));
       continue;
     }
     if (En.Kind == BufferKind::Param && F.Tensor->Dims != Spec.Place.Global)
@@ -367,9 +369,9 @@ Status checkpointBarrier(const Executor &E, Status S) {
   return S.ok() ? B : S;
 }
 
-CheckpointSnapshot snapshotCheckpoint(const Executor &E, int64_t Step,
-                                      bool Copy,
-                                      std::vector<std::vector<char>> Recycled) {
+Expected<CheckpointSnapshot>
+snapshotCheckpoint(const Executor &E, int64_t Step,
+                   std::vector<std::vector<char>> Recycled) {
   const Program &P = E.program();
   CheckpointSnapshot S;
   S.Step = Step;
@@ -379,17 +381,15 @@ CheckpointSnapshot snapshotCheckpoint(const Executor &E, int64_t Step,
     S.M = E.mesh();
   for (const Entry &En : entries(P, true)) {
     const BufferSpec &Spec = E.stateSpec(En.Param, En.Kind);
-    const void *Data = E.state(En.Param, En.Kind);
-    if (Copy) {
-      const size_t Bytes = size_t(Spec.numel()) * dtypeBytes(P.Type);
-      size_t K = S.Copies.size();
-      S.Copies.push_back(K < Recycled.size() ? std::move(Recycled[K])
-                                             : std::vector<char>());
-      S.Copies.back().resize(Bytes);
-      std::memcpy(S.Copies.back().data(), Data, Bytes);
-      Data = S.Copies.back().data();
-    }
-    TensorToWrite T{En.Name, P.Type, Spec.Dims, Data};
+    // Copied from the device: the files are written from host memory.
+    const size_t Bytes = size_t(Spec.numel()) * dtypeBytes(P.Type);
+    size_t K = S.Copies.size();
+    S.Copies.push_back(K < Recycled.size() ? std::move(Recycled[K])
+                                           : std::vector<char>());
+    S.Copies.back().resize(Bytes);
+    WEFT_RETURN_IF_ERROR(
+        E.readState(En.Param, En.Kind, S.Copies.back().data()));
+    TensorToWrite T{En.Name, P.Type, Spec.Dims, S.Copies.back().data()};
     (En.Kind == BufferKind::Param ? S.Model : S.Optimizer).push_back(T);
   }
   if (onMesh(E) && E.rank() == 0) {
@@ -450,8 +450,8 @@ Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step,
   S = checkpointBarrier(E, S);
   if (!S.ok())
     return S;
-  S = writeCheckpoint(snapshotCheckpoint(E, Step, /*Copy=*/false), Staging,
-                      WaitSeconds);
+  Expected<CheckpointSnapshot> Snap = snapshotCheckpoint(E, Step);
+  S = Snap.ok() ? writeCheckpoint(*Snap, Staging, WaitSeconds) : Snap.status();
   S = checkpointBarrier(E, S);
   if (!S.ok() || E.rank() != 0)
     return S;
@@ -466,9 +466,16 @@ Status saveGradients(const Executor &E, const std::string &Dir) {
     WEFT_RETURN_IF_ERROR(makeDir(Dir));
     const Program &P = E.program();
     std::vector<TensorToWrite> Tensors;
-    for (size_t I = 0; I < P.Params.size(); ++I)
+    std::vector<std::vector<char>> Host(P.Params.size());
+    for (size_t I = 0; I < P.Params.size(); ++I) {
+      Expected<std::vector<char>> G = E.stateBytes(I, BufferKind::Grad);
+      if (!G.ok())
+        return G.status();
+      Host[I] = G.take();
       Tensors.push_back({P.Params[I].Name, P.Type,
-                         E.stateSpec(I, BufferKind::Grad).Dims, E.grad(I)});
+                         E.stateSpec(I, BufferKind::Grad).Dims,
+                         Host[I].data()});
+    }
     return writeSafetensors(Dir + "/grads.safetensors", Tensors);
   }
   // Gather every rank's grad shard over the world; rank 0 assembles.
@@ -484,7 +491,11 @@ Status saveGradients(const Executor &E, const std::string &Dir) {
   for (size_t I = 0; I < P.Params.size(); ++I) {
     const BufferSpec &Spec = E.stateSpec(I, BufferKind::Grad);
     size_t Local = size_t(Spec.numel());
-    const void *Grad = E.grad(I);
+    // Gathered from a host copy, over the host queue.
+    Expected<std::vector<char>> Copy = E.stateBytes(I, BufferKind::Grad);
+    if (!Copy.ok())
+      return Copy.status();
+    const void *Grad = Copy->data();
     if (!Spec.Partial.empty()) {
       // A partial grad (ZeRO-1) holds this rank's contribution: its sum
       // over the partial axes is the gradient (not in comm_bytes).
@@ -492,13 +503,13 @@ Status saveGradients(const Executor &E, const std::string &Dir) {
       if (!G.ok())
         return G.status();
       Summed.resize(Local * Elem);
-      WEFT_RETURN_IF_ERROR(
-          E.comm().allReduce(**G, Grad, Summed.data(), Local, P.Type));
+      WEFT_RETURN_IF_ERROR(E.comm().allReduce(**G, Grad, Summed.data(), Local,
+                                              P.Type, hostQueue()));
       Grad = Summed.data();
     }
     All.resize(Local * size_t(N) * Elem);
     WEFT_RETURN_IF_ERROR(
-        E.comm().allGather(**W, Grad, All.data(), Local, P.Type));
+        E.comm().allGather(**W, Grad, All.data(), Local, P.Type, hostQueue()));
     if (E.rank() != 0)
       continue;
     Globals[I].assign(size_t(numElements(Spec.Place.Global)) * Elem, 0);

@@ -11,20 +11,20 @@
 namespace weft {
 
 /// A checkpoint's contents at one step, ready to be written without the
-/// executor and without collectives (so on a background thread): the
-/// tensors, copied when Copy is set, and on rank 0 of a mesh layout.json.
+/// executor and without collectives (so on a background thread): host
+/// copies of the tensors, and on rank 0 of a mesh layout.json.
 struct CheckpointSnapshot {
   int64_t Step = 0;
   int64_t Rank = 0, WorldSize = 1;
   Mesh M; // empty for one rank
   std::string LayoutJson;
   std::vector<TensorToWrite> Model, Optimizer;
-  std::vector<std::vector<char>> Copies; // owns the tensors when copied
+  std::vector<std::vector<char>> Copies; // owns the tensors
 };
 /// Recycled: the copies of an earlier snapshot of E, reused when they fit
 /// (a fresh copy of GBs costs seconds of page faults on some machines).
-CheckpointSnapshot
-snapshotCheckpoint(const Executor &E, int64_t Step, bool Copy,
+Expected<CheckpointSnapshot>
+snapshotCheckpoint(const Executor &E, int64_t Step,
                    std::vector<std::vector<char>> Recycled = {});
 
 /// Writes S's files into Dir (created if needed), each durably (temporary

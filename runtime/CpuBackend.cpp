@@ -425,8 +425,29 @@ public:
     return Need;
   }
 
-  Status run(const BoundInstruction &I, const StepContext &Ctx) override {
+  // The CPU queue is synchronous: a kernel runs when it is enqueued.
+  std::unique_ptr<Queue> createQueue() override { return createHostQueue(); }
+  Status run(const BoundInstruction &I, const StepContext &Ctx,
+             Queue &) override {
     return Table[int(I.Op)](I, Ctx, State);
+  }
+  Status findNonFinite(const void *Data, int64_t N, DType Type, Queue &,
+                       int64_t &At, double &Value) override {
+    At = -1;
+    Value = 0;
+    if (Type == DType::F64) {
+      const double *X = static_cast<const double *>(Data);
+      At = firstNonFinite(X, N);
+      Value = At >= 0 ? X[At] : 0.0;
+    } else if (Type == DType::F32) {
+      const float *X = static_cast<const float *>(Data);
+      At = firstNonFinite(X, N);
+      Value = At >= 0 ? double(X[At]) : 0.0;
+    } else {
+      return Status::error(std::string("non-finite check of ") +
+                           dtypeName(Type) + " data");
+    }
+    return Status::success();
   }
 
 private:

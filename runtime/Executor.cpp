@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -54,6 +55,7 @@ Executor::create(Program P, std::unique_ptr<Backend> B, Communicator *Comm) {
   std::unique_ptr<Executor> E(new Executor(std::move(P), std::move(B)));
   E->OwnedComm = std::move(Owned);
   E->Comm = Comm;
+  E->Q = E->Impl->createQueue();
   WEFT_RETURN_IF_ERROR(E->bind());
   return E;
 }
@@ -146,6 +148,9 @@ Status Executor::bind() {
     }
   }
   LossData = Where[Prog.Loss];
+  LossHost.resize(size_t(Prog.Microbatches) *
+                  dtypeBytes(Prog.Buffers[size_t(Prog.Loss)].Type));
+  HostInputs.resize(size_t(2 * Prog.Microbatches * InputStride));
   auto Ref = [&](int64_t Id) {
     const BufferSpec &B = Prog.Buffers[Id];
     TensorRef R;
@@ -195,34 +200,67 @@ Status Executor::bind() {
   return Status::success();
 }
 
-void Executor::initParams(uint64_t Seed) {
-  size_t Elem = dtypeBytes(Prog.Type);
+Status Executor::initParams(uint64_t Seed) {
+  const size_t Elem = dtypeBytes(Prog.Type);
+  std::vector<char> Host;
   for (size_t P = 0; P < Prog.Params.size(); ++P) {
     const ParamSpec &Spec = Prog.Params[P];
-    uint64_t N = uint64_t(numElements(Spec.Dims));
+    const BufferSpec &Local = stateSpec(P, BufferKind::Param);
+    Host.resize(size_t(Local.numel()) * Elem);
     if (!Spec.Place.sharded()) {
-      initParam(Spec, Seed, Prog.Type, State[P].Param, 0, N);
+      initParam(Spec, Seed, Prog.Type, Host.data(), 0,
+                uint64_t(numElements(Spec.Dims)));
     } else {
       // Every element takes the value of its global index.
-      char *Out = static_cast<char *>(State[P].Param);
       forEachRun(shardMap(Spec.Place, Prog.Devices, Comm->rank()),
                  [&](int64_t L, int64_t G, int64_t Count) {
-                   initParam(Spec, Seed, Prog.Type, Out + L * Elem, uint64_t(G),
-                             uint64_t(Count));
+                   initParam(Spec, Seed, Prog.Type, Host.data() + L * Elem,
+                             uint64_t(G), uint64_t(Count));
                  });
     }
+    WEFT_RETURN_IF_ERROR(writeState(P, BufferKind::Param, Host.data()));
     for (BufferKind K :
          {BufferKind::Grad, BufferKind::AdamM, BufferKind::AdamV})
-      std::memset(state(P, K), 0, size_t(stateSpec(P, K).numel()) * Elem);
+      WEFT_RETURN_IF_ERROR(
+          Q->fillZero(state(P, K), size_t(stateSpec(P, K).numel()) * Elem));
   }
+  return Q->synchronize();
+}
+
+Status Executor::readState(size_t P, BufferKind K, void *Host) const {
+  const size_t Bytes =
+      size_t(stateSpec(P, K).numel()) * dtypeBytes(stateSpec(P, K).Type);
+  WEFT_RETURN_IF_ERROR(Q->copyToHost(Host, state(P, K), Bytes));
+  return Q->synchronize();
+}
+
+Status Executor::writeState(size_t P, BufferKind K, const void *Host) {
+  const size_t Bytes =
+      size_t(stateSpec(P, K).numel()) * dtypeBytes(stateSpec(P, K).Type);
+  WEFT_RETURN_IF_ERROR(Q->copyToDevice(state(P, K), Host, Bytes));
+  // The host buffer may change once this returns.
+  return Q->synchronize();
+}
+
+Expected<std::vector<char>> Executor::stateBytes(size_t P, BufferKind K) const {
+  std::vector<char> Host(size_t(stateSpec(P, K).numel()) *
+                         dtypeBytes(stateSpec(P, K).Type));
+  WEFT_RETURN_IF_ERROR(readState(P, K, Host.data()));
+  return Host;
+}
+
+Status Executor::findNonFinite(size_t P, BufferKind K, int64_t &At,
+                               double &Value) const {
+  const BufferSpec &S = stateSpec(P, K);
+  return Impl->findNonFinite(state(P, K), S.numel(), S.Type, *Q, At, Value);
 }
 
 Status Executor::runInstruction(size_t K, const StepContext &Ctx) {
   if (!HasMeshSteps)
-    return Impl->run(Bound[K], Ctx);
+    return Impl->run(Bound[K], Ctx, *Q);
   if (isCollective(Bound[K].Op))
     return runCollective(K);
-  return Impl->run(Bound[K], Ctx);
+  return Impl->run(Bound[K], Ctx, *Q);
 }
 
 void Executor::recordSpan(size_t K, SpanKind Kind, int64_t StartNs) {
@@ -278,11 +316,31 @@ void Executor::selectMicrobatch(int64_t K) {
   BoundMicrobatch = K;
 }
 
-void Executor::loadBatch(const TokenData &Data, int64_t Step) {
+Status Executor::loadBatch(const TokenData &Data, int64_t Step) {
   const int64_t Rows = GlobalBatch / Prog.Microbatches;
+  // Staged on the host: tokens of every micro-batch, then targets (the
+  // layout of the device inputs), one copy in.
+  int32_t *Toks = HostInputs.data();
+  int32_t *Tgts = Toks + Prog.Microbatches * InputStride;
   for (int64_t K = 0; K < Prog.Microbatches; ++K)
     Data.fillBlock(Step, GlobalBatch, GlobalSeq, K * Rows + BatchOffset,
-                   LocalBatch, SeqOffset, LocalSeq, tokens(K), targets(K));
+                   LocalBatch, SeqOffset, LocalSeq, Toks + K * InputStride,
+                   Tgts + K * InputStride);
+  WEFT_RETURN_IF_ERROR(Q->copyToDevice(Tokens, HostInputs.data(),
+                                       HostInputs.size() * sizeof(int32_t)));
+  return Q->synchronize();
+}
+
+Status Executor::setInputs(int64_t K, const int32_t *Toks,
+                           const int32_t *Tgts) {
+  if (K < 0 || K >= Prog.Microbatches)
+    return Status::error("micro-batch " + std::to_string(K) +
+                         " is not in [0, " + std::to_string(Prog.Microbatches) +
+                         ")");
+  const size_t Bytes = size_t(LocalBatch * LocalSeq) * sizeof(int32_t);
+  WEFT_RETURN_IF_ERROR(Q->copyToDevice(tokens(K), Toks, Bytes));
+  WEFT_RETURN_IF_ERROR(Q->copyToDevice(targets(K), Tgts, Bytes));
+  return Q->synchronize();
 }
 
 Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,
@@ -301,36 +359,60 @@ Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,
       return Act.Microbatch < 0 ? S
                                 : S.withContext("micro-batch " +
                                                 std::to_string(Act.Microbatch));
-    if (Act.Frag == Fwd)
-      StepLoss += lossBuffer();
+    if (Act.Frag == Fwd) {
+      // Copied now (the next micro-batch overwrites it), read after the
+      // queue has run.
+      const size_t E = dtypeBytes(Prog.Buffers[size_t(Prog.Loss)].Type);
+      WEFT_RETURN_IF_ERROR(
+          Q->copyToHost(LossHost.data() + LossCopies * E, LossData, E));
+      ++LossCopies;
+    }
   }
   return Status::success();
 }
 
-Status Executor::runGradients(const StepContext &Ctx) {
+Status Executor::sumLosses() {
+  WEFT_RETURN_IF_ERROR(Q->synchronize());
   StepLoss = 0;
-  return runActions(0, OptimizerAction, Ctx);
+  const DType T = Prog.Buffers[size_t(Prog.Loss)].Type;
+  for (size_t K = 0; K < LossCopies; ++K)
+    StepLoss +=
+        T == DType::F64
+            ? reinterpret_cast<const double *>(LossHost.data())[K]
+            : double(reinterpret_cast<const float *>(LossHost.data())[K]);
+  LossCopies = 0;
+  return Status::success();
+}
+
+Status Executor::runGradients(const StepContext &Ctx) {
+  LossCopies = 0;
+  WEFT_RETURN_IF_ERROR(runActions(0, OptimizerAction, Ctx));
+  return sumLosses();
 }
 
 Status Executor::runUpdate(const StepContext &Ctx) {
-  return runActions(OptimizerAction, OptimizerAction + 1, Ctx);
+  WEFT_RETURN_IF_ERROR(runActions(OptimizerAction, OptimizerAction + 1, Ctx));
+  return Q->synchronize();
 }
 
 Status Executor::runForward(const StepContext &Ctx) {
-  StepLoss = 0;
-  return runActions(0, OptimizerAction, Ctx,
-                    Prog.Stages.front().find(FragmentForward));
+  LossCopies = 0;
+  WEFT_RETURN_IF_ERROR(runActions(0, OptimizerAction, Ctx,
+                                  Prog.Stages.front().find(FragmentForward)));
+  return sumLosses();
 }
 
-namespace {
-double readElement(const void *Data, DType T, int64_t I) {
-  return T == DType::F64 ? static_cast<const double *>(Data)[I]
-                         : double(static_cast<const float *>(Data)[I]);
-}
-} // namespace
-
-double Executor::lossBuffer() const {
-  return readElement(LossData, Prog.Type, 0);
+double Executor::element(const void *Device, int64_t I) const {
+  const size_t E = dtypeBytes(Prog.Type);
+  double D = 0;
+  float F = 0;
+  void *Host = Prog.Type == DType::F64 ? static_cast<void *>(&D) : &F;
+  if (!Q->copyToHost(Host, static_cast<const char *>(Device) + I * int64_t(E),
+                     E)
+           .ok() ||
+      !Q->synchronize().ok())
+    return std::nan("");
+  return Prog.Type == DType::F64 ? D : double(F);
 }
 
 std::string Executor::profileReport() const {
@@ -338,18 +420,21 @@ std::string Executor::profileReport() const {
 }
 
 double Executor::paramElement(size_t P, int64_t I) const {
-  return readElement(State[P].Param, Prog.Type, I);
+  return element(State[P].Param, I);
 }
 
 double Executor::gradElement(size_t P, int64_t I) const {
-  return readElement(State[P].Grad, Prog.Type, I);
+  return element(State[P].Grad, I);
 }
 
-void Executor::setParamElement(size_t P, int64_t I, double V) {
-  if (Prog.Type == DType::F64)
-    static_cast<double *>(State[P].Param)[I] = V;
-  else
-    static_cast<float *>(State[P].Param)[I] = float(V);
+Status Executor::setParamElement(size_t P, int64_t I, double V) {
+  const size_t E = dtypeBytes(Prog.Type);
+  double D = V;
+  float F = float(V);
+  const void *Host = Prog.Type == DType::F64 ? static_cast<void *>(&D) : &F;
+  WEFT_RETURN_IF_ERROR(Q->copyToDevice(
+      static_cast<char *>(State[P].Param) + I * int64_t(E), Host, E));
+  return Q->synchronize();
 }
 
 } // namespace weft

@@ -6,6 +6,11 @@
 // token/target inputs. All of it is pre-faulted. Every instruction is bound
 // to memory at creation, so running a range is a loop over a table.
 //
+// All of that is device memory (docs/design.md, "The device boundary"): the
+// executor never reads or writes it. Kernels, collectives, fills and copies
+// are work on its queue; init, batches, the loss, checkpoints and checks
+// reach tensors only through copies to and from host memory.
+//
 //===----------------------------------------------------------------------===//
 #ifndef WEFT_RUNTIME_EXECUTOR_H
 #define WEFT_RUNTIME_EXECUTOR_H
@@ -35,8 +40,9 @@ public:
 
   const Program &program() const { return Prog; }
 
-  /// Deterministic init of every parameter; zeroes grads and Adam state.
-  void initParams(uint64_t Seed);
+  /// Deterministic init of every parameter (computed on the host, copied
+  /// in); zeroes grads and Adam state.
+  Status initParams(uint64_t Seed);
   /// Runs instructions [Begin, End) as they are bound now (the inputs of
   /// the micro-batch selected last; micro-batch 0 at first).
   Status run(int64_t Begin, int64_t End, const StepContext &Ctx);
@@ -46,8 +52,11 @@ public:
   // compute the step's gradients; the optimizer's applies them.
   /// Loads step Step's batch from Data: this rank's block of every
   /// micro-batch (micro-batch k holds the step's global rows
-  /// [k*B/M, (k+1)*B/M)).
-  void loadBatch(const TokenData &Data, int64_t Step);
+  /// [k*B/M, (k+1)*B/M)), staged on the host and copied in.
+  Status loadBatch(const TokenData &Data, int64_t Step);
+  /// Sets micro-batch K's inputs from host arrays of localBatch() x
+  /// localSeq() ids each.
+  Status setInputs(int64_t K, const int32_t *Tokens, const int32_t *Targets);
   /// Runs every action before the optimizer; loss() is then the step's
   /// loss, the sum of the micro-batches' (each divided by the whole step's
   /// rows).
@@ -67,11 +76,16 @@ public:
   const BufferSpec &stateSpec(size_t P, BufferKind K) const {
     return StateSpecs[P][stateSlot(K)];
   }
-  void *state(size_t P, BufferKind K) const {
-    const ParamState &S = State[P];
-    void *const Ptrs[4] = {S.Param, S.Grad, S.M, S.V};
-    return Ptrs[stateSlot(K)];
-  }
+  /// Copies param P's value, grad, m or v (stateSpec(P, K).numel()
+  /// elements of the program dtype) to or from host memory.
+  Status readState(size_t P, BufferKind K, void *Host) const;
+  Status writeState(size_t P, BufferKind K, const void *Host);
+  /// A host copy of param P's state K.
+  Expected<std::vector<char>> stateBytes(size_t P, BufferKind K) const;
+  /// The first non-finite element of param P's state K (At = -1: none),
+  /// found by the backend on the device.
+  Status findNonFinite(size_t P, BufferKind K, int64_t &At,
+                       double &Value) const;
   /// The rank's block of the global batch: rows [BatchOffset, +LocalBatch),
   /// positions [SeqOffset, +LocalSeq).
   int64_t globalBatch() const { return GlobalBatch; }
@@ -86,20 +100,13 @@ public:
   std::vector<std::pair<std::string, double>> commBytes() const;
   void resetCommBytes();
 
-  // Persistent state, local elements of the program dtype each.
-  void *param(size_t P) const { return State[P].Param; }
-  void *grad(size_t P) const { return State[P].Grad; }
-  void *adamM(size_t P) const { return State[P].M; }
-  void *adamV(size_t P) const { return State[P].V; }
-  /// Input buffers of micro-batch K ([local rows, local seq] i32 each);
-  /// always allocated.
-  int32_t *tokens(int64_t K = 0) const { return Tokens + K * InputStride; }
-  int32_t *targets(int64_t K = 0) const { return Targets + K * InputStride; }
   /// The step's loss after runGradients or runForward (summed over the
   /// micro-batches).
   double loss() const { return StepLoss; }
+  /// One element of param P's value or gradient, copied (for gradient
+  /// checks and tests); NaN when the copy fails.
   double paramElement(size_t P, int64_t I) const;
-  void setParamElement(size_t P, int64_t I, double V);
+  Status setParamElement(size_t P, int64_t I, double V);
   double gradElement(size_t P, int64_t I) const;
 
   size_t arenaBytes() const { return size_t(Prog.ArenaBytes); }
@@ -123,14 +130,23 @@ public:
 private:
   Executor(Program P, std::unique_ptr<Backend> B);
   Status bind();
+  void *state(size_t P, BufferKind K) const {
+    const ParamState &S = State[P];
+    void *const Ptrs[4] = {S.Param, S.Grad, S.M, S.V};
+    return Ptrs[stateSlot(K)];
+  }
+  int32_t *tokens(int64_t K) const { return Tokens + K * InputStride; }
+  int32_t *targets(int64_t K) const { return Targets + K * InputStride; }
+  double element(const void *Device, int64_t I) const;
   Status runInstruction(size_t K, const StepContext &Ctx);
   /// Rebinds the instructions that read an input to micro-batch K's.
   void selectMicrobatch(int64_t K);
   /// Runs the schedule's actions [Begin, End) (Only: those of that fragment);
-  /// sums the loss after every forward into StepLoss.
+  /// copies the loss after every forward to LossHost.
   Status runActions(size_t Begin, size_t End, const StepContext &Ctx,
                     int64_t Only = -1);
-  double lossBuffer() const;
+  /// StepLoss = the sum of the copied losses (after the queue has run).
+  Status sumLosses();
   static size_t stateSlot(BufferKind K) {
     return K == BufferKind::Grad    ? 1
            : K == BufferKind::AdamM ? 2
@@ -166,6 +182,7 @@ private:
   };
   Program Prog;
   std::unique_ptr<Backend> Impl;
+  std::unique_ptr<Queue> Q;
   std::unique_ptr<Communicator> OwnedComm;
   Communicator *Comm = nullptr;
   std::vector<std::array<BufferSpec, 4>> StateSpecs;
@@ -194,6 +211,11 @@ private:
   size_t OptimizerAction = 0; // the schedule's optimizer action
   double StepLoss = 0;
   const void *LossData = nullptr;
+  /// The loss of each forward of a step, copied from the device (one
+  /// element of the loss's dtype each) and summed once the queue has run.
+  std::vector<char> LossHost;
+  size_t LossCopies = 0;
+  std::vector<int32_t> HostInputs; // staging for loadBatch
   std::vector<BoundInstruction> Bound;
   double MatmulFlops = 0;
   bool Timing = false; // profiling or tracing: spans go to Times

@@ -1,7 +1,8 @@
 //===- MeshOps.cpp - Collectives and mesh attributes in the executor -----===//
 //
 // Under a mesh the executor runs the collective instructions itself,
-// through the communicator, and tells compute ops where their shard lies
+// through the communicator on the executor's queue (slices are copies on
+// it), and tells compute ops where their shard lies
 // (bound once, at load):
 //  - position_embedding(_grad) with `seq_axes`: the rank's first global
 //    position;
@@ -211,32 +212,33 @@ Status Executor::runCollective(size_t K) {
   switch (BI.Op) {
   case OpKind::AllReduce: {
     if (S.Request < 0)
-      return Comm->allReduce(G, X.Data, Y.Data, size_t(X.Numel), T);
+      return Comm->allReduce(G, X.Data, Y.Data, size_t(X.Numel), T, *Q);
     CommRequest &R = Requests[size_t(S.Request)];
     WEFT_RETURN_IF_ERROR(
-        Comm->iallReduce(G, X.Data, Y.Data, size_t(X.Numel), T, R));
+        Comm->iallReduce(G, X.Data, Y.Data, size_t(X.Numel), T, *Q, R));
     if (R.Active)
       startedAsync(K);
     return Status::success();
   }
   case OpKind::AllGather:
     if (X.Data == Y.Data) // in place: this rank's block of dim 0 is its own
-      return Comm->allGather(G, nullptr, Y.Data, size_t(Y.Numel / C), T);
+      return Comm->allGather(G, nullptr, Y.Data, size_t(Y.Numel / C), T, *Q);
     if (S.Request >= 0) {
       CommRequest &R = Requests[size_t(S.Request)];
       WEFT_RETURN_IF_ERROR(
-          Comm->iallGather(G, X.Data, Y.Data, size_t(X.Numel), T, R));
+          Comm->iallGather(G, X.Data, Y.Data, size_t(X.Numel), T, *Q, R));
       if (R.Active)
         startedAsync(K);
       return Status::success();
     }
-    return Comm->allGather(G, X.Data, Y.Data, size_t(X.Numel), T);
+    return Comm->allGather(G, X.Data, Y.Data, size_t(X.Numel), T, *Q);
   case OpKind::ReduceScatter:
-    return Comm->reduceScatter(G, X.Data, Y.Data, size_t(Y.Numel), T);
+    return Comm->reduceScatter(G, X.Data, Y.Data, size_t(Y.Numel), T, *Q);
   case OpKind::Slice:
     for (int64_t O = 0; O < Outer; ++O)
-      std::memcpy(at(Y.Data, O * Chunk, E),
-                  at(X.Data, (O * C + G.Rank) * Chunk, E), size_t(Chunk) * E);
+      WEFT_RETURN_IF_ERROR(Q->copyOnDevice(
+          at(Y.Data, O * Chunk, E), at(X.Data, (O * C + G.Rank) * Chunk, E),
+          size_t(Chunk) * E));
     return Status::success();
   default:
     return Status::error(std::string("not a collective: ") + opName(BI.Op));
@@ -259,7 +261,7 @@ void Executor::startedAsync(size_t K) {
 
 Status Executor::waitFor(size_t A, bool RecordWait) {
   int64_t T0 = Timing ? Timeline::nowNs() : 0;
-  Status S = Comm->wait(Requests[size_t(Steps[A].Request)])
+  Status S = Comm->wait(Requests[size_t(Steps[A].Request)], *Q)
                  .withContext("waiting for " + asyncName(A));
   if (Timing) {
     if (RecordWait)

@@ -145,8 +145,11 @@ Status PeriodicCheckpoints::save(const Executor &E, int64_t Step) {
   std::vector<std::vector<char>> Recycled;
   if (Last)
     Recycled = std::move(Last->Copies);
-  auto Snap = std::make_shared<CheckpointSnapshot>(
-      snapshotCheckpoint(E, Step, /*Copy=*/true, std::move(Recycled)));
+  Expected<CheckpointSnapshot> Made =
+      snapshotCheckpoint(E, Step, std::move(Recycled));
+  if (!Made.ok())
+    return Made.status();
+  auto Snap = std::make_shared<CheckpointSnapshot>(Made.take());
   Last = Snap;
   LastStep = Step;
   const bool Root0 = E.rank() == 0;

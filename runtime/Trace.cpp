@@ -25,14 +25,14 @@ Status gatherTexts(const Executor &E, const std::string &Text,
   double Len = double(Text.size());
   std::vector<double> Lens(static_cast<size_t>(N));
   WEFT_RETURN_IF_ERROR(
-      E.comm().allGather(**W, &Len, Lens.data(), 1, DType::F64));
+      E.comm().allGather(**W, &Len, Lens.data(), 1, DType::F64, hostQueue()));
   size_t Words = 0;
   for (double L : Lens)
     Words = std::max(Words, (size_t(L) + 7) / 8);
   std::vector<double> Mine(Words, 0.0), Each(Words * size_t(N));
   std::memcpy(Mine.data(), Text.data(), Text.size());
-  WEFT_RETURN_IF_ERROR(
-      E.comm().allGather(**W, Mine.data(), Each.data(), Words, DType::F64));
+  WEFT_RETURN_IF_ERROR(E.comm().allGather(**W, Mine.data(), Each.data(), Words,
+                                          DType::F64, hostQueue()));
   All.resize(size_t(N));
   for (size_t R = 0; R < size_t(N); ++R)
     All[R].assign(reinterpret_cast<const char *>(Each.data() + R * Words),

@@ -22,7 +22,10 @@ Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
   for (int64_t K = 0; K < O.Steps; ++K) {
     int64_t Global = O.StartStep + K;
     auto T0 = std::chrono::steady_clock::now();
-    E.loadBatch(Data, Global);
+    const std::string At = "step " + std::to_string(Global + 1);
+    Status Loaded = E.loadBatch(Data, Global);
+    if (!Loaded.ok())
+      return Loaded.withContext(At);
     E.resetCommBytes();
     StepContext Ctx;
     Ctx.Step = Global + 1;
@@ -30,7 +33,6 @@ Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
       O.BeforeStep(Ctx.Step);
     Ctx.Lr = learningRate(P.Optimizer, Ctx.Step);
     Ctx.Optimizer = &P.Optimizer;
-    const std::string At = "step " + std::to_string(Ctx.Step);
     // Forward and backward of every micro-batch; the gradients are checked
     // before any update.
     Status S = E.runGradients(Ctx);
@@ -193,7 +195,7 @@ Expected<GradCheckReport> gradCheck(Executor &E, const TokenData &Data,
   // so a difference carries ~1e-4 of absolute noise: Floor = 1e-2 (Tol*Floor
   // = 5e-4).
   Rep.Floor = F64 ? 1e-3 : 1e-2;
-  E.loadBatch(Data, O.Step);
+  WEFT_RETURN_IF_ERROR(E.loadBatch(Data, O.Step));
   StepContext Ctx;
   Ctx.Step = O.Step + 1;
   Ctx.Lr = learningRate(P.Optimizer, Ctx.Step);
@@ -208,7 +210,7 @@ Expected<GradCheckReport> gradCheck(Executor &E, const TokenData &Data,
       Analytic[Pi].push_back(E.gradElement(Pi, I));
   }
   auto LossAt = [&](size_t Pi, int64_t I, double V) -> Expected<double> {
-    E.setParamElement(Pi, I, V);
+    WEFT_RETURN_IF_ERROR(E.setParamElement(Pi, I, V));
     Status S = E.runForward(Ctx);
     if (!S.ok())
       return S;
@@ -222,7 +224,7 @@ Expected<GradCheckReport> gradCheck(Executor &E, const TokenData &Data,
       double Orig = E.paramElement(Pi, I);
       Expected<double> Plus = LossAt(Pi, I, Orig + Rep.H);
       Expected<double> Minus = LossAt(Pi, I, Orig - Rep.H);
-      E.setParamElement(Pi, I, Orig);
+      WEFT_RETURN_IF_ERROR(E.setParamElement(Pi, I, Orig));
       if (!Plus.ok())
         return Plus.status();
       if (!Minus.ok())

@@ -13,9 +13,11 @@
 
 #include "program/Program.h"
 #include "program/Status.h"
+#include "runtime/Queue.h"
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 namespace weft {
 
@@ -48,6 +50,31 @@ struct CommRequest {
   bool Active = false; // started, not yet complete
 };
 
+/// One point-to-point transfer of a grouped start (Communicator::
+/// startTransfers): Count elements of T from or to device memory Buf, with
+/// the rank of shard index Peer in the group.
+struct Transfer {
+  enum Direction { Send, Recv } Dir = Send;
+  int Peer = 0;
+  void *Buf = nullptr;
+  size_t Count = 0;
+  DType T = DType::F32;
+};
+
+/// Success, or an error naming transfer I of Ops whose peer is not a shard
+/// index of G or whose buffer is missing (every communicator checks first).
+Status checkTransfer(const CommGroup &G, const std::vector<Transfer> &Ops,
+                     size_t I);
+
+/// Every call that moves tensor data takes the Queue whose device memory
+/// its buffers are (runtime/Queue.h) and is ordered on it: it runs after
+/// the work enqueued on Q before it, and work enqueued after it sees its
+/// result. A blocking call's result is ready for Q when it returns; a
+/// started one's after wait(R, Q). Buffers in host memory take hostQueue()
+/// (control messages: traces, checks). An NCCL communicator enqueues on
+/// the queue's stream (and serves hostQueue() calls through its bootstrap
+/// communicator); the MPI one needs a queue whose memory is host memory,
+/// synchronizes it and calls MPI (docs/design.md, "The device boundary").
 class Communicator {
 public:
   virtual ~Communicator() = default;
@@ -66,17 +93,20 @@ public:
   /// Recv = Σ over the group of Send (Count elements). Send == Recv is in
   /// place.
   virtual Status allReduce(const CommGroup &G, const void *Send, void *Recv,
-                           size_t Count, DType T) = 0;
+                           size_t Count, DType T, Queue &Q) = 0;
   /// Starts Recv = Σ over the group of Send (Send == Recv is in place).
   /// Send and Recv must stay untouched until R completes; R must not be
   /// active. A communicator without peers completes it at once. After an
   /// error from any of these calls R is inactive.
   virtual Status iallReduce(const CommGroup &G, const void *Send, void *Recv,
-                            size_t Count, DType T, CommRequest &R) = 0;
+                            size_t Count, DType T, Queue &Q,
+                            CommRequest &R) = 0;
   /// Done = whether R has completed (progressing it); an inactive R is done.
   virtual Status test(CommRequest &R, bool &Done) = 0;
-  /// Blocks until R completes; an inactive R returns at once.
-  virtual Status wait(CommRequest &R) = 0;
+  /// Orders R's completion on Q: work enqueued on Q from now on sees R's
+  /// result (a synchronous queue: blocks until R completes). An inactive R
+  /// returns at once.
+  virtual Status wait(CommRequest &R, Queue &Q) = 0;
   /// Makes R's handles for an iallReduce of up to Count elements of T (or
   /// for an iallGather, of any count), so that starting it allocates
   /// nothing.
@@ -86,24 +116,32 @@ public:
   /// order. Send == nullptr: in place, this rank's chunk is already at
   /// its position in Recv.
   virtual Status allGather(const CommGroup &G, const void *Send, void *Recv,
-                           size_t Count, DType T) = 0;
+                           size_t Count, DType T, Queue &Q) = 0;
   /// Starts allGather (Send == nullptr is in place); the rules of
   /// iallReduce apply.
   virtual Status iallGather(const CommGroup &G, const void *Send, void *Recv,
-                            size_t Count, DType T, CommRequest &R) = 0;
+                            size_t Count, DType T, Queue &Q,
+                            CommRequest &R) = 0;
   /// Recv (Count elements) = chunk G.Rank of Σ over the group of Send
   /// (G.Size * Count elements).
   virtual Status reduceScatter(const CommGroup &G, const void *Send, void *Recv,
-                               size_t Count, DType T) = 0;
+                               size_t Count, DType T, Queue &Q) = 0;
   virtual Status broadcast(const CommGroup &G, void *Buf, size_t Count, DType T,
-                           int Root) = 0;
+                           int Root, Queue &Q) = 0;
   /// Recv (on Root only) = Σ over the group of Send.
   virtual Status reduce(const CommGroup &G, const void *Send, void *Recv,
-                        size_t Count, DType T, int Root) = 0;
-  virtual Status send(const CommGroup &G, const void *Buf, size_t Count,
-                      DType T, int Peer, int Tag) = 0;
-  virtual Status recv(const CommGroup &G, void *Buf, size_t Count, DType T,
-                      int Peer, int Tag) = 0;
+                        size_t Count, DType T, int Root, Queue &Q) = 0;
+  /// Starts every transfer of Ops at once (NCCL: one ncclGroupStart/End;
+  /// MPI: an MPI_Isend or MPI_Irecv each); R completes when all have. The
+  /// transfers between two ranks of G match in the order they are started,
+  /// sends with receives, with no tags (NCCL has none). Because a call's
+  /// transfers are posted together, a pipeline stage that sends to a
+  /// neighbour and receives from it in one call cannot deadlock, whatever
+  /// order either side lists them in. The buffers stay untouched until R
+  /// completes; R must not be active.
+  virtual Status startTransfers(const CommGroup &G,
+                                const std::vector<Transfer> &Ops, Queue &Q,
+                                CommRequest &R) = 0;
   virtual Status barrier(const CommGroup &G) = 0;
 
   /// Ends every rank of the job with exit code Code (MPI_Abort), so that an

@@ -22,6 +22,22 @@ Expected<CommGroup> describeGroup(const Mesh &M, const AxesList &Axes,
   return G;
 }
 
+Status checkTransfer(const CommGroup &G, const std::vector<Transfer> &Ops,
+                     size_t I) {
+  const Transfer &X = Ops[I];
+  const char *Dir = X.Dir == Transfer::Send ? "send to" : "receive from";
+  if (X.Peer < 0 || X.Peer >= G.Size)
+    return Status::error("transfers[" + std::to_string(I) + "]: " + Dir +
+                         " peer " + std::to_string(X.Peer) +
+                         ", but the group has shard indices 0.." +
+                         std::to_string(G.Size - 1));
+  if (!X.Buf && X.Count)
+    return Status::error("transfers[" + std::to_string(I) + "]: " + Dir +
+                         " peer " + std::to_string(X.Peer) + " of " +
+                         std::to_string(X.Count) + " elements has no buffer");
+  return Status::success();
+}
+
 namespace {
 
 class LocalCommunicator final : public Communicator {
@@ -43,68 +59,80 @@ public:
     return &Groups.emplace(Key, *G).first->second;
   }
 
+  // A group of one: every collective is a copy on the queue.
   Status allReduce(const CommGroup &G, const void *Send, void *Recv,
-                   size_t Count, DType T) override {
+                   size_t Count, DType T, Queue &Q) override {
     WEFT_RETURN_IF_ERROR(alone(G, "all_reduce"));
-    copy(Send, Recv, Count, T);
-    return Status::success();
+    return copy(Send, Recv, Count, T, Q);
   }
   Status iallReduce(const CommGroup &G, const void *Send, void *Recv,
-                    size_t Count, DType T, CommRequest &R) override {
+                    size_t Count, DType T, Queue &Q, CommRequest &R) override {
     if (R.Active)
       return Status::error("iall_reduce: the request is still in flight");
     WEFT_RETURN_IF_ERROR(alone(G, "iall_reduce"));
-    copy(Send, Recv, Count, T);
-    return Status::success();
+    return copy(Send, Recv, Count, T, Q);
   }
   Status test(CommRequest &R, bool &Done) override {
     Done = !R.Active;
     return Status::success();
   }
-  Status wait(CommRequest &) override { return Status::success(); }
+  Status wait(CommRequest &, Queue &) override { return Status::success(); }
   Status reserveRequest(CommRequest &, size_t, DType) override {
     return Status::success();
   }
   Status allGather(const CommGroup &G, const void *Send, void *Recv,
-                   size_t Count, DType T) override {
+                   size_t Count, DType T, Queue &Q) override {
     WEFT_RETURN_IF_ERROR(alone(G, "all_gather"));
-    if (Send)
-      copy(Send, Recv, Count, T);
-    return Status::success();
+    return Send ? copy(Send, Recv, Count, T, Q) : Status::success();
   }
   Status iallGather(const CommGroup &G, const void *Send, void *Recv,
-                    size_t Count, DType T, CommRequest &R) override {
+                    size_t Count, DType T, Queue &Q, CommRequest &R) override {
     if (R.Active)
       return Status::error("iall_gather: the request is still in flight");
     WEFT_RETURN_IF_ERROR(alone(G, "iall_gather"));
-    if (Send)
-      copy(Send, Recv, Count, T);
-    return Status::success();
+    return Send ? copy(Send, Recv, Count, T, Q) : Status::success();
   }
   Status reduceScatter(const CommGroup &G, const void *Send, void *Recv,
-                       size_t Count, DType T) override {
+                       size_t Count, DType T, Queue &Q) override {
     WEFT_RETURN_IF_ERROR(alone(G, "reduce_scatter"));
-    copy(Send, Recv, Count, T);
-    return Status::success();
+    return copy(Send, Recv, Count, T, Q);
   }
-  Status broadcast(const CommGroup &G, void *, size_t, DType, int) override {
+  Status broadcast(const CommGroup &G, void *, size_t, DType, int,
+                   Queue &) override {
     return alone(G, "broadcast");
   }
   Status reduce(const CommGroup &G, const void *Send, void *Recv, size_t Count,
-                DType T, int) override {
+                DType T, int, Queue &Q) override {
     WEFT_RETURN_IF_ERROR(alone(G, "reduce"));
-    copy(Send, Recv, Count, T);
+    return copy(Send, Recv, Count, T, Q);
+  }
+  /// Transfers to and from this rank itself (peer 0 of a group of one):
+  /// the k-th send pairs with the k-th receive.
+  Status startTransfers(const CommGroup &G, const std::vector<Transfer> &Ops,
+                        Queue &Q, CommRequest &R) override {
+    if (R.Active)
+      return Status::error("transfers: the request is still in flight");
+    std::vector<const Transfer *> Sends, Recvs;
+    for (size_t I = 0; I < Ops.size(); ++I) {
+      WEFT_RETURN_IF_ERROR(checkTransfer(G, Ops, I));
+      (Ops[I].Dir == Transfer::Send ? Sends : Recvs).push_back(&Ops[I]);
+    }
+    if (Sends.size() != Recvs.size())
+      return Status::error(
+          "transfers: " + std::to_string(Sends.size()) + " send(s) to and " +
+          std::to_string(Recvs.size()) +
+          " receive(s) from this rank itself: they would never complete");
+    for (size_t I = 0; I < Sends.size(); ++I) {
+      if (Sends[I]->Count != Recvs[I]->Count || Sends[I]->T != Recvs[I]->T)
+        return Status::error(
+            "transfers: send " + std::to_string(I) + " moves " +
+            std::to_string(Sends[I]->Count) + " " + dtypeName(Sends[I]->T) +
+            " but its receive expects " + std::to_string(Recvs[I]->Count) +
+            " " + dtypeName(Recvs[I]->T));
+      WEFT_RETURN_IF_ERROR(
+          copy(Sends[I]->Buf, Recvs[I]->Buf, Sends[I]->Count, Sends[I]->T, Q));
+    }
     return Status::success();
-  }
-  Status send(const CommGroup &, const void *, size_t, DType, int Peer,
-              int) override {
-    return Status::error("send to rank " + std::to_string(Peer) +
-                         ": the local communicator has no peers");
-  }
-  Status recv(const CommGroup &, void *, size_t, DType, int Peer,
-              int) override {
-    return Status::error("recv from rank " + std::to_string(Peer) +
-                         ": the local communicator has no peers");
   }
   Status barrier(const CommGroup &G) override { return alone(G, "barrier"); }
 
@@ -117,9 +145,10 @@ private:
                          " ranks: this process has no MPI peers (start it "
                          "with mpirun)");
   }
-  static void copy(const void *Send, void *Recv, size_t Count, DType T) {
-    if (Send != Recv)
-      std::memmove(Recv, Send, Count * dtypeBytes(T));
+  static Status copy(const void *Send, void *Recv, size_t Count, DType T,
+                     Queue &Q) {
+    return Send == Recv ? Status::success()
+                        : Q.copyOnDevice(Recv, Send, Count * dtypeBytes(T));
   }
   int WorldRank, WorldSize;
   std::map<std::pair<std::string, AxesList>, CommGroup> Groups;

@@ -133,7 +133,8 @@ public:
   }
 
   Status allReduce(const CommGroup &G, const void *Send, void *Recv,
-                   size_t Count, DType T) override {
+                   size_t Count, DType T, Queue &Q) override {
+    WEFT_RETURN_IF_ERROR(hostReady(Q, "MPI_Allreduce"));
     ShmCollectives *Shm = nullptr;
     WEFT_RETURN_IF_ERROR(shmFor(G, Count * dtypeBytes(T), T, true, Shm));
     if (Shm)
@@ -153,7 +154,8 @@ public:
     return Status::success();
   }
   Status iallReduce(const CommGroup &G, const void *Send, void *Recv,
-                    size_t Count, DType T, CommRequest &R) override {
+                    size_t Count, DType T, Queue &Q, CommRequest &R) override {
+    WEFT_RETURN_IF_ERROR(hostReady(Q, "MPI_Iallreduce"));
     if (R.Active)
       return Status::error("MPI_Iallreduce: the request is still in flight "
                            "(wait for it before starting it again)");
@@ -205,7 +207,9 @@ public:
     }
     return S;
   }
-  Status wait(CommRequest &R) override {
+  // The host queue is synchronous: R's result is ready for it once MPI has
+  // completed R.
+  Status wait(CommRequest &R, Queue &) override {
     if (!R.Active)
       return Status::success();
     MpiRequestState &St = requestState(R);
@@ -225,7 +229,8 @@ public:
     return Status::success();
   }
   Status allGather(const CommGroup &G, const void *Send, void *Recv,
-                   size_t Count, DType T) override {
+                   size_t Count, DType T, Queue &Q) override {
+    WEFT_RETURN_IF_ERROR(hostReady(Q, "MPI_Allgather"));
     ShmCollectives *Shm = nullptr;
     WEFT_RETURN_IF_ERROR(
         shmFor(G, size_t(G.Size) * Count * dtypeBytes(T), T, false, Shm));
@@ -239,7 +244,8 @@ public:
                  "MPI_Allgather");
   }
   Status iallGather(const CommGroup &G, const void *Send, void *Recv,
-                    size_t Count, DType T, CommRequest &R) override {
+                    size_t Count, DType T, Queue &Q, CommRequest &R) override {
+    WEFT_RETURN_IF_ERROR(hostReady(Q, "MPI_Iallgather"));
     if (R.Active)
       return Status::error("MPI_Iallgather: the request is still in flight "
                            "(wait for it before starting it again)");
@@ -258,7 +264,8 @@ public:
     return Status::success();
   }
   Status reduceScatter(const CommGroup &G, const void *Send, void *Recv,
-                       size_t Count, DType T) override {
+                       size_t Count, DType T, Queue &Q) override {
+    WEFT_RETURN_IF_ERROR(hostReady(Q, "MPI_Reduce_scatter_block"));
     ShmCollectives *Shm = nullptr;
     WEFT_RETURN_IF_ERROR(
         shmFor(G, size_t(G.Size) * Count * dtypeBytes(T), T, true, Shm));
@@ -271,38 +278,77 @@ public:
         "MPI_Reduce_scatter_block");
   }
   Status broadcast(const CommGroup &G, void *Buf, size_t Count, DType T,
-                   int Root) override {
+                   int Root, Queue &Q) override {
+    WEFT_RETURN_IF_ERROR(hostReady(Q, "MPI_Bcast"));
     WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Bcast"));
     return check(MPI_Bcast(Buf, int(Count), mpi::datatype(T), Root, comm(G)),
                  "MPI_Bcast");
   }
   Status reduce(const CommGroup &G, const void *Send, void *Recv, size_t Count,
-                DType T, int Root) override {
+                DType T, int Root, Queue &Q) override {
+    WEFT_RETURN_IF_ERROR(hostReady(Q, "MPI_Reduce"));
     WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Reduce"));
     const void *S = (Send == Recv && G.Rank == Root) ? MPI_IN_PLACE : Send;
     return check(MPI_Reduce(S, Recv, int(Count), mpi::datatype(T),
                             mpi::reduceOp(ReduceOp::Sum), Root, comm(G)),
                  "MPI_Reduce");
   }
-  Status send(const CommGroup &G, const void *Buf, size_t Count, DType T,
-              int Peer, int Tag) override {
-    WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Send"));
-    return check(
-        MPI_Send(Buf, int(Count), mpi::datatype(T), Peer, Tag, comm(G)),
-        "MPI_Send");
-  }
-  Status recv(const CommGroup &G, void *Buf, size_t Count, DType T, int Peer,
-              int Tag) override {
-    WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Recv"));
-    return check(MPI_Recv(Buf, int(Count), mpi::datatype(T), Peer, Tag, comm(G),
-                          MPI_STATUS_IGNORE),
-                 "MPI_Recv");
+  Status startTransfers(const CommGroup &G, const std::vector<Transfer> &Ops,
+                        Queue &Q, CommRequest &R) override {
+    WEFT_RETURN_IF_ERROR(hostReady(Q, "transfers"));
+    if (R.Active)
+      return Status::error("transfers: the request is still in flight (wait "
+                           "for it before starting it again)");
+    for (size_t I = 0; I < Ops.size(); ++I) {
+      WEFT_RETURN_IF_ERROR(checkTransfer(G, Ops, I));
+      WEFT_RETURN_IF_ERROR(countFits(Ops[I].Count, "MPI_Isend/MPI_Irecv"));
+    }
+    MpiRequestState &St = requestState(R);
+    if (St.Handles.size() < Ops.size())
+      St.Handles.resize(Ops.size(), MPI_REQUEST_NULL);
+    St.Started = 0;
+    // One tag for every transfer: MPI matches messages between a pair in
+    // the order they were posted (non-overtaking), as NCCL does.
+    for (const Transfer &X : Ops) {
+      int Rc = X.Dir == Transfer::Send
+                   ? MPI_Isend(X.Buf, int(X.Count), mpi::datatype(X.T), X.Peer,
+                               kTransferTag, comm(G), &St.Handles[St.Started])
+                   : MPI_Irecv(X.Buf, int(X.Count), mpi::datatype(X.T), X.Peer,
+                               kTransferTag, comm(G), &St.Handles[St.Started]);
+      if (Rc != MPI_SUCCESS) {
+        Status S =
+            check(Rc, X.Dir == Transfer::Send ? "MPI_Isend" : "MPI_Irecv")
+                .withContext("transfers[" + std::to_string(St.Started) +
+                             "] with peer " + std::to_string(X.Peer));
+        // The ones posted already cannot be taken back: cancel and complete
+        // them, so that R is inactive again.
+        for (int K = 0; K < St.Started; ++K)
+          MPI_Cancel(&St.Handles[size_t(K)]);
+        MPI_Waitall(St.Started, St.Handles.data(), MPI_STATUSES_IGNORE);
+        St.Started = 0;
+        return S;
+      }
+      ++St.Started;
+    }
+    R.Active = St.Started > 0;
+    return Status::success();
   }
   Status barrier(const CommGroup &G) override {
     return check(MPI_Barrier(comm(G)), "MPI_Barrier");
   }
 
 private:
+  static constexpr int kTransferTag = 7;
+  /// Collectives on Q's memory: MPI reads host memory, after the work
+  /// enqueued before (a no-op on the synchronous CPU queue).
+  static Status hostReady(Queue &Q, const char *Call) {
+    if (!Q.hostMemory())
+      return Status::error(std::string(Call) +
+                           ": the MPI communicator moves host memory only; a "
+                           "device backend needs its device communicator");
+    return Q.synchronize();
+  }
+
   /// The shared-memory path for a blocking collective over G whose larger
   /// buffer has Bytes bytes (ShmCollectives.h), or null for plain MPI: from
   /// ShmMinBytes on, for f32/f64 when it reduces, when the group shares one

@@ -35,10 +35,9 @@ struct Slot {
 };
 static_assert(sizeof(Slot) == 64, "one cache line per rank");
 
-const char *const kOps[] = {"none",           "all-reduce",    "all-gather",
-                            "reduce-scatter", "broadcast",     "reduce",
-                            "send",           "recv",          "barrier",
-                            "wait",           "group creation"};
+const char *const kOps[] = {"none",           "all-reduce", "all-gather",
+                            "reduce-scatter", "broadcast",  "reduce",
+                            "barrier",        "wait",       "group creation"};
 enum Op : int64_t {
   None,
   AllReduce,
@@ -46,12 +45,12 @@ enum Op : int64_t {
   ReduceScatter,
   Broadcast,
   Reduce,
-  Send,
-  Recv,
   Barrier,
   Wait,
   GroupCreate
 };
+constexpr uint64_t kNumOps = sizeof(kOps) / sizeof(kOps[0]);
+static_assert(kNumOps == uint64_t(GroupCreate) + 1, "a name per op");
 
 std::string axesText(const AxesList &A) {
   std::string S = "(";
@@ -102,59 +101,54 @@ public:
     return G;
   }
   Status allReduce(const CommGroup &G, const void *Send, void *Recv,
-                   size_t Count, DType T) override {
+                   size_t Count, DType T, Queue &Q) override {
     Scope S(*this, AllReduce, G);
-    return Inner->allReduce(G, Send, Recv, Count, T);
+    return Inner->allReduce(G, Send, Recv, Count, T, Q);
   }
   Status iallReduce(const CommGroup &G, const void *Send, void *Recv,
-                    size_t Count, DType T, CommRequest &R) override {
+                    size_t Count, DType T, Queue &Q, CommRequest &R) override {
     noteRequest(R, "all-reduce", G);
-    return Inner->iallReduce(G, Send, Recv, Count, T, R);
+    return Inner->iallReduce(G, Send, Recv, Count, T, Q, R);
   }
   Status test(CommRequest &R, bool &Done) override {
     return Inner->test(R, Done);
   }
-  Status wait(CommRequest &R) override {
+  Status wait(CommRequest &R, Queue &Q) override {
     Scope S(*this, Wait, "for " + requestText(R));
-    return Inner->wait(R);
+    return Inner->wait(R, Q);
   }
   Status reserveRequest(CommRequest &R, size_t Count, DType T) override {
     return Inner->reserveRequest(R, Count, T);
   }
   Status allGather(const CommGroup &G, const void *Send, void *Recv,
-                   size_t Count, DType T) override {
+                   size_t Count, DType T, Queue &Q) override {
     Scope S(*this, AllGather, G);
-    return Inner->allGather(G, Send, Recv, Count, T);
+    return Inner->allGather(G, Send, Recv, Count, T, Q);
   }
   Status iallGather(const CommGroup &G, const void *Send, void *Recv,
-                    size_t Count, DType T, CommRequest &R) override {
+                    size_t Count, DType T, Queue &Q, CommRequest &R) override {
     noteRequest(R, "all-gather", G);
-    return Inner->iallGather(G, Send, Recv, Count, T, R);
+    return Inner->iallGather(G, Send, Recv, Count, T, Q, R);
   }
   Status reduceScatter(const CommGroup &G, const void *Send, void *Recv,
-                       size_t Count, DType T) override {
+                       size_t Count, DType T, Queue &Q) override {
     Scope S(*this, ReduceScatter, G);
-    return Inner->reduceScatter(G, Send, Recv, Count, T);
+    return Inner->reduceScatter(G, Send, Recv, Count, T, Q);
   }
   Status broadcast(const CommGroup &G, void *Buf, size_t Count, DType T,
-                   int Root) override {
+                   int Root, Queue &Q) override {
     Scope S(*this, Broadcast, G);
-    return Inner->broadcast(G, Buf, Count, T, Root);
+    return Inner->broadcast(G, Buf, Count, T, Root, Q);
   }
   Status reduce(const CommGroup &G, const void *Send, void *Recv, size_t Count,
-                DType T, int Root) override {
+                DType T, int Root, Queue &Q) override {
     Scope S(*this, Reduce, G);
-    return Inner->reduce(G, Send, Recv, Count, T, Root);
+    return Inner->reduce(G, Send, Recv, Count, T, Root, Q);
   }
-  Status send(const CommGroup &G, const void *Buf, size_t Count, DType T,
-              int Peer, int Tag) override {
-    Scope S(*this, Send, G);
-    return Inner->send(G, Buf, Count, T, Peer, Tag);
-  }
-  Status recv(const CommGroup &G, void *Buf, size_t Count, DType T, int Peer,
-              int Tag) override {
-    Scope S(*this, Recv, G);
-    return Inner->recv(G, Buf, Count, T, Peer, Tag);
+  Status startTransfers(const CommGroup &G, const std::vector<Transfer> &Ops,
+                        Queue &Q, CommRequest &R) override {
+    noteRequest(R, "transfers", G);
+    return Inner->startTransfers(G, Ops, Q, R);
   }
   Status barrier(const CommGroup &G) override {
     Scope S(*this, Barrier, G);
@@ -242,7 +236,7 @@ private:
                       "; rank %d is alive at step %lld but not in this "
                       "collective%s%s",
                       Q, (long long)Step, Start ? ": in " : "",
-                      Start ? kOps[uint64_t(S.OpCode.load()) % 11] : "");
+                      Start ? kOps[uint64_t(S.OpCode.load()) % kNumOps] : "");
       else
         continue;
       R += Line;
@@ -262,8 +256,9 @@ private:
         continue;
       std::string Msg =
           "weft-run: error: rank " + std::to_string(rank()) + ": " +
-          kOps[uint64_t(Mine.OpCode.load()) % 11] + " " + What + " at step " +
-          std::to_string(Mine.Step.load()) + " did not complete within " +
+          kOps[uint64_t(Mine.OpCode.load()) % kNumOps] + " " + What +
+          " at step " + std::to_string(Mine.Step.load()) +
+          " did not complete within " +
           std::to_string(int64_t(TimeoutNs / 1'000'000'000)) +
           " s (--collective-timeout)" + others(Now) + "; ending the job\n";
       std::fputs(Msg.c_str(), stderr);

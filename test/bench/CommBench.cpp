@@ -103,7 +103,8 @@ int main() {
                  {"all_gather", double(n - 1) / n, 0, 0}};
     rows[0].weft = timeIt(
         [&] {
-          (void)comm->allReduce(g, a.data(), b.data(), count, DType::F32);
+          (void)comm->allReduce(g, a.data(), b.data(), count, DType::F32,
+                                hostQueue());
         },
         iters);
     rows[0].mpi = timeIt(
@@ -115,7 +116,7 @@ int main() {
     rows[1].weft = timeIt(
         [&] {
           (void)comm->reduceScatter(g, a.data(), b.data(), count / n,
-                                    DType::F32);
+                                    DType::F32, hostQueue());
         },
         iters);
     rows[1].mpi = timeIt(
@@ -126,7 +127,8 @@ int main() {
         iters);
     rows[2].weft = timeIt(
         [&] {
-          (void)comm->allGather(g, a.data(), b.data(), count / n, DType::F32);
+          (void)comm->allGather(g, a.data(), b.data(), count / n, DType::F32,
+                                hostQueue());
         },
         iters);
     rows[2].mpi = timeIt(

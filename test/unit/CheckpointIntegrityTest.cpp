@@ -31,7 +31,7 @@ std::unique_ptr<Executor> tinyExecutor(uint64_t Seed = 1234) {
   EXPECT_TRUE(P.ok()) << P.message();
   Expected<std::unique_ptr<Executor>> E = Executor::create(P.take());
   EXPECT_TRUE(E.ok()) << E.message();
-  (*E)->initParams(Seed);
+  EXPECT_TRUE((*E)->initParams(Seed).ok());
   return E.take();
 }
 
@@ -294,7 +294,7 @@ std::unique_ptr<Executor> overflowingExecutor() {
   EXPECT_TRUE(P.ok()) << P.message();
   Expected<std::unique_ptr<Executor>> E = Executor::create(P.take());
   EXPECT_TRUE(E.ok()) << E.message();
-  (*E)->initParams(3);
+  EXPECT_TRUE((*E)->initParams(3).ok());
   return E.take();
 }
 
@@ -338,7 +338,7 @@ TEST(TrainingChecks, SkipLeavesTheParametersAndGoesOn) {
 
 TEST(TrainingChecks, ANonFiniteLossIsNamed) {
   auto E = tinyExecutor();
-  static_cast<float *>(E->param(0))[0] = NAN;
+  ASSERT_TRUE(E->setParamElement(0, 0, NAN).ok());
   TrainOptions O;
   O.Steps = 1;
   auto R = train(*E, someTokens(), O);

@@ -24,7 +24,7 @@ std::unique_ptr<Executor> makeExecutor(const ProgramBuilder &PB,
   EXPECT_TRUE(E.ok()) << E.message();
   if (!E.ok())
     return nullptr;
-  (*E)->initParams(Seed);
+  EXPECT_TRUE((*E)->initParams(Seed).ok());
   return E.take();
 }
 

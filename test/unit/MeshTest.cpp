@@ -5,6 +5,7 @@
 // Collectives across ranks are tested under mpirun (CommTest.cpp).
 //
 //===----------------------------------------------------------------------===//
+#include "HostState.h"
 #include "program/Shard.h"
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
@@ -124,18 +125,18 @@ TEST(ShardedInit, EveryRankHoldsItsSliceOfTheOneRankWeights) {
   auto One = Executor::create(
       parseProgramJson(tinyProgram("f32", 4, 4, 16, 8).payload()).take());
   ASSERT_TRUE(One.ok()) << One.message();
-  (*One)->initParams(99);
+  EXPECT_TRUE((*One)->initParams(99).ok());
   for (int R = 0; R < 4; ++R) {
     auto C = createLocalCommunicator(R, 4);
     auto E = makeExec(meshTinyProgram(Cfg), C.get());
     ASSERT_TRUE(E);
-    E->initParams(99);
+    EXPECT_TRUE(E->initParams(99).ok());
     for (size_t P = 0; P < 2; ++P) {
       const BufferSpec &S = E->stateSpec(P, BufferKind::Param);
       ShardMap M = shardMap(S.Place, E->mesh(), R);
       std::vector<float> Want(size_t(M.localNumel()));
-      extractShard(M, (*One)->param(P), Want.data(), 4);
-      const float *Got = static_cast<const float *>(E->param(P));
+      extractShard(M, hostState(**One, P).data(), Want.data(), 4);
+      std::vector<float> Got = hostState(*E, P);
       for (size_t I = 0; I < Want.size(); ++I)
         ASSERT_EQ(Got[I], Want[I])
             << "param " << P << " rank " << R << " " << I;
@@ -319,8 +320,8 @@ TEST(MeshLoader, PartialGradientsOnOneRankTrainLikeTheV1Program) {
   TokenData D = TokenData::fromTokens(Toks, 16, 4).take();
   TrainOptions O;
   O.Steps = 5;
-  (*One)->initParams(5);
-  Mesh->initParams(5);
+  EXPECT_TRUE((*One)->initParams(5).ok());
+  EXPECT_TRUE(Mesh->initParams(5).ok());
   auto A = train(**One, D, O), B = train(*Mesh, D, O);
   ASSERT_TRUE(A.ok() && B.ok()) << A.message() << B.message();
   for (size_t I = 0; I < 5; ++I)
@@ -351,8 +352,8 @@ TEST_P(OneByOneMesh, TrainsLikeTheV1Program) {
   TokenData D = TokenData::fromTokens(Toks, 16, 4).take();
   TrainOptions O;
   O.Steps = 5;
-  (*One)->initParams(5);
-  Mesh->initParams(5);
+  EXPECT_TRUE((*One)->initParams(5).ok());
+  EXPECT_TRUE(Mesh->initParams(5).ok());
   auto A = train(**One, D, O), B = train(*Mesh, D, O);
   ASSERT_TRUE(A.ok() && B.ok()) << A.message() << B.message();
   for (size_t I = 0; I < 5; ++I)
@@ -378,11 +379,11 @@ public:
     return Inner->group(M, Axes);
   }
   Status allReduce(const CommGroup &G, const void *S, void *R, size_t N,
-                   DType T) override {
-    return Inner->allReduce(G, S, R, N, T);
+                   DType T, Queue &Q) override {
+    return Inner->allReduce(G, S, R, N, T, Q);
   }
   Status iallReduce(const CommGroup &, const void *S, void *R, size_t N,
-                    DType T, CommRequest &Req) override {
+                    DType T, Queue &, CommRequest &Req) override {
     EXPECT_FALSE(Req.Active);
     auto St = std::make_unique<Started>();
     St->Send = S;
@@ -394,53 +395,48 @@ public:
     return Status::success();
   }
   Status iallGather(const CommGroup &G, const void *S, void *R, size_t N,
-                    DType T, CommRequest &Req) override {
+                    DType T, Queue &Q, CommRequest &Req) override {
     EXPECT_EQ(G.Size, 1);
     // In place (S == nullptr): nothing to copy at completion.
     ++Gathers;
-    return iallReduce(G, S ? S : R, R, N, T, Req);
+    return iallReduce(G, S ? S : R, R, N, T, Q, Req);
   }
   Status test(CommRequest &R, bool &Done) override {
     ++Tests;
     Done = !R.Active;
     return Status::success();
   }
-  Status wait(CommRequest &R) override {
+  Status wait(CommRequest &R, Queue &Q) override {
     if (!R.Active)
       return Status::success();
     auto &St = static_cast<Started &>(*R.Native);
-    std::memmove(St.Recv, St.Send, St.Bytes);
     R.Active = false;
     ++Waits;
-    return Status::success();
+    return Q.copyOnDevice(St.Recv, St.Send, St.Bytes);
   }
   Status reserveRequest(CommRequest &, size_t, DType) override {
     ++Reserved;
     return Status::success();
   }
   Status allGather(const CommGroup &G, const void *S, void *R, size_t N,
-                   DType T) override {
-    return Inner->allGather(G, S, R, N, T);
+                   DType T, Queue &Q) override {
+    return Inner->allGather(G, S, R, N, T, Q);
   }
   Status reduceScatter(const CommGroup &G, const void *S, void *R, size_t N,
-                       DType T) override {
-    return Inner->reduceScatter(G, S, R, N, T);
+                       DType T, Queue &Q) override {
+    return Inner->reduceScatter(G, S, R, N, T, Q);
   }
-  Status broadcast(const CommGroup &G, void *B, size_t N, DType T,
-                   int Root) override {
-    return Inner->broadcast(G, B, N, T, Root);
+  Status broadcast(const CommGroup &G, void *B, size_t N, DType T, int Root,
+                   Queue &Q) override {
+    return Inner->broadcast(G, B, N, T, Root, Q);
   }
   Status reduce(const CommGroup &G, const void *S, void *R, size_t N, DType T,
-                int Root) override {
-    return Inner->reduce(G, S, R, N, T, Root);
+                int Root, Queue &Q) override {
+    return Inner->reduce(G, S, R, N, T, Root, Q);
   }
-  Status send(const CommGroup &G, const void *B, size_t N, DType T, int Peer,
-              int Tag) override {
-    return Inner->send(G, B, N, T, Peer, Tag);
-  }
-  Status recv(const CommGroup &G, void *B, size_t N, DType T, int Peer,
-              int Tag) override {
-    return Inner->recv(G, B, N, T, Peer, Tag);
+  Status startTransfers(const CommGroup &G, const std::vector<Transfer> &Ops,
+                        Queue &Q, CommRequest &R) override {
+    return Inner->startTransfers(G, Ops, Q, R);
   }
   Status barrier(const CommGroup &G) override { return Inner->barrier(G); }
 
@@ -473,7 +469,7 @@ Trained trainTiny(const MeshTinyConfig &Cfg, Communicator *C) {
   Trained R;
   if (!E)
     return R;
-  E->initParams(7);
+  EXPECT_TRUE(E->initParams(7).ok());
   TrainOptions O;
   O.Steps = 3;
   auto Steps = train(*E, asyncTokens(), O);
@@ -483,9 +479,8 @@ Trained trainTiny(const MeshTinyConfig &Cfg, Communicator *C) {
   for (const auto &S : *Steps)
     R.Losses.push_back(S.Loss);
   for (size_t P = 0; P < 2; ++P) {
-    const float *V = static_cast<const float *>(E->param(P));
-    R.Params.insert(R.Params.end(), V,
-                    V + E->stateSpec(P, BufferKind::Param).numel());
+    std::vector<float> V = hostState(*E, P);
+    R.Params.insert(R.Params.end(), V.begin(), V.end());
   }
   return R;
 }

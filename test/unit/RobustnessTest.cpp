@@ -81,7 +81,7 @@ TEST(Robustness, MutatedIntegersAreRefusedOrRun) {
     Expected<std::unique_ptr<Executor>> E = Executor::create(P.take());
     if (!E.ok())
       continue;
-    (*E)->initParams(1);
+    EXPECT_TRUE((*E)->initParams(1).ok());
     Expected<TokenData> D = TokenData::fromTokens(Tokens, (*E)->program().Vocab,
                                                   (*E)->program().Seq);
     if (!D.ok())

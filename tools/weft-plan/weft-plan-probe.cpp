@@ -45,7 +45,8 @@ int main() {
     for (int r = 0; r < reps + 2; ++r) {
       (void)c.barrier(g);
       double t0 = now();
-      (void)c.allReduce(g, send.data(), recv.data(), count, weft::DType::F32);
+      (void)c.allReduce(g, send.data(), recv.data(), count, weft::DType::F32,
+                        weft::hostQueue());
       double t = now() - t0;
       if (r >= 2) // warm-up: first touch, connection set-up
         times.push_back(t);

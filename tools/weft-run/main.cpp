@@ -396,7 +396,8 @@ int main(int Argc, char **Argv) {
     return fail(E.message());
   Executor &Exec = **E;
   const Program &Prog = Exec.program();
-  Exec.initParams(uint64_t(O.Seed));
+  if (Status S = Exec.initParams(uint64_t(O.Seed)); !S.ok())
+    return fail(S.message());
   Exec.setProfiling(std::getenv("WEFT_PROFILE") != nullptr);
   if (!O.Trace.empty())
     Exec.setTracing(2'000'000);

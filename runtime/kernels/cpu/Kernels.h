@@ -163,6 +163,9 @@ template <typename T>
 void adamw(T *Param, const T *Grad, T *M, T *V, int64_t N,
            const AdamWParams &P);
 
+/// Index of the first NaN or infinity among X[0, N), or -1.
+template <typename T> int64_t firstNonFinite(const T *X, int64_t N);
+
 /// Sets the OpenMP thread count (N <= 0: all cores); OpenBLAS stays serial.
 void setNumThreads(int N);
 int numThreads();
