@@ -502,3 +502,16 @@ LogicalResult ActOp::verify() { return verifyActivation(*this, getKind()); }
 LogicalResult ActGradOp::verify() { return verifyActivation(*this, getKind()); }
 
 #include "dialect/WeftOps.cpp.inc"
+
+// Only the element type changes, and it must: same shape, f32 <-> bf16 (or
+// f64), never a no-op.
+LogicalResult CastOp::verify() {
+  auto x = cast<RankedTensorType>(getX().getType());
+  auto y = cast<RankedTensorType>(getType());
+  if (x.getShape() != y.getShape())
+    return emitOpError("changes the shape ")
+           << x << " to " << y << "; a cast only changes the element type";
+  if (x.getElementType() == y.getElementType())
+    return emitOpError("casts ") << x.getElementType() << " to itself";
+  return success();
+}

@@ -15,9 +15,11 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-def Weft_FloatTensor : RankedTensorOf<[F32, F64]>;
+// bf16 is a storage type of mixed-precision programs (weft-mixed-precision):
+// kernels compute in f32 on it; parameters and optimizer state stay f32.
+def Weft_FloatTensor : RankedTensorOf<[F32, F64, BF16]>;
 def Weft_IdTensor : RankedTensorOf<[I32]>;
-def Weft_Scalar : 0DTensorOf<[F32, F64]>;
+def Weft_Scalar : 0DTensorOf<[F32, F64, BF16]>;
 
 // A pure op whose result types follow from its operands and attributes.
 class Weft_ComputeOp<string mnemonic, list<Trait> traits = []>
@@ -202,6 +204,25 @@ def Weft_RmsNormOp : Weft_ForwardOp<"rms_norm"> {
   let arguments = (ins Weft_FloatTensor:$x, Weft_FloatTensor:$gamma,
                    F64Attr:$eps);
   let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_CastOp : Weft_Op<"cast", [Pure,
+    DeclareOpInterfaceMethods<Weft_ShardingRuleOpInterface>,
+    DeclareOpInterfaceMethods<Weft_VjpOpInterface>]> {
+  let summary = "x converted to another float type (to bf16: round to nearest even)";
+  let description = [{
+    The one op that changes a tensor's element type. weft-mixed-precision
+    casts each f32 parameter to a bf16 copy and the logits up to f32 for the
+    loss; the gradient of a cast is the cast back.
+
+    ```mlir
+    %w16 = weft.cast %w : tensor<64x256xf32> to tensor<64x256xbf16>
+    ```
+  }];
+  let arguments = (ins Weft_FloatTensor:$x);
+  let results = (outs Weft_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `to` type($result)";
+  let hasVerifier = 1;
 }
 
 def Weft_GeluOp : Weft_ElementwiseForwardOp<"gelu"> {

@@ -59,6 +59,7 @@ struct RowWise {
 
 #define ELEMENTWISE_RULE(OP)                                                   \
   ShardingRule OP::getShardingRule() { return elementwise(*this); }
+ELEMENTWISE_RULE(CastOp)
 ELEMENTWISE_RULE(AddOp)
 ELEMENTWISE_RULE(MulOp)
 ELEMENTWISE_RULE(GeluOp)

@@ -114,6 +114,15 @@ LogicalResult ActOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+// The gradient of a cast is the cast back: a bf16 copy's gradient reaches
+// its f32 parameter as f32.
+LogicalResult CastOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
+                               SmallVectorImpl<Value> &grads) {
+  grads.push_back(
+      CastOp::create(b, getLoc(), getX().getType(), dys[0]).getResult());
+  return success();
+}
+
 LogicalResult GeluOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                SmallVectorImpl<Value> &grads) {
   grads.push_back(GeluGradOp::create(b, getLoc(), dys[0], getX()));

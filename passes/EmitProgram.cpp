@@ -63,6 +63,8 @@ std::string dtypeOf(Type element) {
     return "f64";
   if (element.isInteger(32))
     return "i32";
+  if (element.isBF16())
+    return "bf16";
   return "f32";
 }
 

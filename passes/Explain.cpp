@@ -17,6 +17,13 @@ int64_t bytesOf(Type t) {
   return r.getNumElements() * r.getElementTypeBitWidth() / 8;
 }
 
+std::string typeName(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
 SmallVector<StringRef> namesOf(ArrayAttr axes) {
   SmallVector<StringRef> out;
   for (Attribute a : axes)
@@ -26,6 +33,7 @@ SmallVector<StringRef> namesOf(ArrayAttr axes) {
 
 struct Collective {
   std::string kind, axes, reason;
+  std::string dtype; // the element type it moves (bf16 activations, f32 grads)
   int64_t bytes = 0;
   int64_t times = 1; // per step: once per micro-batch, or once
 };
@@ -57,11 +65,14 @@ SmallVector<Collective> collectivesOf(ModuleOp module) {
   DenseMap<Operation *, int64_t> times = timesPerStep(module);
   SmallVector<Collective> out;
   Operation *current = nullptr;
-  auto add = [&](StringRef kind, ArrayAttr axes, int64_t n, StringRef why) {
+  auto add = [&](StringRef kind, ArrayAttr axes, RankedTensorType t,
+                 StringRef why) {
     auto names = namesOf(axes);
     int64_t c = mesh.count(names);
     int64_t factor = kind == "all_reduce" ? 2 : 1;
+    int64_t n = bytesOf(t);
     out.push_back({kind.str(), joinAxes(names), why.str(),
+                   typeName(t.getElementType()),
                    c > 1 ? factor * (c - 1) * n / c : 0,
                    times.lookup(current) ? times.lookup(current) : 1});
   };
@@ -71,11 +82,11 @@ SmallVector<Collective> collectivesOf(ModuleOp module) {
     if (auto r = op->getAttrOfType<StringAttr>("reason"))
       why = r.getValue();
     if (auto ar = dyn_cast<AllReduceOp>(op))
-      add("all_reduce", ar.getAxes(), bytesOf(ar.getType()), why);
+      add("all_reduce", ar.getAxes(), ar.getType(), why);
     else if (auto ag = dyn_cast<AllGatherOp>(op))
-      add("all_gather", ag.getAxes(), bytesOf(ag.getType()), why);
+      add("all_gather", ag.getAxes(), ag.getType(), why);
     else if (auto rs = dyn_cast<ReduceScatterOp>(op))
-      add("reduce_scatter", rs.getAxes(), bytesOf(rs.getX().getType()), why);
+      add("reduce_scatter", rs.getAxes(), rs.getX().getType(), why);
     else if (auto adam = dyn_cast<AdamWOp>(op)) {
       if (auto axes = adam->getAttrOfType<ArrayAttr>("shard_axes")) {
         auto p = adam.getParam().getDefiningOp<ParamOp>();
@@ -86,13 +97,14 @@ SmallVector<Collective> collectivesOf(ModuleOp module) {
           out.push_back(
               {"reduce_scatter", joinAxes(namesOf(axes)),
                ("ZeRO-1: gradient of " + p.getName()).str(),
+               typeName(adam.getParam().getType().getElementType()),
                [&] {
                  int64_t c = mesh.count(namesOf(axes));
                  return c > 1 ? (c - 1) * bytesOf(adam.getParam().getType()) / c
                               : 0;
                }(),
                1});
-        add("all_gather", axes, bytesOf(adam.getParam().getType()),
+        add("all_gather", axes, adam.getParam().getType(),
             ("ZeRO: updated shards of " + p.getName()).str());
       }
     }
@@ -111,10 +123,12 @@ std::map<std::string, int64_t> weft::predictCommBytes(ModuleOp module) {
 void weft::explainStep(ModuleOp module, llvm::raw_ostream &os) {
   // Group identical collectives; the reason names the op and operand that
   // needed each, and the sharding it went from and to.
-  std::map<std::tuple<std::string, std::string, int64_t, std::string>, int64_t>
+  std::map<
+      std::tuple<std::string, std::string, std::string, int64_t, std::string>,
+      int64_t>
       groups;
   for (const Collective &c : collectivesOf(module))
-    groups[{c.kind, c.axes, c.bytes, c.reason}] += c.times;
+    groups[{c.kind, c.axes, c.dtype, c.bytes, c.reason}] += c.times;
   int64_t microbatches = 1;
   module.walk([&](func::FuncOp fn) {
     if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
@@ -127,13 +141,13 @@ void weft::explainStep(ModuleOp module, llvm::raw_ostream &os) {
           "micro-batch\n";
   os << "collectives per training step (bytes sent per rank, ring "
         "algorithm):\n";
-  os << llvm::format("  %-15s %-6s %14s %6s  %s\n", "kind", "axes",
-                     "bytes/rank", "count", "reason");
+  os << llvm::format("  %-15s %-6s %-5s %14s %6s  %s\n", "kind", "axes",
+                     "dtype", "bytes/rank", "count", "reason");
   for (const auto &[key, count] : groups) {
-    const auto &[kind, axes, bytes, reason] = key;
-    os << llvm::format("  %-15s %-6s %14lld %6lld  %s\n", kind.c_str(),
-                       axes.c_str(), (long long)bytes, (long long)count,
-                       reason.c_str());
+    const auto &[kind, axes, dtype, bytes, reason] = key;
+    os << llvm::format("  %-15s %-6s %-5s %14lld %6lld  %s\n", kind.c_str(),
+                       axes.c_str(), dtype.c_str(), (long long)bytes,
+                       (long long)count, reason.c_str());
   }
   os << "totals:\n";
   for (const auto &[key, bytes] : predictCommBytes(module))

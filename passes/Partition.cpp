@@ -386,6 +386,17 @@ private:
         return localize(op->getResult(0), lhs, op->getLoc());
       }
     }
+    // Widening a partial sum (bf16 -> f32) is exact, so the sum can wait
+    // past the cast: mixed precision's gradients are reduced in f32.
+    if (auto c = dyn_cast<CastOp>(op)) {
+      ShardingAttr in = actual.lookup(c.getX());
+      if (in && !in.partialAxes().empty() &&
+          c.getType().getElementTypeBitWidth() >
+              c.getX().getType().getElementTypeBitWidth()) {
+        actual[c.getResult()] = in;
+        return localize(c.getResult(), in, op->getLoc());
+      }
+    }
     FactorAxes axes = assignOpFactors(
         op, rule, [&](Value v) { return targetOf(v); }, mesh);
     if (isa<CrossEntropyOp, CrossEntropyGradOp>(op) &&

@@ -32,6 +32,9 @@ struct TrainingPipelineOptions {
   /// With micro-batches, ZeRO-3 gathers each parameter once per step (false:
   /// once per micro-batch).
   bool gatherParamsOnce = true;
+  /// Activations' compute dtype: f32, or bf16 over f32 master weights
+  /// (weft-mixed-precision).
+  std::string computeDtype = "f32";
   std::string output; // emit the program here, if set
 };
 

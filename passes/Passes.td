@@ -156,6 +156,43 @@ def WeftPrefetchParams : Pass<"weft-prefetch-params", "mlir::func::FuncOp"> {
   ];
 }
 
+def WeftMixedPrecision : Pass<"weft-mixed-precision", "mlir::func::FuncOp"> {
+  let summary = "bf16 activations and GEMM inputs over f32 master weights";
+  let description = [{
+    The standard mixed-precision recipe (Micikevicius et al. 2018; PyTorch
+    autocast with bf16, Megatron's bf16 with fp32 main parameters), on the
+    forward model, before autodiff. Each f32 `weft.param` gets one bf16 copy
+    (`weft.cast`) that its users read; every compute op then stores its
+    result in bf16 (kernels compute in f32 and round). The loss is f32:
+    `weft.cross_entropy` reads its logits cast up to f32, so the softmax,
+    its statistics and the loss stay f32. Autodiff turns each cast into the
+    cast back, so gradients reach the parameters in f32: the gradient
+    reductions, AdamW and its moments stay f32.
+
+    Before:
+    ```mlir
+    %w = weft.param "w" {init = "normal", std = 0.02} : tensor<4x8xf32>
+    %y = weft.matmul %x, %w : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+    %l = weft.cross_entropy %y, %t : (tensor<2x8xf32>, tensor<2xi32>) -> tensor<f32>
+    ```
+    After (`dtype=bf16`):
+    ```mlir
+    %w = weft.param "w" {init = "normal", std = 0.02} : tensor<4x8xf32>
+    %w16 = weft.cast %w : tensor<4x8xf32> to tensor<4x8xbf16>
+    %y = weft.matmul %x, %w16 : (tensor<2x4xbf16>, tensor<4x8xbf16>) -> tensor<2x8xbf16>
+    %y32 = weft.cast %y : tensor<2x8xbf16> to tensor<2x8xf32>
+    %l = weft.cross_entropy %y32, %t : (tensor<2x8xf32>, tensor<2xi32>) -> tensor<f32>
+    ```
+    `dtype=f32` leaves the function alone. The model must be f32 and not
+    yet differentiated.
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", "\"f32\"",
+           "the compute type of activations: f32 (no change) or bf16">,
+  ];
+  let dependentDialects = ["::weft::WeftDialect"];
+}
+
 def WeftAutodiff : Pass<"weft-autodiff", "mlir::func::FuncOp"> {
   let summary = "Appends the backward pass: every parameter's loss gradient";
   let description = [{

@@ -18,6 +18,9 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
   const std::string name = kTrainingStages[stage];
   if (name == "layout" && sharded)
     pm.addPass(createWeftApplyLayout(o.layout));
+  if (name == "autodiff" && o.computeDtype != "f32")
+    pm.addNestedPass<func::FuncOp>(
+        createWeftMixedPrecision(WeftMixedPrecisionOptions{o.computeDtype}));
   if (name == "autodiff")
     pm.addNestedPass<func::FuncOp>(createWeftAutodiff());
   if (name == "optimizer")
@@ -77,6 +80,7 @@ struct PipelineFlags : public PassPipelineOptions<PipelineFlags> {
   Option<int64_t> microbatches{*this, "microbatches", llvm::cl::init(1)};
   Option<std::string> zero3Gather{*this, "zero3-gather",
                                   llvm::cl::init("step")};
+  Option<std::string> dtype{*this, "dtype", llvm::cl::init("f32")};
   Option<std::string> output{*this, "output", llvm::cl::init("")};
 };
 } // namespace
@@ -106,6 +110,7 @@ void weft::registerWeftPassesAndPipelines() {
         o.prefetchOps = f.prefetchOps;
         o.microbatches = f.microbatches;
         o.gatherParamsOnce = f.zero3Gather != "microbatch";
+        o.computeDtype = f.dtype == "bf16" ? "bf16" : "f32";
         o.output = f.output;
         buildTrainingPipeline(pm, o);
       });

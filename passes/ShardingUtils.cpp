@@ -133,7 +133,11 @@ weft::assignOpFactors(Operation *op, const ShardingRule &rule,
   SmallVector<bool> isParam;
   for (Value v : op->getOperands()) {
     ins.push_back(shardingOf(v));
-    isParam.push_back(static_cast<bool>(v.getDefiningOp<ParamOp>()));
+    // A parameter's bf16 copy (weft-mixed-precision) weighs as the
+    // parameter itself.
+    auto copy = v.getDefiningOp<CastOp>();
+    isParam.push_back(v.getDefiningOp<ParamOp>() ||
+                      (copy && copy.getX().getDefiningOp<ParamOp>()));
   }
   for (Value v : op->getResults())
     outs.push_back(shardingOf(v));

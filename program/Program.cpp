@@ -58,7 +58,8 @@ const char *const OpNames[NumOpKinds] = {"embedding",
                                          "act_grad",
                                          "accumulate",
                                          "wait",
-                                         "block_transpose"};
+                                         "block_transpose",
+                                         "cast"};
 
 uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
   uint64_t V = 0;
@@ -158,9 +159,11 @@ Status parseDType(const std::string &S, const std::string &Ctx, DType &Out) {
     Out = DType::F64;
   else if (S == "i32")
     Out = DType::I32;
+  else if (S == "bf16")
+    Out = DType::BF16;
   else
     return Status::error("unknown dtype '" + S + "' in " + Ctx +
-                         " (expected f32, f64 or i32)");
+                         " (expected f32, f64, bf16 or i32)");
   return Status::success();
 }
 
@@ -580,11 +583,15 @@ const char *dtypeName(DType T) {
     return "f64";
   case DType::I32:
     return "i32";
+  case DType::BF16:
+    return "bf16";
   }
   return "?";
 }
 
-size_t dtypeBytes(DType T) { return T == DType::F64 ? 8 : 4; }
+size_t dtypeBytes(DType T) {
+  return T == DType::F64 ? 8 : T == DType::BF16 ? 2 : 4;
+}
 
 const char *bufferKindName(BufferKind K) {
   switch (K) {
@@ -690,8 +697,11 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
   WEFT_RETURN_IF_ERROR(getString(Root, "model", "program", P.Model));
   WEFT_RETURN_IF_ERROR(getString(Root, "dtype", "program", Type));
   WEFT_RETURN_IF_ERROR(parseDType(Type, "program", P.Type));
-  if (P.Type == DType::I32)
-    return Status::error("program dtype must be f32 or f64, got i32");
+  if (P.Type == DType::I32 || P.Type == DType::BF16)
+    return Status::error(std::string("program dtype must be f32 or f64 (that "
+                                     "of parameters and optimizer state), "
+                                     "got ") +
+                         dtypeName(P.Type));
   WEFT_RETURN_IF_ERROR(getInt(Root, "batch", "program", P.Batch));
   WEFT_RETURN_IF_ERROR(getInt(Root, "seq", "program", P.Seq));
   WEFT_RETURN_IF_ERROR(getInt(Root, "vocab", "program", P.Vocab));

@@ -25,7 +25,9 @@ constexpr uint32_t ProgramFormatVersion = 3;
 constexpr uint32_t ProgramFormatMinVersion = 3;
 constexpr size_t ProgramHeaderBytes = 28;
 
-enum class DType { F32, F64, I32 };
+/// BF16: bfloat16 storage of activations in a mixed-precision program (its
+/// float dtype, that of parameters and optimizer state, is f32).
+enum class DType { F32, F64, I32, BF16 };
 const char *dtypeName(DType T);
 size_t dtypeBytes(DType T);
 
@@ -86,8 +88,11 @@ enum class OpKind {
   // Moves the blocks of dim `dim` (one per rank of `axes`) to the front, so a
   // collective along an inner dim runs on contiguous blocks (format 3).
   BlockTranspose,
+  // y = x converted to y's dtype (f32 <-> bf16; to bf16: round to nearest
+  // even).
+  Cast,
 };
-constexpr int NumOpKinds = static_cast<int>(OpKind::BlockTranspose) + 1;
+constexpr int NumOpKinds = static_cast<int>(OpKind::Cast) + 1;
 /// True for the ops the executor runs through the communicator, not a
 /// backend: all_reduce, all_gather, reduce_scatter, slice and wait.
 bool isCollective(OpKind K);

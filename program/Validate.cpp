@@ -49,12 +49,14 @@ private:
     return std::string(IsIn ? "in" : "out") + "[" + std::to_string(K) +
            "] (buffer " + std::to_string(Id) + ")";
   }
-  /// Float operands must have the program dtype; ids are i32.
+  /// Float operands have the program dtype, or bf16 (arena buffers of an
+  /// f32 program: checkBuffer); ids are i32.
   Status isFloat(bool IsIn, size_t K) const {
     const BufferSpec &B = IsIn ? in(K) : out(K);
-    if (B.Type != P.Type)
+    if (B.Type != P.Type && B.Type != DType::BF16)
       return fail(name(IsIn, K) + " has dtype " + dtypeName(B.Type) +
-                  ", expected " + dtypeName(P.Type));
+                  ", expected " + dtypeName(P.Type) +
+                  (P.Type == DType::F32 ? " or bf16" : ""));
     return Status::success();
   }
   Status isInt(bool IsIn, size_t K) const {
@@ -655,6 +657,12 @@ Status InstChecker::run() {
     return counts(1, 0);
   case OpKind::BlockTranspose:
     return checkBlockTranspose();
+  case OpKind::Cast:
+    WEFT_RETURN_IF_ERROR(counts(1, 1));
+    WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+    if (in(0).Type == out(0).Type)
+      return fail("casts " + std::string(dtypeName(in(0).Type)) + " to itself");
+    return shapeIs(false, 0, in(0).Dims);
   }
   return fail("unhandled op");
 }
@@ -663,9 +671,17 @@ Status checkBuffer(const Program &P, size_t Index) {
   const BufferSpec &B = P.Buffers[Index];
   std::string Ctx =
       "buffers[" + std::to_string(Index) + "] (" + bufferKindName(B.Kind) + ")";
-  if (B.Type != DType::I32 && B.Type != P.Type)
-    return Status::error(Ctx + " has dtype " + dtypeName(B.Type) +
-                         ", the program's float dtype is " + dtypeName(P.Type));
+  // bf16 is a compute type: activations in the arena of an f32 program
+  // (parameters, gradients and optimizer state stay f32).
+  const bool Bf16Ok = P.Type == DType::F32 && B.Kind == BufferKind::Arena;
+  if (B.Type != DType::I32 && B.Type != P.Type &&
+      !(B.Type == DType::BF16 && Bf16Ok))
+    return Status::error(
+        Ctx + " has dtype " + dtypeName(B.Type) +
+        ", the program's float dtype is " + dtypeName(P.Type) +
+        (B.Type == DType::BF16
+             ? std::string(" (bf16 is for arena buffers of an f32 program)")
+             : std::string()));
   switch (B.Kind) {
   case BufferKind::Input:
     if (B.Name != "tokens" && B.Name != "targets")

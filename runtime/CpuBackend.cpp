@@ -291,6 +291,20 @@ template <typename T> struct Kernels {
       }
     return Status::success();
   }
+  // f32 <-> bf16 (the only casts a program may hold: bf16 buffers belong
+  // to f32 programs).
+  static Status cast(const BI &I, const SC &, CpuState &) {
+    const TensorRef &X = I.In[0], &Y = I.Out[0];
+    if (X.Spec->Type == DType::BF16 && Y.Spec->Type == DType::F32)
+      cpu::widenBf16(X.as<uint16_t>(), Y.as<float>(), X.Numel);
+    else if (X.Spec->Type == DType::F32 && Y.Spec->Type == DType::BF16)
+      cpu::narrowToBf16(X.as<float>(), Y.as<uint16_t>(), X.Numel);
+    else
+      return Status::error(std::string("no CPU kernel casts ") +
+                           dtypeName(X.Spec->Type) + " to " +
+                           dtypeName(Y.Spec->Type));
+    return Status::success();
+  }
   // A gradient bucket: pieces laid end to end in one flat buffer.
   static Status pack(const BI &I, const SC &, CpuState &) {
     char *Out = static_cast<char *>(I.Out[0].Data);
@@ -365,6 +379,7 @@ template <typename T> struct Kernels {
     Set(OpKind::Pack, pack);
     Set(OpKind::Unpack, unpack);
     Set(OpKind::AdamW, adamw);
+    Set(OpKind::Cast, cast);
     return Tab;
   }
 };
@@ -372,7 +387,10 @@ template <typename T> struct Kernels {
 template <typename T> class CpuBackend final : public Backend {
 public:
   CpuBackend() : Table(Kernels<T>::table()) {}
-  ~CpuBackend() override { release(State.Scratch); }
+  ~CpuBackend() override {
+    release(State.Scratch);
+    release(WidenScratch);
+  }
   const char *name() const override { return "cpu"; }
 
   void *allocate(size_t Bytes) override {
@@ -422,13 +440,18 @@ public:
     if (!State.Scratch)
       return Status::error("cannot allocate " + std::to_string(Need) +
                            " bytes of kernel scratch");
-    return Need;
+    Expected<size_t> Widen = planWidening(Insts);
+    if (!Widen.ok())
+      return Widen.status();
+    return Need + *Widen;
   }
 
   // The CPU queue is synchronous: a kernel runs when it is enqueued.
   std::unique_ptr<Queue> createQueue() override { return createHostQueue(); }
   Status run(const BoundInstruction &I, const StepContext &Ctx,
              Queue &) override {
+    if (I.Index < Widen.size() && Widen[I.Index])
+      return runWidened(I, Ctx, *Widen[I.Index]);
     return Table[int(I.Op)](I, Ctx, State);
   }
   Status findNonFinite(const void *Data, int64_t N, DType Type, Queue &,
@@ -451,8 +474,87 @@ public:
   }
 
 private:
+  // bf16 storage, f32 compute (docs/design.md decision 15): an instruction
+  // with bf16 operands runs its f32 kernel on f32 copies of them in
+  // WidenScratch, and its bf16 outputs are rounded back. OpenBLAS as
+  // Debian builds it has no sbgemm, so GEMMs widen too. Ops that only move
+  // bytes (copy, pack, unpack, block_transpose) and cast run as they are.
+  struct Widened {
+    BoundInstruction BI;              // refreshed from the instruction per run
+    std::vector<int64_t> InAt, OutAt; // f32 offset in WidenScratch, or -1
+  };
+  static bool movesBytes(OpKind K) {
+    return K == OpKind::Copy || K == OpKind::Pack || K == OpKind::Unpack ||
+           K == OpKind::BlockTranspose || K == OpKind::Cast;
+  }
+  Expected<size_t> planWidening(const std::vector<BoundInstruction> &Insts) {
+    Widen.clear();
+    size_t Need = 0;
+    for (const BoundInstruction &I : Insts) {
+      bool Any = false;
+      for (const auto *Refs : {&I.In, &I.Out})
+        for (const TensorRef &R : *Refs)
+          Any |= R.Spec->Type == DType::BF16;
+      if (!Any || movesBytes(I.Op))
+        continue;
+      if (sizeof(T) != 4)
+        return Status::error("instructions[" + std::to_string(I.Index) + "] (" +
+                             opName(I.Op) +
+                             ") has bf16 operands in an f64 program");
+      auto W = std::make_unique<Widened>();
+      W->BI = I;
+      std::vector<std::pair<const void *, int64_t>> Seen; // in-place: one copy
+      int64_t Top = 0;
+      auto Slot = [&](const TensorRef &R) -> int64_t {
+        if (R.Spec->Type != DType::BF16)
+          return -1;
+        for (const auto &[Data, At] : Seen)
+          if (Data == R.Data)
+            return At;
+        Seen.emplace_back(R.Data, Top);
+        Top += (R.Numel + 15) / 16 * 16; // 64-byte aligned
+        return Seen.back().second;
+      };
+      for (const TensorRef &R : I.In)
+        W->InAt.push_back(Slot(R));
+      for (const TensorRef &R : I.Out)
+        W->OutAt.push_back(Slot(R));
+      Need = std::max(Need, size_t(Top) * sizeof(float));
+      if (I.Index >= Widen.size())
+        Widen.resize(I.Index + 1);
+      Widen[I.Index] = std::move(W);
+    }
+    release(WidenScratch);
+    WidenScratch = Need ? allocate(Need) : nullptr;
+    if (Need && !WidenScratch)
+      return Status::error("cannot allocate " + std::to_string(Need) +
+                           " bytes for widening bf16 operands");
+    return Need;
+  }
+  Status runWidened(const BoundInstruction &I, const StepContext &Ctx,
+                    Widened &W) {
+    W.BI = I; // same sizes: reuses W.BI's vectors, allocates nothing
+    float *S = static_cast<float *>(WidenScratch);
+    for (size_t K = 0; K < I.In.size(); ++K)
+      if (W.InAt[K] >= 0) {
+        cpu::widenBf16(I.In[K].as<uint16_t>(), S + W.InAt[K], I.In[K].Numel);
+        W.BI.In[K].Data = S + W.InAt[K];
+      }
+    for (size_t K = 0; K < I.Out.size(); ++K)
+      if (W.OutAt[K] >= 0)
+        W.BI.Out[K].Data = S + W.OutAt[K];
+    WEFT_RETURN_IF_ERROR(Table[int(I.Op)](W.BI, Ctx, State));
+    for (size_t K = 0; K < I.Out.size(); ++K)
+      if (W.OutAt[K] >= 0)
+        cpu::narrowToBf16(S + W.OutAt[K], I.Out[K].as<uint16_t>(),
+                          I.Out[K].Numel);
+    return Status::success();
+  }
+
   std::array<KernelFn<T>, NumOpKinds> Table;
   CpuState State;
+  std::vector<std::unique_ptr<Widened>> Widen; // by instruction index
+  void *WidenScratch = nullptr;
 };
 
 } // namespace

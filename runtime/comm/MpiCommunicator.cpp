@@ -6,6 +6,7 @@
 // return (MPI_ERRORS_RETURN) and become Status values naming the call.
 //
 //===----------------------------------------------------------------------===//
+#include "program/Bf16.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/MpiTypes.h"
 #include "runtime/comm/ShmCollectives.h"
@@ -20,6 +21,24 @@
 #include <vector>
 
 namespace weft {
+
+MPI_Op mpi::sumOp(DType T) {
+  if (T != DType::BF16)
+    return reduceOp(ReduceOp::Sum);
+  static MPI_Op Bf16Sum = [] {
+    MPI_Op Op = MPI_OP_NULL;
+    MPI_Op_create(
+        [](void *In, void *InOut, int *Len, MPI_Datatype *) {
+          const uint16_t *A = static_cast<const uint16_t *>(In);
+          uint16_t *B = static_cast<uint16_t *>(InOut);
+          for (int I = 0; I < *Len; ++I)
+            B[I] = floatToBf16(bf16ToFloat(A[I]) + bf16ToFloat(B[I]));
+        },
+        /*commute=*/1, &Op);
+    return Op;
+  }();
+  return Bf16Sum;
+}
 
 namespace {
 
@@ -147,8 +166,7 @@ public:
                                    : static_cast<const char *>(Send) + Off * E;
       WEFT_RETURN_IF_ERROR(
           check(MPI_Allreduce(S, static_cast<char *>(Recv) + Off * E, int(N),
-                              mpi::datatype(T), mpi::reduceOp(ReduceOp::Sum),
-                              comm(G)),
+                              mpi::datatype(T), mpi::sumOp(T), comm(G)),
                 "MPI_Allreduce"));
     }
     return Status::success();
@@ -171,8 +189,8 @@ public:
       const void *S = Send == Recv ? MPI_IN_PLACE
                                    : static_cast<const char *>(Send) + Off * E;
       int Rc = MPI_Iallreduce(S, static_cast<char *>(Recv) + Off * E, int(M),
-                              mpi::datatype(T), mpi::reduceOp(ReduceOp::Sum),
-                              comm(G), &St.Handles[K]);
+                              mpi::datatype(T), mpi::sumOp(T), comm(G),
+                              &St.Handles[K]);
       if (Rc != MPI_SUCCESS) {
         // Finish the chunks already started before reporting.
         Status Drain = check(
@@ -272,10 +290,10 @@ public:
     if (Shm)
       return Shm->reduceScatter(Send, Recv, Count, T);
     WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Reduce_scatter_block"));
-    return check(
-        MPI_Reduce_scatter_block(Send, Recv, int(Count), mpi::datatype(T),
-                                 mpi::reduceOp(ReduceOp::Sum), comm(G)),
-        "MPI_Reduce_scatter_block");
+    return check(MPI_Reduce_scatter_block(Send, Recv, int(Count),
+                                          mpi::datatype(T), mpi::sumOp(T),
+                                          comm(G)),
+                 "MPI_Reduce_scatter_block");
   }
   Status broadcast(const CommGroup &G, void *Buf, size_t Count, DType T,
                    int Root, Queue &Q) override {
@@ -290,7 +308,7 @@ public:
     WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Reduce"));
     const void *S = (Send == Recv && G.Rank == Root) ? MPI_IN_PLACE : Send;
     return check(MPI_Reduce(S, Recv, int(Count), mpi::datatype(T),
-                            mpi::reduceOp(ReduceOp::Sum), Root, comm(G)),
+                            mpi::sumOp(T), Root, comm(G)),
                  "MPI_Reduce");
   }
   Status startTransfers(const CommGroup &G, const std::vector<Transfer> &Ops,

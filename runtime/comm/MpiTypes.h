@@ -34,6 +34,7 @@ inline const DTypeEntry DTypeTable[] = {
     {DType::F32, MPI_FLOAT},
     {DType::F64, MPI_DOUBLE},
     {DType::I32, MPI_INT32_T},
+    {DType::BF16, MPI_UINT16_T}, // moved as bits; summed by sumOp's own op
 };
 
 struct ReduceEntry {
@@ -57,6 +58,11 @@ inline MPI_Op reduceOp(ReduceOp Op) {
       return E.Mpi;
   return MPI_OP_NULL;
 }
+
+/// The sum of elements of type T: MPI_SUM, or for bf16 (MPI has no such
+/// type) an op that adds in f32 and rounds each partial sum to bf16, as
+/// NCCL's bf16 sum does. Made on first use.
+MPI_Op sumOp(DType T);
 
 } // namespace weft::mpi
 

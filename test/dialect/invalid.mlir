@@ -197,3 +197,19 @@ func.func @act_unknown_kind(%x: tensor<2x8xf32>) {
   %y = weft.act %x {kind = "gelu_10"} : tensor<2x8xf32>
   return
 }
+
+// -----
+
+func.func @cast_to_itself(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{casts 'f32' to itself}}
+  %y = weft.cast %x : tensor<4xf32> to tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @cast_changes_shape(%x: tensor<4xf32>) -> tensor<2x2xbf16> {
+  // expected-error @+1 {{changes the shape 'tensor<4xf32>' to 'tensor<2x2xbf16>'; a cast only changes the element type}}
+  %y = weft.cast %x : tensor<4xf32> to tensor<2x2xbf16>
+  return %y : tensor<2x2xbf16>
+}

@@ -124,3 +124,15 @@ func.func @mesh_and_collectives(%x: tensor<4x8x16xf32>) -> tensor<4x8x4xf32> {
   %l = weft.slice %rs {axes = ["dp", "tp"], dim = 2} : (tensor<4x8x16xf32>) -> tensor<4x8x4xf32>
   return %l : tensor<4x8x4xf32>
 }
+
+// bf16 storage (mixed precision): a cast each way; compute ops take bf16.
+// CHECK-LABEL: func @bf16
+// CHECK: weft.cast %{{.*}} : tensor<8x4xf32> to tensor<8x4xbf16>
+// CHECK: weft.matmul %{{.*}}, %{{.*}} : (tensor<2x8xbf16>, tensor<8x4xbf16>) -> tensor<2x4xbf16>
+// CHECK: weft.cast %{{.*}} : tensor<2x4xbf16> to tensor<2x4xf32>
+func.func @bf16(%x: tensor<2x8xbf16>, %w: tensor<8x4xf32>) -> tensor<2x4xf32> {
+  %w16 = weft.cast %w : tensor<8x4xf32> to tensor<8x4xbf16>
+  %y = weft.matmul %x, %w16 : (tensor<2x8xbf16>, tensor<8x4xbf16>) -> tensor<2x4xbf16>
+  %y32 = weft.cast %y : tensor<2x4xbf16> to tensor<2x4xf32>
+  return %y32 : tensor<2x4xf32>
+}

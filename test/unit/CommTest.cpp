@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "HostState.h"
+#include "program/Bf16.h"
 #include "program/Shard.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Data.h"
@@ -86,8 +87,8 @@ TEST(MpiTypes, SumIsMpiSum) {
 }
 TEST(MpiTypes, EveryDTypeHasARow) {
 #ifdef WEFT_HAVE_MPI
-  EXPECT_EQ(std::size(mpi::DTypeTable), 3u);
-  for (DType T : {DType::F32, DType::F64, DType::I32})
+  EXPECT_EQ(std::size(mpi::DTypeTable), 4u);
+  for (DType T : {DType::F32, DType::F64, DType::I32, DType::BF16})
     EXPECT_NE(mpi::datatype(T), MPI_DATATYPE_NULL) << dtypeName(T);
 #else
   GTEST_SKIP() << "built without MPI";
@@ -440,6 +441,43 @@ TEST(Comm, TransfersToAPeerOutsideTheGroupAreRefused) {
       std::string::npos)
       << S.message();
   EXPECT_FALSE(Req.Active);
+}
+
+// bf16 (mixed precision's tensor-parallel activations): MPI has no such type,
+// so sums go through weft's own op, f32 adds rounded to bf16. Small integers
+// are exact in bf16; 1.1 is not, and N ranks' bf16(1.1) add up to N times it
+// within bf16's rounding (the order of the adds is MPI's).
+TEST(Comm, Bf16SumsAddInF32AndRound) {
+  NEED_RANKS(0);
+  const int N = World->size(), R = World->rank();
+  const CommGroup &G = worldGroup();
+  const size_t Count = 3000; // past the shared-memory threshold too
+  std::vector<uint16_t> X(Count), Y(Count);
+  for (size_t I = 0; I < Count; ++I)
+    X[I] = floatToBf16(float(int(I % 7) + R));
+  ASSERT_TRUE(
+      World->allReduce(G, X.data(), Y.data(), Count, DType::BF16, hostQueue())
+          .ok());
+  for (size_t I = 0; I < Count; ++I)
+    ASSERT_EQ(bf16ToFloat(Y[I]), float(N * int(I % 7) + N * (N - 1) / 2)) << I;
+  std::vector<uint16_t> Block(Count / size_t(N));
+  std::vector<uint16_t> Full(Block.size() * size_t(N));
+  for (size_t I = 0; I < Full.size(); ++I)
+    Full[I] = floatToBf16(float(I % 5));
+  ASSERT_TRUE(World
+                  ->reduceScatter(G, Full.data(), Block.data(), Block.size(),
+                                  DType::BF16, hostQueue())
+                  .ok());
+  for (size_t I = 0; I < Block.size(); ++I)
+    ASSERT_EQ(bf16ToFloat(Block[I]),
+              float(N * int((size_t(R) * Block.size() + I) % 5)))
+        << I;
+  uint16_t One = floatToBf16(1.1f), Sum = 0;
+  ASSERT_TRUE(
+      World->allReduce(G, &One, &Sum, 1, DType::BF16, hostQueue()).ok());
+  const float Want = float(N) * bf16ToFloat(One);
+  EXPECT_NEAR(bf16ToFloat(Sum), Want, Want * 0x1p-7);
+  EXPECT_NE(bf16ToFloat(Sum), 0.0f);
 }
 
 TEST(Comm, NonblockingAllReduceInChunks) {

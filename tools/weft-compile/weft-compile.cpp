@@ -60,8 +60,11 @@ static cl::opt<std::string> zero3GatherArg(
     cl::init("step"));
 static cl::opt<int64_t> seqArg(cl::cat(compileCategory), "seq",
                                cl::desc("tokens per sequence"), cl::init(64));
-static cl::opt<std::string> dtypeArg(cl::cat(compileCategory), "dtype",
-                                     cl::desc("f32 or f64"), cl::init("f32"));
+static cl::opt<std::string> dtypeArg(
+    cl::cat(compileCategory), "dtype",
+    cl::desc("f32, f64, or bf16 (bf16 activations and GEMM inputs over f32 "
+             "master weights, gradients and Adam state)"),
+    cl::init("f32"));
 static cl::opt<double> lrArg(cl::cat(compileCategory), "lr",
                              cl::desc("peak learning rate"), cl::init(1e-3));
 static cl::opt<double> beta1Arg(cl::cat(compileCategory), "beta1",
@@ -244,8 +247,8 @@ int main(int argc, char **argv) {
     if (!problem.empty())
       return fail(problem);
   }
-  if (dtypeArg != "f32" && dtypeArg != "f64")
-    return fail("--dtype must be f32 or f64, got '" + dtypeArg + "'");
+  if (dtypeArg != "f32" && dtypeArg != "f64" && dtypeArg != "bf16")
+    return fail("--dtype must be f32, f64 or bf16, got '" + dtypeArg + "'");
   if (!emitMlirArg.empty() &&
       !llvm::is_contained(llvm::ArrayRef<const char *>(
                               weft::kTrainingStages, weft::kNumTrainingStages),
@@ -319,6 +322,9 @@ int main(int argc, char **argv) {
   options.prefetchOps = prefetchArg;
   options.microbatches = microbatchesArg;
   options.gatherParamsOnce = zero3GatherArg == "step";
+  // bf16: the model is built in f32 (its master weights) and
+  // weft-mixed-precision makes its activations bf16.
+  options.computeDtype = dtypeArg == "bf16" ? "bf16" : "f32";
 
   // The library's pipeline, in one pass manager (with the standard
   // --mlir-* pass-manager flags), split in two only to print a stage.

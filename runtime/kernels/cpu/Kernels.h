@@ -163,6 +163,11 @@ template <typename T>
 void adamw(T *Param, const T *Grad, T *M, T *V, int64_t N,
            const AdamWParams &P);
 
+/// bfloat16 storage (program/Bf16.h): Y = X widened (exact) or rounded to
+/// nearest even.
+void widenBf16(const uint16_t *X, float *Y, int64_t N);
+void narrowToBf16(const float *X, uint16_t *Y, int64_t N);
+
 /// Index of the first NaN or infinity among X[0, N), or -1.
 template <typename T> int64_t firstNonFinite(const T *X, int64_t N);
 

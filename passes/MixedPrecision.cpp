@@ -1,0 +1,128 @@
+//===- MixedPrecision.cpp - weft-mixed-precision: bf16 over f32 masters ---===//
+//
+// docs/design.md decision 15. Runs on the forward model, before autodiff:
+// the casts it inserts are differentiated like any op.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/WeftDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+
+namespace weft {
+#define GEN_PASS_DEF_WEFTMIXEDPRECISION
+#include "passes/Passes.h.inc"
+} // namespace weft
+
+using namespace mlir;
+using namespace weft;
+
+namespace {
+
+RankedTensorType withElement(Type t, Type element) {
+  auto r = cast<RankedTensorType>(t);
+  return RankedTensorType::get(r.getShape(), element);
+}
+
+bool hasElement(Type t, Type element) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r && r.getElementType() == element;
+}
+
+struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
+  using WeftMixedPrecisionBase::WeftMixedPrecisionBase;
+
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    if (dtype == "f32")
+      return;
+    if (dtype != "bf16") {
+      fn.emitError("weft-mixed-precision: dtype must be f32 or bf16, got '")
+          << dtype << "'";
+      return signalPassFailure();
+    }
+    if (failed(lower(fn)))
+      signalPassFailure();
+  }
+
+  LogicalResult lower(func::FuncOp fn) {
+    MLIRContext *ctx = fn.getContext();
+    Type f32 = Float32Type::get(ctx), bf16 = BFloat16Type::get(ctx);
+    OpBuilder b(ctx);
+    SmallVector<Operation *> ops;
+    for (Operation &op : fn.getBody().front().without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : ops) {
+      if (isa<ParamGradOp, AdamWOp, StoredGradOp>(op))
+        return op->emitOpError("is training state: weft-mixed-precision runs "
+                               "on the forward model, before weft-autodiff");
+      if (auto p = dyn_cast<ParamOp>(op)) {
+        if (!hasElement(p.getType(), f32))
+          return p.emitOpError("is ")
+                 << p.getType()
+                 << "; mixed precision keeps f32 master weights (build the "
+                    "model in f32)";
+        if (p->use_empty())
+          continue;
+        // One bf16 copy per parameter, read by all its users.
+        b.setInsertionPointAfter(p);
+        auto copy = CastOp::create(
+            b, p.getLoc(), withElement(p.getType(), bf16), p.getResult());
+        p.getResult().replaceAllUsesExcept(copy.getResult(), copy);
+        continue;
+      }
+      if (isa<CastOp>(op))
+        continue;
+      if (isa<CrossEntropyOp>(op)) {
+        // The loss in f32: its float operands cast up.
+        b.setInsertionPoint(op);
+        for (OpOperand &use : op->getOpOperands())
+          if (hasElement(use.get().getType(), bf16))
+            use.set(CastOp::create(b, op->getLoc(),
+                                   withElement(use.get().getType(), f32),
+                                   use.get()));
+        continue;
+      }
+      if (failed(retype(op, f32, bf16)))
+        return failure();
+    }
+    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    for (Value v : ret.getOperands())
+      if (!hasElement(v.getType(), f32))
+        return ret.emitOpError("returns ")
+               << v.getType() << "; the loss must stay f32";
+    return success();
+  }
+
+  /// Op's results take the types its (already converted) operands imply;
+  /// results without operands (fills) become bf16 directly.
+  static LogicalResult retype(Operation *op, Type f32, Type bf16) {
+    if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+      SmallVector<Type> types;
+      if (failed(infer.inferReturnTypes(
+              op->getContext(), op->getLoc(), op->getOperands(),
+              op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+              op->getRegions(), types)))
+        return op->emitOpError("has no result types for bf16 operands");
+      for (auto [r, t] : llvm::zip(op->getResults(), types))
+        r.setType(t);
+      return success();
+    }
+    if (op->hasTrait<OpTrait::SameOperandsAndResultType>() &&
+        op->getNumOperands() > 0) {
+      for (Value r : op->getResults())
+        r.setType(op->getOperand(0).getType());
+      return success();
+    }
+    if (isa<FillOp>(op)) {
+      for (Value r : op->getResults())
+        if (hasElement(r.getType(), f32))
+          r.setType(withElement(r.getType(), bf16));
+      return success();
+    }
+    return op->emitOpError("has no mixed-precision rule");
+  }
+};
+
+} // namespace

@@ -1,0 +1,62 @@
+// RUN: weft-opt %s -split-input-file -weft-mixed-precision="dtype=bf16" -verify-diagnostics | FileCheck %s
+// RUN: weft-opt %s -split-input-file -weft-mixed-precision | FileCheck %s --check-prefix=F32
+// RUN: weft-opt %s -split-input-file -weft-mixed-precision="dtype=bf16" -weft-autodiff -verify-diagnostics | FileCheck %s --check-prefix=GRAD
+
+// A tied embedding: the parameter stays f32 and gets one bf16 copy, read by
+// both the lookup and the LM head; every activation is bf16; the logits are
+// cast up so that the cross-entropy, its softmax and the loss are f32.
+// CHECK-LABEL: func @tied_embedding
+// CHECK:      %[[WTE:.*]] = weft.param "wte" {{.*}} : tensor<16x8xf32>
+// CHECK-NEXT: %[[WTE16:.*]] = weft.cast %[[WTE]] : tensor<16x8xf32> to tensor<16x8xbf16>
+// CHECK-NEXT: %[[X:.*]] = weft.embedding %[[WTE16]], %{{.*}} : (tensor<16x8xbf16>, tensor<2x4xi32>) -> tensor<2x4x8xbf16>
+// CHECK:      %[[G16:.*]] = weft.cast %{{.*}} : tensor<8xf32> to tensor<8xbf16>
+// CHECK-NEXT: %[[H:.*]] = weft.rms_norm %[[X]], %[[G16]] {{.*}} -> tensor<2x4x8xbf16>
+// CHECK-NEXT: %[[LOGITS:.*]] = weft.matmul %[[H]], %[[WTE16]] {transpose_b = true} : (tensor<2x4x8xbf16>, tensor<16x8xbf16>) -> tensor<2x4x16xbf16>
+// CHECK-NEXT: %[[UP:.*]] = weft.cast %[[LOGITS]] : tensor<2x4x16xbf16> to tensor<2x4x16xf32>
+// CHECK-NEXT: %[[LOSS:.*]] = weft.cross_entropy %[[UP]], %{{.*}} -> tensor<f32>
+// CHECK-NEXT: return %[[LOSS]] : tensor<f32>
+// The default (dtype=f32) changes nothing.
+// F32-LABEL: func @tied_embedding
+// F32-NOT:   weft.cast
+// F32:       weft.matmul {{.*}} -> tensor<2x4x16xf32>
+// Autodiff turns each cast into the cast back: the loss gradient is f32, the
+// backward runs in bf16, and the parameters' gradients arrive in f32 (the
+// tied one summed after the cast back, from its single bf16 copy).
+// GRAD-LABEL: func @tied_embedding
+// GRAD:      %[[DUP:.*]] = weft.cross_entropy_grad {{.*}} -> tensor<2x4x16xf32>
+// GRAD-NEXT: %[[DLOGITS:.*]] = weft.cast %[[DUP]] : tensor<2x4x16xf32> to tensor<2x4x16xbf16>
+// GRAD:      %[[DWTE16:.*]] = weft.add {{.*}} : tensor<16x8xbf16>
+// GRAD:      %[[DWTE:.*]] = weft.cast %[[DWTE16]] : tensor<16x8xbf16> to tensor<16x8xf32>
+// GRAD:      weft.param_grad "wte", %[[DWTE]] : tensor<16x8xf32>
+// GRAD:      weft.param_grad "g", %{{.*}} : tensor<8xf32>
+func.func @tied_embedding(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %g = weft.param "g" {init = "ones"} : tensor<8xf32>
+  %h = weft.rms_norm %x, %g {eps = 1.0e-5} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %logits = weft.matmul %h, %wte {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Master weights must be f32: an f64 model is refused, naming the parameter.
+func.func @f64_model(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f64> {
+  // expected-error @+1 {{is 'tensor<16x8xf64>'; mixed precision keeps f32 master weights}}
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf64>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf64>, tensor<2x4xi32>) -> tensor<2x4x8xf64>
+  %logits = weft.matmul %x, %wte {transpose_b = true} : (tensor<2x4x8xf64>, tensor<16x8xf64>) -> tensor<2x4x16xf64>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf64>, tensor<2x4xi32>) -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+// It runs before autodiff: a differentiated model is refused.
+func.func @after_autodiff(%tokens: tensor<2x4xi32>) {
+  %w = weft.param "w" {init = "zeros"} : tensor<8xf32>
+  // expected-error @+1 {{is training state: weft-mixed-precision runs on the forward model, before weft-autodiff}}
+  weft.param_grad "w", %w : tensor<8xf32>
+  return
+}
