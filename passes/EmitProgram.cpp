@@ -28,8 +28,9 @@ using namespace weft;
 namespace json = llvm::json;
 
 namespace {
-// Version 3: stages of fragments run by a schedule over micro-batches.
-constexpr uint32_t kFormatVersion = 3;
+// Version 3: stages of fragments run by a schedule over micro-batches;
+// version 4: the mesh lists its communicator groups, buffers may be bf16.
+constexpr uint32_t kFormatVersion = 4;
 
 // The fragments of a stage, in table order (program/Program.h, Stage).
 enum FragmentIndex {
@@ -252,7 +253,8 @@ public:
       for (const std::string &a : mesh.axes)
         axes.push_back(a);
       program["mesh"] = json::Object{{"axes", std::move(axes)},
-                                     {"shape", json::Array(mesh.sizes)}};
+                                     {"shape", json::Array(mesh.sizes)},
+                                     {"groups", groupsOf(instructions)}};
     }
     program["params"] = std::move(params);
     // Scratch for ZeRO-1's reduced gradient blocks lies past the plan.
@@ -300,6 +302,35 @@ private:
     }
     return json::Object{{"fragments", std::move(fragments)},
                         {"schedule", std::move(schedule)}};
+  }
+
+  // The communicator groups the instructions use (collectives' `axes`,
+  // sharded AdamW's `shard_axes`), in order of first use.
+  static json::Array groupsOf(const json::Array &insts) {
+    std::vector<std::vector<std::string>> seen;
+    json::Array groups;
+    for (const json::Value &v : insts) {
+      const json::Object *inst = v.getAsObject();
+      std::optional<StringRef> op = inst->getString("op");
+      const json::Object *attrs = inst->getObject("attrs");
+      if (!op || !attrs)
+        continue;
+      const char *key = *op == "adamw" ? "shard_axes" : "axes";
+      bool communicates = *op == "adamw" || op->starts_with("all_reduce") ||
+                          op->starts_with("all_gather") ||
+                          *op == "reduce_scatter" || *op == "slice";
+      const json::Array *axes = attrs->getArray(key);
+      if (!communicates || !axes || axes->empty())
+        continue;
+      std::vector<std::string> names;
+      for (const json::Value &a : *axes)
+        names.push_back(a.getAsString()->str());
+      if (llvm::is_contained(seen, names))
+        continue;
+      seen.push_back(names);
+      groups.push_back(json::Array(*axes));
+    }
+    return groups;
   }
 
   // Appends an instruction. A collective in flight whose input or output

@@ -117,6 +117,16 @@ std::string dumpProgram(const Program &P) {
      << " eps=" << num(O.Eps) << " weight_decay=" << num(O.WeightDecay)
      << " schedule=" << O.Schedule << " warmup_steps=" << O.WarmupSteps
      << " total_steps=" << O.TotalSteps << " min_lr=" << num(O.MinLr) << "\n";
+  if (!P.Devices.Axes.empty()) {
+    OS << "mesh: " << P.Devices.describe() << " | groups:";
+    for (const AxesList &G : P.Devices.Groups) {
+      OS << " [";
+      for (size_t K = 0; K < G.size(); ++K)
+        OS << (K ? "," : "") << G[K];
+      OS << "]";
+    }
+    OS << "\n";
+  }
   int64_t Total = 0;
   for (const ParamSpec &Pa : P.Params)
     Total += numElements(Pa.Dims);

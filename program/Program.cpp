@@ -275,7 +275,38 @@ Status parseMesh(const json &Root, Mesh &M) {
   const json &J = Root["mesh"];
   WEFT_RETURN_IF_ERROR(getAxes(J, "axes", "mesh", M.Axes));
   WEFT_RETURN_IF_ERROR(getIntList(J, "shape", "mesh", M.Dims));
-  return checkMesh(M);
+  WEFT_RETURN_IF_ERROR(checkMesh(M));
+  // The communicator groups, each a list of the mesh's axes (each once),
+  // none twice: every rank creates them in this order at load.
+  const json *Groups;
+  WEFT_RETURN_IF_ERROR(need(J, "groups", "mesh", Groups));
+  if (!Groups->is_array())
+    return Status::error("field 'groups' in mesh must be an array of axis "
+                         "lists, got " +
+                         Groups->dump());
+  for (size_t G = 0; G < Groups->size(); ++G) {
+    const std::string Ctx = "mesh.groups[" + std::to_string(G) + "]";
+    json Wrapped = {{"axes", (*Groups)[G]}};
+    AxesList A;
+    WEFT_RETURN_IF_ERROR(getAxes(Wrapped, "axes", Ctx, A));
+    if (A.empty())
+      return Status::error(Ctx + " is empty (a group of one rank needs no "
+                                 "communicator)");
+    for (size_t K = 0; K < A.size(); ++K) {
+      if (M.axisIndex(A[K]) < 0)
+        return Status::error(Ctx + " names axis '" + A[K] +
+                             "', not an axis of the mesh " + M.describe());
+      for (size_t L = 0; L < K; ++L)
+        if (A[L] == A[K])
+          return Status::error(Ctx + " repeats axis '" + A[K] + "'");
+    }
+    for (size_t H = 0; H < M.Groups.size(); ++H)
+      if (M.Groups[H] == A)
+        return Status::error(Ctx + " repeats mesh.groups[" + std::to_string(H) +
+                             "]");
+    M.Groups.push_back(std::move(A));
+  }
+  return Status::success();
 }
 
 Status parseParam(const json &J, size_t I, ParamSpec &P) {

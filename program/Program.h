@@ -19,10 +19,12 @@
 namespace weft {
 
 /// The version weft-compile writes and the only one the loader reads:
-/// version 3 made the step a schedule of fragments over micro-batches, and
-/// files of versions 1 and 2 are refused with a message to recompile.
-constexpr uint32_t ProgramFormatVersion = 3;
-constexpr uint32_t ProgramFormatMinVersion = 3;
+/// version 3 made the step a schedule of fragments over micro-batches,
+/// version 4 lists the mesh's communicator groups and gives each buffer its
+/// dtype (bf16 activations); older files are refused with a message to
+/// recompile.
+constexpr uint32_t ProgramFormatVersion = 4;
+constexpr uint32_t ProgramFormatMinVersion = 4;
 constexpr size_t ProgramHeaderBytes = 28;
 
 /// BF16: bfloat16 storage of activations in a mixed-precision program (its
@@ -126,6 +128,9 @@ struct InitSpec {
 struct Mesh {
   std::vector<std::string> Axes;
   std::vector<int64_t> Dims;
+  /// The communicator groups the program uses, each a list of axes, in the
+  /// order every rank creates them at load (format version 4: "groups").
+  std::vector<std::vector<std::string>> Groups;
   int64_t size() const;
   /// "dp=2 x tp=2"
   std::string describe() const;

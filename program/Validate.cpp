@@ -142,6 +142,8 @@ private:
 
   Status checkMatmul() const;
   Status checkAxes(const AxesList &A, const char *What) const;
+  /// checkAxes, and a communicator group must be in mesh.groups.
+  Status checkGroup(const AxesList &A, const char *What) const;
   Status checkCollective() const;
   Status checkShardedAdamW() const;
   Status checkBlockTranspose() const;
@@ -233,9 +235,21 @@ Status InstChecker::checkAxes(const AxesList &A, const char *What) const {
   return Status::success();
 }
 
+Status InstChecker::checkGroup(const AxesList &A, const char *What) const {
+  WEFT_RETURN_IF_ERROR(checkAxes(A, What));
+  if (A.empty() || P.Devices.Axes.empty())
+    return Status::success();
+  for (const AxesList &G : P.Devices.Groups)
+    if (G == A)
+      return Status::success();
+  return fail(std::string("attrs.") + What + " " + axesList(A) +
+              " is not one of mesh.groups (every communicator group is "
+              "declared there)");
+}
+
 Status InstChecker::checkCollective() const {
   WEFT_RETURN_IF_ERROR(counts(1, 1));
-  WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.Axes, "axes"));
+  WEFT_RETURN_IF_ERROR(checkGroup(I.Attrs.Axes, "axes"));
   const BufferSpec &X = in(0), &Y = out(0);
   if (X.Type != Y.Type)
     return fail("in[0] has dtype " + std::string(dtypeName(X.Type)) +
@@ -308,7 +322,7 @@ Status InstChecker::checkBlockTranspose() const {
 }
 
 Status InstChecker::checkShardedAdamW() const {
-  WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.ShardAxes, "shard_axes"));
+  WEFT_RETURN_IF_ERROR(checkGroup(I.Attrs.ShardAxes, "shard_axes"));
   const BufferSpec &Par = in(0);
   int64_t C = P.Devices.count(I.Attrs.ShardAxes);
   if (Par.Dims.empty() || Par.Dims[0] % C != 0)

@@ -72,11 +72,20 @@ Status Executor::planMeshSteps() {
   Steps.assign(Bound.size(), MeshStep());
   const size_t E = dtypeBytes(Prog.Type);
   const Mesh &M = Prog.Devices;
-  // The world group first: checkpoints and --save-grads gather over it.
+  // The world group first (checkpoints and --save-grads gather over it),
+  // then every group the program declares, in its order: creating one is
+  // collective (MPI_Comm_split; ncclCommInitRank), so all ranks create them
+  // at load, in the same order, before any step.
   if (!M.Axes.empty()) {
     Expected<const CommGroup *> W = Comm->group(M, M.Axes);
     if (!W.ok())
       return W.status();
+    for (size_t G = 0; G < M.Groups.size(); ++G) {
+      Expected<const CommGroup *> Made = Comm->group(M, M.Groups[G]);
+      if (!Made.ok())
+        return Made.status().withContext("mesh.groups[" + std::to_string(G) +
+                                         "]");
+    }
   }
   const char *NoAsync = std::getenv("WEFT_NO_ASYNC");
   const bool AsyncOn = !NoAsync || !*NoAsync || std::strcmp(NoAsync, "0") == 0;

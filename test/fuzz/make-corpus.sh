@@ -30,6 +30,7 @@ gpt-tiny --batch 2 --seq 8 --mesh tp=2 --layout megatron --sequence-parallel
 llama-tiny --batch 4 --seq 8 --mesh dp=2 --layout data --zero 3 --prefetch-ops 2
 llama-tiny --batch 4 --seq 8 --mesh dp=2,tp=2 --layout megatron --zero 1
 gpt-tiny --batch 8 --seq 8 --mesh dp=2 --microbatches 2
+llama-tiny --batch 4 --seq 8 --mesh dp=2,tp=2 --layout megatron --sequence-parallel --dtype bf16
 LIST
 cp "$tmp/p1.weft" "$out/program/container-gpt-tiny.weft"
 # The smallest: the hand-written model of test/passes/weft-emit-program.mlir.

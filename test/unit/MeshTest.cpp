@@ -229,6 +229,41 @@ TEST(MeshLoader, RefusesInconsistentShardsAndCollectives) {
       << loadError(Bad);
 }
 
+// The file declares every communicator group (format version 4): each rank
+// creates them at load in that order. A collective or a sharded AdamW over
+// an undeclared group, and a malformed table, are refused.
+TEST(MeshLoader, RefusesUndeclaredAndMalformedGroups) {
+  MeshTinyConfig Cfg;
+  Cfg.Dp = Cfg.Tp = 2;
+  nlohmann::json J = meshTinyProgram(Cfg);
+  J["mesh"]["groups"] = {{"tp"}, {"dp"}};
+  EXPECT_EQ(loadError(J), "");
+  Expected<Program> P = parseProgramJson(programJson(J));
+  ASSERT_TRUE(P.ok()) << P.message();
+  EXPECT_EQ(P->Devices.Groups, (std::vector<AxesList>{{"tp"}, {"dp"}}));
+  EXPECT_NE(dumpProgram(*P).find("mesh: dp=2 x tp=2 | groups: [tp] [dp]"),
+            std::string::npos)
+      << dumpProgram(*P);
+  auto Expect = [&](const nlohmann::json &Bad, const std::string &Want) {
+    EXPECT_NE(loadError(Bad).find(Want), std::string::npos) << loadError(Bad);
+  };
+  nlohmann::json Bad = J;
+  Bad["mesh"]["groups"] = {{"tp"}};
+  Expect(Bad, "attrs.axes [dp] is not one of mesh.groups");
+  Bad["mesh"].erase("groups");
+  Bad["mesh"]["groups"] = nullptr;
+  Expect(Bad, "field 'groups' in mesh must be an array of axis lists");
+  Bad = J;
+  Bad["mesh"]["groups"] = {{"tp"}, {"dp"}, {"tp"}};
+  Expect(Bad, "mesh.groups[2] repeats mesh.groups[0]");
+  Bad["mesh"]["groups"] = {{"tp"}, {"dp"}, {"dp", "dp"}};
+  Expect(Bad, "mesh.groups[2] repeats axis 'dp'");
+  Bad["mesh"]["groups"] = {{"tp"}, {"dp"}, {"pp"}};
+  Expect(Bad, "mesh.groups[2] names axis 'pp', not an axis of the mesh");
+  Bad["mesh"]["groups"] = {{"tp"}, {"dp"}, nlohmann::json::array()};
+  Expect(Bad, "mesh.groups[2] is empty");
+}
+
 TEST(MeshLoader, RefusesBadVocabParallelCrossEntropy) {
   MeshTinyConfig Cfg;
   Cfg.Dp = Cfg.Tp = 2;

@@ -73,10 +73,11 @@ TEST(ProgramLoader, RefusesBadMagic) {
 }
 
 TEST(ProgramLoader, RefusesOtherVersion) {
-  std::string F = encodeProgramContainer(tinyProgram().payload(), 4);
-  EXPECT_MSG(errorOf(F), "format version 4, this runtime reads version 3");
-  // A file of the flat format (versions 1 and 2) asks to be recompiled.
-  for (uint32_t Old : {1u, 2u})
+  std::string F = encodeProgramContainer(tinyProgram().payload(), 5);
+  EXPECT_MSG(errorOf(F), "format version 5, this runtime reads version 4");
+  // An older file (the flat format of versions 1 and 2; version 3, without
+  // mesh.groups and per-buffer bf16) asks to be recompiled.
+  for (uint32_t Old : {1u, 2u, 3u})
     EXPECT_MSG(errorOf(encodeProgramContainer(tinyProgram().payload(), Old)),
                "recompile the model with this release's weft-compile");
 }
@@ -180,7 +181,7 @@ TEST(ProgramLoader, RefusesABadLossBuffer) {
   EXPECT_MSG(errorOfJson(J), "expected a f32 scalar []");
 }
 
-// The tiny program in format version 3, to break its stage.
+// The tiny program in format version 4, to break its stage.
 nlohmann::json tinyStages() {
   return nlohmann::json::parse(tinyProgram().payload());
 }

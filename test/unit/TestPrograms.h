@@ -37,21 +37,61 @@ inline bool overlaps(const nlohmann::json &Buffers, int64_t A, int64_t B) {
   int64_t OA = BA["offset"], OB = BB["offset"];
   return OA < OB + Bytes(BB) && OB < OA + Bytes(BA);
 }
+/// Adds mesh.groups where a payload's mesh has none: the groups of the
+/// instructions (Insts: every instruction, in order), as weft-emit-program
+/// lists them.
+inline void addGroups(nlohmann::json &Root, const nlohmann::json &Insts) {
+  if (!Root.contains("mesh") || !Root["mesh"].is_object() ||
+      Root["mesh"].contains("groups"))
+    return;
+  nlohmann::json Groups = nlohmann::json::array();
+  for (const auto &I : Insts) {
+    if (!I.is_object() || !I.contains("op") || !I["op"].is_string() ||
+        !I.contains("attrs") || !I["attrs"].is_object())
+      continue;
+    const std::string Op = I["op"];
+    const char *Key = Op == "adamw" ? "shard_axes" : "axes";
+    bool Communicates = Op == "adamw" || Op.rfind("all_reduce", 0) == 0 ||
+                        Op.rfind("all_gather", 0) == 0 ||
+                        Op == "reduce_scatter" || Op == "slice";
+    if (!Communicates || !I["attrs"].contains(Key) ||
+        !I["attrs"][Key].is_array() || I["attrs"][Key].empty())
+      continue;
+    if (std::find(Groups.begin(), Groups.end(), I["attrs"][Key]) ==
+        Groups.end())
+      Groups.push_back(I["attrs"][Key]);
+  }
+  Root["mesh"]["groups"] = Groups;
+}
 } // namespace detail
 
 /// A payload written the way tests find easiest, one flat "instructions"
-/// list with "forward_end" and "optimizer_begin", in format version 3: one
+/// list with "forward_end" and "optimizer_begin", in format version 4: one
 /// stage whose fragments forward, backward and optimizer are cut at those
 /// marks, run on one micro-batch. An instruction with attrs.async = true
 /// becomes its *_start form, and a wait on its output is inserted where
 /// weft-emit-program puts one: before the first instruction that touches
 /// its buffers, or at its fragment's end (an explicit false is dropped; any
 /// other value is left for the loader to refuse). A payload that has
-/// "stages" is kept.
+/// "stages" is kept. Either way a mesh without "groups" gets them
+/// (detail::addGroups).
 inline std::string programJson(nlohmann::json Root) {
   using json = nlohmann::json;
-  if (Root.contains("stages") || !Root.contains("instructions"))
+  if (Root.contains("stages") || !Root.contains("instructions")) {
+    json All = json::array();
+    if (Root.contains("stages") && Root["stages"].is_array())
+      for (const auto &St : Root["stages"])
+        if (St.is_object() && St.contains("fragments") &&
+            St["fragments"].is_array())
+          for (const auto &F : St["fragments"])
+            if (F.is_object() && F.contains("instructions") &&
+                F["instructions"].is_array())
+              for (const auto &I : F["instructions"])
+                All.push_back(I);
+    detail::addGroups(Root, All);
     return Root.dump();
+  }
+  detail::addGroups(Root, Root["instructions"]);
   json Flat = Root["instructions"];
   const int64_t N = int64_t(Flat.size());
   auto Mark = [&](const char *Key, int64_t Default) {

@@ -96,10 +96,10 @@ TEST(WeftRun, ErrorsAndExitCodes) {
   EXPECT_EQ(R.Code, 1);
   EXPECT_NE(R.Out.find("no --data given"), std::string::npos);
   std::string Bad = tinyProgram().file();
-  Bad[8] = 4; // the version is a little-endian u32 at byte 8
-  R = run(writeFile("cli_v4.wp", Bad) + " --dump");
+  Bad[8] = 5; // the version is a little-endian u32 at byte 8
+  R = run(writeFile("cli_v5.wp", Bad) + " --dump");
   EXPECT_EQ(R.Code, 1);
-  EXPECT_NE(R.Out.find("format version 4, this runtime reads version 3"),
+  EXPECT_NE(R.Out.find("format version 5, this runtime reads version 4"),
             std::string::npos)
       << R.Out;
   R = run(Prog + " --dump");
