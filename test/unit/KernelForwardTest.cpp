@@ -199,3 +199,21 @@ TEST(KernelForward, ThreadCountDoesNotChangeResults) {
 }
 
 } // namespace
+
+// OpenBLAS on a VM with a masked CPU model falls back to pre-AVX kernels;
+// weft-run warns and names the OPENBLAS_CORETYPE that fixes it.
+TEST(Blas, WarnsWhenOpenBlasPicksPreAvxKernelsOnAnAvxCpu) {
+  using weft::cpu::blasKernelWarning;
+  std::string W = blasKernelWarning("Prescott", true, true);
+  EXPECT_NE(W.find("OpenBLAS chose its 'Prescott' kernels on a CPU with "
+                   "AVX-512"),
+            std::string::npos)
+      << W;
+  EXPECT_NE(W.find("OPENBLAS_CORETYPE=SkylakeX"), std::string::npos) << W;
+  EXPECT_NE(blasKernelWarning("Nehalem", false, true)
+                .find("OPENBLAS_CORETYPE=Haswell"),
+            std::string::npos);
+  EXPECT_EQ(blasKernelWarning("SkylakeX", true, true), "");
+  EXPECT_EQ(blasKernelWarning("Haswell", false, true), "");
+  EXPECT_EQ(blasKernelWarning("Prescott", false, false), ""); // an old CPU
+}

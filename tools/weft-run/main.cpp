@@ -390,6 +390,8 @@ int main(int Argc, char **Argv) {
     return fail("--grad-check runs on one rank (world size is " +
                 std::to_string((*Comm)->size()) + ")");
   cpu::setNumThreads(int(O.Threads));
+  if (std::string W = cpu::blasKernelWarning(); !W.empty() && Root)
+    std::cerr << "weft-run: warning: " << W << "\n";
   Expected<std::unique_ptr<Executor>> E =
       Executor::create(P.take(), nullptr, Comm->get());
   if (!E.ok())

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace weft::cpu {
 
@@ -170,6 +171,13 @@ void narrowToBf16(const float *X, uint16_t *Y, int64_t N);
 
 /// Index of the first NaN or infinity among X[0, N), or -1.
 template <typename T> int64_t firstNonFinite(const T *X, int64_t N);
+
+/// A warning when OpenBLAS picked pre-AVX kernels on a CPU with AVX2 or
+/// AVX-512 (a VM that masks its CPU model defeats OpenBLAS's dynamic-arch
+/// detection: GPT-2 124M steps then take 4-5x longer); empty otherwise. The
+/// first form asks this process's OpenBLAS and CPU.
+std::string blasKernelWarning();
+std::string blasKernelWarning(const std::string &Core, bool Avx512, bool Avx2);
 
 /// Sets the OpenMP thread count (N <= 0: all cores); OpenBLAS stays serial.
 void setNumThreads(int N);

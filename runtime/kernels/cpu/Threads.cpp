@@ -26,6 +26,31 @@ void setNumThreads(int N) {
 
 int numThreads() { return omp_get_max_threads(); }
 
+std::string blasKernelWarning(const std::string &Core, bool Avx512, bool Avx2) {
+  static const char *const PreAvx[] = {"Prescott",   "Core2",   "Penryn",
+                                       "Dunnington", "Nehalem", "Atom"};
+  if (!Avx512 && !Avx2)
+    return "";
+  bool Generic = false;
+  for (const char *C : PreAvx)
+    Generic |= Core == C;
+  if (!Generic)
+    return "";
+  const char *Want = Avx512 ? "SkylakeX" : "Haswell";
+  return "OpenBLAS chose its '" + Core + "' kernels on a CPU with " +
+         (Avx512 ? "AVX-512" : "AVX2") +
+         " (the CPU model is probably masked by a VM): matrix products run "
+         "several times slower. Start weft-run with OPENBLAS_CORETYPE=" +
+         Want + " set in its environment";
+}
+
+std::string blasKernelWarning() {
+  const char *Core = openblas_get_corename();
+  return blasKernelWarning(Core ? Core : "",
+                           __builtin_cpu_supports("avx512f") != 0,
+                           __builtin_cpu_supports("avx2") != 0);
+}
+
 namespace {
 // Makes sure OpenBLAS is serial even when setNumThreads is never called.
 struct SerialBlasAtStartup {
