@@ -114,6 +114,14 @@ LogicalResult checkLogits(std::optional<Location> loc, Value logits,
 }
 
 // stats [K, l..., 3] for targets [l...].
+// The loss and the softmax statistics of bf16 logits are f32 (mixed
+// precision: the kernels read bf16 logits and reduce in f32); otherwise the
+// logits' type.
+Type lossElementType(Value logits) {
+  Type e = typeOf(logits).getElementType();
+  return e.isBF16() ? Float32Type::get(e.getContext()) : e;
+}
+
 LogicalResult checkStats(std::optional<Location> loc, Value stats,
                          ArrayRef<int64_t> rows) {
   auto s = typeOf(stats).getShape();
@@ -342,7 +350,7 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
   if (failed(checkLogits(loc, adaptor.getLogits(), adaptor.getTargets())))
     return failure();
   types.push_back(
-      RankedTensorType::get({}, typeOf(adaptor.getLogits()).getElementType()));
+      RankedTensorType::get({}, lossElementType(adaptor.getLogits())));
   return success();
 }
 
@@ -455,7 +463,8 @@ LogicalResult CrossEntropyStatsOp::inferReturnTypes(
   SmallVector<int64_t> shape = {1};
   llvm::append_range(shape, typeOf(adaptor.getTargets()).getShape());
   shape.push_back(3);
-  types.push_back(withShape(typeOf(adaptor.getLogits()), shape));
+  types.push_back(
+      RankedTensorType::get(shape, lossElementType(adaptor.getLogits())));
   return success();
 }
 

@@ -212,8 +212,8 @@ def Weft_CastOp : Weft_Op<"cast", [Pure,
   let summary = "x converted to another float type (to bf16: round to nearest even)";
   let description = [{
     The one op that changes a tensor's element type. weft-mixed-precision
-    casts each f32 parameter to a bf16 copy and the logits up to f32 for the
-    loss; the gradient of a cast is the cast back.
+    casts each f32 parameter to a bf16 copy; the gradient of a cast is the
+    cast back (so parameter gradients arrive in f32).
 
     ```mlir
     %w16 = weft.cast %w : tensor<64x256xf32> to tensor<64x256xbf16>

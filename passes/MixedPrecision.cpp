@@ -74,16 +74,8 @@ struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
       }
       if (isa<CastOp>(op))
         continue;
-      if (isa<CrossEntropyOp>(op)) {
-        // The loss in f32: its float operands cast up.
-        b.setInsertionPoint(op);
-        for (OpOperand &use : op->getOpOperands())
-          if (hasElement(use.get().getType(), bf16))
-            use.set(CastOp::create(b, op->getLoc(),
-                                   withElement(use.get().getType(), f32),
-                                   use.get()));
-        continue;
-      }
+      // Cross-entropy infers an f32 loss from bf16 logits (its kernels
+      // reduce in f32), so the logits need no f32 copy.
       if (failed(retype(op, f32, bf16)))
         return failure();
     }

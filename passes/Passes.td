@@ -164,8 +164,10 @@ def WeftMixedPrecision : Pass<"weft-mixed-precision", "mlir::func::FuncOp"> {
     forward model, before autodiff. Each f32 `weft.param` gets one bf16 copy
     (`weft.cast`) that its users read; every compute op then stores its
     result in bf16 (kernels compute in f32 and round). The loss is f32:
-    `weft.cross_entropy` reads its logits cast up to f32, so the softmax,
-    its statistics and the loss stay f32. Autodiff turns each cast into the
+    `weft.cross_entropy` of bf16 logits computes its softmax and statistics
+    in f32 and returns an f32 loss, and its gradient is the bf16 logits'
+    gradient, with no f32 copy of the logits (as Megatron's fused
+    cross-entropy). Autodiff turns each cast into the
     cast back, so gradients reach the parameters in f32: the gradient
     reductions, AdamW and its moments stay f32.
 
@@ -180,8 +182,7 @@ def WeftMixedPrecision : Pass<"weft-mixed-precision", "mlir::func::FuncOp"> {
     %w = weft.param "w" {init = "normal", std = 0.02} : tensor<4x8xf32>
     %w16 = weft.cast %w : tensor<4x8xf32> to tensor<4x8xbf16>
     %y = weft.matmul %x, %w16 : (tensor<2x4xbf16>, tensor<4x8xbf16>) -> tensor<2x8xbf16>
-    %y32 = weft.cast %y : tensor<2x8xbf16> to tensor<2x8xf32>
-    %l = weft.cross_entropy %y32, %t : (tensor<2x8xf32>, tensor<2xi32>) -> tensor<f32>
+    %l = weft.cross_entropy %y, %t : (tensor<2x8xbf16>, tensor<2xi32>) -> tensor<f32>
     ```
     `dtype=f32` leaves the function alone. The model must be f32 and not
     yet differentiated.
