@@ -11,9 +11,12 @@
 #ifndef WEFT_DIALECT_SHARDINGRULE_H
 #define WEFT_DIALECT_SHARDINGRULE_H
 
+#include "mlir/IR/Value.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <cstdint>
+#include <map>
+#include <utility>
 
 namespace weft {
 
@@ -25,6 +28,11 @@ struct FactorSplit {
   llvm::SmallVector<llvm::SmallVector<llvm::StringRef>> axes;
   llvm::SmallVector<int64_t> shards;
 };
+
+/// Values that several ops' partition rewrites build alike, by a key of two
+/// values (SplitReductionOpInterface).
+using SharedValues =
+    std::map<std::pair<const void *, const void *>, mlir::Value>;
 
 struct ShardingRule {
   static constexpr int64_t kNone = -1; // a dim no factor covers: replicated

@@ -55,4 +55,32 @@ def Weft_LocalizeOpInterface : OpInterface<"LocalizeOpInterface"> {
   ];
 }
 
+def Weft_SplitReductionOpInterface : OpInterface<"SplitReductionOpInterface"> {
+  let cppNamespace = "::weft";
+  let description = [{
+    An op that reduces over a factor and can still run when that factor is
+    split, without gathering its operand (Megatron's vocab-parallel
+    cross-entropy: local softmax statistics, one small all-gather, a local
+    finish). weft-partition reshards the other operands as the rule asks and
+    lets the op rewrite itself; a new op of this kind states its rewrite
+    here, not in Partition.cpp.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "The factor of its rule whose split the op handles itself.",
+      "int64_t", "splitReductionFactor",
+      (ins "const ::weft::ShardingRule &":$rule)>,
+    InterfaceMethod<
+      "Builds, at the builder's point and on the local operands, ops "
+      "computing the op's result when that factor is split over `axes` "
+      "(`shards` ranks); returns the value that replaces the result. "
+      "`shared` holds values that ops rewritten earlier built alike (a "
+      "cross-entropy's gathered statistics serve its gradient).",
+      "::mlir::FailureOr<::mlir::Value>", "buildSplitReduction",
+      (ins "::mlir::OpBuilder &":$b, "const ::weft::ShardingRule &":$rule,
+           "::llvm::ArrayRef<::llvm::StringRef>":$axes, "int64_t":$shards,
+           "::weft::SharedValues &":$shared)>
+  ];
+}
+
 #endif // WEFT_INTERFACES_TD

@@ -303,7 +303,8 @@ def Weft_AttentionOp : Weft_ForwardOp<"attention",
 }
 
 def Weft_CrossEntropyOp : Weft_ForwardOp<"cross_entropy",
-    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
+    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>,
+     DeclareOpInterfaceMethods<Weft_SplitReductionOpInterface>]> {
   let summary = "mean softmax cross-entropy of logits against target ids";
   let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets);
   let results = (outs Weft_Scalar:$loss);
@@ -389,7 +390,8 @@ def Weft_AttentionGradOp : Weft_ComputeOp<"attention_grad",
 }
 
 def Weft_CrossEntropyGradOp : Weft_ComputeOp<"cross_entropy_grad",
-    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
+    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>,
+     DeclareOpInterfaceMethods<Weft_SplitReductionOpInterface>]> {
   let summary = "dlogits = (softmax(logits) - onehot(targets)) * dloss / rows";
   let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
                    Weft_Scalar:$dloss);

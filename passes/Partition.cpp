@@ -399,9 +399,11 @@ private:
     }
     FactorAxes axes = assignOpFactors(
         op, rule, [&](Value v) { return targetOf(v); }, mesh);
-    if (isa<CrossEntropyOp, CrossEntropyGradOp>(op) &&
-        !axes[rule.operands[0].back()].empty())
-      return partitionVocabParallel(op, rule, axes);
+    if (auto split = dyn_cast<SplitReductionOpInterface>(op)) {
+      int64_t f = split.splitReductionFactor(rule);
+      if (!axes[f].empty())
+        return partitionSplitReduction(split, rule, axes, f);
+    }
 
     if (failed(requireOperands(op, rule, axes)))
       return failure();
@@ -428,60 +430,30 @@ private:
     return success();
   }
 
-  // A cross-entropy's global row count (its targets' elements): the mean's
-  // denominator on every rank.
-  static int64_t globalRows(const ShardingRule &rule) {
-    int64_t rows = 1;
-    for (int64_t f : rule.operands[1])
-      rows *= rule.factors[f].size;
-    return rows;
-  }
-
-  // A cross-entropy over logits whose vocab is split over some axes
-  // (Megatron's vocab-parallel cross-entropy): each rank computes its
-  // shard's softmax statistics, one all_gather shares them, and the loss
-  // and the logits' gradient are finished locally. The forward's gathered
-  // statistics serve the gradient of the same logits.
-  LogicalResult partitionVocabParallel(Operation *op, const ShardingRule &rule,
-                                       const FactorAxes &axes) {
+  // An op that reduces over factor f, split over some axes, rewrites
+  // itself into local work (SplitReductionOpInterface, e.g. Megatron's
+  // vocab-parallel cross-entropy). A result shaped like the split operand
+  // (its gradient) keeps that operand's sharding; any other has consumed the
+  // factor.
+  LogicalResult partitionSplitReduction(SplitReductionOpInterface split,
+                                        const ShardingRule &rule,
+                                        const FactorAxes &axes, int64_t f) {
+    Operation *op = split;
     if (failed(requireOperands(op, rule, axes)))
       return failure();
-    ArrayRef<StringRef> vocab = axes[rule.operands[0].back()];
-    auto vocabAttr = b.getStrArrayAttr(vocab);
-    int64_t rows = globalRows(rule);
-    Value logits = op->getOperand(0), targets = op->getOperand(1);
-    Location loc = op->getLoc();
     b.setInsertionPoint(op);
-    auto key = std::make_pair(logits.getAsOpaquePointer(),
-                              targets.getAsOpaquePointer());
-    Value stats = vocabStats.lookup(key);
-    if (!stats) {
-      Value local =
-          CrossEntropyStatsOp::create(b, loc, logits, targets, vocabAttr);
-      auto type = cast<RankedTensorType>(local.getType());
-      SmallVector<int64_t> shape(type.getShape());
-      shape[0] = mesh.count(vocab);
-      stats = AllGatherOp::create(
-          b, loc, RankedTensorType::get(shape, type.getElementType()), local,
-          vocabAttr, 0,
-          b.getStringAttr("vocab-parallel cross-entropy: every vocab shard's "
-                          "softmax statistics"));
-      vocabStats[key] = stats;
-    }
-    // The row factors keep their axes; the vocab factor is consumed here.
-    FactorAxes rowAxes = axes;
-    rowAxes.axes[rule.operands[0].back()].clear();
-    Value result;
-    if (isa<CrossEntropyOp>(op))
-      result = CrossEntropyFromStatsOp::create(b, loc, stats, rows);
-    else
-      result = CrossEntropyStatsGradOp::create(
-          b, loc, logits, targets, stats, op->getOperand(2), vocabAttr, rows);
-    actual[result] =
-        isa<CrossEntropyOp>(op)
-            ? shardingFromFactors(ctx, rule, rowAxes, rule.results[0], {}, true)
-            : actual.lookup(logits);
-    op->getResult(0).replaceAllUsesWith(result);
+    FailureOr<Value> result = split.buildSplitReduction(
+        b, rule, axes[f], mesh.count(axes[f]), shared);
+    if (failed(result))
+      return failure();
+    FactorAxes rest = axes;
+    rest.axes[f].clear();
+    Value operand = op->getOperand(0);
+    actual[*result] =
+        result->getType() == operand.getType()
+            ? actual.lookup(operand)
+            : shardingFromFactors(ctx, rule, rest, rule.results[0], {}, true);
+    op->getResult(0).replaceAllUsesWith(*result);
     op->erase();
     return success();
   }
@@ -508,8 +480,8 @@ private:
   DenseMap<Value, ShardingAttr> actual;
   DenseMap<Operation *, ShardingRule> rules;
   std::map<std::pair<void *, const void *>, Value> cache;
-  // Gathered statistics per (local logits, targets): vocab-parallel CE.
-  DenseMap<std::pair<void *, void *>, Value> vocabStats;
+  // What split reductions build alike (vocab-parallel CE's statistics).
+  SharedValues shared;
   llvm::StringMap<ParamOp> paramsByName;
 };
 
