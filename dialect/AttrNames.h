@@ -20,6 +20,9 @@ inline constexpr llvm::StringLiteral kModel = "weft.model";
 inline constexpr llvm::StringLiteral kOptimizer = "weft.optimizer";
 /// The activation arena's size in bytes (an integer), by weft-plan-memory.
 inline constexpr llvm::StringLiteral kArenaBytes = "weft.arena_bytes";
+/// The mesh the function's shardings and collectives refer to (a symbol
+/// naming a weft.mesh), by weft-apply-layout.
+inline constexpr llvm::StringLiteral kMesh = "weft.mesh";
 /// Micro-batches per step (a positive integer), by
 /// weft-accumulate-gradients: the function computes one micro-batch.
 inline constexpr llvm::StringLiteral kMicrobatches = "weft.microbatches";

@@ -21,16 +21,8 @@ using namespace weft;
 
 namespace {
 
-/// The module's mesh, or null.
-MeshOp meshOf(Operation *op) {
-  auto module =
-      isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
-  if (!module)
-    return nullptr;
-  for (MeshOp mesh : module.getOps<MeshOp>())
-    return mesh;
-  return nullptr;
-}
+/// The op's mesh (meshFor), or null.
+MeshOp meshOf(Operation *op) { return meshFor(op); }
 
 LogicalResult verifySharding(Operation *op, Attribute attr, Type type,
                              const Twine &what) {
@@ -68,7 +60,9 @@ LogicalResult verifySharding(Operation *op, Attribute attr, Type type,
         return fail() << "names mesh axis '" << name.getValue() << "' twice";
       if (!mesh)
         return fail() << "names mesh axis '" << name.getValue()
-                      << "' but the module has no weft.mesh";
+                      << "' but no mesh is in scope (the function names "
+                         "none with weft.mesh and the module has not "
+                         "exactly one weft.mesh)";
       if (mesh.axisSize(name.getValue()) < 0)
         return fail() << "names axis '" << name.getValue() << "', which mesh @"
                       << mesh.getSymName() << " does not have";
@@ -147,6 +141,17 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
       return fail() << "must be a function's micro-batch count, 1 to 2^20, "
                        "got "
                     << value;
+    return success();
+  }
+  if (name == an::kMesh) {
+    auto ref = dyn_cast<FlatSymbolRefAttr>(value);
+    if (!isa<func::FuncOp>(op) || !ref)
+      return fail() << "must be a function's mesh, a symbol, got " << value;
+    auto module = op->getParentOfType<ModuleOp>();
+    Operation *target =
+        module ? SymbolTable::lookupSymbolIn(module, ref.getAttr()) : nullptr;
+    if (!isa_and_nonnull<MeshOp>(target))
+      return fail() << "names " << ref << ", which is not a weft.mesh";
     return success();
   }
   if (name == an::kFragment) {

@@ -1,6 +1,8 @@
 //===- WeftCollectives.cpp - the mesh and collective verifiers ------------===//
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -36,13 +38,37 @@ int64_t MeshOp::numRanks() {
   return n;
 }
 
+MeshOp weft::meshFor(Operation *op) {
+  auto module =
+      isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
+  if (!module)
+    return nullptr;
+  auto fn = isa<func::FuncOp>(op) ? cast<func::FuncOp>(op)
+                                  : op->getParentOfType<func::FuncOp>();
+  if (auto named =
+          fn ? fn->getAttrOfType<FlatSymbolRefAttr>(weft::attrname::kMesh)
+             : FlatSymbolRefAttr())
+    return SymbolTable::lookupSymbolIn(module, named.getAttr())
+               ? dyn_cast<MeshOp>(
+                     SymbolTable::lookupSymbolIn(module, named.getAttr()))
+               : MeshOp();
+  MeshOp only;
+  for (MeshOp mesh : module.getOps<MeshOp>()) {
+    if (only)
+      return nullptr; // several: the function must name one
+    only = mesh;
+  }
+  return only;
+}
+
 namespace {
-// The group size of `axes` on the module's mesh, or failure with a message.
+// The group size of `axes` on the op's mesh, or failure with a message.
 FailureOr<int64_t> groupSize(Operation *op, ArrayAttr axes) {
-  auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
-      op, StringAttr::get(op->getContext(), "mesh"));
+  MeshOp mesh = meshFor(op);
   if (!mesh)
-    return op->emitOpError("needs a weft.mesh @mesh in scope");
+    return op->emitOpError("has no mesh: its function names none "
+                           "(weft.mesh = @name) and its module has not "
+                           "exactly one weft.mesh");
   if (axes.empty())
     return op->emitOpError("needs at least one mesh axis");
   int64_t n = 1;

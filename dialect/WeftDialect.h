@@ -23,4 +23,12 @@
 #define GET_OP_CLASSES
 #include "dialect/WeftOps.h.inc"
 
+namespace weft {
+/// The mesh that op's shardings and collectives refer to: the one its
+/// function names (`weft.mesh = @name`), else the module's only mesh; null
+/// when there is none, or several and the function names none. A pipeline
+/// stage's function will name its own sub-mesh.
+MeshOp meshFor(mlir::Operation *op);
+} // namespace weft
+
 #endif // WEFT_DIALECT_WEFTDIALECT_H

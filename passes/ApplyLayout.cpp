@@ -94,6 +94,9 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
+      // The function names its mesh (a pipeline stage will name its own).
+      fn->setAttr(weft::attrname::kMesh,
+                  FlatSymbolRefAttr::get(b.getContext(), "mesh"));
       if (failed(annotateInputs(fn, inputDims)) ||
           failed(annotateParams(fn, globs, zeroStage)) ||
           failed(checkHeads(fn)) || (sp && failed(constrainSequence(fn))) ||

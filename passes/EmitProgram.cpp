@@ -685,7 +685,7 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
       return signalPassFailure();
     }
     json::Object program;
-    if (failed(ProgramWriter(fns.front(), MeshInfo::of(getOperation()))
+    if (failed(ProgramWriter(fns.front(), MeshInfo::of(fns.front()))
                    .build(program)))
       return signalPassFailure();
     std::string payload;

@@ -61,14 +61,13 @@ DenseMap<Operation *, int64_t> timesPerStep(ModuleOp module) {
 // Ring-algorithm bytes sent per rank: all_reduce 2(c-1)/c n, all_gather and
 // reduce_scatter (c-1)/c n, n the larger of input and output.
 SmallVector<Collective> collectivesOf(ModuleOp module) {
-  MeshInfo mesh = MeshInfo::of(module);
   DenseMap<Operation *, int64_t> times = timesPerStep(module);
   SmallVector<Collective> out;
   Operation *current = nullptr;
   auto add = [&](StringRef kind, ArrayAttr axes, RankedTensorType t,
                  StringRef why) {
     auto names = namesOf(axes);
-    int64_t c = mesh.count(names);
+    int64_t c = MeshInfo::of(current).count(names); // the op's mesh
     int64_t factor = kind == "all_reduce" ? 2 : 1;
     int64_t n = bytesOf(t);
     out.push_back({kind.str(), joinAxes(names), why.str(),
@@ -99,7 +98,7 @@ SmallVector<Collective> collectivesOf(ModuleOp module) {
                ("ZeRO-1: gradient of " + p.getName()).str(),
                typeName(adam.getParam().getType().getElementType()),
                [&] {
-                 int64_t c = mesh.count(namesOf(axes));
+                 int64_t c = MeshInfo::of(adam).count(namesOf(axes));
                  return c > 1 ? (c - 1) * bytesOf(adam.getParam().getType()) / c
                               : 0;
                }(),
@@ -155,9 +154,9 @@ void weft::explainStep(ModuleOp module, llvm::raw_ostream &os) {
                        (long long)bytes);
 
   // Memory per rank, from the local types the partitioner gave.
-  MeshInfo mesh = MeshInfo::of(module);
   int64_t params = 0, grads = 0, state = 0, arena = 0;
   module.walk([&](ParamOp p) {
+    MeshInfo mesh = MeshInfo::of(p); // its function's
     SmallVector<int64_t> global(p.getType().getShape());
     if (auto g =
             p->getAttrOfType<DenseI64ArrayAttr>(weft::attrname::kGlobalShape))

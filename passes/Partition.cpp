@@ -488,10 +488,11 @@ private:
 struct Partition : weft::impl::WeftPartitionBase<Partition> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    MeshInfo mesh = MeshInfo::of(module);
-    for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+    for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
+      MeshInfo mesh = MeshInfo::of(fn); // the function's (weft.mesh)
       if (!fn.isExternal() && failed(Partitioner(fn, mesh).run()))
         return signalPassFailure();
+    }
   }
 };
 } // namespace

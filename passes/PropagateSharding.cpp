@@ -72,10 +72,10 @@ struct PropagateSharding
     : weft::impl::WeftPropagateShardingBase<PropagateSharding> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    MeshInfo mesh = MeshInfo::of(module);
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
+      MeshInfo mesh = MeshInfo::of(fn); // the function's (weft.mesh)
       Propagator p{mesh, &getContext(), {}};
       // User annotations first: they are never overridden.
       for (BlockArgument arg : fn.getArguments())

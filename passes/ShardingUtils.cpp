@@ -25,17 +25,11 @@ int64_t MeshInfo::count(ArrayRef<StringRef> names) const {
 
 MeshInfo MeshInfo::of(Operation *op) {
   MeshInfo info;
-  auto module =
-      isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
-  if (!module)
-    return info;
-  for (auto mesh : module.getOps<MeshOp>()) {
+  if (MeshOp mesh = meshFor(op))
     for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getShape())) {
       info.axes.push_back(cast<StringAttr>(axis).getValue().str());
       info.sizes.push_back(size);
     }
-    break;
-  }
   return info;
 }
 

@@ -69,7 +69,7 @@ func.func @blocks(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
-// expected-error @+1 {{argument 0's weft.sharding names mesh axis 'dp' but the module has no weft.mesh}}
+// expected-error @+1 {{argument 0's weft.sharding names mesh axis 'dp' but no mesh is in scope}}
 func.func @no_mesh(%x: tensor<4x8xf32> {weft.sharding = #weft.sharding<dims = [["dp"], []]>}) -> tensor<4x8xf32> {
   return %x : tensor<4x8xf32>
 }
@@ -139,3 +139,37 @@ func.func @arena(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.arena_
 func.func @model(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.model = 5 : i64} {
   return %x : tensor<4x8xf32>
 }
+
+// -----
+
+// Two meshes (a pipeline's stages will each have one): a function names its
+// mesh by symbol, and its shardings and collectives are checked against it.
+weft.mesh @stage0 {axes = ["dp"], shape = array<i64: 2>}
+weft.mesh @stage1 {axes = ["tp"], shape = array<i64: 2>}
+func.func @on_stage1(%x: tensor<4x8xf32> {weft.sharding = #weft.sharding<dims = [[], ["tp"]]>}) -> tensor<4x8xf32> attributes {weft.mesh = @stage1} {
+  %y = weft.all_reduce %x {axes = ["tp"]} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+func.func @on_stage0(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.mesh = @stage0} {
+  // expected-error @+1 {{unknown mesh axis 'tp'}}
+  %y = weft.all_reduce %x {axes = ["tp"]} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+weft.mesh @stage0 {axes = ["dp"], shape = array<i64: 2>}
+weft.mesh @stage1 {axes = ["tp"], shape = array<i64: 2>}
+// With two meshes a function must name one.
+func.func @unnamed(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{has no mesh: its function names none}}
+  %y = weft.all_reduce %x {axes = ["dp"]} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @not_a_mesh(%x: tensor<4xf32>) -> tensor<4xf32> attributes {weft.mesh = @not_a_mesh} {
+  return %x : tensor<4xf32>
+}
+// expected-error @-3 {{names @not_a_mesh, which is not a weft.mesh}}

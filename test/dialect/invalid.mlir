@@ -179,7 +179,7 @@ func.func @unknown_axis(%x: tensor<4x8xf32>) {
 // -----
 
 func.func @no_mesh(%x: tensor<4x8xf32>) {
-  // expected-error @+1 {{needs a weft.mesh @mesh in scope}}
+  // expected-error @+1 {{has no mesh: its function names none (weft.mesh = @name) and its module has not exactly one weft.mesh}}
   %y = weft.all_reduce %x {axes = ["dp"]} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   return
 }

@@ -2,9 +2,11 @@
 // RUN: not weft-opt %s -weft-apply-layout="mesh=dp=2,tp=4 layout=megatron" 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: not weft-opt %s -weft-apply-layout="mesh=dp=3" 2>&1 | FileCheck %s --check-prefix=BATCH
 
-// The mesh is declared; inputs split along the batch over dp.
+// The mesh is declared and the function names it (its shardings and
+// collectives refer to it); inputs split along the batch over dp.
 // CHECK:      weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2, 2>}
 // CHECK:      func.func @block(%{{.*}}: tensor<4x8xi32> {weft.sharding = #weft.sharding<dims = {{\[\["dp"\], \[\]\]}}>}
+// CHECK-SAME: attributes {{{.*}}weft.mesh = @mesh
 // Megatron's vocab-parallel embedding (and, tied, LM head): the vocab dim
 // splits over tp, and ZeRO adds dp after it.
 // CHECK:      weft.param "transformer.wte.weight" {{.*}}weft.sharding = #weft.sharding<dims = {{\[\["tp"\], \[\]\]}}>, weft.state_storage = #weft.sharding<dims = {{\[\["tp", "dp"\], \[\]\]}}>

@@ -135,3 +135,26 @@ func.func @replicated(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> te
   %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// Two meshes in one module (as pipeline stages will have): the function
+// names its own (weft.mesh), and its shards are that mesh's: tp=4 splits the
+// 32 features in 4, not the 2 of the first mesh.
+// CHECK-LABEL: func @named_mesh
+// CHECK:       weft.matmul %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+weft.mesh @wide {axes = ["tp"], shape = array<i64: 4>}
+func.func @named_mesh(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> attributes {weft.mesh = @wide} {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %w1 = weft.param "fc.weight" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [[], ["tp"]]>} : tensor<8x32xf32>
+  %a = weft.matmul %x, %w1 : (tensor<2x4x8xf32>, tensor<8x32xf32>) -> tensor<2x4x32xf32>
+  %h = weft.gelu %a : tensor<2x4x32xf32>
+  %w2 = weft.param "proj.weight" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [["tp"], []]>} : tensor<32x8xf32>
+  %o = weft.matmul %h, %w2 : (tensor<2x4x32xf32>, tensor<32x8xf32>) -> tensor<2x4x8xf32>
+  %y = weft.add %x, %o : tensor<2x4x8xf32>
+  %logits = weft.matmul %y, %wte {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
