@@ -21,9 +21,6 @@ using namespace weft;
 
 namespace {
 
-/// The op's mesh (meshFor), or null.
-MeshOp meshOf(Operation *op) { return meshFor(op); }
-
 LogicalResult verifySharding(Operation *op, Attribute attr, Type type,
                              const Twine &what) {
   auto fail = [&]() { return op->emitOpError() << what << " "; };
@@ -46,7 +43,7 @@ LogicalResult verifySharding(Operation *op, Attribute attr, Type type,
     for (int64_t b : s.getBlocks().asArrayRef())
       if (b < 1)
         return fail() << "has a block count " << b << " < 1";
-  MeshOp mesh = meshOf(op);
+  MeshOp mesh = meshFor(op);
   llvm::StringSet<> seen;
   auto checkAxes = [&](Attribute list, const Twine &where) -> LogicalResult {
     auto axes = dyn_cast<ArrayAttr>(list);

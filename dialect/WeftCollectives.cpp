@@ -48,10 +48,8 @@ MeshOp weft::meshFor(Operation *op) {
   if (auto named =
           fn ? fn->getAttrOfType<FlatSymbolRefAttr>(weft::attrname::kMesh)
              : FlatSymbolRefAttr())
-    return SymbolTable::lookupSymbolIn(module, named.getAttr())
-               ? dyn_cast<MeshOp>(
-                     SymbolTable::lookupSymbolIn(module, named.getAttr()))
-               : MeshOp();
+    return dyn_cast_or_null<MeshOp>(
+        SymbolTable::lookupSymbolIn(module, named.getAttr()));
   MeshOp only;
   for (MeshOp mesh : module.getOps<MeshOp>()) {
     if (only)

@@ -313,14 +313,13 @@ private:
       const json::Object *inst = v.getAsObject();
       std::optional<StringRef> op = inst->getString("op");
       const json::Object *attrs = inst->getObject("attrs");
-      if (!op || !attrs)
+      weft::OpKind kind;
+      if (!op || !attrs ||
+          !weft::parseOpName(op->str().substr(0, op->rfind("_start")), kind))
         continue;
-      const char *key = *op == "adamw" ? "shard_axes" : "axes";
-      bool communicates = *op == "adamw" || op->starts_with("all_reduce") ||
-                          op->starts_with("all_gather") ||
-                          *op == "reduce_scatter" || *op == "slice";
-      const json::Array *axes = attrs->getArray(key);
-      if (!communicates || !axes || axes->empty())
+      const char *key = weft::groupAttrName(kind);
+      const json::Array *axes = key ? attrs->getArray(key) : nullptr;
+      if (!axes || axes->empty())
         continue;
       std::vector<std::string> names;
       for (const json::Value &a : *axes)

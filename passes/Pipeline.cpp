@@ -110,7 +110,8 @@ void weft::registerWeftPassesAndPipelines() {
         o.prefetchOps = f.prefetchOps;
         o.microbatches = f.microbatches;
         o.gatherParamsOnce = f.zero3Gather != "microbatch";
-        o.computeDtype = f.dtype == "bf16" ? "bf16" : "f32";
+        // weft-mixed-precision refuses anything but f32 and bf16.
+        o.computeDtype = f.dtype;
         o.output = f.output;
         buildTrainingPipeline(pm, o);
       });

@@ -77,12 +77,8 @@ std::string attrString(const Instruction &I) {
   }
   // Mesh attributes (version 2), wherever an op carries them.
   auto AddAxes = [&](const char *Name, const AxesList &Axes) {
-    if (Axes.empty())
-      return;
-    std::string L;
-    for (size_t K = 0; K < Axes.size(); ++K)
-      L += (K ? "," : "") + Axes[K];
-    Add(std::string(Name) + "=[" + L + "]");
+    if (!Axes.empty())
+      Add(std::string(Name) + "=" + axesString(Axes));
   };
   AddAxes("axes", A.Axes);
   if (I.Op == OpKind::AllGather || I.Op == OpKind::ReduceScatter ||
@@ -119,12 +115,8 @@ std::string dumpProgram(const Program &P) {
      << " total_steps=" << O.TotalSteps << " min_lr=" << num(O.MinLr) << "\n";
   if (!P.Devices.Axes.empty()) {
     OS << "mesh: " << P.Devices.describe() << " | groups:";
-    for (const AxesList &G : P.Devices.Groups) {
-      OS << " [";
-      for (size_t K = 0; K < G.size(); ++K)
-        OS << (K ? "," : "") << G[K];
-      OS << "]";
-    }
+    for (const AxesList &G : P.Devices.Groups)
+      OS << " " << axesString(G);
     OS << "\n";
   }
   int64_t Total = 0;

@@ -6,6 +6,13 @@ namespace weft {
 
 int64_t Mesh::size() const { return numElements(Dims); }
 
+std::string axesString(const AxesList &A) {
+  std::string R = "[";
+  for (size_t I = 0; I < A.size(); ++I)
+    R += (I ? "," : "") + A[I];
+  return R + "]";
+}
+
 std::string Mesh::describe() const {
   std::string R;
   for (size_t I = 0; I < Axes.size(); ++I)

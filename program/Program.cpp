@@ -597,6 +597,20 @@ std::string instructionName(const Instruction &I) {
   return std::string(opName(I.Op)) + (I.Attrs.Async ? "_start" : "");
 }
 
+const char *groupAttrName(OpKind K) {
+  switch (K) {
+  case OpKind::AllReduce:
+  case OpKind::AllGather:
+  case OpKind::ReduceScatter:
+  case OpKind::Slice:
+    return "axes";
+  case OpKind::AdamW:
+    return "shard_axes";
+  default:
+    return nullptr;
+  }
+}
+
 bool parseOpName(const std::string &Name, OpKind &K) {
   for (int I = 0; I < NumOpKinds; ++I)
     if (Name == OpNames[I]) {

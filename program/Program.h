@@ -105,6 +105,10 @@ struct Instruction;
 std::string instructionName(const Instruction &I);
 /// Returns false when Name is not an op.
 bool parseOpName(const std::string &Name, OpKind &K);
+/// The attribute naming the communicator group an op of kind K runs over,
+/// which mesh.groups must list: "axes" for all_reduce, all_gather,
+/// reduce_scatter and slice, "shard_axes" for adamw (when set); else null.
+const char *groupAttrName(OpKind K);
 
 using Shape = std::vector<int64_t>;
 /// The product of S's dimensions, or -1 when it overflows int64 (computed
@@ -150,6 +154,8 @@ struct Mesh {
 };
 
 using AxesList = std::vector<std::string>;
+/// "[dp,tp]", as messages and --dump write an axes list.
+std::string axesString(const AxesList &A);
 
 /// How a local tensor sits in its global tensor: per dim the mesh axes it is
 /// split over and the block count (docs/program-format.md, version 2).

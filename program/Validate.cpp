@@ -13,13 +13,6 @@ namespace weft {
 
 namespace {
 
-std::string axesList(const AxesList &A) {
-  std::string R = "[";
-  for (size_t K = 0; K < A.size(); ++K)
-    R += (K ? "," : "") + A[K];
-  return R + "]";
-}
-
 class InstChecker {
 public:
   InstChecker(const Program &P, const Instruction &I, size_t Index)
@@ -57,6 +50,13 @@ private:
       return fail(name(IsIn, K) + " has dtype " + dtypeName(B.Type) +
                   ", expected " + dtypeName(P.Type) +
                   (P.Type == DType::F32 ? " or bf16" : ""));
+    return Status::success();
+  }
+  /// in[0] and out[0] hold one dtype (ops that move or add, not convert).
+  Status sameDtype() const {
+    if (in(0).Type != out(0).Type)
+      return fail("in[0] has dtype " + std::string(dtypeName(in(0).Type)) +
+                  ", out[0] has " + dtypeName(out(0).Type));
     return Status::success();
   }
   Status isInt(bool IsIn, size_t K) const {
@@ -242,7 +242,7 @@ Status InstChecker::checkGroup(const AxesList &A, const char *What) const {
   for (const AxesList &G : P.Devices.Groups)
     if (G == A)
       return Status::success();
-  return fail(std::string("attrs.") + What + " " + axesList(A) +
+  return fail(std::string("attrs.") + What + " " + axesString(A) +
               " is not one of mesh.groups (every communicator group is "
               "declared there)");
 }
@@ -251,9 +251,7 @@ Status InstChecker::checkCollective() const {
   WEFT_RETURN_IF_ERROR(counts(1, 1));
   WEFT_RETURN_IF_ERROR(checkGroup(I.Attrs.Axes, "axes"));
   const BufferSpec &X = in(0), &Y = out(0);
-  if (X.Type != Y.Type)
-    return fail("in[0] has dtype " + std::string(dtypeName(X.Type)) +
-                ", out[0] has " + dtypeName(Y.Type));
+  WEFT_RETURN_IF_ERROR(sameDtype());
   int64_t C = P.Devices.count(I.Attrs.Axes);
   if (I.In[0] == I.Out[0]) {
     // The one in-place collective: each rank's block of dim 0 gathered into
@@ -427,13 +425,13 @@ Status InstChecker::run() {
         I.Op == OpKind::ReduceScatter || I.Op == OpKind::AllReduce;
     if (!Reduces)
       return fail(name(true, K) + " (grad) is partial over " +
-                  axesList(B.Partial) +
+                  axesString(B.Partial) +
                   "; only a reduce_scatter or all_reduce over them may read "
                   "it");
     if (I.Attrs.Axes != B.Partial)
       return fail(name(true, K) + " (grad) is partial over " +
-                  axesList(B.Partial) + ", but this " + opName(I.Op) +
-                  " reduces over " + axesList(I.Attrs.Axes));
+                  axesString(B.Partial) + ", but this " + opName(I.Op) +
+                  " reduces over " + axesString(I.Attrs.Axes));
   }
 
   switch (I.Op) {
@@ -617,15 +615,11 @@ Status InstChecker::run() {
     if (out(0).Kind != BufferKind::Grad)
       return fail("out[0] is a " + std::string(bufferKindName(out(0).Kind)) +
                   " buffer, expected a grad buffer");
-    if (in(0).Type != out(0).Type)
-      return fail("in[0] has dtype " + std::string(dtypeName(in(0).Type)) +
-                  ", out[0] has " + dtypeName(out(0).Type));
+    WEFT_RETURN_IF_ERROR(sameDtype());
     return shapeIs(false, 0, in(0).Dims);
   case OpKind::Copy:
     WEFT_RETURN_IF_ERROR(counts(1, 1));
-    if (in(0).Type != out(0).Type)
-      return fail("in[0] has dtype " + std::string(dtypeName(in(0).Type)) +
-                  ", out[0] has " + dtypeName(out(0).Type));
+    WEFT_RETURN_IF_ERROR(sameDtype());
     return sameNumel(false, 0, in(0), "in[0]");
   case OpKind::Pack:
   case OpKind::Unpack: {

@@ -6,17 +6,6 @@
 
 namespace weft {
 
-namespace {
-
-std::string axesString(const AxesList &A) {
-  std::string R = "[";
-  for (size_t I = 0; I < A.size(); ++I)
-    R += (I ? "," : "") + A[I];
-  return R + "]";
-}
-
-} // namespace
-
 Status checkGlobalLayout(const Mesh &M, const Layout &L,
                          const std::string &Ctx) {
   const size_t R = L.Global.size();

@@ -228,23 +228,20 @@ Status Executor::initParams(uint64_t Seed) {
 }
 
 Status Executor::readState(size_t P, BufferKind K, void *Host) const {
-  const size_t Bytes =
-      size_t(stateSpec(P, K).numel()) * dtypeBytes(stateSpec(P, K).Type);
+  const size_t Bytes = size_t(stateSpec(P, K).bytes());
   WEFT_RETURN_IF_ERROR(Q->copyToHost(Host, state(P, K), Bytes));
   return Q->synchronize();
 }
 
 Status Executor::writeState(size_t P, BufferKind K, const void *Host) {
-  const size_t Bytes =
-      size_t(stateSpec(P, K).numel()) * dtypeBytes(stateSpec(P, K).Type);
+  const size_t Bytes = size_t(stateSpec(P, K).bytes());
   WEFT_RETURN_IF_ERROR(Q->copyToDevice(state(P, K), Host, Bytes));
   // The host buffer may change once this returns.
   return Q->synchronize();
 }
 
 Expected<std::vector<char>> Executor::stateBytes(size_t P, BufferKind K) const {
-  std::vector<char> Host(size_t(stateSpec(P, K).numel()) *
-                         dtypeBytes(stateSpec(P, K).Type));
+  std::vector<char> Host(size_t(stateSpec(P, K).bytes()));
   WEFT_RETURN_IF_ERROR(readState(P, K, Host.data()));
   return Host;
 }

@@ -70,13 +70,6 @@ std::unique_ptr<Executor> load(const std::string &File) {
   return E.ok() ? E.take() : nullptr;
 }
 
-TokenData corpus(int64_t Vocab) {
-  std::vector<uint16_t> Toks(3000);
-  for (size_t I = 0; I < Toks.size(); ++I)
-    Toks[I] = uint16_t((I * 11 + I / 7) % size_t(Vocab));
-  return TokenData::fromTokens(Toks, Vocab, 8).take();
-}
-
 double relativeError(const std::vector<float> &Got,
                      const std::vector<float> &Want) {
   double Num = 0, Den = 0;
@@ -106,7 +99,7 @@ TEST_P(Bf16Kernels, TrackTheF32Kernels) {
   EXPECT_GT(NumBf16, 20u);
   ASSERT_TRUE(F32->initParams(5).ok());
   ASSERT_TRUE(Bf16->initParams(5).ok());
-  TokenData D = corpus(C.Vocab);
+  TokenData D = gptTokens(C);
   StepContext Ctx;
   Ctx.Optimizer = &F32->program().Optimizer;
   ASSERT_TRUE(F32->loadBatch(D, 0).ok());

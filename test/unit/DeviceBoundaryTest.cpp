@@ -149,13 +149,6 @@ std::unique_ptr<Executor> make(const GptConfig &C, bool Guarded,
   return E.ok() ? E.take() : nullptr;
 }
 
-TokenData corpus() {
-  std::vector<uint16_t> Toks(2000);
-  for (size_t I = 0; I < Toks.size(); ++I)
-    Toks[I] = uint16_t((I * 7 + I / 5) % 32);
-  return TokenData::fromTokens(Toks, 32, 8).take();
-}
-
 TEST(DeviceBoundary, TheGuardCatchesAHostRead) {
   GuardedBackend B(DType::F32);
   volatile char *P = static_cast<char *>(B.allocate(100));
@@ -177,7 +170,8 @@ TEST(DeviceBoundary, TrainingThroughTheQueueMatchesTheCpuBackendBitForBit) {
     ASSERT_TRUE(Plain->initParams(7).ok());
     TrainOptions O;
     O.Steps = 3;
-    auto A = train(*Guarded, corpus(), O), B = train(*Plain, corpus(), O);
+    auto A = train(*Guarded, gptTokens(C), O),
+         B = train(*Plain, gptTokens(C), O);
     ASSERT_TRUE(A.ok()) << A.message();
     ASSERT_TRUE(B.ok()) << B.message();
     for (size_t S = 0; S < 3; ++S)
@@ -200,7 +194,7 @@ TEST(DeviceBoundary, ChecksGradCheckAndCheckpointsGoThroughCopies) {
   ASSERT_TRUE(E->initParams(3).ok());
   GradCheckOptions GO;
   GO.PerParam = 3;
-  Expected<GradCheckReport> R = gradCheck(*E, corpus(), GO);
+  Expected<GradCheckReport> R = gradCheck(*E, gptTokens(C), GO);
   ASSERT_TRUE(R.ok()) << R.message();
   EXPECT_TRUE(R->passed());
   Expected<std::string> Bad = firstNonFinite(*E);

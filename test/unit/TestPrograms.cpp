@@ -293,4 +293,11 @@ ProgramBuilder gptProgram(const GptConfig &C) {
   return C.Llama ? llama(C) : gpt2(C);
 }
 
+TokenData gptTokens(const GptConfig &C) {
+  std::vector<uint16_t> Toks(3000);
+  for (size_t I = 0; I < Toks.size(); ++I)
+    Toks[I] = uint16_t((I * 11 + I / 7) % size_t(C.Vocab));
+  return TokenData::fromTokens(Toks, C.Vocab, C.Seq).take();
+}
+
 } // namespace weft::test

@@ -10,6 +10,7 @@
 #define WEFT_TEST_UNIT_TESTPROGRAMS_H
 
 #include "program/Program.h"
+#include "runtime/Data.h"
 
 #include <nlohmann/json.hpp>
 
@@ -50,12 +51,12 @@ inline void addGroups(nlohmann::json &Root, const nlohmann::json &Insts) {
         !I.contains("attrs") || !I["attrs"].is_object())
       continue;
     const std::string Op = I["op"];
-    const char *Key = Op == "adamw" ? "shard_axes" : "axes";
-    bool Communicates = Op == "adamw" || Op.rfind("all_reduce", 0) == 0 ||
-                        Op.rfind("all_gather", 0) == 0 ||
-                        Op == "reduce_scatter" || Op == "slice";
-    if (!Communicates || !I["attrs"].contains(Key) ||
-        !I["attrs"][Key].is_array() || I["attrs"][Key].empty())
+    OpKind Kind;
+    if (!parseOpName(Op.substr(0, Op.rfind("_start")), Kind))
+      continue;
+    const char *Key = groupAttrName(Kind);
+    if (!Key || !I["attrs"].contains(Key) || !I["attrs"][Key].is_array() ||
+        I["attrs"][Key].empty())
       continue;
     if (std::find(Groups.begin(), Groups.end(), I["attrs"][Key]) ==
         Groups.end())
@@ -296,6 +297,10 @@ struct GptConfig {
 
 /// A GPT-2 (or Llama-style) transformer with hand-written backward.
 ProgramBuilder gptProgram(const GptConfig &C);
+
+/// A deterministic stream of 3000 ids of C's vocab, in sequences of C.Seq,
+/// for training gptProgram(C).
+TokenData gptTokens(const GptConfig &C);
 
 } // namespace weft::test
 
