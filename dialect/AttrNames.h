@@ -28,9 +28,22 @@ inline constexpr llvm::StringLiteral kMesh = "weft.mesh";
 inline constexpr llvm::StringLiteral kMicrobatches = "weft.microbatches";
 
 /// On an op: the program fragment it belongs to ("prologue" or
-/// "optimizer"), by weft-accumulate-gradients; unmarked ops fall in forward,
-/// backward or optimizer by position (weft-emit-program).
+/// "optimizer", by weft-accumulate-gradients; every op of a pipeline stage's
+/// function, by weft-cut-stages); unmarked ops fall in forward, backward or
+/// optimizer by position (weft-emit-program).
 inline constexpr llvm::StringLiteral kFragment = "weft.fragment";
+/// On a weft.param: the model layer it belongs to (-1: the embeddings,
+/// numLayers: the final norm and head), set by the frontend;
+/// weft-cut-stages places each param's stage by it, and every op by
+/// dataflow from the params.
+inline constexpr llvm::StringLiteral kLayer = "weft.layer";
+/// On a stage's function (weft-cut-stages): its index, the stage count, the
+/// mesh axis they lie on, and the schedule kind.
+inline constexpr llvm::StringLiteral kStage = "weft.stage";
+inline constexpr llvm::StringLiteral kNumStages = "weft.num_stages";
+inline constexpr llvm::StringLiteral kPipelineAxis = "weft.pipeline_axis";
+inline constexpr llvm::StringLiteral kPipelineSchedule =
+    "weft.pipeline_schedule";
 
 // Shardings (#weft.sharding), by weft-apply-layout and weft-propagate-sharding.
 /// On a param or a function argument: how its value is laid out.

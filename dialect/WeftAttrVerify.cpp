@@ -153,10 +153,35 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == an::kFragment) {
     auto f = dyn_cast<StringAttr>(value);
-    if (!f || (f.getValue() != "prologue" && f.getValue() != "optimizer"))
-      return fail() << "must be \"prologue\" or \"optimizer\", got " << value;
+    if (!f || !llvm::is_contained(ArrayRef<StringRef>{"prologue", "forward",
+                                                      "backward", "optimizer"},
+                                  f.getValue()))
+      return fail() << "must be \"prologue\", \"forward\", \"backward\" or "
+                       "\"optimizer\", got "
+                    << value;
     return success();
   }
+  if (name == an::kLayer) {
+    auto l = dyn_cast<IntegerAttr>(value);
+    if (!isa<ParamOp>(op) || !l || l.getInt() < -1)
+      return fail() << "must be a weft.param's layer (an integer >= -1), got "
+                    << value;
+    return success();
+  }
+  if (name == an::kStage || name == an::kNumStages) {
+    auto n = dyn_cast<IntegerAttr>(value);
+    if (!isa<func::FuncOp>(op) || !n || n.getInt() < 0 ||
+        n.getInt() > (int64_t(1) << 20))
+      return fail() << "must be a function's stage index or count (0 to "
+                       "2^20), got "
+                    << value;
+    return success();
+  }
+  if (name == an::kPipelineAxis || name == an::kPipelineSchedule)
+    return isa<func::FuncOp>(op) && isa<StringAttr>(value)
+               ? success()
+               : LogicalResult(fail() << "must be a function's string, got "
+                                      << value);
   if (name == an::kModel)
     return isa<StringAttr>(value)
                ? success()

@@ -124,6 +124,35 @@ def Weft_FillOp : Weft_Op<"fill", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Pipeline transfers (weft-cut-stages)
+//===----------------------------------------------------------------------===//
+
+def Weft_SendOp : Weft_Op<"send", [MemoryEffects<[MemWrite]>]> {
+  let summary = "sends a value to another pipeline stage";
+  let description = [{
+    Sends `x` to the ranks of stage `peer` that share this rank's other mesh
+    coordinates. weft-cut-stages puts the sends of a fragment at its end and
+    the receives at its start; weft-emit-program turns them into the
+    schedule's send and recv actions, one per micro-batch, and a stage's
+    k-th send to a peer meets that peer's k-th receive from it.
+
+    ```mlir
+    weft.send %h {peer = 1 : i64} : tensor<2x8x64xf32>
+    %h = weft.recv {peer = 0 : i64} : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x, I64Attr:$peer);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def Weft_RecvOp : Weft_Op<"recv", [MemoryEffects<[MemRead]>]> {
+  let summary = "receives a value from another pipeline stage";
+  let arguments = (ins I64Attr:$peer);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
 // Forward ops
 //===----------------------------------------------------------------------===//
 

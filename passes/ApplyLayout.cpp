@@ -129,8 +129,15 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
             weft::attrname::kGradStorage, weft::attrname::kStorage})
         note(p->getAttr(attr));
     });
+    if (!pipelineAxis.empty() && used.contains(pipelineAxis))
+      return fn.emitError("the layout splits a tensor over mesh axis '")
+             << pipelineAxis
+             << "', which holds pipeline stages: stages split the layers, "
+                "so no tensor may be split over that axis";
     if (sp)
       used.insert("tp");
+    if (!pipelineAxis.empty())
+      used.insert(pipelineAxis);
     for (auto [axis, size] : llvm::zip(meshInfo.axes, meshInfo.sizes))
       if (size > 1 && !used.contains(axis))
         return fn.emitError("mesh axis '")

@@ -11,6 +11,7 @@
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
 #include "passes/ShardingUtils.h"
+#include "program/PipelineSchedule.h"
 #include "program/Program.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -29,8 +30,9 @@ namespace json = llvm::json;
 
 namespace {
 // Version 3: stages of fragments run by a schedule over micro-batches;
-// version 4: the mesh lists its communicator groups, buffers may be bf16.
-constexpr uint32_t kFormatVersion = 4;
+// version 4: the mesh lists its communicator groups, buffers may be bf16;
+// version 5: a stage per pipeline stage, joined by send and recv actions.
+constexpr uint32_t kFormatVersion = 5;
 
 // The fragments of a stage, in table order (program/Program.h, Stage).
 enum FragmentIndex {
@@ -136,8 +138,18 @@ void addLayout(json::Object &entry, ArrayRef<int64_t> globalShape,
   }
 }
 
+// A send or receive of a pipeline stage (weft.send, weft.recv): a schedule
+// action beside every run of its fragment.
+struct TransferRecord {
+  bool send;
+  int64_t buffer, peer;
+  int fragment;
+};
+
 class ProgramWriter {
 public:
+  SmallVector<TransferRecord> transfers;
+
   ProgramWriter(func::FuncOp fn, MeshInfo mesh)
       : fn(fn), mesh(std::move(mesh)) {}
 
@@ -168,15 +180,18 @@ public:
                           });
         bool clears =
             isa_and_nonnull<FillOp>(def) && fragmentOf(g) == kPrologue;
+        // A received value lands in the arena (a transfer's buffer).
         if (def && v.hasOneUse() && !g.getAccumulate() && !fromStored &&
-            !isa<ParamOp>(def) && (clears || !isa<FillOp>(def)))
+            !isa<ParamOp, RecvOp>(def) && (clears || !isa<FillOp>(def)))
           storedDirectly[v] = g.getName();
       }
     // Every parameter first: a fragment may store a gradient above them.
     for (Operation &op : body)
       if (auto p = dyn_cast<ParamOp>(op))
         addParam(p);
-    Value loss = cast<func::ReturnOp>(body.getTerminator()).getOperand(0);
+    // A pipeline stage before the last returns no loss.
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    Value loss = ret.getNumOperands() ? ret.getOperand(0) : Value();
     std::optional<int64_t> vocab;
     int current = kPrologue;
     bool lossSeen = false;
@@ -197,6 +212,23 @@ public:
         waitForAll(); // a fragment completes what it started
       while (current < want)
         fragmentEnd[current++] = instructions.size();
+      if (auto recv = dyn_cast<RecvOp>(op)) {
+        auto offsets =
+            op.getAttrOfType<DenseI64ArrayAttr>(weft::attrname::kOffsets);
+        if (!offsets || offsets.size() != 1)
+          return op.emitOpError("has no weft.offsets: run weft-plan-memory "
+                                "first");
+        transfers.push_back({false, arenaBuffer(recv.getResult(), offsets[0]),
+                             recv.getPeer(), current});
+        continue;
+      }
+      if (auto send = dyn_cast<SendOp>(op)) {
+        if (!bufferIds.count(send.getX()))
+          return op.emitOpError("sends a value the program does not know");
+        transfers.push_back(
+            {true, bufferIds.lookup(send.getX()), send.getPeer(), current});
+        continue;
+      }
       if (auto ce = dyn_cast<CrossEntropyOp>(op))
         vocab = ce.getLogits().getType().getShape().back();
       if (auto stats = dyn_cast<CrossEntropyStatsOp>(op)) {
@@ -211,7 +243,7 @@ public:
       }
       if (failed(addInstruction(op)))
         return failure();
-      if (op.getNumResults() && op.getResult(0) == loss) {
+      if (loss && op.getNumResults() && op.getResult(0) == loss) {
         if (current != kForward)
           return op.emitOpError("computes the loss outside the forward");
         lossSeen = true;
@@ -219,7 +251,7 @@ public:
         fragmentEnd[current++] = instructions.size();
       }
     }
-    if (!lossSeen)
+    if (loss && !lossSeen)
       return fn.emitError("the returned loss is not computed by an op");
     waitForAll();
     while (current < kNumFragments)
@@ -263,7 +295,7 @@ public:
     program["buffers"] = std::move(buffers);
     program["microbatches"] = microbatches;
     program["stages"] = json::Array{stageJson(microbatches)};
-    program["loss"] = bufferIds.lookup(loss);
+    program["loss"] = loss ? bufferIds.lookup(loss) : int64_t(-1);
     return success();
   }
 
@@ -273,8 +305,10 @@ private:
     auto mark = op->getAttrOfType<StringAttr>(weft::attrname::kFragment);
     if (!mark)
       return -1;
-    return mark.getValue() == kFragmentNames[kPrologue] ? kPrologue
-                                                        : kOptimizer;
+    for (int f = 0; f < kNumFragments; ++f)
+      if (mark.getValue() == kFragmentNames[f])
+        return f;
+    return -1;
   }
 
   // One stage: the fragments cut from the instruction list, and the
@@ -674,7 +708,9 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
 
   void runOnOperation() override {
     SmallVector<func::FuncOp> fns(getOperation().getOps<func::FuncOp>());
-    if (fns.size() != 1) {
+    const bool pipeline =
+        !fns.empty() && fns.front()->hasAttr(weft::attrname::kStage);
+    if (fns.size() != 1 && !pipeline) {
       getOperation().emitError("weft-emit-program expects one function, found ")
           << fns.size();
       return signalPassFailure();
@@ -684,8 +720,9 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
       return signalPassFailure();
     }
     json::Object program;
-    if (failed(ProgramWriter(fns.front(), MeshInfo::of(fns.front()))
-                   .build(program)))
+    if (pipeline ? failed(writePipeline(fns, program))
+                 : failed(ProgramWriter(fns.front(), MeshInfo::of(fns.front()))
+                              .build(program)))
       return signalPassFailure();
     std::string payload;
     uint32_t version = kFormatVersion;
@@ -718,6 +755,127 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
     writeLE(payload.size(), 8);
     writeLE(fnv1a64(payload), 8);
     os << payload;
+  }
+
+  // One program of several stages (format version 5): each stage function
+  // written as a program of its own, then merged: one parameter table (by
+  // name), the stages' buffers one after another (each naming its stage),
+  // and each stage's schedule from the pipeline order, its receives before
+  // each run and its sends after.
+  LogicalResult writePipeline(SmallVector<func::FuncOp> fns,
+                              json::Object &out) {
+    llvm::sort(fns, [](func::FuncOp a, func::FuncOp b) {
+      return a->getAttrOfType<IntegerAttr>(weft::attrname::kStage).getInt() <
+             b->getAttrOfType<IntegerAttr>(weft::attrname::kStage).getInt();
+    });
+    const int64_t n = int64_t(fns.size());
+    for (int64_t s = 0; s < n; ++s) {
+      auto stage = fns[s]->getAttrOfType<IntegerAttr>(weft::attrname::kStage);
+      auto count =
+          fns[s]->getAttrOfType<IntegerAttr>(weft::attrname::kNumStages);
+      if (!stage || stage.getInt() != s || !count || count.getInt() != n)
+        return fns[s].emitError("pipeline stage functions must be numbered "
+                                "0 to ")
+               << n - 1 << " with weft.num_stages " << n;
+    }
+    auto axis =
+        fns.front()->getAttrOfType<StringAttr>(weft::attrname::kPipelineAxis);
+    auto scheduleName = fns.front()->getAttrOfType<StringAttr>(
+        weft::attrname::kPipelineSchedule);
+    weft::PipelineScheduleKind kind;
+    if (!axis || !scheduleName ||
+        !weft::parsePipelineSchedule(scheduleName.str(), kind).ok())
+      return fns.front().emitError("a pipeline stage needs "
+                                   "weft.pipeline_axis and a known "
+                                   "weft.pipeline_schedule");
+    json::Array params, buffers, stages, groups;
+    llvm::StringMap<int64_t> paramIndex;
+    int64_t arena = 0, loss = -1;
+    for (int64_t s = 0; s < n; ++s) {
+      ProgramWriter writer(fns[s], MeshInfo::of(fns[s]));
+      json::Object p;
+      if (failed(writer.build(p)))
+        return failure();
+      SmallVector<int64_t> paramMap;
+      for (json::Value &v : *p.getArray("params")) {
+        json::Object &entry = *v.getAsObject();
+        std::string name = entry.getString("name")->str();
+        auto [it, fresh] = paramIndex.try_emplace(name, params.size());
+        if (fresh)
+          params.push_back(std::move(entry));
+        paramMap.push_back(it->second);
+      }
+      const int64_t base = int64_t(buffers.size());
+      for (json::Value &v : *p.getArray("buffers")) {
+        json::Object &entry = *v.getAsObject();
+        if (auto param = entry.getInteger("param"))
+          entry["param"] = paramMap[*param];
+        entry["stage"] = s;
+        buffers.push_back(std::move(entry));
+      }
+      auto shift = [&](json::Array &ids) {
+        for (json::Value &id : ids)
+          id = *id.getAsInteger() + base;
+      };
+      json::Object &stage = *(*p.getArray("stages"))[0].getAsObject();
+      bool prologue = false;
+      for (json::Value &f : *stage.getArray("fragments")) {
+        json::Object &frag = *f.getAsObject();
+        prologue |= *frag.getString("name") == "prologue";
+        for (json::Value &inst : *frag.getArray("instructions")) {
+          shift(*inst.getAsObject()->getArray("in"));
+          shift(*inst.getAsObject()->getArray("out"));
+        }
+      }
+      const int64_t m = *p.getInteger("microbatches");
+      json::Array schedule;
+      if (prologue)
+        schedule.push_back(json::Object{{"run", "prologue"}});
+      for (const weft::PipelineRun &run : weft::pipelineOrder(kind, s, n, m)) {
+        int frag = run.Backward ? kBackward : kForward;
+        for (const TransferRecord &t : writer.transfers)
+          if (!t.send && t.fragment == frag)
+            schedule.push_back(json::Object{{"recv", t.buffer + base},
+                                            {"from", t.peer},
+                                            {"microbatch", run.Microbatch}});
+        schedule.push_back(json::Object{{"run", kFragmentNames[frag]},
+                                        {"microbatch", run.Microbatch}});
+        for (const TransferRecord &t : writer.transfers)
+          if (t.send && t.fragment == frag)
+            schedule.push_back(json::Object{{"send", t.buffer + base},
+                                            {"to", t.peer},
+                                            {"microbatch", run.Microbatch}});
+      }
+      schedule.push_back(json::Object{{"run", "optimizer"}});
+      stage["schedule"] = std::move(schedule);
+      stage["slots"] = weft::pipelineSlots(kind, s, n, m);
+      stages.push_back(std::move(stage));
+      arena = std::max(arena, *p.getInteger("arena_bytes"));
+      if (*p.getInteger("loss") >= 0)
+        loss = *p.getInteger("loss") + base;
+      json::Object &mesh = *p.getObject("mesh");
+      for (json::Value &g : *mesh.getArray("groups"))
+        if (!llvm::is_contained(groups, g))
+          groups.push_back(g);
+      for (StringRef key : {"model", "dtype", "batch", "seq", "optimizer",
+                            "microbatches"})
+        out[key] = std::move(*p.get(key));
+      if (s + 1 == n) {
+        out["vocab"] = std::move(*p.get("vocab"));
+        json::Value pp = json::Array{axis.str()};
+        if (!llvm::is_contained(groups, pp))
+          groups.push_back(std::move(pp));
+        mesh["groups"] = std::move(groups);
+        mesh["pipeline"] = axis.str();
+        out["mesh"] = std::move(mesh);
+      }
+    }
+    out["params"] = std::move(params);
+    out["arena_bytes"] = arena;
+    out["buffers"] = std::move(buffers);
+    out["stages"] = std::move(stages);
+    out["loss"] = loss;
+    return success();
   }
 };
 } // namespace

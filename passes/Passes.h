@@ -35,8 +35,17 @@ struct TrainingPipelineOptions {
   /// Activations' compute dtype: f32, or bf16 over f32 master weights
   /// (weft-mixed-precision).
   std::string computeDtype = "f32";
+  /// Pipeline stages (weft-cut-stages): its options; stages > 1 cuts them
+  /// along mesh axis `axis`.
+  WeftCutStagesOptions pipeline;
   std::string output; // emit the program here, if set
 };
+
+/// weft-cut-stages' options for a --mesh spec: stages = the size of its
+/// "pp" axis (1 without one), with the given boundaries and schedule.
+WeftCutStagesOptions pipelineOptions(llvm::StringRef mesh,
+                                     llvm::StringRef boundaries,
+                                     llvm::StringRef schedule);
 
 /// The stages of the pipeline in order, as --emit-mlir names them; a stage
 /// of a one-rank pipeline may add no pass.

@@ -32,6 +32,9 @@ def WeftApplyLayout : Pass<"weft-apply-layout", "mlir::ModuleOp"> {
     Option<"zero", "zero", "int64_t", "0", "ZeRO stage 0-3">,
     Option<"sequenceParallel", "sequence-parallel", "bool", "false",
            "split norms/residuals along the sequence over tp">,
+    Option<"pipelineAxis", "pipeline-axis", "std::string", "\"\"",
+           "the mesh axis of pipeline stages (weft-cut-stages splits the "
+           "layers over it; no tensor may be split over it)">,
   ];
   let dependentDialects = ["::weft::WeftDialect"];
 }
@@ -81,6 +84,36 @@ def WeftFoldCollectives : Pass<"weft-fold-collectives", "mlir::func::FuncOp"> {
     %s = weft.reduce_scatter %x {axes = ["tp"], dim = 0} : (tensor<4x8xf32>) -> tensor<2x8xf32>
     ```
   }];
+}
+
+def WeftCutStages : Pass<"weft-cut-stages", "mlir::ModuleOp"> {
+  let summary = "Cuts the training step into pipeline stages";
+  let description = [{
+    With `stages=N > 1`, splits the partitioned training function into N
+    functions, one per pipeline stage along mesh axis `axis`, joined by
+    `weft.send` and `weft.recv` (docs/design.md, "Pipeline stages").
+
+    Each `weft.param` belongs to the stage of its `weft.layer` (layers cut
+    evenly, or as `boundaries` says: "0-5,6-11"; the embeddings go first,
+    the final norm and head last). Every other op follows by dataflow: a
+    forward op runs on the latest stage among its operands; a backward op on
+    a stage that holds its forward operands (the latest not past its
+    gradient operands); gradient stores and AdamW on their parameter's stage.
+    Parameters and values made from them alone (casts, ZeRO gathers) are
+    copied to each stage that reads them. A value read on another stage is
+    sent at the end of its fragment and received at the start of the
+    reader's, in the order of the ops that made them. A parameter read on
+    two stages (tied embeddings) is refused.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "1", "pipeline stages (1: none)">,
+    Option<"axis", "axis", "std::string", "\"pp\"",
+           "the mesh axis of the stages">,
+    Option<"boundaries", "boundaries", "std::string", "\"\"",
+           "layers per stage, as 0-5,6-11 (empty: even)">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "gpipe or 1f1b (program/PipelineSchedule.h)">,
+  ];
 }
 
 def WeftAccumulateGradients

@@ -38,6 +38,9 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
     // Before bucketing, which then buckets the once-per-step reductions.
     if (o.microbatches != 1)
       pm.addNestedPass<func::FuncOp>(createWeftAccumulateGradients(accumulate));
+    // Before bucketing: each stage buckets its own gradients.
+    if (o.pipeline.stages > 1)
+      pm.addPass(createWeftCutStages(o.pipeline));
     WeftBucketGradientsOptions buckets;
     buckets.bucketBytes = o.bucketBytes;
     pm.addNestedPass<func::FuncOp>(createWeftBucketGradients(buckets));
@@ -47,6 +50,23 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
   }
   if (name == "plan-memory")
     pm.addNestedPass<func::FuncOp>(createWeftPlanMemory());
+}
+
+weft::WeftCutStagesOptions weft::pipelineOptions(llvm::StringRef mesh,
+                                                llvm::StringRef boundaries,
+                                                llvm::StringRef schedule) {
+  WeftCutStagesOptions o;
+  o.boundaries = boundaries.str();
+  o.schedule = schedule.str();
+  SmallVector<StringRef> axes;
+  mesh.split(axes, ',');
+  for (StringRef a : axes) {
+    auto [name, size] = a.split('=');
+    int64_t n;
+    if (name.trim() == "pp" && !size.trim().getAsInteger(10, n))
+      o.stages = n;
+  }
+  return o;
 }
 
 void weft::buildTrainingPipeline(OpPassManager &pm,
@@ -81,6 +101,9 @@ struct PipelineFlags : public PassPipelineOptions<PipelineFlags> {
   Option<std::string> zero3Gather{*this, "zero3-gather",
                                   llvm::cl::init("step")};
   Option<std::string> dtype{*this, "dtype", llvm::cl::init("f32")};
+  Option<std::string> stages{*this, "stages", llvm::cl::init("")};
+  Option<std::string> pipelineSchedule{*this, "pipeline-schedule",
+                                       llvm::cl::init("1f1b")};
   Option<std::string> output{*this, "output", llvm::cl::init("")};
 };
 } // namespace
@@ -112,6 +135,9 @@ void weft::registerWeftPassesAndPipelines() {
         o.gatherParamsOnce = f.zero3Gather != "microbatch";
         // weft-mixed-precision refuses anything but f32 and bf16.
         o.computeDtype = f.dtype;
+        // The mesh's pp axis, if any, holds the stages.
+        o.pipeline = pipelineOptions(f.mesh, f.stages, f.pipelineSchedule);
+        o.layout.pipelineAxis = o.pipeline.stages > 1 ? "pp" : "";
         o.output = f.output;
         buildTrainingPipeline(pm, o);
       });

@@ -119,7 +119,10 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
       auto mark = op.getAttrOfType<StringAttr>(weft::attrname::kFragment);
       if (isa<AdamWOp>(op) || (mark && mark.getValue() == "optimizer"))
         break;
-      if (loopBegin < 0 && !mark && !isa<ParamOp>(op))
+      // A pipeline stage's function marks its forward and backward ops.
+      bool perMicrobatch = !mark || mark.getValue() == "forward" ||
+                           mark.getValue() == "backward";
+      if (loopBegin < 0 && perMicrobatch && !isa<ParamOp>(op))
         loopBegin = index[&op];
       loopEnd = index[&op];
     }

@@ -114,7 +114,10 @@ std::string dumpProgram(const Program &P) {
      << " schedule=" << O.Schedule << " warmup_steps=" << O.WarmupSteps
      << " total_steps=" << O.TotalSteps << " min_lr=" << num(O.MinLr) << "\n";
   if (!P.Devices.Axes.empty()) {
-    OS << "mesh: " << P.Devices.describe() << " | groups:";
+    OS << "mesh: " << P.Devices.describe();
+    if (!P.Devices.Pipeline.empty())
+      OS << " | pipeline " << P.Devices.Pipeline;
+    OS << " | groups:";
     for (const AxesList &G : P.Devices.Groups)
       OS << " " << axesString(G);
     OS << "\n";
@@ -147,36 +150,49 @@ std::string dumpProgram(const Program &P) {
       OS << "  " << P.Params[B.Param].Name;
     for (size_t A = 0; A < B.Partial.size(); ++A)
       OS << (A ? "," : "  partial=") << B.Partial[A];
+    if (P.Stages.size() > 1)
+      OS << "  stage " << B.StageIndex;
     OS << "\n";
   }
   OS << "microbatches: " << P.Microbatches << "\n";
   OS << "instructions: " << P.Instructions.size() << " (loss = buffer "
      << P.Loss << ")\n";
-  const Stage &St = P.Stages.front();
-  for (size_t I = 0; I < P.Instructions.size(); ++I) {
-    const Instruction &In = P.Instructions[I];
+  for (size_t S = 0; S < P.Stages.size(); ++S) {
+    const Stage &St = P.Stages[S];
+    if (P.Stages.size() > 1)
+      OS << "stage " << S << " (slots " << St.Slots << "):\n";
+    const int64_t Begin = St.Fragments.empty() ? 0 : St.Fragments.front().Begin;
+    const int64_t End = St.Fragments.empty() ? 0 : St.Fragments.back().End;
+    for (int64_t I = Begin; I < End; ++I) {
+      const Instruction &In = P.Instructions[size_t(I)];
+      for (const Fragment &F : St.Fragments)
+        if (F.Begin == I)
+          OS << "  -- fragment " << F.Name << " [" << F.Begin << ", " << F.End
+             << ")" << (F.PerMicrobatch ? ", per micro-batch" : "") << "\n";
+      char Idx[32];
+      std::snprintf(Idx, sizeof(Idx), "%4lld", static_cast<long long>(I));
+      OS << Idx << "  " << instructionName(In) << "  in=" << idList(In.In)
+         << " out=" << idList(In.Out) << attrString(In) << "  : "
+         << shapes(P, In.In, " x ") << " -> " << shapes(P, In.Out, ", ")
+         << "\n";
+    }
+    // Empty fragments at the end of the stage.
     for (const Fragment &F : St.Fragments)
-      if (F.Begin == int64_t(I))
+      if (F.Begin == F.End && F.Begin == End)
         OS << "  -- fragment " << F.Name << " [" << F.Begin << ", " << F.End
-           << ")" << (F.PerMicrobatch ? ", per micro-batch" : "") << "\n";
-    char Idx[32];
-    std::snprintf(Idx, sizeof(Idx), "%4zu", I);
-    OS << Idx << "  " << instructionName(In) << "  in=" << idList(In.In)
-       << " out=" << idList(In.Out) << attrString(In) << "  : "
-       << shapes(P, In.In, " x ") << " -> " << shapes(P, In.Out, ", ") << "\n";
+           << ")\n";
+    OS << "schedule:";
+    for (const Action &A : St.Schedule) {
+      if (A.isTransfer())
+        OS << " " << (A.K == Action::Send ? "send" : "recv") << "["
+           << A.Buffer << (A.K == Action::Send ? "]->" : "]<-") << A.Peer;
+      else
+        OS << " " << St.Fragments[size_t(A.Frag)].Name;
+      if (A.Microbatch >= 0)
+        OS << "(" << A.Microbatch << ")";
+    }
+    OS << "\n";
   }
-  // Empty fragments at the end of the table.
-  for (const Fragment &F : St.Fragments)
-    if (F.Begin == F.End && F.Begin == int64_t(P.Instructions.size()))
-      OS << "  -- fragment " << F.Name << " [" << F.Begin << ", " << F.End
-         << ")\n";
-  OS << "schedule:";
-  for (const Action &A : St.Schedule) {
-    OS << " " << St.Fragments[size_t(A.Frag)].Name;
-    if (A.Microbatch >= 0)
-      OS << "(" << A.Microbatch << ")";
-  }
-  OS << "\n";
   return OS.str();
 }
 

@@ -276,6 +276,12 @@ Status parseMesh(const json &Root, Mesh &M) {
   WEFT_RETURN_IF_ERROR(getAxes(J, "axes", "mesh", M.Axes));
   WEFT_RETURN_IF_ERROR(getIntList(J, "shape", "mesh", M.Dims));
   WEFT_RETURN_IF_ERROR(checkMesh(M));
+  if (J.contains("pipeline")) {
+    WEFT_RETURN_IF_ERROR(getString(J, "pipeline", "mesh", M.Pipeline));
+    if (M.axisIndex(M.Pipeline) < 0)
+      return Status::error("mesh.pipeline names axis '" + M.Pipeline +
+                           "', not an axis of the mesh " + M.describe());
+  }
   // The communicator groups, each a list of the mesh's axes (each once),
   // none twice: every rank creates them in this order at load.
   const json *Groups;
@@ -342,6 +348,12 @@ Status parseBuffer(const json &J, size_t I, BufferSpec &B) {
   WEFT_RETURN_IF_ERROR(getString(J, "dtype", Ctx, Type));
   WEFT_RETURN_IF_ERROR(parseDType(Type, Ctx, B.Type));
   WEFT_RETURN_IF_ERROR(parseLayout(J, Ctx, B.Dims, B.Place, B.HasLayout));
+  if (J.contains("stage")) {
+    WEFT_RETURN_IF_ERROR(getInt(J, "stage", Ctx, B.StageIndex));
+    if (B.StageIndex < 0)
+      return Status::error(Ctx + ": stage " + std::to_string(B.StageIndex) +
+                           " is negative");
+  }
   if (Kind == "input") {
     B.Kind = BufferKind::Input;
     WEFT_RETURN_IF_ERROR(getString(J, "name", Ctx, B.Name));
@@ -546,22 +558,37 @@ Status parseStage(const json &J, size_t SI, Program &P) {
                                             P.Instructions.back()));
     }
     Fr.End = int64_t(P.Instructions.size());
-    if (Fr.Name == FragmentForward)
+    // A whole program's marks are its first stage's (stageView rebases
+    // every stage's).
+    if (Fr.Name == FragmentForward && SI == 0)
       P.ForwardEnd = Fr.End;
-    if (Fr.Name == FragmentOptimizer)
+    if (Fr.Name == FragmentOptimizer && SI == 0)
       P.OptimizerBegin = Fr.Begin;
     S.Fragments.push_back(std::move(Fr));
+  }
+  if (J.contains("slots")) {
+    WEFT_RETURN_IF_ERROR(getInt(J, "slots", Ctx, S.Slots));
+    if (S.Slots < 1 || S.Slots > (int64_t(1) << 20))
+      return Status::error(Ctx + ": slots=" + std::to_string(S.Slots) +
+                           " (expected 1 to 2^20)");
   }
   for (size_t A = 0; A < Sched->size(); ++A) {
     const std::string ACtx = Ctx + ".schedule[" + std::to_string(A) + "]";
     const json &J = (*Sched)[A];
-    std::string Name;
-    WEFT_RETURN_IF_ERROR(getString(J, "run", ACtx, Name));
     Action Act;
-    Act.Frag = S.find(Name);
-    if (Act.Frag < 0)
-      return Status::error(ACtx + " runs '" + Name +
-                           "', which is no fragment of " + Ctx);
+    if (J.is_object() && (J.contains("send") || J.contains("recv"))) {
+      const bool Send = J.contains("send");
+      Act.K = Send ? Action::Send : Action::Recv;
+      WEFT_RETURN_IF_ERROR(getInt(J, Send ? "send" : "recv", ACtx, Act.Buffer));
+      WEFT_RETURN_IF_ERROR(getInt(J, Send ? "to" : "from", ACtx, Act.Peer));
+    } else {
+      std::string Name;
+      WEFT_RETURN_IF_ERROR(getString(J, "run", ACtx, Name));
+      Act.Frag = S.find(Name);
+      if (Act.Frag < 0)
+        return Status::error(ACtx + " runs '" + Name +
+                             "', which is no fragment of " + Ctx);
+    }
     if (J.contains("microbatch")) {
       WEFT_RETURN_IF_ERROR(getInt(J, "microbatch", ACtx, Act.Microbatch));
       if (Act.Microbatch < 0)
@@ -581,6 +608,7 @@ Status parseStages(const json &Root, Program &P) {
     return Status::error("field 'stages' in program must be an array");
   for (size_t S = 0; S < Stages->size(); ++S)
     WEFT_RETURN_IF_ERROR(parseStage((*Stages)[S], S, P));
+  P.NumStages = int64_t(P.Stages.size());
   return Status::success();
 }
 
@@ -774,7 +802,8 @@ Expected<Program> parseProgram(const std::string &B) {
   if (Version < ProgramFormatMinVersion)
     return Status::error(
         "format version " + std::to_string(Version) +
-        " is an older program format (a flat instruction list); this "
+        " is an older program format (versions 1-2: a flat instruction "
+        "list, 3: no communicator groups, 4: one pipeline stage); this "
         "runtime reads version " +
         std::to_string(ProgramFormatVersion) +
         ": recompile the model with this release's weft-compile");

@@ -21,10 +21,11 @@ namespace weft {
 /// The version weft-compile writes and the only one the loader reads:
 /// version 3 made the step a schedule of fragments over micro-batches,
 /// version 4 lists the mesh's communicator groups and gives each buffer its
-/// dtype (bf16 activations); older files are refused with a message to
-/// recompile.
-constexpr uint32_t ProgramFormatVersion = 4;
-constexpr uint32_t ProgramFormatMinVersion = 4;
+/// dtype (bf16 activations), version 5 holds one stage per pipeline stage,
+/// joined by send and recv actions; older files are refused with a message
+/// to recompile.
+constexpr uint32_t ProgramFormatVersion = 5;
+constexpr uint32_t ProgramFormatMinVersion = 5;
 constexpr size_t ProgramHeaderBytes = 28;
 
 /// BF16: bfloat16 storage of activations in a mixed-precision program (its
@@ -135,6 +136,9 @@ struct Mesh {
   /// The communicator groups the program uses, each a list of axes, in the
   /// order every rank creates them at load (format version 4: "groups").
   std::vector<std::vector<std::string>> Groups;
+  /// The axis whose coordinate is a rank's pipeline stage (format version
+  /// 5: "pipeline"); empty when the program has one stage.
+  std::string Pipeline;
   int64_t size() const;
   /// "dp=2 x tp=2"
   std::string describe() const;
@@ -185,6 +189,8 @@ struct BufferSpec {
   std::string Name;   // inputs: "tokens" or "targets"
   int64_t Param = -1; // param/grad/adam_m/adam_v: index into params
   int64_t Offset = 0; // arena: byte offset
+  /// The pipeline stage whose ranks hold the buffer (format version 5).
+  int64_t StageIndex = 0;
   Shape Dims;
   DType Type = DType::F32;
   /// Version 2: global_shape/sharding/blocks as written (HasLayout), else
@@ -239,20 +245,29 @@ struct Fragment {
   bool PerMicrobatch = false;
 };
 
-/// One action of a stage's schedule: run fragment Frag, on micro-batch
-/// Microbatch (-1 for a fragment that runs once per step).
+/// One action of a stage's schedule: run fragment Frag, or send or receive
+/// buffer Buffer to or from stage Peer (format version 5), for micro-batch
+/// Microbatch (-1: once per step). A receive belongs to the run that
+/// follows it and a send to the run before it: the same micro-batch's.
+/// Consecutive transfers are started together and complete together.
 struct Action {
+  enum Kind { Run, Send, Recv } K = Run;
   int64_t Frag = 0;
   int64_t Microbatch = -1;
+  int64_t Buffer = -1, Peer = -1;
+  bool isTransfer() const { return K != Run; }
 };
 
-/// A pipeline stage's program (format version 3). Today every program has
-/// one stage; the fragments are, in this order, prologue (only when
-/// gradients accumulate over micro-batches), forward (ends with the loss),
-/// backward and optimizer.
+/// A pipeline stage's program (format version 3). The fragments are, in
+/// this order, prologue (only when gradients accumulate over micro-batches),
+/// forward (ends with the loss on the last stage), backward and optimizer.
 struct Stage {
   std::vector<Fragment> Fragments;
   std::vector<Action> Schedule;
+  /// Micro-batches whose activations the stage holds at once (format
+  /// version 5): micro-batch k's per-micro-batch arena buffers lie in
+  /// instance k mod Slots of the arena.
+  int64_t Slots = 1;
   /// Index of the fragment named Name, or -1.
   int64_t find(const std::string &Name) const;
 };
@@ -282,6 +297,10 @@ struct Program {
   /// this many, each of Batch / Microbatches rows, whose gradients add up.
   int64_t Microbatches = 1;
   std::vector<Stage> Stages;
+  /// -1 for a whole program; a stage's index in the view stageView made
+  /// (Stages then holds that stage alone, Instructions its instructions).
+  int64_t StageIndex = -1;
+  int64_t NumStages = 1;
   /// The global rows of one micro-batch (Batch when Microbatches is not
   /// positive: checkSchedule refuses that program).
   int64_t microbatchRows() const {
@@ -290,6 +309,20 @@ struct Program {
   Mesh Devices; // empty: one rank
 };
 
+/// Stage S of a validated program, as a program of one stage: its
+/// instructions renumbered from 0, every buffer (ids kept; those of other
+/// stages unused), the loss only on the last stage (else -1).
+Program stageView(const Program &P, size_t S);
+/// Whether arena buffer Id of a stage view holds one micro-batch's value
+/// (instanced per slot): written first in a per-micro-batch fragment or
+/// received for one.
+std::vector<bool> perMicrobatchBuffers(const Program &View);
+/// Format version 5 (program/ValidatePipeline.cpp): the pipeline axis and
+/// one stage per coordinate, every instruction touching buffers of its own
+/// stage, and the stages' schedules simulated together: every send matches
+/// the receive its peer posts in the same order, of the same micro-batch,
+/// shape and dtype, and no stage waits forever.
+Status checkPipeline(const Program &P);
 /// Parses and validates a whole program file image (container + payload).
 Expected<Program> parseProgram(const std::string &FileBytes);
 /// Reads PATH and parses it.

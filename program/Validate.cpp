@@ -761,6 +761,13 @@ Status validateProgram(const Program &P) {
     return Status::error("loss buffer " + std::to_string(P.Loss) + " is " +
                          dtypeName(L.Type) + " " + shapeString(L.Dims) +
                          ", expected a " + dtypeName(P.Type) + " scalar []");
+  if (P.Stages.size() > 1 || !P.Devices.Pipeline.empty())
+    return checkPipeline(P);
+  for (size_t I = 0; I < P.Buffers.size(); ++I)
+    if (P.Buffers[I].StageIndex != 0)
+      return Status::error("buffers[" + std::to_string(I) + "] is on stage " +
+                           std::to_string(P.Buffers[I].StageIndex) +
+                           " of a program of one stage");
   WEFT_RETURN_IF_ERROR(checkSchedule(P));
   return checkDataflow(P);
 }

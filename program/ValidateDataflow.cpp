@@ -140,12 +140,39 @@ Status checkDataflow(const Program &P) {
   const size_t N = P.Instructions.size();
   if (N == 0)
     return Status::error("the program has no instructions");
-  if (P.ForwardEnd < 1)
+  // A stage view before the last stage computes no loss.
+  const bool HasLoss = P.Loss >= 0;
+  if (HasLoss && P.ForwardEnd < 1)
     return Status::error("forward_end=0: no instruction computes the loss");
-  const BufferSpec &Loss = P.Buffers[size_t(P.Loss)];
-  if (Loss.Kind != BufferKind::Arena)
+  if (HasLoss && P.Buffers[size_t(P.Loss)].Kind != BufferKind::Arena)
     return Status::error("the loss is " + bufferName(P, P.Loss) +
                          ", expected an arena buffer an instruction writes");
+  // Transfers (format version 5): a received buffer is written as its
+  // fragment begins, a sent one read as its fragment ends.
+  const Stage &St0 = P.Stages.front();
+  std::vector<std::vector<int64_t>> RecvAt(N + 1), SendAt(N + 1);
+  for (size_t A = 0; A < St0.Schedule.size(); ++A) {
+    const Action &Act = St0.Schedule[A];
+    if (!Act.isTransfer())
+      continue;
+    const bool Recv = Act.K == Action::Recv;
+    for (int64_t B = int64_t(A); B >= 0 && B < int64_t(St0.Schedule.size());
+         B += Recv ? 1 : -1) {
+      const Action &Run = St0.Schedule[size_t(B)];
+      if (Run.isTransfer())
+        continue;
+      const Fragment &F = St0.Fragments[size_t(Run.Frag)];
+      if (F.Begin == F.End)
+        return Status::error("schedule[" + std::to_string(A) +
+                             "] transfers a buffer for fragment '" + F.Name +
+                             "', which has no instructions");
+      if (Recv)
+        RecvAt[size_t(F.Begin)].push_back(Act.Buffer);
+      else
+        SendAt[size_t(F.End - 1)].push_back(Act.Buffer);
+      break;
+    }
+  }
 
   std::vector<Interval> Live(P.Buffers.size());
   std::vector<bool> Written(P.Buffers.size(), false);
@@ -162,6 +189,13 @@ Status checkDataflow(const Program &P) {
   std::vector<bool> Carried(P.Buffers.size(), false);
   for (size_t I = 0; I < N; ++I) {
     const Instruction &Inst = P.Instructions[I];
+    for (int64_t Id : RecvAt[I]) {
+      Interval &L = Live[size_t(Id)];
+      if (L.First < 0)
+        L.First = int64_t(I);
+      L.Last = std::max(L.Last, int64_t(I));
+      Written[size_t(Id)] = true;
+    }
     WEFT_RETURN_IF_ERROR(checkInFlight(P, I, Open));
     // A collective's input stays live until its wait.
     if (Inst.Op == OpKind::Wait)
@@ -212,15 +246,39 @@ Status checkDataflow(const Program &P) {
       L.Last = std::max(L.Last, int64_t(I));
       Written[size_t(Id)] = true;
     }
+    for (int64_t Id : SendAt[I]) {
+      if (!Written[size_t(Id)])
+        return Status::error("a send after " + instName(P, I) + " reads " +
+                             bufferName(P, Id) +
+                             ", which no instruction has written");
+      Live[size_t(Id)].Last = int64_t(I);
+    }
   }
   if (!Open.empty())
     return Status::error(instName(P, Open.front().Start) +
                          " is never waited for");
-  if (!LossWritten)
+  if (HasLoss && !LossWritten)
     return Status::error(
         "no instruction before forward_end=" + std::to_string(P.ForwardEnd) +
         " writes the loss " + bufferName(P, P.Loss));
-  Live[size_t(P.Loss)].Last = int64_t(N); // read after the step
+  if (HasLoss)
+    Live[size_t(P.Loss)].Last = int64_t(N); // read after the step
+  // Several micro-batches in flight each write their own instance of a
+  // per-micro-batch buffer; one written once per step as well would be
+  // written by all of them at once.
+  if (St0.Slots > 1) {
+    std::vector<bool> PerMb = perMicrobatchBuffers(P);
+    for (const Fragment &F : St0.Fragments)
+      if (F.PerMicrobatch)
+        for (int64_t I = F.Begin; I < F.End; ++I)
+          for (int64_t Id : P.Instructions[size_t(I)].Out)
+            if (P.Buffers[size_t(Id)].Kind == BufferKind::Arena &&
+                !PerMb[size_t(Id)])
+              return Status::error(
+                  instName(P, size_t(I)) + " writes " + bufferName(P, Id) +
+                  " once per micro-batch, but a once-per-step fragment "
+                  "wrote it first: with several slots it has one instance");
+  }
   for (size_t Id = 0; Id < P.Buffers.size(); ++Id)
     if (Carried[Id])
       Live[Id].Last = std::max(Live[Id].Last, LoopEnd - 1);
@@ -250,6 +308,30 @@ Status checkDataflow(const Program &P) {
     }
   }
   return Status::success();
+}
+
+} // namespace weft
+
+namespace weft {
+
+std::vector<bool> perMicrobatchBuffers(const Program &V) {
+  std::vector<bool> Per(V.Buffers.size(), false), Seen(V.Buffers.size(), false);
+  const Stage &S = V.Stages.front();
+  auto Mark = [&](int64_t Id, bool PerMb) {
+    if (V.Buffers[size_t(Id)].Kind != BufferKind::Arena || Seen[size_t(Id)])
+      return;
+    Seen[size_t(Id)] = true;
+    Per[size_t(Id)] = PerMb;
+  };
+  for (const Action &A : S.Schedule)
+    if (A.K == Action::Recv && A.Buffer >= 0 &&
+        A.Buffer < int64_t(V.Buffers.size()))
+      Mark(A.Buffer, A.Microbatch >= 0);
+  for (const Fragment &F : S.Fragments)
+    for (int64_t I = F.Begin; I < F.End; ++I)
+      for (int64_t Id : V.Instructions[size_t(I)].Out)
+        Mark(Id, F.PerMicrobatch);
+  return Per;
 }
 
 } // namespace weft

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "program/Program.h"
 
+#include <algorithm>
 #include <string>
 
 namespace weft {
@@ -26,7 +27,12 @@ constexpr int64_t MaxMicrobatches = int64_t(1) << 20;
 std::string actionName(const Stage &S, size_t A) {
   const Action &Act = S.Schedule[A];
   std::string R = "schedule[" + std::to_string(A) + "] (";
-  if (Act.Frag >= 0 && Act.Frag < int64_t(S.Fragments.size()))
+  if (Act.isTransfer())
+    R += std::string(Act.K == Action::Send ? "send buffers[" : "recv buffers[") +
+         std::to_string(Act.Buffer) +
+         (Act.K == Action::Send ? "] to stage " : "] from stage ") +
+         std::to_string(Act.Peer);
+  else if (Act.Frag >= 0 && Act.Frag < int64_t(S.Fragments.size()))
     R += S.Fragments[size_t(Act.Frag)].Name;
   else
     R += "fragment " + std::to_string(Act.Frag);
@@ -35,7 +41,8 @@ std::string actionName(const Stage &S, size_t A) {
   return R + ")";
 }
 
-Status checkFragments(const Program &P, const Stage &S) {
+Status checkFragments(const Program &P, const Stage &S,
+                      const std::string &Where) {
   // The names this version knows, in table order; prologue is optional.
   const char *const Order[] = {FragmentPrologue, FragmentForward,
                                FragmentBackward, FragmentOptimizer};
@@ -44,7 +51,7 @@ Status checkFragments(const Program &P, const Stage &S) {
   for (size_t F = 0; F < S.Fragments.size(); ++F) {
     const Fragment &Fr = S.Fragments[F];
     const std::string Ctx =
-        "stages[0].fragments[" + std::to_string(F) + "] ('" + Fr.Name + "')";
+        Where + ".fragments[" + std::to_string(F) + "] ('" + Fr.Name + "')";
     while (Next < 4 && Fr.Name != Order[Next] &&
            std::string(Order[Next]) == FragmentPrologue)
       ++Next;
@@ -65,7 +72,7 @@ Status checkFragments(const Program &P, const Stage &S) {
     End = Fr.End;
   }
   if (Next < 4)
-    return Status::error("stages[0] has no '" + std::string(Order[Next]) +
+    return Status::error(Where + " has no '" + std::string(Order[Next]) +
                          "' fragment");
   if (End != int64_t(P.Instructions.size()))
     return Status::error("the fragments cover " + std::to_string(End) + " of " +
@@ -74,8 +81,8 @@ Status checkFragments(const Program &P, const Stage &S) {
   if (P.Microbatches > 1 && S.find(FragmentPrologue) < 0)
     return Status::error(
         std::to_string(P.Microbatches) +
-        " micro-batches accumulate gradients, but stages[0] has no "
-        "prologue fragment to clear them once per step");
+        " micro-batches accumulate gradients, but " + Where +
+        " has no prologue fragment to clear them once per step");
   const Fragment &Fwd = S.Fragments[size_t(S.find(FragmentForward))];
   const Fragment &Opt = S.Fragments[size_t(S.find(FragmentOptimizer))];
   if (P.ForwardEnd != Fwd.End || P.OptimizerBegin != Opt.Begin)
@@ -83,6 +90,58 @@ Status checkFragments(const Program &P, const Stage &S) {
                          " and optimizer_begin " +
                          std::to_string(P.OptimizerBegin) +
                          " are not the fragments' boundaries");
+  return Status::success();
+}
+
+} // namespace
+
+namespace {
+
+std::string stageName(const Program &P) {
+  return "stages[" + std::to_string(std::max<int64_t>(P.StageIndex, 0)) + "]";
+}
+
+/// The run action transfer A belongs to: the next run for a receive, the
+/// previous for a send; -1 when there is none.
+int64_t attachedRun(const Stage &S, size_t A) {
+  const bool Next = S.Schedule[A].K == Action::Recv;
+  for (int64_t B = int64_t(A); B >= 0 && B < int64_t(S.Schedule.size());
+       B += Next ? 1 : -1)
+    if (!S.Schedule[size_t(B)].isTransfer())
+      return B;
+  return -1;
+}
+
+Status checkTransfer(const Program &P, const Stage &S, size_t A) {
+  const Action &Act = S.Schedule[A];
+  const std::string Name = stageName(P) + "." + actionName(S, A);
+  if (P.NumStages < 2)
+    return Status::error(Name + ": a program of one stage has no peer to " +
+                         (Act.K == Action::Send ? "send to" : "receive from"));
+  if (Act.Peer < 0 || Act.Peer >= P.NumStages || Act.Peer == P.StageIndex)
+    return Status::error(Name + ": peer stage " + std::to_string(Act.Peer) +
+                         " is not another of the " +
+                         std::to_string(P.NumStages) + " stages");
+  if (Act.Buffer < 0 || Act.Buffer >= int64_t(P.Buffers.size()))
+    return Status::error(Name + ": buffer id " + std::to_string(Act.Buffer) +
+                         " out of range [0, " +
+                         std::to_string(P.Buffers.size()) + ")");
+  const BufferSpec &B = P.Buffers[size_t(Act.Buffer)];
+  if (B.Kind != BufferKind::Arena || B.StageIndex != P.StageIndex)
+    return Status::error(Name + ": buffers[" + std::to_string(Act.Buffer) +
+                         "] is a " + bufferKindName(B.Kind) +
+                         " buffer of stage " + std::to_string(B.StageIndex) +
+                         ", expected an arena buffer of this stage");
+  if (Act.Microbatch >= P.Microbatches)
+    return Status::error(Name + ": micro-batch out of range [0, " +
+                         std::to_string(P.Microbatches) + ")");
+  int64_t Run = attachedRun(S, A);
+  if (Run < 0 || S.Schedule[size_t(Run)].Microbatch != Act.Microbatch)
+    return Status::error(
+        Name + (Act.K == Action::Recv
+                    ? " is not followed by a run of the same micro-batch"
+                    : " does not follow a run of the same micro-batch") +
+        " (a transfer belongs to the run beside it)");
   return Status::success();
 }
 
@@ -97,53 +156,74 @@ Status checkSchedule(const Program &P) {
                          " is not divisible into " +
                          std::to_string(P.Microbatches) + " micro-batches");
   if (P.Stages.size() != 1)
-    return Status::error(
-        "the program has " + std::to_string(P.Stages.size()) +
-        " stages; this runtime runs programs of one stage (pipeline "
-        "stages are not implemented yet)");
+    return Status::error("checkSchedule takes one stage, got " +
+                         std::to_string(P.Stages.size()) +
+                         " (checkPipeline checks a program of several)");
   const Stage &S = P.Stages[0];
-  WEFT_RETURN_IF_ERROR(checkFragments(P, S));
+  const std::string Where = stageName(P);
+  WEFT_RETURN_IF_ERROR(checkFragments(P, S, Where));
   const int64_t M = P.Microbatches;
   const int64_t Fwd = S.find(FragmentForward), Bwd = S.find(FragmentBackward);
   const int64_t Opt = S.find(FragmentOptimizer),
                 Zero = S.find(FragmentPrologue);
-  // Per micro-batch: where its forward and backward ran (-1: not yet).
-  std::vector<int64_t> FwdAt(size_t(M), -1), BwdAt(size_t(M), -1);
-  int64_t InFlight = -1, ZeroAt = -1, OptAt = -1, Forwards = 0, Backwards = 0;
+  // Per micro-batch: where its forward and backward ran (-1: not yet), and
+  // its last action (it holds its slot until then).
+  std::vector<int64_t> FwdAt(size_t(M), -1), BwdAt(size_t(M), -1),
+      LastAt(size_t(M), -1);
+  for (size_t A = 0; A < S.Schedule.size(); ++A)
+    if (S.Schedule[A].Microbatch >= 0 && S.Schedule[A].Microbatch < M)
+      LastAt[size_t(S.Schedule[A].Microbatch)] = int64_t(A);
+  std::vector<int64_t> Holder(size_t(std::min(S.Slots, M)), -1);
+  int64_t ZeroAt = -1, OptAt = -1, Forwards = 0, Backwards = 0;
   for (size_t A = 0; A < S.Schedule.size(); ++A) {
     const Action &Act = S.Schedule[A];
-    const std::string Name = actionName(S, A);
-    if (Act.Frag < 0 || Act.Frag >= int64_t(S.Fragments.size()))
-      return Status::error(Name + " names no fragment of stages[0]");
-    const Fragment &Fr = S.Fragments[size_t(Act.Frag)];
-    if (Fr.PerMicrobatch != (Act.Microbatch >= 0))
-      return Status::error(
-          Name + (Fr.PerMicrobatch ? " needs a micro-batch"
-                                   : " runs once per step: no micro-batch"));
-    if (Act.Microbatch >= M)
-      return Status::error(Name + ": micro-batch out of range [0, " +
-                           std::to_string(M) + ")");
+    const std::string Name = Where + "." + actionName(S, A);
+    if (Act.isTransfer()) {
+      WEFT_RETURN_IF_ERROR(checkTransfer(P, S, A));
+    } else {
+      if (Act.Frag < 0 || Act.Frag >= int64_t(S.Fragments.size()))
+        return Status::error(Name + " names no fragment of " + Where);
+      const Fragment &Fr = S.Fragments[size_t(Act.Frag)];
+      if (Fr.PerMicrobatch != (Act.Microbatch >= 0))
+        return Status::error(
+            Name + (Fr.PerMicrobatch ? " needs a micro-batch"
+                                     : " runs once per step: no micro-batch"));
+      if (Act.Microbatch >= M)
+        return Status::error(Name + ": micro-batch out of range [0, " +
+                             std::to_string(M) + ")");
+    }
+    if (Act.Microbatch >= 0) {
+      // A micro-batch holds its arena slot from its first action to its
+      // last.
+      int64_t &H = Holder[size_t(Act.Microbatch % int64_t(Holder.size()))];
+      if (H >= 0 && H != Act.Microbatch)
+        return Status::error(
+            Name + " needs arena slot " +
+            std::to_string(Act.Microbatch % int64_t(Holder.size())) +
+            ", which micro-batch " + std::to_string(H) +
+            " still holds (slots=" + std::to_string(S.Slots) +
+            ": the arena holds that many micro-batches' activations)");
+      H = LastAt[size_t(Act.Microbatch)] == int64_t(A) ? -1 : Act.Microbatch;
+    }
+    if (Act.isTransfer())
+      continue;
     if (Act.Frag == Fwd) {
       int64_t &At = FwdAt[size_t(Act.Microbatch)];
       if (At >= 0)
         return Status::error(Name + " repeats schedule[" + std::to_string(At) +
                              "]");
-      if (InFlight >= 0)
-        return Status::error(
-            Name + " starts while micro-batch " + std::to_string(InFlight) +
-            " awaits its backward: the arena holds one micro-batch's "
-            "activations");
       if (OptAt >= 0)
         return Status::error(Name + " runs after the optimizer");
       At = int64_t(A);
-      InFlight = Act.Microbatch;
       ++Forwards;
     } else if (Act.Frag == Bwd) {
-      if (InFlight != Act.Microbatch)
-        return Status::error(Name + " does not follow its micro-batch's "
-                                    "forward");
-      BwdAt[size_t(Act.Microbatch)] = int64_t(A);
-      InFlight = -1;
+      int64_t &At = BwdAt[size_t(Act.Microbatch)];
+      if (FwdAt[size_t(Act.Microbatch)] < 0 || At >= 0)
+        return Status::error(Name + (At >= 0 ? " repeats schedule[" +
+                                                   std::to_string(At) + "]"
+                                             : " does not follow its "
+                                               "micro-batch's forward"));
+      At = int64_t(A);
       ++Backwards;
     } else {
       int64_t &At = Act.Frag == Opt ? OptAt : ZeroAt;
@@ -161,13 +241,13 @@ Status checkSchedule(const Program &P) {
   for (int64_t K = 0; K < M; ++K)
     if (FwdAt[size_t(K)] < 0 || BwdAt[size_t(K)] < 0)
       return Status::error(
-          "the schedule never runs " +
+          Where + ": the schedule never runs " +
           std::string(FwdAt[size_t(K)] < 0 ? "forward" : "backward") +
           " on micro-batch " + std::to_string(K));
   if (OptAt < 0)
-    return Status::error("the schedule never runs the optimizer");
+    return Status::error(Where + ": the schedule never runs the optimizer");
   if (Zero >= 0 && ZeroAt < 0)
-    return Status::error("the schedule never runs prologue");
+    return Status::error(Where + ": the schedule never runs prologue");
   return Status::success();
 }
 

@@ -182,6 +182,8 @@ Status place(Executor &E, const Entry &En, const std::vector<char> &Global,
     return Status::error("tensor '" + From + "' has shape " +
                          shapeString(GlobalDims) + ", expected " +
                          shapeString(L.Global) + " for '" + En.Name + "'");
+  if (!E.ownsParam(En.Param))
+    return Status::success(); // another pipeline stage's
   std::vector<char> Local(size_t(Spec.numel()) * dtypeBytes(E.program().Type));
   extractShard(shardMap(L, E.mesh(), E.rank()), Global.data(), Local.data(),
                dtypeBytes(E.program().Type));
@@ -328,6 +330,12 @@ Expected<int64_t> loadFlat(Executor &E, const fs::path &Dir,
                            "'");
     }
     const BufferSpec &Spec = E.stateSpec(En.Param, En.Kind);
+    if (!E.ownsParam(En.Param)) {
+      // Another pipeline stage loads it; the shape is still checked.
+      if (F.Tensor->Dims != Spec.Dims && F.Tensor->Dims != Spec.Place.Global)
+        return loadInto(F, En.Name, Spec.Place.Global, P.Type, nullptr);
+      continue;
+    }
     if (!Spec.Place.sharded() && F.Tensor->Dims == Spec.Dims) {
       Local.resize(size_t(Spec.numel()) * dtypeBytes(P.Type));
       WEFT_RETURN_IF_ERROR(F.File->convert(*F.Tensor, P.Type, Local.data()));
@@ -380,6 +388,9 @@ snapshotCheckpoint(const Executor &E, int64_t Step,
   if (onMesh(E))
     S.M = E.mesh();
   for (const Entry &En : entries(P, true)) {
+    // A pipeline rank writes its stage's tensors; layout.json names all.
+    if (!E.ownsParam(En.Param))
+      continue;
     const BufferSpec &Spec = E.stateSpec(En.Param, En.Kind);
     // Copied from the device: the files are written from host memory.
     const size_t Bytes = size_t(Spec.numel()) * dtypeBytes(P.Type);
@@ -491,8 +502,12 @@ Status saveGradients(const Executor &E, const std::string &Dir) {
   for (size_t I = 0; I < P.Params.size(); ++I) {
     const BufferSpec &Spec = E.stateSpec(I, BufferKind::Grad);
     size_t Local = size_t(Spec.numel());
-    // Gathered from a host copy, over the host queue.
-    Expected<std::vector<char>> Copy = E.stateBytes(I, BufferKind::Grad);
+    // Gathered from a host copy, over the host queue. Ranks of other
+    // pipeline stages send zeros, not used.
+    Expected<std::vector<char>> Copy =
+        E.ownsParam(I) ? E.stateBytes(I, BufferKind::Grad)
+                       : Expected<std::vector<char>>(
+                             std::vector<char>(Local * Elem, 0));
     if (!Copy.ok())
       return Copy.status();
     const void *Grad = Copy->data();
@@ -513,10 +528,15 @@ Status saveGradients(const Executor &E, const std::string &Dir) {
     if (E.rank() != 0)
       continue;
     Globals[I].assign(size_t(numElements(Spec.Place.Global)) * Elem, 0);
-    for (int64_t R = 0; R < N; ++R)
+    const Mesh &M = E.mesh();
+    for (int64_t R = 0; R < N; ++R) {
+      if (!M.Pipeline.empty() &&
+          M.coords(R)[size_t(M.axisIndex(M.Pipeline))] != E.paramStage(I))
+        continue;
       insertShard(shardMap(Spec.Place, E.mesh(), R),
                   All.data() + size_t(R) * Local * Elem, Globals[I].data(),
                   Elem);
+    }
     Tensors.push_back(
         {P.Params[I].Name, P.Type, Spec.Place.Global, Globals[I].data()});
   }

@@ -28,6 +28,8 @@ Executor::Executor(Program P, std::unique_ptr<Backend> B)
     : Prog(std::move(P)), Impl(std::move(B)) {}
 
 Executor::~Executor() {
+  if (Staging)
+    Impl->release(Staging);
   Impl->release(Arena);
   Impl->release(Persistent);
 }
@@ -50,6 +52,14 @@ Executor::create(Program P, std::unique_ptr<Backend> B, Communicator *Comm) {
         (P.Devices.Axes.empty()
              ? std::string("(no mesh) = 1")
              : P.Devices.describe() + " = " + std::to_string(Product)));
+  // A pipeline rank runs its stage: the stage of its coordinate on the
+  // pipeline axis.
+  if (!P.Devices.Pipeline.empty()) {
+    const Mesh &M = P.Devices;
+    const int64_t S =
+        M.coords(Comm->rank())[size_t(M.axisIndex(M.Pipeline))];
+    P = stageView(P, size_t(S));
+  }
   if (!B)
     B = createCpuBackend(P.Type);
   std::unique_ptr<Executor> E(new Executor(std::move(P), std::move(B)));
@@ -62,9 +72,17 @@ Executor::create(Program P, std::unique_ptr<Backend> B, Communicator *Comm) {
 
 Status Executor::bind() {
   const size_t Elem = dtypeBytes(Prog.Type);
+  const int64_t MyStage = stage();
+  // A stage holds the params its buffers name; a program of one stage, all.
+  Owned.assign(Prog.Params.size(), Prog.StageIndex < 0);
+  for (const BufferSpec &B : Prog.Buffers)
+    if (B.Kind != BufferKind::Input && B.Kind != BufferKind::Arena &&
+        B.StageIndex == MyStage)
+      Owned[size_t(B.Param)] = true;
   // Each persistent tensor's local shape and layout: from its buffers, else
   // the param's.
   StateSpecs.resize(Prog.Params.size());
+  OwnerStage.assign(Prog.Params.size(), MyStage);
   for (size_t P = 0; P < Prog.Params.size(); ++P) {
     const BufferKind Kinds[4] = {BufferKind::Param, BufferKind::Grad,
                                  BufferKind::AdamM, BufferKind::AdamV};
@@ -91,8 +109,12 @@ Status Executor::bind() {
                     LocalBatch;
       SeqOffset =
           Prog.Devices.shardIndex(Comm->rank(), B.Place.Sharding[1]) * LocalSeq;
-    } else if (B.Kind != BufferKind::Arena) {
+    } else if (B.Kind != BufferKind::Arena &&
+               (B.StageIndex == MyStage || !Owned[size_t(B.Param)])) {
+      // Another stage's param keeps its owner's shapes and layouts
+      // (checkpoints describe every tensor), without memory here.
       StateSpecs[size_t(B.Param)][stateSlot(B.Kind)] = B;
+      OwnerStage[size_t(B.Param)] = B.StageIndex;
     }
   }
   // One block: params, grads, m, v (each 64-aligned), then the two inputs.
@@ -101,7 +123,8 @@ Status Executor::bind() {
   for (size_t P = 0; P < Prog.Params.size(); ++P)
     for (int K = 0; K < 4; ++K) {
       Offsets.push_back(Total);
-      Total += align64(size_t(StateSpecs[P][size_t(K)].numel()) * Elem);
+      if (Owned[P])
+        Total += align64(size_t(StateSpecs[P][size_t(K)].numel()) * Elem);
     }
   // Inputs: one slot per micro-batch, tokens then targets.
   size_t InputBytes = align64(size_t(LocalBatch * LocalSeq) * 4);
@@ -110,12 +133,19 @@ Status Executor::bind() {
   size_t TokensOff = Total, TargetsOff = Total + AllInputs;
   Total += 2 * AllInputs;
   PersistentBytes = Total;
+  // One arena instance per slot: the micro-batches in flight.
+  const int64_t Slots = Prog.Stages.front().Slots;
+  if (Prog.ArenaBytes > (int64_t(1) << 60) / Slots)
+    return Status::error("arena_bytes " + std::to_string(Prog.ArenaBytes) +
+                         " times " + std::to_string(Slots) +
+                         " slots overflows");
+  const size_t ArenaTotal = size_t(Prog.ArenaBytes * Slots);
   Persistent = Impl->allocate(Total);
-  Arena = Impl->allocate(size_t(Prog.ArenaBytes));
+  Arena = Impl->allocate(ArenaTotal);
   if (!Persistent || !Arena)
     return Status::error("cannot allocate " + std::to_string(Total) +
-                         " bytes of state and " +
-                         std::to_string(Prog.ArenaBytes) + " arena bytes");
+                         " bytes of state and " + std::to_string(ArenaTotal) +
+                         " arena bytes");
   char *Base = static_cast<char *>(Persistent);
   for (size_t P = 0; P < Prog.Params.size(); ++P)
     State.push_back({Base + Offsets[4 * P], Base + Offsets[4 * P + 1],
@@ -123,9 +153,11 @@ Status Executor::bind() {
   Tokens = reinterpret_cast<int32_t *>(Base + TokensOff);
   Targets = reinterpret_cast<int32_t *>(Base + TargetsOff);
 
-  std::vector<void *> Where(Prog.Buffers.size());
+  Where.assign(Prog.Buffers.size(), nullptr);
   for (size_t I = 0; I < Prog.Buffers.size(); ++I) {
     const BufferSpec &B = Prog.Buffers[I];
+    if (B.StageIndex != MyStage)
+      continue; // another stage's: no instruction here touches it
     switch (B.Kind) {
     case BufferKind::Input:
       Where[I] = B.Name == "tokens" ? Tokens : Targets;
@@ -147,9 +179,12 @@ Status Executor::bind() {
       break;
     }
   }
-  LossData = Where[Prog.Loss];
-  LossHost.resize(size_t(Prog.Microbatches) *
-                  dtypeBytes(Prog.Buffers[size_t(Prog.Loss)].Type));
+  PerMicrobatch = perMicrobatchBuffers(Prog);
+  if (Prog.Loss >= 0) {
+    LossData = Where[Prog.Loss];
+    LossHost.resize(size_t(Prog.Microbatches) *
+                    dtypeBytes(Prog.Buffers[size_t(Prog.Loss)].Type));
+  }
   HostInputs.resize(size_t(2 * Prog.Microbatches * InputStride));
   auto Ref = [&](int64_t Id) {
     const BufferSpec &B = Prog.Buffers[Id];
@@ -186,9 +221,66 @@ Status Executor::bind() {
   const Stage &St = Prog.Stages.front();
   const int64_t Opt = St.find(FragmentOptimizer);
   for (size_t A = 0; A < St.Schedule.size(); ++A)
-    if (St.Schedule[A].Frag == Opt)
+    if (!St.Schedule[A].isTransfer() && St.Schedule[A].Frag == Opt)
       OptimizerAction = A;
+  UpdateBegin = OptimizerAction;
+  while (UpdateBegin > 0 && St.Schedule[UpdateBegin - 1].K == Action::Recv)
+    --UpdateBegin;
+  // Each transfer's run: the next for a receive, the previous for a send.
+  AttachedFrag.assign(St.Schedule.size(), -1);
+  for (size_t A = 0; A < St.Schedule.size(); ++A) {
+    const bool Recv = St.Schedule[A].K == Action::Recv;
+    for (int64_t B = int64_t(A); B >= 0 && B < int64_t(St.Schedule.size());
+         B += Recv ? 1 : -1)
+      if (!St.Schedule[size_t(B)].isTransfer()) {
+        AttachedFrag[A] = St.Schedule[size_t(B)].Frag;
+        break;
+      }
+  }
+  // Staging for the receives of groups that also send (runTransfers).
+  size_t StagingBytes = 0;
+  for (size_t A = 0; A < St.Schedule.size();) {
+    size_t E = A, Bytes = 0;
+    bool Sends = false;
+    for (; E < St.Schedule.size() && St.Schedule[E].isTransfer(); ++E) {
+      Sends |= St.Schedule[E].K == Action::Send;
+      if (St.Schedule[E].K == Action::Recv)
+        Bytes += align64(
+            size_t(Prog.Buffers[size_t(St.Schedule[E].Buffer)].bytes()));
+    }
+    if (Sends)
+      StagingBytes = std::max(StagingBytes, Bytes);
+    A = E == A ? A + 1 : E;
+  }
+  if (StagingBytes) {
+    Staging = Impl->allocate(StagingBytes);
+    if (!Staging)
+      return Status::error("cannot allocate " + std::to_string(StagingBytes) +
+                           " bytes of transfer staging");
+  }
   WEFT_RETURN_IF_ERROR(planMeshSteps());
+  if (Prog.NumStages > 1) {
+    Expected<const CommGroup *> G =
+        Comm->group(Prog.Devices, AxesList{Prog.Devices.Pipeline});
+    if (!G.ok())
+      return G.status();
+    Pipeline = *G;
+  }
+  // Operands in per-micro-batch buffers follow the micro-batch's slot
+  // (selectMicrobatch), from their slot-0 addresses as bound.
+  if (Slots > 1)
+    for (size_t K = 0; K < Bound.size(); ++K)
+      for (bool Out : {false, true}) {
+        const std::vector<int64_t> &Ids =
+            Out ? Prog.Instructions[K].Out : Prog.Instructions[K].In;
+        std::vector<TensorRef> &Refs = Out ? Bound[K].Out : Bound[K].In;
+        for (size_t Pos = 0; Pos < Ids.size(); ++Pos)
+          if (PerMicrobatch[size_t(Ids[Pos])])
+            SlotUses.push_back(
+                {K, Pos, Out,
+                 static_cast<char *>(Refs[Pos].Data) -
+                     static_cast<char *>(Arena)});
+      }
   std::vector<BoundInstruction> Kernels;
   for (const BoundInstruction &BI : Bound)
     if (!isCollective(BI.Op))
@@ -196,7 +288,7 @@ Status Executor::bind() {
   Expected<size_t> Scratch = Impl->prepare(Kernels);
   if (!Scratch.ok())
     return Scratch.status();
-  ScratchBytes = *Scratch;
+  ScratchBytes = *Scratch + StagingBytes;
   return Status::success();
 }
 
@@ -204,6 +296,8 @@ Status Executor::initParams(uint64_t Seed) {
   const size_t Elem = dtypeBytes(Prog.Type);
   std::vector<char> Host;
   for (size_t P = 0; P < Prog.Params.size(); ++P) {
+    if (!Owned[P])
+      continue;
     const ParamSpec &Spec = Prog.Params[P];
     const BufferSpec &Local = stateSpec(P, BufferKind::Param);
     Host.resize(size_t(Local.numel()) * Elem);
@@ -228,12 +322,18 @@ Status Executor::initParams(uint64_t Seed) {
 }
 
 Status Executor::readState(size_t P, BufferKind K, void *Host) const {
+  if (!Owned[P])
+    return Status::error("param '" + Prog.Params[P].Name + "' is held by "
+                         "another pipeline stage");
   const size_t Bytes = size_t(stateSpec(P, K).bytes());
   WEFT_RETURN_IF_ERROR(Q->copyToHost(Host, state(P, K), Bytes));
   return Q->synchronize();
 }
 
 Status Executor::writeState(size_t P, BufferKind K, const void *Host) {
+  if (!Owned[P])
+    return Status::error("param '" + Prog.Params[P].Name + "' is held by "
+                         "another pipeline stage");
   const size_t Bytes = size_t(stateSpec(P, K).bytes());
   WEFT_RETURN_IF_ERROR(Q->copyToDevice(state(P, K), Host, Bytes));
   // The host buffer may change once this returns.
@@ -248,6 +348,10 @@ Expected<std::vector<char>> Executor::stateBytes(size_t P, BufferKind K) const {
 
 Status Executor::findNonFinite(size_t P, BufferKind K, int64_t &At,
                                double &Value) const {
+  if (!Owned[P]) {
+    At = -1; // another stage checks it
+    return Status::success();
+  }
   const BufferSpec &S = stateSpec(P, K);
   return Impl->findNonFinite(state(P, K), S.numel(), S.Type, *Q, At, Value);
 }
@@ -310,7 +414,80 @@ void Executor::selectMicrobatch(int64_t K) {
     return;
   for (const InputUse &U : InputUses)
     Bound[U.Inst].In[U.Pos].Data = U.Targets ? targets(K) : tokens(K);
+  if (!SlotUses.empty()) {
+    char *Base = static_cast<char *>(Arena) +
+                 (K % Prog.Stages.front().Slots) * Prog.ArenaBytes;
+    for (const SlotUse &U : SlotUses)
+      (U.Out ? Bound[U.Inst].Out : Bound[U.Inst].In)[U.Pos].Data =
+          Base + U.Offset;
+  }
   BoundMicrobatch = K;
+}
+
+void *Executor::bufferAt(int64_t Id, int64_t K) const {
+  char *W = static_cast<char *>(Where[size_t(Id)]);
+  if (K >= 0 && PerMicrobatch[size_t(Id)])
+    W += (K % Prog.Stages.front().Slots) * Prog.ArenaBytes;
+  return W;
+}
+
+Status Executor::runTransfers(size_t A, size_t &Next, int64_t Only) {
+  const Stage &St = Prog.Stages.front();
+  TransferOps.clear();
+  Span Sp;
+  Sp.Kind = SpanKind::Transfer;
+  Sp.Action = int32_t(A);
+  Sp.Microbatch = int32_t(St.Schedule[A].Microbatch);
+  Sp.Step = Ctx0Step;
+  size_t E = A;
+  bool Sends = false;
+  for (; E < St.Schedule.size() && St.Schedule[E].isTransfer(); ++E)
+    Sends |= St.Schedule[E].K == Action::Send &&
+             (Only < 0 || AttachedFrag[E] == Only);
+  // A group's receive may land where one of its sends reads (the sent value
+  // of one micro-batch, the received of the next, in one slot, or bytes the
+  // memory plan reuses): with sends in the group, receives go to staging
+  // and are copied into place once the group completes.
+  size_t StagedBytes = 0;
+  Staged.clear();
+  for (size_t I = A; I < E; ++I) {
+    const Action &T = St.Schedule[I];
+    if (Only >= 0 && AttachedFrag[I] != Only)
+      continue;
+    const BufferSpec &B = Prog.Buffers[size_t(T.Buffer)];
+    Transfer X;
+    X.Dir = T.K == Action::Send ? Transfer::Send : Transfer::Recv;
+    X.Peer = int(T.Peer);
+    X.Buf = bufferAt(T.Buffer, T.Microbatch);
+    X.Count = size_t(B.numel());
+    X.T = B.Type;
+    if (T.K == Action::Recv && Sends) {
+      Staged.push_back({X.Buf, StagedBytes, size_t(B.bytes())});
+      X.Buf = static_cast<char *>(Staging) + StagedBytes;
+      StagedBytes += align64(size_t(B.bytes()));
+    }
+    TransferOps.push_back(X);
+    ++(T.K == Action::Send ? Sp.Sends : Sp.Recvs);
+    if (T.K == Action::Send)
+      Sp.Bytes += double(B.bytes());
+  }
+  Next = E;
+  if (TransferOps.empty())
+    return Status::success();
+  const int64_t T0 = Timing ? Timeline::nowNs() : 0;
+  Status S = Comm->startTransfers(*Pipeline, TransferOps, *Q, TransferRequest);
+  if (S.ok())
+    S = Comm->wait(TransferRequest, *Q);
+  for (size_t I = 0; I < Staged.size() && S.ok(); ++I)
+    S = Q->copyOnDevice(Staged[I].To, static_cast<char *>(Staging) +
+                                          Staged[I].Offset,
+                        Staged[I].Bytes);
+  if (Timing) {
+    Sp.StartNs = T0;
+    Sp.DurNs = Timeline::nowNs() - T0;
+    Times.record(Sp);
+  }
+  return S.withContext("schedule[" + std::to_string(A) + "] (transfers)");
 }
 
 Status Executor::loadBatch(const TokenData &Data, int64_t Step) {
@@ -344,8 +521,16 @@ Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,
                             int64_t Only) {
   const Stage &St = Prog.Stages.front();
   const int64_t Fwd = St.find(FragmentForward);
-  for (size_t A = Begin; A < End; ++A) {
+  Ctx0Step = Ctx.Step;
+  for (size_t A = Begin; A < End;) {
     const Action &Act = St.Schedule[A];
+    if (Act.isTransfer()) {
+      size_t Next;
+      WEFT_RETURN_IF_ERROR(runTransfers(A, Next, Only));
+      A = std::min(Next, End);
+      continue;
+    }
+    ++A;
     if (Only >= 0 && Act.Frag != Only)
       continue;
     const Fragment &F = St.Fragments[size_t(Act.Frag)];
@@ -356,12 +541,13 @@ Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,
       return Act.Microbatch < 0 ? S
                                 : S.withContext("micro-batch " +
                                                 std::to_string(Act.Microbatch));
-    if (Act.Frag == Fwd) {
+    if (Act.Frag == Fwd && Prog.Loss >= 0) {
       // Copied now (the next micro-batch overwrites it), read after the
       // queue has run.
       const size_t E = dtypeBytes(Prog.Buffers[size_t(Prog.Loss)].Type);
-      WEFT_RETURN_IF_ERROR(
-          Q->copyToHost(LossHost.data() + LossCopies * E, LossData, E));
+      WEFT_RETURN_IF_ERROR(Q->copyToHost(LossHost.data() + LossCopies * E,
+                                         bufferAt(Prog.Loss, Act.Microbatch),
+                                         E));
       ++LossCopies;
     }
   }
@@ -378,23 +564,28 @@ Status Executor::sumLosses() {
             ? reinterpret_cast<const double *>(LossHost.data())[K]
             : double(reinterpret_cast<const float *>(LossHost.data())[K]);
   LossCopies = 0;
+  // The last stage computed it; the others add their zero.
+  if (Pipeline)
+    return Comm->allReduce(*Pipeline, &StepLoss, &StepLoss, 1, DType::F64,
+                           hostQueue());
   return Status::success();
 }
 
 Status Executor::runGradients(const StepContext &Ctx) {
   LossCopies = 0;
-  WEFT_RETURN_IF_ERROR(runActions(0, OptimizerAction, Ctx));
+  WEFT_RETURN_IF_ERROR(runActions(0, UpdateBegin, Ctx));
   return sumLosses();
 }
 
 Status Executor::runUpdate(const StepContext &Ctx) {
-  WEFT_RETURN_IF_ERROR(runActions(OptimizerAction, OptimizerAction + 1, Ctx));
+  WEFT_RETURN_IF_ERROR(
+      runActions(UpdateBegin, Prog.Stages.front().Schedule.size(), Ctx));
   return Q->synchronize();
 }
 
 Status Executor::runForward(const StepContext &Ctx) {
   LossCopies = 0;
-  WEFT_RETURN_IF_ERROR(runActions(0, OptimizerAction, Ctx,
+  WEFT_RETURN_IF_ERROR(runActions(0, UpdateBegin, Ctx,
                                   Prog.Stages.front().find(FragmentForward)));
   return sumLosses();
 }
@@ -417,14 +608,17 @@ std::string Executor::profileReport() const {
 }
 
 double Executor::paramElement(size_t P, int64_t I) const {
-  return element(State[P].Param, I);
+  return Owned[P] ? element(State[P].Param, I) : std::nan("");
 }
 
 double Executor::gradElement(size_t P, int64_t I) const {
-  return element(State[P].Grad, I);
+  return Owned[P] ? element(State[P].Grad, I) : std::nan("");
 }
 
 Status Executor::setParamElement(size_t P, int64_t I, double V) {
+  if (!Owned[P])
+    return Status::error("param '" + Prog.Params[P].Name + "' is held by "
+                         "another pipeline stage");
   const size_t E = dtypeBytes(Prog.Type);
   double D = V;
   float F = float(V);

@@ -21,6 +21,7 @@
 #include "runtime/Timeline.h"
 #include "runtime/comm/Communicator.h"
 
+#include <algorithm>
 #include <array>
 #include <memory>
 
@@ -67,6 +68,15 @@ public:
   /// step's loss and no gradient changes.
   Status runForward(const StepContext &Ctx);
   int64_t microbatches() const { return Prog.Microbatches; }
+  /// This rank's pipeline stage and the number of stages (0 of 1 without
+  /// a pipeline). Prog is then the stage's view (stageView).
+  int64_t stage() const { return std::max<int64_t>(Prog.StageIndex, 0); }
+  int64_t numStages() const { return Prog.NumStages; }
+  /// Whether this rank's stage holds param P (its value, grad and Adam
+  /// state); the other stages' params take no memory here.
+  bool ownsParam(size_t P) const { return Owned[P]; }
+  /// The stage that holds param P.
+  int64_t paramStage(size_t P) const { return OwnerStage[P]; }
 
   Communicator &comm() const { return *Comm; }
   int64_t rank() const { return Comm->rank(); }
@@ -145,8 +155,15 @@ private:
   /// copies the loss after every forward to LossHost.
   Status runActions(size_t Begin, size_t End, const StepContext &Ctx,
                     int64_t Only = -1);
-  /// StepLoss = the sum of the copied losses (after the queue has run).
+  /// StepLoss = the sum of the copied losses (after the queue has run),
+  /// from the last stage to every stage of a pipeline.
   Status sumLosses();
+  /// Starts the consecutive transfer actions from A of the schedule
+  /// together and completes them; returns the action after them in Next.
+  /// (Only >= 0: those belonging to runs of fragment Only.)
+  Status runTransfers(size_t A, size_t &Next, int64_t Only);
+  /// Device address of buffer Id for micro-batch K (its slot's instance).
+  void *bufferAt(int64_t Id, int64_t K) const;
   static size_t stateSlot(BufferKind K) {
     return K == BufferKind::Grad    ? 1
            : K == BufferKind::AdamM ? 2
@@ -208,7 +225,31 @@ private:
   };
   std::vector<InputUse> InputUses;
   int64_t BoundMicrobatch = 0;
+  /// Slot instances: every (instruction, operand) bound to a
+  /// per-micro-batch arena buffer, rebased per micro-batch's slot.
+  struct SlotUse {
+    size_t Inst, Pos;
+    bool Out;
+    int64_t Offset;
+  };
+  std::vector<SlotUse> SlotUses;
+  std::vector<bool> PerMicrobatch; // per buffer (perMicrobatchBuffers)
+  std::vector<bool> Owned;         // per param
+  std::vector<int64_t> OwnerStage; // per param
+  std::vector<void *> Where;       // per buffer, slot 0
+  const CommGroup *Pipeline = nullptr;
+  CommRequest TransferRequest;
+  std::vector<Transfer> TransferOps;
+  std::vector<int64_t> AttachedFrag; // per action: its run's fragment
+  void *Staging = nullptr;           // receives of groups that also send
+  struct StagedRecv {
+    void *To;
+    size_t Offset, Bytes;
+  };
+  std::vector<StagedRecv> Staged;
+  int64_t Ctx0Step = 0;              // the step runActions runs
   size_t OptimizerAction = 0; // the schedule's optimizer action
+  size_t UpdateBegin = 0;     // its first action (receives before it)
   double StepLoss = 0;
   const void *LossData = nullptr;
   /// The loss of each forward of a step, copied from the device (one

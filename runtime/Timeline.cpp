@@ -23,6 +23,10 @@ void Timeline::record(const Span &S) {
     break;
   case SpanKind::InFlight:
     break; // overlaps the main queue's spans: not a share of its time
+  case SpanKind::Transfer:
+    TransferSeconds += Secs;
+    ++TransferGroups;
+    break;
   }
   if (!Keep)
     return;
@@ -52,6 +56,13 @@ std::string Timeline::profileReport(bool HasAsync) const {
         100.0 * OpSeconds[Op] / std::max(Total, 1e-12), (long long)OpCalls[Op]);
     R += Line;
   }
+  if (TransferGroups) {
+    char Line[160];
+    std::snprintf(Line, sizeof(Line),
+                  "  pipeline transfers: %.1f ms in %lld groups (not above)\n",
+                  TransferSeconds * 1e3, (long long)TransferGroups);
+    R += Line;
+  }
   if (HasAsync) {
     char Line[160];
     std::snprintf(Line, sizeof(Line),
@@ -66,10 +77,14 @@ std::string Timeline::profileReport(bool HasAsync) const {
 namespace {
 
 const char *threadName(SpanKind K) {
-  return K == SpanKind::InFlight ? "async collectives in flight" : "main queue";
+  return K == SpanKind::InFlight   ? "async collectives in flight"
+         : K == SpanKind::Transfer ? "pipeline transfers"
+                                   : "main queue";
 }
 
-int threadId(SpanKind K) { return K == SpanKind::InFlight ? 1 : 0; }
+int threadId(SpanKind K) {
+  return K == SpanKind::InFlight ? 1 : K == SpanKind::Transfer ? 2 : 0;
+}
 
 } // namespace
 
@@ -83,7 +98,8 @@ std::string Timeline::chromeTraceEvents(int Rank) const {
                 "%d, \"args\": {\"sort_index\": %d}}",
                 Rank, Rank, Dropped, Rank, Rank);
   R += Buf;
-  for (SpanKind K : {SpanKind::Instruction, SpanKind::InFlight}) {
+  for (SpanKind K :
+       {SpanKind::Instruction, SpanKind::InFlight, SpanKind::Transfer}) {
     std::snprintf(Buf, sizeof(Buf),
                   ",\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, "
                   "\"tid\": %d, \"args\": {\"name\": \"%s\"}}",
@@ -94,13 +110,23 @@ std::string Timeline::chromeTraceEvents(int Rank) const {
     const char *Cat = S.Kind == SpanKind::Wait       ? "wait"
                       : S.Kind == SpanKind::Test     ? "test"
                       : S.Kind == SpanKind::InFlight ? "async"
+                      : S.Kind == SpanKind::Transfer ? "transfer"
                       : S.Group                      ? "collective"
                                                      : "compute";
     std::string Name =
         S.Kind == SpanKind::Wait   ? std::string("wait ") + opName(S.Op)
         : S.Kind == SpanKind::Test ? std::string("test async collectives")
-                                   : std::string(opName(S.Op));
+        : S.Kind == SpanKind::Transfer
+            ? "transfers: " + std::to_string(S.Sends) + " send, " +
+                  std::to_string(S.Recvs) + " recv"
+            : std::string(opName(S.Op));
     std::string Args = "\"step\": " + std::to_string(S.Step);
+    if (S.Kind == SpanKind::Transfer) {
+      std::snprintf(Buf, sizeof(Buf),
+                    ", \"action\": %d, \"microbatch\": %d, \"bytes\": %.0f",
+                    S.Action, S.Microbatch, S.Bytes);
+      Args += Buf;
+    }
     if (S.Inst >= 0)
       Args += ", \"instruction\": " + std::to_string(S.Inst);
     if (S.Group) {

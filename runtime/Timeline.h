@@ -25,6 +25,7 @@ enum class SpanKind : uint8_t {
   Wait,        // the main queue waiting for an async collective
   Test,        // the main queue testing async collectives (progress)
   InFlight,    // an async collective from its start to its completion
+  Transfer,    // a group of pipeline sends and receives, start to completion
 };
 
 struct Span {
@@ -35,6 +36,9 @@ struct Span {
   SpanKind Kind = SpanKind::Instruction;
   double Bytes = 0;                // collectives: sent by this rank (ring)
   const AxesList *Group = nullptr; // collectives: the group's mesh axes
+  /// Transfers: the schedule action starting the group, its micro-batch
+  /// (-1: once per step), and how many sends and receives it holds.
+  int32_t Action = -1, Microbatch = -1, Sends = 0, Recvs = 0;
 };
 
 class Timeline {
@@ -67,7 +71,8 @@ private:
   std::vector<Span> Spans;
   double OpSeconds[NumOpKinds] = {};
   int64_t OpCalls[NumOpKinds] = {};
-  double WaitSeconds = 0, TestSeconds = 0;
+  double WaitSeconds = 0, TestSeconds = 0, TransferSeconds = 0;
+  int64_t TransferGroups = 0;
 };
 
 } // namespace weft

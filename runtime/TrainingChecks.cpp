@@ -100,6 +100,8 @@ Expected<std::string> checkReplicas(const Executor &E) {
     const BufferSpec &Spec = E.stateSpec(I, BufferKind::Param);
     AxesList Replicas;
     for (const std::string &A : E.mesh().Axes) {
+      if (A == E.mesh().Pipeline)
+        continue; // stages hold different params, not replicas
       bool Splits = false;
       for (const AxesList &D : Spec.Place.Sharding)
         Splits |= std::find(D.begin(), D.end(), A) != D.end();
@@ -111,10 +113,14 @@ Expected<std::string> checkReplicas(const Executor &E) {
     Expected<const CommGroup *> G = E.comm().group(E.mesh(), Replicas);
     if (!G.ok())
       return G.status();
-    Expected<std::vector<char>> Host = E.stateBytes(I, BufferKind::Param);
+    // Ranks of another pipeline stage compare nothing (hash 0).
+    Expected<std::vector<char>> Host =
+        E.ownsParam(I) ? E.stateBytes(I, BufferKind::Param)
+                       : Expected<std::vector<char>>(std::vector<char>());
     if (!Host.ok())
       return Host.status();
-    uint64_t H = contentHash(Host->data(), Host->size());
+    uint64_t H =
+        E.ownsParam(I) ? contentHash(Host->data(), Host->size()) : 0;
     std::vector<uint64_t> All;
     WEFT_RETURN_IF_ERROR(gather64(E, **G, H, All));
     std::map<uint64_t, std::vector<int64_t>> ByHash;

@@ -22,9 +22,11 @@ public:
 
   Value param(const std::string &name, ArrayRef<int64_t> shape, StringRef init,
               double std = 0.0) {
-    return ParamOp::create(b, loc, RankedTensorType::get(shape, element),
-                           b.getStringAttr(name), b.getStringAttr(init),
-                           b.getF64FloatAttr(std));
+    auto p = ParamOp::create(b, loc, RankedTensorType::get(shape, element),
+                             b.getStringAttr(name), b.getStringAttr(init),
+                             b.getF64FloatAttr(std));
+    p->setAttr(attrname::kLayer, b.getI64IntegerAttr(layer));
+    return p;
   }
   Value normal(const std::string &name, ArrayRef<int64_t> shape, double std) {
     return param(name, shape, "normal", std);
@@ -75,6 +77,7 @@ public:
       return BiasAddOp::create(b, loc, matmul(in, w), bias);
     };
     for (int64_t i = 0; i < layers; ++i) {
+      layer = i;
       std::string p = "transformer.h." + std::to_string(i);
       Value h = layerNorm(x, p + ".ln_1");
       Value qkv = linear(h, p + ".attn.c_attn", 3 * d, std);
@@ -98,6 +101,7 @@ public:
       Value f = activate(linear(h, p + ".mlp.c_fc", c.intermediate, std));
       x = add(x, linear(f, p + ".mlp.c_proj", d, projStd));
     }
+    layer = layers;
     x = layerNorm(x, "transformer.ln_f");
     Value head =
         c.tieEmbeddings ? wte : normal("lm_head.weight", {c.vocab, d}, std);
@@ -131,6 +135,7 @@ public:
       return y;
     };
     for (int64_t i = 0; i < c.numLayers; ++i) {
+      layer = i;
       std::string p = "model.layers." + std::to_string(i);
       Value h = rmsNorm(x, p + ".input_layernorm.weight");
       Value q = linear(h, p + ".self_attn.q_proj", c.numHeads * hd, c.qkvBias);
@@ -153,6 +158,7 @@ public:
                       : Value(MulOp::create(b, loc, activate(gate), up));
       x = add(x, linear(act, p + ".mlp.down_proj", d, c.mlpBias));
     }
+    layer = c.numLayers;
     x = rmsNorm(x, "model.norm.weight");
     Value head =
         c.tieEmbeddings ? embed : normal("lm_head.weight", {c.vocab, d}, std);
@@ -166,6 +172,8 @@ private:
   Type element;
   int64_t seq; // the compiled sequence (dynamic RoPE scales to it)
   Location loc;
+  /// The layer of the params made next (weft.layer): -1 for the embeddings.
+  int64_t layer = -1;
 };
 
 } // namespace

@@ -73,11 +73,12 @@ TEST(ProgramLoader, RefusesBadMagic) {
 }
 
 TEST(ProgramLoader, RefusesOtherVersion) {
-  std::string F = encodeProgramContainer(tinyProgram().payload(), 5);
-  EXPECT_MSG(errorOf(F), "format version 5, this runtime reads version 4");
+  std::string F = encodeProgramContainer(tinyProgram().payload(), 6);
+  EXPECT_MSG(errorOf(F), "format version 6, this runtime reads version 5");
   // An older file (the flat format of versions 1 and 2; version 3, without
-  // mesh.groups and per-buffer bf16) asks to be recompiled.
-  for (uint32_t Old : {1u, 2u, 3u})
+  // mesh.groups and per-buffer bf16; version 4, of one stage) asks to be
+  // recompiled.
+  for (uint32_t Old : {1u, 2u, 3u, 4u})
     EXPECT_MSG(errorOf(encodeProgramContainer(tinyProgram().payload(), Old)),
                "recompile the model with this release's weft-compile");
 }
@@ -246,8 +247,18 @@ TEST(ProgramSchedule, RefusesTwoMicrobatchesInFlight) {
                                 Run("forward", 1),     Run("backward", 0),
                                 Run("backward", 1),    {{"run", "optimizer"}}};
   EXPECT_MSG(errorOfJson(J),
-             "schedule[2] (forward on micro-batch 1) starts while "
-             "micro-batch 0 awaits its backward");
+             "stages[0].schedule[2] (forward on micro-batch 1) needs arena "
+             "slot 0, which micro-batch 0 still holds (slots=1");
+  // With two slots the arena holds both micro-batches' activations (and
+  // the cross-entropy means over the step's rows).
+  nlohmann::json Two = J;
+  Two["stages"][0]["slots"] = 2;
+  for (auto &F : Two["stages"][0]["fragments"])
+    for (auto &I : F["instructions"])
+      if (I["op"].get<std::string>().rfind("cross_entropy", 0) == 0)
+        I["attrs"]["denominator"] = 8;
+  EXPECT_TRUE(parseProgramJson(Two.dump()).ok())
+      << parseProgramJson(Two.dump()).status().message();
   J["stages"][0]["schedule"] = {{{"run", "prologue"}},
                                 Run("forward", 0),
                                 Run("backward", 0),

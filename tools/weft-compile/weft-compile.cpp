@@ -58,6 +58,15 @@ static cl::opt<std::string> zero3GatherArg(
              "'step' (the default: the gathered copies stay for the step) or "
              "once per 'microbatch' (less memory, M times the traffic)"),
     cl::init("step"));
+static cl::opt<std::string> pipelineScheduleArg(
+    cl::cat(compileCategory), "pipeline-schedule",
+    cl::desc("with a pp axis in --mesh: gpipe or 1f1b (the default)"),
+    cl::init("1f1b"));
+static cl::opt<std::string> stagesArg(
+    cl::cat(compileCategory), "stages",
+    cl::desc("with a pp axis in --mesh: the layers of each pipeline stage, "
+             "as 0-5,6-11 (default: even)"),
+    cl::init(""));
 static cl::opt<int64_t> seqArg(cl::cat(compileCategory), "seq",
                                cl::desc("tokens per sequence"), cl::init(64));
 static cl::opt<std::string> dtypeArg(
@@ -325,6 +334,16 @@ int main(int argc, char **argv) {
   // bf16: the model is built in f32 (its master weights) and
   // weft-mixed-precision makes its activations bf16.
   options.computeDtype = dtypeArg == "bf16" ? "bf16" : "f32";
+  options.pipeline =
+      weft::pipelineOptions(meshArg, stagesArg, pipelineScheduleArg);
+  if (options.pipeline.stages > 1) {
+    options.layout.pipelineAxis = "pp";
+    if (explainArg)
+      return fail("--explain does not describe pipeline programs yet; "
+                  "weft-run --dump prints their stages and schedules");
+  } else if (!stagesArg.empty()) {
+    return fail("--stages needs a pp axis of 2 or more in --mesh");
+  }
 
   // The library's pipeline, in one pass manager (with the standard
   // --mlir-* pass-manager flags), split in two only to print a stage.

@@ -1,0 +1,455 @@
+//===- CutStages.cpp - weft-cut-stages: pipeline stages -------------------===//
+//
+// See the pass description in Passes.td. The partitioned step is one
+// function whose ops fall in four phases: prologue and optimizer (marked
+// weft.fragment), forward (up to the loss) and backward. Every op gets a
+// stage; then each stage's function is the original with the other stages'
+// ops erased, their values received where this stage reads them, and this
+// stage's values sent where another reads them. Ops keep their order, so
+// each stage computes exactly what the one function computed.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
+#include "dialect/WeftDialect.h"
+#include "passes/Passes.h"
+#include "program/PipelineSchedule.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/BitVector.h"
+
+#include <map>
+
+namespace weft {
+#define GEN_PASS_DEF_WEFTCUTSTAGES
+#include "passes/Passes.h.inc"
+} // namespace weft
+
+using namespace mlir;
+using namespace weft;
+
+namespace {
+namespace an = weft::attrname;
+
+enum Phase { kPrologue, kForward, kBackward, kOptimizer, kNoPhase };
+const char *const kPhaseNames[] = {"prologue", "forward", "backward",
+                                   "optimizer"};
+
+// One value read on a stage other than its own.
+struct Crossing {
+  int64_t producer; // op index in the function
+  unsigned result;
+  int64_t from, to;
+  Phase sendPhase, recvPhase;
+};
+
+struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
+  using WeftCutStagesBase::WeftCutStagesBase;
+
+  void runOnOperation() override {
+    if (stages <= 1)
+      return;
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> fns(module.getOps<func::FuncOp>());
+    if (fns.size() != 1) {
+      module.emitError("weft-cut-stages expects one function, found ")
+          << fns.size();
+      return signalPassFailure();
+    }
+    PipelineScheduleKind kind;
+    weft::Status parsed = parsePipelineSchedule(schedule, kind);
+    if (!parsed.ok()) {
+      module.emitError(parsed.message());
+      return signalPassFailure();
+    }
+    fn = fns.front();
+    ops.clear();
+    for (Operation &op : fn.getBody().front())
+      ops.push_back(&op);
+    if (failed(assignPhases()) || failed(assignLayers()) ||
+        failed(assignStages()))
+      return signalPassFailure();
+    SmallVector<Crossing> crossings;
+    if (failed(findCrossings(crossings)))
+      return signalPassFailure();
+    OpBuilder b(module.getContext());
+    b.setInsertionPoint(fn);
+    for (int64_t s = 0; s < stages; ++s) {
+      auto clone = cast<func::FuncOp>(b.clone(*fn));
+      clone.setSymName((fn.getSymName() + "_stage" + Twine(s)).str());
+      clone->setAttr(an::kStage, b.getI64IntegerAttr(s));
+      clone->setAttr(an::kNumStages, b.getI64IntegerAttr(stages));
+      clone->setAttr(an::kPipelineAxis, b.getStringAttr(axis));
+      clone->setAttr(an::kPipelineSchedule, b.getStringAttr(schedule));
+      if (failed(cut(clone, s, crossings)))
+        return signalPassFailure();
+    }
+    fn.erase();
+  }
+
+  // Phase of every op, as weft-emit-program cuts fragments: marked ops,
+  // forward up to the loss, backward after it, optimizer from the first
+  // AdamW on.
+  LogicalResult assignPhases() {
+    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    Operation *lossOp = ret.getNumOperands() == 1
+                            ? ret.getOperand(0).getDefiningOp()
+                            : nullptr;
+    if (!lossOp)
+      return fn.emitError("weft-cut-stages expects the function to return "
+                          "its loss, computed by an op");
+    phase.assign(ops.size(), kNoPhase);
+    bool lossSeen = false, adamSeen = false;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      Operation *op = ops[i];
+      if (isa<func::ReturnOp, ParamOp>(op))
+        continue;
+      adamSeen |= isa<AdamWOp>(op);
+      auto mark = op->getAttrOfType<StringAttr>(an::kFragment);
+      if (mark)
+        phase[i] = mark.getValue() == "prologue" ? kPrologue : kOptimizer;
+      else
+        phase[i] = adamSeen ? kOptimizer : lossSeen ? kBackward : kForward;
+      if (op == lossOp)
+        lossSeen = true;
+    }
+    return success();
+  }
+
+  // Stage of each param's layer: even cuts of [0, numLayers), or the
+  // boundaries option; the embeddings (-1) first, the head (numLayers)
+  // last.
+  LogicalResult assignLayers() {
+    int64_t numLayers = 0;
+    for (Operation *op : ops)
+      if (auto p = dyn_cast<ParamOp>(op)) {
+        auto layer = p->getAttrOfType<IntegerAttr>(an::kLayer);
+        if (!layer)
+          return p.emitOpError("has no weft.layer: pipeline stages are cut "
+                               "by the layers the frontend marks");
+        numLayers = std::max(numLayers, layer.getInt());
+      }
+    layerStage.assign(numLayers, 0);
+    if (boundaries.empty()) {
+      if (numLayers < stages)
+        return fn.emitError("cannot cut ")
+               << numLayers << " layers into " << int64_t(stages)
+               << " pipeline stages (each needs a layer)";
+      for (int64_t s = 0; s < stages; ++s)
+        for (int64_t l = s * numLayers / stages;
+             l < (s + 1) * numLayers / stages; ++l)
+          layerStage[l] = s;
+      return success();
+    }
+    // "a-b,c-d": consecutive ranges covering every layer once.
+    SmallVector<StringRef> ranges;
+    StringRef(boundaries).split(ranges, ',');
+    if (int64_t(ranges.size()) != stages)
+      return fn.emitError("--stages '")
+             << boundaries << "' names " << ranges.size()
+             << " stages, the mesh's pipeline axis has " << int64_t(stages);
+    int64_t next = 0;
+    for (auto [s, range] : llvm::enumerate(ranges)) {
+      auto [lo, hi] = range.split('-');
+      int64_t first, last;
+      if (lo.trim().getAsInteger(10, first) ||
+          (hi.empty() ? (last = first, false)
+                      : hi.trim().getAsInteger(10, last)) ||
+          first != next || last < first || last >= numLayers)
+        return fn.emitError("--stages '")
+               << boundaries << "': range '" << range
+               << "' must be FIRST-LAST (or one layer) starting at layer "
+               << next << ", within the model's " << numLayers << " layers";
+      for (int64_t l = first; l <= last; ++l)
+        layerStage[l] = int64_t(s);
+      next = last + 1;
+    }
+    if (next != numLayers)
+      return fn.emitError("--stages '")
+             << boundaries << "' covers layers 0-" << next - 1 << " of "
+             << numLayers;
+    return success();
+  }
+
+  int64_t stageOfLayer(int64_t layer) const {
+    if (layer < 0)
+      return 0;
+    if (layer >= int64_t(layerStage.size()))
+      return stages - 1;
+    return layerStage[layer];
+  }
+
+  // Home stage of the param an op names or updates, or -1.
+  int64_t homeOfParamOp(Operation *op) const {
+    StringRef name;
+    if (auto g = dyn_cast<ParamGradOp>(op))
+      name = g.getName();
+    else if (auto g = dyn_cast<StoredGradOp>(op))
+      name = g.getName();
+    else if (auto a = dyn_cast<AdamWOp>(op))
+      if (auto p = a.getParam().getDefiningOp<ParamOp>())
+        name = p.getName();
+    auto it = paramHome.find(name);
+    return name.empty() || it == paramHome.end() ? -1 : it->second;
+  }
+
+  // Every op's stage (-1 for a copied op: params and what is made from them
+  // alone), and for each forward value the stages that read it.
+  LogicalResult assignStages() {
+    const int64_t n = stages;
+    DenseMap<Operation *, int64_t> index;
+    for (size_t i = 0; i < ops.size(); ++i)
+      index[ops[i]] = int64_t(i);
+    stage.assign(ops.size(), -1);
+    copied.assign(ops.size(), false);
+    home.assign(ops.size(), -1);
+    paramOf.assign(ops.size(), StringRef());
+    avail.assign(ops.size(), llvm::BitVector(n));
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (auto p = dyn_cast<ParamOp>(ops[i])) {
+        int64_t h = stageOfLayer(
+            p->getAttrOfType<IntegerAttr>(an::kLayer).getInt());
+        paramHome[p.getName()] = h;
+        copied[i] = true;
+        home[i] = h;
+        paramOf[i] = p.getName();
+      }
+    for (size_t i = 0; i < ops.size(); ++i) {
+      Operation *op = ops[i];
+      if (copied[i] || isa<func::ReturnOp>(op))
+        continue;
+      int64_t pinned = homeOfParamOp(op);
+      // Made from params and constants alone, with no effect: copied.
+      bool pure = pinned < 0 && op->getNumResults() > 0 &&
+                  !isa<RecvOp, StoredGradOp>(op) &&
+                  llvm::all_of(op->getOperands(), [&](Value v) {
+                    Operation *d = v.getDefiningOp();
+                    return d && copied[index[d]];
+                  });
+      if (pure) {
+        copied[i] = true;
+        for (Value v : op->getOperands()) {
+          int64_t d = index[v.getDefiningOp()];
+          if (home[d] >= 0) {
+            home[i] = std::max(home[i], home[d]);
+            paramOf[i] = paramOf[d];
+          }
+        }
+        continue;
+      }
+      if (pinned >= 0) {
+        stage[i] = pinned;
+        continue;
+      }
+      if (phase[i] != kBackward) {
+        int64_t s = 0;
+        for (Value v : op->getOperands())
+          if (Operation *d = v.getDefiningOp()) {
+            int64_t j = index[d];
+            s = std::max(s, copied[j] ? home[j] : stage[j]);
+          }
+        stage[i] = s;
+      } else {
+        // Stages holding every forward operand; the latest of them not past
+        // the earliest gradient operand.
+        llvm::BitVector holds(n, true);
+        int64_t gradMin = n;
+        for (Value v : op->getOperands()) {
+          Operation *d = v.getDefiningOp();
+          if (!d)
+            continue;
+          int64_t j = index[d];
+          if (copied[j]) {
+            if (home[j] >= 0) {
+              llvm::BitVector one(n);
+              one.set(home[j]);
+              holds &= one;
+            }
+          } else if (phase[j] == kBackward) {
+            gradMin = std::min(gradMin, stage[j]);
+          } else {
+            holds &= avail[j];
+          }
+        }
+        int64_t s = -1;
+        if (holds.all())
+          s = gradMin < n ? gradMin : n - 1;
+        else
+          for (int64_t c = std::min<int64_t>(gradMin, n - 1); c >= 0; --c)
+            if (holds.test(c)) {
+              s = c;
+              break;
+            }
+        if (s < 0)
+          s = holds.any() ? holds.find_first() : gradMin;
+        stage[i] = s;
+      }
+      avail[i].set(stage[i]);
+      // A forward value is also held where a forward op reads it.
+      if (phase[i] == kForward)
+        for (Value v : op->getOperands())
+          if (Operation *d = v.getDefiningOp())
+            if (!copied[index[d]])
+              avail[index[d]].set(stage[i]);
+    }
+    // A param read on a stage other than its own (tied weights).
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (copied[i] || stage[i] < 0)
+        continue;
+      for (Value v : ops[i]->getOperands()) {
+        Operation *d = v.getDefiningOp();
+        if (!d || !copied[index[d]] || home[index[d]] < 0 ||
+            home[index[d]] == stage[i])
+          continue;
+        return ops[i]->emitOpError("reads parameter '")
+               << paramOf[index[d]] << "' of pipeline stage "
+               << home[index[d]] << " on stage " << stage[i]
+               << ": a parameter shared by two stages (tied embeddings) is "
+                  "not supported under pipeline parallelism yet (untie it, "
+                  "e.g. tie_word_embeddings=false, or compile without pp)";
+      }
+    }
+    return success();
+  }
+
+  LogicalResult findCrossings(SmallVectorImpl<Crossing> &out) {
+    DenseMap<Operation *, int64_t> index;
+    for (size_t i = 0; i < ops.size(); ++i)
+      index[ops[i]] = int64_t(i);
+    std::map<std::tuple<int64_t, unsigned, int64_t>, size_t> seen;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (stage[i] < 0)
+        continue;
+      for (Value v : ops[i]->getOperands()) {
+        Operation *d = v.getDefiningOp();
+        if (!d)
+          continue;
+        int64_t j = index[d];
+        if (copied[j] || stage[j] == stage[i])
+          continue;
+        auto key = std::make_tuple(j, cast<OpResult>(v).getResultNumber(),
+                                   stage[i]);
+        if (seen.count(key))
+          continue;
+        Phase from = Phase(phase[j]), to = Phase(phase[i]);
+        if (from == kPrologue || from == kOptimizer || to == kPrologue ||
+            to == kOptimizer)
+          return ops[i]->emitOpError("on pipeline stage ")
+                 << stage[i] << " reads a value of stage " << stage[j]
+                 << " in the " << kPhaseNames[std::min(from, to)]
+                 << " fragment, which runs once per step: only forward and "
+                    "backward values cross stages";
+        seen[key] = out.size();
+        out.push_back({j, cast<OpResult>(v).getResultNumber(), stage[j],
+                       stage[i], from, to});
+      }
+    }
+    // Both ends list a pair's transfers in the order of the ops that made
+    // the values.
+    llvm::stable_sort(out, [](const Crossing &a, const Crossing &b) {
+      return std::tie(a.producer, a.result) < std::tie(b.producer, b.result);
+    });
+    return success();
+  }
+
+  // Stage s's function: the clone of fn with other stages' ops erased.
+  LogicalResult cut(func::FuncOp clone, int64_t s,
+                    ArrayRef<Crossing> crossings) {
+    SmallVector<Operation *> mine;
+    for (Operation &op : clone.getBody().front())
+      mine.push_back(&op);
+    const size_t n = mine.size();
+    // Keep this stage's ops and the copied ops it reads.
+    std::vector<bool> keep(n, false);
+    DenseMap<Operation *, int64_t> index;
+    for (size_t i = 0; i < n; ++i)
+      index[mine[i]] = int64_t(i);
+    for (size_t i = n; i-- > 0;) {
+      if (isa<func::ReturnOp>(mine[i]))
+        keep[i] = s + 1 == stages;
+      else if (!copied[i])
+        keep[i] = stage[i] == s;
+      else
+        keep[i] = llvm::any_of(mine[i]->getUsers(), [&](Operation *u) {
+          return keep[index[u]];
+        });
+    }
+    OpBuilder b(clone.getContext());
+    auto phaseAttr = [&](Phase p) { return b.getStringAttr(kPhaseNames[p]); };
+    // Where a phase's fragment begins and ends among the kept ops.
+    auto firstOf = [&](Phase p) -> Operation * {
+      for (size_t i = 0; i < n; ++i)
+        if (keep[i] && phase[i] != kNoPhase && phase[i] >= p)
+          return mine[i];
+      return mine[n - 1];
+    };
+    auto lastOf = [&](Phase p) -> Operation * {
+      Operation *last = nullptr;
+      for (size_t i = 0; i < n; ++i)
+        if (keep[i] && phase[i] != kNoPhase && phase[i] <= p)
+          last = mine[i];
+      return last;
+    };
+    // Receives first, at the start of the reader's fragment.
+    for (Phase p : {kForward, kBackward}) {
+      Operation *at = firstOf(p);
+      for (const Crossing &c : crossings) {
+        if (c.to != s || c.recvPhase != p)
+          continue;
+        b.setInsertionPoint(at);
+        Value orig = mine[c.producer]->getResult(c.result);
+        auto recv = RecvOp::create(b, orig.getLoc(), orig.getType(),
+                                   b.getI64IntegerAttr(c.from));
+        recv->setAttr(an::kFragment, phaseAttr(p));
+        orig.replaceUsesWithIf(recv.getResult(), [&](OpOperand &use) {
+          auto it = index.find(use.getOwner());
+          return it != index.end() && keep[it->second];
+        });
+      }
+    }
+    // Sends at the end of the maker's fragment.
+    for (Phase p : {kForward, kBackward}) {
+      Operation *after = lastOf(p);
+      for (const Crossing &c : crossings) {
+        if (c.from != s || c.sendPhase != p)
+          continue;
+        if (!after)
+          return clone.emitError("stage ") << s << " sends from an empty "
+                                           << kPhaseNames[p] << " fragment";
+        b.setInsertionPointAfter(after);
+        auto send = SendOp::create(b, mine[c.producer]->getLoc(),
+                                   mine[c.producer]->getResult(c.result),
+                                   b.getI64IntegerAttr(c.to));
+        send->setAttr(an::kFragment, phaseAttr(p));
+        after = send;
+      }
+    }
+    for (size_t i = 0; i < n; ++i)
+      if (keep[i] && phase[i] != kNoPhase)
+        mine[i]->setAttr(an::kFragment, phaseAttr(Phase(phase[i])));
+    if (s + 1 != stages) {
+      // Only the last stage computes the loss.
+      b.setInsertionPoint(mine[n - 1]);
+      func::ReturnOp::create(b, mine[n - 1]->getLoc());
+      clone.setType(FunctionType::get(
+          clone.getContext(), clone.getFunctionType().getInputs(), {}));
+    }
+    for (size_t i = n; i-- > 0;)
+      if (!keep[i]) {
+        mine[i]->dropAllUses();
+        mine[i]->erase();
+      }
+    return success();
+  }
+
+  func::FuncOp fn;
+  SmallVector<Operation *> ops;
+  std::vector<int> phase;
+  std::vector<int64_t> layerStage, stage, home;
+  std::vector<bool> copied;
+  std::vector<StringRef> paramOf;
+  std::vector<llvm::BitVector> avail;
+  llvm::StringMap<int64_t> paramHome;
+};
+} // namespace
