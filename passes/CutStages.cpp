@@ -371,9 +371,12 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       else if (!copied[i])
         keep[i] = stage[i] == s;
       else
-        keep[i] = llvm::any_of(mine[i]->getUsers(), [&](Operation *u) {
-          return keep[index[u]];
-        });
+        // A param stays on its own stage even if nothing reads it (it is
+        // still trained state the program declares).
+        keep[i] = (isa<ParamOp>(mine[i]) && home[i] == s) ||
+                  llvm::any_of(mine[i]->getUsers(), [&](Operation *u) {
+                    return keep[index[u]];
+                  });
     }
     OpBuilder b(clone.getContext());
     auto phaseAttr = [&](Phase p) { return b.getStringAttr(kPhaseNames[p]); };

@@ -159,10 +159,11 @@ std::string dumpProgram(const Program &P) {
      << P.Loss << ")\n";
   for (size_t S = 0; S < P.Stages.size(); ++S) {
     const Stage &St = P.Stages[S];
-    if (P.Stages.size() > 1)
-      OS << "stage " << S << " (slots " << St.Slots << "):\n";
     const int64_t Begin = St.Fragments.empty() ? 0 : St.Fragments.front().Begin;
     const int64_t End = St.Fragments.empty() ? 0 : St.Fragments.back().End;
+    if (P.Stages.size() > 1)
+      OS << "stage " << S << ": " << End - Begin << " instructions, slots "
+         << St.Slots << "\n";
     for (int64_t I = Begin; I < End; ++I) {
       const Instruction &In = P.Instructions[size_t(I)];
       for (const Fragment &F : St.Fragments)

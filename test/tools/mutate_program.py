@@ -2,7 +2,9 @@
 """Rewrites a weft program with one deliberate flaw, for the loader's lit tests.
 usage: mutate_program.py IN.weft OUT.weft MUTATION
 MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
-          denominator | eps-zero | deep | huge-blocks | other-blocks"""
+          denominator | eps-zero | deep | huge-blocks | other-blocks |
+          pp-deadlock | pp-order | pp-shape | pp-foreign | pp-slots (the
+          last five on a program of pipeline stages)"""
 import json
 import struct
 import sys
@@ -64,6 +66,38 @@ elif mutation in ("huge-blocks", "other-blocks"):
              if b["kind"] == "param" and any(b.get("sharding", [])))
     d = next(i for i, a in enumerate(b["sharding"]) if a)
     b["blocks"][d] = 2**63 - 1 if mutation == "huge-blocks" else 2
+elif mutation == "pp-deadlock":
+    # The last stage never sends its last gradient: stage 0 waits forever.
+    sched = p["stages"][-1]["schedule"]
+    sched.pop(max(i for i, a in enumerate(sched) if "send" in a))
+elif mutation == "pp-order":
+    # Stage 0 runs its backwards in the other order: the gradients it
+    # receives pair with the wrong micro-batches.
+    sched = p["stages"][0]["schedule"]
+    backs = [i for i, a in enumerate(sched)
+             if a.get("run") == "backward" or "recv" in a]
+    last = max(a["microbatch"] for a in sched if "microbatch" in a)
+    for i in backs:
+        sched[i]["microbatch"] = last - sched[i]["microbatch"]
+elif mutation == "pp-shape":
+    # Stage 1 receives its first activation into a buffer of another shape.
+    sched = p["stages"][1]["schedule"]
+    recv = next(a for a in sched if "recv" in a)
+    want = p["buffers"][recv["recv"]]["shape"]
+    recv["recv"] = next(i for i, b in enumerate(p["buffers"])
+                        if b.get("stage") == 1 and b["kind"] == "arena"
+                        and b["shape"] != want)
+elif mutation == "pp-foreign":
+    # An instruction of stage 1 reads a buffer of stage 0 of its shape.
+    inst = next(i for f in p["stages"][1]["fragments"]
+                for i in f["instructions"]
+                if i["in"] and p["buffers"][i["in"][0]]["kind"] == "arena")
+    shape = p["buffers"][inst["in"][0]]["shape"]
+    inst["in"][0] = next(i for i, b in enumerate(p["buffers"])
+                         if b.get("stage", 0) == 0 and b["kind"] == "arena"
+                         and b["shape"] == shape)
+elif mutation == "pp-slots":
+    p["stages"][0]["slots"] = 1
 elif mutation != "deep":
     sys.exit(f"unknown mutation {mutation}")
 payload = json.dumps(p).encode()

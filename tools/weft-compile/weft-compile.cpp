@@ -13,6 +13,7 @@
 #include "passes/Explain.h"
 #include "passes/Passes.h"
 #include "program/JsonDepth.h"
+#include "program/PipelineSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -334,6 +335,11 @@ int main(int argc, char **argv) {
   // bf16: the model is built in f32 (its master weights) and
   // weft-mixed-precision makes its activations bf16.
   options.computeDtype = dtypeArg == "bf16" ? "bf16" : "f32";
+  weft::PipelineScheduleKind scheduleKind;
+  if (weft::Status s =
+          weft::parsePipelineSchedule(pipelineScheduleArg, scheduleKind);
+      !s.ok())
+    return fail("--pipeline-schedule: " + s.message());
   options.pipeline =
       weft::pipelineOptions(meshArg, stagesArg, pipelineScheduleArg);
   if (options.pipeline.stages > 1) {

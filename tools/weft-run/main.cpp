@@ -322,10 +322,6 @@ std::vector<uint32_t> randomTokens(const Program &P, uint64_t Seed) {
 
 int runGradCheck(Executor &E, const TokenData &Data, const Options &O,
                  int64_t StartStep) {
-  if (E.numStages() > 1)
-    return fail("--grad-check perturbs one parameter at a time on every "
-                "rank, which a pipeline program cannot (each stage holds its "
-                "own params): check the program compiled without pp");
   GradCheckOptions G;
   G.PerParam = O.GradCheck;
   G.Tol = O.GradTol;

@@ -1,0 +1,109 @@
+// RUN: weft-opt %s -split-input-file -weft-cut-stages="stages=2" -verify-diagnostics | FileCheck %s
+// RUN: weft-opt %s -split-input-file -weft-cut-stages="stages=2 boundaries=0-1,2" -verify-diagnostics | FileCheck %s --check-prefix=UNEVEN
+
+// Three layers on two stages (even cuts: layer 0, then 1-2). Each weft.param's stage is its layer's: the
+// embedding (layer -1) on the first, the head (layer 3) on the last. The
+// ops follow by dataflow; each stage keeps the ops of its layers in their
+// order, sends what the other stage reads at the end of the fragment that
+// makes it, and receives it at the start of the fragment that reads it.
+// Only the last stage returns the loss.
+//
+// CHECK-LABEL: func.func @step_stage0(%{{[^)]*}}) attributes
+// CHECK-SAME:  weft.num_stages = 2 : i64, weft.pipeline_axis = "pp", weft.pipeline_schedule = "1f1b", weft.stage = 0 : i64
+// CHECK-NOT:   weft.param "h.1.w"
+// CHECK:       %[[X:.*]] = weft.embedding {{.*}}weft.fragment = "forward"
+// CHECK-NEXT:  %[[H0:.*]] = weft.matmul %[[X]], %{{.*}} {weft.fragment = "forward"}
+// CHECK-NEXT:  weft.send %[[H0]] {peer = 1 : i64, weft.fragment = "forward"}
+// CHECK-NEXT:  %[[DH0:.*]] = weft.recv {peer = 1 : i64, weft.fragment = "backward"}
+// CHECK-NEXT:  weft.matmul %[[DH0]]
+// CHECK-NEXT:  %[[DW0:.*]] = weft.matmul %[[X]], %[[DH0]]
+// CHECK-NEXT:  weft.param_grad "h.0.w", %[[DW0]] {weft.fragment = "backward"}
+// CHECK-NEXT:  return{{$}}
+//
+// The second stage (layers 1 and 2, and the head) receives the first's
+// activation, and reads it again in its backward (the weight gradient of
+// layer 1) without another transfer.
+// CHECK-LABEL: func.func @step_stage1
+// CHECK-SAME:  -> tensor<f32> attributes
+// CHECK-NOT:   weft.param "h.0.w"
+// CHECK:       %[[IN:.*]] = weft.recv {peer = 0 : i64, weft.fragment = "forward"}
+// CHECK-NEXT:  weft.matmul %[[IN]], %{{.*}} {weft.fragment = "forward"}
+// CHECK:       weft.cross_entropy
+// CHECK:       weft.param_grad "h.2.w"
+// CHECK-NEXT:  %[[DH0S:.*]] = weft.matmul
+// CHECK-NEXT:  %[[DW1:.*]] = weft.matmul %[[IN]], %{{.*}} {transpose_a = true, weft.fragment = "backward"}
+// CHECK-NEXT:  weft.param_grad "h.1.w", %[[DW1]]
+// CHECK-NEXT:  weft.send %[[DH0S]] {peer = 0 : i64, weft.fragment = "backward"}
+// CHECK-NEXT:  return %{{.*}} : tensor<f32>
+//
+// Stages of layers 0-1 and 2 (--stages 0-1,2): layer 1 joins the first.
+// UNEVEN-LABEL: func.func @step_stage0
+// UNEVEN:       weft.param "h.1.w"
+// UNEVEN:       weft.send
+// UNEVEN-LABEL: func.func @step_stage1
+// UNEVEN-NOT:   weft.param "h.1.w"
+// UNEVEN:       weft.param "h.2.w"
+weft.mesh @mesh {axes = ["pp"], shape = array<i64: 2>}
+func.func @step(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> attributes {weft.mesh = @mesh} {
+  %e = weft.param "embed" {init = "zeros", weft.layer = -1 : i64} : tensor<16x8xf32>
+  %w0 = weft.param "h.0.w" {init = "zeros", weft.layer = 0 : i64} : tensor<8x8xf32>
+  %w1 = weft.param "h.1.w" {init = "zeros", weft.layer = 1 : i64} : tensor<8x8xf32>
+  %w2 = weft.param "h.2.w" {init = "zeros", weft.layer = 2 : i64} : tensor<8x8xf32>
+  %head = weft.param "head" {init = "zeros", weft.layer = 3 : i64} : tensor<16x8xf32>
+  %x = weft.embedding %e, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %h0 = weft.matmul %x, %w0 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %h1 = weft.matmul %h0, %w1 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %h2 = weft.matmul %h1, %w2 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %logits = weft.matmul %h2, %head {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %seed = weft.fill {value = 1.0 : f64} : tensor<f32>
+  %dl = weft.cross_entropy_grad %logits, %targets, %seed : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<f32>) -> tensor<2x4x16xf32>
+  %dh2 = weft.matmul %dl, %head : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %dhead = weft.matmul %dl, %h2 {transpose_a = true} : (tensor<2x4x16xf32>, tensor<2x4x8xf32>) -> tensor<16x8xf32>
+  weft.param_grad "head", %dhead : tensor<16x8xf32>
+  %dh1 = weft.matmul %dh2, %w2 {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %dw2 = weft.matmul %h1, %dh2 {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  weft.param_grad "h.2.w", %dw2 : tensor<8x8xf32>
+  %dh0 = weft.matmul %dh1, %w1 {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %dw1 = weft.matmul %h0, %dh1 {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  weft.param_grad "h.1.w", %dw1 : tensor<8x8xf32>
+  %dx = weft.matmul %dh0, %w0 {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %dw0 = weft.matmul %x, %dh0 {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  weft.param_grad "h.0.w", %dw0 : tensor<8x8xf32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A head tied to the embedding reads a parameter of the first stage on the
+// last: refused, naming it. (The final norm, layer 3, is declared and not
+// read.)
+weft.mesh @mesh {axes = ["pp"], shape = array<i64: 2>}
+func.func @tied(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> attributes {weft.mesh = @mesh} {
+  %e = weft.param "embed" {init = "zeros", weft.layer = -1 : i64} : tensor<16x8xf32>
+  %w0 = weft.param "h.0.w" {init = "zeros", weft.layer = 0 : i64} : tensor<8x8xf32>
+  %w1 = weft.param "h.1.w" {init = "zeros", weft.layer = 1 : i64} : tensor<8x8xf32>
+  %w2 = weft.param "h.2.w" {init = "zeros", weft.layer = 2 : i64} : tensor<8x8xf32>
+  %n = weft.param "norm" {init = "ones", weft.layer = 3 : i64} : tensor<8xf32>
+  %x = weft.embedding %e, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %h0 = weft.matmul %x, %w0 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %h1 = weft.matmul %h0, %w1 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %h2 = weft.matmul %h1, %w2 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  // expected-error @below {{reads parameter 'embed' of pipeline stage 0 on stage 1: a parameter shared by two stages (tied embeddings) is not supported under pipeline parallelism yet}}
+  %logits = weft.matmul %h2, %e {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Stages are cut by the layers the frontend marks on params.
+weft.mesh @mesh {axes = ["pp"], shape = array<i64: 2>}
+func.func @unmarked(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> attributes {weft.mesh = @mesh} {
+  // expected-error @below {{has no weft.layer: pipeline stages are cut by the layers the frontend marks}}
+  %e = weft.param "embed" {init = "zeros"} : tensor<16x8xf32>
+  %x = weft.embedding %e, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %logits = weft.matmul %x, %e {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
