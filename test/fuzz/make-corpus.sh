@@ -31,6 +31,8 @@ llama-tiny --batch 4 --seq 8 --mesh dp=2 --layout data --zero 3 --prefetch-ops 2
 llama-tiny --batch 4 --seq 8 --mesh dp=2,tp=2 --layout megatron --zero 1
 gpt-tiny --batch 8 --seq 8 --mesh dp=2 --microbatches 2
 llama-tiny --batch 4 --seq 8 --mesh dp=2,tp=2 --layout megatron --sequence-parallel --dtype bf16
+llama-tiny --batch 4 --seq 8 --mesh pp=2,dp=2 --microbatches 2
+llama-tiny --batch 4 --seq 8 --mesh pp=2 --microbatches 2 --pipeline-schedule gpipe
 LIST
 cp "$tmp/p1.weft" "$out/program/container-gpt-tiny.weft"
 # The smallest: the hand-written model of test/passes/weft-emit-program.mlir.
@@ -39,6 +41,7 @@ cp "$tmp/p1.weft" "$out/program/container-gpt-tiny.weft"
   -weft-emit-program="output=$tmp/tiny.weft" -o /dev/null
 tail -c +29 "$tmp/tiny.weft" >"$out/program/payload-tiny.json"
 cp "$tmp/p5.weft" "$out/program/container-gpt-tiny-tp2.weft"
+cp "$tmp/p10.weft" "$out/program/container-llama-tiny-pp2.weft"
 
 # Hugging Face configs (the published ones, verbatim).
 for f in "$root"/test/configs/*.json; do
