@@ -37,6 +37,9 @@ inline constexpr llvm::StringLiteral kFragment = "weft.fragment";
 /// weft-cut-stages places each param's stage by it, and every op by
 /// dataflow from the params.
 inline constexpr llvm::StringLiteral kLayer = "weft.layer";
+/// On a weft.param of a pipeline stage: a copy of a parameter another stage
+/// trains, read here and received updated once per step (weft-cut-stages).
+inline constexpr llvm::StringLiteral kReplica = "weft.replica";
 /// On a stage's function (weft-cut-stages): its index, the stage count, the
 /// mesh axis they lie on, and the schedule kind.
 inline constexpr llvm::StringLiteral kStage = "weft.stage";

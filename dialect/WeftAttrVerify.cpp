@@ -168,6 +168,12 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
                     << value;
     return success();
   }
+  if (name == an::kReplica)
+    return isa<ParamOp>(op) && isa<UnitAttr>(value)
+               ? success()
+               : LogicalResult(fail() << "must be a unit attribute on a "
+                                         "weft.param, got "
+                                      << value);
   if (name == an::kStage || name == an::kNumStages) {
     auto n = dyn_cast<IntegerAttr>(value);
     if (!isa<func::FuncOp>(op) || !n || n.getInt() < 0 ||

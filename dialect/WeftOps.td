@@ -152,6 +152,22 @@ def Weft_RecvOp : Weft_Op<"recv", [MemoryEffects<[MemRead]>]> {
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 
+def Weft_RecvParamOp : Weft_Op<"recv_param", [MemoryEffects<[MemWrite]>]> {
+  let summary = "receives a parameter's value into its storage";
+  let description = [{
+    A stage that reads a parameter another stage trains (a tied embedding)
+    holds a copy of its value (a `weft.param` marked `weft.replica`) and
+    receives it, updated, once per step: the owning stage sends it after its
+    optimizer (`weft.send` of the `weft.param`).
+
+    ```mlir
+    weft.recv_param "transformer.wte.weight" {peer = 0 : i64}
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, I64Attr:$peer);
+  let assemblyFormat = "$name attr-dict";
+}
+
 //===----------------------------------------------------------------------===//
 // Forward ops
 //===----------------------------------------------------------------------===//

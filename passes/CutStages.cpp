@@ -20,6 +20,7 @@
 #include "llvm/ADT/BitVector.h"
 
 #include <map>
+#include <set>
 
 namespace weft {
 #define GEN_PASS_DEF_WEFTCUTSTAGES
@@ -211,6 +212,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
         int64_t h = stageOfLayer(
             p->getAttrOfType<IntegerAttr>(an::kLayer).getInt());
         paramHome[p.getName()] = h;
+        paramAvail[p.getName()] = llvm::BitVector(n);
+        paramAvail[p.getName()].set(h);
         copied[i] = true;
         home[i] = h;
         paramOf[i] = p.getName();
@@ -261,11 +264,10 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
             continue;
           int64_t j = index[d];
           if (copied[j]) {
-            if (home[j] >= 0) {
-              llvm::BitVector one(n);
-              one.set(home[j]);
-              holds &= one;
-            }
+            // A param (and what is made from it alone) is held by its stage
+            // and by every stage whose forward reads it (a replica there).
+            if (home[j] >= 0)
+              holds &= paramAvail[paramOf[j]];
           } else if (phase[j] == kBackward) {
             gradMin = std::min(gradMin, stage[j]);
           } else {
@@ -286,28 +288,28 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
         stage[i] = s;
       }
       avail[i].set(stage[i]);
-      // A forward value is also held where a forward op reads it.
+      // A forward value (or param) is also held where a forward op reads
+      // it.
       if (phase[i] == kForward)
         for (Value v : op->getOperands())
-          if (Operation *d = v.getDefiningOp())
-            if (!copied[index[d]])
-              avail[index[d]].set(stage[i]);
+          if (Operation *d = v.getDefiningOp()) {
+            int64_t j = index[d];
+            if (copied[j] && home[j] >= 0)
+              paramAvail[paramOf[j]].set(stage[i]);
+            else if (!copied[j])
+              avail[j].set(stage[i]);
+          }
     }
-    // A param read on a stage other than its own (tied weights).
+    // A param read on a stage other than its own (a tied embedding): that
+    // stage holds a replica, received from the param's stage each step.
     for (size_t i = 0; i < ops.size(); ++i) {
       if (copied[i] || stage[i] < 0)
         continue;
       for (Value v : ops[i]->getOperands()) {
         Operation *d = v.getDefiningOp();
-        if (!d || !copied[index[d]] || home[index[d]] < 0 ||
-            home[index[d]] == stage[i])
-          continue;
-        return ops[i]->emitOpError("reads parameter '")
-               << paramOf[index[d]] << "' of pipeline stage "
-               << home[index[d]] << " on stage " << stage[i]
-               << ": a parameter shared by two stages (tied embeddings) is "
-                  "not supported under pipeline parallelism yet (untie it, "
-                  "e.g. tie_word_embeddings=false, or compile without pp)";
+        if (d && copied[index[d]] && home[index[d]] >= 0 &&
+            home[index[d]] != stage[i])
+          replicas[paramOf[index[d]]].insert(stage[i]);
       }
     }
     return success();
@@ -411,7 +413,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
         });
       }
     }
-    // Sends at the end of the maker's fragment.
+    // Sends at the end of the maker's fragment (a value several stages read
+    // goes to each).
     for (Phase p : {kForward, kBackward}) {
       Operation *after = lastOf(p);
       for (const Crossing &c : crossings) {
@@ -425,6 +428,32 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
                                    mine[c.producer]->getResult(c.result),
                                    b.getI64IntegerAttr(c.to));
         send->setAttr(an::kFragment, phaseAttr(p));
+        after = send;
+      }
+    }
+    // Replicas: the param's stage sends its value after the optimizer; a
+    // stage that reads it receives it before its own optimizer.
+    for (size_t i = 0; i < n; ++i) {
+      auto param = dyn_cast<ParamOp>(mine[i]);
+      if (!param || !keep[i])
+        continue;
+      auto it = replicas.find(param.getName());
+      if (it == replicas.end())
+        continue;
+      if (home[i] != s) {
+        param->setAttr(an::kReplica, b.getUnitAttr());
+        b.setInsertionPoint(firstOf(kOptimizer));
+        auto recv = RecvParamOp::create(b, param.getLoc(), param.getName(),
+                                        home[i]);
+        recv->setAttr(an::kFragment, phaseAttr(kOptimizer));
+        continue;
+      }
+      Operation *after = lastOf(kOptimizer);
+      for (int64_t t : it->second) {
+        b.setInsertionPointAfter(after);
+        auto send = SendOp::create(b, param.getLoc(), param.getResult(),
+                                   b.getI64IntegerAttr(t));
+        send->setAttr(an::kFragment, phaseAttr(kOptimizer));
         after = send;
       }
     }
@@ -454,5 +483,9 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
   std::vector<StringRef> paramOf;
   std::vector<llvm::BitVector> avail;
   llvm::StringMap<int64_t> paramHome;
+  /// Per param: its stage and the stages whose forward reads it.
+  llvm::StringMap<llvm::BitVector> paramAvail;
+  /// Per param read on other stages than its own: those stages.
+  llvm::StringMap<std::set<int64_t>> replicas;
 };
 } // namespace

@@ -222,6 +222,14 @@ public:
                              recv.getPeer(), current});
         continue;
       }
+      if (auto recv = dyn_cast<RecvParamOp>(op)) {
+        auto it = paramBuffer.find(recv.getName());
+        if (it == paramBuffer.end())
+          return op.emitOpError("names no weft.param: '")
+                 << recv.getName() << "'";
+        transfers.push_back({false, it->second, recv.getPeer(), current});
+        continue;
+      }
       if (auto send = dyn_cast<SendOp>(op)) {
         if (!bufferIds.count(send.getX()))
           return op.emitOpError("sends a value the program does not know");
@@ -465,6 +473,10 @@ private:
       return addBuffer(std::move(buffer));
     };
     bufferIds[p.getResult()] = state("param", weft::attrname::kStorageSharding);
+    paramBuffer[p.getName()] = bufferIds[p.getResult()];
+    // A replica (another pipeline stage trains it) holds only the value.
+    if (p->hasAttr(weft::attrname::kReplica))
+      return;
     paramState[p.getName()] = {
         state("grad", weft::attrname::kGradStorageSharding),
         state("adam_m", weft::attrname::kStateStorageSharding),
@@ -701,6 +713,7 @@ private:
   DenseMap<Value, int64_t> bufferIds;
   DenseMap<Value, StringRef> storedDirectly; // gradient -> its parameter
   llvm::StringMap<std::array<int64_t, 3>> paramState; // grad, m, v
+  llvm::StringMap<int64_t> paramBuffer;               // its value
 };
 
 struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
@@ -829,24 +842,27 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
       }
       const int64_t m = *p.getInteger("microbatches");
       json::Array schedule;
-      if (prologue)
-        schedule.push_back(json::Object{{"run", "prologue"}});
-      for (const weft::PipelineRun &run : weft::pipelineOrder(kind, s, n, m)) {
-        int frag = run.Backward ? kBackward : kForward;
+      // A run of fragment `frag` (micro-batch k, or once per step when k is
+      // negative) with its receives before it and its sends after.
+      auto addRun = [&](int frag, int64_t k) {
+        auto action = [&](json::Object a) {
+          if (k >= 0)
+            a["microbatch"] = k;
+          schedule.push_back(std::move(a));
+        };
         for (const TransferRecord &t : writer.transfers)
           if (!t.send && t.fragment == frag)
-            schedule.push_back(json::Object{{"recv", t.buffer + base},
-                                            {"from", t.peer},
-                                            {"microbatch", run.Microbatch}});
-        schedule.push_back(json::Object{{"run", kFragmentNames[frag]},
-                                        {"microbatch", run.Microbatch}});
+            action(json::Object{{"recv", t.buffer + base}, {"from", t.peer}});
+        action(json::Object{{"run", kFragmentNames[frag]}});
         for (const TransferRecord &t : writer.transfers)
           if (t.send && t.fragment == frag)
-            schedule.push_back(json::Object{{"send", t.buffer + base},
-                                            {"to", t.peer},
-                                            {"microbatch", run.Microbatch}});
-      }
-      schedule.push_back(json::Object{{"run", "optimizer"}});
+            action(json::Object{{"send", t.buffer + base}, {"to", t.peer}});
+      };
+      if (prologue)
+        addRun(kPrologue, -1);
+      for (const weft::PipelineRun &run : weft::pipelineOrder(kind, s, n, m))
+        addRun(run.Backward ? kBackward : kForward, run.Microbatch);
+      addRun(kOptimizer, -1);
       stage["schedule"] = std::move(schedule);
       stage["slots"] = weft::pipelineSlots(kind, s, n, m);
       stages.push_back(std::move(stage));

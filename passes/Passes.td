@@ -103,7 +103,10 @@ def WeftCutStages : Pass<"weft-cut-stages", "mlir::ModuleOp"> {
     copied to each stage that reads them. A value read on another stage is
     sent at the end of its fragment and received at the start of the
     reader's, in the order of the ops that made them. A parameter read on
-    two stages (tied embeddings) is refused.
+    another stage than its own (a tied embedding) is a replica there
+    (`weft.replica`): its stage trains it and sends its value after the
+    optimizer (`weft.send`), the reader receives it before its own
+    (`weft.recv_param`).
   }];
   let options = [
     Option<"stages", "stages", "int64_t", "1", "pipeline stages (1: none)">,

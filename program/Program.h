@@ -270,6 +270,11 @@ struct Stage {
   int64_t Slots = 1;
   /// Index of the fragment named Name, or -1.
   int64_t find(const std::string &Name) const;
+  /// The first action of the step's update: the optimizer's run, or the
+  /// receives just before it. The runtime completes every stage's actions
+  /// before it, and sums the loss over the stages, before any stage goes on
+  /// (a barrier): transfers never group across it.
+  size_t updateBegin() const;
 };
 
 /// The fragment names of format version 3, in table order.

@@ -190,6 +190,8 @@ Status checkDataflow(const Program &P) {
   for (size_t I = 0; I < N; ++I) {
     const Instruction &Inst = P.Instructions[I];
     for (int64_t Id : RecvAt[I]) {
+      if (P.Buffers[size_t(Id)].Kind != BufferKind::Arena)
+        continue; // a param's value
       Interval &L = Live[size_t(Id)];
       if (L.First < 0)
         L.First = int64_t(I);
@@ -247,6 +249,8 @@ Status checkDataflow(const Program &P) {
       Written[size_t(Id)] = true;
     }
     for (int64_t Id : SendAt[I]) {
+      if (P.Buffers[size_t(Id)].Kind != BufferKind::Arena)
+        continue; // a param's value
       if (!Written[size_t(Id)])
         return Status::error("a send after " + instName(P, I) + " reads " +
                              bufferName(P, Id) +

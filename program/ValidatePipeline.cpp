@@ -5,8 +5,11 @@
 // schedules are simulated together, as the ranks will run them: a group of
 // consecutive transfers posts all of them and completes once each has met
 // its partner; a stage's k-th send to a peer meets the peer's k-th receive
-// from it (no tags, as NCCL). A schedule that could wait forever, or whose
-// partners disagree on the micro-batch, shape or dtype, is refused.
+// from it (no tags, as NCCL). Between the actions that compute the step's
+// gradients and the update's every stage waits for all (the runtime sums the
+// loss there), and no group spans that point. A schedule that could wait
+// forever, or whose partners disagree on the micro-batch, shape or dtype, is
+// refused.
 //
 //===----------------------------------------------------------------------===//
 #include "program/Program.h"
@@ -108,12 +111,26 @@ Status simulate(const Program &P) {
     Index = size_t(std::find(Mine.begin(), Mine.end(), A) - Mine.begin());
     List = Send ? &Recvs[Key] : &Sends[Key];
   };
+  // Every stage completes its actions before its update's, and the loss is
+  // summed over the stages, before any stage starts its update.
+  std::vector<size_t> Barrier(NS);
+  for (size_t S = 0; S < NS; ++S)
+    Barrier[S] = P.Stages[S].updateBegin();
+  auto AllAtBarrier = [&] {
+    for (size_t S = 0; S < NS; ++S)
+      if (Pos[S] < Barrier[S])
+        return false;
+    return true;
+  };
   bool Progress = true;
   while (Progress) {
     Progress = false;
+    const bool Released = AllAtBarrier();
     for (size_t S = 0; S < NS; ++S) {
       const std::vector<Action> &Sched = P.Stages[S].Schedule;
       while (Pos[S] < Sched.size()) {
+        if (Pos[S] == Barrier[S] && !Released)
+          break;
         if (!Sched[Pos[S]].isTransfer()) {
           ++Pos[S];
           Progress = true;
@@ -121,7 +138,8 @@ Status simulate(const Program &P) {
         }
         if (!Posted[S]) {
           size_t E = Pos[S];
-          while (E < Sched.size() && Sched[E].isTransfer()) {
+          const size_t Limit = Pos[S] < Barrier[S] ? Barrier[S] : Sched.size();
+          while (E < Limit && Sched[E].isTransfer()) {
             const Action &Act = Sched[E];
             auto Key = Act.K == Action::Send
                            ? std::make_pair(int64_t(S), Act.Peer)
@@ -178,7 +196,10 @@ Status simulate(const Program &P) {
         continue;
       const size_t Peer = size_t(P.Stages[S].Schedule[A].Peer);
       std::string Blocked =
-          Pos[Peer] < P.Stages[Peer].Schedule.size()
+          Pos[Peer] == Barrier[Peer] && Pos[Peer] < P.Stages[Peer].Schedule.size()
+              ? "stage " + std::to_string(Peer) +
+                    " waits for every stage to finish its gradients"
+          : Pos[Peer] < P.Stages[Peer].Schedule.size()
               ? "stage " + std::to_string(Peer) + " waits at " +
                     actionText(P, Peer, Pos[Peer])
               : "stage " + std::to_string(Peer) + " has finished its schedule";

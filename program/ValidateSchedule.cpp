@@ -19,6 +19,18 @@ int64_t Stage::find(const std::string &Name) const {
   return -1;
 }
 
+size_t Stage::updateBegin() const {
+  const int64_t Opt = find(FragmentOptimizer);
+  size_t A = Schedule.size();
+  for (size_t I = 0; I < Schedule.size(); ++I)
+    if (!Schedule[I].isTransfer() && Schedule[I].Frag == Opt)
+      A = I;
+  while (A > 0 && A <= Schedule.size() && A - 1 < Schedule.size() &&
+         Schedule[A - 1].K == Action::Recv && Schedule[A - 1].Microbatch < 0)
+    --A;
+  return A;
+}
+
 namespace {
 
 /// At most this many micro-batches per step (a schedule is a list).
@@ -127,11 +139,14 @@ Status checkTransfer(const Program &P, const Stage &S, size_t A) {
                          " out of range [0, " +
                          std::to_string(P.Buffers.size()) + ")");
   const BufferSpec &B = P.Buffers[size_t(Act.Buffer)];
-  if (B.Kind != BufferKind::Arena || B.StageIndex != P.StageIndex)
+  // A param's value moves once per step (to the stages holding a replica).
+  const bool Param = B.Kind == BufferKind::Param && Act.Microbatch < 0;
+  if ((B.Kind != BufferKind::Arena && !Param) || B.StageIndex != P.StageIndex)
     return Status::error(Name + ": buffers[" + std::to_string(Act.Buffer) +
                          "] is a " + bufferKindName(B.Kind) +
                          " buffer of stage " + std::to_string(B.StageIndex) +
-                         ", expected an arena buffer of this stage");
+                         ", expected an arena buffer of this stage (or, once "
+                         "per step, a param buffer)");
   if (Act.Microbatch >= P.Microbatches)
     return Status::error(Name + ": micro-batch out of range [0, " +
                          std::to_string(P.Microbatches) + ")");

@@ -182,7 +182,7 @@ Status place(Executor &E, const Entry &En, const std::vector<char> &Global,
     return Status::error("tensor '" + From + "' has shape " +
                          shapeString(GlobalDims) + ", expected " +
                          shapeString(L.Global) + " for '" + En.Name + "'");
-  if (!E.ownsParam(En.Param))
+  if (!E.holds(En.Param, En.Kind))
     return Status::success(); // another pipeline stage's
   std::vector<char> Local(size_t(Spec.numel()) * dtypeBytes(E.program().Type));
   extractShard(shardMap(L, E.mesh(), E.rank()), Global.data(), Local.data(),
@@ -330,7 +330,7 @@ Expected<int64_t> loadFlat(Executor &E, const fs::path &Dir,
                            "'");
     }
     const BufferSpec &Spec = E.stateSpec(En.Param, En.Kind);
-    if (!E.ownsParam(En.Param)) {
+    if (!E.holds(En.Param, En.Kind)) {
       // Another pipeline stage loads it; the shape is still checked.
       if (F.Tensor->Dims != Spec.Dims && F.Tensor->Dims != Spec.Place.Global)
         return loadInto(F, En.Name, Spec.Place.Global, P.Type, nullptr);
@@ -389,7 +389,7 @@ snapshotCheckpoint(const Executor &E, int64_t Step,
     S.M = E.mesh();
   for (const Entry &En : entries(P, true)) {
     // A pipeline rank writes its stage's tensors; layout.json names all.
-    if (!E.ownsParam(En.Param))
+    if (!E.holds(En.Param, En.Kind))
       continue;
     const BufferSpec &Spec = E.stateSpec(En.Param, En.Kind);
     // Copied from the device: the files are written from host memory.
@@ -505,7 +505,7 @@ Status saveGradients(const Executor &E, const std::string &Dir) {
     // Gathered from a host copy, over the host queue. Ranks of other
     // pipeline stages send zeros, not used.
     Expected<std::vector<char>> Copy =
-        E.ownsParam(I) ? E.stateBytes(I, BufferKind::Grad)
+        E.holds(I, BufferKind::Grad) ? E.stateBytes(I, BufferKind::Grad)
                        : Expected<std::vector<char>>(
                              std::vector<char>(Local * Elem, 0));
     if (!Copy.ok())

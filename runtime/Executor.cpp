@@ -73,12 +73,16 @@ Executor::create(Program P, std::unique_ptr<Backend> B, Communicator *Comm) {
 Status Executor::bind() {
   const size_t Elem = dtypeBytes(Prog.Type);
   const int64_t MyStage = stage();
-  // A stage holds the params its buffers name; a program of one stage, all.
+  // A stage holds the params its buffers name, and the state (grad and
+  // Adam moments) of those it trains; a program of one stage, all of them.
+  // A replica (a tied embedding another stage trains) has a value only.
   Owned.assign(Prog.Params.size(), Prog.StageIndex < 0);
+  StateOwned = Owned;
   for (const BufferSpec &B : Prog.Buffers)
-    if (B.Kind != BufferKind::Input && B.Kind != BufferKind::Arena &&
-        B.StageIndex == MyStage)
+    if (B.StageIndex == MyStage && B.Kind == BufferKind::Param)
       Owned[size_t(B.Param)] = true;
+    else if (B.StageIndex == MyStage && B.Kind == BufferKind::Grad)
+      StateOwned[size_t(B.Param)] = true;
   // Each persistent tensor's local shape and layout: from its buffers, else
   // the param's.
   StateSpecs.resize(Prog.Params.size());
@@ -110,11 +114,12 @@ Status Executor::bind() {
       SeqOffset =
           Prog.Devices.shardIndex(Comm->rank(), B.Place.Sharding[1]) * LocalSeq;
     } else if (B.Kind != BufferKind::Arena &&
-               (B.StageIndex == MyStage || !Owned[size_t(B.Param)])) {
-      // Another stage's param keeps its owner's shapes and layouts
+               (B.StageIndex == MyStage || !holds(size_t(B.Param), B.Kind))) {
+      // Another stage's tensors keep their owner's shapes and layouts
       // (checkpoints describe every tensor), without memory here.
       StateSpecs[size_t(B.Param)][stateSlot(B.Kind)] = B;
-      OwnerStage[size_t(B.Param)] = B.StageIndex;
+      if (B.Kind == BufferKind::Grad)
+        OwnerStage[size_t(B.Param)] = B.StageIndex;
     }
   }
   // One block: params, grads, m, v (each 64-aligned), then the two inputs.
@@ -123,7 +128,7 @@ Status Executor::bind() {
   for (size_t P = 0; P < Prog.Params.size(); ++P)
     for (int K = 0; K < 4; ++K) {
       Offsets.push_back(Total);
-      if (Owned[P])
+      if (holds(P, StateSpecs[P][size_t(K)].Kind))
         Total += align64(size_t(StateSpecs[P][size_t(K)].numel()) * Elem);
     }
   // Inputs: one slot per micro-batch, tokens then targets.
@@ -223,9 +228,7 @@ Status Executor::bind() {
   for (size_t A = 0; A < St.Schedule.size(); ++A)
     if (!St.Schedule[A].isTransfer() && St.Schedule[A].Frag == Opt)
       OptimizerAction = A;
-  UpdateBegin = OptimizerAction;
-  while (UpdateBegin > 0 && St.Schedule[UpdateBegin - 1].K == Action::Recv)
-    --UpdateBegin;
+  UpdateBegin = St.updateBegin();
   // Each transfer's run: the next for a receive, the previous for a send.
   AttachedFrag.assign(St.Schedule.size(), -1);
   for (size_t A = 0; A < St.Schedule.size(); ++A) {
@@ -242,7 +245,8 @@ Status Executor::bind() {
   for (size_t A = 0; A < St.Schedule.size();) {
     size_t E = A, Bytes = 0;
     bool Sends = false;
-    for (; E < St.Schedule.size() && St.Schedule[E].isTransfer(); ++E) {
+    const size_t Limit = A < UpdateBegin ? UpdateBegin : St.Schedule.size();
+    for (; E < Limit && St.Schedule[E].isTransfer(); ++E) {
       Sends |= St.Schedule[E].K == Action::Send;
       if (St.Schedule[E].K == Action::Recv)
         Bytes += align64(
@@ -315,14 +319,15 @@ Status Executor::initParams(uint64_t Seed) {
     WEFT_RETURN_IF_ERROR(writeState(P, BufferKind::Param, Host.data()));
     for (BufferKind K :
          {BufferKind::Grad, BufferKind::AdamM, BufferKind::AdamV})
-      WEFT_RETURN_IF_ERROR(
+      if (StateOwned[P])
+        WEFT_RETURN_IF_ERROR(
           Q->fillZero(state(P, K), size_t(stateSpec(P, K).numel()) * Elem));
   }
   return Q->synchronize();
 }
 
 Status Executor::readState(size_t P, BufferKind K, void *Host) const {
-  if (!Owned[P])
+  if (!holds(P, K))
     return Status::error("param '" + Prog.Params[P].Name + "' is held by "
                          "another pipeline stage");
   const size_t Bytes = size_t(stateSpec(P, K).bytes());
@@ -331,7 +336,7 @@ Status Executor::readState(size_t P, BufferKind K, void *Host) const {
 }
 
 Status Executor::writeState(size_t P, BufferKind K, const void *Host) {
-  if (!Owned[P])
+  if (!holds(P, K))
     return Status::error("param '" + Prog.Params[P].Name + "' is held by "
                          "another pipeline stage");
   const size_t Bytes = size_t(stateSpec(P, K).bytes());
@@ -348,7 +353,7 @@ Expected<std::vector<char>> Executor::stateBytes(size_t P, BufferKind K) const {
 
 Status Executor::findNonFinite(size_t P, BufferKind K, int64_t &At,
                                double &Value) const {
-  if (!Owned[P]) {
+  if (!holds(P, K)) {
     At = -1; // another stage checks it
     return Status::success();
   }
@@ -431,7 +436,8 @@ void *Executor::bufferAt(int64_t Id, int64_t K) const {
   return W;
 }
 
-Status Executor::runTransfers(size_t A, size_t &Next, int64_t Only) {
+Status Executor::runTransfers(size_t A, size_t End, size_t &Next,
+                              int64_t Only) {
   const Stage &St = Prog.Stages.front();
   TransferOps.clear();
   Span Sp;
@@ -441,7 +447,7 @@ Status Executor::runTransfers(size_t A, size_t &Next, int64_t Only) {
   Sp.Step = Ctx0Step;
   size_t E = A;
   bool Sends = false;
-  for (; E < St.Schedule.size() && St.Schedule[E].isTransfer(); ++E)
+  for (; E < End && St.Schedule[E].isTransfer(); ++E)
     Sends |= St.Schedule[E].K == Action::Send &&
              (Only < 0 || AttachedFrag[E] == Only);
   // A group's receive may land where one of its sends reads (the sent value
@@ -526,8 +532,8 @@ Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,
     const Action &Act = St.Schedule[A];
     if (Act.isTransfer()) {
       size_t Next;
-      WEFT_RETURN_IF_ERROR(runTransfers(A, Next, Only));
-      A = std::min(Next, End);
+      WEFT_RETURN_IF_ERROR(runTransfers(A, End, Next, Only));
+      A = Next;
       continue;
     }
     ++A;
@@ -612,7 +618,7 @@ double Executor::paramElement(size_t P, int64_t I) const {
 }
 
 double Executor::gradElement(size_t P, int64_t I) const {
-  return Owned[P] ? element(State[P].Grad, I) : std::nan("");
+  return StateOwned[P] ? element(State[P].Grad, I) : std::nan("");
 }
 
 Status Executor::setParamElement(size_t P, int64_t I, double V) {

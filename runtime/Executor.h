@@ -75,7 +75,12 @@ public:
   /// Whether this rank's stage holds param P (its value, grad and Adam
   /// state); the other stages' params take no memory here.
   bool ownsParam(size_t P) const { return Owned[P]; }
-  /// The stage that holds param P.
+  /// Whether this rank holds param P's tensor K: its value where it owns
+  /// the param or a replica, its grad and Adam moments where it trains it.
+  bool holds(size_t P, BufferKind K) const {
+    return K == BufferKind::Param ? Owned[P] : StateOwned[P];
+  }
+  /// The stage that trains param P (holds its grad).
   int64_t paramStage(size_t P) const { return OwnerStage[P]; }
 
   Communicator &comm() const { return *Comm; }
@@ -158,10 +163,10 @@ private:
   /// StepLoss = the sum of the copied losses (after the queue has run),
   /// from the last stage to every stage of a pipeline.
   Status sumLosses();
-  /// Starts the consecutive transfer actions from A of the schedule
-  /// together and completes them; returns the action after them in Next.
-  /// (Only >= 0: those belonging to runs of fragment Only.)
-  Status runTransfers(size_t A, size_t &Next, int64_t Only);
+  /// Starts the consecutive transfer actions from A (before End) of the
+  /// schedule together and completes them; returns the action after them in
+  /// Next. (Only >= 0: those belonging to runs of fragment Only.)
+  Status runTransfers(size_t A, size_t End, size_t &Next, int64_t Only);
   /// Device address of buffer Id for micro-batch K (its slot's instance).
   void *bufferAt(int64_t Id, int64_t K) const;
   static size_t stateSlot(BufferKind K) {
@@ -234,7 +239,8 @@ private:
   };
   std::vector<SlotUse> SlotUses;
   std::vector<bool> PerMicrobatch; // per buffer (perMicrobatchBuffers)
-  std::vector<bool> Owned;         // per param
+  std::vector<bool> Owned;         // per param: its value
+  std::vector<bool> StateOwned;    // per param: its grad and Adam state
   std::vector<int64_t> OwnerStage; // per param
   std::vector<void *> Where;       // per buffer, slot 0
   const CommGroup *Pipeline = nullptr;

@@ -76,8 +76,19 @@ func.func @step(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f
 // -----
 
 // A head tied to the embedding reads a parameter of the first stage on the
-// last: refused, naming it. (The final norm, layer 3, is declared and not
-// read.)
+// last. The last stage holds a replica of it (weft.replica: its value, no
+// gradient or Adam state); the first stage trains it and sends its value
+// after its optimizer; the last receives it before its own.
+// CHECK-LABEL: func.func @tied_stage0
+// CHECK:       weft.adamw %[[E:[0-9]+]]
+// CHECK:       weft.send %[[E]] {peer = 1 : i64, weft.fragment = "optimizer"} : tensor<16x8xf32>
+// CHECK-NEXT:  return
+// CHECK-LABEL: func.func @tied_stage1
+// CHECK:       %[[R:.*]] = weft.param "embed" {init = "zeros", weft.layer = -1 : i64, weft.replica}
+// CHECK:       weft.matmul %{{.*}}, %[[R]] {transpose_b = true, weft.fragment = "forward"}
+// CHECK:       weft.recv_param "embed" {peer = 0 : i64, weft.fragment = "optimizer"}
+// CHECK-NEXT:  weft.adamw
+// CHECK-NOT:   weft.adamw %[[R]]
 weft.mesh @mesh {axes = ["pp"], shape = array<i64: 2>}
 func.func @tied(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> attributes {weft.mesh = @mesh} {
   %e = weft.param "embed" {init = "zeros", weft.layer = -1 : i64} : tensor<16x8xf32>
@@ -89,9 +100,13 @@ func.func @tied(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f
   %h0 = weft.matmul %x, %w0 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
   %h1 = weft.matmul %h0, %w1 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
   %h2 = weft.matmul %h1, %w2 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
-  // expected-error @below {{reads parameter 'embed' of pipeline stage 0 on stage 1: a parameter shared by two stages (tied embeddings) is not supported under pipeline parallelism yet}}
   %logits = weft.matmul %h2, %e {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  weft.adamw %e {weight_decay = true} : tensor<16x8xf32>
+  weft.adamw %w0 {weight_decay = true} : tensor<8x8xf32>
+  weft.adamw %w1 {weight_decay = true} : tensor<8x8xf32>
+  weft.adamw %w2 {weight_decay = true} : tensor<8x8xf32>
+  weft.adamw %n {weight_decay = false} : tensor<8xf32>
   return %loss : tensor<f32>
 }
 
