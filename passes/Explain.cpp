@@ -3,10 +3,12 @@
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/ShardingUtils.h"
+#include "program/PipelineSchedule.h"
 
 #include "llvm/Support/Format.h"
 
 #include <tuple>
+#include <vector>
 
 using namespace mlir;
 using namespace weft;
@@ -41,9 +43,9 @@ struct Collective {
 // How many times per step the op runs: micro-batch fragments once per
 // micro-batch; the optimizer fragment (from the first op marked for it or
 // the first AdamW on) and prologue once.
-DenseMap<Operation *, int64_t> timesPerStep(ModuleOp module) {
+DenseMap<Operation *, int64_t> timesPerStep(Operation *root) {
   DenseMap<Operation *, int64_t> times;
-  module.walk([&](func::FuncOp fn) {
+  root->walk([&](func::FuncOp fn) {
     int64_t m = 1;
     if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
       m = a.getInt();
@@ -52,7 +54,10 @@ DenseMap<Operation *, int64_t> timesPerStep(ModuleOp module) {
       auto mark = op.getAttrOfType<StringAttr>(weft::attrname::kFragment);
       once =
           once || isa<AdamWOp>(op) || (mark && mark.getValue() == "optimizer");
-      times[&op] = once || mark ? 1 : m;
+      // A pipeline stage marks its forward and backward ops too.
+      bool perMicrobatch = !mark || mark.getValue() == "forward" ||
+                           mark.getValue() == "backward";
+      times[&op] = once || !perMicrobatch ? 1 : m;
     }
   });
   return times;
@@ -60,8 +65,8 @@ DenseMap<Operation *, int64_t> timesPerStep(ModuleOp module) {
 
 // Ring-algorithm bytes sent per rank: all_reduce 2(c-1)/c n, all_gather and
 // reduce_scatter (c-1)/c n, n the larger of input and output.
-SmallVector<Collective> collectivesOf(ModuleOp module) {
-  DenseMap<Operation *, int64_t> times = timesPerStep(module);
+SmallVector<Collective> collectivesOf(Operation *root) {
+  DenseMap<Operation *, int64_t> times = timesPerStep(root);
   SmallVector<Collective> out;
   Operation *current = nullptr;
   auto add = [&](StringRef kind, ArrayAttr axes, RankedTensorType t,
@@ -75,9 +80,25 @@ SmallVector<Collective> collectivesOf(ModuleOp module) {
                    c > 1 ? factor * (c - 1) * n / c : 0,
                    times.lookup(current) ? times.lookup(current) : 1});
   };
-  module.walk([&](Operation *op) {
+  root->walk([&](Operation *op) {
     current = op;
     StringRef why;
+    // A pipeline transfer: the bytes this rank sends to another stage.
+    if (auto send = dyn_cast<SendOp>(op)) {
+      auto fn = send->getParentOfType<func::FuncOp>();
+      auto axis = fn->getAttrOfType<StringAttr>(weft::attrname::kPipelineAxis);
+      auto mark = send->getAttrOfType<StringAttr>(weft::attrname::kFragment);
+      StringRef what = !mark                           ? "value"
+                       : mark.getValue() == "forward"  ? "activation"
+                       : mark.getValue() == "backward" ? "gradient"
+                                                       : "updated parameter";
+      auto type = cast<RankedTensorType>(send.getX().getType());
+      out.push_back({"send", axis ? axis.str() : "", 
+                     (what + " to stage " + Twine(send.getPeer())).str(),
+                     typeName(type.getElementType()), bytesOf(type),
+                     times.lookup(op) ? times.lookup(op) : 1});
+      return;
+    }
     if (auto r = op->getAttrOfType<StringAttr>("reason"))
       why = r.getValue();
     if (auto ar = dyn_cast<AllReduceOp>(op))
@@ -110,52 +131,66 @@ SmallVector<Collective> collectivesOf(ModuleOp module) {
   });
   return out;
 }
-} // namespace
 
-std::map<std::string, int64_t> weft::predictCommBytes(ModuleOp module) {
+// The functions of a pipeline's stages, by stage (empty: no pipeline).
+SmallVector<func::FuncOp> stageFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> stages;
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (fn->hasAttr(weft::attrname::kStage))
+      stages.push_back(fn);
+  llvm::sort(stages, [](func::FuncOp a, func::FuncOp b) {
+    return a->getAttrOfType<IntegerAttr>(weft::attrname::kStage).getInt() <
+           b->getAttrOfType<IntegerAttr>(weft::attrname::kStage).getInt();
+  });
+  return stages;
+}
+
+std::map<std::string, int64_t> commBytesOf(Operation *root) {
   std::map<std::string, int64_t> bytes;
-  for (const Collective &c : collectivesOf(module))
+  for (const Collective &c : collectivesOf(root))
     bytes[c.kind + "/" + c.axes] += c.bytes * c.times;
   return bytes;
 }
 
-void weft::explainStep(ModuleOp module, llvm::raw_ostream &os) {
+void printCollectives(Operation *root, llvm::raw_ostream &os,
+                      StringRef indent) {
   // Group identical collectives; the reason names the op and operand that
   // needed each, and the sharding it went from and to.
   std::map<
       std::tuple<std::string, std::string, std::string, int64_t, std::string>,
       int64_t>
       groups;
-  for (const Collective &c : collectivesOf(module))
+  for (const Collective &c : collectivesOf(root))
     groups[{c.kind, c.axes, c.dtype, c.bytes, c.reason}] += c.times;
-  int64_t microbatches = 1;
-  module.walk([&](func::FuncOp fn) {
-    if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
-      microbatches = a.getInt();
-  });
-  if (microbatches > 1)
-    os << "micro-batches: " << microbatches
-       << " per step; forward and backward run once per micro-batch, the "
-          "gradients accumulate, and the activation arena holds one "
-          "micro-batch\n";
-  os << "collectives per training step (bytes sent per rank, ring "
+  os << indent
+     << "collectives per training step (bytes sent per rank, ring "
         "algorithm):\n";
-  os << llvm::format("  %-15s %-6s %-5s %14s %6s  %s\n", "kind", "axes",
+  os << indent
+     << llvm::format("  %-15s %-6s %-5s %14s %6s  %s\n", "kind", "axes",
                      "dtype", "bytes/rank", "count", "reason");
   for (const auto &[key, count] : groups) {
     const auto &[kind, axes, dtype, bytes, reason] = key;
-    os << llvm::format("  %-15s %-6s %-5s %14lld %6lld  %s\n", kind.c_str(),
+    os << indent
+       << llvm::format("  %-15s %-6s %-5s %14lld %6lld  %s\n", kind.c_str(),
                        axes.c_str(), dtype.c_str(), (long long)bytes,
                        (long long)count, reason.c_str());
   }
-  os << "totals:\n";
-  for (const auto &[key, bytes] : predictCommBytes(module))
-    os << llvm::format("  %-24s %14lld bytes/rank/step\n", key.c_str(),
+  os << indent << "totals:\n";
+  for (const auto &[key, bytes] : commBytesOf(root))
+    os << indent
+       << llvm::format("  %-24s %14lld bytes/rank/step\n", key.c_str(),
                        (long long)bytes);
+}
 
-  // Memory per rank, from the local types the partitioner gave.
+struct Memory {
   int64_t params = 0, grads = 0, state = 0, arena = 0;
-  module.walk([&](ParamOp p) {
+};
+
+// Memory per rank, from the local types the partitioner gave; a replica
+// (a param another stage trains) holds its value only.
+Memory memoryOf(Operation *root) {
+  Memory m;
+  root->walk([&](ParamOp p) {
     MeshInfo mesh = MeshInfo::of(p); // its function's
     SmallVector<int64_t> global(p.getType().getShape());
     if (auto g =
@@ -167,26 +202,154 @@ void weft::explainStep(ModuleOp module, llvm::raw_ostream &os) {
       RankedTensorType t = s ? localType(type, s, mesh) : p.getType();
       return t ? bytesOf(t) : 0;
     };
-    params += bytesOf(p.getType());
-    grads += local(weft::attrname::kGradStorageSharding);
-    state += 2 * local(weft::attrname::kStateStorageSharding);
+    m.params += bytesOf(p.getType());
+    if (p->hasAttr(weft::attrname::kReplica))
+      return;
+    m.grads += local(weft::attrname::kGradStorageSharding);
+    m.state += 2 * local(weft::attrname::kStateStorageSharding);
   });
-  module.walk([&](func::FuncOp fn) {
+  root->walk([&](func::FuncOp fn) {
     if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kArenaBytes))
-      arena = a.getInt();
+      m.arena = a.getInt();
   });
+  return m;
+}
+
+void printMemory(const Memory &m, int64_t slots, llvm::raw_ostream &os,
+                 StringRef indent) {
   auto mib = [](int64_t b) { return b / 1048576.0; };
-  os << "memory per rank:\n"
+  const int64_t activations = m.arena * slots;
+  os << indent << "memory per rank:\n"
+     << indent
      << llvm::format("  parameters        %12lld bytes (%.2f MiB)\n",
-                     (long long)params, mib(params))
+                     (long long)m.params, mib(m.params))
+     << indent
      << llvm::format("  gradients         %12lld bytes (%.2f MiB)\n",
-                     (long long)grads, mib(grads))
+                     (long long)m.grads, mib(m.grads))
+     << indent
      << llvm::format(
             "  optimizer state   %12lld bytes (%.2f MiB, Adam m + v)\n",
-            (long long)state, mib(state))
-     << llvm::format("  activations       %12lld bytes (%.2f MiB, the arena)\n",
-                     (long long)arena, mib(arena))
+            (long long)m.state, mib(m.state));
+  if (slots > 1)
+    os << indent
+       << llvm::format("  activations       %12lld bytes (%.2f MiB, the arena "
+                       "x %lld micro-batches in flight)\n",
+                       (long long)activations, mib(activations),
+                       (long long)slots);
+  else
+    os << indent
+       << llvm::format(
+              "  activations       %12lld bytes (%.2f MiB, the arena)\n",
+              (long long)activations, mib(activations));
+  const int64_t total = m.params + m.grads + m.state + activations;
+  os << indent
      << llvm::format("  total             %12lld bytes (%.2f MiB)\n",
-                     (long long)(params + grads + state + arena),
-                     mib(params + grads + state + arena));
+                     (long long)total, mib(total));
+}
+
+// The stages' runs laid out in time, a forward taking one unit and a
+// backward two (its two matmuls per forward one): each stage runs its order,
+// a forward after the previous stage's, a backward after the next stage's.
+// Returns per stage a row: '.' idle, a forward of micro-batch k its digit
+// (k mod 10), a backward its letter ('a' + k mod 26), twice.
+std::vector<std::string> timeline(PipelineScheduleKind kind, int64_t n,
+                                  int64_t m) {
+  std::vector<std::vector<PipelineRun>> orders;
+  for (int64_t s = 0; s < n; ++s)
+    orders.push_back(pipelineOrder(kind, s, n, m));
+  std::vector<std::vector<int64_t>> doneF(n, std::vector<int64_t>(m, -1)),
+      doneB(n, std::vector<int64_t>(m, -1));
+  std::vector<size_t> pos(n, 0);
+  std::vector<int64_t> clock(n, 0);
+  std::vector<std::string> rows(n);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int64_t s = 0; s < n; ++s)
+      while (pos[s] < orders[s].size()) {
+        const PipelineRun &r = orders[s][pos[s]];
+        int64_t k = r.Microbatch;
+        int64_t ready = !r.Backward ? (s == 0 ? 0 : doneF[s - 1][k])
+                        : s == n - 1 ? doneF[s][k]
+                                     : doneB[s + 1][k];
+        if (ready < 0)
+          break;
+        int64_t start = std::max(clock[s], ready);
+        int64_t length = r.Backward ? 2 : 1;
+        rows[s].append(size_t(start - clock[s]), '.');
+        rows[s].append(size_t(length),
+                       r.Backward ? char('a' + k % 26) : char('0' + k % 10));
+        clock[s] = start + length;
+        (r.Backward ? doneB : doneF)[s][k] = clock[s];
+        ++pos[s];
+        progress = true;
+      }
+  }
+  size_t width = 0;
+  for (const std::string &r : rows)
+    width = std::max(width, r.size());
+  for (std::string &r : rows)
+    r.append(width - r.size(), '.');
+  return rows;
+}
+
+void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
+  const int64_t n = int64_t(stages.size());
+  func::FuncOp first = stages.front();
+  int64_t m = 1;
+  if (auto a =
+          first->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
+    m = a.getInt();
+  PipelineScheduleKind kind = PipelineScheduleKind::OneFOneB;
+  if (auto name = first->getAttrOfType<StringAttr>(
+          weft::attrname::kPipelineSchedule))
+    (void)parsePipelineSchedule(name.str(), kind);
+  auto axis = first->getAttrOfType<StringAttr>(weft::attrname::kPipelineAxis);
+  std::vector<std::string> rows = timeline(kind, n, m);
+  const int64_t width = rows.empty() ? 0 : int64_t(rows.front().size());
+  // Busy units: 3 per micro-batch on every stage.
+  const double bubble = width ? 1.0 - double(3 * m) / double(width) : 0.0;
+  os << "pipeline: " << n << " stages over mesh axis '"
+     << (axis ? axis.getValue() : "") << "', schedule "
+     << pipelineScheduleName(kind) << ", " << m << " micro-batches\n";
+  os << llvm::format("  bubble %.1f%% of each stage's step (ideal stages, a "
+                     "backward twice a forward; (N-1)/(M+N-1) = %.1f%%)\n",
+                     100 * bubble, 100 * pipelineBubble(n, m));
+  if (width <= 160) {
+    os << "  timeline (digit: forward of that micro-batch, letter: its "
+          "backward, '.': idle):\n";
+    for (int64_t s = 0; s < n; ++s)
+      os << llvm::format("    stage %-3lld |", (long long)s) << rows[s]
+         << "|\n";
+  }
+  for (int64_t s = 0; s < n; ++s) {
+    os << "stage " << s << ":\n";
+    printCollectives(stages[s], os, "  ");
+    printMemory(memoryOf(stages[s]), pipelineSlots(kind, s, n, m), os, "  ");
+  }
+}
+
+} // namespace
+
+std::map<std::string, int64_t> weft::predictCommBytes(ModuleOp module) {
+  // A pipeline's rank 0 runs stage 0.
+  SmallVector<func::FuncOp> stages = stageFunctions(module);
+  return stages.empty() ? commBytesOf(module) : commBytesOf(stages.front());
+}
+
+void weft::explainStep(ModuleOp module, llvm::raw_ostream &os) {
+  int64_t microbatches = 1;
+  module.walk([&](func::FuncOp fn) {
+    if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
+      microbatches = a.getInt();
+  });
+  SmallVector<func::FuncOp> stages = stageFunctions(module);
+  if (!stages.empty())
+    return explainPipeline(stages, os);
+  if (microbatches > 1)
+    os << "micro-batches: " << microbatches
+       << " per step; forward and backward run once per micro-batch, the "
+          "gradients accumulate, and the activation arena holds one "
+          "micro-batch\n";
+  printCollectives(module, os, "");
+  printMemory(memoryOf(module), 1, os, "");
 }

@@ -269,6 +269,8 @@ Status Executor::bind() {
     if (!G.ok())
       return G.status();
     Pipeline = *G;
+    // Bytes this rank sends to other stages, as "send/<axis>".
+    TransferKey = commKey("send", AxesList{Prog.Devices.Pipeline});
   }
   // Operands in per-micro-batch buffers follow the micro-batch's slot
   // (selectMicrobatch), from their slot-0 addresses as bound.
@@ -480,6 +482,8 @@ Status Executor::runTransfers(size_t A, size_t End, size_t &Next,
   Next = E;
   if (TransferOps.empty())
     return Status::success();
+  if (TransferKey >= 0)
+    CommTotals[size_t(TransferKey)] += Sp.Bytes;
   const int64_t T0 = Timing ? Timeline::nowNs() : 0;
   Status S = Comm->startTransfers(*Pipeline, TransferOps, *Q, TransferRequest);
   if (S.ok())

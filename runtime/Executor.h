@@ -124,7 +124,10 @@ public:
   Status setParamElement(size_t P, int64_t I, double V);
   double gradElement(size_t P, int64_t I) const;
 
-  size_t arenaBytes() const { return size_t(Prog.ArenaBytes); }
+  /// The activation arena: one instance per slot (micro-batch in flight).
+  size_t arenaBytes() const {
+    return size_t(Prog.ArenaBytes * Prog.Stages.front().Slots);
+  }
   /// Parameters, grads, Adam m/v, inputs and kernel scratch.
   size_t persistentBytes() const { return PersistentBytes + ScratchBytes; }
   size_t peakBytes() const { return arenaBytes() + persistentBytes(); }
@@ -245,6 +248,7 @@ private:
   std::vector<void *> Where;       // per buffer, slot 0
   const CommGroup *Pipeline = nullptr;
   CommRequest TransferRequest;
+  int TransferKey = -1; // into CommKeys: "send/<pipeline axis>"
   std::vector<Transfer> TransferOps;
   std::vector<int64_t> AttachedFrag; // per action: its run's fragment
   void *Staging = nullptr;           // receives of groups that also send

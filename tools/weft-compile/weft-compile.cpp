@@ -344,9 +344,6 @@ int main(int argc, char **argv) {
       weft::pipelineOptions(meshArg, stagesArg, pipelineScheduleArg);
   if (options.pipeline.stages > 1) {
     options.layout.pipelineAxis = "pp";
-    if (explainArg)
-      return fail("--explain does not describe pipeline programs yet; "
-                  "weft-run --dump prints their stages and schedules");
   } else if (!stagesArg.empty()) {
     return fail("--stages needs a pp axis of 2 or more in --mesh");
   }
