@@ -186,8 +186,8 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
   if (name == an::kPipelineAxis || name == an::kPipelineSchedule)
     return isa<func::FuncOp>(op) && isa<StringAttr>(value)
                ? success()
-               : LogicalResult(fail() << "must be a function's string, got "
-                                      << value);
+               : LogicalResult(fail()
+                               << "must be a function's string, got " << value);
   if (name == an::kModel)
     return isa<StringAttr>(value)
                ? success()

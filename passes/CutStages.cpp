@@ -94,9 +94,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
   // AdamW on.
   LogicalResult assignPhases() {
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
-    Operation *lossOp = ret.getNumOperands() == 1
-                            ? ret.getOperand(0).getDefiningOp()
-                            : nullptr;
+    Operation *lossOp =
+        ret.getNumOperands() == 1 ? ret.getOperand(0).getDefiningOp() : nullptr;
     if (!lossOp)
       return fn.emitError("weft-cut-stages expects the function to return "
                           "its loss, computed by an op");
@@ -167,9 +166,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       next = last + 1;
     }
     if (next != numLayers)
-      return fn.emitError("--stages '")
-             << boundaries << "' covers layers 0-" << next - 1 << " of "
-             << numLayers;
+      return fn.emitError("--stages '") << boundaries << "' covers layers 0-"
+                                        << next - 1 << " of " << numLayers;
     return success();
   }
 
@@ -209,8 +207,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
     avail.assign(ops.size(), llvm::BitVector(n));
     for (size_t i = 0; i < ops.size(); ++i)
       if (auto p = dyn_cast<ParamOp>(ops[i])) {
-        int64_t h = stageOfLayer(
-            p->getAttrOfType<IntegerAttr>(an::kLayer).getInt());
+        int64_t h =
+            stageOfLayer(p->getAttrOfType<IntegerAttr>(an::kLayer).getInt());
         paramHome[p.getName()] = h;
         paramAvail[p.getName()] = llvm::BitVector(n);
         paramAvail[p.getName()].set(h);
@@ -300,6 +298,36 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
               avail[j].set(stage[i]);
           }
     }
+    // A backward op that only transforms gradients (an all-gather of a
+    // sequence-parallel gradient, say) and whose readers are all on one
+    // earlier stage runs there when that sends fewer bytes: its input
+    // crosses instead of its larger output.
+    for (size_t i = ops.size(); i-- > 0;) {
+      Operation *op = ops[i];
+      if (copied[i] || phase[i] != kBackward || homeOfParamOp(op) >= 0 ||
+          op->getNumResults() == 0)
+        continue;
+      int64_t in = 0, out = 0, readers = -1;
+      bool movable = true;
+      for (Value v : op->getOperands()) {
+        Operation *d = v.getDefiningOp();
+        movable &= d && !copied[index[d]] && phase[index[d]] == kBackward;
+        if (auto t = dyn_cast<RankedTensorType>(v.getType()))
+          in += t.getNumElements() * t.getElementTypeBitWidth();
+      }
+      for (Value r : op->getResults()) {
+        if (auto t = dyn_cast<RankedTensorType>(r.getType()))
+          out += t.getNumElements() * t.getElementTypeBitWidth();
+        for (Operation *u : r.getUsers()) {
+          int64_t j = index[u];
+          movable &= !copied[j] && stage[j] >= 0 &&
+                     (readers < 0 || readers == stage[j]);
+          readers = stage[j];
+        }
+      }
+      if (movable && readers >= 0 && readers < stage[i] && in <= out)
+        stage[i] = readers;
+    }
     // A param read on a stage other than its own (a tied embedding): that
     // stage holds a replica, received from the param's stage each step.
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -330,8 +358,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
         int64_t j = index[d];
         if (copied[j] || stage[j] == stage[i])
           continue;
-        auto key = std::make_tuple(j, cast<OpResult>(v).getResultNumber(),
-                                   stage[i]);
+        auto key =
+            std::make_tuple(j, cast<OpResult>(v).getResultNumber(), stage[i]);
         if (seen.count(key))
           continue;
         Phase from = Phase(phase[j]), to = Phase(phase[i]);
@@ -376,9 +404,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
         // A param stays on its own stage even if nothing reads it (it is
         // still trained state the program declares).
         keep[i] = (isa<ParamOp>(mine[i]) && home[i] == s) ||
-                  llvm::any_of(mine[i]->getUsers(), [&](Operation *u) {
-                    return keep[index[u]];
-                  });
+                  llvm::any_of(mine[i]->getUsers(),
+                               [&](Operation *u) { return keep[index[u]]; });
     }
     OpBuilder b(clone.getContext());
     auto phaseAttr = [&](Phase p) { return b.getStringAttr(kPhaseNames[p]); };
@@ -443,8 +470,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       if (home[i] != s) {
         param->setAttr(an::kReplica, b.getUnitAttr());
         b.setInsertionPoint(firstOf(kOptimizer));
-        auto recv = RecvParamOp::create(b, param.getLoc(), param.getName(),
-                                        home[i]);
+        auto recv =
+            RecvParamOp::create(b, param.getLoc(), param.getName(), home[i]);
         recv->setAttr(an::kFragment, phaseAttr(kOptimizer));
         continue;
       }
@@ -464,8 +491,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       // Only the last stage computes the loss.
       b.setInsertionPoint(mine[n - 1]);
       func::ReturnOp::create(b, mine[n - 1]->getLoc());
-      clone.setType(FunctionType::get(
-          clone.getContext(), clone.getFunctionType().getInputs(), {}));
+      clone.setType(FunctionType::get(clone.getContext(),
+                                      clone.getFunctionType().getInputs(), {}));
     }
     for (size_t i = n; i-- > 0;)
       if (!keep[i]) {

@@ -873,8 +873,8 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
       for (json::Value &g : *mesh.getArray("groups"))
         if (!llvm::is_contained(groups, g))
           groups.push_back(g);
-      for (StringRef key : {"model", "dtype", "batch", "seq", "optimizer",
-                            "microbatches"})
+      for (StringRef key :
+           {"model", "dtype", "batch", "seq", "optimizer", "microbatches"})
         out[key] = std::move(*p.get(key));
       if (s + 1 == n) {
         out["vocab"] = std::move(*p.get("vocab"));

@@ -93,7 +93,7 @@ SmallVector<Collective> collectivesOf(Operation *root) {
                        : mark.getValue() == "backward" ? "gradient"
                                                        : "updated parameter";
       auto type = cast<RankedTensorType>(send.getX().getType());
-      out.push_back({"send", axis ? axis.str() : "", 
+      out.push_back({"send", axis ? axis.str() : "",
                      (what + " to stage " + Twine(send.getPeer())).str(),
                      typeName(type.getElementType()), bytesOf(type),
                      times.lookup(op) ? times.lookup(op) : 1});
@@ -268,7 +268,7 @@ std::vector<std::string> timeline(PipelineScheduleKind kind, int64_t n,
       while (pos[s] < orders[s].size()) {
         const PipelineRun &r = orders[s][pos[s]];
         int64_t k = r.Microbatch;
-        int64_t ready = !r.Backward ? (s == 0 ? 0 : doneF[s - 1][k])
+        int64_t ready = !r.Backward  ? (s == 0 ? 0 : doneF[s - 1][k])
                         : s == n - 1 ? doneF[s][k]
                                      : doneB[s + 1][k];
         if (ready < 0)
@@ -296,12 +296,11 @@ void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
   const int64_t n = int64_t(stages.size());
   func::FuncOp first = stages.front();
   int64_t m = 1;
-  if (auto a =
-          first->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
+  if (auto a = first->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
     m = a.getInt();
   PipelineScheduleKind kind = PipelineScheduleKind::OneFOneB;
-  if (auto name = first->getAttrOfType<StringAttr>(
-          weft::attrname::kPipelineSchedule))
+  if (auto name =
+          first->getAttrOfType<StringAttr>(weft::attrname::kPipelineSchedule))
     (void)parsePipelineSchedule(name.str(), kind);
   auto axis = first->getAttrOfType<StringAttr>(weft::attrname::kPipelineAxis);
   std::vector<std::string> rows = timeline(kind, n, m);

@@ -53,8 +53,8 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
 }
 
 weft::WeftCutStagesOptions weft::pipelineOptions(llvm::StringRef mesh,
-                                                llvm::StringRef boundaries,
-                                                llvm::StringRef schedule) {
+                                                 llvm::StringRef boundaries,
+                                                 llvm::StringRef schedule) {
   WeftCutStagesOptions o;
   o.boundaries = boundaries.str();
   o.schedule = schedule.str();

@@ -185,8 +185,8 @@ std::string dumpProgram(const Program &P) {
     OS << "schedule:";
     for (const Action &A : St.Schedule) {
       if (A.isTransfer())
-        OS << " " << (A.K == Action::Send ? "send" : "recv") << "["
-           << A.Buffer << (A.K == Action::Send ? "]->" : "]<-") << A.Peer;
+        OS << " " << (A.K == Action::Send ? "send" : "recv") << "[" << A.Buffer
+           << (A.K == Action::Send ? "]->" : "]<-") << A.Peer;
       else
         OS << " " << St.Fragments[size_t(A.Frag)].Name;
       if (A.Microbatch >= 0)

@@ -1,4 +1,5 @@
-//===- PipelineSchedule.h - The order of a pipeline stage's work -*- C++ -*-===//
+//===- PipelineSchedule.h - The order of a pipeline stage's work -*- C++
+//-*-===//
 //
 // A pipeline schedule as data: for each stage, the order in which it runs
 // its forward and backward fragments over the step's micro-batches, and how

@@ -58,15 +58,16 @@ namespace {
 
 std::string actionText(const Program &P, size_t S, size_t A) {
   const Action &Act = P.Stages[S].Schedule[A];
-  std::string R = "stages[" + std::to_string(S) + "].schedule[" +
-                  std::to_string(A) + "] (";
+  std::string R =
+      "stages[" + std::to_string(S) + "].schedule[" + std::to_string(A) + "] (";
   if (Act.K == Action::Run)
     R += "run " + P.Stages[S].Fragments[size_t(Act.Frag)].Name;
   else
-    R += std::string(Act.K == Action::Send ? "send buffers[" : "recv buffers[") +
-         std::to_string(Act.Buffer) +
-         (Act.K == Action::Send ? "] to stage " : "] from stage ") +
-         std::to_string(Act.Peer);
+    R +=
+        std::string(Act.K == Action::Send ? "send buffers[" : "recv buffers[") +
+        std::to_string(Act.Buffer) +
+        (Act.K == Action::Send ? "] to stage " : "] from stage ") +
+        std::to_string(Act.Peer);
   if (Act.Microbatch >= 0)
     R += ", micro-batch " + std::to_string(Act.Microbatch);
   return R + ")";
@@ -77,8 +78,7 @@ Status checkStageBuffers(const Program &P, size_t S) {
   const Stage &St = P.Stages[S];
   if (St.Fragments.empty())
     return Status::success();
-  for (int64_t I = St.Fragments.front().Begin; I < St.Fragments.back().End;
-       ++I)
+  for (int64_t I = St.Fragments.front().Begin; I < St.Fragments.back().End; ++I)
     for (const std::vector<int64_t> *Ids :
          {&P.Instructions[size_t(I)].In, &P.Instructions[size_t(I)].Out})
       for (int64_t Id : *Ids)
@@ -196,16 +196,17 @@ Status simulate(const Program &P) {
         continue;
       const size_t Peer = size_t(P.Stages[S].Schedule[A].Peer);
       std::string Blocked =
-          Pos[Peer] == Barrier[Peer] && Pos[Peer] < P.Stages[Peer].Schedule.size()
+          Pos[Peer] == Barrier[Peer] &&
+                  Pos[Peer] < P.Stages[Peer].Schedule.size()
               ? "stage " + std::to_string(Peer) +
                     " waits for every stage to finish its gradients"
           : Pos[Peer] < P.Stages[Peer].Schedule.size()
               ? "stage " + std::to_string(Peer) + " waits at " +
                     actionText(P, Peer, Pos[Peer])
               : "stage " + std::to_string(Peer) + " has finished its schedule";
-      return Status::error("the pipeline schedule deadlocks: " +
-                           actionText(P, S, A) + " never meets its partner (" +
-                           Blocked + ")");
+      return Status::error(
+          "the pipeline schedule deadlocks: " + actionText(P, S, A) +
+          " never meets its partner (" + Blocked + ")");
     }
   }
   return Status::success();
@@ -231,8 +232,8 @@ Status checkPipeline(const Program &P) {
                          "use");
   for (const BufferSpec &B : P.Buffers)
     if (B.StageIndex >= int64_t(P.Stages.size()))
-      return Status::error("a buffer of stage " +
-                           std::to_string(B.StageIndex) + " in a program of " +
+      return Status::error("a buffer of stage " + std::to_string(B.StageIndex) +
+                           " in a program of " +
                            std::to_string(P.Stages.size()) + " stages");
   const BufferSpec &Loss = P.Buffers[size_t(P.Loss)];
   if (Loss.StageIndex + 1 != int64_t(P.Stages.size()))

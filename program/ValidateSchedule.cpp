@@ -40,10 +40,11 @@ std::string actionName(const Stage &S, size_t A) {
   const Action &Act = S.Schedule[A];
   std::string R = "schedule[" + std::to_string(A) + "] (";
   if (Act.isTransfer())
-    R += std::string(Act.K == Action::Send ? "send buffers[" : "recv buffers[") +
-         std::to_string(Act.Buffer) +
-         (Act.K == Action::Send ? "] to stage " : "] from stage ") +
-         std::to_string(Act.Peer);
+    R +=
+        std::string(Act.K == Action::Send ? "send buffers[" : "recv buffers[") +
+        std::to_string(Act.Buffer) +
+        (Act.K == Action::Send ? "] to stage " : "] from stage ") +
+        std::to_string(Act.Peer);
   else if (Act.Frag >= 0 && Act.Frag < int64_t(S.Fragments.size()))
     R += S.Fragments[size_t(Act.Frag)].Name;
   else
@@ -153,9 +154,10 @@ Status checkTransfer(const Program &P, const Stage &S, size_t A) {
   int64_t Run = attachedRun(S, A);
   if (Run < 0 || S.Schedule[size_t(Run)].Microbatch != Act.Microbatch)
     return Status::error(
-        Name + (Act.K == Action::Recv
-                    ? " is not followed by a run of the same micro-batch"
-                    : " does not follow a run of the same micro-batch") +
+        Name +
+        (Act.K == Action::Recv
+             ? " is not followed by a run of the same micro-batch"
+             : " does not follow a run of the same micro-batch") +
         " (a transfer belongs to the run beside it)");
   return Status::success();
 }
@@ -234,10 +236,10 @@ Status checkSchedule(const Program &P) {
     } else if (Act.Frag == Bwd) {
       int64_t &At = BwdAt[size_t(Act.Microbatch)];
       if (FwdAt[size_t(Act.Microbatch)] < 0 || At >= 0)
-        return Status::error(Name + (At >= 0 ? " repeats schedule[" +
-                                                   std::to_string(At) + "]"
-                                             : " does not follow its "
-                                               "micro-batch's forward"));
+        return Status::error(
+            Name + (At >= 0 ? " repeats schedule[" + std::to_string(At) + "]"
+                            : " does not follow its "
+                              "micro-batch's forward"));
       At = int64_t(A);
       ++Backwards;
     } else {

@@ -505,9 +505,9 @@ Status saveGradients(const Executor &E, const std::string &Dir) {
     // Gathered from a host copy, over the host queue. Ranks of other
     // pipeline stages send zeros, not used.
     Expected<std::vector<char>> Copy =
-        E.holds(I, BufferKind::Grad) ? E.stateBytes(I, BufferKind::Grad)
-                       : Expected<std::vector<char>>(
-                             std::vector<char>(Local * Elem, 0));
+        E.holds(I, BufferKind::Grad)
+            ? E.stateBytes(I, BufferKind::Grad)
+            : Expected<std::vector<char>>(std::vector<char>(Local * Elem, 0));
     if (!Copy.ok())
       return Copy.status();
     const void *Grad = Copy->data();

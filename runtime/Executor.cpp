@@ -56,8 +56,7 @@ Executor::create(Program P, std::unique_ptr<Backend> B, Communicator *Comm) {
   // pipeline axis.
   if (!P.Devices.Pipeline.empty()) {
     const Mesh &M = P.Devices;
-    const int64_t S =
-        M.coords(Comm->rank())[size_t(M.axisIndex(M.Pipeline))];
+    const int64_t S = M.coords(Comm->rank())[size_t(M.axisIndex(M.Pipeline))];
     P = stageView(P, size_t(S));
   }
   if (!B)
@@ -282,10 +281,9 @@ Status Executor::bind() {
         std::vector<TensorRef> &Refs = Out ? Bound[K].Out : Bound[K].In;
         for (size_t Pos = 0; Pos < Ids.size(); ++Pos)
           if (PerMicrobatch[size_t(Ids[Pos])])
-            SlotUses.push_back(
-                {K, Pos, Out,
-                 static_cast<char *>(Refs[Pos].Data) -
-                     static_cast<char *>(Arena)});
+            SlotUses.push_back({K, Pos, Out,
+                                static_cast<char *>(Refs[Pos].Data) -
+                                    static_cast<char *>(Arena)});
       }
   std::vector<BoundInstruction> Kernels;
   for (const BoundInstruction &BI : Bound)
@@ -323,14 +321,15 @@ Status Executor::initParams(uint64_t Seed) {
          {BufferKind::Grad, BufferKind::AdamM, BufferKind::AdamV})
       if (StateOwned[P])
         WEFT_RETURN_IF_ERROR(
-          Q->fillZero(state(P, K), size_t(stateSpec(P, K).numel()) * Elem));
+            Q->fillZero(state(P, K), size_t(stateSpec(P, K).numel()) * Elem));
   }
   return Q->synchronize();
 }
 
 Status Executor::readState(size_t P, BufferKind K, void *Host) const {
   if (!holds(P, K))
-    return Status::error("param '" + Prog.Params[P].Name + "' is held by "
+    return Status::error("param '" + Prog.Params[P].Name +
+                         "' is held by "
                          "another pipeline stage");
   const size_t Bytes = size_t(stateSpec(P, K).bytes());
   WEFT_RETURN_IF_ERROR(Q->copyToHost(Host, state(P, K), Bytes));
@@ -339,7 +338,8 @@ Status Executor::readState(size_t P, BufferKind K, void *Host) const {
 
 Status Executor::writeState(size_t P, BufferKind K, const void *Host) {
   if (!holds(P, K))
-    return Status::error("param '" + Prog.Params[P].Name + "' is held by "
+    return Status::error("param '" + Prog.Params[P].Name +
+                         "' is held by "
                          "another pipeline stage");
   const size_t Bytes = size_t(stateSpec(P, K).bytes());
   WEFT_RETURN_IF_ERROR(Q->copyToDevice(state(P, K), Host, Bytes));
@@ -489,8 +489,8 @@ Status Executor::runTransfers(size_t A, size_t End, size_t &Next,
   if (S.ok())
     S = Comm->wait(TransferRequest, *Q);
   for (size_t I = 0; I < Staged.size() && S.ok(); ++I)
-    S = Q->copyOnDevice(Staged[I].To, static_cast<char *>(Staging) +
-                                          Staged[I].Offset,
+    S = Q->copyOnDevice(Staged[I].To,
+                        static_cast<char *>(Staging) + Staged[I].Offset,
                         Staged[I].Bytes);
   if (Timing) {
     Sp.StartNs = T0;
@@ -627,7 +627,8 @@ double Executor::gradElement(size_t P, int64_t I) const {
 
 Status Executor::setParamElement(size_t P, int64_t I, double V) {
   if (!Owned[P])
-    return Status::error("param '" + Prog.Params[P].Name + "' is held by "
+    return Status::error("param '" + Prog.Params[P].Name +
+                         "' is held by "
                          "another pipeline stage");
   const size_t E = dtypeBytes(Prog.Type);
   double D = V;

@@ -257,7 +257,7 @@ private:
     size_t Offset, Bytes;
   };
   std::vector<StagedRecv> Staged;
-  int64_t Ctx0Step = 0;              // the step runActions runs
+  int64_t Ctx0Step = 0;       // the step runActions runs
   size_t OptimizerAction = 0; // the schedule's optimizer action
   size_t UpdateBegin = 0;     // its first action (receives before it)
   double StepLoss = 0;
