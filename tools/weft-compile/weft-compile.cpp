@@ -187,10 +187,21 @@ std::string applyPlan() {
     if (!integer(key))
       return "plan layout is missing integer field '" + std::string(key) + "'";
   int64_t dp = *integer("dp"), tp = *integer("tp"), pp = *integer("pp");
-  if (pp > 1)
-    return "the plan uses pp=" + std::to_string(pp) +
-           ": pipeline stages are not implemented in weft-compile yet "
-           "(plan with --fix pp=1)";
+  // Pipeline rows run as planned under 1F1B; interleaving is not built.
+  if (pp > 1) {
+    std::optional<StringRef> schedule = row->getString("schedule");
+    std::optional<int64_t> virtualStages = row->getInteger("virtual_stages");
+    if (!schedule || *schedule != "1f1b" ||
+        (virtualStages && *virtualStages > 1))
+      return "the plan uses pp=" + std::to_string(pp) + " with schedule " +
+             (schedule ? schedule->str() : std::string("(none)")) +
+             (virtualStages ? " (virtual_stages " +
+                                  std::to_string(*virtualStages) + ")"
+                            : std::string()) +
+             ": weft-compile builds gpipe and 1f1b pipelines, not interleaved "
+             "ones yet (plan with --fix schedule=1f1b)";
+    pipelineScheduleArg = "1f1b";
+  }
   if (auto r = row->getString("recompute"); r && *r != "none")
     return "the plan uses recompute=" + r->str() +
            ": activation recomputation is not implemented in weft-compile "
@@ -202,8 +213,10 @@ std::string applyPlan() {
     if (auto seq = root->getInteger("seq"))
       seqArg = *seq;
   std::string mesh;
+  if (pp > 1)
+    mesh = "pp=" + std::to_string(pp); // outermost, as the planner places it
   if (dp > 1)
-    mesh = "dp=" + std::to_string(dp);
+    mesh += (mesh.empty() ? "" : ",") + std::string("dp=") + std::to_string(dp);
   if (tp > 1)
     mesh += (mesh.empty() ? "" : ",") + std::string("tp=") + std::to_string(tp);
   meshArg = mesh;
