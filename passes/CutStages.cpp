@@ -58,8 +58,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
           << fns.size();
       return signalPassFailure();
     }
-    PipelineScheduleKind kind;
-    weft::Status parsed = parsePipelineSchedule(schedule, kind);
+    PipelineSchedule parsedSchedule;
+    weft::Status parsed = parsePipelineSchedule(schedule, parsedSchedule);
     if (!parsed.ok()) {
       module.emitError(parsed.message());
       return signalPassFailure();

@@ -746,9 +746,17 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
     weft::Expected<weft::Program> loaded =
         weft::parseProgramJson(payload, version);
     if (!loaded.ok()) {
-      fns.front().emitError("the program fails the format's checks "
-                            "(a compiler bug; please report it): ")
-          << loaded.status().message();
+      // A hand-written pipeline schedule is the user's to fix.
+      auto schedule = fns.front()->getAttrOfType<StringAttr>(
+          weft::attrname::kPipelineSchedule);
+      if (schedule && schedule.getValue().starts_with("custom:"))
+        fns.front().emitError("the hand-written pipeline schedule is "
+                              "refused: ")
+            << loaded.status().message();
+      else
+        fns.front().emitError("the program fails the format's checks "
+                              "(a compiler bug; please report it): ")
+            << loaded.status().message();
       return signalPassFailure();
     }
 
@@ -795,7 +803,7 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
         fns.front()->getAttrOfType<StringAttr>(weft::attrname::kPipelineAxis);
     auto scheduleName = fns.front()->getAttrOfType<StringAttr>(
         weft::attrname::kPipelineSchedule);
-    weft::PipelineScheduleKind kind;
+    weft::PipelineSchedule kind;
     if (!axis || !scheduleName ||
         !weft::parsePipelineSchedule(scheduleName.str(), kind).ok())
       return fns.front().emitError("a pipeline stage needs "

@@ -252,7 +252,7 @@ void printMemory(const Memory &m, int64_t slots, llvm::raw_ostream &os,
 // a forward after the previous stage's, a backward after the next stage's.
 // Returns per stage a row: '.' idle, a forward of micro-batch k its digit
 // (k mod 10), a backward its letter ('a' + k mod 26), twice.
-std::vector<std::string> timeline(PipelineScheduleKind kind, int64_t n,
+std::vector<std::string> timeline(const PipelineSchedule &kind, int64_t n,
                                   int64_t m) {
   std::vector<std::vector<PipelineRun>> orders;
   for (int64_t s = 0; s < n; ++s)
@@ -298,7 +298,7 @@ void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
   int64_t m = 1;
   if (auto a = first->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
     m = a.getInt();
-  PipelineScheduleKind kind = PipelineScheduleKind::OneFOneB;
+  PipelineSchedule kind;
   if (auto name =
           first->getAttrOfType<StringAttr>(weft::attrname::kPipelineSchedule))
     (void)parsePipelineSchedule(name.str(), kind);
@@ -309,7 +309,7 @@ void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
   const double bubble = width ? 1.0 - double(3 * m) / double(width) : 0.0;
   os << "pipeline: " << n << " stages over mesh axis '"
      << (axis ? axis.getValue() : "") << "', schedule "
-     << pipelineScheduleName(kind) << ", " << m << " micro-batches\n";
+     << pipelineScheduleName(kind.Kind) << ", " << m << " micro-batches\n";
   os << llvm::format("  bubble %.1f%% of each stage's step (ideal stages, a "
                      "backward twice a forward; (N-1)/(M+N-1) = %.1f%%)\n",
                      100 * bubble, 100 * pipelineBubble(n, m));

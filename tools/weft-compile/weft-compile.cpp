@@ -61,7 +61,9 @@ static cl::opt<std::string> zero3GatherArg(
     cl::init("step"));
 static cl::opt<std::string> pipelineScheduleArg(
     cl::cat(compileCategory), "pipeline-schedule",
-    cl::desc("with a pp axis in --mesh: gpipe or 1f1b (the default)"),
+    cl::desc("with a pp axis in --mesh: gpipe, 1f1b (the default), or a "
+             "JSON file of each stage's runs, {\"stages\": [[\"F0\", "
+             "\"B0\", ...], ...]}"),
     cl::init("1f1b"));
 static cl::opt<std::string> stagesArg(
     cl::cat(compileCategory), "stages",
@@ -348,13 +350,29 @@ int main(int argc, char **argv) {
   // bf16: the model is built in f32 (its master weights) and
   // weft-mixed-precision makes its activations bf16.
   options.computeDtype = dtypeArg == "bf16" ? "bf16" : "f32";
-  weft::PipelineScheduleKind scheduleKind;
-  if (weft::Status s =
-          weft::parsePipelineSchedule(pipelineScheduleArg, scheduleKind);
-      !s.ok())
-    return fail("--pipeline-schedule: " + s.message());
-  options.pipeline =
-      weft::pipelineOptions(meshArg, stagesArg, pipelineScheduleArg);
+  // A hand-written schedule travels to the passes in its compact form.
+  std::string scheduleSpec = pipelineScheduleArg;
+  options.pipeline = weft::pipelineOptions(meshArg, stagesArg, scheduleSpec);
+  if (StringRef(scheduleSpec).ends_with(".json")) {
+    auto text = llvm::MemoryBuffer::getFile(scheduleSpec);
+    if (!text)
+      return fail("cannot read --pipeline-schedule '" + scheduleSpec +
+                  "': " + text.getError().message());
+    weft::PipelineSchedule custom;
+    if (weft::Status s = weft::parsePipelineScheduleJson(
+            (*text)->getBuffer().str(), options.pipeline.stages,
+            microbatchesArg, custom);
+        !s.ok())
+      return fail("--pipeline-schedule '" + scheduleSpec + "': " + s.message());
+    scheduleSpec = "custom:" + weft::pipelineOrdersText(custom);
+  } else if (weft::PipelineSchedule parsed; !weft::parsePipelineSchedule(
+                                                  scheduleSpec, parsed)
+                                                  .ok() ||
+             parsed.Kind == weft::PipelineScheduleKind::Custom) {
+    return fail("--pipeline-schedule: unknown pipeline schedule '" +
+                scheduleSpec + "' (expected gpipe, 1f1b or a .json file)");
+  }
+  options.pipeline.schedule = scheduleSpec;
   if (options.pipeline.stages > 1) {
     options.layout.pipelineAxis = "pp";
   } else if (!stagesArg.empty()) {
