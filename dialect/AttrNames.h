@@ -47,6 +47,8 @@ inline constexpr llvm::StringLiteral kNumStages = "weft.num_stages";
 inline constexpr llvm::StringLiteral kPipelineAxis = "weft.pipeline_axis";
 inline constexpr llvm::StringLiteral kPipelineSchedule =
     "weft.pipeline_schedule";
+/// On a stage's function: the model layers it holds, as "0-8".
+inline constexpr llvm::StringLiteral kStageLayers = "weft.stage_layers";
 
 // Shardings (#weft.sharding), by weft-apply-layout and weft-propagate-sharding.
 /// On a param or a function argument: how its value is laid out.

@@ -183,7 +183,8 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
                     << value;
     return success();
   }
-  if (name == an::kPipelineAxis || name == an::kPipelineSchedule)
+  if (name == an::kPipelineAxis || name == an::kPipelineSchedule ||
+      name == an::kStageLayers)
     return isa<func::FuncOp>(op) && isa<StringAttr>(value)
                ? success()
                : LogicalResult(fail()

@@ -19,6 +19,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/BitVector.h"
 
+#include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -83,6 +85,17 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       clone->setAttr(an::kNumStages, b.getI64IntegerAttr(stages));
       clone->setAttr(an::kPipelineAxis, b.getStringAttr(axis));
       clone->setAttr(an::kPipelineSchedule, b.getStringAttr(schedule));
+      int64_t first = -1, last = -1;
+      for (int64_t l = 0; l < int64_t(layerStage.size()); ++l)
+        if (layerStage[l] == s) {
+          first = first < 0 ? l : first;
+          last = l;
+        }
+      clone->setAttr(an::kStageLayers,
+                     b.getStringAttr(first == last ? Twine(first).str()
+                                                   : (Twine(first) + "-" +
+                                                      Twine(last))
+                                                         .str()));
       if (failed(cut(clone, s, crossings)))
         return signalPassFailure();
     }
@@ -136,10 +149,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
         return fn.emitError("cannot cut ")
                << numLayers << " layers into " << int64_t(stages)
                << " pipeline stages (each needs a layer)";
-      for (int64_t s = 0; s < stages; ++s)
-        for (int64_t l = s * numLayers / stages;
-             l < (s + 1) * numLayers / stages; ++l)
-          layerStage[l] = s;
+      balanceLayers(numLayers);
       return success();
     }
     // "a-b,c-d": consecutive ranges covering every layer once.
@@ -169,6 +179,86 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       return fn.emitError("--stages '") << boundaries << "' covers layers 0-"
                                         << next - 1 << " of " << numLayers;
     return success();
+  }
+
+  // The forward FLOPs of each layer (index 0: the embeddings, L + 1: the
+  // final norm, head and loss): matmuls and attention, each op counted in
+  // the latest layer among its operands'. The backward costs about twice
+  // the forward in every layer alike, so the forward decides the balance.
+  std::vector<double> layerFlops(int64_t numLayers) {
+    std::vector<double> flops(numLayers + 2, 0.0);
+    DenseMap<Value, int64_t> layerOf;
+    auto elems = [](Value v) {
+      return double(cast<RankedTensorType>(v.getType()).getNumElements());
+    };
+    for (size_t i = 0; i < ops.size(); ++i) {
+      Operation *op = ops[i];
+      if (phase[i] != kForward && !isa<ParamOp>(op))
+        continue;
+      int64_t layer = -1;
+      if (auto p = dyn_cast<ParamOp>(op))
+        layer = p->getAttrOfType<IntegerAttr>(an::kLayer).getInt();
+      for (Value v : op->getOperands())
+        layer = std::max(layer, layerOf.lookup(v));
+      for (Value r : op->getResults())
+        layerOf[r] = layer;
+      double f = 0;
+      if (auto mm = dyn_cast<MatmulOp>(op)) {
+        auto a = cast<RankedTensorType>(mm.getA().getType());
+        double last = double(a.getShape().back());
+        double k = mm.getTransposeA() ? elems(mm.getA()) / last : last;
+        f = 2 * elems(mm.getResult()) * k;
+      } else if (auto at = dyn_cast<AttentionOp>(op)) {
+        // QK^T and AV over [B, S, H*hd] queries: 4 B S^2 H hd.
+        auto q = cast<RankedTensorType>(at->getOperand(0).getType());
+        f = 4 * elems(at->getOperand(0)) * double(q.getShape()[1]);
+      }
+      flops[std::clamp<int64_t>(layer, -1, numLayers) + 1] += f;
+    }
+    return flops;
+  }
+
+  // Contiguous runs of layers, one per stage, with the least costly stage
+  // as costly as possible to make even: the first stage also carries the
+  // embeddings, the last the head and loss (GPT-2's head costs ~5 of its
+  // layers). Ties keep the layer counts even.
+  void balanceLayers(int64_t numLayers) {
+    std::vector<double> flops = layerFlops(numLayers);
+    const int64_t n = stages, l = numLayers;
+    std::vector<double> prefix(l + 1, 0.0);
+    for (int64_t i = 0; i < l; ++i)
+      prefix[i + 1] = prefix[i] + flops[i + 1];
+    auto cost = [&](int64_t s, int64_t from, int64_t to) {
+      return prefix[to] - prefix[from] + (s == 0 ? flops[0] : 0) +
+             (s == n - 1 ? flops[l + 1] : 0);
+    };
+    // best[s][j]: the least largest stage cost cutting layers [0, j) into
+    // stages [0, s]; cut[s][j]: where stage s starts.
+    const double inf = std::numeric_limits<double>::infinity();
+    std::vector<std::vector<double>> best(n, std::vector<double>(l + 1, inf));
+    std::vector<std::vector<int64_t>> cut(n, std::vector<int64_t>(l + 1, 0));
+    for (int64_t j = 1; j <= l; ++j)
+      best[0][j] = cost(0, 0, j);
+    for (int64_t s = 1; s < n; ++s)
+      for (int64_t j = s + 1; j <= l; ++j)
+        for (int64_t i = s; i < j; ++i) {
+          double c = std::max(best[s - 1][i], cost(s, i, j));
+          // Within 0.1%: prefer the cut nearest an even split.
+          double even = double(s * l) / double(n);
+          if (c < best[s][j] * (1 - 1e-3) ||
+              (c <= best[s][j] * (1 + 1e-3) &&
+               std::abs(double(i) - even) <
+                   std::abs(double(cut[s][j]) - even))) {
+            best[s][j] = c;
+            cut[s][j] = i;
+          }
+        }
+    for (int64_t s = n - 1, j = l; s >= 0; --s) {
+      int64_t from = s ? cut[s][j] : 0;
+      for (int64_t i = from; i < j; ++i)
+        layerStage[i] = s;
+      j = from;
+    }
   }
 
   int64_t stageOfLayer(int64_t layer) const {

@@ -321,7 +321,14 @@ void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
          << "|\n";
   }
   for (int64_t s = 0; s < n; ++s) {
-    os << "stage " << s << ":\n";
+    os << "stage " << s;
+    if (auto layers =
+            stages[s]->getAttrOfType<StringAttr>(weft::attrname::kStageLayers))
+      os << (layers.getValue().contains('-') ? " (layers " : " (layer ")
+         << layers.getValue()
+         << (s == 0 ? ", the embeddings" : "")
+         << (s == n - 1 ? ", the head and loss" : "") << ")";
+    os << ":\n";
     printCollectives(stages[s], os, "  ");
     printMemory(memoryOf(stages[s]), pipelineSlots(kind, s, n, m), os, "  ");
   }

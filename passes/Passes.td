@@ -93,9 +93,10 @@ def WeftCutStages : Pass<"weft-cut-stages", "mlir::ModuleOp"> {
     functions, one per pipeline stage along mesh axis `axis`, joined by
     `weft.send` and `weft.recv` (docs/design.md, "Pipeline stages").
 
-    Each `weft.param` belongs to the stage of its `weft.layer` (layers cut
-    evenly, or as `boundaries` says: "0-5,6-11"; the embeddings go first,
-    the final norm and head last). Every other op follows by dataflow: a
+    Each `weft.param` belongs to the stage of its `weft.layer`: layers are
+    cut into contiguous runs that balance the stages' forward FLOPs
+    (matmuls and attention; the embeddings count on the first stage, the
+    head and loss on the last), or as `boundaries` says ("0-5,6-11"). Every other op follows by dataflow: a
     forward op runs on the latest stage among its operands; a backward op on
     a stage that holds its forward operands (the latest not past its
     gradient operands); gradient stores and AdamW on their parameter's stage.
@@ -113,7 +114,7 @@ def WeftCutStages : Pass<"weft-cut-stages", "mlir::ModuleOp"> {
     Option<"axis", "axis", "std::string", "\"pp\"",
            "the mesh axis of the stages">,
     Option<"boundaries", "boundaries", "std::string", "\"\"",
-           "layers per stage, as 0-5,6-11 (empty: even)">,
+           "layers per stage, as 0-5,6-11 (empty: balanced by FLOPs)">,
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
            "gpipe or 1f1b (program/PipelineSchedule.h)">,
   ];

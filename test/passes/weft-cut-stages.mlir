@@ -1,7 +1,7 @@
-// RUN: weft-opt %s -split-input-file -weft-cut-stages="stages=2" -verify-diagnostics | FileCheck %s
-// RUN: weft-opt %s -split-input-file -weft-cut-stages="stages=2 boundaries=0-1,2" -verify-diagnostics | FileCheck %s --check-prefix=UNEVEN
+// RUN: weft-opt %s -split-input-file -weft-cut-stages="stages=2 boundaries=0,1-2" -verify-diagnostics | FileCheck %s
+// RUN: weft-opt %s -split-input-file -weft-cut-stages="stages=2" -verify-diagnostics | FileCheck %s --check-prefix=BALANCED
 
-// Three layers on two stages (even cuts: layer 0, then 1-2). Each weft.param's stage is its layer's: the
+// Three layers on two stages, cut as --stages 0,1-2 says: layer 0, then 1-2. Each weft.param's stage is its layer's: the
 // embedding (layer -1) on the first, the head (layer 3) on the last. The
 // ops follow by dataflow; each stage keeps the ops of its layers in their
 // order, sends what the other stage reads at the end of the fragment that
@@ -36,13 +36,17 @@
 // CHECK-NEXT:  weft.send %[[DH0S]] {peer = 0 : i64, weft.fragment = "backward"}
 // CHECK-NEXT:  return %{{.*}} : tensor<f32>
 //
-// Stages of layers 0-1 and 2 (--stages 0-1,2): layer 1 joins the first.
-// UNEVEN-LABEL: func.func @step_stage0
-// UNEVEN:       weft.param "h.1.w"
-// UNEVEN:       weft.send
-// UNEVEN-LABEL: func.func @step_stage1
-// UNEVEN-NOT:   weft.param "h.1.w"
-// UNEVEN:       weft.param "h.2.w"
+// By default the cut balances the stages' forward FLOPs. The head's matmul
+// (16 x 8) costs two layers' (8 x 8), so layer 1 joins the first stage:
+// 2 + 2 layers' worth against 1 + 2 (0,1-2 would be 1 against 4).
+// BALANCED-LABEL: func.func @step_stage0
+// BALANCED-SAME:  weft.stage_layers = "0-1"
+// BALANCED:       weft.param "h.1.w"
+// BALANCED:       weft.send
+// BALANCED-LABEL: func.func @step_stage1
+// BALANCED-SAME:  weft.stage_layers = "2"
+// BALANCED-NOT:   weft.param "h.1.w"
+// BALANCED:       weft.param "h.2.w"
 weft.mesh @mesh {axes = ["pp"], shape = array<i64: 2>}
 func.func @step(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> attributes {weft.mesh = @mesh} {
   %e = weft.param "embed" {init = "zeros", weft.layer = -1 : i64} : tensor<16x8xf32>
