@@ -198,8 +198,10 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       int64_t layer = -1;
       if (auto p = dyn_cast<ParamOp>(op))
         layer = p->getAttrOfType<IntegerAttr>(an::kLayer).getInt();
-      for (Value v : op->getOperands())
-        layer = std::max(layer, layerOf.lookup(v));
+      for (Value v : op->getOperands()) {
+        auto it = layerOf.find(v); // inputs belong to no layer
+        layer = std::max(layer, it == layerOf.end() ? -1 : it->second);
+      }
       for (Value r : op->getResults())
         layerOf[r] = layer;
       double f = 0;

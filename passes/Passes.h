@@ -35,6 +35,8 @@ struct TrainingPipelineOptions {
   /// Activations' compute dtype: f32, or bf16 over f32 master weights
   /// (weft-mixed-precision).
   std::string computeDtype = "f32";
+  /// Activation recomputation (weft-recompute): none, selective or full.
+  std::string recompute = "none";
   /// Pipeline stages (weft-cut-stages): its options; stages > 1 cuts them
   /// along mesh axis `axis`.
   WeftCutStagesOptions pipeline;

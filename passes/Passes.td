@@ -231,6 +231,33 @@ def WeftMixedPrecision : Pass<"weft-mixed-precision", "mlir::func::FuncOp"> {
   let dependentDialects = ["::weft::WeftDialect"];
 }
 
+def WeftRecompute : Pass<"weft-recompute", "mlir::func::FuncOp"> {
+  let summary = "Recomputes activations in the backward instead of keeping them";
+  let description = [{
+    Runs after weft-autodiff on a builtin model (its params carry
+    `weft.layer`). Each forward op belongs to the latest layer among its
+    operands'. With `mode=full`, every value a layer computes and its
+    backward reads is recomputed right before the first backward op that
+    reads one: the layer's forward ops that lead to it are cloned there, from
+    the layer's input, and the backward reads the clones. What a later layer
+    reads (the layer's output, the next layer's input) is kept, as are the
+    embeddings and the head. `mode=selective` recomputes only the attention
+    core (Korthikanti et al. 2022): its output. The clones compute exactly
+    what the forward did, so gradients are bit-identical; the memory plan
+    then frees the forward's values at their last forward use.
+
+    ```mlir
+    // forward                       // backward, before (none) / after (full)
+    %h = weft.matmul %x, %w          %dh = ... %h ...   |  %h2 = weft.matmul %x, %w
+    %y = weft.gelu %h                                   |  %dh = ... %h2 ...
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"none\"",
+           "none, selective (the attention core) or full (every layer)">,
+  ];
+}
+
 def WeftAutodiff : Pass<"weft-autodiff", "mlir::func::FuncOp"> {
   let summary = "Appends the backward pass: every parameter's loss gradient";
   let description = [{

@@ -23,6 +23,9 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
         createWeftMixedPrecision(WeftMixedPrecisionOptions{o.computeDtype}));
   if (name == "autodiff")
     pm.addNestedPass<func::FuncOp>(createWeftAutodiff());
+  if (name == "autodiff" && o.recompute != "none")
+    pm.addNestedPass<func::FuncOp>(
+        createWeftRecompute(WeftRecomputeOptions{o.recompute}));
   if (name == "optimizer")
     pm.addNestedPass<func::FuncOp>(createWeftInsertAdamW(o.optimizer));
   if (name == "propagate" && sharded)
@@ -102,6 +105,7 @@ struct PipelineFlags : public PassPipelineOptions<PipelineFlags> {
                                   llvm::cl::init("step")};
   Option<std::string> dtype{*this, "dtype", llvm::cl::init("f32")};
   Option<std::string> stages{*this, "stages", llvm::cl::init("")};
+  Option<std::string> recompute{*this, "recompute", llvm::cl::init("none")};
   Option<std::string> pipelineSchedule{*this, "pipeline-schedule",
                                        llvm::cl::init("1f1b")};
   Option<std::string> output{*this, "output", llvm::cl::init("")};
@@ -135,6 +139,7 @@ void weft::registerWeftPassesAndPipelines() {
         o.gatherParamsOnce = f.zero3Gather != "microbatch";
         // weft-mixed-precision refuses anything but f32 and bf16.
         o.computeDtype = f.dtype;
+        o.recompute = f.recompute;
         // The mesh's pp axis, if any, holds the stages.
         o.pipeline = pipelineOptions(f.mesh, f.stages, f.pipelineSchedule);
         o.layout.pipelineAxis = o.pipeline.stages > 1 ? "pp" : "";

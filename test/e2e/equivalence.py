@@ -25,7 +25,8 @@ micro-batches: gradient accumulation changes the order of sums, not the
 model.
 
 With LAYOUTS=pipeline, the meshes are pipeline layouts (PIPELINES: pp alone
-and beside dp, tp, sequence parallelism and ZeRO 1-3, GPipe and 1F1B;
+and beside dp, tp, sequence parallelism and ZeRO 1-3, GPipe and 1F1B, with
+activation recomputation;
 LAYOUTS=pipeline4: four and three uneven stages); each is compiled with --microbatches MICROBATCHES (at least
 the stage count) and checked the same way; rank 0 runs stage 0, whose
 bytes (collectives, and transfers to other stages as send/pp) are checked
@@ -81,6 +82,9 @@ PIPELINES = [
     (4, ["--mesh", "pp=2,dp=2", "--zero", "2"]),
     (4, ["--mesh", "pp=2,dp=2", "--zero", "3"]),
     (4, ["--mesh", "dp=2,pp=2"]),
+    (4, ["--mesh", "pp=2,dp=2", "--recompute", "full"]),
+    (4, ["--mesh", "pp=2,tp=2", "--layout", "megatron", "--sequence-parallel",
+         "--recompute", "selective"]),
 ]
 # Four stages, the middle one uneven: for models of four layers.
 PIPELINES4 = [

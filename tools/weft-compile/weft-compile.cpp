@@ -70,6 +70,11 @@ static cl::opt<std::string> stagesArg(
     cl::desc("with a pp axis in --mesh: the layers of each pipeline stage, "
              "as 0-5,6-11 (default: even)"),
     cl::init(""));
+static cl::opt<std::string> recomputeArg(
+    cl::cat(compileCategory), "recompute",
+    cl::desc("none, selective (recompute the attention core in the "
+             "backward) or full (each layer's activations from its input)"),
+    cl::init("none"));
 static cl::opt<int64_t> seqArg(cl::cat(compileCategory), "seq",
                                cl::desc("tokens per sequence"), cl::init(64));
 static cl::opt<std::string> dtypeArg(
@@ -350,6 +355,11 @@ int main(int argc, char **argv) {
   // bf16: the model is built in f32 (its master weights) and
   // weft-mixed-precision makes its activations bf16.
   options.computeDtype = dtypeArg == "bf16" ? "bf16" : "f32";
+  if (recomputeArg != "none" && recomputeArg != "selective" &&
+      recomputeArg != "full")
+    return fail("--recompute must be none, selective or full, got '" +
+                recomputeArg + "'");
+  options.recompute = recomputeArg;
   // A hand-written schedule travels to the passes in its compact form.
   std::string scheduleSpec = pipelineScheduleArg;
   options.pipeline = weft::pipelineOptions(meshArg, stagesArg, scheduleSpec);
