@@ -164,14 +164,17 @@ std::string dumpProgram(const Program &P) {
     if (P.Stages.size() > 1)
       OS << "stage " << S << ": " << End - Begin << " instructions, slots "
          << St.Slots << "\n";
+    // A stage's instructions are numbered from 0, as messages number them.
     for (int64_t I = Begin; I < End; ++I) {
       const Instruction &In = P.Instructions[size_t(I)];
       for (const Fragment &F : St.Fragments)
         if (F.Begin == I)
-          OS << "  -- fragment " << F.Name << " [" << F.Begin << ", " << F.End
-             << ")" << (F.PerMicrobatch ? ", per micro-batch" : "") << "\n";
+          OS << "  -- fragment " << F.Name << " [" << F.Begin - Begin << ", "
+             << F.End - Begin << ")"
+             << (F.PerMicrobatch ? ", per micro-batch" : "") << "\n";
       char Idx[32];
-      std::snprintf(Idx, sizeof(Idx), "%4lld", static_cast<long long>(I));
+      std::snprintf(Idx, sizeof(Idx), "%4lld",
+                    static_cast<long long>(I - Begin));
       OS << Idx << "  " << instructionName(In) << "  in=" << idList(In.In)
          << " out=" << idList(In.Out) << attrString(In) << "  : "
          << shapes(P, In.In, " x ") << " -> " << shapes(P, In.Out, ", ")
@@ -180,8 +183,8 @@ std::string dumpProgram(const Program &P) {
     // Empty fragments at the end of the stage.
     for (const Fragment &F : St.Fragments)
       if (F.Begin == F.End && F.Begin == End)
-        OS << "  -- fragment " << F.Name << " [" << F.Begin << ", " << F.End
-           << ")\n";
+        OS << "  -- fragment " << F.Name << " [" << F.Begin - Begin << ", "
+           << F.End - Begin << ")\n";
     OS << "schedule:";
     for (const Action &A : St.Schedule) {
       if (A.isTransfer())
