@@ -567,7 +567,9 @@ Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,
 Status Executor::sumLosses() {
   WEFT_RETURN_IF_ERROR(Q->synchronize());
   StepLoss = 0;
-  const DType T = Prog.Buffers[size_t(Prog.Loss)].Type;
+  // A pipeline stage before the last computes no loss.
+  const DType T =
+      Prog.Loss >= 0 ? Prog.Buffers[size_t(Prog.Loss)].Type : Prog.Type;
   for (size_t K = 0; K < LossCopies; ++K)
     StepLoss +=
         T == DType::F64
