@@ -71,6 +71,15 @@ struct AccumulateGradients
       firstUpdate = body.getTerminator();
     auto optimizer = b.getStringAttr("optimizer");
 
+    // ZeRO-1 stores a gradient partial over dp, which only a reduction
+    // over exactly those axes may read (docs/program-format.md): a
+    // reduction over other axes (tp, for a sequence-parallel norm weight)
+    // stays per micro-batch.
+    llvm::StringMap<SmallVector<StringRef>> partialAxes;
+    for (Operation &op : body)
+      if (auto p = dyn_cast<ParamOp>(op))
+        if (auto s = p->getAttrOfType<ShardingAttr>(an::kGradStorageSharding))
+          partialAxes[p.getName()] = s.partialAxes();
     for (ParamGradOp store : stores) {
       auto type = cast<RankedTensorType>(store.getGrad().getType());
       // Cleared once per step, before the first micro-batch.
@@ -85,6 +94,12 @@ struct AccumulateGradients
       store.setAccumulate(true);
       auto reduce = store.getGrad().getDefiningOp<AllReduceOp>();
       if (!reduce || !reduce->hasOneUse())
+        continue;
+      SmallVector<StringRef> partial = partialAxes.lookup(store.getName());
+      SmallVector<StringRef> axes;
+      for (Attribute a : reduce.getAxes())
+        axes.push_back(cast<StringAttr>(a).getValue());
+      if (!partial.empty() && axes != partial)
         continue;
       // Accumulate the partial sum; reduce the total once per step.
       store.getGradMutable().assign(reduce.getX());

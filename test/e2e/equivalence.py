@@ -154,7 +154,10 @@ def main():
         # (the default gathers once per step).
         meshes = [(1, [])] + MESHES + [
             (2, ["--mesh", "dp=2", "--zero", "3", "--zero3-gather",
-                 "microbatch"])]
+                 "microbatch"]),
+            # A norm weight's gradient partial over dp (ZeRO-1) and tp (SP).
+            (4, ["--mesh", "dp=2,tp=2", "--layout", "megatron",
+                 "--sequence-parallel", "--zero", "1"])]
     extra = ["--microbatches", str(micro)] if micro > 1 else []
     check_params = dtype == "f64"
     loss_tol, grad_tol = ((BF16_LOSS_TOL, BF16_GRAD_TOL) if dtype == "bf16"
