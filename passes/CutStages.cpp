@@ -91,11 +91,11 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
           first = first < 0 ? l : first;
           last = l;
         }
-      clone->setAttr(an::kStageLayers,
-                     b.getStringAttr(first == last ? Twine(first).str()
-                                                   : (Twine(first) + "-" +
-                                                      Twine(last))
-                                                         .str()));
+      clone->setAttr(
+          an::kStageLayers,
+          b.getStringAttr(first == last
+                              ? Twine(first).str()
+                              : (Twine(first) + "-" + Twine(last)).str()));
       if (failed(cut(clone, s, crossings)))
         return signalPassFailure();
     }

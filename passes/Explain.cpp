@@ -325,8 +325,7 @@ void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
     if (auto layers =
             stages[s]->getAttrOfType<StringAttr>(weft::attrname::kStageLayers))
       os << (layers.getValue().contains('-') ? " (layers " : " (layer ")
-         << layers.getValue()
-         << (s == 0 ? ", the embeddings" : "")
+         << layers.getValue() << (s == 0 ? ", the embeddings" : "")
          << (s == n - 1 ? ", the head and loss" : "") << ")";
     os << ":\n";
     printCollectives(stages[s], os, "  ");

@@ -202,9 +202,9 @@ std::string applyPlan() {
         (virtualStages && *virtualStages > 1))
       return "the plan uses pp=" + std::to_string(pp) + " with schedule " +
              (schedule ? schedule->str() : std::string("(none)")) +
-             (virtualStages ? " (virtual_stages " +
-                                  std::to_string(*virtualStages) + ")"
-                            : std::string()) +
+             (virtualStages
+                  ? " (virtual_stages " + std::to_string(*virtualStages) + ")"
+                  : std::string()) +
              ": weft-compile builds gpipe and 1f1b pipelines, not interleaved "
              "ones yet (plan with --fix schedule=1f1b)";
     pipelineScheduleArg = "1f1b";
@@ -375,9 +375,8 @@ int main(int argc, char **argv) {
         !s.ok())
       return fail("--pipeline-schedule '" + scheduleSpec + "': " + s.message());
     scheduleSpec = "custom:" + weft::pipelineOrdersText(custom);
-  } else if (weft::PipelineSchedule parsed; !weft::parsePipelineSchedule(
-                                                  scheduleSpec, parsed)
-                                                  .ok() ||
+  } else if (weft::PipelineSchedule parsed;
+             !weft::parsePipelineSchedule(scheduleSpec, parsed).ok() ||
              parsed.Kind == weft::PipelineScheduleKind::Custom) {
     return fail("--pipeline-schedule: unknown pipeline schedule '" +
                 scheduleSpec + "' (expected gpipe, 1f1b or a .json file)");
