@@ -335,6 +335,36 @@ void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
 
 } // namespace
 
+std::vector<std::pair<std::string, int64_t>>
+weft::memoryPerRank(ModuleOp module) {
+  auto total = [](const Memory &m, int64_t slots) {
+    return m.params + m.grads + m.state + m.arena * slots;
+  };
+  SmallVector<func::FuncOp> stages = stageFunctions(module);
+  if (stages.empty())
+    return {{"every rank", total(memoryOf(module), 1)}};
+  const int64_t n = int64_t(stages.size());
+  int64_t m = 1;
+  if (auto a = stages.front()->getAttrOfType<IntegerAttr>(
+          weft::attrname::kMicrobatches))
+    m = a.getInt();
+  PipelineSchedule kind;
+  if (auto name = stages.front()->getAttrOfType<StringAttr>(
+          weft::attrname::kPipelineSchedule))
+    (void)parsePipelineSchedule(name.str(), kind);
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (int64_t s = 0; s < n; ++s) {
+    std::string label = "stage " + std::to_string(s);
+    if (auto layers =
+            stages[s]->getAttrOfType<StringAttr>(weft::attrname::kStageLayers))
+      label += (layers.getValue().contains('-') ? " (layers " : " (layer ") +
+               layers.str() + ")";
+    out.push_back(
+        {label, total(memoryOf(stages[s]), pipelineSlots(kind, s, n, m))});
+  }
+  return out;
+}
+
 std::map<std::string, int64_t> weft::predictCommBytes(ModuleOp module) {
   // A pipeline's rank 0 runs stage 0.
   SmallVector<func::FuncOp> stages = stageFunctions(module);

@@ -8,12 +8,21 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace weft {
 
 /// Bytes each rank sends per step, keyed "<op>/<axes>" exactly as the runtime
 /// counts them (docs/program-format.md, Communication accounting).
 std::map<std::string, int64_t> predictCommBytes(mlir::ModuleOp module);
+
+/// Bytes each rank holds (parameters, gradients, optimizer state and the
+/// activation arena times its micro-batches in flight), as --explain counts
+/// them: one entry, or one per pipeline stage, each named ("every rank",
+/// "stage 1 (layers 9-11)").
+std::vector<std::pair<std::string, int64_t>>
+memoryPerRank(mlir::ModuleOp module);
 
 /// Prints one training step's collectives (kind, axes, bytes per rank, count,
 /// reason) and the per-rank memory of parameters, gradients, optimizer state

@@ -24,6 +24,7 @@
 #include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -75,6 +76,12 @@ static cl::opt<std::string> recomputeArg(
     cl::desc("none, selective (recompute the attention core in the "
              "backward) or full (each layer's activations from its input)"),
     cl::init("none"));
+static cl::opt<std::string> memoryLimitArg(
+    cl::cat(compileCategory), "memory-limit",
+    cl::desc("refuse the layout if a rank would hold more than this (bytes, "
+             "or with KiB, MiB, GiB): parameters, gradients, optimizer state "
+             "and activations, per pipeline stage"),
+    cl::init(""));
 static cl::opt<int64_t> seqArg(cl::cat(compileCategory), "seq",
                                cl::desc("tokens per sequence"), cl::init(64));
 static cl::opt<std::string> dtypeArg(
@@ -414,6 +421,34 @@ int main(int argc, char **argv) {
     return 1;
   if (explainArg)
     weft::explainStep(*module, llvm::outs());
+  if (!memoryLimitArg.empty()) {
+    // "80GiB", "512MiB", "4096": bytes per rank.
+    StringRef text = StringRef(memoryLimitArg).trim();
+    int64_t unit = 1;
+    for (auto [suffix, scale] :
+         {std::pair<StringRef, int64_t>{"GiB", int64_t(1) << 30},
+          {"MiB", int64_t(1) << 20},
+          {"KiB", int64_t(1) << 10}})
+      if (text.consume_back(suffix)) {
+        unit = scale;
+        break;
+      }
+    uint64_t count;
+    int64_t limit;
+    if (text.trim().getAsInteger(10, count) || count > uint64_t(INT64_MAX) ||
+        __builtin_mul_overflow(int64_t(count), unit, &limit))
+      return fail("--memory-limit must be bytes, or a whole number of KiB, "
+                  "MiB or GiB, got '" +
+                  memoryLimitArg + "'");
+    for (const auto &[who, bytes] : weft::memoryPerRank(*module))
+      if (bytes > limit)
+        return fail(who + " needs " + std::to_string(bytes) + " bytes (" +
+                    llvm::formatv("{0:F1}", bytes / 1048576.0).str() +
+                    " MiB: parameters, gradients, optimizer state and "
+                    "activations), over --memory-limit " +
+                    memoryLimitArg + " (" + std::to_string(limit) +
+                    " bytes); --explain breaks it down");
+  }
   if (outputArg.empty())
     return 0;
   PassManager pm(&context);
@@ -426,12 +461,15 @@ int main(int argc, char **argv) {
     // A double: a sum of int64 element counts could overflow.
     double params = 0;
     int64_t arena = 0;
+    // A pipeline's replicas are counted once, on their own stage; the
+    // arena is the largest stage's.
     module->walk([&](weft::ParamOp p) {
-      params += double(p.getType().getNumElements());
+      if (!p->hasAttr(weft::attrname::kReplica))
+        params += double(p.getType().getNumElements());
     });
     module->walk([&](func::FuncOp fn) {
       if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kArenaBytes))
-        arena = a.getInt();
+        arena = std::max(arena, a.getInt());
     });
     int64_t width = dtypeArg == "f64" ? 8 : 4;
     llvm::errs() << llvm::format(
