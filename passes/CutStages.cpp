@@ -68,8 +68,11 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
     }
     fn = fns.front();
     ops.clear();
-    for (Operation &op : fn.getBody().front())
+    index.clear();
+    for (Operation &op : fn.getBody().front()) {
+      index[&op] = int64_t(ops.size());
       ops.push_back(&op);
+    }
     if (failed(assignPhases()) || failed(assignLayers()) ||
         failed(assignStages()))
       return signalPassFailure();
@@ -289,9 +292,6 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
   // alone), and for each forward value the stages that read it.
   LogicalResult assignStages() {
     const int64_t n = stages;
-    DenseMap<Operation *, int64_t> index;
-    for (size_t i = 0; i < ops.size(); ++i)
-      index[ops[i]] = int64_t(i);
     stage.assign(ops.size(), -1);
     copied.assign(ops.size(), false);
     home.assign(ops.size(), -1);
@@ -436,9 +436,6 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
   }
 
   LogicalResult findCrossings(SmallVectorImpl<Crossing> &out) {
-    DenseMap<Operation *, int64_t> index;
-    for (size_t i = 0; i < ops.size(); ++i)
-      index[ops[i]] = int64_t(i);
     std::map<std::tuple<int64_t, unsigned, int64_t>, size_t> seen;
     for (size_t i = 0; i < ops.size(); ++i) {
       if (stage[i] < 0)
@@ -484,9 +481,9 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
     const size_t n = mine.size();
     // Keep this stage's ops and the copied ops it reads.
     std::vector<bool> keep(n, false);
-    DenseMap<Operation *, int64_t> index;
+    DenseMap<Operation *, int64_t> inClone; // into mine (the clone's ops)
     for (size_t i = 0; i < n; ++i)
-      index[mine[i]] = int64_t(i);
+      inClone[mine[i]] = int64_t(i);
     for (size_t i = n; i-- > 0;) {
       if (isa<func::ReturnOp>(mine[i]))
         keep[i] = s + 1 == stages;
@@ -497,7 +494,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
         // still trained state the program declares).
         keep[i] = (isa<ParamOp>(mine[i]) && home[i] == s) ||
                   llvm::any_of(mine[i]->getUsers(),
-                               [&](Operation *u) { return keep[index[u]]; });
+                               [&](Operation *u) { return keep[inClone[u]]; });
     }
     OpBuilder b(clone.getContext());
     auto phaseAttr = [&](Phase p) { return b.getStringAttr(kPhaseNames[p]); };
@@ -527,8 +524,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
                                    b.getI64IntegerAttr(c.from));
         recv->setAttr(an::kFragment, phaseAttr(p));
         orig.replaceUsesWithIf(recv.getResult(), [&](OpOperand &use) {
-          auto it = index.find(use.getOwner());
-          return it != index.end() && keep[it->second];
+          auto it = inClone.find(use.getOwner());
+          return it != inClone.end() && keep[it->second];
         });
       }
     }
@@ -596,6 +593,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
 
   func::FuncOp fn;
   SmallVector<Operation *> ops;
+  DenseMap<Operation *, int64_t> index; // into ops
   std::vector<int> phase;
   std::vector<int64_t> layerStage, stage, home;
   std::vector<bool> copied;

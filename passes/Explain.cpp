@@ -184,6 +184,10 @@ void printCollectives(Operation *root, llvm::raw_ostream &os,
 
 struct Memory {
   int64_t params = 0, grads = 0, state = 0, arena = 0;
+  /// Everything, the arena once per micro-batch in flight.
+  int64_t total(int64_t slots) const {
+    return params + grads + state + arena * slots;
+  }
 };
 
 // Memory per rank, from the local types the partitioner gave; a replica
@@ -241,7 +245,7 @@ void printMemory(const Memory &m, int64_t slots, llvm::raw_ostream &os,
        << llvm::format(
               "  activations       %12lld bytes (%.2f MiB, the arena)\n",
               (long long)activations, mib(activations));
-  const int64_t total = m.params + m.grads + m.state + activations;
+  const int64_t total = m.total(slots);
   os << indent
      << llvm::format("  total             %12lld bytes (%.2f MiB)\n",
                      (long long)total, mib(total));
@@ -292,16 +296,36 @@ std::vector<std::string> timeline(const PipelineSchedule &kind, int64_t n,
   return rows;
 }
 
-void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
-  const int64_t n = int64_t(stages.size());
-  func::FuncOp first = stages.front();
-  int64_t m = 1;
-  if (auto a = first->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
-    m = a.getInt();
+// A pipeline read off its stage functions: stages, micro-batches, schedule.
+struct PipelineShape {
+  int64_t n = 1, m = 1;
   PipelineSchedule kind;
+};
+
+PipelineShape pipelineShape(ArrayRef<func::FuncOp> stages) {
+  PipelineShape p;
+  p.n = int64_t(stages.size());
+  func::FuncOp first = stages.front();
+  if (auto a = first->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
+    p.m = a.getInt();
   if (auto name =
           first->getAttrOfType<StringAttr>(weft::attrname::kPipelineSchedule))
-    (void)parsePipelineSchedule(name.str(), kind);
+    (void)parsePipelineSchedule(name.str(), p.kind);
+  return p;
+}
+
+// "layers 0-8" or "layer 0"; empty when the stage names none.
+std::string layersOf(func::FuncOp stage) {
+  auto layers = stage->getAttrOfType<StringAttr>(weft::attrname::kStageLayers);
+  if (!layers)
+    return "";
+  return (layers.getValue().contains('-') ? "layers " : "layer ") +
+         layers.str();
+}
+
+void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
+  const auto [n, m, kind] = pipelineShape(stages);
+  func::FuncOp first = stages.front();
   auto axis = first->getAttrOfType<StringAttr>(weft::attrname::kPipelineAxis);
   std::vector<std::string> rows = timeline(kind, n, m);
   const int64_t width = rows.empty() ? 0 : int64_t(rows.front().size());
@@ -322,10 +346,8 @@ void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
   }
   for (int64_t s = 0; s < n; ++s) {
     os << "stage " << s;
-    if (auto layers =
-            stages[s]->getAttrOfType<StringAttr>(weft::attrname::kStageLayers))
-      os << (layers.getValue().contains('-') ? " (layers " : " (layer ")
-         << layers.getValue() << (s == 0 ? ", the embeddings" : "")
+    if (std::string layers = layersOf(stages[s]); !layers.empty())
+      os << " (" << layers << (s == 0 ? ", the embeddings" : "")
          << (s == n - 1 ? ", the head and loss" : "") << ")";
     os << ":\n";
     printCollectives(stages[s], os, "  ");
@@ -337,30 +359,17 @@ void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
 
 std::vector<std::pair<std::string, int64_t>>
 weft::memoryPerRank(ModuleOp module) {
-  auto total = [](const Memory &m, int64_t slots) {
-    return m.params + m.grads + m.state + m.arena * slots;
-  };
   SmallVector<func::FuncOp> stages = stageFunctions(module);
   if (stages.empty())
-    return {{"every rank", total(memoryOf(module), 1)}};
-  const int64_t n = int64_t(stages.size());
-  int64_t m = 1;
-  if (auto a = stages.front()->getAttrOfType<IntegerAttr>(
-          weft::attrname::kMicrobatches))
-    m = a.getInt();
-  PipelineSchedule kind;
-  if (auto name = stages.front()->getAttrOfType<StringAttr>(
-          weft::attrname::kPipelineSchedule))
-    (void)parsePipelineSchedule(name.str(), kind);
+    return {{"every rank", memoryOf(module).total(1)}};
+  const auto [n, m, kind] = pipelineShape(stages);
   std::vector<std::pair<std::string, int64_t>> out;
   for (int64_t s = 0; s < n; ++s) {
     std::string label = "stage " + std::to_string(s);
-    if (auto layers =
-            stages[s]->getAttrOfType<StringAttr>(weft::attrname::kStageLayers))
-      label += (layers.getValue().contains('-') ? " (layers " : " (layer ") +
-               layers.str() + ")";
+    if (std::string layers = layersOf(stages[s]); !layers.empty())
+      label += " (" + layers + ")";
     out.push_back(
-        {label, total(memoryOf(stages[s]), pipelineSlots(kind, s, n, m))});
+        {label, memoryOf(stages[s]).total(pipelineSlots(kind, s, n, m))});
   }
   return out;
 }

@@ -104,6 +104,10 @@ struct Instruction;
 /// The op's name as the file spells it: all_reduce_start and
 /// all_gather_start for the asynchronous forms.
 std::string instructionName(const Instruction &I);
+/// A transfer action as messages write it: "send buffers[B] to stage P" or
+/// "recv buffers[B] from stage P".
+struct Action;
+std::string transferName(const Action &A);
 /// Returns false when Name is not an op.
 bool parseOpName(const std::string &Name, OpKind &K);
 /// The attribute naming the communicator group an op of kind K runs over,
@@ -275,6 +279,9 @@ struct Stage {
   /// before it, and sums the loss over the stages, before any stage goes on
   /// (a barrier): transfers never group across it.
   size_t updateBegin() const;
+  /// The run action transfer A belongs to: the next run for a receive, the
+  /// previous for a send; -1 when there is none.
+  int64_t attachedRun(size_t A) const;
 };
 
 /// The fragment names of format version 3, in table order.

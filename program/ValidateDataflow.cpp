@@ -155,23 +155,18 @@ Status checkDataflow(const Program &P) {
     const Action &Act = St0.Schedule[A];
     if (!Act.isTransfer())
       continue;
-    const bool Recv = Act.K == Action::Recv;
-    for (int64_t B = int64_t(A); B >= 0 && B < int64_t(St0.Schedule.size());
-         B += Recv ? 1 : -1) {
-      const Action &Run = St0.Schedule[size_t(B)];
-      if (Run.isTransfer())
-        continue;
-      const Fragment &F = St0.Fragments[size_t(Run.Frag)];
-      if (F.Begin == F.End)
-        return Status::error("schedule[" + std::to_string(A) +
-                             "] transfers a buffer for fragment '" + F.Name +
-                             "', which has no instructions");
-      if (Recv)
-        RecvAt[size_t(F.Begin)].push_back(Act.Buffer);
-      else
-        SendAt[size_t(F.End - 1)].push_back(Act.Buffer);
-      break;
-    }
+    const int64_t Run = St0.attachedRun(A); // checkSchedule found it
+    if (Run < 0)
+      continue;
+    const Fragment &F = St0.Fragments[size_t(St0.Schedule[size_t(Run)].Frag)];
+    if (F.Begin == F.End)
+      return Status::error("schedule[" + std::to_string(A) +
+                           "] transfers a buffer for fragment '" + F.Name +
+                           "', which has no instructions");
+    if (Act.K == Action::Recv)
+      RecvAt[size_t(F.Begin)].push_back(Act.Buffer);
+    else
+      SendAt[size_t(F.End - 1)].push_back(Act.Buffer);
   }
 
   std::vector<Interval> Live(P.Buffers.size());

@@ -20,27 +20,19 @@
 namespace weft {
 
 Program stageView(const Program &P, size_t S) {
-  Program V;
-  V.Version = P.Version;
-  V.Model = P.Model;
-  V.Type = P.Type;
-  V.Batch = P.Batch;
-  V.Seq = P.Seq;
-  V.Vocab = P.Vocab;
-  V.Optimizer = P.Optimizer;
-  V.Params = P.Params;
-  V.ArenaBytes = P.ArenaBytes;
-  V.Buffers = P.Buffers;
-  V.Microbatches = P.Microbatches;
-  V.Devices = P.Devices;
-  V.StageIndex = int64_t(S);
-  V.NumStages = int64_t(P.Stages.size());
+  // Everything but the instruction table and the stages is the whole
+  // program's (a field added to Program is carried without a change here).
+  Program V = P;
   Stage St = P.Stages[S];
   const int64_t Base = St.Fragments.empty() ? 0 : St.Fragments.front().Begin;
-  const int64_t End = St.Fragments.empty() ? 0 : St.Fragments.back().End;
-  for (int64_t I = Base; I < End && I <= int64_t(P.Instructions.size()); ++I)
-    if (I < int64_t(P.Instructions.size()))
-      V.Instructions.push_back(P.Instructions[size_t(I)]);
+  const int64_t End =
+      std::min<int64_t>(St.Fragments.empty() ? 0 : St.Fragments.back().End,
+                        int64_t(P.Instructions.size()));
+  V.Instructions.assign(P.Instructions.begin() + std::min(Base, End),
+                        P.Instructions.begin() + End);
+  V.StageIndex = int64_t(S);
+  V.NumStages = int64_t(P.Stages.size());
+  V.Stages.clear();
   for (Fragment &F : St.Fragments) {
     F.Begin -= Base;
     F.End -= Base;
@@ -63,11 +55,7 @@ std::string actionText(const Program &P, size_t S, size_t A) {
   if (Act.K == Action::Run)
     R += "run " + P.Stages[S].Fragments[size_t(Act.Frag)].Name;
   else
-    R +=
-        std::string(Act.K == Action::Send ? "send buffers[" : "recv buffers[") +
-        std::to_string(Act.Buffer) +
-        (Act.K == Action::Send ? "] to stage " : "] from stage ") +
-        std::to_string(Act.Peer);
+    R += transferName(Act);
   if (Act.Microbatch >= 0)
     R += ", micro-batch " + std::to_string(Act.Microbatch);
   return R + ")";
@@ -101,12 +89,16 @@ Status simulate(const Program &P) {
   std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> Sends, Recvs;
   std::vector<size_t> Pos(NS, 0), GroupEnd(NS, 0);
   std::vector<bool> Posted(NS, false);
+  // The (from, to) pair of stage S's transfer action Act.
+  auto PairOf = [](size_t S, const Action &Act) {
+    return Act.K == Action::Send ? std::make_pair(int64_t(S), Act.Peer)
+                                 : std::make_pair(Act.Peer, int64_t(S));
+  };
   auto Partner = [&](size_t S, size_t A, const std::vector<size_t> *&List,
                      size_t &Index) {
     const Action &Act = P.Stages[S].Schedule[A];
     const bool Send = Act.K == Action::Send;
-    auto Key = Send ? std::make_pair(int64_t(S), Act.Peer)
-                    : std::make_pair(Act.Peer, int64_t(S));
+    auto Key = PairOf(S, Act);
     const std::vector<size_t> &Mine = Send ? Sends[Key] : Recvs[Key];
     Index = size_t(std::find(Mine.begin(), Mine.end(), A) - Mine.begin());
     List = Send ? &Recvs[Key] : &Sends[Key];
@@ -141,10 +133,8 @@ Status simulate(const Program &P) {
           const size_t Limit = Pos[S] < Barrier[S] ? Barrier[S] : Sched.size();
           while (E < Limit && Sched[E].isTransfer()) {
             const Action &Act = Sched[E];
-            auto Key = Act.K == Action::Send
-                           ? std::make_pair(int64_t(S), Act.Peer)
-                           : std::make_pair(Act.Peer, int64_t(S));
-            (Act.K == Action::Send ? Sends : Recvs)[Key].push_back(E);
+            (Act.K == Action::Send ? Sends : Recvs)[PairOf(S, Act)].push_back(
+                E);
             ++E;
           }
           GroupEnd[S] = E;

@@ -25,10 +25,26 @@ size_t Stage::updateBegin() const {
   for (size_t I = 0; I < Schedule.size(); ++I)
     if (!Schedule[I].isTransfer() && Schedule[I].Frag == Opt)
       A = I;
-  while (A > 0 && A <= Schedule.size() && A - 1 < Schedule.size() &&
-         Schedule[A - 1].K == Action::Recv && Schedule[A - 1].Microbatch < 0)
+  while (A > 0 && Schedule[A - 1].K == Action::Recv &&
+         Schedule[A - 1].Microbatch < 0)
     --A;
   return A;
+}
+
+int64_t Stage::attachedRun(size_t A) const {
+  const bool Next = Schedule[A].K == Action::Recv;
+  for (int64_t B = int64_t(A); B >= 0 && B < int64_t(Schedule.size());
+       B += Next ? 1 : -1)
+    if (!Schedule[size_t(B)].isTransfer())
+      return B;
+  return -1;
+}
+
+std::string transferName(const Action &A) {
+  const bool Send = A.K == Action::Send;
+  return std::string(Send ? "send buffers[" : "recv buffers[") +
+         std::to_string(A.Buffer) + (Send ? "] to stage " : "] from stage ") +
+         std::to_string(A.Peer);
 }
 
 namespace {
@@ -40,11 +56,7 @@ std::string actionName(const Stage &S, size_t A) {
   const Action &Act = S.Schedule[A];
   std::string R = "schedule[" + std::to_string(A) + "] (";
   if (Act.isTransfer())
-    R +=
-        std::string(Act.K == Action::Send ? "send buffers[" : "recv buffers[") +
-        std::to_string(Act.Buffer) +
-        (Act.K == Action::Send ? "] to stage " : "] from stage ") +
-        std::to_string(Act.Peer);
+    R += transferName(Act);
   else if (Act.Frag >= 0 && Act.Frag < int64_t(S.Fragments.size()))
     R += S.Fragments[size_t(Act.Frag)].Name;
   else
@@ -114,17 +126,6 @@ std::string stageName(const Program &P) {
   return "stages[" + std::to_string(std::max<int64_t>(P.StageIndex, 0)) + "]";
 }
 
-/// The run action transfer A belongs to: the next run for a receive, the
-/// previous for a send; -1 when there is none.
-int64_t attachedRun(const Stage &S, size_t A) {
-  const bool Next = S.Schedule[A].K == Action::Recv;
-  for (int64_t B = int64_t(A); B >= 0 && B < int64_t(S.Schedule.size());
-       B += Next ? 1 : -1)
-    if (!S.Schedule[size_t(B)].isTransfer())
-      return B;
-  return -1;
-}
-
 Status checkTransfer(const Program &P, const Stage &S, size_t A) {
   const Action &Act = S.Schedule[A];
   const std::string Name = stageName(P) + "." + actionName(S, A);
@@ -151,7 +152,7 @@ Status checkTransfer(const Program &P, const Stage &S, size_t A) {
   if (Act.Microbatch >= P.Microbatches)
     return Status::error(Name + ": micro-batch out of range [0, " +
                          std::to_string(P.Microbatches) + ")");
-  int64_t Run = attachedRun(S, A);
+  int64_t Run = S.attachedRun(A);
   if (Run < 0 || S.Schedule[size_t(Run)].Microbatch != Act.Microbatch)
     return Status::error(
         Name +

@@ -223,22 +223,7 @@ Status Executor::bind() {
     Bound.push_back(std::move(BI));
   }
   const Stage &St = Prog.Stages.front();
-  const int64_t Opt = St.find(FragmentOptimizer);
-  for (size_t A = 0; A < St.Schedule.size(); ++A)
-    if (!St.Schedule[A].isTransfer() && St.Schedule[A].Frag == Opt)
-      OptimizerAction = A;
   UpdateBegin = St.updateBegin();
-  // Each transfer's run: the next for a receive, the previous for a send.
-  AttachedFrag.assign(St.Schedule.size(), -1);
-  for (size_t A = 0; A < St.Schedule.size(); ++A) {
-    const bool Recv = St.Schedule[A].K == Action::Recv;
-    for (int64_t B = int64_t(A); B >= 0 && B < int64_t(St.Schedule.size());
-         B += Recv ? 1 : -1)
-      if (!St.Schedule[size_t(B)].isTransfer()) {
-        AttachedFrag[A] = St.Schedule[size_t(B)].Frag;
-        break;
-      }
-  }
   // Staging for the receives of groups that also send (runTransfers).
   size_t StagingBytes = 0;
   for (size_t A = 0; A < St.Schedule.size();) {
@@ -438,8 +423,7 @@ void *Executor::bufferAt(int64_t Id, int64_t K) const {
   return W;
 }
 
-Status Executor::runTransfers(size_t A, size_t End, size_t &Next,
-                              int64_t Only) {
+Status Executor::runTransfers(size_t A, size_t End, size_t &Next) {
   const Stage &St = Prog.Stages.front();
   TransferOps.clear();
   Span Sp;
@@ -450,8 +434,7 @@ Status Executor::runTransfers(size_t A, size_t End, size_t &Next,
   size_t E = A;
   bool Sends = false;
   for (; E < End && St.Schedule[E].isTransfer(); ++E)
-    Sends |= St.Schedule[E].K == Action::Send &&
-             (Only < 0 || AttachedFrag[E] == Only);
+    Sends |= St.Schedule[E].K == Action::Send;
   // A group's receive may land where one of its sends reads (the sent value
   // of one micro-batch, the received of the next, in one slot, or bytes the
   // memory plan reuses): with sends in the group, receives go to staging
@@ -460,8 +443,6 @@ Status Executor::runTransfers(size_t A, size_t End, size_t &Next,
   Staged.clear();
   for (size_t I = A; I < E; ++I) {
     const Action &T = St.Schedule[I];
-    if (Only >= 0 && AttachedFrag[I] != Only)
-      continue;
     const BufferSpec &B = Prog.Buffers[size_t(T.Buffer)];
     Transfer X;
     X.Dir = T.K == Action::Send ? Transfer::Send : Transfer::Recv;
@@ -536,7 +517,7 @@ Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,
     const Action &Act = St.Schedule[A];
     if (Act.isTransfer()) {
       size_t Next;
-      WEFT_RETURN_IF_ERROR(runTransfers(A, End, Next, Only));
+      WEFT_RETURN_IF_ERROR(runTransfers(A, End, Next));
       A = Next;
       continue;
     }
@@ -596,6 +577,10 @@ Status Executor::runUpdate(const StepContext &Ctx) {
 }
 
 Status Executor::runForward(const StepContext &Ctx) {
+  // Only the gradient check runs forwards alone, on one rank.
+  if (Prog.NumStages > 1)
+    return Status::error("a pipeline program runs no forward-only step "
+                         "(its stages exchange gradients within the step)");
   LossCopies = 0;
   WEFT_RETURN_IF_ERROR(runActions(0, UpdateBegin, Ctx,
                                   Prog.Stages.front().find(FragmentForward)));

@@ -65,18 +65,15 @@ public:
   /// Runs the optimizer's action.
   Status runUpdate(const StepContext &Ctx);
   /// Runs only the forward actions, one per micro-batch: loss() is the
-  /// step's loss and no gradient changes.
+  /// step's loss and no gradient changes. One stage only.
   Status runForward(const StepContext &Ctx);
   int64_t microbatches() const { return Prog.Microbatches; }
-  /// This rank's pipeline stage and the number of stages (0 of 1 without
-  /// a pipeline). Prog is then the stage's view (stageView).
+  /// This rank's pipeline stage (0 without a pipeline). Prog is then the
+  /// stage's view (stageView).
   int64_t stage() const { return std::max<int64_t>(Prog.StageIndex, 0); }
-  int64_t numStages() const { return Prog.NumStages; }
-  /// Whether this rank's stage holds param P (its value, grad and Adam
-  /// state); the other stages' params take no memory here.
-  bool ownsParam(size_t P) const { return Owned[P]; }
   /// Whether this rank holds param P's tensor K: its value where it owns
-  /// the param or a replica, its grad and Adam moments where it trains it.
+  /// the param or a replica, its grad and Adam moments where it trains it;
+  /// the other stages' tensors take no memory here.
   bool holds(size_t P, BufferKind K) const {
     return K == BufferKind::Param ? Owned[P] : StateOwned[P];
   }
@@ -168,8 +165,8 @@ private:
   Status sumLosses();
   /// Starts the consecutive transfer actions from A (before End) of the
   /// schedule together and completes them; returns the action after them in
-  /// Next. (Only >= 0: those belonging to runs of fragment Only.)
-  Status runTransfers(size_t A, size_t End, size_t &Next, int64_t Only);
+  /// Next.
+  Status runTransfers(size_t A, size_t End, size_t &Next);
   /// Device address of buffer Id for micro-batch K (its slot's instance).
   void *bufferAt(int64_t Id, int64_t K) const;
   static size_t stateSlot(BufferKind K) {
@@ -250,16 +247,14 @@ private:
   CommRequest TransferRequest;
   int TransferKey = -1; // into CommKeys: "send/<pipeline axis>"
   std::vector<Transfer> TransferOps;
-  std::vector<int64_t> AttachedFrag; // per action: its run's fragment
-  void *Staging = nullptr;           // receives of groups that also send
+  void *Staging = nullptr; // receives of groups that also send
   struct StagedRecv {
     void *To;
     size_t Offset, Bytes;
   };
   std::vector<StagedRecv> Staged;
-  int64_t Ctx0Step = 0;       // the step runActions runs
-  size_t OptimizerAction = 0; // the schedule's optimizer action
-  size_t UpdateBegin = 0;     // its first action (receives before it)
+  int64_t Ctx0Step = 0;   // the step runActions runs
+  size_t UpdateBegin = 0; // Stage::updateBegin of the schedule
   double StepLoss = 0;
   const void *LossData = nullptr;
   /// The loss of each forward of a step, copied from the device (one

@@ -115,11 +115,14 @@ Expected<std::string> checkReplicas(const Executor &E) {
       return G.status();
     // Ranks of another pipeline stage compare nothing (hash 0).
     Expected<std::vector<char>> Host =
-        E.ownsParam(I) ? E.stateBytes(I, BufferKind::Param)
-                       : Expected<std::vector<char>>(std::vector<char>());
+        E.holds(I, BufferKind::Param)
+            ? E.stateBytes(I, BufferKind::Param)
+            : Expected<std::vector<char>>(std::vector<char>());
     if (!Host.ok())
       return Host.status();
-    uint64_t H = E.ownsParam(I) ? contentHash(Host->data(), Host->size()) : 0;
+    uint64_t H = E.holds(I, BufferKind::Param)
+                     ? contentHash(Host->data(), Host->size())
+                     : 0;
     std::vector<uint64_t> All;
     WEFT_RETURN_IF_ERROR(gather64(E, **G, H, All));
     std::map<uint64_t, std::vector<int64_t>> ByHash;

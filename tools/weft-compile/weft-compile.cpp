@@ -216,10 +216,13 @@ std::string applyPlan() {
              "ones yet (plan with --fix schedule=1f1b)";
     pipelineScheduleArg = "1f1b";
   }
-  if (auto r = row->getString("recompute"); r && *r != "none")
-    return "the plan uses recompute=" + r->str() +
-           ": activation recomputation is not implemented in weft-compile "
-           "yet (plan with --fix recompute=none)";
+  // The plan's recomputation, as weft-recompute builds it.
+  if (auto r = row->getString("recompute")) {
+    if (*r != "none" && *r != "selective" && *r != "full")
+      return "the plan uses recompute=" + r->str() +
+             ", which weft-compile does not know (none, selective or full)";
+    recomputeArg = r->str();
+  }
   // The plan's micro-batches accumulate gradients, as planned.
   batchArg = dp * *integer("microbatch") * *integer("num_microbatches");
   microbatchesArg = *integer("num_microbatches");
@@ -370,6 +373,12 @@ int main(int argc, char **argv) {
   // A hand-written schedule travels to the passes in its compact form.
   std::string scheduleSpec = pipelineScheduleArg;
   options.pipeline = weft::pipelineOptions(meshArg, stagesArg, scheduleSpec);
+  if (options.pipeline.stages > 1)
+    options.layout.pipelineAxis = "pp";
+  else if (!stagesArg.empty() || pipelineScheduleArg.getNumOccurrences())
+    return fail(
+        std::string(stagesArg.empty() ? "--pipeline-schedule" : "--stages") +
+        " needs a pp axis of 2 or more in --mesh");
   if (StringRef(scheduleSpec).ends_with(".json")) {
     auto text = llvm::MemoryBuffer::getFile(scheduleSpec);
     if (!text)
@@ -389,11 +398,6 @@ int main(int argc, char **argv) {
                 scheduleSpec + "' (expected gpipe, 1f1b or a .json file)");
   }
   options.pipeline.schedule = scheduleSpec;
-  if (options.pipeline.stages > 1) {
-    options.layout.pipelineAxis = "pp";
-  } else if (!stagesArg.empty()) {
-    return fail("--stages needs a pp axis of 2 or more in --mesh");
-  }
 
   // The library's pipeline, in one pass manager (with the standard
   // --mlir-* pass-manager flags), split in two only to print a stage.
