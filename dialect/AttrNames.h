@@ -32,6 +32,10 @@ inline constexpr llvm::StringLiteral kMicrobatches = "weft.microbatches";
 /// function, by weft-cut-stages); unmarked ops fall in forward, backward or
 /// optimizer by position (weft-emit-program).
 inline constexpr llvm::StringLiteral kFragment = "weft.fragment";
+/// On an op of a pipeline stage holding several model chunks (interleaved
+/// schedules): the stage's local chunk whose forward or backward fragment
+/// it belongs to (absent: 0), by weft-cut-stages.
+inline constexpr llvm::StringLiteral kChunk = "weft.chunk";
 /// On a weft.param: the model layer it belongs to (-1: the embeddings,
 /// numLayers: the final norm and head), set by the frontend;
 /// weft-cut-stages places each param's stage by it, and every op by
@@ -47,7 +51,8 @@ inline constexpr llvm::StringLiteral kNumStages = "weft.num_stages";
 inline constexpr llvm::StringLiteral kPipelineAxis = "weft.pipeline_axis";
 inline constexpr llvm::StringLiteral kPipelineSchedule =
     "weft.pipeline_schedule";
-/// On a stage's function: the model layers it holds, as "0-8".
+/// On a stage's function: the model layers it holds, as "0-8" (its chunks'
+/// separated by commas: "0-1,4-5").
 inline constexpr llvm::StringLiteral kStageLayers = "weft.stage_layers";
 
 // Shardings (#weft.sharding), by weft-apply-layout and weft-propagate-sharding.

@@ -161,6 +161,16 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
                     << value;
     return success();
   }
+  if (name == an::kChunk) {
+    auto c = dyn_cast<IntegerAttr>(value);
+    auto f = op->getAttrOfType<StringAttr>(an::kFragment);
+    if (!c || c.getInt() < 0 || c.getInt() >= 1024 || !f ||
+        (f.getValue() != "forward" && f.getValue() != "backward"))
+      return fail() << "must be the model chunk (0 to 1023) of an op in a "
+                       "forward or backward fragment, got "
+                    << value;
+    return success();
+  }
   if (name == an::kLayer) {
     auto l = dyn_cast<IntegerAttr>(value);
     if (!isa<ParamOp>(op) || !l || l.getInt() < -1)

@@ -3,10 +3,13 @@
 // See the pass description in Passes.td. The partitioned step is one
 // function whose ops fall in four phases: prologue and optimizer (marked
 // weft.fragment), forward (up to the loss) and backward. Every op gets a
-// stage; then each stage's function is the original with the other stages'
-// ops erased, their values received where this stage reads them, and this
-// stage's values sent where another reads them. Ops keep their order, so
-// each stage computes exactly what the one function computed.
+// virtual stage (a model chunk: N*V of them, rank v mod N holding chunk
+// v / N of its V); then each rank's function is the original with the
+// other ranks' ops erased, their values received where this rank reads
+// them, and this rank's values sent where another reads them. A rank's ops
+// are ordered by fragment (its chunks' forwards, then their backwards in
+// reverse), keeping their order within one, so each rank computes exactly
+// what the one function computed.
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
@@ -39,12 +42,14 @@ enum Phase { kPrologue, kForward, kBackward, kOptimizer, kNoPhase };
 const char *const kPhaseNames[] = {"prologue", "forward", "backward",
                                    "optimizer"};
 
-// One value read on a stage other than its own.
+// One value read on a rank other than its own: sent at the end of the
+// maker's fragment, received at the start of one of the reader's
+// (fragments numbered by fragmentKey).
 struct Crossing {
   int64_t producer; // op index in the function
   unsigned result;
-  int64_t from, to;
-  Phase sendPhase, recvPhase;
+  int64_t from, to; // ranks
+  int64_t sendKey, recvKey;
 };
 
 struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
@@ -53,6 +58,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
   void runOnOperation() override {
     if (stages <= 1)
       return;
+    ranks = stages;
     ModuleOp module = getOperation();
     SmallVector<func::FuncOp> fns(module.getOps<func::FuncOp>());
     if (fns.size() != 1) {
@@ -66,7 +72,26 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       module.emitError(parsed.message());
       return signalPassFailure();
     }
+    chunks = parsedSchedule.VirtualStages;
     fn = fns.front();
+    int64_t microbatches = 1;
+    if (auto m = fn->getAttrOfType<IntegerAttr>(an::kMicrobatches))
+      microbatches = m.getInt();
+    if (parsedSchedule.Kind == PipelineScheduleKind::Interleaved &&
+        microbatches % ranks != 0) {
+      fn.emitError("the interleaved schedule runs micro-batches in rounds "
+                   "of the pipeline's ")
+          << ranks << " stages: " << microbatches
+          << " micro-batches is not a multiple of " << ranks;
+      return signalPassFailure();
+    }
+    if (parsedSchedule.Kind == PipelineScheduleKind::Custom &&
+        int64_t(parsedSchedule.Orders.size()) != ranks) {
+      fn.emitError("the hand-written pipeline schedule has ")
+          << parsedSchedule.Orders.size() << " stages' orders, the mesh's "
+          << "pipeline axis " << ranks;
+      return signalPassFailure();
+    }
     ops.clear();
     index.clear();
     for (Operation &op : fn.getBody().front()) {
@@ -81,24 +106,27 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       return signalPassFailure();
     OpBuilder b(module.getContext());
     b.setInsertionPoint(fn);
-    for (int64_t s = 0; s < stages; ++s) {
+    for (int64_t s = 0; s < ranks; ++s) {
       auto clone = cast<func::FuncOp>(b.clone(*fn));
       clone.setSymName((fn.getSymName() + "_stage" + Twine(s)).str());
       clone->setAttr(an::kStage, b.getI64IntegerAttr(s));
-      clone->setAttr(an::kNumStages, b.getI64IntegerAttr(stages));
+      clone->setAttr(an::kNumStages, b.getI64IntegerAttr(ranks));
       clone->setAttr(an::kPipelineAxis, b.getStringAttr(axis));
       clone->setAttr(an::kPipelineSchedule, b.getStringAttr(schedule));
-      int64_t first = -1, last = -1;
-      for (int64_t l = 0; l < int64_t(layerStage.size()); ++l)
-        if (layerStage[l] == s) {
-          first = first < 0 ? l : first;
-          last = l;
-        }
-      clone->setAttr(
-          an::kStageLayers,
-          b.getStringAttr(first == last
-                              ? Twine(first).str()
-                              : (Twine(first) + "-" + Twine(last)).str()));
+      // Each chunk's layers: "0-1,4-5".
+      std::string layers;
+      for (int64_t c = 0; c < chunks; ++c) {
+        int64_t first = -1, last = -1;
+        for (int64_t l = 0; l < int64_t(layerStage.size()); ++l)
+          if (layerStage[l] == c * ranks + s) {
+            first = first < 0 ? l : first;
+            last = l;
+          }
+        layers += (c ? "," : "") +
+                  (first == last ? Twine(first).str()
+                                 : (Twine(first) + "-" + Twine(last)).str());
+      }
+      clone->setAttr(an::kStageLayers, b.getStringAttr(layers));
       if (failed(cut(clone, s, crossings)))
         return signalPassFailure();
     }
@@ -147,21 +175,27 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
         numLayers = std::max(numLayers, layer.getInt());
       }
     layerStage.assign(numLayers, 0);
+    const int64_t n = virtualStages();
     if (boundaries.empty()) {
-      if (numLayers < stages)
+      if (numLayers < n)
         return fn.emitError("cannot cut ")
-               << numLayers << " layers into " << int64_t(stages)
-               << " pipeline stages (each needs a layer)";
+               << numLayers << " layers into " << n
+               << (chunks > 1 ? " model chunks" : " pipeline stages")
+               << " (each needs a layer)";
       balanceLayers(numLayers);
       return success();
     }
     // "a-b,c-d": consecutive ranges covering every layer once.
     SmallVector<StringRef> ranges;
     StringRef(boundaries).split(ranges, ',');
-    if (int64_t(ranges.size()) != stages)
+    if (int64_t(ranges.size()) != n)
       return fn.emitError("--stages '")
              << boundaries << "' names " << ranges.size()
-             << " stages, the mesh's pipeline axis has " << int64_t(stages);
+             << " stages, the mesh's pipeline axis has " << ranks
+             << (chunks > 1 ? (" times " + Twine(chunks) +
+                               " virtual stages (model chunks)")
+                                  .str()
+                            : std::string());
     int64_t next = 0;
     for (auto [s, range] : llvm::enumerate(ranges)) {
       auto [lo, hi] = range.split('-');
@@ -229,7 +263,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
   // layers). Ties keep the layer counts even.
   void balanceLayers(int64_t numLayers) {
     std::vector<double> flops = layerFlops(numLayers);
-    const int64_t n = stages, l = numLayers;
+    const int64_t n = virtualStages(), l = numLayers;
     std::vector<double> prefix(l + 1, 0.0);
     for (int64_t i = 0; i < l; ++i)
       prefix[i + 1] = prefix[i] + flops[i + 1];
@@ -270,7 +304,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
     if (layer < 0)
       return 0;
     if (layer >= int64_t(layerStage.size()))
-      return stages - 1;
+      return virtualStages() - 1;
     return layerStage[layer];
   }
 
@@ -291,7 +325,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
   // Every op's stage (-1 for a copied op: params and what is made from them
   // alone), and for each forward value the stages that read it.
   LogicalResult assignStages() {
-    const int64_t n = stages;
+    const int64_t n = virtualStages();
     stage.assign(ops.size(), -1);
     copied.assign(ops.size(), false);
     home.assign(ops.size(), -1);
@@ -428,11 +462,53 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       for (Value v : ops[i]->getOperands()) {
         Operation *d = v.getDefiningOp();
         if (d && copied[index[d]] && home[index[d]] >= 0 &&
-            home[index[d]] != stage[i])
-          replicas[paramOf[index[d]]].insert(stage[i]);
+            rankOf(home[index[d]]) != rankOf(stage[i]))
+          replicas[paramOf[index[d]]].insert(rankOf(stage[i]));
       }
     }
     return success();
+  }
+
+  int64_t virtualStages() const { return ranks * chunks; }
+  int64_t rankOf(int64_t v) const { return v % ranks; }
+  int64_t chunkOf(int64_t v) const { return v / ranks; }
+
+  // A rank's fragments in table order: prologue 0, the forwards of chunks
+  // 0..V-1, their backwards in reverse, optimizer 2V+1.
+  int64_t fragmentKey(Phase p, int64_t chunk) const {
+    switch (p) {
+    case kPrologue:
+      return 0;
+    case kForward:
+      return 1 + chunk;
+    case kBackward:
+      return 1 + chunks + (chunks - 1 - chunk);
+    default:
+      return 1 + 2 * chunks;
+    }
+  }
+  Phase phaseOfKey(int64_t key) const {
+    return key == 0            ? kPrologue
+           : key <= chunks     ? kForward
+           : key <= 2 * chunks ? kBackward
+                               : kOptimizer;
+  }
+  int64_t chunkOfKey(int64_t key) const {
+    Phase p = phaseOfKey(key);
+    return p == kForward ? key - 1 : p == kBackward ? 2 * chunks - key : 0;
+  }
+
+  // The fragment of rank r that receives a value of virtual stage v's
+  // phase-p fragment read there in the same phase: the next virtual stage
+  // on r down the model (forward) or up it (backward). Every fragment of
+  // one rank then sends to one fragment of each other, in the order both
+  // run them, so transfers pair in order (they have no tags).
+  int64_t neighbourKey(Phase p, int64_t v, int64_t r) const {
+    const int64_t u = p == kForward ? v + (r - v % ranks + ranks) % ranks
+                                    : v - (v % ranks - r + ranks) % ranks;
+    if (u < 0 || u >= virtualStages())
+      return -1;
+    return fragmentKey(p, chunkOf(u));
   }
 
   LogicalResult findCrossings(SmallVectorImpl<Crossing> &out) {
@@ -445,23 +521,53 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
         if (!d)
           continue;
         int64_t j = index[d];
-        if (copied[j] || stage[j] == stage[i])
-          continue;
-        auto key =
-            std::make_tuple(j, cast<OpResult>(v).getResultNumber(), stage[i]);
-        if (seen.count(key))
+        if (copied[j] || rankOf(stage[j]) == rankOf(stage[i]))
           continue;
         Phase from = Phase(phase[j]), to = Phase(phase[i]);
         if (from == kPrologue || from == kOptimizer || to == kPrologue ||
             to == kOptimizer)
           return ops[i]->emitOpError("on pipeline stage ")
-                 << stage[i] << " reads a value of stage " << stage[j]
-                 << " in the " << kPhaseNames[std::min(from, to)]
+                 << rankOf(stage[i]) << " reads a value of stage "
+                 << rankOf(stage[j]) << " in the "
+                 << kPhaseNames[std::min(from, to)]
                  << " fragment, which runs once per step: only forward and "
                     "backward values cross stages";
+        const int64_t r = rankOf(stage[i]);
+        int64_t recvKey = fragmentKey(to, chunkOf(stage[i]));
+        if (int64_t k = from == to ? neighbourKey(to, stage[j], r) : -1; k >= 0)
+          recvKey = std::min(recvKey, k);
+        if (chunks > 1) {
+          // Interleaved, transfers pair in order only when each goes to
+          // the next virtual stage down the model (a forward value, read
+          // there or later) or up it (a gradient): then each fragment of a
+          // rank sends to one fragment of another, in the order both run
+          // them. A forward value is received in that forward.
+          const int64_t next = stage[j] + (from == kForward ? 1 : -1);
+          if (rankOf(next) != r || (from == kBackward && to != kBackward) ||
+              (from == kForward ? stage[i] < next : stage[i] > next))
+            return ops[i]->emitOpError("reads a ")
+                   << kPhaseNames[from] << " value of virtual stage "
+                   << stage[j] << " on virtual stage " << stage[i]
+                   << " (pipeline stage " << r << ", " << kPhaseNames[to]
+                   << "): an interleaved schedule moves values only to the "
+                      "next virtual stage down the model and gradients to "
+                      "the next up"
+                   << (from == kBackward && stage[i] == 0
+                           ? " (a tied embedding's gradient from the head "
+                             "needs a pipeline of two stages, or 1F1B)"
+                           : "");
+          recvKey = fragmentKey(from, chunkOf(next));
+        }
+        auto key = std::make_tuple(j, cast<OpResult>(v).getResultNumber(), r);
+        auto it = seen.find(key);
+        if (it != seen.end()) {
+          // Received once per rank, before its first reader there.
+          out[it->second].recvKey = std::min(out[it->second].recvKey, recvKey);
+          continue;
+        }
         seen[key] = out.size();
-        out.push_back({j, cast<OpResult>(v).getResultNumber(), stage[j],
-                       stage[i], from, to});
+        out.push_back({j, cast<OpResult>(v).getResultNumber(), rankOf(stage[j]),
+                       r, fragmentKey(from, chunkOf(stage[j])), recvKey});
       }
     }
     // Both ends list a pair's transfers in the order of the ops that made
@@ -472,83 +578,112 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
     return success();
   }
 
-  // Stage s's function: the clone of fn with other stages' ops erased.
+  // Rank s's function: the clone of fn with other ranks' ops erased, the
+  // rest ordered by fragment.
   LogicalResult cut(func::FuncOp clone, int64_t s,
                     ArrayRef<Crossing> crossings) {
     SmallVector<Operation *> mine;
     for (Operation &op : clone.getBody().front())
       mine.push_back(&op);
     const size_t n = mine.size();
-    // Keep this stage's ops and the copied ops it reads.
+    // Keep this rank's ops and the copied ops it reads.
     std::vector<bool> keep(n, false);
     DenseMap<Operation *, int64_t> inClone; // into mine (the clone's ops)
     for (size_t i = 0; i < n; ++i)
       inClone[mine[i]] = int64_t(i);
     for (size_t i = n; i-- > 0;) {
       if (isa<func::ReturnOp>(mine[i]))
-        keep[i] = s + 1 == stages;
+        keep[i] = s + 1 == ranks;
       else if (!copied[i])
-        keep[i] = stage[i] == s;
+        keep[i] = rankOf(stage[i]) == s;
       else
         // A param stays on its own stage even if nothing reads it (it is
         // still trained state the program declares).
-        keep[i] = (isa<ParamOp>(mine[i]) && home[i] == s) ||
+        keep[i] = (isa<ParamOp>(mine[i]) && rankOf(home[i]) == s) ||
                   llvm::any_of(mine[i]->getUsers(),
                                [&](Operation *u) { return keep[inClone[u]]; });
     }
+    // Each kept op's fragment (-1: params, outside every fragment); a
+    // copied op runs in the first fragment of its phase.
+    std::vector<int64_t> key(n, -1);
+    for (size_t i = 0; i < n; ++i) {
+      if (!keep[i] || phase[i] == kNoPhase)
+        continue;
+      Phase p = Phase(phase[i]);
+      key[i] = fragmentKey(p, !copied[i]       ? chunkOf(stage[i])
+                              : p == kBackward ? chunks - 1
+                                               : 0);
+    }
+    // In fragment order (stable: a fragment's ops keep theirs).
+    SmallVector<size_t> order;
+    for (size_t i = 0; i + 1 < n; ++i)
+      if (keep[i])
+        order.push_back(i);
+    llvm::stable_sort(order,
+                      [&](size_t a, size_t b) { return key[a] < key[b]; });
+    for (size_t i : order)
+      mine[i]->moveBefore(mine[n - 1]);
     OpBuilder b(clone.getContext());
-    auto phaseAttr = [&](Phase p) { return b.getStringAttr(kPhaseNames[p]); };
-    // Where a phase's fragment begins and ends among the kept ops.
-    auto firstOf = [&](Phase p) -> Operation * {
-      for (size_t i = 0; i < n; ++i)
-        if (keep[i] && phase[i] != kNoPhase && phase[i] >= p)
+    auto mark = [&](Operation *op, int64_t k) {
+      Phase p = phaseOfKey(k);
+      op->setAttr(an::kFragment, b.getStringAttr(kPhaseNames[p]));
+      if (chunks > 1 && (p == kForward || p == kBackward))
+        op->setAttr(an::kChunk, b.getI64IntegerAttr(chunkOfKey(k)));
+    };
+    // Where a fragment begins and ends among the kept ops.
+    auto firstOf = [&](int64_t k) -> Operation * {
+      for (size_t i : order)
+        if (key[i] >= k)
           return mine[i];
       return mine[n - 1];
     };
-    auto lastOf = [&](Phase p) -> Operation * {
+    auto lastOf = [&](int64_t k) -> Operation * {
       Operation *last = nullptr;
-      for (size_t i = 0; i < n; ++i)
-        if (keep[i] && phase[i] != kNoPhase && phase[i] <= p)
+      for (size_t i : order)
+        if (key[i] >= 0 && key[i] <= k)
           last = mine[i];
       return last;
     };
-    // Receives first, at the start of the reader's fragment.
-    for (Phase p : {kForward, kBackward}) {
-      Operation *at = firstOf(p);
-      for (const Crossing &c : crossings) {
-        if (c.to != s || c.recvPhase != p)
-          continue;
-        b.setInsertionPoint(at);
-        Value orig = mine[c.producer]->getResult(c.result);
-        auto recv = RecvOp::create(b, orig.getLoc(), orig.getType(),
-                                   b.getI64IntegerAttr(c.from));
-        recv->setAttr(an::kFragment, phaseAttr(p));
-        orig.replaceUsesWithIf(recv.getResult(), [&](OpOperand &use) {
-          auto it = inClone.find(use.getOwner());
-          return it != inClone.end() && keep[it->second];
-        });
-      }
+    // Receives first, at the start of their fragment.
+    for (const Crossing &c : crossings) {
+      if (c.to != s)
+        continue;
+      b.setInsertionPoint(firstOf(c.recvKey));
+      Value orig = mine[c.producer]->getResult(c.result);
+      auto recv = RecvOp::create(b, orig.getLoc(), orig.getType(),
+                                 b.getI64IntegerAttr(c.from));
+      mark(recv, c.recvKey);
+      orig.replaceUsesWithIf(recv.getResult(), [&](OpOperand &use) {
+        auto it = inClone.find(use.getOwner());
+        return it != inClone.end() && keep[it->second];
+      });
     }
-    // Sends at the end of the maker's fragment (a value several stages read
+    // Sends at the end of the maker's fragment (a value several ranks read
     // goes to each).
-    for (Phase p : {kForward, kBackward}) {
-      Operation *after = lastOf(p);
+    std::set<int64_t> sendKeys;
+    for (const Crossing &c : crossings)
+      if (c.from == s)
+        sendKeys.insert(c.sendKey);
+    for (int64_t k : sendKeys) {
+      Operation *after = lastOf(k);
+      if (!after)
+        return clone.emitError("stage ")
+               << s << " sends from an empty " << kPhaseNames[phaseOfKey(k)]
+               << " fragment";
       for (const Crossing &c : crossings) {
-        if (c.from != s || c.sendPhase != p)
+        if (c.from != s || c.sendKey != k)
           continue;
-        if (!after)
-          return clone.emitError("stage ") << s << " sends from an empty "
-                                           << kPhaseNames[p] << " fragment";
         b.setInsertionPointAfter(after);
         auto send = SendOp::create(b, mine[c.producer]->getLoc(),
                                    mine[c.producer]->getResult(c.result),
                                    b.getI64IntegerAttr(c.to));
-        send->setAttr(an::kFragment, phaseAttr(p));
+        mark(send, k);
         after = send;
       }
     }
     // Replicas: the param's stage sends its value after the optimizer; a
     // stage that reads it receives it before its own optimizer.
+    const int64_t optimizerKey = fragmentKey(kOptimizer, 0);
     for (size_t i = 0; i < n; ++i) {
       auto param = dyn_cast<ParamOp>(mine[i]);
       if (!param || !keep[i])
@@ -556,27 +691,27 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       auto it = replicas.find(param.getName());
       if (it == replicas.end())
         continue;
-      if (home[i] != s) {
+      if (rankOf(home[i]) != s) {
         param->setAttr(an::kReplica, b.getUnitAttr());
-        b.setInsertionPoint(firstOf(kOptimizer));
-        auto recv =
-            RecvParamOp::create(b, param.getLoc(), param.getName(), home[i]);
-        recv->setAttr(an::kFragment, phaseAttr(kOptimizer));
+        b.setInsertionPoint(firstOf(optimizerKey));
+        auto recv = RecvParamOp::create(b, param.getLoc(), param.getName(),
+                                        rankOf(home[i]));
+        mark(recv, optimizerKey);
         continue;
       }
-      Operation *after = lastOf(kOptimizer);
+      Operation *after = lastOf(optimizerKey);
       for (int64_t t : it->second) {
         b.setInsertionPointAfter(after);
         auto send = SendOp::create(b, param.getLoc(), param.getResult(),
                                    b.getI64IntegerAttr(t));
-        send->setAttr(an::kFragment, phaseAttr(kOptimizer));
+        mark(send, optimizerKey);
         after = send;
       }
     }
-    for (size_t i = 0; i < n; ++i)
-      if (keep[i] && phase[i] != kNoPhase)
-        mine[i]->setAttr(an::kFragment, phaseAttr(Phase(phase[i])));
-    if (s + 1 != stages) {
+    for (size_t i : order)
+      if (key[i] >= 0)
+        mark(mine[i], key[i]);
+    if (s + 1 != ranks) {
       // Only the last stage computes the loss.
       b.setInsertionPoint(mine[n - 1]);
       func::ReturnOp::create(b, mine[n - 1]->getLoc());
@@ -591,6 +726,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
     return success();
   }
 
+  /// Pipeline ranks (N, the stages option) and model chunks per rank (V).
+  int64_t ranks = 1, chunks = 1;
   func::FuncOp fn;
   SmallVector<Operation *> ops;
   DenseMap<Operation *, int64_t> index; // into ops
@@ -602,7 +739,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
   llvm::StringMap<int64_t> paramHome;
   /// Per param: its stage and the stages whose forward reads it.
   llvm::StringMap<llvm::BitVector> paramAvail;
-  /// Per param read on other stages than its own: those stages.
+  /// Per param read on other ranks than its own: those ranks.
   llvm::StringMap<std::set<int64_t>> replicas;
 };
 } // namespace

@@ -34,16 +34,48 @@ namespace {
 // version 5: a stage per pipeline stage, joined by send and recv actions.
 constexpr uint32_t kFormatVersion = 5;
 
-// The fragments of a stage, in table order (program/Program.h, Stage).
-enum FragmentIndex {
-  kPrologue,
-  kForward,
-  kBackward,
-  kOptimizer,
-  kNumFragments
+// The phases of a stage's fragments, in table order (program/Program.h,
+// Stage). A stage of V model chunks has V forwards and V backwards:
+// fragments are numbered prologue 0, forward of chunk c 1+c, backward of
+// chunk c 2V-c, optimizer 2V+1 (FragmentKeys).
+enum FragmentPhase { kPrologue, kForward, kBackward, kOptimizer };
+const char *const kFragmentNames[] = {"prologue", "forward", "backward",
+                                      "optimizer"};
+
+struct FragmentKeys {
+  int64_t chunks = 1;
+  int count() const { return int(2 * chunks + 2); }
+  int key(FragmentPhase p, int64_t chunk) const {
+    return p == kPrologue   ? 0
+           : p == kForward  ? int(1 + chunk)
+           : p == kBackward ? int(2 * chunks - chunk)
+                            : int(2 * chunks + 1);
+  }
+  FragmentPhase phase(int k) const {
+    return k == 0            ? kPrologue
+           : k <= chunks     ? kForward
+           : k <= 2 * chunks ? kBackward
+                             : kOptimizer;
+  }
+  // "forward", or with several chunks "forward.1" (the format's names).
+  std::string name(int k) const {
+    FragmentPhase p = phase(k);
+    std::string n = kFragmentNames[p];
+    if (chunks > 1 && (p == kForward || p == kBackward))
+      n += "." + std::to_string(p == kForward ? k - 1 : 2 * chunks - k);
+    return n;
+  }
 };
-const char *const kFragmentNames[kNumFragments] = {"prologue", "forward",
-                                                   "backward", "optimizer"};
+
+// The model chunks of a pipeline stage's function (its schedule's virtual
+// stages), 1 for any other.
+int64_t chunksOf(func::FuncOp fn) {
+  weft::PipelineSchedule s;
+  auto name = fn->getAttrOfType<StringAttr>(weft::attrname::kPipelineSchedule);
+  if (!name || !weft::parsePipelineSchedule(name.str(), s).ok())
+    return 1;
+  return s.VirtualStages;
+}
 
 uint64_t fnv1a64(StringRef bytes) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -139,7 +171,7 @@ void addLayout(json::Object &entry, ArrayRef<int64_t> globalShape,
 }
 
 // A send or receive of a pipeline stage (weft.send, weft.recv): a schedule
-// action beside every run of its fragment.
+// action beside every run of its fragment (a FragmentKeys number).
 struct TransferRecord {
   bool send;
   int64_t buffer, peer;
@@ -151,7 +183,10 @@ public:
   SmallVector<TransferRecord> transfers;
 
   ProgramWriter(func::FuncOp fn, MeshInfo mesh)
-      : fn(fn), mesh(std::move(mesh)) {}
+      : fn(fn), mesh(std::move(mesh)), frags{chunksOf(fn)},
+        fragmentEnd(size_t(frags.count()), 0) {}
+
+  const FragmentKeys &fragmentKeys() const { return frags; }
 
   LogicalResult build(json::Object &program) {
     auto arenaBytes =
@@ -193,7 +228,10 @@ public:
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     Value loss = ret.getNumOperands() ? ret.getOperand(0) : Value();
     std::optional<int64_t> vocab;
-    int current = kPrologue;
+    int current = 0;
+    const int forwardKey = frags.key(kForward, 0),
+              backwardKey = frags.key(kBackward, frags.chunks - 1),
+              optimizerKey = frags.key(kOptimizer, 0);
     bool lossSeen = false;
     for (Operation &op : body.without_terminator()) {
       if (isa<ParamOp>(op))
@@ -201,13 +239,13 @@ public:
       // Fragments are contiguous and in table order.
       int want = fragmentOf(&op);
       if (want < 0)
-        want = isa<AdamWOp>(op) ? kOptimizer
-               : lossSeen       ? std::max<int>(current, kBackward)
-                                : std::max<int>(current, kForward);
+        want = isa<AdamWOp>(op) ? optimizerKey
+               : lossSeen       ? std::max<int>(current, backwardKey)
+                                : std::max<int>(current, forwardKey);
       if (want < current)
         return op.emitOpError("belongs to fragment '")
-               << kFragmentNames[want] << "' but fragment '"
-               << kFragmentNames[current] << "' has begun";
+               << frags.name(want) << "' but fragment '" << frags.name(current)
+               << "' has begun";
       if (current < want)
         waitForAll(); // a fragment completes what it started
       while (current < want)
@@ -252,7 +290,7 @@ public:
       if (failed(addInstruction(op)))
         return failure();
       if (loss && op.getNumResults() && op.getResult(0) == loss) {
-        if (current != kForward)
+        if (frags.phase(current) != kForward)
           return op.emitOpError("computes the loss outside the forward");
         lossSeen = true;
         waitForAll();
@@ -262,7 +300,7 @@ public:
     if (loss && !lossSeen)
       return fn.emitError("the returned loss is not computed by an op");
     waitForAll();
-    while (current < kNumFragments)
+    while (current < frags.count())
       fragmentEnd[current++] = instructions.size();
     int64_t microbatches = 1;
     if (auto m = fn->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
@@ -308,14 +346,15 @@ public:
   }
 
 private:
-  // The op's weft.fragment mark, or -1.
-  static int fragmentOf(Operation *op) {
+  // The fragment the op's weft.fragment and weft.chunk marks name, or -1.
+  int fragmentOf(Operation *op) const {
     auto mark = op->getAttrOfType<StringAttr>(weft::attrname::kFragment);
     if (!mark)
       return -1;
-    for (int f = 0; f < kNumFragments; ++f)
-      if (mark.getValue() == kFragmentNames[f])
-        return f;
+    auto chunk = op->getAttrOfType<IntegerAttr>(weft::attrname::kChunk);
+    for (int p = kPrologue; p <= kOptimizer; ++p)
+      if (mark.getValue() == kFragmentNames[p])
+        return frags.key(FragmentPhase(p), chunk ? chunk.getInt() : 0);
     return -1;
   }
 
@@ -324,23 +363,25 @@ private:
   json::Object stageJson(int64_t microbatches) {
     json::Array fragments, schedule;
     int64_t begin = 0;
-    for (int f = 0; f < kNumFragments; ++f) {
+    const int last = frags.count() - 1;
+    for (int f = 0; f <= last; ++f) {
       int64_t end = fragmentEnd[f];
-      if (f == kPrologue && end == 0 && microbatches == 1)
+      if (f == 0 && end == 0 && microbatches == 1)
         continue; // nothing to clear: each step stores its gradients
       json::Array list;
       for (int64_t i = begin; i < end; ++i)
         list.push_back(std::move(instructions[i]));
-      fragments.push_back(json::Object{{"name", kFragmentNames[f]},
+      fragments.push_back(json::Object{{"name", frags.name(f)},
                                        {"instructions", std::move(list)}});
       begin = end;
-      if (f == kPrologue || f == kOptimizer)
-        schedule.push_back(json::Object{{"run", kFragmentNames[f]}});
-      if (f == kBackward)
+      if (f == 0 || f == last)
+        schedule.push_back(json::Object{{"run", frags.name(f)}});
+      // Each micro-batch runs the forwards and backwards in table order.
+      if (f + 1 == last)
         for (int64_t k = 0; k < microbatches; ++k)
-          for (int g : {kForward, kBackward})
+          for (int g = 1; g < last; ++g)
             schedule.push_back(
-                json::Object{{"run", kFragmentNames[g]}, {"microbatch", k}});
+                json::Object{{"run", frags.name(g)}, {"microbatch", k}});
     }
     return json::Object{{"fragments", std::move(fragments)},
                         {"schedule", std::move(schedule)}};
@@ -704,7 +745,8 @@ private:
   func::FuncOp fn;
   MeshInfo mesh;
   json::Array params, buffers, instructions;
-  int64_t fragmentEnd[kNumFragments] = {};
+  FragmentKeys frags;
+  std::vector<int64_t> fragmentEnd;
   int64_t scratchOffset = 0, scratchBytes = 0;
   // Collectives started and not yet waited for: (in, out) buffer ids.
   SmallVector<std::pair<int64_t, int64_t>> inFlight;
@@ -861,16 +903,60 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
         for (const TransferRecord &t : writer.transfers)
           if (!t.send && t.fragment == frag)
             action(json::Object{{"recv", t.buffer + base}, {"from", t.peer}});
-        action(json::Object{{"run", kFragmentNames[frag]}});
+        action(json::Object{{"run", writer.fragmentKeys().name(frag)}});
         for (const TransferRecord &t : writer.transfers)
           if (t.send && t.fragment == frag)
             action(json::Object{{"send", t.buffer + base}, {"to", t.peer}});
       };
+      const FragmentKeys &keys = writer.fragmentKeys();
       if (prologue)
-        addRun(kPrologue, -1);
-      for (const weft::PipelineRun &run : weft::pipelineOrder(kind, s, n, m))
-        addRun(run.Backward ? kBackward : kForward, run.Microbatch);
-      addRun(kOptimizer, -1);
+        addRun(keys.key(kPrologue, 0), -1);
+      const std::vector<weft::PipelineRun> order =
+          weft::pipelineOrder(kind, s, n, m);
+      auto keyOf = [&](const weft::PipelineRun &run) {
+        return keys.key(run.Backward ? kBackward : kForward, run.Chunk);
+      };
+      if (keys.chunks == 1) {
+        for (const weft::PipelineRun &run : order)
+          addRun(keyOf(run), run.Microbatch);
+      } else {
+        // Several chunks (Megatron's interleaved schedule): a steady tick
+        // runs a forward and a backward (PipelineRun::Paired), then
+        // exchanges both runs' sends and the next tick's receives in one
+        // group, as Megatron's send_forward_backward_recv_forward_backward.
+        // A group per run would deadlock: two stages each send a forward's
+        // output while the other waits to send a backward's gradient.
+        auto transfers = [&](const weft::PipelineRun &run, bool send) {
+          for (const TransferRecord &t : writer.transfers)
+            if (t.send == send && t.fragment == keyOf(run))
+              schedule.push_back(
+                  json::Object{{send ? "send" : "recv", t.buffer + base},
+                               {send ? "to" : "from", t.peer},
+                               {"microbatch", run.Microbatch}});
+        };
+        // Never two runs of one micro-batch in a tick (a transfer belongs
+        // to its micro-batch's run beside it).
+        SmallVector<std::pair<size_t, size_t>> ticks;
+        for (size_t i = 0; i < order.size();) {
+          size_t j = i + 1;
+          if (order[i].Paired && j < order.size() && order[j].Backward &&
+              order[j].Microbatch != order[i].Microbatch)
+            ++j;
+          ticks.push_back({i, j});
+          i = j;
+        }
+        for (auto [begin, end] : ticks) {
+          for (size_t i = begin; i < end; ++i)
+            transfers(order[i], /*send=*/false);
+          for (size_t i = begin; i < end; ++i)
+            schedule.push_back(
+                json::Object{{"run", keys.name(keyOf(order[i]))},
+                             {"microbatch", order[i].Microbatch}});
+          for (size_t i = begin; i < end; ++i)
+            transfers(order[i], /*send=*/true);
+        }
+      }
+      addRun(keys.key(kOptimizer, 0), -1);
       stage["schedule"] = std::move(schedule);
       stage["slots"] = weft::pipelineSlots(kind, s, n, m);
       stages.push_back(std::move(stage));

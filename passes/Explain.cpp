@@ -251,18 +251,20 @@ void printMemory(const Memory &m, int64_t slots, llvm::raw_ostream &os,
                      (long long)total, mib(total));
 }
 
-// The stages' runs laid out in time, a forward taking one unit and a
-// backward two (its two matmuls per forward one): each stage runs its order,
-// a forward after the previous stage's, a backward after the next stage's.
-// Returns per stage a row: '.' idle, a forward of micro-batch k its digit
-// (k mod 10), a backward its letter ('a' + k mod 26), twice.
+// The stages' runs laid out in time, a chunk's forward taking one unit and
+// its backward two (its two matmuls per forward one): each stage runs its
+// order, a forward after the previous virtual stage's (chunk c of stage s
+// is virtual stage c*n + s), a backward after the next one's. Returns per
+// stage a row: '.' idle, a forward of micro-batch k its digit (k mod 10),
+// a backward its letter ('a' + k mod 26), twice.
 std::vector<std::string> timeline(const PipelineSchedule &kind, int64_t n,
                                   int64_t m) {
+  const int64_t nv = n * kind.VirtualStages;
   std::vector<std::vector<PipelineRun>> orders;
   for (int64_t s = 0; s < n; ++s)
     orders.push_back(pipelineOrder(kind, s, n, m));
-  std::vector<std::vector<int64_t>> doneF(n, std::vector<int64_t>(m, -1)),
-      doneB(n, std::vector<int64_t>(m, -1));
+  std::vector<std::vector<int64_t>> doneF(nv, std::vector<int64_t>(m, -1)),
+      doneB(nv, std::vector<int64_t>(m, -1));
   std::vector<size_t> pos(n, 0);
   std::vector<int64_t> clock(n, 0);
   std::vector<std::string> rows(n);
@@ -271,10 +273,12 @@ std::vector<std::string> timeline(const PipelineSchedule &kind, int64_t n,
     for (int64_t s = 0; s < n; ++s)
       while (pos[s] < orders[s].size()) {
         const PipelineRun &r = orders[s][pos[s]];
-        int64_t k = r.Microbatch;
-        int64_t ready = !r.Backward  ? (s == 0 ? 0 : doneF[s - 1][k])
-                        : s == n - 1 ? doneF[s][k]
-                                     : doneB[s + 1][k];
+        const int64_t k = r.Microbatch, v = r.Chunk * n + s;
+        if (k >= m || v >= nv)
+          return rows; // not this schedule's run
+        int64_t ready = !r.Backward   ? (v == 0 ? 0 : doneF[v - 1][k])
+                        : v == nv - 1 ? doneF[v][k]
+                                      : doneB[v + 1][k];
         if (ready < 0)
           break;
         int64_t start = std::max(clock[s], ready);
@@ -283,7 +287,7 @@ std::vector<std::string> timeline(const PipelineSchedule &kind, int64_t n,
         rows[s].append(size_t(length),
                        r.Backward ? char('a' + k % 26) : char('0' + k % 10));
         clock[s] = start + length;
-        (r.Backward ? doneB : doneF)[s][k] = clock[s];
+        (r.Backward ? doneB : doneF)[v][k] = clock[s];
         ++pos[s];
         progress = true;
       }
@@ -319,7 +323,9 @@ std::string layersOf(func::FuncOp stage) {
   auto layers = stage->getAttrOfType<StringAttr>(weft::attrname::kStageLayers);
   if (!layers)
     return "";
-  return (layers.getValue().contains('-') ? "layers " : "layer ") +
+  return (layers.getValue().contains('-') || layers.getValue().contains(',')
+              ? "layers "
+              : "layer ") +
          layers.str();
 }
 
@@ -329,14 +335,24 @@ void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
   auto axis = first->getAttrOfType<StringAttr>(weft::attrname::kPipelineAxis);
   std::vector<std::string> rows = timeline(kind, n, m);
   const int64_t width = rows.empty() ? 0 : int64_t(rows.front().size());
-  // Busy units: 3 per micro-batch on every stage.
-  const double bubble = width ? 1.0 - double(3 * m) / double(width) : 0.0;
+  // Busy units: 3 per micro-batch and chunk on every stage.
+  const int64_t v = kind.VirtualStages;
+  const double bubble = width ? 1.0 - double(3 * m * v) / double(width) : 0.0;
   os << "pipeline: " << n << " stages over mesh axis '"
      << (axis ? axis.getValue() : "") << "', schedule "
-     << pipelineScheduleName(kind.Kind) << ", " << m << " micro-batches\n";
-  os << llvm::format("  bubble %.1f%% of each stage's step (ideal stages, a "
-                     "backward twice a forward; (N-1)/(M+N-1) = %.1f%%)\n",
-                     100 * bubble, 100 * pipelineBubble(n, m));
+     << pipelineScheduleName(kind.Kind);
+  if (v > 1)
+    os << " over " << v << " model chunks per stage";
+  os << ", " << m << " micro-batches\n";
+  if (v > 1)
+    os << llvm::format("  bubble %.1f%% of each stage's step (ideal chunks, "
+                       "a backward twice a forward; (N-1)/(V*M+N-1) = "
+                       "%.1f%%)\n",
+                       100 * bubble, 100 * pipelineBubble(n, m, v));
+  else
+    os << llvm::format("  bubble %.1f%% of each stage's step (ideal stages, "
+                       "a backward twice a forward; (N-1)/(M+N-1) = %.1f%%)\n",
+                       100 * bubble, 100 * pipelineBubble(n, m));
   if (width <= 160) {
     os << "  timeline (digit: forward of that micro-batch, letter: its "
           "backward, '.': idle):\n";

@@ -91,7 +91,12 @@ def WeftCutStages : Pass<"weft-cut-stages", "mlir::ModuleOp"> {
   let description = [{
     With `stages=N > 1`, splits the partitioned training function into N
     functions, one per pipeline stage along mesh axis `axis`, joined by
-    `weft.send` and `weft.recv` (docs/design.md, "Pipeline stages").
+    `weft.send` and `weft.recv` (docs/design.md, "Pipeline stages"). An
+    interleaved schedule (`interleaved:V`) cuts N*V model chunks instead,
+    rank r holding chunks r, r+N, ...: each op of a forward or backward
+    fragment then names its local chunk (`weft.chunk`), and a rank's ops
+    are ordered by fragment (its chunks' forwards, their backwards in
+    reverse).
 
     Each `weft.param` belongs to the stage of its `weft.layer`: layers are
     cut into contiguous runs that balance the stages' forward FLOPs
@@ -116,7 +121,8 @@ def WeftCutStages : Pass<"weft-cut-stages", "mlir::ModuleOp"> {
     Option<"boundaries", "boundaries", "std::string", "\"\"",
            "layers per stage, as 0-5,6-11 (empty: balanced by FLOPs)">,
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
-           "gpipe or 1f1b (program/PipelineSchedule.h)">,
+           "gpipe, 1f1b, interleaved:V or custom:ORDERS "
+           "(program/PipelineSchedule.h)">,
   ];
 }
 

@@ -1,4 +1,4 @@
-//===- PipelineSchedule.cpp - GPipe, 1F1B and hand-written orders ---------===//
+//===- PipelineSchedule.cpp - GPipe, 1F1B, interleaved, hand-written ------===//
 #include "program/PipelineSchedule.h"
 
 #include <nlohmann/json.hpp>
@@ -10,52 +10,108 @@ namespace weft {
 
 namespace {
 
-/// "F3" or "B0": a run of micro-batch k < M.
-bool parseRun(const std::string &T, int64_t M, PipelineRun &R) {
-  if (T.size() < 2 || (T[0] != 'F' && T[0] != 'B') ||
-      !std::all_of(T.begin() + 1, T.end(), ::isdigit) || T.size() > 9)
+/// At most this many model chunks per stage.
+constexpr int64_t MaxVirtualStages = 1024;
+
+/// Digits only, at most 8 of them.
+bool parseCount(const std::string &T, int64_t &N) {
+  if (T.empty() || T.size() > 8 || !std::all_of(T.begin(), T.end(), ::isdigit))
     return false;
+  N = std::stoll(T);
+  return true;
+}
+
+/// "F3", "B0" or "F3.1": a run of micro-batch k < M on chunk c < V.
+bool parseRun(const std::string &T, int64_t M, int64_t V, PipelineRun &R) {
+  if (T.size() < 2 || (T[0] != 'F' && T[0] != 'B'))
+    return false;
+  const size_t Dot = T.find('.');
   R.Backward = T[0] == 'B';
-  R.Microbatch = std::stoll(T.substr(1));
-  return R.Microbatch < M;
+  R.Chunk = 0;
+  if (!parseCount(T.substr(1, Dot == std::string::npos ? Dot : Dot - 1),
+                  R.Microbatch) ||
+      (Dot != std::string::npos && !parseCount(T.substr(Dot + 1), R.Chunk)))
+    return false;
+  return R.Microbatch < M && R.Chunk < V;
 }
 
 std::string runName(const PipelineRun &R) {
-  return (R.Backward ? "B" : "F") + std::to_string(R.Microbatch);
+  return (R.Backward ? "B" : "F") + std::to_string(R.Microbatch) +
+         (R.Chunk ? "." + std::to_string(R.Chunk) : "");
 }
 
-/// Every micro-batch's forward and backward once, the forward first.
-Status checkOrder(const std::vector<PipelineRun> &Order, int64_t M,
+/// Every micro-batch's forward and backward once on every chunk: forwards
+/// in chunk order, then backwards in reverse (the order of the stage's
+/// fragments, which a micro-batch runs in table order).
+Status checkOrder(const std::vector<PipelineRun> &Order, int64_t M, int64_t V,
                   const std::string &Where) {
-  std::vector<int> F(size_t(M), 0), B(size_t(M), 0);
+  // Per micro-batch: how many of its 2V runs have run.
+  std::vector<int64_t> Done(size_t(M), 0);
   for (size_t I = 0; I < Order.size(); ++I) {
     const PipelineRun &R = Order[I];
-    int &Seen = (R.Backward ? B : F)[size_t(R.Microbatch)];
-    if (Seen)
-      return Status::error(Where + "[" + std::to_string(I) + "] repeats " +
-                           runName(R));
-    if (R.Backward && !F[size_t(R.Microbatch)])
-      return Status::error(Where + "[" + std::to_string(I) + "] runs " +
-                           runName(R) + " before F" +
-                           std::to_string(R.Microbatch));
-    Seen = 1;
+    const int64_t Step = R.Backward ? 2 * V - 1 - R.Chunk : R.Chunk;
+    int64_t &D = Done[size_t(R.Microbatch)];
+    if (Step != D) {
+      PipelineRun Want{D >= V, R.Microbatch, D >= V ? 2 * V - 1 - D : D};
+      return Status::error(
+          Where + "[" + std::to_string(I) + "] runs " + runName(R) +
+          (Step < D ? ", which already ran" : " before " + runName(Want)) +
+          " (a micro-batch runs its forwards in chunk order, then its "
+          "backwards in reverse)");
+    }
+    ++D;
   }
   for (int64_t K = 0; K < M; ++K)
-    if (!F[size_t(K)] || !B[size_t(K)])
+    if (Done[size_t(K)] < 2 * V) {
+      const int64_t D = Done[size_t(K)];
       return Status::error(Where + " never runs " +
-                           std::string(F[size_t(K)] ? "B" : "F") +
-                           std::to_string(K));
+                           runName({D >= V, K, D >= V ? 2 * V - 1 - D : D}));
+    }
   return Status::success();
+}
+
+/// Interleaved 1F1B's runs of rank S (see PipelineScheduleKind).
+std::vector<PipelineRun> interleavedOrder(int64_t S, int64_t N, int64_t M,
+                                          int64_t V) {
+  const int64_t Total = M * V;
+  auto runOf = [&](int64_t I, bool Backward) {
+    const int64_t InRound = I % (N * V);
+    const int64_t Chunk = InRound / N;
+    return PipelineRun{Backward, (I / (N * V)) * N + InRound % N,
+                       Backward ? V - 1 - Chunk : Chunk};
+  };
+  const int64_t Warmup =
+      M == N ? Total : std::min(Total, (N - 1 - S) * 2 + (V - 1) * N);
+  std::vector<PipelineRun> Order;
+  int64_t F = 0, B = 0;
+  for (; F < Warmup; ++F)
+    Order.push_back(runOf(F, false));
+  for (; F < Total; ++F, ++B) {
+    Order.push_back(runOf(F, false));
+    Order.back().Paired = true;
+    Order.push_back(runOf(B, true));
+  }
+  for (; B < Total; ++B)
+    Order.push_back(runOf(B, true));
+  return Order;
 }
 
 } // namespace
 
 Status parsePipelineSchedule(const std::string &Name, PipelineSchedule &S) {
   S.Orders.clear();
+  S.VirtualStages = 1;
   if (Name == "gpipe") {
     S.Kind = PipelineScheduleKind::GPipe;
   } else if (Name == "1f1b") {
     S.Kind = PipelineScheduleKind::OneFOneB;
+  } else if (Name.rfind("interleaved:", 0) == 0) {
+    S.Kind = PipelineScheduleKind::Interleaved;
+    if (!parseCount(Name.substr(12), S.VirtualStages) || S.VirtualStages < 2 ||
+        S.VirtualStages > MaxVirtualStages)
+      return Status::error(
+          "interleaved pipeline schedule '" + Name + "': expected 2 to " +
+          std::to_string(MaxVirtualStages) + " virtual stages");
   } else if (Name.rfind("custom:", 0) == 0) {
     S.Kind = PipelineScheduleKind::Custom;
     std::stringstream Stages(Name.substr(7));
@@ -66,26 +122,40 @@ Status parsePipelineSchedule(const std::string &Name, PipelineSchedule &S) {
       std::string T;
       while (Runs >> T) {
         PipelineRun R;
-        if (!parseRun(T, INT64_MAX, R))
+        if (!parseRun(T, INT64_MAX, MaxVirtualStages, R))
           return Status::error("malformed pipeline run '" + T + "'");
+        S.VirtualStages = std::max(S.VirtualStages, R.Chunk + 1);
         S.Orders.back().push_back(R);
       }
     }
   } else {
     return Status::error("unknown pipeline schedule '" + Name +
-                         "' (expected gpipe, 1f1b or a .json file)");
+                         "' (expected gpipe, 1f1b, interleaved or a .json "
+                         "file)");
   }
   return Status::success();
 }
 
 const char *pipelineScheduleName(PipelineScheduleKind K) {
-  return K == PipelineScheduleKind::GPipe      ? "gpipe"
-         : K == PipelineScheduleKind::OneFOneB ? "1f1b"
-                                               : "custom";
+  return K == PipelineScheduleKind::GPipe         ? "gpipe"
+         : K == PipelineScheduleKind::OneFOneB    ? "1f1b"
+         : K == PipelineScheduleKind::Interleaved ? "interleaved"
+                                                  : "custom";
+}
+
+std::string pipelineScheduleSpec(const PipelineSchedule &S) {
+  switch (S.Kind) {
+  case PipelineScheduleKind::Interleaved:
+    return "interleaved:" + std::to_string(S.VirtualStages);
+  case PipelineScheduleKind::Custom:
+    return "custom:" + pipelineOrdersText(S);
+  default:
+    return pipelineScheduleName(S.Kind);
+  }
 }
 
 Status parsePipelineScheduleJson(const std::string &Text, int64_t N, int64_t M,
-                                 PipelineSchedule &S) {
+                                 int64_t V, PipelineSchedule &S) {
   nlohmann::json J =
       nlohmann::json::parse(Text, nullptr, /*allow_exceptions=*/false);
   if (J.is_discarded() || !J.is_object() || !J.contains("stages") ||
@@ -98,6 +168,7 @@ Status parsePipelineScheduleJson(const std::string &Text, int64_t N, int64_t M,
                          " stages, the mesh's pipeline axis has " +
                          std::to_string(N));
   S.Kind = PipelineScheduleKind::Custom;
+  S.VirtualStages = V;
   S.Orders.assign(size_t(N), {});
   for (int64_t St = 0; St < N; ++St) {
     const std::string Where = "stages[" + std::to_string(St) + "]";
@@ -106,15 +177,16 @@ Status parsePipelineScheduleJson(const std::string &Text, int64_t N, int64_t M,
     for (size_t I = 0; I < Stages[size_t(St)].size(); ++I) {
       const nlohmann::json &T = Stages[size_t(St)][I];
       PipelineRun R;
-      if (!T.is_string() || !parseRun(T.get<std::string>(), M, R))
+      if (!T.is_string() || !parseRun(T.get<std::string>(), M, V, R))
         return Status::error(Where + "[" + std::to_string(I) + "] is " +
                              T.dump() + ", expected F<k> or B<k> with k < " +
-                             std::to_string(M) + " (the micro-batches)");
+                             std::to_string(M) + " (the micro-batches)" +
+                             (V > 1 ? ", or F<k>.<c> and B<k>.<c> with c < " +
+                                          std::to_string(V) + " (the chunks)"
+                                    : ""));
       S.Orders[size_t(St)].push_back(R);
     }
-    Status C = checkOrder(S.Orders[size_t(St)], M, Where);
-    if (!C.ok())
-      return C;
+    WEFT_RETURN_IF_ERROR(checkOrder(S.Orders[size_t(St)], M, V, Where));
   }
   return Status::success();
 }
@@ -135,41 +207,43 @@ std::vector<PipelineRun> pipelineOrder(const PipelineSchedule &P, int64_t S,
   if (P.Kind == PipelineScheduleKind::Custom)
     return S < int64_t(P.Orders.size()) ? P.Orders[size_t(S)]
                                         : std::vector<PipelineRun>();
+  if (P.Kind == PipelineScheduleKind::Interleaved)
+    return interleavedOrder(S, N, M, P.VirtualStages);
   std::vector<PipelineRun> Order;
   const int64_t Warmup = P.Kind == PipelineScheduleKind::GPipe
                              ? M
                              : std::min(std::max<int64_t>(N - 1 - S, 0), M);
   int64_t F = 0, B = 0;
   for (; F < Warmup; ++F)
-    Order.push_back({false, F});
+    Order.push_back({false, F, 0});
   for (; F < M; ++F, ++B) {
-    Order.push_back({false, F});
-    Order.push_back({true, B});
+    Order.push_back({false, F, 0});
+    Order.push_back({true, B, 0});
   }
   for (; B < M; ++B)
-    Order.push_back({true, B});
+    Order.push_back({true, B, 0});
   return Order;
 }
 
 int64_t pipelineSlots(const PipelineSchedule &P, int64_t S, int64_t N,
                       int64_t M) {
   // The fewest slots with which micro-batch k's slot, k mod slots, is free
-  // at its forward (at least the most in flight at once; more when a
-  // hand-written order finishes micro-batches out of order).
+  // at its first run (at least the most in flight at once; more when an
+  // order finishes micro-batches out of order). A micro-batch holds its
+  // slot from its first run to its last, over all of the stage's chunks.
   const std::vector<PipelineRun> Order = pipelineOrder(P, S, N, M);
+  std::vector<size_t> Last(size_t(std::max<int64_t>(M, 0)), 0);
+  for (size_t I = 0; I < Order.size(); ++I)
+    if (Order[I].Microbatch < M)
+      Last[size_t(Order[I].Microbatch)] = I;
   for (int64_t Slots = 1; Slots < M; ++Slots) {
     std::vector<int64_t> Holder(size_t(Slots), -1);
     bool Fits = true;
-    for (const PipelineRun &R : Order) {
-      int64_t &H = Holder[size_t(R.Microbatch % Slots)];
-      if (R.Backward) {
-        H = -1;
-      } else if (H >= 0) {
-        Fits = false;
-        break;
-      } else {
-        H = R.Microbatch;
-      }
+    for (size_t I = 0; I < Order.size() && Fits; ++I) {
+      const int64_t K = Order[I].Microbatch;
+      int64_t &H = Holder[size_t(K % Slots)];
+      Fits = H < 0 || H == K;
+      H = Last[size_t(K)] == I ? -1 : K;
     }
     if (Fits)
       return Slots;
@@ -177,8 +251,8 @@ int64_t pipelineSlots(const PipelineSchedule &P, int64_t S, int64_t N,
   return std::max<int64_t>(M, 1);
 }
 
-double pipelineBubble(int64_t N, int64_t M) {
-  return double(N - 1) / double(M + N - 1);
+double pipelineBubble(int64_t N, int64_t M, int64_t V) {
+  return double(N - 1) / double(V * M + N - 1);
 }
 
 } // namespace weft

@@ -37,34 +37,71 @@ enum class PipelineScheduleKind {
   ///   stage 1: .. F0 F1 B0 F2 B1 F3 B2 .. B3 ..
   ///   stage 2: .. .. F0 B0 F1 B1 F2 B2 F3 B3 ..
   OneFOneB,
+  /// Interleaved 1F1B (Narayanan et al. 2021, section 2.2; Megatron's
+  /// virtual pipeline): the model is cut into N*V chunks, rank r holding
+  /// chunks r, r+N, ..., r+(V-1)N (its local chunks 0..V-1). Runs go in
+  /// rounds of N micro-batches per chunk: forward i of rank r is micro-batch
+  /// (i / (N V)) N + i mod N on local chunk (i / N) mod V, backward i the
+  /// same micro-batch on chunk V-1-(i / N) mod V. Rank r warms up with
+  /// (N-1-r)*2 + (V-1)*N forwards (all of them when M = N), then alternates,
+  /// then drains. The bubble shrinks V-fold, to (N-1)/V of a micro-batch's
+  /// whole-model time; M must be a multiple of N. 2 ranks, V = 2, M = 4
+  /// (runs in order; F2.1: micro-batch 2's forward on local chunk 1):
+  ///
+  ///   rank 0: F0 F1 F0.1 F1.1 F2 B0.1 F3 B1.1 F2.1 B0 F3.1 B1 B2.1 B3.1 B2 B3
+  ///   rank 1: F0 F1 F0.1 B0.1 F1.1 B1.1 F2 B0 F3 B1 F2.1 B2.1 F3.1 B3.1 B2 B3
+  ///
+  /// and in time (--explain: a chunk's forward one unit, its backward two;
+  /// digit: forward of that micro-batch, letter: its backward):
+  ///
+  ///   rank 0: |01012.aa3bb2aa3bb.cc.ddccdd|
+  ///   rank 1: |.010aa1bb2aa3bb2cc3ddccdd..|
+  Interleaved,
   /// A user's orders (weft-compile --pipeline-schedule FILE.json): each
   /// stage's runs as written, checked like any other (a schedule that would
   /// deadlock is refused when the program is written).
   Custom,
 };
 
+/// One run of a stage: micro-batch Microbatch's forward or backward on the
+/// stage's local model chunk Chunk (0 unless the schedule interleaves).
 struct PipelineRun {
   bool Backward = false;
   int64_t Microbatch = 0;
+  int64_t Chunk = 0;
+  /// A forward whose transfers share one group with the next run's (a
+  /// backward of another micro-batch): interleaved 1F1B's steady state
+  /// exchanges both runs' sends and the next two runs' receives at once, as
+  /// Megatron does. Grouping a forward alone there would deadlock, and
+  /// grouping it with a backward that waits on its output as well.
+  bool Paired = false;
 };
 
-/// A schedule: its kind, and for Custom every stage's runs.
+/// A schedule: its kind, the model chunks each rank holds (V, virtual
+/// stages: 1 unless interleaved or a custom order names chunks), and for
+/// Custom every stage's runs.
 struct PipelineSchedule {
   PipelineScheduleKind Kind = PipelineScheduleKind::OneFOneB;
+  int64_t VirtualStages = 1;
   std::vector<std::vector<PipelineRun>> Orders;
 };
 
-/// "gpipe", "1f1b", or "custom:" followed by the orders in the compact form
-/// pipelineOrdersText writes ("F0 F1 B0 B1|F0 B0 F1 B1"); anything else is
-/// refused, naming it.
+/// "gpipe", "1f1b", "interleaved:V" (V >= 2), or "custom:" followed by the
+/// orders in the compact form pipelineOrdersText writes ("F0 F1 B0 B1|F0 B0
+/// F1 B1"; "F0.1" runs chunk 1); anything else is refused, naming it.
 Status parsePipelineSchedule(const std::string &Name, PipelineSchedule &S);
 /// The kind's name ("custom" for a user's orders).
 const char *pipelineScheduleName(PipelineScheduleKind K);
+/// The form the passes carry: parsePipelineSchedule reads it back.
+std::string pipelineScheduleSpec(const PipelineSchedule &S);
 /// A hand-written schedule file: {"stages": [["F0", "F1", "B0", "B1"], ...]}
 /// with one list per stage, each running F<k> and B<k> once for every
-/// micro-batch k < M, F<k> first. Refused naming the stage and entry.
+/// micro-batch k < M, F<k> first; with V > 1 chunks per stage, "F<k>.<c>"
+/// and "B<k>.<c>" for every chunk c < V, a micro-batch's forwards in chunk
+/// order and its backwards in reverse after them. Refused naming the stage
+/// and entry.
 Status parsePipelineScheduleJson(const std::string &Text, int64_t N, int64_t M,
-                                 PipelineSchedule &S);
+                                 int64_t V, PipelineSchedule &S);
 /// The compact form: stages' runs separated by '|'.
 std::string pipelineOrdersText(const PipelineSchedule &S);
 
@@ -76,8 +113,8 @@ std::vector<PipelineRun> pipelineOrder(const PipelineSchedule &P, int64_t S,
 int64_t pipelineSlots(const PipelineSchedule &P, int64_t S, int64_t N,
                       int64_t M);
 /// The idle fraction of an ideal pipeline of equal stages: (N-1)/(M+N-1)
-/// for both GPipe and 1F1B.
-double pipelineBubble(int64_t N, int64_t M);
+/// for both GPipe and 1F1B, (N-1)/(V M + N-1) interleaved over V chunks.
+double pipelineBubble(int64_t N, int64_t M, int64_t V = 1);
 
 } // namespace weft
 

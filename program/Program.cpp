@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -527,6 +528,24 @@ Status parseArray(const json &Root, const char *Key, std::vector<T> &Out,
   return Status::success();
 }
 
+/// What a fragment's name says: forward and backward ("forward.2": of
+/// chunk 2) run per micro-batch. checkSchedule checks the names.
+void parseFragmentName(Fragment &Fr) {
+  for (bool Backward : {false, true}) {
+    const std::string Base = Backward ? FragmentBackward : FragmentForward;
+    if (Fr.Name.compare(0, Base.size(), Base) != 0)
+      continue;
+    const std::string Suffix = Fr.Name.substr(Base.size());
+    if (!Suffix.empty() &&
+        (Suffix[0] != '.' || Suffix.size() < 2 || Suffix.size() > 5 ||
+         !std::all_of(Suffix.begin() + 1, Suffix.end(), ::isdigit)))
+      continue;
+    Fr.PerMicrobatch = true;
+    Fr.Backward = Backward;
+    Fr.Chunk = Suffix.empty() ? 0 : std::stoll(Suffix.substr(1));
+  }
+}
+
 /// A stage's fragments, appended to the instruction table in order, and its
 /// schedule; ForwardEnd and OptimizerBegin are read off the fragments.
 Status parseStage(const json &J, size_t SI, Program &P) {
@@ -543,8 +562,8 @@ Status parseStage(const json &J, size_t SI, Program &P) {
     WEFT_RETURN_IF_ERROR(getString((*Frags)[F], "name", FCtx, Fr.Name));
     if (S.find(Fr.Name) >= 0)
       return Status::error(FCtx + " repeats the name '" + Fr.Name + "'");
-    Fr.PerMicrobatch =
-        Fr.Name == FragmentForward || Fr.Name == FragmentBackward;
+    parseFragmentName(Fr);
+    S.Chunks = std::max(S.Chunks, Fr.Chunk + 1);
     const json *Insts;
     WEFT_RETURN_IF_ERROR(need((*Frags)[F], "instructions", FCtx, Insts));
     if (!Insts->is_array())
@@ -560,12 +579,12 @@ Status parseStage(const json &J, size_t SI, Program &P) {
     Fr.End = int64_t(P.Instructions.size());
     // A whole program's marks are its first stage's (stageView rebases
     // every stage's).
-    if (Fr.Name == FragmentForward && SI == 0)
-      P.ForwardEnd = Fr.End;
     if (Fr.Name == FragmentOptimizer && SI == 0)
       P.OptimizerBegin = Fr.Begin;
     S.Fragments.push_back(std::move(Fr));
   }
+  if (SI == 0 && S.lastForward() >= 0)
+    P.ForwardEnd = S.Fragments[size_t(S.lastForward())].End;
   if (J.contains("slots")) {
     WEFT_RETURN_IF_ERROR(getInt(J, "slots", Ctx, S.Slots));
     if (S.Slots < 1 || S.Slots > (int64_t(1) << 20))

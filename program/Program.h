@@ -247,12 +247,18 @@ struct Fragment {
   int64_t Begin = 0, End = 0;
   /// forward and backward run once per micro-batch; the others once per step.
   bool PerMicrobatch = false;
+  bool Backward = false;
+  /// The model chunk of a forward or backward ("forward.1": 1; a stage of
+  /// several chunks under an interleaved schedule), else 0.
+  int64_t Chunk = 0;
 };
 
 /// One action of a stage's schedule: run fragment Frag, or send or receive
 /// buffer Buffer to or from stage Peer (format version 5), for micro-batch
-/// Microbatch (-1: once per step). A receive belongs to the run that
-/// follows it and a send to the run before it: the same micro-batch's.
+/// Microbatch (-1: once per step). A receive belongs to the next run of its
+/// micro-batch and a send to the previous one (runs of other micro-batches
+/// may lie between: an interleaved schedule exchanges a forward's and a
+/// backward's transfers in one group).
 /// Consecutive transfers are started together and complete together.
 struct Action {
   enum Kind { Run, Send, Recv } K = Run;
@@ -265,6 +271,9 @@ struct Action {
 /// A pipeline stage's program (format version 3). The fragments are, in
 /// this order, prologue (only when gradients accumulate over micro-batches),
 /// forward (ends with the loss on the last stage), backward and optimizer.
+/// A stage of V > 1 model chunks (format version 5, interleaved pipelines)
+/// has forward.0 .. forward.V-1 and then backward.V-1 .. backward.0 in
+/// their place; each micro-batch runs them in that order.
 struct Stage {
   std::vector<Fragment> Fragments;
   std::vector<Action> Schedule;
@@ -272,15 +281,25 @@ struct Stage {
   /// version 5): micro-batch k's per-micro-batch arena buffers lie in
   /// instance k mod Slots of the arena.
   int64_t Slots = 1;
+  /// Model chunks (V): 1 unless the fragments are suffixed.
+  int64_t Chunks = 1;
   /// Index of the fragment named Name, or -1.
   int64_t find(const std::string &Name) const;
+  /// Index of the forward (or backward) fragment of chunk C, or -1.
+  int64_t find(bool Backward, int64_t C) const;
+  /// The per-micro-batch fragments: the first (forward of chunk 0) and the
+  /// last (backward of chunk 0).
+  int64_t firstPerMicrobatch() const { return find(false, 0); }
+  int64_t lastPerMicrobatch() const { return find(true, 0); }
+  /// The forward that ends with the loss on the last stage: the last chunk's.
+  int64_t lastForward() const { return find(false, Chunks - 1); }
   /// The first action of the step's update: the optimizer's run, or the
   /// receives just before it. The runtime completes every stage's actions
   /// before it, and sums the loss over the stages, before any stage goes on
   /// (a barrier): transfers never group across it.
   size_t updateBegin() const;
-  /// The run action transfer A belongs to: the next run for a receive, the
-  /// previous for a send; -1 when there is none.
+  /// The run action transfer A belongs to: its micro-batch's next run for a
+  /// receive, its previous for a send; -1 when there is none.
   int64_t attachedRun(size_t A) const;
 };
 

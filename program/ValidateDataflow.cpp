@@ -178,9 +178,8 @@ Status checkDataflow(const Program &P) {
   // every iteration; a value the loop writes is its last iteration's after
   // it, which with several micro-batches is not the step's.
   const Stage &St = P.Stages.front();
-  const int64_t LoopBegin =
-      St.Fragments[size_t(St.find(FragmentForward))].Begin;
-  const int64_t LoopEnd = St.Fragments[size_t(St.find(FragmentBackward))].End;
+  const int64_t LoopBegin = St.Fragments[size_t(St.firstPerMicrobatch())].Begin;
+  const int64_t LoopEnd = St.Fragments[size_t(St.lastPerMicrobatch())].End;
   std::vector<bool> Carried(P.Buffers.size(), false);
   for (size_t I = 0; I < N; ++I) {
     const Instruction &Inst = P.Instructions[I];

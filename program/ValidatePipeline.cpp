@@ -36,11 +36,11 @@ Program stageView(const Program &P, size_t S) {
   for (Fragment &F : St.Fragments) {
     F.Begin -= Base;
     F.End -= Base;
-    if (F.Name == FragmentForward)
-      V.ForwardEnd = F.End;
     if (F.Name == FragmentOptimizer)
       V.OptimizerBegin = F.Begin;
   }
+  if (St.lastForward() >= 0)
+    V.ForwardEnd = St.Fragments[size_t(St.lastForward())].End;
   V.Stages.push_back(std::move(St));
   V.Loss = S + 1 == P.Stages.size() ? P.Loss : -1;
   return V;
@@ -59,6 +59,18 @@ std::string actionText(const Program &P, size_t S, size_t A) {
   if (Act.Microbatch >= 0)
     R += ", micro-batch " + std::to_string(Act.Microbatch);
   return R + ")";
+}
+
+/// Where in the model a transfer of stage S sits: the run it belongs to's
+/// virtual stage (chunk c of stage S is virtual stage c*NS + S), and
+/// whether that run is a backward; -1 for a once-per-step run.
+std::pair<int64_t, bool> placeOf(const Program &P, size_t S, size_t A) {
+  const Stage &St = P.Stages[S];
+  const int64_t Run = St.attachedRun(A);
+  const Fragment &F = St.Fragments[size_t(St.Schedule[size_t(Run)].Frag)];
+  if (!F.PerMicrobatch)
+    return {-1, false};
+  return {F.Chunk * int64_t(P.Stages.size()) + int64_t(S), F.Backward};
 }
 
 /// Every instruction of stage S reads and writes buffers of stage S only.
@@ -173,6 +185,18 @@ Status simulate(const Program &P) {
             " (" + dtypeName(BR.Type) + " " + shapeString(BR.Dims) +
             "): transfers between two stages pair in order, and these "
             "differ in micro-batch, shape or dtype");
+      // A forward value moves down the model's chunks, a gradient up.
+      const auto [VS, BackS] = placeOf(P, From, List[K]);
+      const auto [VR, BackR] = placeOf(P, To, Other[K]);
+      if (BackS != BackR || (VS < 0) != (VR < 0) ||
+          (VS >= 0 && (BackS ? VR >= VS : VR <= VS)))
+        return Status::error(
+            actionText(P, From, List[K]) + " meets " +
+            actionText(P, To, Other[K]) +
+            ": transfers between two stages pair in order, and this pair "
+            "does not carry a forward value to a later model chunk or a "
+            "gradient to an earlier one (virtual stages " +
+            std::to_string(VS) + " and " + std::to_string(VR) + ")");
     }
   }
   for (size_t S = 0; S < NS; ++S) {

@@ -19,6 +19,14 @@ int64_t Stage::find(const std::string &Name) const {
   return -1;
 }
 
+int64_t Stage::find(bool Backward, int64_t C) const {
+  for (size_t F = 0; F < Fragments.size(); ++F)
+    if (Fragments[F].PerMicrobatch && Fragments[F].Backward == Backward &&
+        Fragments[F].Chunk == C)
+      return int64_t(F);
+  return -1;
+}
+
 size_t Stage::updateBegin() const {
   const int64_t Opt = find(FragmentOptimizer);
   size_t A = Schedule.size();
@@ -35,7 +43,8 @@ int64_t Stage::attachedRun(size_t A) const {
   const bool Next = Schedule[A].K == Action::Recv;
   for (int64_t B = int64_t(A); B >= 0 && B < int64_t(Schedule.size());
        B += Next ? 1 : -1)
-    if (!Schedule[size_t(B)].isTransfer())
+    if (!Schedule[size_t(B)].isTransfer() &&
+        Schedule[size_t(B)].Microbatch == Schedule[A].Microbatch)
       return B;
   return -1;
 }
@@ -66,39 +75,53 @@ std::string actionName(const Stage &S, size_t A) {
   return R + ")";
 }
 
+/// A stage's fragment names in table order: [prologue,] its chunks'
+/// forwards, their backwards in reverse, optimizer.
+std::vector<std::string> fragmentOrder(int64_t Chunks) {
+  std::vector<std::string> Order{FragmentPrologue};
+  auto name = [&](const char *Base, int64_t C) {
+    return Chunks > 1 ? std::string(Base) + "." + std::to_string(C)
+                      : std::string(Base);
+  };
+  for (int64_t C = 0; C < Chunks; ++C)
+    Order.push_back(name(FragmentForward, C));
+  for (int64_t C = Chunks; C-- > 0;)
+    Order.push_back(name(FragmentBackward, C));
+  Order.push_back(FragmentOptimizer);
+  return Order;
+}
+
 Status checkFragments(const Program &P, const Stage &S,
                       const std::string &Where) {
   // The names this version knows, in table order; prologue is optional.
-  const char *const Order[] = {FragmentPrologue, FragmentForward,
-                               FragmentBackward, FragmentOptimizer};
+  const std::vector<std::string> Order = fragmentOrder(S.Chunks);
   size_t Next = 0;
   int64_t End = 0;
   for (size_t F = 0; F < S.Fragments.size(); ++F) {
     const Fragment &Fr = S.Fragments[F];
     const std::string Ctx =
         Where + ".fragments[" + std::to_string(F) + "] ('" + Fr.Name + "')";
-    while (Next < 4 && Fr.Name != Order[Next] &&
-           std::string(Order[Next]) == FragmentPrologue)
-      ++Next;
-    if (Next == 4 || Fr.Name != Order[Next])
-      return Status::error(
-          Ctx + " is not expected here: a stage's fragments are "
-                "[prologue,] forward, backward, optimizer, in that order");
+    if (Next == 0 && Fr.Name != Order[0])
+      ++Next; // no prologue
+    if (Next == Order.size() || Fr.Name != Order[Next]) {
+      std::string List = "[prologue,]";
+      for (size_t N = 1; N < Order.size(); ++N)
+        List += (N > 1 ? ", " : " ") + Order[N];
+      return Status::error(Ctx +
+                           " is not expected here: this stage's "
+                           "fragments are " +
+                           List + ", in that order");
+    }
     ++Next;
     if (Fr.Begin != End || Fr.End < Fr.Begin)
       return Status::error(Ctx + " covers instructions [" +
                            std::to_string(Fr.Begin) + ", " +
                            std::to_string(Fr.End) + "), expected to start at " +
                            std::to_string(End));
-    bool Want = Fr.Name == FragmentForward || Fr.Name == FragmentBackward;
-    if (Fr.PerMicrobatch != Want)
-      return Status::error(Ctx + (Want ? " must" : " must not") +
-                           " run per micro-batch");
     End = Fr.End;
   }
-  if (Next < 4)
-    return Status::error(Where + " has no '" + std::string(Order[Next]) +
-                         "' fragment");
+  if (Next < Order.size())
+    return Status::error(Where + " has no '" + Order[Next] + "' fragment");
   if (End != int64_t(P.Instructions.size()))
     return Status::error("the fragments cover " + std::to_string(End) + " of " +
                          std::to_string(P.Instructions.size()) +
@@ -108,7 +131,7 @@ Status checkFragments(const Program &P, const Stage &S,
         std::to_string(P.Microbatches) +
         " micro-batches accumulate gradients, but " + Where +
         " has no prologue fragment to clear them once per step");
-  const Fragment &Fwd = S.Fragments[size_t(S.find(FragmentForward))];
+  const Fragment &Fwd = S.Fragments[size_t(S.lastForward())];
   const Fragment &Opt = S.Fragments[size_t(S.find(FragmentOptimizer))];
   if (P.ForwardEnd != Fwd.End || P.OptimizerBegin != Opt.Begin)
     return Status::error("forward_end " + std::to_string(P.ForwardEnd) +
@@ -152,14 +175,14 @@ Status checkTransfer(const Program &P, const Stage &S, size_t A) {
   if (Act.Microbatch >= P.Microbatches)
     return Status::error(Name + ": micro-batch out of range [0, " +
                          std::to_string(P.Microbatches) + ")");
-  int64_t Run = S.attachedRun(A);
-  if (Run < 0 || S.Schedule[size_t(Run)].Microbatch != Act.Microbatch)
+  if (S.attachedRun(A) < 0)
     return Status::error(
         Name +
         (Act.K == Action::Recv
              ? " is not followed by a run of the same micro-batch"
              : " does not follow a run of the same micro-batch") +
-        " (a transfer belongs to the run beside it)");
+        " (a receive belongs to its micro-batch's next run, a send to its "
+        "previous)");
   return Status::success();
 }
 
@@ -181,18 +204,25 @@ Status checkSchedule(const Program &P) {
   const std::string Where = stageName(P);
   WEFT_RETURN_IF_ERROR(checkFragments(P, S, Where));
   const int64_t M = P.Microbatches;
-  const int64_t Fwd = S.find(FragmentForward), Bwd = S.find(FragmentBackward);
   const int64_t Opt = S.find(FragmentOptimizer),
                 Zero = S.find(FragmentPrologue);
-  // Per micro-batch: where its forward and backward ran (-1: not yet), and
-  // its last action (it holds its slot until then).
-  std::vector<int64_t> FwdAt(size_t(M), -1), BwdAt(size_t(M), -1),
-      LastAt(size_t(M), -1);
+  // The per-micro-batch fragments in table order: each micro-batch runs
+  // them in that order, each once. Position of each fragment among them.
+  std::vector<int64_t> PerMb, Position(S.Fragments.size(), -1);
+  for (size_t F = 0; F < S.Fragments.size(); ++F)
+    if (S.Fragments[F].PerMicrobatch) {
+      Position[F] = int64_t(PerMb.size());
+      PerMb.push_back(int64_t(F));
+    }
+  const int64_t Runs = int64_t(PerMb.size());
+  // Per micro-batch: how many of its runs have run, and its last action
+  // (it holds its slot until then).
+  std::vector<int64_t> Done(size_t(M), 0), LastAt(size_t(M), -1);
   for (size_t A = 0; A < S.Schedule.size(); ++A)
     if (S.Schedule[A].Microbatch >= 0 && S.Schedule[A].Microbatch < M)
       LastAt[size_t(S.Schedule[A].Microbatch)] = int64_t(A);
   std::vector<int64_t> Holder(size_t(std::min(S.Slots, M)), -1);
-  int64_t ZeroAt = -1, OptAt = -1, Forwards = 0, Backwards = 0;
+  int64_t ZeroAt = -1, OptAt = -1, Started = 0, Finished = 0;
   for (size_t A = 0; A < S.Schedule.size(); ++A) {
     const Action &Act = S.Schedule[A];
     const std::string Name = Where + "." + actionName(S, A);
@@ -225,42 +255,39 @@ Status checkSchedule(const Program &P) {
     }
     if (Act.isTransfer())
       continue;
-    if (Act.Frag == Fwd) {
-      int64_t &At = FwdAt[size_t(Act.Microbatch)];
-      if (At >= 0)
-        return Status::error(Name + " repeats schedule[" + std::to_string(At) +
-                             "]");
+    if (S.Fragments[size_t(Act.Frag)].PerMicrobatch) {
+      int64_t &D = Done[size_t(Act.Microbatch)];
+      const int64_t Pos = Position[size_t(Act.Frag)];
+      if (Pos != D)
+        return Status::error(
+            Name +
+            (Pos < D ? " runs again"
+                     : " does not follow its micro-batch's " +
+                           S.Fragments[size_t(PerMb[size_t(Pos - 1)])].Name) +
+            " (each micro-batch runs " + Where +
+            "'s per-micro-batch fragments once each, in table order)");
       if (OptAt >= 0)
         return Status::error(Name + " runs after the optimizer");
-      At = int64_t(A);
-      ++Forwards;
-    } else if (Act.Frag == Bwd) {
-      int64_t &At = BwdAt[size_t(Act.Microbatch)];
-      if (FwdAt[size_t(Act.Microbatch)] < 0 || At >= 0)
-        return Status::error(
-            Name + (At >= 0 ? " repeats schedule[" + std::to_string(At) + "]"
-                            : " does not follow its "
-                              "micro-batch's forward"));
-      At = int64_t(A);
-      ++Backwards;
+      Started += D == 0;
+      Finished += ++D == Runs;
     } else {
       int64_t &At = Act.Frag == Opt ? OptAt : ZeroAt;
       if (At >= 0)
         return Status::error(Name + " repeats schedule[" + std::to_string(At) +
                              "]");
       At = int64_t(A);
-      if (Act.Frag == Zero && (Forwards > 0 || OptAt >= 0))
+      if (Act.Frag == Zero && (Started > 0 || OptAt >= 0))
         return Status::error(Name + " must come before every forward");
-      if (Act.Frag == Opt && Backwards < M)
+      if (Act.Frag == Opt && Finished < M)
         return Status::error(Name + " runs before every micro-batch's "
                                     "backward has");
     }
   }
   for (int64_t K = 0; K < M; ++K)
-    if (FwdAt[size_t(K)] < 0 || BwdAt[size_t(K)] < 0)
+    if (Done[size_t(K)] < Runs)
       return Status::error(
           Where + ": the schedule never runs " +
-          std::string(FwdAt[size_t(K)] < 0 ? "forward" : "backward") +
+          S.Fragments[size_t(PerMb[size_t(Done[size_t(K)])])].Name +
           " on micro-batch " + std::to_string(K));
   if (OptAt < 0)
     return Status::error(Where + ": the schedule never runs the optimizer");

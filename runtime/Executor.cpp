@@ -511,7 +511,7 @@ Status Executor::setInputs(int64_t K, const int32_t *Toks,
 Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,
                             int64_t Only) {
   const Stage &St = Prog.Stages.front();
-  const int64_t Fwd = St.find(FragmentForward);
+  const int64_t Fwd = St.lastForward();
   Ctx0Step = Ctx.Step;
   for (size_t A = Begin; A < End;) {
     const Action &Act = St.Schedule[A];
@@ -582,8 +582,8 @@ Status Executor::runForward(const StepContext &Ctx) {
     return Status::error("a pipeline program runs no forward-only step "
                          "(its stages exchange gradients within the step)");
   LossCopies = 0;
-  WEFT_RETURN_IF_ERROR(runActions(0, UpdateBegin, Ctx,
-                                  Prog.Stages.front().find(FragmentForward)));
+  WEFT_RETURN_IF_ERROR(
+      runActions(0, UpdateBegin, Ctx, Prog.Stages.front().lastForward()));
   return sumLosses();
 }
 

@@ -92,6 +92,17 @@ PIPELINES4 = [
     (3, ["--mesh", "pp=3", "--stages", "0,1-2,3", "--pipeline-schedule",
          "gpipe"]),
 ]
+# Interleaved 1F1B: two chunks per stage (a layer each on four layers).
+INTERLEAVED = [
+    (2, ["--mesh", "pp=2", "--pipeline-schedule", "interleaved",
+         "--virtual-stages", "2"]),
+    (2, ["--mesh", "pp=2", "--pipeline-schedule", "interleaved",
+         "--virtual-stages", "2", "--recompute", "full"]),
+    (4, ["--mesh", "pp=2,dp=2", "--pipeline-schedule", "interleaved",
+         "--virtual-stages", "2", "--zero", "1"]),
+    (4, ["--mesh", "pp=2,tp=2", "--layout", "megatron", "--sequence-parallel",
+         "--pipeline-schedule", "interleaved", "--virtual-stages", "2"]),
+]
 
 
 def predicted_comm(bin_dir, model, common, flags):
@@ -148,7 +159,8 @@ def main():
     layouts = sys.argv[8] if len(sys.argv) > 8 else "spmd"
     meshes = MESHES
     if layouts.startswith("pipeline"):
-        meshes = PIPELINES4 if layouts == "pipeline4" else PIPELINES
+        meshes = {"pipeline4": PIPELINES4, "pipeline-interleaved": INTERLEAVED}.get(
+            layouts, PIPELINES)
     elif micro > 1:
         # One rank, every layout, and ZeRO-3 regathering per micro-batch
         # (the default gathers once per step).

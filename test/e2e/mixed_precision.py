@@ -49,7 +49,7 @@ def main():
     steps = int(steps)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    common = ["--batch", "8", "--seq", "64", "--lr", "3e-3"]
+    common = ["--batch", "8", "--seq", "64", "--lr", "1e-3"]
     results = {}
     for dtype in ["f32", "bf16"]:
         prog = f"{work}/{dtype}.weft"

@@ -62,10 +62,18 @@ static cl::opt<std::string> zero3GatherArg(
     cl::init("step"));
 static cl::opt<std::string> pipelineScheduleArg(
     cl::cat(compileCategory), "pipeline-schedule",
-    cl::desc("with a pp axis in --mesh: gpipe, 1f1b (the default), or a "
-             "JSON file of each stage's runs, {\"stages\": [[\"F0\", "
-             "\"B0\", ...], ...]}"),
+    cl::desc("with a pp axis in --mesh: gpipe, 1f1b (the default), "
+             "interleaved (with --virtual-stages), or a JSON file of each "
+             "stage's runs, {\"stages\": [[\"F0\", \"B0\", ...], ...]} "
+             "(\"F0.1\": chunk 1, with --virtual-stages)"),
     cl::init("1f1b"));
+static cl::opt<int64_t> virtualStagesArg(
+    cl::cat(compileCategory), "virtual-stages",
+    cl::desc("with --pipeline-schedule interleaved (or a JSON schedule): the "
+             "model chunks each pipeline rank holds (V >= 2), rank r "
+             "holding chunks r, r+pp, ...; --microbatches must be a "
+             "multiple of pp"),
+    cl::init(1));
 static cl::opt<std::string> stagesArg(
     cl::cat(compileCategory), "stages",
     cl::desc("with a pp axis in --mesh: the layers of each pipeline stage, "
@@ -201,20 +209,19 @@ std::string applyPlan() {
     if (!integer(key))
       return "plan layout is missing integer field '" + std::string(key) + "'";
   int64_t dp = *integer("dp"), tp = *integer("tp"), pp = *integer("pp");
-  // Pipeline rows run as planned under 1F1B; interleaving is not built.
+  // Pipeline rows run as planned: 1F1B, or interleaved over V chunks.
   if (pp > 1) {
     std::optional<StringRef> schedule = row->getString("schedule");
     std::optional<int64_t> virtualStages = row->getInteger("virtual_stages");
-    if (!schedule || *schedule != "1f1b" ||
-        (virtualStages && *virtualStages > 1))
+    const int64_t v = virtualStages.value_or(1);
+    if (!schedule || (*schedule != "1f1b" && *schedule != "interleaved") ||
+        (*schedule == "1f1b") != (v == 1))
       return "the plan uses pp=" + std::to_string(pp) + " with schedule " +
              (schedule ? schedule->str() : std::string("(none)")) +
-             (virtualStages
-                  ? " (virtual_stages " + std::to_string(*virtualStages) + ")"
-                  : std::string()) +
-             ": weft-compile builds gpipe and 1f1b pipelines, not interleaved "
-             "ones yet (plan with --fix schedule=1f1b)";
-    pipelineScheduleArg = "1f1b";
+             " and virtual_stages " + std::to_string(v) +
+             ": expected 1f1b with 1, or interleaved with 2 or more";
+    pipelineScheduleArg = schedule->str();
+    virtualStagesArg = v;
   }
   // The plan's recomputation, as weft-recompute builds it.
   if (auto r = row->getString("recompute")) {
@@ -372,14 +379,35 @@ int main(int argc, char **argv) {
   options.recompute = recomputeArg;
   // A hand-written schedule travels to the passes in its compact form.
   std::string scheduleSpec = pipelineScheduleArg;
+  if (virtualStagesArg < 1 || virtualStagesArg > 1024)
+    return fail("--virtual-stages must be 1 to 1024, got " +
+                std::to_string(virtualStagesArg));
+  const bool interleaved = scheduleSpec == "interleaved";
+  const bool json = StringRef(scheduleSpec).ends_with(".json");
+  if (interleaved != (virtualStagesArg > 1) && !json)
+    return fail(interleaved
+                    ? "--pipeline-schedule interleaved needs "
+                      "--virtual-stages V of 2 or more"
+                    : "--virtual-stages " + std::to_string(virtualStagesArg) +
+                          " needs --pipeline-schedule interleaved "
+                          "(or a JSON schedule naming chunks)");
+  if (interleaved)
+    scheduleSpec = "interleaved:" + std::to_string(virtualStagesArg);
   options.pipeline = weft::pipelineOptions(meshArg, stagesArg, scheduleSpec);
   if (options.pipeline.stages > 1)
     options.layout.pipelineAxis = "pp";
-  else if (!stagesArg.empty() || pipelineScheduleArg.getNumOccurrences())
-    return fail(
-        std::string(stagesArg.empty() ? "--pipeline-schedule" : "--stages") +
-        " needs a pp axis of 2 or more in --mesh");
-  if (StringRef(scheduleSpec).ends_with(".json")) {
+  else if (!stagesArg.empty() || pipelineScheduleArg.getNumOccurrences() ||
+           virtualStagesArg > 1)
+    return fail(std::string(!stagesArg.empty()     ? "--stages"
+                            : virtualStagesArg > 1 ? "--virtual-stages"
+                                                   : "--pipeline-schedule") +
+                " needs a pp axis of 2 or more in --mesh");
+  if (interleaved && microbatchesArg % options.pipeline.stages != 0)
+    return fail("--pipeline-schedule interleaved runs micro-batches in "
+                "rounds of pp: --microbatches " +
+                std::to_string(microbatchesArg) + " is not a multiple of pp=" +
+                std::to_string(options.pipeline.stages));
+  if (json) {
     auto text = llvm::MemoryBuffer::getFile(scheduleSpec);
     if (!text)
       return fail("cannot read --pipeline-schedule '" + scheduleSpec +
@@ -387,15 +415,16 @@ int main(int argc, char **argv) {
     weft::PipelineSchedule custom;
     if (weft::Status s = weft::parsePipelineScheduleJson(
             (*text)->getBuffer().str(), options.pipeline.stages,
-            microbatchesArg, custom);
+            microbatchesArg, virtualStagesArg, custom);
         !s.ok())
       return fail("--pipeline-schedule '" + scheduleSpec + "': " + s.message());
-    scheduleSpec = "custom:" + weft::pipelineOrdersText(custom);
+    scheduleSpec = weft::pipelineScheduleSpec(custom);
   } else if (weft::PipelineSchedule parsed;
              !weft::parsePipelineSchedule(scheduleSpec, parsed).ok() ||
              parsed.Kind == weft::PipelineScheduleKind::Custom) {
     return fail("--pipeline-schedule: unknown pipeline schedule '" +
-                scheduleSpec + "' (expected gpipe, 1f1b or a .json file)");
+                pipelineScheduleArg +
+                "' (expected gpipe, 1f1b, interleaved or a .json file)");
   }
   options.pipeline.schedule = scheduleSpec;
 
