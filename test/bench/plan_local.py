@@ -3,7 +3,8 @@
 
 Calibrates this machine (weft-plan --calibrate), then for a small GPT on the
 CPU meshes the sharding issue runs (1 rank, dp=2, tp=2 Megatron, tp=2 + SP,
-dp=2 ZeRO-1) compiles the program, runs it under mpirun (one core per rank),
+dp=2 ZeRO-1, and pipelines: pp=2 under 1F1B and interleaved over 4
+micro-batches) compiles the program, runs it under mpirun (one core per rank),
 takes the median step time of steps 3..N and prints it beside weft-plan's
 prediction for the same layout (--fix). Target: within +-25%.
 
@@ -19,7 +20,8 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = {"model_type": "gpt2", "n_layer": 4, "n_embd": 256, "n_head": 4,
-         "vocab_size": 256, "n_positions": 256}
+         "vocab_size": 256, "n_positions": 256, "resid_pdrop": 0.0,
+         "embd_pdrop": 0.0, "attn_pdrop": 0.0}
 BATCH, SEQ = 8, 128
 # name, ranks, weft-compile flags, weft-plan --fix
 MESHES = [
@@ -29,7 +31,20 @@ MESHES = [
     ("tp=2", 2, ["--mesh", "tp=2", "--layout", "megatron"], "dp=1,tp=2,pp=1,sp=0"),
     ("tp=2 sp", 2, ["--mesh", "tp=2", "--layout", "megatron", "--sequence-parallel"],
      "dp=1,tp=2,pp=1,sp=1"),
+    # Pipelines over 4 micro-batches of 2 rows.
+    ("pp=2 1f1b", 2, ["--mesh", "pp=2", "--microbatches", "4"],
+     "dp=1,tp=1,pp=2,schedule=1f1b"),
+    ("pp=2 interleaved", 2, ["--mesh", "pp=2", "--microbatches", "4",
+                             "--pipeline-schedule", "interleaved",
+                             "--virtual-stages", "2"],
+     "dp=1,tp=1,pp=2,v=2,schedule=interleaved"),
 ]
+
+
+def micro_rows(name, flags):
+    """Rows per micro-batch per rank: the batch over dp and micro-batches."""
+    m = int(flags[flags.index("--microbatches") + 1]) if "--microbatches" in flags else 1
+    return BATCH // (2 if "dp=2" in name else 1) // m
 
 
 def run(cmd, **kw):
@@ -74,7 +89,7 @@ def main():
             plan = run([b("weft-plan"), config, "--cluster", cluster, "--gpus",
                         str(ranks), "--global-batch", str(BATCH), "--seq",
                         str(SEQ), "--json", "--top", "1", "--fix",
-                        fix + f",mb={BATCH // (2 if 'dp=2' in name else 1)},recompute=none"])
+                        fix + f",mb={micro_rows(name, flags)},recompute=none"])
             predicted = json.loads(plan.stdout)["layouts"][0]["step_time_s"]
             error = (predicted - measured) / measured
             worst = max(worst, abs(error))
