@@ -85,12 +85,19 @@ PIPELINES = [
     (4, ["--mesh", "pp=2,dp=2", "--recompute", "full"]),
     (4, ["--mesh", "pp=2,tp=2", "--layout", "megatron", "--sequence-parallel",
          "--recompute", "selective"]),
+    (2, ["--mesh", "pp=2", "--pipeline-schedule", "gpipe", "--recompute",
+         "full"]),
+    (4, ["--mesh", "pp=2,tp=2", "--layout", "megatron", "--sequence-parallel",
+         "--recompute", "full"]),
+    (4, ["--mesh", "pp=2,dp=2", "--zero", "1", "--recompute", "full"]),
 ]
 # Four stages, the middle one uneven: for models of four layers.
 PIPELINES4 = [
     (4, ["--mesh", "pp=4"]),
+    (4, ["--mesh", "pp=4", "--recompute", "full"]),
     (3, ["--mesh", "pp=3", "--stages", "0,1-2,3", "--pipeline-schedule",
          "gpipe"]),
+    (3, ["--mesh", "pp=3", "--stages", "0,1-2,3", "--recompute", "full"]),
 ]
 # Interleaved 1F1B: two chunks per stage (a layer each on four layers).
 INTERLEAVED = [
