@@ -29,7 +29,8 @@ inline constexpr llvm::StringLiteral kMicrobatches = "weft.microbatches";
 
 /// On an op: the program fragment it belongs to ("prologue" or
 /// "optimizer", by weft-accumulate-gradients; every op of a pipeline stage's
-/// function, by weft-cut-stages); unmarked ops fall in forward, backward or
+/// function, by weft-cut-stages, which marks "weight" the weight gradients
+/// of a split backward); unmarked ops fall in forward, backward or
 /// optimizer by position (weft-emit-program).
 inline constexpr llvm::StringLiteral kFragment = "weft.fragment";
 /// On an op of a pipeline stage holding several model chunks (interleaved

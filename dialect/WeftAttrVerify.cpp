@@ -154,10 +154,11 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
   if (name == an::kFragment) {
     auto f = dyn_cast<StringAttr>(value);
     if (!f || !llvm::is_contained(ArrayRef<StringRef>{"prologue", "forward",
-                                                      "backward", "optimizer"},
+                                                      "backward", "weight",
+                                                      "optimizer"},
                                   f.getValue()))
-      return fail() << "must be \"prologue\", \"forward\", \"backward\" or "
-                       "\"optimizer\", got "
+      return fail() << "must be \"prologue\", \"forward\", \"backward\", "
+                       "\"weight\" or \"optimizer\", got "
                     << value;
     return success();
   }

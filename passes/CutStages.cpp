@@ -38,8 +38,10 @@ using namespace weft;
 namespace {
 namespace an = weft::attrname;
 
-enum Phase { kPrologue, kForward, kBackward, kOptimizer, kNoPhase };
-const char *const kPhaseNames[] = {"prologue", "forward", "backward",
+// kWeight: the weight-gradient half of a split backward (ZB-H1), which
+// the rank functions' backward ops not on the way to a sent gradient get.
+enum Phase { kPrologue, kForward, kBackward, kWeight, kOptimizer, kNoPhase };
+const char *const kPhaseNames[] = {"prologue", "forward", "backward", "weight",
                                    "optimizer"};
 
 // One value read on a rank other than its own: sent at the end of the
@@ -73,6 +75,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       return signalPassFailure();
     }
     chunks = parsedSchedule.VirtualStages;
+    split = parsedSchedule.SplitBackward;
     fn = fns.front();
     int64_t microbatches = 1;
     if (auto m = fn->getAttrOfType<IntegerAttr>(an::kMicrobatches))
@@ -474,7 +477,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
   int64_t chunkOf(int64_t v) const { return v / ranks; }
 
   // A rank's fragments in table order: prologue 0, the forwards of chunks
-  // 0..V-1, their backwards in reverse, optimizer 2V+1.
+  // 0..V-1, their backwards in reverse, weight 2V+1 when the backward
+  // splits (one chunk), optimizer after.
   int64_t fragmentKey(Phase p, int64_t chunk) const {
     switch (p) {
     case kPrologue:
@@ -483,15 +487,20 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       return 1 + chunk;
     case kBackward:
       return 1 + chunks + (chunks - 1 - chunk);
-    default:
+    case kWeight:
       return 1 + 2 * chunks;
+    default:
+      return 1 + 2 * chunks + (split ? 1 : 0);
     }
   }
   Phase phaseOfKey(int64_t key) const {
-    return key == 0            ? kPrologue
-           : key <= chunks     ? kForward
-           : key <= 2 * chunks ? kBackward
-                               : kOptimizer;
+    if (key == 0)
+      return kPrologue;
+    if (key <= chunks)
+      return kForward;
+    if (key <= 2 * chunks)
+      return kBackward;
+    return split && key == fragmentKey(kWeight, 0) ? kWeight : kOptimizer;
   }
   int64_t chunkOfKey(int64_t key) const {
     Phase p = phaseOfKey(key);
@@ -614,6 +623,31 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
                               : p == kBackward ? chunks - 1
                                                : 0);
     }
+    // A split backward (ZB-H1): what no sent gradient needs is the weight
+    // gradients' fragment, run later. A rank that sends no gradient keeps
+    // its backward whole (its receives need a fragment with instructions).
+    if (split) {
+      std::vector<bool> needed(n, false);
+      SmallVector<Operation *> work;
+      for (const Crossing &c : crossings)
+        if (c.from == s && phaseOfKey(c.sendKey) == kBackward)
+          work.push_back(mine[c.producer]);
+      while (!work.empty()) {
+        Operation *op = work.pop_back_val();
+        auto it = inClone.find(op);
+        if (it == inClone.end() || needed[it->second] ||
+            phaseOfKey(key[it->second]) != kBackward)
+          continue;
+        needed[it->second] = true;
+        for (Value v : op->getOperands())
+          if (Operation *d = v.getDefiningOp())
+            work.push_back(d);
+      }
+      if (llvm::is_contained(needed, true))
+        for (size_t i = 0; i < n; ++i)
+          if (key[i] >= 0 && phaseOfKey(key[i]) == kBackward && !needed[i])
+            key[i] = fragmentKey(kWeight, 0);
+    }
     // In fragment order (stable: a fragment's ops keep theirs).
     SmallVector<size_t> order;
     for (size_t i = 0; i + 1 < n; ++i)
@@ -726,8 +760,10 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
     return success();
   }
 
-  /// Pipeline ranks (N, the stages option) and model chunks per rank (V).
+  /// Pipeline ranks (N, the stages option) and model chunks per rank (V);
+  /// whether backwards split into B and W (ZB-H1).
   int64_t ranks = 1, chunks = 1;
+  bool split = false;
   func::FuncOp fn;
   SmallVector<Operation *> ops;
   DenseMap<Operation *, int64_t> index; // into ops

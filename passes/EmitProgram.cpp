@@ -35,27 +35,33 @@ namespace {
 constexpr uint32_t kFormatVersion = 5;
 
 // The phases of a stage's fragments, in table order (program/Program.h,
-// Stage). A stage of V model chunks has V forwards and V backwards:
+// Stage). A stage of V model chunks has V forwards and V backwards, and a
+// split backward (ZB-H1, one chunk) a weight fragment after them:
 // fragments are numbered prologue 0, forward of chunk c 1+c, backward of
-// chunk c 2V-c, optimizer 2V+1 (FragmentKeys).
-enum FragmentPhase { kPrologue, kForward, kBackward, kOptimizer };
+// chunk c 2V-c, weight 2V+1, optimizer last (FragmentKeys).
+enum FragmentPhase { kPrologue, kForward, kBackward, kWeight, kOptimizer };
 const char *const kFragmentNames[] = {"prologue", "forward", "backward",
-                                      "optimizer"};
+                                      "weight", "optimizer"};
 
 struct FragmentKeys {
   int64_t chunks = 1;
-  int count() const { return int(2 * chunks + 2); }
+  bool split = false;
+  int count() const { return int(2 * chunks + 2 + (split ? 1 : 0)); }
   int key(FragmentPhase p, int64_t chunk) const {
     return p == kPrologue   ? 0
            : p == kForward  ? int(1 + chunk)
            : p == kBackward ? int(2 * chunks - chunk)
-                            : int(2 * chunks + 1);
+           : p == kWeight   ? int(2 * chunks + 1)
+                            : count() - 1;
   }
   FragmentPhase phase(int k) const {
-    return k == 0            ? kPrologue
-           : k <= chunks     ? kForward
-           : k <= 2 * chunks ? kBackward
-                             : kOptimizer;
+    if (k == 0)
+      return kPrologue;
+    if (k <= chunks)
+      return kForward;
+    if (k <= 2 * chunks)
+      return kBackward;
+    return split && k == 2 * chunks + 1 ? kWeight : kOptimizer;
   }
   // "forward", or with several chunks "forward.1" (the format's names).
   std::string name(int k) const {
@@ -67,14 +73,14 @@ struct FragmentKeys {
   }
 };
 
-// The model chunks of a pipeline stage's function (its schedule's virtual
-// stages), 1 for any other.
-int64_t chunksOf(func::FuncOp fn) {
+// A pipeline stage's fragments (its schedule's virtual stages, and whether
+// its backward splits); one chunk, unsplit, for any other function.
+FragmentKeys fragmentKeysOf(func::FuncOp fn) {
   weft::PipelineSchedule s;
   auto name = fn->getAttrOfType<StringAttr>(weft::attrname::kPipelineSchedule);
   if (!name || !weft::parsePipelineSchedule(name.str(), s).ok())
-    return 1;
-  return s.VirtualStages;
+    return {};
+  return {s.VirtualStages, s.SplitBackward};
 }
 
 uint64_t fnv1a64(StringRef bytes) {
@@ -183,7 +189,7 @@ public:
   SmallVector<TransferRecord> transfers;
 
   ProgramWriter(func::FuncOp fn, MeshInfo mesh)
-      : fn(fn), mesh(std::move(mesh)), frags{chunksOf(fn)},
+      : fn(fn), mesh(std::move(mesh)), frags(fragmentKeysOf(fn)),
         fragmentEnd(size_t(frags.count()), 0) {}
 
   const FragmentKeys &fragmentKeys() const { return frags; }
@@ -894,14 +900,17 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
       json::Array schedule;
       // A run of fragment `frag` (micro-batch k, or once per step when k is
       // negative) with its receives before it and its sends after.
-      auto addRun = [&](int frag, int64_t k) {
+      // A run of fragment `frag` (micro-batch k, or once per step when k is
+      // negative) with its sends after it and, unless hoisted, its
+      // receives before it.
+      auto addRun = [&](int frag, int64_t k, bool receives = true) {
         auto action = [&](json::Object a) {
           if (k >= 0)
             a["microbatch"] = k;
           schedule.push_back(std::move(a));
         };
         for (const TransferRecord &t : writer.transfers)
-          if (!t.send && t.fragment == frag)
+          if (receives && !t.send && t.fragment == frag)
             action(json::Object{{"recv", t.buffer + base}, {"from", t.peer}});
         action(json::Object{{"run", writer.fragmentKeys().name(frag)}});
         for (const TransferRecord &t : writer.transfers)
@@ -914,11 +923,34 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
       const std::vector<weft::PipelineRun> order =
           weft::pipelineOrder(kind, s, n, m);
       auto keyOf = [&](const weft::PipelineRun &run) {
-        return keys.key(run.Backward ? kBackward : kForward, run.Chunk);
+        return keys.key(run.Weight     ? kWeight
+                        : run.Backward ? kBackward
+                                       : kForward,
+                        run.Chunk);
       };
       if (keys.chunks == 1) {
-        for (const weft::PipelineRun &run : order)
-          addRun(keyOf(run), run.Microbatch);
+        // A run's receives go before the W runs right before it (they
+        // transfer nothing): the peer that waits for them, to complete
+        // the group that also sends its next input, does not wait for
+        // this stage's weight gradients (pipelineSlots counts the slot).
+        for (size_t i = 0; i < order.size();) {
+          size_t j = i;
+          while (j < order.size() && order[j].Weight)
+            ++j;
+          const bool hoist = j < order.size() && j > i;
+          if (hoist)
+            for (const TransferRecord &t : writer.transfers)
+              if (!t.send && t.fragment == keyOf(order[j]))
+                schedule.push_back(
+                    json::Object{{"recv", t.buffer + base},
+                                 {"from", t.peer},
+                                 {"microbatch", order[j].Microbatch}});
+          for (; i < j; ++i)
+            addRun(keyOf(order[i]), order[i].Microbatch);
+          if (j < order.size())
+            addRun(keyOf(order[j]), order[j].Microbatch, !hoist);
+          i = j + 1;
+        }
       } else {
         // Several chunks (Megatron's interleaved schedule): a steady tick
         // runs a forward and a backward (PipelineRun::Paired), then

@@ -56,7 +56,8 @@ DenseMap<Operation *, int64_t> timesPerStep(Operation *root) {
           once || isa<AdamWOp>(op) || (mark && mark.getValue() == "optimizer");
       // A pipeline stage marks its forward and backward ops too.
       bool perMicrobatch = !mark || mark.getValue() == "forward" ||
-                           mark.getValue() == "backward";
+                           mark.getValue() == "backward" ||
+                           mark.getValue() == "weight";
       times[&op] = once || !perMicrobatch ? 1 : m;
     }
   });
@@ -256,7 +257,8 @@ void printMemory(const Memory &m, int64_t slots, llvm::raw_ostream &os,
 // order, a forward after the previous virtual stage's (chunk c of stage s
 // is virtual stage c*n + s), a backward after the next one's. Returns per
 // stage a row: '.' idle, a forward of micro-batch k its digit (k mod 10),
-// a backward its letter ('a' + k mod 26), twice.
+// a backward its letter ('a' + k mod 26), twice; split (ZB-H1), B its
+// letter and W its capital, once each.
 std::vector<std::string> timeline(const PipelineSchedule &kind, int64_t n,
                                   int64_t m) {
   const int64_t nv = n * kind.VirtualStages;
@@ -276,18 +278,22 @@ std::vector<std::string> timeline(const PipelineSchedule &kind, int64_t n,
         const int64_t k = r.Microbatch, v = r.Chunk * n + s;
         if (k >= m || v >= nv)
           return rows; // not this schedule's run
-        int64_t ready = !r.Backward   ? (v == 0 ? 0 : doneF[v - 1][k])
+        // A W (split backward) follows its own B; B then takes one unit.
+        int64_t ready = r.Weight      ? doneB[v][k]
+                        : !r.Backward ? (v == 0 ? 0 : doneF[v - 1][k])
                         : v == nv - 1 ? doneF[v][k]
                                       : doneB[v + 1][k];
         if (ready < 0)
           break;
         int64_t start = std::max(clock[s], ready);
-        int64_t length = r.Backward ? 2 : 1;
+        int64_t length = r.Backward && !kind.SplitBackward ? 2 : 1;
         rows[s].append(size_t(start - clock[s]), '.');
-        rows[s].append(size_t(length),
-                       r.Backward ? char('a' + k % 26) : char('0' + k % 10));
+        rows[s].append(size_t(length), r.Weight     ? char('A' + k % 26)
+                                       : r.Backward ? char('a' + k % 26)
+                                                    : char('0' + k % 10));
         clock[s] = start + length;
-        (r.Backward ? doneB : doneF)[v][k] = clock[s];
+        if (!r.Weight)
+          (r.Backward ? doneB : doneF)[v][k] = clock[s];
         ++pos[s];
         progress = true;
       }
@@ -349,13 +355,21 @@ void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
                        "a backward twice a forward; (N-1)/(V*M+N-1) = "
                        "%.1f%%)\n",
                        100 * bubble, 100 * pipelineBubble(n, m, v));
+  else if (kind.SplitBackward)
+    os << llvm::format("  bubble %.1f%% of each stage's step (ideal stages, "
+                       "the backward split into B and W as long as a "
+                       "forward; (N-1)/(3M+N-1) = %.1f%%)\n",
+                       100 * bubble, 100 * zeroBubbleH1Bubble(n, m));
   else
     os << llvm::format("  bubble %.1f%% of each stage's step (ideal stages, "
                        "a backward twice a forward; (N-1)/(M+N-1) = %.1f%%)\n",
                        100 * bubble, 100 * pipelineBubble(n, m));
   if (width <= 160) {
     os << "  timeline (digit: forward of that micro-batch, letter: its "
-          "backward, '.': idle):\n";
+       << (kind.SplitBackward ? "input gradient (B), capital: its weight "
+                                "gradients (W)"
+                              : "backward")
+       << ", '.': idle):\n";
     for (int64_t s = 0; s < n; ++s)
       os << llvm::format("    stage %-3lld |", (long long)s) << rows[s]
          << "|\n";

@@ -121,7 +121,8 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
         break;
       // A pipeline stage's function marks its forward and backward ops.
       bool perMicrobatch = !mark || mark.getValue() == "forward" ||
-                           mark.getValue() == "backward";
+                           mark.getValue() == "backward" ||
+                           mark.getValue() == "weight";
       if (loopBegin < 0 && perMicrobatch && !isa<ParamOp>(op))
         loopBegin = index[&op];
       loopEnd = index[&op];

@@ -21,12 +21,13 @@ bool parseCount(const std::string &T, int64_t &N) {
   return true;
 }
 
-/// "F3", "B0" or "F3.1": a run of micro-batch k < M on chunk c < V.
+/// "F3", "B0", "W0" or "F3.1": a run of micro-batch k < M on chunk c < V.
 bool parseRun(const std::string &T, int64_t M, int64_t V, PipelineRun &R) {
-  if (T.size() < 2 || (T[0] != 'F' && T[0] != 'B'))
+  if (T.size() < 2 || (T[0] != 'F' && T[0] != 'B' && T[0] != 'W'))
     return false;
   const size_t Dot = T.find('.');
-  R.Backward = T[0] == 'B';
+  R.Backward = T[0] != 'F';
+  R.Weight = T[0] == 'W';
   R.Chunk = 0;
   if (!parseCount(T.substr(1, Dot == std::string::npos ? Dot : Dot - 1),
                   R.Microbatch) ||
@@ -36,38 +37,75 @@ bool parseRun(const std::string &T, int64_t M, int64_t V, PipelineRun &R) {
 }
 
 std::string runName(const PipelineRun &R) {
-  return (R.Backward ? "B" : "F") + std::to_string(R.Microbatch) +
+  return (R.Weight     ? "W"
+          : R.Backward ? "B"
+                       : "F") +
+         std::to_string(R.Microbatch) +
          (R.Chunk ? "." + std::to_string(R.Chunk) : "");
 }
 
 /// Every micro-batch's forward and backward once on every chunk: forwards
 /// in chunk order, then backwards in reverse (the order of the stage's
-/// fragments, which a micro-batch runs in table order).
+/// fragments, which a micro-batch runs in table order), then its W when
+/// backwards split.
 Status checkOrder(const std::vector<PipelineRun> &Order, int64_t M, int64_t V,
-                  const std::string &Where) {
-  // Per micro-batch: how many of its 2V runs have run.
+                  bool Split, const std::string &Where) {
+  const int64_t Steps = 2 * V + (Split ? 1 : 0);
+  auto runAt = [&](int64_t K, int64_t D) {
+    PipelineRun R{D >= V, K, D >= V ? 2 * V - 1 - D : D};
+    R.Weight = D == 2 * V;
+    R.Chunk = R.Weight ? 0 : R.Chunk;
+    return R;
+  };
+  // Per micro-batch: how many of its runs have run.
   std::vector<int64_t> Done(size_t(M), 0);
   for (size_t I = 0; I < Order.size(); ++I) {
     const PipelineRun &R = Order[I];
-    const int64_t Step = R.Backward ? 2 * V - 1 - R.Chunk : R.Chunk;
+    if (R.Weight && !Split)
+      return Status::error(Where + "[" + std::to_string(I) + "] runs " +
+                           runName(R) + ", but the backwards do not split");
+    const int64_t Step = R.Weight     ? 2 * V
+                         : R.Backward ? 2 * V - 1 - R.Chunk
+                                      : R.Chunk;
     int64_t &D = Done[size_t(R.Microbatch)];
-    if (Step != D) {
-      PipelineRun Want{D >= V, R.Microbatch, D >= V ? 2 * V - 1 - D : D};
+    if (Step != D)
       return Status::error(
           Where + "[" + std::to_string(I) + "] runs " + runName(R) +
-          (Step < D ? ", which already ran" : " before " + runName(Want)) +
+          (Step < D ? ", which already ran"
+                    : " before " + runName(runAt(R.Microbatch, D))) +
           " (a micro-batch runs its forwards in chunk order, then its "
-          "backwards in reverse)");
-    }
+          "backwards in reverse" +
+          (Split ? ", then its weight gradients)" : ")"));
     ++D;
   }
   for (int64_t K = 0; K < M; ++K)
-    if (Done[size_t(K)] < 2 * V) {
-      const int64_t D = Done[size_t(K)];
+    if (Done[size_t(K)] < Steps)
       return Status::error(Where + " never runs " +
-                           runName({D >= V, K, D >= V ? 2 * V - 1 - D : D}));
-    }
+                           runName(runAt(K, Done[size_t(K)])));
   return Status::success();
+}
+
+/// ZB-H1's runs of stage S (see PipelineScheduleKind).
+std::vector<PipelineRun> zeroBubbleH1Order(int64_t S, int64_t N, int64_t M) {
+  const int64_t Warmup = std::min(std::max<int64_t>(N - 1 - S, 0), M);
+  std::vector<PipelineRun> Order;
+  auto weight = [&](int64_t K) {
+    PipelineRun W{true, K, 0};
+    W.Weight = true;
+    Order.push_back(W);
+  };
+  for (int64_t F = 0; F < Warmup; ++F)
+    Order.push_back({false, F, 0});
+  for (int64_t K = 0; K < M; ++K) {
+    if (K + Warmup < M)
+      Order.push_back({false, K + Warmup, 0});
+    Order.push_back({true, K, 0});
+    if (K >= S)
+      weight(K - S);
+  }
+  for (int64_t K = std::max<int64_t>(M - S, 0); K < M; ++K)
+    weight(K);
+  return Order;
 }
 
 /// Interleaved 1F1B's runs of rank S (see PipelineScheduleKind).
@@ -101,7 +139,11 @@ std::vector<PipelineRun> interleavedOrder(int64_t S, int64_t N, int64_t M,
 Status parsePipelineSchedule(const std::string &Name, PipelineSchedule &S) {
   S.Orders.clear();
   S.VirtualStages = 1;
-  if (Name == "gpipe") {
+  S.SplitBackward = false;
+  if (Name == "zb-h1") {
+    S.Kind = PipelineScheduleKind::ZeroBubbleH1;
+    S.SplitBackward = true;
+  } else if (Name == "gpipe") {
     S.Kind = PipelineScheduleKind::GPipe;
   } else if (Name == "1f1b") {
     S.Kind = PipelineScheduleKind::OneFOneB;
@@ -125,22 +167,24 @@ Status parsePipelineSchedule(const std::string &Name, PipelineSchedule &S) {
         if (!parseRun(T, INT64_MAX, MaxVirtualStages, R))
           return Status::error("malformed pipeline run '" + T + "'");
         S.VirtualStages = std::max(S.VirtualStages, R.Chunk + 1);
+        S.SplitBackward |= R.Weight;
         S.Orders.back().push_back(R);
       }
     }
   } else {
     return Status::error("unknown pipeline schedule '" + Name +
-                         "' (expected gpipe, 1f1b, interleaved or a .json "
-                         "file)");
+                         "' (expected gpipe, 1f1b, interleaved, zb-h1 or a "
+                         ".json file)");
   }
   return Status::success();
 }
 
 const char *pipelineScheduleName(PipelineScheduleKind K) {
-  return K == PipelineScheduleKind::GPipe         ? "gpipe"
-         : K == PipelineScheduleKind::OneFOneB    ? "1f1b"
-         : K == PipelineScheduleKind::Interleaved ? "interleaved"
-                                                  : "custom";
+  return K == PipelineScheduleKind::GPipe          ? "gpipe"
+         : K == PipelineScheduleKind::OneFOneB     ? "1f1b"
+         : K == PipelineScheduleKind::Interleaved  ? "interleaved"
+         : K == PipelineScheduleKind::ZeroBubbleH1 ? "zb-h1"
+                                                   : "custom";
 }
 
 std::string pipelineScheduleSpec(const PipelineSchedule &S) {
@@ -169,6 +213,7 @@ Status parsePipelineScheduleJson(const std::string &Text, int64_t N, int64_t M,
                          std::to_string(N));
   S.Kind = PipelineScheduleKind::Custom;
   S.VirtualStages = V;
+  S.SplitBackward = false;
   S.Orders.assign(size_t(N), {});
   for (int64_t St = 0; St < N; ++St) {
     const std::string Where = "stages[" + std::to_string(St) + "]";
@@ -184,10 +229,17 @@ Status parsePipelineScheduleJson(const std::string &Text, int64_t N, int64_t M,
                              (V > 1 ? ", or F<k>.<c> and B<k>.<c> with c < " +
                                           std::to_string(V) + " (the chunks)"
                                     : ""));
+      S.SplitBackward |= R.Weight;
       S.Orders[size_t(St)].push_back(R);
     }
-    WEFT_RETURN_IF_ERROR(checkOrder(S.Orders[size_t(St)], M, V, Where));
   }
+  if (S.SplitBackward && V > 1)
+    return Status::error("W runs split the backwards of one chunk per "
+                         "stage, not of " +
+                         std::to_string(V));
+  for (int64_t St = 0; St < N; ++St)
+    WEFT_RETURN_IF_ERROR(checkOrder(S.Orders[size_t(St)], M, V, S.SplitBackward,
+                                    "stages[" + std::to_string(St) + "]"));
   return Status::success();
 }
 
@@ -209,6 +261,8 @@ std::vector<PipelineRun> pipelineOrder(const PipelineSchedule &P, int64_t S,
                                         : std::vector<PipelineRun>();
   if (P.Kind == PipelineScheduleKind::Interleaved)
     return interleavedOrder(S, N, M, P.VirtualStages);
+  if (P.Kind == PipelineScheduleKind::ZeroBubbleH1)
+    return zeroBubbleH1Order(S, N, M);
   std::vector<PipelineRun> Order;
   const int64_t Warmup = P.Kind == PipelineScheduleKind::GPipe
                              ? M
@@ -227,23 +281,37 @@ std::vector<PipelineRun> pipelineOrder(const PipelineSchedule &P, int64_t S,
 
 int64_t pipelineSlots(const PipelineSchedule &P, int64_t S, int64_t N,
                       int64_t M) {
-  // The fewest slots with which micro-batch k's slot, k mod slots, is free
-  // at its first run (at least the most in flight at once; more when an
-  // order finishes micro-batches out of order). A micro-batch holds its
-  // slot from its first run to its last, over all of the stage's chunks.
+  // A micro-batch holds its slot from its first action to its last, over
+  // all of the stage's chunks; a run's receives go before the W runs right
+  // before it (weft-emit-program). The fewest slots with which no two
+  // micro-batches of one slot, k mod slots, overlap (at least the most in
+  // flight at once; more when an order finishes them out of order).
   const std::vector<PipelineRun> Order = pipelineOrder(P, S, N, M);
-  std::vector<size_t> Last(size_t(std::max<int64_t>(M, 0)), 0);
-  for (size_t I = 0; I < Order.size(); ++I)
-    if (Order[I].Microbatch < M)
-      Last[size_t(Order[I].Microbatch)] = I;
+  std::vector<int64_t> First(size_t(std::max<int64_t>(M, 0)), INT64_MAX),
+      Last(First.size(), -1);
+  for (size_t I = 0, Block = 0; I < Order.size(); ++I) {
+    const int64_t K = Order[I].Microbatch;
+    if (K < 0 || K >= M)
+      continue;
+    if (I == 0 || !Order[I - 1].Weight)
+      Block = I; // where a block of W runs before run I begins
+    // Forwards receive but on the first virtual stage, backwards but on
+    // the last (W runs never).
+    const int64_t V = Order[I].Chunk * N + S, NV = N * P.VirtualStages;
+    const bool Receives =
+        !Order[I].Weight && (Order[I].Backward ? V < NV - 1 : V > 0);
+    const int64_t Posted = Receives ? int64_t(Block) : int64_t(I);
+    First[size_t(K)] = std::min(First[size_t(K)], Posted);
+    Last[size_t(K)] = int64_t(I);
+  }
   for (int64_t Slots = 1; Slots < M; ++Slots) {
-    std::vector<int64_t> Holder(size_t(Slots), -1);
+    // Per slot: the last action of the micro-batches that held it.
+    std::vector<int64_t> Held(size_t(Slots), -1);
     bool Fits = true;
-    for (size_t I = 0; I < Order.size() && Fits; ++I) {
-      const int64_t K = Order[I].Microbatch;
-      int64_t &H = Holder[size_t(K % Slots)];
-      Fits = H < 0 || H == K;
-      H = Last[size_t(K)] == I ? -1 : K;
+    for (int64_t K = 0; K < M && Fits; ++K) {
+      int64_t &H = Held[size_t(K % Slots)];
+      Fits = First[size_t(K)] > H;
+      H = std::max(H, Last[size_t(K)]);
     }
     if (Fits)
       return Slots;
@@ -253,6 +321,10 @@ int64_t pipelineSlots(const PipelineSchedule &P, int64_t S, int64_t N,
 
 double pipelineBubble(int64_t N, int64_t M, int64_t V) {
   return double(N - 1) / double(V * M + N - 1);
+}
+
+double zeroBubbleH1Bubble(int64_t N, int64_t M) {
+  return double(N - 1) / double(3 * M + N - 1);
 }
 
 } // namespace weft

@@ -57,6 +57,21 @@ enum class PipelineScheduleKind {
   ///   rank 0: |01012.aa3bb2aa3bb.cc.ddccdd|
   ///   rank 1: |.010aa1bb2aa3bb2cc3ddccdd..|
   Interleaved,
+  /// ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): each
+  /// backward splits into B, the input gradient the previous stage waits
+  /// for, and W, the weight gradients no one waits for. 1F1B's order of F
+  /// and B, with stage s running micro-batch k's W after B of k+s (so each
+  /// stage holds N micro-batches, stage 0's under 1F1B, and one more after
+  /// the first: a forward's receive goes before the W runs before it, lest
+  /// its sender wait for them), and the delayed W's filling the drain. With F,
+  /// B and W equally long the
+  /// bubble is a third of 1F1B's: (N-1)/(3M+N-1). 3 stages, M = 4 (digit:
+  /// F, letter: B, capital: W):
+  ///
+  ///   stage 0: |012..aA3bBcCdD|
+  ///   stage 1: |.01.a2bA3cBdCD|   (--explain's timeline, ideal stages)
+  ///   stage 2: |..0a1b2cA3dBCD|
+  ZeroBubbleH1,
   /// A user's orders (weft-compile --pipeline-schedule FILE.json): each
   /// stage's runs as written, checked like any other (a schedule that would
   /// deadlock is refused when the program is written).
@@ -75,20 +90,26 @@ struct PipelineRun {
   /// Megatron does. Grouping a forward alone there would deadlock, and
   /// grouping it with a backward that waits on its output as well.
   bool Paired = false;
+  /// The weight-gradient half of a split backward (Backward is true too):
+  /// ZB-H1's W, which sends nothing and no one waits for.
+  bool Weight = false;
 };
 
 /// A schedule: its kind, the model chunks each rank holds (V, virtual
-/// stages: 1 unless interleaved or a custom order names chunks), and for
-/// Custom every stage's runs.
+/// stages: 1 unless interleaved or a custom order names chunks), whether
+/// backwards split into B and W (ZB-H1, or a custom order with W runs), and
+/// for Custom every stage's runs.
 struct PipelineSchedule {
   PipelineScheduleKind Kind = PipelineScheduleKind::OneFOneB;
   int64_t VirtualStages = 1;
+  bool SplitBackward = false;
   std::vector<std::vector<PipelineRun>> Orders;
 };
 
-/// "gpipe", "1f1b", "interleaved:V" (V >= 2), or "custom:" followed by the
-/// orders in the compact form pipelineOrdersText writes ("F0 F1 B0 B1|F0 B0
-/// F1 B1"; "F0.1" runs chunk 1); anything else is refused, naming it.
+/// "gpipe", "1f1b", "interleaved:V" (V >= 2), "zb-h1", or "custom:" followed
+/// by the orders in the compact form pipelineOrdersText writes ("F0 F1 B0
+/// B1|F0 B0 F1 B1"; "F0.1" runs chunk 1, "W0" micro-batch 0's weight
+/// gradients); anything else is refused, naming it.
 Status parsePipelineSchedule(const std::string &Name, PipelineSchedule &S);
 /// The kind's name ("custom" for a user's orders).
 const char *pipelineScheduleName(PipelineScheduleKind K);
@@ -98,8 +119,9 @@ std::string pipelineScheduleSpec(const PipelineSchedule &S);
 /// with one list per stage, each running F<k> and B<k> once for every
 /// micro-batch k < M, F<k> first; with V > 1 chunks per stage, "F<k>.<c>"
 /// and "B<k>.<c>" for every chunk c < V, a micro-batch's forwards in chunk
-/// order and its backwards in reverse after them. Refused naming the stage
-/// and entry.
+/// order and its backwards in reverse after them; with V = 1, "W<k>" after
+/// every B<k> splits the backwards (all micro-batches or none). Refused
+/// naming the stage and entry.
 Status parsePipelineScheduleJson(const std::string &Text, int64_t N, int64_t M,
                                  int64_t V, PipelineSchedule &S);
 /// The compact form: stages' runs separated by '|'.
@@ -115,6 +137,8 @@ int64_t pipelineSlots(const PipelineSchedule &P, int64_t S, int64_t N,
 /// The idle fraction of an ideal pipeline of equal stages: (N-1)/(M+N-1)
 /// for both GPipe and 1F1B, (N-1)/(V M + N-1) interleaved over V chunks.
 double pipelineBubble(int64_t N, int64_t M, int64_t V = 1);
+/// ZB-H1's, with F, B and W equally long: (N-1)/(3M+N-1).
+double zeroBubbleH1Bubble(int64_t N, int64_t M);
 
 } // namespace weft
 

@@ -531,6 +531,10 @@ Status parseArray(const json &Root, const char *Key, std::vector<T> &Out,
 /// What a fragment's name says: forward and backward ("forward.2": of
 /// chunk 2) run per micro-batch. checkSchedule checks the names.
 void parseFragmentName(Fragment &Fr) {
+  if (Fr.Name == FragmentWeight) {
+    Fr.PerMicrobatch = Fr.Backward = Fr.Weight = true;
+    return;
+  }
   for (bool Backward : {false, true}) {
     const std::string Base = Backward ? FragmentBackward : FragmentForward;
     if (Fr.Name.compare(0, Base.size(), Base) != 0)

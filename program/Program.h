@@ -247,7 +247,8 @@ struct Fragment {
   int64_t Begin = 0, End = 0;
   /// forward and backward run once per micro-batch; the others once per step.
   bool PerMicrobatch = false;
-  bool Backward = false;
+  /// A backward, or (Weight) the weight-gradient half of a split one.
+  bool Backward = false, Weight = false;
   /// The model chunk of a forward or backward ("forward.1": 1; a stage of
   /// several chunks under an interleaved schedule), else 0.
   int64_t Chunk = 0;
@@ -273,7 +274,9 @@ struct Action {
 /// forward (ends with the loss on the last stage), backward and optimizer.
 /// A stage of V > 1 model chunks (format version 5, interleaved pipelines)
 /// has forward.0 .. forward.V-1 and then backward.V-1 .. backward.0 in
-/// their place; each micro-batch runs them in that order.
+/// their place; a stage whose backward is split (ZB-H1) has `weight`, the
+/// weight gradients, after `backward`. Each micro-batch runs them in that
+/// order.
 struct Stage {
   std::vector<Fragment> Fragments;
   std::vector<Action> Schedule;
@@ -288,9 +291,9 @@ struct Stage {
   /// Index of the forward (or backward) fragment of chunk C, or -1.
   int64_t find(bool Backward, int64_t C) const;
   /// The per-micro-batch fragments: the first (forward of chunk 0) and the
-  /// last (backward of chunk 0).
+  /// last (backward of chunk 0, or weight).
   int64_t firstPerMicrobatch() const { return find(false, 0); }
-  int64_t lastPerMicrobatch() const { return find(true, 0); }
+  int64_t lastPerMicrobatch() const;
   /// The forward that ends with the loss on the last stage: the last chunk's.
   int64_t lastForward() const { return find(false, Chunks - 1); }
   /// The first action of the step's update: the optimizer's run, or the
@@ -307,6 +310,7 @@ struct Stage {
 constexpr const char *FragmentPrologue = "prologue";
 constexpr const char *FragmentForward = "forward";
 constexpr const char *FragmentBackward = "backward";
+constexpr const char *FragmentWeight = "weight";
 constexpr const char *FragmentOptimizer = "optimizer";
 
 struct Program {

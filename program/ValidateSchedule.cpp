@@ -21,8 +21,15 @@ int64_t Stage::find(const std::string &Name) const {
 
 int64_t Stage::find(bool Backward, int64_t C) const {
   for (size_t F = 0; F < Fragments.size(); ++F)
-    if (Fragments[F].PerMicrobatch && Fragments[F].Backward == Backward &&
-        Fragments[F].Chunk == C)
+    if (Fragments[F].PerMicrobatch && !Fragments[F].Weight &&
+        Fragments[F].Backward == Backward && Fragments[F].Chunk == C)
+      return int64_t(F);
+  return -1;
+}
+
+int64_t Stage::lastPerMicrobatch() const {
+  for (size_t F = Fragments.size(); F-- > 0;)
+    if (Fragments[F].PerMicrobatch)
       return int64_t(F);
   return -1;
 }
@@ -76,8 +83,8 @@ std::string actionName(const Stage &S, size_t A) {
 }
 
 /// A stage's fragment names in table order: [prologue,] its chunks'
-/// forwards, their backwards in reverse, optimizer.
-std::vector<std::string> fragmentOrder(int64_t Chunks) {
+/// forwards, their backwards in reverse, [weight,] optimizer.
+std::vector<std::string> fragmentOrder(int64_t Chunks, bool Split) {
   std::vector<std::string> Order{FragmentPrologue};
   auto name = [&](const char *Base, int64_t C) {
     return Chunks > 1 ? std::string(Base) + "." + std::to_string(C)
@@ -87,6 +94,8 @@ std::vector<std::string> fragmentOrder(int64_t Chunks) {
     Order.push_back(name(FragmentForward, C));
   for (int64_t C = Chunks; C-- > 0;)
     Order.push_back(name(FragmentBackward, C));
+  if (Split)
+    Order.push_back(FragmentWeight);
   Order.push_back(FragmentOptimizer);
   return Order;
 }
@@ -94,7 +103,9 @@ std::vector<std::string> fragmentOrder(int64_t Chunks) {
 Status checkFragments(const Program &P, const Stage &S,
                       const std::string &Where) {
   // The names this version knows, in table order; prologue is optional.
-  const std::vector<std::string> Order = fragmentOrder(S.Chunks);
+  // A weight fragment splits the backward of a stage of one chunk.
+  const bool Split = S.find(FragmentWeight) >= 0 && S.Chunks == 1;
+  const std::vector<std::string> Order = fragmentOrder(S.Chunks, Split);
   size_t Next = 0;
   int64_t End = 0;
   for (size_t F = 0; F < S.Fragments.size(); ++F) {

@@ -3,7 +3,8 @@
 predictions.
 
 For a 4-layer GPT (d 512, batch 16 x seq 128, f32, one core per rank) runs
-pp=2 under GPipe, 1F1B and interleaved 1F1B (V=2), and pp=4 under 1F1B, each
+pp=2 under GPipe, 1F1B, interleaved 1F1B (V=2) and ZB-H1, and pp=4 under
+1F1B, each
 over M micro-batches, with weft-run --trace. From the trace of steps 3..N:
 
   busy_r   the time rank r spends in its forward and backward instructions;
@@ -15,14 +16,15 @@ over M micro-batches, with weft-run --trace. From the trace of steps 3..N:
            (waiting in transfers included).
 
 It prints each beside the textbook bubble of ideal stages, (p-1)/M, or
-(p-1)/(V M) interleaved (Narayanan et al. 2021); beside the bubble an ideal
+(p-1)/(V M) interleaved (Narayanan et al. 2021), or (p-1)/(3M) for ZB-H1
+with F, B and W equally long (Qi et al. 2023); beside the bubble an ideal
 pipeline of the measured stages would have (the slowest rank's work times
 1 + that, over each rank's: a rank faster than the slowest idles for the
 difference every tick); and rank 0's peak bytes.
 The orderings the schedules promise: interleaved has a smaller bubble than
 1F1B and GPipe, 1F1B a smaller peak than GPipe. pp=4 on a 2-core machine
 runs 4 ranks on 2 cores, so its figures include time-sharing; pp=2 is quiet
-(one rank per core).
+(one rank per core). ZB-H1 promises a smaller bubble than 1F1B too.
 
   test/bench/bench_pipeline.py [--bin build/bin] [--steps 8] [--microbatches 8]
 """
@@ -46,6 +48,7 @@ RUNS = [
     ("1f1b", 2, 1, []),
     ("interleaved V=2", 2, 2, ["--pipeline-schedule", "interleaved",
                                "--virtual-stages", "2"]),
+    ("zb-h1", 2, 1, ["--pipeline-schedule", "zb-h1"]),
     ("1f1b", 4, 1, []),
 ]
 
@@ -55,13 +58,14 @@ def run(cmd, **kw):
 
 
 def fragments(dump):
-    """Per stage, the instruction ranges of its forward and backward runs."""
+    """Per stage, the instruction ranges of its forward, backward and weight
+    runs."""
     stages, current = [], None
     for line in dump.splitlines():
         if re.match(r"stage \d+:", line):
             current = []
             stages.append(current)
-        m = re.match(r"\s+-- fragment (forward|backward)\S* \[(\d+), (\d+)\)", line)
+        m = re.match(r"\s+-- fragment (forward|backward|weight)\S* \[(\d+), (\d+)\)", line)
         if m and current is not None:
             current.append((int(m.group(2)), int(m.group(3))))
     return stages
@@ -131,14 +135,17 @@ def main():
             rows = [json.loads(l) for l in open(metrics) if l.strip()]
             step = statistics.median(r["step_time_s"] for r in rows[2:])
             peak = rows[-1]["peak_bytes"] / 2**20
-            predicted = (pp - 1) / (v * m)
+            # ZB-H1 with F, B and W equally long: (p-1)/(3M).
+            predicted = (pp - 1) / ((3 if name == "zb-h1" else v) * m)
             measured, balanced = bubble(trace, ranges, 3, predicted)
             error = (measured - predicted) / predicted
             results[(name, pp)] = (measured, peak)
             print(f"| {name} | {pp} | {step:.3f} | {measured:.3f} | {predicted:.3f} | "
                   f"{error * 100:+.0f}% | {balanced:.3f} | {peak:.1f} |")
     gp, ob, il = (results[(n, 2)] for n in ("gpipe", "1f1b", "interleaved V=2"))
+    zb = results[("zb-h1", 2)]
     orders = [("interleaved bubble < 1f1b's", il[0] < ob[0]),
+              ("zb-h1 bubble < 1f1b's", zb[0] < ob[0]),
               ("interleaved bubble < gpipe's", il[0] < gp[0]),
               ("1f1b peak < gpipe's", ob[1] < gp[1])]
     for what, ok in orders:

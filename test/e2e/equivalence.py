@@ -27,7 +27,8 @@ model.
 With LAYOUTS=pipeline, the meshes are pipeline layouts (PIPELINES: pp alone
 and beside dp, tp, sequence parallelism and ZeRO 1-3, GPipe and 1F1B, with
 activation recomputation;
-LAYOUTS=pipeline4: four and three uneven stages); each is compiled with --microbatches MICROBATCHES (at least
+LAYOUTS=pipeline4: four and three uneven stages; pipeline-interleaved:
+interleaved 1F1B; pipeline-zb: ZB-H1); each is compiled with --microbatches MICROBATCHES (at least
 the stage count) and checked the same way; rank 0 runs stage 0, whose
 bytes (collectives, and transfers to other stages as send/pp) are checked
 against the first stage --explain prints.
@@ -112,6 +113,19 @@ INTERLEAVED = [
 ]
 
 
+# Zero-bubble ZB-H1: backwards split into B and W (four layers for pp=4).
+ZERO_BUBBLE = [
+    (2, ["--mesh", "pp=2", "--pipeline-schedule", "zb-h1"]),
+    (2, ["--mesh", "pp=2", "--pipeline-schedule", "zb-h1", "--recompute",
+         "full"]),
+    (4, ["--mesh", "pp=2,dp=2", "--pipeline-schedule", "zb-h1", "--zero",
+         "1"]),
+    (4, ["--mesh", "pp=2,tp=2", "--layout", "megatron", "--sequence-parallel",
+         "--pipeline-schedule", "zb-h1"]),
+    (4, ["--mesh", "pp=4", "--pipeline-schedule", "zb-h1"]),
+]
+
+
 def predicted_comm(bin_dir, model, common, flags):
     out = run([f"{bin_dir}/weft-compile", model] + common + flags + ["--explain"])
     totals = {}
@@ -166,8 +180,8 @@ def main():
     layouts = sys.argv[8] if len(sys.argv) > 8 else "spmd"
     meshes = MESHES
     if layouts.startswith("pipeline"):
-        meshes = {"pipeline4": PIPELINES4, "pipeline-interleaved": INTERLEAVED}.get(
-            layouts, PIPELINES)
+        meshes = {"pipeline4": PIPELINES4, "pipeline-interleaved": INTERLEAVED,
+                  "pipeline-zb": ZERO_BUBBLE}.get(layouts, PIPELINES)
     elif micro > 1:
         # One rank, every layout, and ZeRO-3 regathering per micro-batch
         # (the default gathers once per step).

@@ -1,5 +1,6 @@
 // RUN: weft-opt %s -split-input-file -weft-cut-stages="stages=2 boundaries=0,1-2" -verify-diagnostics | FileCheck %s
 // RUN: weft-opt %s -split-input-file -weft-cut-stages="stages=2" -verify-diagnostics | FileCheck %s --check-prefix=BALANCED
+// RUN: weft-opt %s -split-input-file -weft-cut-stages="stages=2 boundaries=0,1-2 schedule=zb-h1" -verify-diagnostics | FileCheck %s --check-prefix=ZB
 
 // Three layers on two stages, cut as --stages 0,1-2 says: layer 0, then 1-2. Each weft.param's stage is its layer's: the
 // embedding (layer -1) on the first, the head (layer 3) on the last. The
@@ -47,6 +48,24 @@
 // BALANCED-SAME:  weft.stage_layers = "2"
 // BALANCED-NOT:   weft.param "h.1.w"
 // BALANCED:       weft.param "h.2.w"
+//
+// ZB-H1 splits each backward in two: what the gradient sent to the previous
+// stage needs stays in "backward" (B), the weight gradients move to
+// "weight" (W), which the schedule runs later. The first stage sends no
+// gradient: its backward stays whole.
+// ZB-LABEL: func.func @step_stage0
+// ZB-NOT:   weft.fragment = "weight"
+// ZB-LABEL: func.func @step_stage1
+// ZB:       %[[DL:.*]] = weft.cross_entropy_grad {{.*}}weft.fragment = "backward"
+// ZB-NEXT:  %[[DH2:.*]] = weft.matmul %[[DL]], {{.*}}weft.fragment = "backward"
+// ZB-NEXT:  %[[DH1:.*]] = weft.matmul %[[DH2]], {{.*}}weft.fragment = "backward"
+// ZB-NEXT:  %[[DH0:.*]] = weft.matmul %[[DH1]], {{.*}}weft.fragment = "backward"
+// ZB-NEXT:  weft.send %[[DH0]] {peer = 0 : i64, weft.fragment = "backward"}
+// ZB-NEXT:  weft.matmul %[[DL]], {{.*}}weft.fragment = "weight"
+// ZB-NEXT:  weft.param_grad "head", {{.*}}weft.fragment = "weight"
+// ZB:       weft.param_grad "h.2.w", {{.*}}weft.fragment = "weight"
+// ZB:       weft.param_grad "h.1.w", {{.*}}weft.fragment = "weight"
+// ZB-NEXT:  return
 weft.mesh @mesh {axes = ["pp"], shape = array<i64: 2>}
 func.func @step(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> attributes {weft.mesh = @mesh} {
   %e = weft.param "embed" {init = "zeros", weft.layer = -1 : i64} : tensor<16x8xf32>

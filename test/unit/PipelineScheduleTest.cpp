@@ -52,6 +52,23 @@ TEST(PipelineSchedule, Interleaved) {
   EXPECT_DOUBLE_EQ(pipelineBubble(4, 8, 2), 3.0 / 19.0);
 }
 
+// ZB-H1: 1F1B's F and B, stage s running W of micro-batch k after B of k+s.
+TEST(PipelineSchedule, ZeroBubbleH1) {
+  EXPECT_EQ(orders("zb-h1", 3, 4), "F0 F1 F2 B0 W0 F3 B1 W1 B2 W2 B3 W3|"
+                                   "F0 F1 B0 F2 B1 W0 F3 B2 W1 B3 W2 W3|"
+                                   "F0 B0 F1 B1 F2 B2 W0 F3 B3 W1 W2 W3");
+  // Stage s holds micro-batches until their W, s later: 3 each, as 1F1B's
+  // first stage; after the first, the receive for the next forward goes
+  // before the W before it (transfers rendezvous: the sender must not wait
+  // for this stage's weight gradients), which takes one more slot.
+  EXPECT_EQ(slots("zb-h1", 3, 4), (std::vector<int64_t>{3, 4, 4}));
+  EXPECT_DOUBLE_EQ(zeroBubbleH1Bubble(3, 4), 2.0 / 14.0);
+  PipelineSchedule S;
+  ASSERT_TRUE(parsePipelineSchedule("zb-h1", S).ok());
+  EXPECT_TRUE(S.SplitBackward);
+  EXPECT_EQ(pipelineScheduleSpec(S), "zb-h1");
+}
+
 TEST(PipelineSchedule, SpecsRoundTrip) {
   for (const char *Spec : {"gpipe", "1f1b", "interleaved:3",
                            "custom:F0 F0.1 B0.1 B0|F0 F0.1 B0.1 B0"}) {
@@ -92,6 +109,23 @@ TEST(PipelineSchedule, HandWrittenOrdersAreChecked) {
                                    ["F0", "F0.1", "B0.1", "B0"]]})",
                     2),
             "stages[0] never runs B0");
+  // W runs split every micro-batch's backward, after its B.
+  EXPECT_TRUE(
+      parsePipelineScheduleJson(
+          R"({"stages": [["F0", "B0", "W0"], ["F0", "B0", "W0"]]})", 2, 1, 1, S)
+          .ok());
+  EXPECT_TRUE(S.SplitBackward);
+  EXPECT_EQ(
+      refused(R"({"stages": [["F0", "W0", "B0"], ["F0", "B0", "W0"]]})", 1),
+      "stages[0][1] runs W0 before B0 (a micro-batch runs its forwards "
+      "in chunk order, then its backwards in reverse, then its weight "
+      "gradients)");
+  EXPECT_EQ(refused(R"({"stages": [["F0", "B0", "W0"], ["F0", "B0"]]})", 1),
+            "stages[1] never runs W0");
+  EXPECT_EQ(refused(R"({"stages": [["F0", "F0.1", "B0.1", "B0", "W0"],
+                                   ["F0", "F0.1", "B0.1", "B0", "W0"]]})",
+                    2),
+            "W runs split the backwards of one chunk per stage, not of 2");
   EXPECT_EQ(refused(R"({"stages": [["F0", "F0.1", "B0.1", "B0"],
                                    ["F0", "B0"]]})",
                     1),

@@ -63,9 +63,11 @@ static cl::opt<std::string> zero3GatherArg(
 static cl::opt<std::string> pipelineScheduleArg(
     cl::cat(compileCategory), "pipeline-schedule",
     cl::desc("with a pp axis in --mesh: gpipe, 1f1b (the default), "
-             "interleaved (with --virtual-stages), or a JSON file of each "
-             "stage's runs, {\"stages\": [[\"F0\", \"B0\", ...], ...]} "
-             "(\"F0.1\": chunk 1, with --virtual-stages)"),
+             "interleaved (with --virtual-stages), zb-h1 (zero-bubble: "
+             "backwards split into input and weight gradients), or a JSON "
+             "file of each stage's runs, {\"stages\": [[\"F0\", \"B0\", "
+             "...], ...]} (\"F0.1\": chunk 1, with --virtual-stages; "
+             "\"W0\": micro-batch 0's weight gradients)"),
     cl::init("1f1b"));
 static cl::opt<int64_t> virtualStagesArg(
     cl::cat(compileCategory), "virtual-stages",
@@ -424,7 +426,8 @@ int main(int argc, char **argv) {
              parsed.Kind == weft::PipelineScheduleKind::Custom) {
     return fail("--pipeline-schedule: unknown pipeline schedule '" +
                 pipelineScheduleArg +
-                "' (expected gpipe, 1f1b, interleaved or a .json file)");
+                "' (expected gpipe, 1f1b, interleaved, zb-h1 or a .json "
+                "file)");
   }
   options.pipeline.schedule = scheduleSpec;
 
