@@ -991,6 +991,8 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
       addRun(keys.key(kOptimizer, 0), -1);
       stage["schedule"] = std::move(schedule);
       stage["slots"] = weft::pipelineSlots(kind, s, n, m);
+      // Each stage's ranks allocate its own arena (times its slots).
+      stage["arena_bytes"] = *p.getInteger("arena_bytes");
       stages.push_back(std::move(stage));
       arena = std::max(arena, *p.getInteger("arena_bytes"));
       if (*p.getInteger("loss") >= 0)

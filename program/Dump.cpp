@@ -163,7 +163,9 @@ std::string dumpProgram(const Program &P) {
     const int64_t End = St.Fragments.empty() ? 0 : St.Fragments.back().End;
     if (P.Stages.size() > 1)
       OS << "stage " << S << ": " << End - Begin << " instructions, slots "
-         << St.Slots << "\n";
+         << St.Slots << ", arena "
+         << (St.ArenaBytes >= 0 ? St.ArenaBytes : P.ArenaBytes)
+         << " bytes per slot\n";
     // A stage's instructions are numbered from 0, as messages number them.
     for (int64_t I = Begin; I < End; ++I) {
       const Instruction &In = P.Instructions[size_t(I)];

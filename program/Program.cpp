@@ -589,6 +589,13 @@ Status parseStage(const json &J, size_t SI, Program &P) {
   }
   if (SI == 0 && S.lastForward() >= 0)
     P.ForwardEnd = S.Fragments[size_t(S.lastForward())].End;
+  if (J.contains("arena_bytes")) {
+    WEFT_RETURN_IF_ERROR(getInt(J, "arena_bytes", Ctx, S.ArenaBytes));
+    if (S.ArenaBytes < 0 || S.ArenaBytes > (int64_t(1) << 60))
+      return Status::error(Ctx +
+                           ": arena_bytes=" + std::to_string(S.ArenaBytes) +
+                           " (expected 0 to 2^60)");
+  }
   if (J.contains("slots")) {
     WEFT_RETURN_IF_ERROR(getInt(J, "slots", Ctx, S.Slots));
     if (S.Slots < 1 || S.Slots > (int64_t(1) << 20))

@@ -286,6 +286,9 @@ struct Stage {
   int64_t Slots = 1;
   /// Model chunks (V): 1 unless the fragments are suffixed.
   int64_t Chunks = 1;
+  /// The stage's own activation arena per slot (format version 5, a
+  /// pipeline stage's "arena_bytes"); -1: the program's arena_bytes.
+  int64_t ArenaBytes = -1;
   /// Index of the fragment named Name, or -1.
   int64_t find(const std::string &Name) const;
   /// Index of the forward (or backward) fragment of chunk C, or -1.

@@ -701,17 +701,27 @@ Status checkBuffer(const Program &P, size_t Index) {
                            shapeString(Shape{P.microbatchRows(), P.Seq}));
     // The block of [batch/microbatches, seq]: checkLayouts.
     return Status::success();
-  case BufferKind::Arena:
+  case BufferKind::Arena: {
+    // A pipeline stage may size its own arena.
+    const int64_t Arena = B.StageIndex >= 0 &&
+                                  B.StageIndex < int64_t(P.Stages.size()) &&
+                                  P.Stages[size_t(B.StageIndex)].ArenaBytes >= 0
+                              ? P.Stages[size_t(B.StageIndex)].ArenaBytes
+                              : P.ArenaBytes;
     if (B.Offset < 0 || B.Offset % 64 != 0)
       return Status::error(Ctx + " offset " + std::to_string(B.Offset) +
                            " is not a non-negative multiple of 64");
-    if (B.Offset > P.ArenaBytes || B.bytes() > P.ArenaBytes - B.Offset)
+    if (B.Offset > Arena || B.bytes() > Arena - B.Offset)
       return Status::error(
           Ctx + " " + shapeString(B.Dims) + " at offset " +
           std::to_string(B.Offset) + " needs bytes up to " +
           std::to_string(B.Offset + B.bytes()) +
-          ", past arena_bytes=" + std::to_string(P.ArenaBytes));
+          ", past arena_bytes=" + std::to_string(Arena) +
+          (Arena != P.ArenaBytes
+               ? " (stage " + std::to_string(B.StageIndex) + "'s)"
+               : ""));
     return Status::success();
+  }
   default:
     if (B.Param < 0 || B.Param >= int64_t(P.Params.size()))
       return Status::error(Ctx + " param index " + std::to_string(B.Param) +
@@ -741,6 +751,13 @@ Status validateProgram(const Program &P) {
   if (P.ArenaBytes < 0)
     return Status::error("arena_bytes=" + std::to_string(P.ArenaBytes) +
                          " is negative");
+  // The program's arena is the largest: a stage's own fits in it.
+  for (size_t S = 0; S < P.Stages.size(); ++S)
+    if (P.Stages[S].ArenaBytes > P.ArenaBytes)
+      return Status::error(
+          "stages[" + std::to_string(S) +
+          "]: arena_bytes=" + std::to_string(P.Stages[S].ArenaBytes) +
+          " exceeds the program's arena_bytes=" + std::to_string(P.ArenaBytes));
   for (size_t I = 0; I < P.Params.size(); ++I)
     for (size_t J = 0; J < I; ++J)
       if (P.Params[I].Name == P.Params[J].Name)

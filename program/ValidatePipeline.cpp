@@ -43,6 +43,8 @@ Program stageView(const Program &P, size_t S) {
     V.ForwardEnd = St.Fragments[size_t(St.lastForward())].End;
   V.Stages.push_back(std::move(St));
   V.Loss = S + 1 == P.Stages.size() ? P.Loss : -1;
+  if (V.Stages.front().ArenaBytes >= 0)
+    V.ArenaBytes = V.Stages.front().ArenaBytes;
   return V;
 }
 

@@ -3,8 +3,9 @@
 usage: mutate_program.py IN.weft OUT.weft MUTATION
 MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           denominator | eps-zero | deep | huge-blocks | other-blocks |
-          pp-deadlock | pp-order | pp-shape | pp-foreign | pp-slots (the
-          last five on a program of pipeline stages)"""
+          pp-deadlock | pp-order | pp-shape | pp-foreign | pp-slots |
+          pp-arena | pp-arena-big (the last seven on a program of pipeline
+          stages)"""
 import json
 import struct
 import sys
@@ -98,6 +99,10 @@ elif mutation == "pp-foreign":
                          and b["shape"] == shape)
 elif mutation == "pp-slots":
     p["stages"][0]["slots"] = 1
+elif mutation == "pp-arena":  # stage 0's arena too small for its buffers
+    p["stages"][0]["arena_bytes"] = 64
+elif mutation == "pp-arena-big":  # a stage's arena past the program's
+    p["stages"][0]["arena_bytes"] = p["arena_bytes"] + 64
 elif mutation != "deep":
     sys.exit(f"unknown mutation {mutation}")
 payload = json.dumps(p).encode()
