@@ -2,7 +2,7 @@
 """Pipeline bubbles and activation memory, measured against the schedules'
 predictions.
 
-For a 4-layer GPT (d 512, batch 16 x seq 128, f32, one core per rank) runs
+For an 8-layer GPT (d 384, batch 16 x seq 128, f32, one core per rank) runs
 pp=2 under GPipe, 1F1B, interleaved 1F1B (V=2) and ZB-H1, and pp=4 under
 1F1B, each
 over M micro-batches, with weft-run --trace. From the trace of steps 3..N:
@@ -38,7 +38,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODEL = {"model_type": "gpt2", "n_layer": 4, "n_embd": 512, "n_head": 8,
+MODEL = {"model_type": "gpt2", "n_layer": 8, "n_embd": 384, "n_head": 6,
          "vocab_size": 256, "n_positions": 256, "resid_pdrop": 0.0,
          "embd_pdrop": 0.0, "attn_pdrop": 0.0}
 BATCH, SEQ = 16, 128

@@ -88,6 +88,7 @@ PIPELINES = [
          "--recompute", "selective"]),
     (2, ["--mesh", "pp=2", "--pipeline-schedule", "gpipe", "--recompute",
          "full"]),
+    (2, ["--mesh", "pp=2", "--recompute", "full"]),
     (4, ["--mesh", "pp=2,tp=2", "--layout", "megatron", "--sequence-parallel",
          "--recompute", "full"]),
     (4, ["--mesh", "pp=2,dp=2", "--zero", "1", "--recompute", "full"]),
