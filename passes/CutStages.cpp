@@ -520,6 +520,15 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
     return fragmentKey(p, chunkOf(u));
   }
 
+  // ", the gradient of NAME" when op's result is stored as a param's
+  // gradient (for messages), else "".
+  static std::string gradientOf(Operation *op) {
+    for (Operation *u : op->getUsers())
+      if (auto g = dyn_cast<ParamGradOp>(u))
+        return (", the gradient of " + g.getName()).str();
+    return "";
+  }
+
   LogicalResult findCrossings(SmallVectorImpl<Crossing> &out) {
     std::map<std::tuple<int64_t, unsigned, int64_t>, size_t> seen;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -558,6 +567,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
                    << kPhaseNames[from] << " value of virtual stage "
                    << stage[j] << " on virtual stage " << stage[i]
                    << " (pipeline stage " << r << ", " << kPhaseNames[to]
+                   << gradientOf(ops[i])
                    << "): an interleaved schedule moves values only to the "
                       "next virtual stage down the model and gradients to "
                       "the next up"
