@@ -42,6 +42,15 @@ cp "$tmp/p1.weft" "$out/program/container-gpt-tiny.weft"
 tail -c +29 "$tmp/tiny.weft" >"$out/program/payload-tiny.json"
 cp "$tmp/p5.weft" "$out/program/container-gpt-tiny-tp2.weft"
 cp "$tmp/p10.weft" "$out/program/container-llama-tiny-pp2.weft"
+# Pipelines of several chunks per stage and of split backwards (4 layers).
+"$bin/weft-compile" "$root/test/e2e/llama4.json" --batch 4 --seq 8 \
+  --mesh pp=2 --microbatches 2 --pipeline-schedule interleaved \
+  --virtual-stages 2 --quiet -o "$tmp/interleaved.weft"
+tail -c +29 "$tmp/interleaved.weft" >"$out/program/payload-interleaved.json"
+"$bin/weft-compile" "$root/test/e2e/llama4.json" --batch 4 --seq 8 \
+  --mesh pp=2 --microbatches 2 --pipeline-schedule zb-h1 --quiet \
+  -o "$tmp/zb.weft"
+tail -c +29 "$tmp/zb.weft" >"$out/program/payload-zb-h1.json"
 
 # Hugging Face configs (the published ones, verbatim).
 for f in "$root"/test/configs/*.json; do
