@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
+#include "passes/FragmentKeys.h"
 #include "passes/Passes.h"
 #include "program/PipelineSchedule.h"
 
@@ -38,11 +39,12 @@ using namespace weft;
 namespace {
 namespace an = weft::attrname;
 
-// kWeight: the weight-gradient half of a split backward (ZB-H1), which
-// the rank functions' backward ops not on the way to a sent gradient get.
-enum Phase { kPrologue, kForward, kBackward, kWeight, kOptimizer, kNoPhase };
-const char *const kPhaseNames[] = {"prologue", "forward", "backward", "weight",
-                                   "optimizer"};
+// An op's phase (passes/FragmentKeys.h; kWeight: the weight-gradient half
+// of a split backward (ZB-H1), which the rank functions' backward ops not on
+// the way to a sent gradient get), or none (params).
+using Phase = FragmentPhase;
+constexpr int kNoPhase = kOptimizer + 1;
+const char *const *const kPhaseNames = kFragmentPhaseNames;
 
 // One value read on a rank other than its own: sent at the end of the
 // maker's fragment, received at the start of one of the reader's
@@ -476,36 +478,13 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
   int64_t rankOf(int64_t v) const { return v % ranks; }
   int64_t chunkOf(int64_t v) const { return v / ranks; }
 
-  // A rank's fragments in table order: prologue 0, the forwards of chunks
-  // 0..V-1, their backwards in reverse, weight 2V+1 when the backward
-  // splits (one chunk), optimizer after.
+  // A rank's fragments in table order (passes/FragmentKeys.h).
+  FragmentKeys keys() const { return {chunks, split}; }
   int64_t fragmentKey(Phase p, int64_t chunk) const {
-    switch (p) {
-    case kPrologue:
-      return 0;
-    case kForward:
-      return 1 + chunk;
-    case kBackward:
-      return 1 + chunks + (chunks - 1 - chunk);
-    case kWeight:
-      return 1 + 2 * chunks;
-    default:
-      return 1 + 2 * chunks + (split ? 1 : 0);
-    }
+    return keys().key(p, chunk);
   }
-  Phase phaseOfKey(int64_t key) const {
-    if (key == 0)
-      return kPrologue;
-    if (key <= chunks)
-      return kForward;
-    if (key <= 2 * chunks)
-      return kBackward;
-    return split && key == fragmentKey(kWeight, 0) ? kWeight : kOptimizer;
-  }
-  int64_t chunkOfKey(int64_t key) const {
-    Phase p = phaseOfKey(key);
-    return p == kForward ? key - 1 : p == kBackward ? 2 * chunks - key : 0;
-  }
+  Phase phaseOfKey(int64_t key) const { return keys().phase(int(key)); }
+  int64_t chunkOfKey(int64_t key) const { return keys().chunk(int(key)); }
 
   // The fragment of rank r that receives a value of virtual stage v's
   // phase-p fragment read there in the same phase: the next virtual stage

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
+#include "passes/FragmentKeys.h"
 #include "passes/Passes.h"
 #include "passes/ShardingUtils.h"
 #include "program/PipelineSchedule.h"
@@ -34,45 +35,6 @@ namespace {
 // version 5: a stage per pipeline stage, joined by send and recv actions.
 constexpr uint32_t kFormatVersion = 5;
 
-// The phases of a stage's fragments, in table order (program/Program.h,
-// Stage). A stage of V model chunks has V forwards and V backwards, and a
-// split backward (ZB-H1, one chunk) a weight fragment after them:
-// fragments are numbered prologue 0, forward of chunk c 1+c, backward of
-// chunk c 2V-c, weight 2V+1, optimizer last (FragmentKeys).
-enum FragmentPhase { kPrologue, kForward, kBackward, kWeight, kOptimizer };
-const char *const kFragmentNames[] = {"prologue", "forward", "backward",
-                                      "weight", "optimizer"};
-
-struct FragmentKeys {
-  int64_t chunks = 1;
-  bool split = false;
-  int count() const { return int(2 * chunks + 2 + (split ? 1 : 0)); }
-  int key(FragmentPhase p, int64_t chunk) const {
-    return p == kPrologue   ? 0
-           : p == kForward  ? int(1 + chunk)
-           : p == kBackward ? int(2 * chunks - chunk)
-           : p == kWeight   ? int(2 * chunks + 1)
-                            : count() - 1;
-  }
-  FragmentPhase phase(int k) const {
-    if (k == 0)
-      return kPrologue;
-    if (k <= chunks)
-      return kForward;
-    if (k <= 2 * chunks)
-      return kBackward;
-    return split && k == 2 * chunks + 1 ? kWeight : kOptimizer;
-  }
-  // "forward", or with several chunks "forward.1" (the format's names).
-  std::string name(int k) const {
-    FragmentPhase p = phase(k);
-    std::string n = kFragmentNames[p];
-    if (chunks > 1 && (p == kForward || p == kBackward))
-      n += "." + std::to_string(p == kForward ? k - 1 : 2 * chunks - k);
-    return n;
-  }
-};
-
 // A pipeline stage's fragments (its schedule's virtual stages, and whether
 // its backward splits); one chunk, unsplit, for any other function.
 FragmentKeys fragmentKeysOf(func::FuncOp fn) {
@@ -80,7 +42,7 @@ FragmentKeys fragmentKeysOf(func::FuncOp fn) {
   auto name = fn->getAttrOfType<StringAttr>(weft::attrname::kPipelineSchedule);
   if (!name || !weft::parsePipelineSchedule(name.str(), s).ok())
     return {};
-  return {s.VirtualStages, s.SplitBackward};
+  return FragmentKeys::of(s);
 }
 
 uint64_t fnv1a64(StringRef bytes) {
@@ -359,7 +321,7 @@ private:
       return -1;
     auto chunk = op->getAttrOfType<IntegerAttr>(weft::attrname::kChunk);
     for (int p = kPrologue; p <= kOptimizer; ++p)
-      if (mark.getValue() == kFragmentNames[p])
+      if (mark.getValue() == kFragmentPhaseNames[p])
         return frags.key(FragmentPhase(p), chunk ? chunk.getInt() : 0);
     return -1;
   }
