@@ -486,19 +486,6 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
   Phase phaseOfKey(int64_t key) const { return keys().phase(int(key)); }
   int64_t chunkOfKey(int64_t key) const { return keys().chunk(int(key)); }
 
-  // The fragment of rank r that receives a value of virtual stage v's
-  // phase-p fragment read there in the same phase: the next virtual stage
-  // on r down the model (forward) or up it (backward). Every fragment of
-  // one rank then sends to one fragment of each other, in the order both
-  // run them, so transfers pair in order (they have no tags).
-  int64_t neighbourKey(Phase p, int64_t v, int64_t r) const {
-    const int64_t u = p == kForward ? v + (r - v % ranks + ranks) % ranks
-                                    : v - (v % ranks - r + ranks) % ranks;
-    if (u < 0 || u >= virtualStages())
-      return -1;
-    return fragmentKey(p, chunkOf(u));
-  }
-
   // ", the gradient of NAME" when op's result is stored as a param's
   // gradient (for messages), else "".
   static std::string gradientOf(Operation *op) {
@@ -530,9 +517,9 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
                  << " fragment, which runs once per step: only forward and "
                     "backward values cross stages";
         const int64_t r = rankOf(stage[i]);
+        // Received at the start of the reader's fragment; interleaved, at
+        // the next virtual stage's.
         int64_t recvKey = fragmentKey(to, chunkOf(stage[i]));
-        if (int64_t k = from == to ? neighbourKey(to, stage[j], r) : -1; k >= 0)
-          recvKey = std::min(recvKey, k);
         if (chunks > 1) {
           // Interleaved, transfers pair in order only when each goes to
           // the next virtual stage down the model (a forward value, read
