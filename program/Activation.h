@@ -15,6 +15,14 @@
 #include <cmath>
 #include <string>
 
+// The formulas below run on the host and, compiled by nvcc, in the CUDA
+// kernels (runtime/kernels/cuda): one definition of each activation.
+#ifdef __CUDACC__
+#define WEFT_HOST_DEVICE __host__ __device__
+#else
+#define WEFT_HOST_DEVICE
+#endif
+
 namespace weft {
 
 enum class Activation {
@@ -87,7 +95,7 @@ inline std::string activationList() {
 }
 
 /// f(x) in double precision.
-inline double activate(Activation K, double X) {
+WEFT_HOST_DEVICE inline double activate(Activation K, double X) {
   auto Sigmoid = [](double V) { return 1.0 / (1.0 + std::exp(-V)); };
   const double C = 0.7978845608028654, A = 0.044715;
   switch (K) {
@@ -124,7 +132,7 @@ inline double activate(Activation K, double X) {
 }
 
 /// f'(x) in double precision (torch's subgradients at kinks).
-inline double activateGrad(Activation K, double X) {
+WEFT_HOST_DEVICE inline double activateGrad(Activation K, double X) {
   auto Sigmoid = [](double V) { return 1.0 / (1.0 + std::exp(-V)); };
   const double C = 0.7978845608028654, A = 0.044715;
   switch (K) {

@@ -78,6 +78,16 @@ public:
 /// OpenBLAS + OpenMP kernels for f32 or f64 programs.
 std::unique_ptr<Backend> createCpuBackend(DType Type);
 
+/// cuBLASLt and weft's CUDA kernels on the current CUDA device
+/// (runtime/cuda/CudaBackend.cpp); an error saying why not in a build
+/// without CUDA or where no device is found.
+Expected<std::unique_ptr<Backend>> createCudaBackend(DType Type);
+/// The CUDA devices this process sees: 0 in a build without CUDA, or
+/// without a driver or device.
+int cudaDeviceCount();
+/// Whether this build has the CUDA backend.
+bool haveCuda();
+
 } // namespace weft
 
 #endif // WEFT_RUNTIME_BACKEND_H

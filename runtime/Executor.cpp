@@ -65,6 +65,9 @@ Executor::create(Program P, std::unique_ptr<Backend> B, Communicator *Comm) {
   E->OwnedComm = std::move(Owned);
   E->Comm = Comm;
   E->Q = E->Impl->createQueue();
+  if (!E->Q)
+    return Status::error(std::string("the ") + E->Impl->name() +
+                         " backend could not create its queue");
   WEFT_RETURN_IF_ERROR(E->bind());
   return E;
 }

@@ -15,6 +15,7 @@
 #include "runtime/Trainer.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/Watchdog.h"
+#include "runtime/cuda/CudaRanks.h"
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include <algorithm>
@@ -98,6 +99,15 @@ options:
                     every K steps compare the parameters that data-parallel
                     replicas hold (a hash per parameter); a difference stops
                     the run naming the parameter and the rank that drifted
+  --device cpu|cuda where the program runs (default cpu): cuda runs it on
+                    the GPU of this rank's local rank (cuBLASLt and weft's
+                    CUDA kernels); refused in a build without CUDA or
+                    where no device is found. Under mpirun, local rank L
+                    takes GPU L and ranks talk through NCCL; a node with
+                    fewer GPUs than ranks is refused unless
+  --share-gpu       ranks share the node's GPUs (L modulo their count) and
+                    talk through MPI with host-staged buffers (for tests on
+                    a one-GPU machine: NCCL refuses two ranks on one GPU)
   --threads N       worker threads (default: all cores); GEMMs are split
                     across them, OpenBLAS itself always runs single-threaded
   --dump            print the program readably and exit
@@ -158,11 +168,12 @@ bool parseDouble(const std::string &S, double &Out) {
 
 struct Options {
   std::string Program, Data, Load, Save, Metrics, SaveGrads, Resume,
-      CheckpointDir, Trace;
+      CheckpointDir, Trace, Device = "cpu";
   long long Steps = 10, Seed = 1234, GradCheck = 0, Threads = 0, SaveEvery = 0,
             Keep = 3, CheckReplicas = 0;
   double GradTol = 0, CollectiveTimeout = 600;
-  bool Dump = false, Quiet = false, AllowUnused = false, SkipNonFinite = false;
+  bool Dump = false, Quiet = false, AllowUnused = false, SkipNonFinite = false,
+       ShareGpu = false;
 };
 
 /// Returns -1 on success, else the exit code.
@@ -175,6 +186,10 @@ int parseArgs(int Argc, char **Argv, Options &O) {
     }
     if (A == "--dump") {
       O.Dump = true;
+      continue;
+    }
+    if (A == "--share-gpu") {
+      O.ShareGpu = true;
       continue;
     }
     if (A == "--quiet") {
@@ -205,7 +220,8 @@ int parseArgs(int Argc, char **Argv, Options &O) {
         "--save-grads",   "--grad-check",     "--grad-tol",
         "--threads",      "--resume",         "--save-every",
         "--keep",         "--checkpoint-dir", "--collective-timeout",
-        "--on-nonfinite", "--check-replicas", "--trace"};
+        "--on-nonfinite", "--check-replicas", "--trace",
+        "--device"};
     bool Known = false;
     for (const char *F : WithValue)
       Known |= A == F;
@@ -279,6 +295,11 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       O.CheckpointDir = Value;
     else if (A == "--trace")
       O.Trace = Value;
+    else if (A == "--device") {
+      if (Value != "cpu" && Value != "cuda")
+        return usageError("--device " + Value + ": expected cpu or cuda");
+      O.Device = Value;
+    }
     if (Code >= 0)
       return Code;
   }
@@ -378,6 +399,13 @@ int main(int Argc, char **Argv) {
     return fail(Comm.message());
   const bool Root = (*Comm)->rank() == 0;
   FailRank = (*Comm)->rank();
+  if (O.ShareGpu && O.Device != "cuda")
+    return fail("--share-gpu needs --device cuda");
+  if (O.Device == "cuda") {
+    Comm = cudaRankCommunicator(std::move(*Comm), O.ShareGpu);
+    if (!Comm.ok())
+      return fail("--device cuda: " + Comm.message());
+  }
   WatchedCommunicator *Watched = nullptr;
   if ((*Comm)->size() > 1 && O.CollectiveTimeout > 0) {
     std::unique_ptr<WatchedCommunicator> W =
@@ -392,8 +420,15 @@ int main(int Argc, char **Argv) {
   cpu::setNumThreads(int(O.Threads));
   if (std::string W = cpu::blasKernelWarning(); !W.empty() && Root)
     std::cerr << "weft-run: warning: " << W << "\n";
+  std::unique_ptr<Backend> Device;
+  if (O.Device == "cuda") {
+    Expected<std::unique_ptr<Backend>> B = createCudaBackend(P->Type);
+    if (!B.ok())
+      return fail("--device cuda: " + B.message());
+    Device = std::move(*B);
+  }
   Expected<std::unique_ptr<Executor>> E =
-      Executor::create(P.take(), nullptr, Comm->get());
+      Executor::create(P.take(), std::move(Device), Comm->get());
   if (!E.ok())
     return fail(E.message());
   Executor &Exec = **E;

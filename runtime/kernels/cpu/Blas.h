@@ -2,11 +2,29 @@
 #ifndef WEFT_RUNTIME_KERNELS_CPU_BLAS_H
 #define WEFT_RUNTIME_KERNELS_CPU_BLAS_H
 
-#include <cblas.h>
 #include <cstdint>
+
+#ifdef WEFT_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 
 namespace weft::cpu {
 
+#ifndef WEFT_HAVE_OPENBLAS
+/// Plain loops (ReferenceBlas.cpp): the GEMM of a runtime built without
+/// OpenBLAS (WEFT_ALLOW_REFERENCE_BLAS, for GPU machines that lack it, where
+/// the CPU backend only checks the CUDA one on small programs).
+template <typename T>
+void referenceGemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K, T Alpha,
+                   const T *A, int64_t Lda, const T *B, int64_t Ldb, T Beta,
+                   T *C, int64_t Ldc);
+template <typename T>
+inline void gemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K, T Alpha,
+                 const T *A, int64_t Lda, const T *B, int64_t Ldb, T Beta, T *C,
+                 int64_t Ldc) {
+  referenceGemm(TA, TB, M, N, K, Alpha, A, Lda, B, Ldb, Beta, C, Ldc);
+}
+#else
 /// Row-major C = Alpha op(A) op(B) + Beta C.
 inline void gemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K, float Alpha,
                  const float *A, int64_t Lda, const float *B, int64_t Ldb,
@@ -22,6 +40,7 @@ inline void gemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K,
               TB ? CblasTrans : CblasNoTrans, M, N, K, Alpha, A, Lda, B, Ldb,
               Beta, C, Ldc);
 }
+#endif
 
 /// C = op(A) op(B) split over the OpenMP threads by blocks of C's rows or
 /// columns, each block one single-threaded BLAS call. OpenBLAS itself is

@@ -21,7 +21,9 @@ void setNumThreads(int N) {
   if (N <= 0)
     N = int(std::max(1u, std::thread::hardware_concurrency()));
   omp_set_num_threads(N);
+#ifdef WEFT_HAVE_OPENBLAS
   openblas_set_num_threads(1);
+#endif
 }
 
 int numThreads() { return omp_get_max_threads(); }
@@ -44,6 +46,7 @@ std::string blasKernelWarning(const std::string &Core, bool Avx512, bool Avx2) {
          Want + " set in its environment";
 }
 
+#ifdef WEFT_HAVE_OPENBLAS
 std::string blasKernelWarning() {
   const char *Core = openblas_get_corename();
   return blasKernelWarning(Core ? Core : "",
@@ -57,6 +60,13 @@ struct SerialBlasAtStartup {
   SerialBlasAtStartup() { openblas_set_num_threads(1); }
 } SerialBlas;
 } // namespace
+#else
+std::string blasKernelWarning() {
+  return "this weft-run was built without OpenBLAS "
+         "(WEFT_ALLOW_REFERENCE_BLAS): "
+         "matrix products on the CPU run as plain loops, many times slower";
+}
+#endif
 
 template <typename T>
 void parallelGemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K, const T *A,

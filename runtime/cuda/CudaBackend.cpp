@@ -1,0 +1,807 @@
+//===- CudaBackend.cpp - Bound instructions on a CUDA device -------------===//
+//
+// The CUDA twin of runtime/CpuBackend.cpp: device memory from cudaMalloc,
+// a queue per CUDA stream (runtime/cuda/CudaQueue.h), GEMMs on cuBLASLt and
+// every other op on weft's own kernels (runtime/kernels/cuda).
+//
+// prepare() makes a plan per instruction once: its kernel, chosen by its
+// operands' dtypes, its cuBLASLt plan, its rope frequencies on the device,
+// and the scratch all kernels share. An instruction whose float operands
+// all have one dtype (f32, f64 or bf16; the loss and statistics of a bf16
+// cross entropy are f32) runs its kernel in that dtype. Any other mix of
+// bf16 and f32 runs as the CPU backend does: bf16 operands widened to f32
+// scratch, the f32 kernel, outputs rounded back (docs/design.md decision
+// 15). Ops that only move bytes run on any dtype.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Backend.h"
+#include "runtime/cuda/CudaMatmul.h"
+#include "runtime/cuda/CudaQueue.h"
+#include "runtime/cuda/HostPlans.h"
+#include "runtime/kernels/cuda/Kernels.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+namespace weft {
+
+namespace {
+
+using namespace cuda;
+using BI = BoundInstruction;
+using SC = StepContext;
+
+constexpr size_t GemmWorkspaceBytes = size_t(32) << 20;
+
+size_t align256(size_t Bytes) { return (Bytes + 255) / 256 * 256; }
+
+std::string where(const BI &I) {
+  return "instructions[" + std::to_string(I.Index) + "] (" + opName(I.Op) + ")";
+}
+
+/// What a kernel adapter needs besides the instruction.
+struct Ctx {
+  cudaStream_t Stream = nullptr;
+  void *Scratch = nullptr;
+  ErrorSink Sink;
+  cublasLtHandle_t Lt = nullptr;
+  void *Workspace = nullptr;
+  const CudaMatmulPlan *Gemm = nullptr;
+  const double *InvFreq = nullptr; // rope, on the device
+};
+
+using KernelFn = Status (*)(const BI &, const SC &, Ctx &);
+
+Status check(cudaError_t E, const BI &I) { return cudaStatus(E, where(I)); }
+
+int64_t vocabTotal(const BI &I, int64_t Local) {
+  return I.VocabTotal > 0 ? I.VocabTotal : Local;
+}
+
+/// The loss type of a cross entropy whose logits are T.
+template <typename T>
+using LossOf = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+
+template <typename T> struct Kernels {
+  using L = LossOf<T>;
+
+  static Status embedding(const BI &I, const SC &, Ctx &C) {
+    const TensorRef &Tab = I.In[0], &Ids = I.In[1];
+    return check(cuda::embedding(Tab.as<T>(), Tab.Rows, Tab.Last,
+                                 Ids.as<int32_t>(), Ids.Numel, I.Out[0].as<T>(),
+                                 I.VocabFirst, vocabTotal(I, Tab.Rows), C.Sink,
+                                 C.Stream),
+                 I);
+  }
+  static Status embeddingGrad(const BI &I, const SC &, Ctx &C) {
+    const TensorRef &Ids = I.In[1], &Tab = I.Out[0];
+    return check(cuda::embeddingGrad(I.In[0].as<T>(), Ids.as<int32_t>(),
+                                     Ids.Numel, Tab.Rows, Tab.Last, Tab.as<T>(),
+                                     I.VocabFirst, vocabTotal(I, Tab.Rows),
+                                     C.Scratch, C.Sink, C.Stream),
+                 I);
+  }
+  static Status positionEmbedding(const BI &I, const SC &, Ctx &C) {
+    const Shape &D = I.In[0].Spec->Dims;
+    return check(cuda::positionEmbedding(
+                     I.In[0].as<T>(), I.In[1].as<T>() + I.SeqFirst * D[2],
+                     I.Out[0].as<T>(), D[0], D[1], D[2], C.Stream),
+                 I);
+  }
+  static Status positionEmbeddingGrad(const BI &I, const SC &, Ctx &C) {
+    const Shape &D = I.In[0].Spec->Dims;
+    return check(cuda::positionEmbeddingGrad(I.In[0].as<T>(), I.Out[0].as<T>(),
+                                             D[0], D[1], I.Out[0].Rows, D[2],
+                                             I.SeqFirst, C.Stream),
+                 I);
+  }
+  static Status matmul(const BI &I, const SC &, Ctx &C) {
+    return C.Gemm->run(C.Lt, I.In[0].Data, I.In[1].Data, I.Out[0].Data,
+                       C.Workspace, GemmWorkspaceBytes, C.Stream);
+  }
+  static Status biasAdd(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::biasAdd(I.In[0].as<T>(), I.In[1].as<T>(),
+                               I.Out[0].as<T>(), I.In[0].Rows, I.In[0].Last,
+                               C.Stream),
+                 I);
+  }
+  static Status reduceRows(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::reduceRows(I.In[0].as<T>(), I.Out[0].as<T>(),
+                                  I.In[0].Rows, I.In[0].Last, C.Scratch,
+                                  C.Stream),
+                 I);
+  }
+  static Status add(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::add(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(),
+                           I.In[0].Numel, C.Stream),
+                 I);
+  }
+  static Status accumulate(const BI &I, const SC &, Ctx &C) {
+    T *Y = I.Out[0].as<T>();
+    return check(cuda::add(Y, I.In[0].as<T>(), Y, I.In[0].Numel, C.Stream), I);
+  }
+  static Status mul(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::mul(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(),
+                           I.In[0].Numel, C.Stream),
+                 I);
+  }
+  static Status layerNorm(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::layerNorm(I.In[0].as<T>(), I.In[1].as<T>(),
+                                 I.In[2].as<T>(), I.Out[0].as<T>(),
+                                 I.In[0].Rows, I.In[0].Last, I.Attrs->Eps,
+                                 C.Stream),
+                 I);
+  }
+  static Status layerNormGrad(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::layerNormGrad(I.In[0].as<T>(), I.In[1].as<T>(),
+                                     I.In[2].as<T>(), I.Out[0].as<T>(),
+                                     I.Out[1].as<T>(), I.Out[2].as<T>(),
+                                     I.In[1].Rows, I.In[1].Last, I.Attrs->Eps,
+                                     C.Scratch, C.Stream),
+                 I);
+  }
+  static Status rmsNorm(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::rmsNorm(I.In[0].as<T>(), I.In[1].as<T>(),
+                               I.Out[0].as<T>(), I.In[0].Rows, I.In[0].Last,
+                               I.Attrs->Eps, C.Stream),
+                 I);
+  }
+  static Status rmsNormGrad(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::rmsNormGrad(I.In[0].as<T>(), I.In[1].as<T>(),
+                                   I.In[2].as<T>(), I.Out[0].as<T>(),
+                                   I.Out[1].as<T>(), I.In[1].Rows, I.In[1].Last,
+                                   I.Attrs->Eps, C.Scratch, C.Stream),
+                 I);
+  }
+  static Status gelu(const BI &I, const SC &, Ctx &C) {
+    return check(
+        cuda::gelu(I.In[0].as<T>(), I.Out[0].as<T>(), I.In[0].Numel, C.Stream),
+        I);
+  }
+  static Status geluGrad(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::geluGrad(I.In[0].as<T>(), I.In[1].as<T>(),
+                                I.Out[0].as<T>(), I.In[0].Numel, C.Stream),
+                 I);
+  }
+  static Status act(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::act(I.Attrs->Act, I.In[0].as<T>(), I.Out[0].as<T>(),
+                           I.In[0].Numel, C.Stream),
+                 I);
+  }
+  static Status actGrad(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::actGrad(I.Attrs->Act, I.In[0].as<T>(), I.In[1].as<T>(),
+                               I.Out[0].as<T>(), I.In[0].Numel, C.Stream),
+                 I);
+  }
+  static Status silu(const BI &I, const SC &, Ctx &C) {
+    return check(
+        cuda::silu(I.In[0].as<T>(), I.Out[0].as<T>(), I.In[0].Numel, C.Stream),
+        I);
+  }
+  static Status siluGrad(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::siluGrad(I.In[0].as<T>(), I.In[1].as<T>(),
+                                I.Out[0].as<T>(), I.In[0].Numel, C.Stream),
+                 I);
+  }
+  static Status swiglu(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::swiglu(I.In[0].as<T>(), I.In[1].as<T>(),
+                              I.Out[0].as<T>(), I.In[0].Numel, C.Stream),
+                 I);
+  }
+  static Status swigluGrad(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::swigluGrad(I.In[0].as<T>(), I.In[1].as<T>(),
+                                  I.In[2].as<T>(), I.Out[0].as<T>(),
+                                  I.Out[1].as<T>(), I.In[0].Numel, C.Stream),
+                 I);
+  }
+  static Status rope(const BI &I, const SC &, Ctx &C) {
+    const Shape &D = I.In[0].Spec->Dims;
+    int64_t H = I.Attrs->NumHeads;
+    return check(cuda::rope(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1], H,
+                            D[2] / H, I.Attrs->Theta, I.Attrs->Inverse,
+                            C.InvFreq, I.Attrs->Scale, C.Stream),
+                 I);
+  }
+  static Status attention(const BI &I, const SC &, Ctx &C) {
+    const Shape &D = I.In[0].Spec->Dims;
+    int64_t H = I.Attrs->NumHeads;
+    return check(cuda::attention(I.In[0].as<T>(), I.In[1].as<T>(),
+                                 I.In[2].as<T>(), I.Out[0].as<T>(), D[0], D[1],
+                                 H, I.Attrs->NumKvHeads, D[2] / H,
+                                 I.Attrs->AttnScale, C.Scratch, C.Stream),
+                 I);
+  }
+  static Status attentionGrad(const BI &I, const SC &, Ctx &C) {
+    const Shape &D = I.In[1].Spec->Dims;
+    int64_t H = I.Attrs->NumHeads;
+    return check(cuda::attentionGrad(
+                     I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
+                     I.In[3].as<T>(), I.Out[0].as<T>(), I.Out[1].as<T>(),
+                     I.Out[2].as<T>(), D[0], D[1], H, I.Attrs->NumKvHeads,
+                     D[2] / H, I.Attrs->AttnScale, C.Scratch, C.Stream),
+                 I);
+  }
+  static Status crossEntropy(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::crossEntropy(I.In[0].as<T>(), I.In[1].as<int32_t>(),
+                                    I.In[0].Rows, I.In[0].Last,
+                                    I.Out[0].as<L>(), I.Attrs->Denominator,
+                                    C.Scratch, C.Sink, C.Stream),
+                 I);
+  }
+  static Status crossEntropyGrad(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::crossEntropyGrad(I.In[0].as<T>(), I.In[1].as<int32_t>(),
+                                        I.In[2].as<L>(), I.Out[0].as<T>(),
+                                        I.In[0].Rows, I.In[0].Last,
+                                        I.Attrs->Denominator, C.Sink, C.Stream),
+                 I);
+  }
+  static Status crossEntropyStats(const BI &I, const SC &, Ctx &C) {
+    const TensorRef &Lg = I.In[0];
+    return check(cuda::crossEntropyStats(Lg.as<T>(), I.In[1].as<int32_t>(),
+                                         Lg.Rows, Lg.Last, I.VocabFirst,
+                                         vocabTotal(I, Lg.Last),
+                                         I.Out[0].as<L>(), C.Sink, C.Stream),
+                 I);
+  }
+  static Status crossEntropyFromStats(const BI &I, const SC &, Ctx &C) {
+    const TensorRef &St = I.In[0];
+    int64_t K = St.Spec->Dims[0];
+    return check(cuda::crossEntropyFromStats(
+                     St.as<L>(), K, St.Numel / (3 * K), I.Attrs->Denominator,
+                     I.Out[0].as<L>(), C.Scratch, C.Stream),
+                 I);
+  }
+  static Status crossEntropyStatsGrad(const BI &I, const SC &, Ctx &C) {
+    const TensorRef &Lg = I.In[0];
+    return check(cuda::crossEntropyStatsGrad(
+                     Lg.as<T>(), I.In[1].as<int32_t>(), I.In[2].as<L>(),
+                     I.In[2].Spec->Dims[0], I.In[3].as<L>(), I.Out[0].as<T>(),
+                     Lg.Rows, Lg.Last, I.VocabFirst, vocabTotal(I, Lg.Last),
+                     I.Attrs->Denominator, C.Sink, C.Stream),
+                 I);
+  }
+  static Status fill(const BI &I, const SC &, Ctx &C) {
+    const TensorRef &Y = I.Out[0];
+    if (Y.Spec->Type == DType::I32)
+      return check(
+          cuda::fill(Y.as<int32_t>(), Y.Numel, I.Attrs->Value, C.Stream), I);
+    return check(cuda::fill(Y.as<T>(), Y.Numel, I.Attrs->Value, C.Stream), I);
+  }
+  static Status adamw(const BI &I, const SC &Ctx_, Ctx &C) {
+    const OptimizerSpec &O = *Ctx_.Optimizer;
+    AdamWArgs P{Ctx_.Lr,
+                O.Beta1,
+                O.Beta2,
+                O.Eps,
+                O.WeightDecay,
+                Ctx_.Step,
+                I.Attrs->WeightDecay};
+    return check(cuda::adamw(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
+                             I.In[3].as<T>(), I.In[0].Numel, P, C.Stream),
+                 I);
+  }
+
+  static std::array<KernelFn, NumOpKinds> table() {
+    std::array<KernelFn, NumOpKinds> Tab{};
+    auto Set = [&](OpKind K, KernelFn F) { Tab[int(K)] = F; };
+    Set(OpKind::Embedding, embedding);
+    Set(OpKind::EmbeddingGrad, embeddingGrad);
+    Set(OpKind::PositionEmbedding, positionEmbedding);
+    Set(OpKind::PositionEmbeddingGrad, positionEmbeddingGrad);
+    Set(OpKind::Matmul, matmul);
+    Set(OpKind::BiasAdd, biasAdd);
+    Set(OpKind::ReduceRows, reduceRows);
+    Set(OpKind::Add, add);
+    Set(OpKind::Accumulate, accumulate);
+    Set(OpKind::Mul, mul);
+    Set(OpKind::LayerNorm, layerNorm);
+    Set(OpKind::LayerNormGrad, layerNormGrad);
+    Set(OpKind::RmsNorm, rmsNorm);
+    Set(OpKind::RmsNormGrad, rmsNormGrad);
+    Set(OpKind::Gelu, gelu);
+    Set(OpKind::GeluGrad, geluGrad);
+    Set(OpKind::Act, act);
+    Set(OpKind::ActGrad, actGrad);
+    Set(OpKind::Silu, silu);
+    Set(OpKind::SiluGrad, siluGrad);
+    Set(OpKind::Swiglu, swiglu);
+    Set(OpKind::SwigluGrad, swigluGrad);
+    Set(OpKind::Rope, rope);
+    Set(OpKind::Attention, attention);
+    Set(OpKind::AttentionGrad, attentionGrad);
+    Set(OpKind::CrossEntropy, crossEntropy);
+    Set(OpKind::CrossEntropyGrad, crossEntropyGrad);
+    Set(OpKind::CrossEntropyStats, crossEntropyStats);
+    Set(OpKind::CrossEntropyFromStats, crossEntropyFromStats);
+    Set(OpKind::CrossEntropyStatsGrad, crossEntropyStatsGrad);
+    Set(OpKind::Fill, fill);
+    Set(OpKind::AdamW, adamw);
+    return Tab;
+  }
+};
+
+// Ops that move bytes, whatever their dtype.
+struct Bytes {
+  static size_t elemBytes(const TensorRef &R) {
+    return dtypeBytes(R.Spec->Type);
+  }
+  // memmove semantics, as the CPU's copy (cudaMemcpy must not overlap).
+  static Status copy(const BI &I, const SC &, Ctx &C) {
+    auto *D = static_cast<char *>(I.Out[0].Data);
+    auto *S = static_cast<const char *>(I.In[0].Data);
+    for (const CopyPiece &P : memmovePieces(
+             reinterpret_cast<uintptr_t>(D), reinterpret_cast<uintptr_t>(S),
+             size_t(I.In[0].Numel) * elemBytes(I.In[0])))
+      WEFT_RETURN_IF_ERROR(
+          check(cudaMemcpyAsync(D + P.Offset, S + P.Offset, P.Bytes,
+                                cudaMemcpyDeviceToDevice, C.Stream),
+                I));
+    return Status::success();
+  }
+  static Status pack(const BI &I, const SC &, Ctx &C) {
+    char *Out = static_cast<char *>(I.Out[0].Data);
+    for (const TensorRef &Piece : I.In) {
+      size_t N = size_t(Piece.Numel) * elemBytes(Piece);
+      WEFT_RETURN_IF_ERROR(
+          check(cudaMemcpyAsync(Out, Piece.Data, N, cudaMemcpyDeviceToDevice,
+                                C.Stream),
+                I));
+      Out += N;
+    }
+    return Status::success();
+  }
+  static Status unpack(const BI &I, const SC &, Ctx &C) {
+    const char *In = static_cast<const char *>(I.In[0].Data);
+    for (const TensorRef &Piece : I.Out) {
+      size_t N = size_t(Piece.Numel) * elemBytes(Piece);
+      WEFT_RETURN_IF_ERROR(
+          check(cudaMemcpyAsync(Piece.Data, In, N, cudaMemcpyDeviceToDevice,
+                                C.Stream),
+                I));
+      In += N;
+    }
+    return Status::success();
+  }
+  // X [Rows, N] into column blocks Out[k] [Rows, W_k]; concat the inverse.
+  static Status split(const BI &I, const SC &, Ctx &C) {
+    const TensorRef &X = I.In[0];
+    const size_t E = elemBytes(X);
+    int64_t Col = 0;
+    for (const TensorRef &P : I.Out) {
+      WEFT_RETURN_IF_ERROR(check(
+          cuda::copyBlock(static_cast<const char *>(X.Data) + Col * E, X.Last,
+                          P.Data, P.Last, X.Rows, P.Last, E, C.Stream),
+          I));
+      Col += P.Last;
+    }
+    return Status::success();
+  }
+  static Status concat(const BI &I, const SC &, Ctx &C) {
+    const TensorRef &Y = I.Out[0];
+    const size_t E = elemBytes(Y);
+    int64_t Col = 0;
+    for (const TensorRef &P : I.In) {
+      WEFT_RETURN_IF_ERROR(check(
+          cuda::copyBlock(P.Data, P.Last, static_cast<char *>(Y.Data) + Col * E,
+                          Y.Last, Y.Rows, P.Last, E, C.Stream),
+          I));
+      Col += P.Last;
+    }
+    return Status::success();
+  }
+  // x [d0.., dD, ..] -> y [c*d0, .., dD/c, ..] (see the CPU backend): for
+  // each k, Outer chunks at stride c*Chunk in the natural layout are
+  // contiguous in the blocked one: one 2-D copy per k.
+  static Status blockTranspose(const BI &I, const SC &, Ctx &C) {
+    const bool Inv = I.Attrs->Inverse;
+    const TensorRef &X = I.In[0], &Y = I.Out[0];
+    const Shape &Full = (Inv ? Y : X).Spec->Dims;
+    const Shape &Moved = (Inv ? X : Y).Spec->Dims;
+    const size_t D = size_t(I.Attrs->Dim);
+    const int64_t Outer = numElements(Shape(Full.begin(), Full.begin() + D));
+    const int64_t K = Full[D] / Moved[D];
+    const int64_t Chunk = numElements(Shape(Moved.begin() + D, Moved.end()));
+    const size_t E = elemBytes(X);
+    const char *In = static_cast<const char *>(X.Data);
+    char *Out = static_cast<char *>(Y.Data);
+    for (int64_t Kk = 0; Kk < K; ++Kk) {
+      const char *Natural = (Inv ? Out : In) + Kk * Chunk * int64_t(E);
+      const char *Blocked = (Inv ? In : Out) + Kk * Outer * Chunk * int64_t(E);
+      // Natural rows at stride K*Chunk, blocked rows at stride Chunk.
+      const void *Src = Inv ? Blocked : Natural;
+      void *Dst = const_cast<char *>(Inv ? Natural : Blocked);
+      int64_t LdSrc = Inv ? Chunk : K * Chunk, LdDst = Inv ? K * Chunk : Chunk;
+      WEFT_RETURN_IF_ERROR(check(
+          cuda::copyBlock(Src, LdSrc, Dst, LdDst, Outer, Chunk, E, C.Stream),
+          I));
+    }
+    return Status::success();
+  }
+  // f32 <-> bf16, the only casts a program holds.
+  static Status cast(const BI &I, const SC &, Ctx &C) {
+    const TensorRef &X = I.In[0], &Y = I.Out[0];
+    if (X.Spec->Type == DType::BF16 && Y.Spec->Type == DType::F32)
+      return check(cuda::cast(X.as<bf16>(), Y.as<float>(), X.Numel, C.Stream),
+                   I);
+    if (X.Spec->Type == DType::F32 && Y.Spec->Type == DType::BF16)
+      return check(cuda::cast(X.as<float>(), Y.as<bf16>(), X.Numel, C.Stream),
+                   I);
+    return Status::error(where(I) + ": no CUDA kernel casts " +
+                         dtypeName(X.Spec->Type) + " to " +
+                         dtypeName(Y.Spec->Type));
+  }
+  static KernelFn of(OpKind K) {
+    switch (K) {
+    case OpKind::Copy:
+      return copy;
+    case OpKind::Pack:
+      return pack;
+    case OpKind::Unpack:
+      return unpack;
+    case OpKind::Split:
+      return split;
+    case OpKind::Concat:
+      return concat;
+    case OpKind::BlockTranspose:
+      return blockTranspose;
+    case OpKind::Cast:
+      return cast;
+    default:
+      return nullptr;
+    }
+  }
+};
+
+class CudaBackend final : public Backend {
+public:
+  CudaBackend() {
+    Tables[0] = Kernels<float>::table();
+    Tables[1] = Kernels<double>::table();
+    Tables[2] = Kernels<bf16>::table();
+  }
+  ~CudaBackend() override {
+    Plans.clear();
+    release(Scratch);
+    release(Workspace);
+    release(ErrorSlot);
+    release(NonFiniteAt);
+    for (double *F : Freqs)
+      cudaFree(F);
+    if (Lt)
+      cublasLtDestroy(Lt);
+  }
+
+  Status init() {
+    WEFT_RETURN_IF_ERROR(cublasStatus(cublasLtCreate(&Lt), "cublasLtCreate"));
+    ErrorSlot = allocate(sizeof(KernelError));
+    NonFiniteAt = allocate(sizeof(long long));
+    Workspace = allocate(GemmWorkspaceBytes);
+    if (!ErrorSlot || !NonFiniteAt || !Workspace)
+      return Status::error("cudaMalloc of the CUDA backend's " +
+                           std::to_string(GemmWorkspaceBytes >> 20) +
+                           " MiB GEMM workspace failed");
+    return Status::success();
+  }
+
+  const char *name() const override { return "cuda"; }
+
+  void *allocate(size_t Bytes) override {
+    void *P = nullptr;
+    if (cudaMalloc(&P, std::max<size_t>(Bytes, 1)) != cudaSuccess) {
+      cudaGetLastError(); // clear the sticky-free error
+      return nullptr;
+    }
+    // cudaMemset may return before it has run, and the queues' streams do
+    // not wait for the legacy stream: finish it before anyone uses P.
+    if (cudaMemset(P, 0, std::max<size_t>(Bytes, 1)) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess) {
+      cudaFree(P);
+      return nullptr;
+    }
+    return P;
+  }
+  void release(void *Ptr) override {
+    if (Ptr)
+      cudaFree(Ptr);
+  }
+
+  std::unique_ptr<Queue> createQueue() override {
+    Expected<std::unique_ptr<CudaQueue>> Q =
+        CudaQueue::create(static_cast<KernelError *>(ErrorSlot),
+                          [this](int I) { return nameOf(I); });
+    if (!Q.ok())
+      return nullptr;
+    return std::move(*Q);
+  }
+
+  Expected<size_t> prepare(const std::vector<BI> &Insts) override;
+  Status run(const BI &I, const SC &Ctx, Queue &Q) override;
+  Status findNonFinite(const void *Data, int64_t N, DType T, Queue &Q,
+                       int64_t &At, double &Value) override;
+
+private:
+  struct Plan {
+    KernelFn Fn = nullptr;
+    std::unique_ptr<CudaMatmulPlan> Gemm;
+    const double *InvFreq = nullptr;
+    // Widened to f32: the offsets (floats) of bf16 operands in the
+    // widening region of Scratch, or -1.
+    bool Widen = false;
+    std::vector<int64_t> InAt, OutAt;
+    BI Copy; // the instruction with widened pointers, refreshed per run
+  };
+
+  static int tableOf(DType T) {
+    return T == DType::F64 ? 1 : T == DType::BF16 ? 2 : 0;
+  }
+  std::string nameOf(int I) const {
+    std::string Op = I >= 0 && size_t(I) < OpNames.size() ? OpNames[I] : "?";
+    return "instructions[" + std::to_string(I) + "] (" + Op + ")";
+  }
+  Expected<size_t> kernelScratch(const BI &I, DType T) const;
+  Status planWidening(const BI &I, Plan &P, int64_t &Floats);
+
+  std::array<std::array<KernelFn, NumOpKinds>, 3> Tables;
+  cublasLtHandle_t Lt = nullptr;
+  void *ErrorSlot = nullptr, *NonFiniteAt = nullptr, *Workspace = nullptr;
+  void *Scratch = nullptr;
+  size_t WidenOffset = 0; // bytes into Scratch where widened operands go
+  std::vector<std::unique_ptr<Plan>> Plans; // by instruction index
+  std::vector<std::string> OpNames;         // by instruction index
+  std::vector<double *> Freqs;
+};
+
+Expected<size_t> CudaBackend::kernelScratch(const BI &I, DType T) const {
+  const size_t E = dtypeBytes(T);
+  switch (I.Op) {
+  case OpKind::Attention:
+  case OpKind::AttentionGrad: {
+    const Shape &D = I.In[I.Op == OpKind::Attention ? 0 : 1].Spec->Dims;
+    int64_t H = I.Attrs->NumHeads;
+    return attentionScratchBytes(D[0], D[1], H, I.Attrs->NumKvHeads, D[2] / H,
+                                 E);
+  }
+  case OpKind::LayerNormGrad:
+  case OpKind::RmsNormGrad:
+    return normGradScratchBytes(I.In[1].Rows, I.In[1].Last);
+  case OpKind::ReduceRows:
+    return columnSumScratchBytes(I.In[0].Rows, I.In[0].Last, 1);
+  case OpKind::EmbeddingGrad:
+    return embeddingGradScratchBytes(I.In[1].Numel);
+  case OpKind::CrossEntropy:
+    return crossEntropyScratchBytes(I.In[0].Rows);
+  case OpKind::CrossEntropyFromStats: {
+    int64_t K = I.In[0].Spec->Dims[0];
+    return crossEntropyScratchBytes(I.In[0].Numel / (3 * K));
+  }
+  default:
+    return size_t(0);
+  }
+}
+
+Status CudaBackend::planWidening(const BI &I, Plan &P, int64_t &Floats) {
+  P.Widen = true;
+  P.Copy = I;
+  std::vector<std::pair<const void *, int64_t>> Seen; // in place: one copy
+  int64_t Top = 0;
+  auto Slot = [&](const TensorRef &R) -> int64_t {
+    if (R.Spec->Type != DType::BF16)
+      return -1;
+    for (const auto &[Data, At] : Seen)
+      if (Data == R.Data)
+        return At;
+    Seen.emplace_back(R.Data, Top);
+    Top += (R.Numel + 63) / 64 * 64; // 256-byte aligned
+    return Seen.back().second;
+  };
+  for (const TensorRef &R : I.In)
+    P.InAt.push_back(Slot(R));
+  for (const TensorRef &R : I.Out)
+    P.OutAt.push_back(Slot(R));
+  Floats = Top;
+  return Status::success();
+}
+
+Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
+  Plans.clear();
+  OpNames.clear();
+  for (double *F : Freqs)
+    cudaFree(F);
+  Freqs.clear();
+  size_t KernelBytes = 0;
+  int64_t WidenFloats = 0;
+  for (const BI &I : Insts) {
+    if (I.Index >= Plans.size()) {
+      Plans.resize(I.Index + 1);
+      OpNames.resize(I.Index + 1);
+    }
+    OpNames[I.Index] = opName(I.Op);
+    auto P = std::make_unique<Plan>();
+    Expected<KernelChoice> Choice = chooseKernel(I);
+    if (!Choice.ok())
+      return Choice.status();
+    const DType T = Choice->Type;
+    if (Choice->How == KernelChoice::Bytes) {
+      P->Fn = Bytes::of(I.Op);
+    } else {
+      P->Fn = Tables[tableOf(T)][int(I.Op)];
+      if (Choice->How == KernelChoice::Widen) {
+        int64_t Floats = 0;
+        WEFT_RETURN_IF_ERROR(planWidening(I, *P, Floats));
+        WidenFloats = std::max(WidenFloats, Floats);
+      }
+    }
+    if (!P->Fn)
+      return Status::error(where(I) + " has no CUDA kernel for " +
+                           dtypeName(T));
+    Expected<size_t> Need = kernelScratch(I, T);
+    if (!Need.ok())
+      return Need.status();
+    KernelBytes = std::max(KernelBytes, align256(*Need));
+    if (I.Op == OpKind::Matmul) {
+      const TensorRef &A = I.In[0], &B = I.In[1];
+      GemmShape S;
+      S.TransA = I.Attrs->TransposeA;
+      S.TransB = I.Attrs->TransposeB;
+      S.M = S.TransA ? A.Last : A.Rows;
+      S.K = S.TransA ? A.Rows : A.Last;
+      S.N = S.TransB ? B.Rows : B.Last;
+      S.Type = T;
+      Expected<std::unique_ptr<CudaMatmulPlan>> G =
+          CudaMatmulPlan::create(Lt, S, GemmWorkspaceBytes);
+      if (!G.ok())
+        return Status::error(where(I) + ": " + G.status().message());
+      P->Gemm = std::move(*G);
+    }
+    if (I.Op == OpKind::Rope && !I.Attrs->InvFreq.empty()) {
+      const std::vector<double> &F = I.Attrs->InvFreq;
+      double *D = nullptr;
+      WEFT_RETURN_IF_ERROR(cudaStatus(
+          cudaMalloc(reinterpret_cast<void **>(&D), F.size() * sizeof(double)),
+          where(I) + ": cudaMalloc (rope frequencies)"));
+      Freqs.push_back(D);
+      WEFT_RETURN_IF_ERROR(
+          cudaStatus(cudaMemcpy(D, F.data(), F.size() * sizeof(double),
+                                cudaMemcpyHostToDevice),
+                     where(I) + ": cudaMemcpy (rope frequencies)"));
+      P->InvFreq = D;
+    }
+    Plans[I.Index] = std::move(P);
+  }
+  release(Scratch);
+  WidenOffset = KernelBytes;
+  size_t Total = KernelBytes + align256(size_t(WidenFloats) * sizeof(float));
+  Scratch = Total ? allocate(Total) : nullptr;
+  if (Total && !Scratch)
+    return Status::error("cannot allocate " + std::to_string(Total) +
+                         " bytes of CUDA kernel scratch");
+  // The rope frequencies were copied on the legacy stream.
+  WEFT_RETURN_IF_ERROR(cudaStatus(cudaDeviceSynchronize(),
+                                  "cudaDeviceSynchronize (after prepare)"));
+  return Total + GemmWorkspaceBytes;
+}
+
+Status CudaBackend::run(const BI &I, const SC &SCtx, Queue &Q) {
+  auto *CQ = dynamic_cast<CudaQueue *>(&Q);
+  if (!CQ)
+    return Status::error(where(I) + ": the CUDA backend runs on a CUDA queue");
+  if (I.Index >= Plans.size() || !Plans[I.Index])
+    return Status::error(where(I) + " was not prepared");
+  Plan &P = *Plans[I.Index];
+  Ctx C;
+  C.Stream = CQ->stream();
+  C.Scratch = Scratch;
+  C.Sink = ErrorSink{static_cast<KernelError *>(ErrorSlot), int(I.Index)};
+  C.Lt = Lt;
+  C.Workspace = Workspace;
+  C.Gemm = P.Gemm.get();
+  C.InvFreq = P.InvFreq;
+  if (!P.Widen)
+    return P.Fn(I, SCtx, C);
+  // bf16 operands to f32 scratch, the f32 kernel, f32 results to bf16.
+  P.Copy = I;
+  float *W =
+      reinterpret_cast<float *>(static_cast<char *>(Scratch) + WidenOffset);
+  for (size_t K = 0; K < I.In.size(); ++K)
+    if (P.InAt[K] >= 0) {
+      WEFT_RETURN_IF_ERROR(check(cuda::cast(I.In[K].as<bf16>(), W + P.InAt[K],
+                                            I.In[K].Numel, C.Stream),
+                                 I));
+      P.Copy.In[K].Data = W + P.InAt[K];
+    }
+  for (size_t K = 0; K < I.Out.size(); ++K)
+    if (P.OutAt[K] >= 0)
+      P.Copy.Out[K].Data = W + P.OutAt[K];
+  WEFT_RETURN_IF_ERROR(P.Fn(P.Copy, SCtx, C));
+  for (size_t K = 0; K < I.Out.size(); ++K)
+    if (P.OutAt[K] >= 0)
+      WEFT_RETURN_IF_ERROR(check(cuda::cast(W + P.OutAt[K], I.Out[K].as<bf16>(),
+                                            I.Out[K].Numel, C.Stream),
+                                 I));
+  return Status::success();
+}
+
+Status CudaBackend::findNonFinite(const void *Data, int64_t N, DType T,
+                                  Queue &Q, int64_t &At, double &Value) {
+  At = -1;
+  Value = 0;
+  auto *CQ = dynamic_cast<CudaQueue *>(&Q);
+  if (!CQ)
+    return Status::error("non-finite check: the CUDA backend needs its queue");
+  auto *Slot = static_cast<long long *>(NonFiniteAt);
+  cudaError_t E;
+  switch (T) {
+  case DType::F32:
+    E = firstNonFinite(static_cast<const float *>(Data), N, Slot, CQ->stream());
+    break;
+  case DType::F64:
+    E = firstNonFinite(static_cast<const double *>(Data), N, Slot,
+                       CQ->stream());
+    break;
+  case DType::BF16:
+    E = firstNonFinite(static_cast<const bf16 *>(Data), N, Slot, CQ->stream());
+    break;
+  default:
+    return Status::error(std::string("non-finite check of ") + dtypeName(T) +
+                         " data");
+  }
+  WEFT_RETURN_IF_ERROR(cudaStatus(E, "non-finite check"));
+  long long Found = -1;
+  WEFT_RETURN_IF_ERROR(Q.copyToHost(&Found, Slot, sizeof(Found)));
+  WEFT_RETURN_IF_ERROR(Q.synchronize());
+  if (Found < 0)
+    return Status::success();
+  At = Found;
+  const char *Elem = static_cast<const char *>(Data) + Found * dtypeBytes(T);
+  if (T == DType::F64) {
+    WEFT_RETURN_IF_ERROR(Q.copyToHost(&Value, Elem, sizeof(double)));
+    return Q.synchronize();
+  }
+  float F = 0;
+  if (T == DType::F32) {
+    WEFT_RETURN_IF_ERROR(Q.copyToHost(&F, Elem, sizeof(float)));
+  } else {
+    uint16_t H = 0;
+    WEFT_RETURN_IF_ERROR(Q.copyToHost(&H, Elem, sizeof(H)));
+    WEFT_RETURN_IF_ERROR(Q.synchronize());
+    uint32_t Bits = uint32_t(H) << 16;
+    std::memcpy(&F, &Bits, sizeof(F));
+  }
+  WEFT_RETURN_IF_ERROR(Q.synchronize());
+  Value = F;
+  return Status::success();
+}
+
+} // namespace
+
+bool haveCuda() { return true; }
+
+int cudaDeviceCount() {
+  int N = 0;
+  if (cudaGetDeviceCount(&N) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return N;
+}
+
+Expected<std::unique_ptr<Backend>> createCudaBackend(DType) {
+  int N = 0;
+  cudaError_t E = cudaGetDeviceCount(&N);
+  if (E != cudaSuccess) {
+    cudaGetLastError();
+    return Status::error(std::string("no CUDA device: cudaGetDeviceCount: ") +
+                         cudaGetErrorName(E) + " (" + cudaGetErrorString(E) +
+                         ")");
+  }
+  if (N == 0)
+    return Status::error("no CUDA device: cudaGetDeviceCount found none");
+  auto B = std::make_unique<CudaBackend>();
+  WEFT_RETURN_IF_ERROR(B->init());
+  return std::unique_ptr<Backend>(std::move(B));
+}
+
+} // namespace weft

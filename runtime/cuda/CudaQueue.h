@@ -1,0 +1,75 @@
+//===- CudaQueue.h - A queue on a CUDA stream -------------------*- C++ -*-===//
+//
+// The CUDA side of the device boundary (runtime/Queue.h): work on one
+// stream, events as cudaEvent_t, copies as cudaMemcpyAsync. Kernels report
+// data errors (a token id outside the vocab) into a KernelError slot in
+// device memory; synchronize() reads it and turns the first one into an
+// error naming the instruction.
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_RUNTIME_CUDA_CUDAQUEUE_H
+#define WEFT_RUNTIME_CUDA_CUDAQUEUE_H
+
+#include "program/Status.h"
+#include "runtime/Queue.h"
+#include "runtime/kernels/cuda/Kernels.h"
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace weft {
+
+/// "what: cudaErrorX (message)", or success.
+Status cudaStatus(cudaError_t E, const std::string &What);
+
+/// Names instruction I for a kernel error message ("instructions[3]
+/// (embedding)").
+using InstructionNamer = std::function<std::string(int)>;
+
+/// What the NCCL communicator needs of a queue: its stream. A CUDA queue
+/// implements it beside Queue (Queue itself stays free of CUDA); the
+/// communicator finds it by dynamic_cast.
+struct CudaQueueAccess {
+  virtual ~CudaQueueAccess() = default;
+  virtual cudaStream_t stream() const = 0;
+};
+
+class CudaQueue final : public Queue, public CudaQueueAccess {
+public:
+  /// A queue on a new non-blocking stream of the current device; Errors
+  /// (device memory) is the slot its kernels report into, or null.
+  static Expected<std::unique_ptr<CudaQueue>> create(cuda::KernelError *Errors,
+                                                     InstructionNamer Namer);
+  ~CudaQueue() override;
+
+  cudaStream_t stream() const override { return Stream; }
+  bool hostMemory() const override { return false; }
+  Status copyToDevice(void *Device, const void *Host, size_t Bytes) override;
+  Status copyToHost(void *Host, const void *Device, size_t Bytes) override;
+  Status copyOnDevice(void *Dst, const void *Src, size_t Bytes) override;
+  Status fillZero(void *Device, size_t Bytes) override;
+  Status record(Event &E) override;
+  Status waitFor(const Event &E) override;
+  /// Waits for the stream, then reports (and clears) a kernel's data error.
+  Status synchronize() override;
+
+private:
+  CudaQueue() = default;
+  cudaStream_t Stream = nullptr;
+  cuda::KernelError *Errors = nullptr;
+  cuda::KernelError *HostErrors = nullptr; // pinned
+  InstructionNamer Namer;
+};
+
+/// The cudaEvent_t of an Event recorded on a CudaQueue.
+struct CudaEventState final : Event::State {
+  cudaEvent_t Native = nullptr;
+  ~CudaEventState() override;
+};
+
+} // namespace weft
+
+#endif // WEFT_RUNTIME_CUDA_CUDAQUEUE_H
