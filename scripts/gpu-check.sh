@@ -1,0 +1,173 @@
+#!/bin/bash
+# The GPU checks (the CUDA backend, issue 12) as one prepared script.
+#
+#   scripts/gpu-check.sh --prepare
+#       Here, after `make build` (needs weft-compile): writes gpu-bundle/
+#       (git-ignored, a few MiB): the programs the checks run, compiled now
+#       because the GPU machine has no MLIR, and what a bare GPU machine may
+#       lack to build the runtime: nlohmann-json's headers and GoogleTest's
+#       sources. Carry gpu-bundle to the GPU machine with the tree.
+#   scripts/gpu-check.sh OUTDIR
+#       On the GPU machine, from the repository root: builds the runtime
+#       without MLIR in build-gpu/ (OpenBLAS optional), then runs the GPU
+#       tests, the training checks and the benchmark, and writes every
+#       result under OUTDIR (summary.txt first). Under 8 minutes on one
+#       H100/H200.
+#   scripts/gpu-check.sh --dry-run OUTDIR
+#       The second form on a machine without a GPU: builds, checks that the
+#       GPU tests skip, and lists the steps that need a device.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+bundle=$root/gpu-bundle
+
+prepare() {
+  local bin=$root/build/bin
+  [ -x "$bin/weft-compile" ] || { echo "gpu-check: run make build first" >&2; exit 1; }
+  rm -rf "$bundle" && mkdir -p "$bundle/programs/kernels" "$bundle/deps/include"
+  local c="$bin/weft-compile --quiet"
+  local k=$bundle/programs/kernels p=$bundle/programs
+  set -e
+  # Every op in every dtype, on GPT-2 and Llama shapes (the kernel test).
+  for m in gpt-tiny llama-tiny; do
+    for t in f64 f32 bf16; do
+      $c $m --batch 4 --seq 32 --dtype $t -o "$k/$m-$t.weft"
+    done
+  done
+  $c gpt-tiny --batch 4 --seq 32 --mesh tp=2 --layout megatron -o "$k/gpt-tiny-tp2.weft"
+  $c "$root/test/e2e/qwen2-tiny.json" --batch 4 --seq 32 -o "$k/qwen2-tiny-f32.weft"
+  # Training like the CPU (f32), gradient check (f64), bf16 against f32.
+  for m in gpt-tiny llama-tiny; do
+    $c $m --batch 8 --seq 64 --lr 1e-3 -o "$p/$m-f32.weft"
+    $c $m --batch 8 --seq 64 --lr 1e-3 --dtype bf16 -o "$p/$m-bf16.weft"
+    $c $m --batch 4 --seq 16 --dtype f64 -o "$p/$m-f64.weft"
+  done
+  # Two ranks sharing one GPU (staged MPI), where mpirun exists there.
+  $c gpt-tiny --batch 8 --seq 64 --lr 1e-3 --mesh tp=2 --layout megatron -o "$p/gpt-tiny-tp2.weft"
+  $c gpt-tiny --batch 8 --seq 64 --lr 1e-3 --mesh dp=2 --zero 3 -o "$p/gpt-tiny-dp2-zero3.weft"
+  # The benchmark: GPT-2 124M (16 x 1024) and Llama 3.2 1B (8 x 2048), bf16.
+  $c gpt2 --batch 16 --seq 1024 --dtype bf16 -o "$p/bench-gpt2.weft"
+  $c "$root/test/bench/llama-3.2-1b.json" --batch 8 --seq 2048 --dtype bf16 -o "$p/bench-llama-1b.weft"
+  cp -r /usr/include/nlohmann "$bundle/deps/include/"
+  local cfg
+  cfg=$(dirname "$(find /usr/share/cmake /usr/lib/cmake /usr/lib/x86_64-linux-gnu/cmake \
+        -name nlohmann_jsonConfig.cmake 2>/dev/null | head -1)")
+  mkdir -p "$bundle/deps/share/cmake" && cp -r "$cfg" "$bundle/deps/share/cmake/"
+  cp -r /usr/src/googletest "$bundle/deps/googletest"
+  set +e
+  du -sh "$bundle"
+  echo "gpu-check: prepared $bundle; on the GPU machine run scripts/gpu-check.sh OUTDIR"
+}
+
+# One step: its name, then the command; output to OUTDIR/<name>.txt, a line
+# in the summary.
+step() {
+  local name=$1; shift
+  local start=$SECONDS
+  "$@" > "$out/$name.txt" 2>&1
+  local rc=$?
+  local verdict=PASS
+  [ $rc = 77 ] && verdict=SKIP
+  [ $rc != 0 ] && [ $rc != 77 ] && verdict="FAIL (exit $rc)"
+  printf '%-28s %-14s %4ds\n' "$name" "$verdict" $((SECONDS - start)) | tee -a "$out/summary.txt"
+  return $rc
+}
+
+build() {
+  local gtest=()
+  [ -f /usr/include/gtest/gtest.h ] || gtest=(-DWEFT_GTEST_SOURCE="$bundle/deps/googletest")
+  local arch=native
+  # A dry run builds as a bare GPU machine would: GoogleTest from the
+  # bundle's sources and no OpenBLAS.
+  [ "$dry" = 1 ] && arch=90 gtest=(-DWEFT_GTEST_SOURCE="$bundle/deps/googletest"
+    -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON -DWEFT_OPENBLAS=WEFT_OPENBLAS-NOTFOUND)
+  cmake -G Ninja -S "$root" -B "$root/build-gpu" -DCMAKE_BUILD_TYPE=Release \
+    -DWEFT_BUILD_COMPILER=OFF -DWEFT_CUDA=ON -DWEFT_ALLOW_REFERENCE_BLAS=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=$arch -DCMAKE_PREFIX_PATH="$bundle/deps" \
+    "${gtest[@]}" &&
+    ninja -C "$root/build-gpu" weft-run weft-tokenize weft-cuda-tests
+}
+
+# Losses of two metrics files agree to Tol relative at every step.
+same_losses() {
+  python3 - "$@" <<'PY'
+import json, sys
+a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+la = [json.loads(l)["loss"] for l in open(a) if l.strip()]
+lb = [json.loads(l)["loss"] for l in open(b) if l.strip()]
+assert len(la) == len(lb) and la, (len(la), len(lb))
+worst = max(abs(x - y) / abs(y) for x, y in zip(la, lb))
+print(f"{len(la)} steps, worst relative loss difference {worst:.3g} (tolerance {tol:g})")
+sys.exit(0 if worst <= tol else 1)
+PY
+}
+
+train_like_cpu() {
+  local m=$1 run=$bin/weft-run
+  $run "$p/$m-f32.weft" --steps 20 --data "$data" --quiet --metrics "$out/$m-cpu.jsonl" &&
+    $run "$p/$m-f32.weft" --steps 20 --data "$data" --quiet --device cuda \
+      --metrics "$out/$m-cuda.jsonl" &&
+    same_losses "$out/$m-cuda.jsonl" "$out/$m-cpu.jsonl" 1e-5
+}
+
+bf16_like_f32() {
+  local m=$1 run=$bin/weft-run
+  $run "$p/$m-f32.weft" --steps 300 --data "$data" --quiet --device cuda \
+    --metrics "$out/$m-f32-300.jsonl" &&
+    $run "$p/$m-bf16.weft" --steps 300 --data "$data" --quiet --device cuda \
+      --metrics "$out/$m-bf16-300.jsonl" &&
+    python3 - "$out/$m-bf16-300.jsonl" "$out/$m-f32-300.jsonl" <<'PY'
+import json, sys
+last = lambda f: [json.loads(l)["loss"] for l in open(f) if l.strip()][-1]
+b, f = last(sys.argv[1]), last(sys.argv[2])
+print(f"loss after 300 steps: bf16 {b:.5f}, f32 {f:.5f}, {100 * abs(b - f) / f:.2f}% apart (2% allowed)")
+sys.exit(0 if abs(b - f) <= 0.02 * f else 1)
+PY
+}
+
+mesh_on_one_gpu() {
+  local prog=$1
+  command -v mpirun > /dev/null || { echo "SKIP: no mpirun on this machine"; return 77; }
+  $bin/weft-run "$p/gpt-tiny-f32.weft" --steps 10 --data "$data" --quiet --device cuda \
+    --metrics "$out/one-rank.jsonl" &&
+    mpirun --allow-run-as-root --oversubscribe -np 2 $bin/weft-run "$p/$prog.weft" \
+      --steps 10 --data "$data" --quiet --device cuda --share-gpu \
+      --metrics "$out/$prog.jsonl" &&
+    same_losses "$out/$prog.jsonl" "$out/one-rank.jsonl" 1e-5
+}
+
+main() {
+  out=$1
+  mkdir -p "$out" && : > "$out/summary.txt"
+  [ -d "$bundle/programs" ] || { echo "gpu-check: no $bundle (run --prepare first, here)" | tee -a "$out/summary.txt"; exit 1; }
+  { date; uname -a; nvidia-smi 2>&1 | head -20; nvcc --version 2>&1 | tail -2; } > "$out/machine.txt"
+  step build build || { echo "gpu-check: the build failed; see $out/build.txt"; exit 1; }
+  bin=$root/build-gpu/bin p=$bundle/programs data=$out/corpus.bin
+  $bin/weft-tokenize "$root/data/corpus.txt" -o "$data" > /dev/null
+  WEFT_GPU_PROGRAMS=$p/kernels step cuda-kernels $bin/weft-cuda-tests
+  if [ "$dry" = 1 ]; then
+    echo "dry run: the steps below need a CUDA device" | tee -a "$out/summary.txt"
+    for s in gpt-tiny-like-cpu llama-tiny-like-cpu grad-check-f64 bf16-like-f32 \
+             tp2-on-one-gpu dp2-zero3-on-one-gpu benchmark; do
+      echo "  $s" | tee -a "$out/summary.txt"
+    done
+    exit 0
+  fi
+  step gpt-tiny-like-cpu train_like_cpu gpt-tiny
+  step llama-tiny-like-cpu train_like_cpu llama-tiny
+  step grad-check-f64-gpt $bin/weft-run "$p/gpt-tiny-f64.weft" --device cuda --grad-check 4 --grad-tol 1e-6
+  step grad-check-f64-llama $bin/weft-run "$p/llama-tiny-f64.weft" --device cuda --grad-check 4 --grad-tol 1e-6
+  step bf16-like-f32 bf16_like_f32 gpt-tiny
+  step tp2-on-one-gpu mesh_on_one_gpu gpt-tiny-tp2
+  step dp2-zero3-on-one-gpu mesh_on_one_gpu gpt-tiny-dp2-zero3
+  step benchmark timeout 300 python3 "$root/test/bench/bench_cuda.py" --bin "$bin" \
+    --programs "$p" --data "$data" --out "$out"
+  echo "results in $out (summary.txt)"
+}
+
+dry=0
+case "${1:-}" in
+  --prepare) prepare ;;
+  --dry-run) dry=1; main "${2:?usage: scripts/gpu-check.sh --dry-run OUTDIR}" ;;
+  ""|-h|--help) sed -n '2,22p' "$0" ;;
+  *) main "$1" ;;
+esac
