@@ -75,7 +75,11 @@ step() {
 build() {
   local gtest=()
   [ -f /usr/include/gtest/gtest.h ] || gtest=(-DWEFT_GTEST_SOURCE="$bundle/deps/googletest")
-  local arch=native
+  # The GPU's compute capability (9.0 -> 90); CMake's "native" needs 3.24.
+  local arch
+  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null |
+         head -1 | tr -d ' .')
+  [ -n "$arch" ] || arch=90
   # A dry run builds as a bare GPU machine would: GoogleTest from the
   # bundle's sources and no OpenBLAS.
   [ "$dry" = 1 ] && arch=90 gtest=(-DWEFT_GTEST_SOURCE="$bundle/deps/googletest"
