@@ -18,6 +18,7 @@
 #include "runtime/cuda/CudaMatmul.h"
 #include "runtime/cuda/CudaQueue.h"
 #include "runtime/cuda/HostPlans.h"
+#include "runtime/cuda/PluginImpl.h"
 #include "runtime/kernels/cuda/Kernels.h"
 
 #include <algorithm>
@@ -777,9 +778,7 @@ Status CudaBackend::findNonFinite(const void *Data, int64_t N, DType T,
 
 } // namespace
 
-bool haveCuda() { return true; }
-
-int cudaDeviceCount() {
+int countCudaDevices() {
   int N = 0;
   if (cudaGetDeviceCount(&N) != cudaSuccess) {
     cudaGetLastError();
@@ -788,7 +787,7 @@ int cudaDeviceCount() {
   return N;
 }
 
-Expected<std::unique_ptr<Backend>> createCudaBackend(DType) {
+Expected<std::unique_ptr<Backend>> createCudaBackendOnDevice(DType) {
   int N = 0;
   cudaError_t E = cudaGetDeviceCount(&N);
   if (E != cudaSuccess) {

@@ -8,9 +8,9 @@
 // with host-staged buffers.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/cuda/CudaRanks.h"
 #include "runtime/comm/StagedCommunicator.h"
 #include "runtime/cuda/CudaQueue.h"
+#include "runtime/cuda/PluginImpl.h"
 #ifdef WEFT_HAVE_NCCL
 #include "runtime/comm/NcclCommunicator.h"
 #endif
@@ -82,7 +82,7 @@ Status selectCudaDeviceForRank(bool Share, int &Device) {
 }
 
 Expected<std::unique_ptr<Communicator>>
-cudaRankCommunicator(std::unique_ptr<Communicator> Host, bool Share) {
+cudaRankCommunicatorOnDevice(std::unique_ptr<Communicator> Host, bool Share) {
   int Device = 0;
   WEFT_RETURN_IF_ERROR(selectCudaDeviceForRank(Share, Device));
   if (Host->size() == 1)

@@ -8,17 +8,13 @@
 
 namespace weft {
 
-/// Makes this rank's CUDA device current: device L for the rank of local
-/// index L on its node (OMPI_COMM_WORLD_LOCAL_RANK, else SLURM_LOCALID,
-/// else 0), or L modulo the device count when Share. An error names both
-/// numbers when the node has too few devices (none when the CUDA driver is
-/// missing or too old).
-Status selectCudaDeviceForRank(bool Share, int &Device);
-
-/// Selects this rank's device and returns the communicator for its
-/// tensors: Host itself for one rank, NCCL over Host for one GPU per rank,
-/// Host with host-staged buffers when ranks share GPUs (or NCCL is
-/// missing). A build without CUDA returns an error.
+/// Makes this rank's CUDA device current and returns the communicator for
+/// its tensors: device L for the rank of local index L on its node
+/// (OMPI_COMM_WORLD_LOCAL_RANK, else SLURM_LOCALID, else 0), or L modulo
+/// the device count when Share; an error names both numbers when the node
+/// has too few devices. Host itself for one rank, NCCL over Host for one
+/// GPU per rank, Host with host-staged buffers when ranks share GPUs (or
+/// NCCL is missing). A build without CUDA returns an error.
 Expected<std::unique_ptr<Communicator>>
 cudaRankCommunicator(std::unique_ptr<Communicator> Host, bool Share);
 

@@ -13,10 +13,6 @@ Expected<std::unique_ptr<Backend>> createCudaBackend(DType) {
                        "CUDA compiler, cuBLASLt or CUDA runtime)");
 }
 
-Status selectCudaDeviceForRank(bool, int &) {
-  return Status::error("this weft was built without CUDA");
-}
-
 Expected<std::unique_ptr<Communicator>>
 cudaRankCommunicator(std::unique_ptr<Communicator>, bool) {
   return Status::error("this weft was built without CUDA");
