@@ -217,3 +217,14 @@ TEST(Blas, WarnsWhenOpenBlasPicksPreAvxKernelsOnAnAvxCpu) {
   EXPECT_EQ(blasKernelWarning("Haswell", false, true), "");
   EXPECT_EQ(blasKernelWarning("Prescott", false, false), ""); // an old CPU
 }
+
+// weft-run restarts itself with the core cpuid allows (tools/weft-run).
+TEST(Blas, CoreToForceFollowsCpuidNotTheModelName) {
+  using weft::cpu::blasCoreToForce;
+  EXPECT_EQ(blasCoreToForce("Prescott", true, true), "SkylakeX");
+  EXPECT_EQ(blasCoreToForce("Nehalem", false, true), "Haswell");
+  EXPECT_EQ(blasCoreToForce("Core2", false, true), "Haswell");
+  EXPECT_EQ(blasCoreToForce("SkylakeX", true, true), "");
+  EXPECT_EQ(blasCoreToForce("Zen", false, true), "");
+  EXPECT_EQ(blasCoreToForce("Prescott", false, false), ""); // no AVX2
+}

@@ -178,6 +178,13 @@ template <typename T> int64_t firstNonFinite(const T *X, int64_t N);
 /// first form asks this process's OpenBLAS and CPU.
 std::string blasKernelWarning();
 std::string blasKernelWarning(const std::string &Core, bool Avx512, bool Avx2);
+/// The OPENBLAS_CORETYPE that gives OpenBLAS its AVX2 or AVX-512 kernels
+/// when it chose pre-AVX ones (Core) on a CPU whose cpuid has them, else
+/// "". The first form asks this process, and returns "" when the user set
+/// OPENBLAS_CORETYPE. OpenBLAS reads the variable once, when it loads:
+/// weft-run restarts itself with it set.
+std::string blasCoreToForce();
+std::string blasCoreToForce(const std::string &Core, bool Avx512, bool Avx2);
 
 /// Sets the OpenMP thread count (N <= 0: all cores); OpenBLAS stays serial.
 void setNumThreads(int N);

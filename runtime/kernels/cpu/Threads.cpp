@@ -13,6 +13,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 namespace weft::cpu {
@@ -28,7 +29,7 @@ void setNumThreads(int N) {
 
 int numThreads() { return omp_get_max_threads(); }
 
-std::string blasKernelWarning(const std::string &Core, bool Avx512, bool Avx2) {
+std::string blasCoreToForce(const std::string &Core, bool Avx512, bool Avx2) {
   static const char *const PreAvx[] = {"Prescott",   "Core2",   "Penryn",
                                        "Dunnington", "Nehalem", "Atom"};
   if (!Avx512 && !Avx2)
@@ -38,7 +39,13 @@ std::string blasKernelWarning(const std::string &Core, bool Avx512, bool Avx2) {
     Generic |= Core == C;
   if (!Generic)
     return "";
-  const char *Want = Avx512 ? "SkylakeX" : "Haswell";
+  return Avx512 ? "SkylakeX" : "Haswell";
+}
+
+std::string blasKernelWarning(const std::string &Core, bool Avx512, bool Avx2) {
+  std::string Want = blasCoreToForce(Core, Avx512, Avx2);
+  if (Want.empty())
+    return "";
   return "OpenBLAS chose its '" + Core + "' kernels on a CPU with " +
          (Avx512 ? "AVX-512" : "AVX2") +
          " (the CPU model is probably masked by a VM): matrix products run "
@@ -52,6 +59,15 @@ std::string blasKernelWarning() {
   return blasKernelWarning(Core ? Core : "",
                            __builtin_cpu_supports("avx512f") != 0,
                            __builtin_cpu_supports("avx2") != 0);
+}
+
+std::string blasCoreToForce() {
+  if (std::getenv("OPENBLAS_CORETYPE"))
+    return ""; // the user's choice stands
+  const char *Core = openblas_get_corename();
+  return blasCoreToForce(Core ? Core : "",
+                         __builtin_cpu_supports("avx512f") != 0,
+                         __builtin_cpu_supports("avx2") != 0);
 }
 
 namespace {
