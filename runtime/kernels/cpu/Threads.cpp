@@ -82,6 +82,8 @@ std::string blasKernelWarning() {
          "(WEFT_ALLOW_REFERENCE_BLAS): "
          "matrix products on the CPU run as plain loops, many times slower";
 }
+
+std::string blasCoreToForce() { return ""; }
 #endif
 
 template <typename T>
