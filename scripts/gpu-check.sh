@@ -16,25 +16,35 @@
 #   scripts/gpu-check.sh --dry-run OUTDIR
 #       The second form on a machine without a GPU: builds, checks that the
 #       GPU tests skip, and lists the steps that need a device.
+#   scripts/gpu-check.sh --kernel-programs BIN DIR
+#       Compiles the kernel test's programs with BIN/weft-compile into DIR
+#       (ctest does, before the GPU tests of a full build).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 bundle=$root/gpu-bundle
+
+# Every op in every dtype, on GPT-2, Llama and Qwen2 shapes (the kernel
+# test, test/gpu).
+kernel_programs() {
+  local c="$1/weft-compile --quiet" k=$2
+  mkdir -p "$k"
+  for m in gpt-tiny llama-tiny; do
+    for t in f64 f32 bf16; do
+      $c $m --batch 4 --seq 32 --dtype $t -o "$k/$m-$t.weft" || return 1
+    done
+  done
+  $c gpt-tiny --batch 4 --seq 32 --mesh tp=2 --layout megatron -o "$k/gpt-tiny-tp2.weft" &&
+    $c "$root/test/e2e/qwen2-tiny.json" --batch 4 --seq 32 -o "$k/qwen2-tiny-f32.weft"
+}
 
 prepare() {
   local bin=$root/build/bin
   [ -x "$bin/weft-compile" ] || { echo "gpu-check: run make build first" >&2; exit 1; }
   rm -rf "$bundle" && mkdir -p "$bundle/programs/kernels" "$bundle/deps/include"
   local c="$bin/weft-compile --quiet"
-  local k=$bundle/programs/kernels p=$bundle/programs
+  local p=$bundle/programs
   set -e
-  # Every op in every dtype, on GPT-2 and Llama shapes (the kernel test).
-  for m in gpt-tiny llama-tiny; do
-    for t in f64 f32 bf16; do
-      $c $m --batch 4 --seq 32 --dtype $t -o "$k/$m-$t.weft"
-    done
-  done
-  $c gpt-tiny --batch 4 --seq 32 --mesh tp=2 --layout megatron -o "$k/gpt-tiny-tp2.weft"
-  $c "$root/test/e2e/qwen2-tiny.json" --batch 4 --seq 32 -o "$k/qwen2-tiny-f32.weft"
+  kernel_programs "$bin" "$p/kernels"
   # Training like the CPU (f32), gradient check (f64), bf16 against f32.
   for m in gpt-tiny llama-tiny; do
     $c $m --batch 8 --seq 64 --lr 1e-3 -o "$p/$m-f32.weft"
@@ -171,6 +181,7 @@ main() {
 dry=0
 case "${1:-}" in
   --prepare) prepare ;;
+  --kernel-programs) kernel_programs "${2:?BIN}" "${3:?DIR}" ;;
   --dry-run) dry=1; main "${2:?usage: scripts/gpu-check.sh --dry-run OUTDIR}" ;;
   ""|-h|--help) sed -n '2,22p' "$0" ;;
   *) main "$1" ;;
