@@ -380,39 +380,10 @@ int runGradCheck(Executor &E, const TokenData &Data, const Options &O,
 
 } // namespace
 
-/// OpenBLAS picks its kernels by CPU model when it loads, and a VM that
-/// masks the model gets the pre-AVX ones (several times slower). cpuid
-/// still shows AVX2/AVX-512: then weft-run restarts itself with
-/// OPENBLAS_CORETYPE naming the right kernels (once: WEFT_BLAS_RESTARTED),
-/// before MPI or anything else starts. Returns only if no restart is
-/// needed or exec failed (then the warning at start says what to set).
-void restartWithRightBlasKernels(char **Argv) {
-  if (std::getenv("WEFT_BLAS_RESTARTED"))
-    return;
-  std::string Core = cpu::blasCoreToForce();
-  if (Core.empty())
-    return;
-  setenv("OPENBLAS_CORETYPE", Core.c_str(), 1);
-  setenv("WEFT_BLAS_RESTARTED", Core.c_str(), 1);
-  execv("/proc/self/exe", Argv);
-  unsetenv("OPENBLAS_CORETYPE"); // exec failed: carry on, and warn
-}
-
-/// The note a restarted weft-run prints (rank 0 only under mpirun).
-void noteBlasRestart() {
-  const char *Core = std::getenv("WEFT_BLAS_RESTARTED");
-  const char *Rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (!Core || (Rank && std::string(Rank) != "0"))
-    return;
-  std::cerr << "weft-run: note: OpenBLAS had chosen pre-AVX kernels on this "
-               "CPU (its model is probably masked by a VM); restarted with "
-               "OPENBLAS_CORETYPE="
-            << Core << "\n";
-}
-
 int main(int Argc, char **Argv) {
-  restartWithRightBlasKernels(Argv);
-  noteBlasRestart();
+  cpu::restartWithRightBlasKernels(Argv);
+  if (std::string Note = cpu::blasRestartNote(); !Note.empty())
+    std::cerr << "weft-run: note: " << Note << "\n";
   Options O;
   int Code = parseArgs(Argc, Argv, O);
   if (Code >= 0)

@@ -185,6 +185,15 @@ std::string blasKernelWarning(const std::string &Core, bool Avx512, bool Avx2);
 /// weft-run restarts itself with it set.
 std::string blasCoreToForce();
 std::string blasCoreToForce(const std::string &Core, bool Avx512, bool Avx2);
+/// Restarts this program (execv of /proc/self/exe with Argv) with
+/// OPENBLAS_CORETYPE = blasCoreToForce() when that is not empty, once
+/// (WEFT_BLAS_RESTARTED marks the restarted process). Call first in main,
+/// before MPI or threads start. Returns if no restart is needed or exec
+/// failed (then blasKernelWarning says what to set).
+void restartWithRightBlasKernels(char **Argv);
+/// What a restarted process says (empty otherwise, and on MPI ranks but
+/// the first).
+std::string blasRestartNote();
 
 /// Sets the OpenMP thread count (N <= 0: all cores); OpenBLAS stays serial.
 void setNumThreads(int N);

@@ -11,6 +11,7 @@
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -70,6 +71,18 @@ std::string blasCoreToForce() {
                          __builtin_cpu_supports("avx2") != 0);
 }
 
+void restartWithRightBlasKernels(char **Argv) {
+  if (std::getenv("WEFT_BLAS_RESTARTED"))
+    return;
+  std::string Core = blasCoreToForce();
+  if (Core.empty())
+    return;
+  setenv("OPENBLAS_CORETYPE", Core.c_str(), 1);
+  setenv("WEFT_BLAS_RESTARTED", Core.c_str(), 1);
+  execv("/proc/self/exe", Argv);
+  unsetenv("OPENBLAS_CORETYPE"); // exec failed: carry on, and warn
+}
+
 namespace {
 // Makes sure OpenBLAS is serial even when setNumThreads is never called.
 struct SerialBlasAtStartup {
@@ -84,7 +97,20 @@ std::string blasKernelWarning() {
 }
 
 std::string blasCoreToForce() { return ""; }
+
+void restartWithRightBlasKernels(char **) {}
 #endif
+
+std::string blasRestartNote() {
+  const char *Core = std::getenv("WEFT_BLAS_RESTARTED");
+  const char *Rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!Core || (Rank && std::string(Rank) != "0"))
+    return "";
+  return std::string("OpenBLAS had chosen pre-AVX kernels on this CPU (its "
+                     "model is probably masked by a VM); restarted with "
+                     "OPENBLAS_CORETYPE=") +
+         Core;
+}
 
 template <typename T>
 void parallelGemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K, const T *A,
