@@ -148,6 +148,12 @@ public:
   const char *name() const override { return "nccl"; }
   int rank() const override { return Bootstrap->rank(); }
   int size() const override { return Bootstrap->size(); }
+  /// After an ncclCommAbort of Comm: its group's calls report the abort.
+  void abandon(ncclComm_t Comm) {
+    for (auto &[Key, Rec] : Groups)
+      if (Rec.Comm == Comm)
+        Rec.Comm = nullptr;
+  }
   void abortJob(int Code) override {
     for (auto &[Key, Rec] : Groups)
       if (Rec.Comm) {
@@ -358,6 +364,10 @@ public:
                                     "operation failed: ") +
                         ncclGetErrorString(Async));
     if (!S.ok()) {
+      // The kernel may still run on the caller's buffers: abort the
+      // communicator, so that it stops and later calls say so.
+      ncclCommAbort(St->Comm);
+      abandon(St->Comm);
       R.Active = false;
       return S;
     }
@@ -567,8 +577,8 @@ private:
 
 } // namespace
 
-Expected<std::unique_ptr<Communicator>>
-createNcclCommunicator(std::unique_ptr<Communicator> Bootstrap, int Device) {
+Status createNcclCommunicator(std::unique_ptr<Communicator> &Bootstrap,
+                              int Device) {
   if (!Bootstrap)
     return Status::error("the NCCL communicator needs a bootstrap "
                          "communicator");
@@ -578,8 +588,9 @@ createNcclCommunicator(std::unique_ptr<Communicator> Bootstrap, int Device) {
   WEFT_RETURN_IF_ERROR(
       checkCuda(cudaStreamCreateWithFlags(&CommStream, cudaStreamNonBlocking),
                 "cudaStreamCreateWithFlags"));
-  return std::unique_ptr<Communicator>(
+  Bootstrap = std::unique_ptr<Communicator>(
       new NcclCommunicator(std::move(Bootstrap), Device, CommStream));
+  return Status::success();
 }
 
 } // namespace weft

@@ -31,8 +31,10 @@ namespace weft {
 /// block; on the host queue it does); test() queries that event. barrier()
 /// is the bootstrap's: it orders the ranks' host threads, not their
 /// streams (nothing is synchronized first).
-Expected<std::unique_ptr<Communicator>>
-createNcclCommunicator(std::unique_ptr<Communicator> Bootstrap, int Device);
+/// On success Bootstrap is replaced by the NCCL communicator that owns it;
+/// on an error it is left as it was.
+Status createNcclCommunicator(std::unique_ptr<Communicator> &Bootstrap,
+                              int Device);
 
 } // namespace weft
 

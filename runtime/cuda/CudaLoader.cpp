@@ -83,12 +83,11 @@ Expected<std::unique_ptr<Backend>> createCudaBackend(DType Type) {
   return (*P)->CreateBackend(Type);
 }
 
-Expected<std::unique_ptr<Communicator>>
-cudaRankCommunicator(std::unique_ptr<Communicator> Host, bool Share) {
+Status cudaRankCommunicator(std::unique_ptr<Communicator> &Host, bool Share) {
   Expected<const CudaPlugin *> P = load();
   if (!P.ok())
     return P.status();
-  return (*P)->RankCommunicator(std::move(Host), Share);
+  return (*P)->RankCommunicator(Host, Share);
 }
 
 } // namespace weft

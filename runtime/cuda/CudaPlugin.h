@@ -19,14 +19,13 @@
 namespace weft {
 
 /// Bumped whenever the table or a type it passes changes.
-constexpr int CudaPluginVersion = 1;
+constexpr int CudaPluginVersion = 2;
 
 struct CudaPlugin {
   int Version;
   Expected<std::unique_ptr<Backend>> (*CreateBackend)(DType Type);
   int (*DeviceCount)();
-  Expected<std::unique_ptr<Communicator>> (*RankCommunicator)(
-      std::unique_ptr<Communicator> Host, bool Share);
+  Status (*RankCommunicator)(std::unique_ptr<Communicator> &Host, bool Share);
 };
 
 } // namespace weft

@@ -26,8 +26,11 @@ namespace weft {
 
 namespace {
 
-/// "a second", "a third", ..., "a 21st": the Nth device.
-std::string nth(int N) {
+/// "a CUDA device" for the first, then "a second", "a third", ..., "a
+/// 21st": the Nth device.
+std::string nth(long N) {
+  if (N <= 1)
+    return "a";
   static const char *Words[] = {"",       "",      "second", "third",
                                 "fourth", "fifth", "sixth",  "seventh",
                                 "eighth", "ninth", "tenth"};
@@ -45,20 +48,41 @@ std::string nth(int N) {
 
 } // namespace
 
-Status selectCudaDeviceForRank(bool Share, int &Device) {
-  const char *Var = "OMPI_COMM_WORLD_LOCAL_RANK";
-  const char *Value = std::getenv(Var);
-  if (!Value) {
-    Var = "SLURM_LOCALID";
-    Value = std::getenv(Var);
-  }
+namespace {
+
+/// The launchers' variables for a rank's index on its node, in the order
+/// they are tried.
+const char *const LocalRankVars[] = {
+    "OMPI_COMM_WORLD_LOCAL_RANK", // Open MPI
+    "SLURM_LOCALID",              // srun
+    "MPI_LOCALRANKID",            // MPICH's hydra
+    "MV2_COMM_WORLD_LOCAL_RANK",  // MVAPICH
+    "PALS_LOCAL_RANKID",          // HPE PALS
+};
+
+} // namespace
+
+Status selectCudaDeviceForRank(bool Share, int WorldSize, int &Device) {
+  const char *Var = nullptr, *Value = nullptr;
+  for (const char *V : LocalRankVars)
+    if ((Value = std::getenv(V))) {
+      Var = V;
+      break;
+    }
   long Local = 0;
   if (Value) {
     char *End = nullptr;
     Local = std::strtol(Value, &End, 10);
-    if (!*Value || *End || Local < 0 || Local > INT32_MAX)
+    if (!*Value || *End || Local < 0 || Local >= INT32_MAX)
       return Status::error(std::string(Var) + "='" + Value +
                            "' is not a local rank");
+  } else if (WorldSize > 1) {
+    std::string Names;
+    for (const char *V : LocalRankVars)
+      Names += (Names.empty() ? "" : ", ") + std::string(V);
+    return Status::error("cannot tell this rank's index on its node (none "
+                         "of " +
+                         Names + " is set), so not which GPU it takes");
   }
   int Count = 0;
   cudaError_t E = cudaGetDeviceCount(&Count);
@@ -69,29 +93,41 @@ Status selectCudaDeviceForRank(bool Share, int &Device) {
   } else if (E != cudaSuccess) {
     return cudaStatus(E, "cudaGetDeviceCount");
   }
-  if (Share && Count > 0)
+  if (Count == 0)
+    return Status::error("no CUDA device on this node" + Why);
+  // Ranks that share GPUs, or a launcher that gave each rank its own
+  // CUDA_VISIBLE_DEVICES (then NCCL refuses real duplicates).
+  if (Share || (std::getenv("CUDA_VISIBLE_DEVICES") && Local >= Count))
     Local %= Count;
   if (Local >= Count)
     return Status::error("local rank " + std::to_string(Local) + " needs " +
-                         (Local == 0 ? std::string("a CUDA device")
-                                     : nth(int(Local) + 1) + " CUDA device") +
-                         "; this node has " + std::to_string(Count) + Why);
+                         nth(Local + 1) + " CUDA device; this node has " +
+                         std::to_string(Count) +
+                         " (--share-gpu lets ranks share them)");
   Device = int(Local);
   return cudaStatus(cudaSetDevice(Device),
                     "local rank " + std::to_string(Local) + ": cudaSetDevice");
 }
 
-Expected<std::unique_ptr<Communicator>>
-cudaRankCommunicatorOnDevice(std::unique_ptr<Communicator> Host, bool Share) {
+Status cudaRankCommunicatorOnDevice(std::unique_ptr<Communicator> &Host,
+                                    bool Share) {
   int Device = 0;
-  WEFT_RETURN_IF_ERROR(selectCudaDeviceForRank(Share, Device));
-  if (Host->size() == 1)
-    return Host;
+  // On an error Host stays as it is: the caller prints the error and ends
+  // the job through it (destroying it would finalize MPI, which waits for
+  // every rank, and the others are already in their first collective).
+  WEFT_RETURN_IF_ERROR(selectCudaDeviceForRank(Share, Host->size(), Device));
+  if (Host->size() == 1) {
+    // One rank (perhaps under mpirun): groups of one are copies on the
+    // queue, which the MPI communicator cannot do on device memory.
+    Host = createLocalCommunicator(Host->rank(), 1);
+    return Status::success();
+  }
 #ifdef WEFT_HAVE_NCCL
   if (!Share)
-    return createNcclCommunicator(std::move(Host), Device);
+    return createNcclCommunicator(Host, Device);
 #endif
-  return createStagedCommunicator(std::move(Host));
+  Host = createStagedCommunicator(std::move(Host));
+  return Status::success();
 }
 
 } // namespace weft

@@ -14,9 +14,10 @@ namespace weft {
 /// the device count when Share; an error names both numbers when the node
 /// has too few devices. Host itself for one rank, NCCL over Host for one
 /// GPU per rank, Host with host-staged buffers when ranks share GPUs (or
-/// NCCL is missing). A build without CUDA returns an error.
-Expected<std::unique_ptr<Communicator>>
-cudaRankCommunicator(std::unique_ptr<Communicator> Host, bool Share);
+/// NCCL is missing): Host is replaced. On an error Host is left as it was,
+/// so that the caller can end the job through it. A build without CUDA
+/// returns an error.
+Status cudaRankCommunicator(std::unique_ptr<Communicator> &Host, bool Share);
 
 } // namespace weft
 

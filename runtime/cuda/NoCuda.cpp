@@ -13,8 +13,7 @@ Expected<std::unique_ptr<Backend>> createCudaBackend(DType) {
                        "CUDA compiler, cuBLASLt or CUDA runtime)");
 }
 
-Expected<std::unique_ptr<Communicator>>
-cudaRankCommunicator(std::unique_ptr<Communicator>, bool) {
+Status cudaRankCommunicator(std::unique_ptr<Communicator> &, bool) {
   return Status::error("this weft was built without CUDA");
 }
 

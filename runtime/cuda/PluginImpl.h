@@ -17,9 +17,9 @@ namespace weft {
 Expected<std::unique_ptr<Backend>> createCudaBackendOnDevice(DType Type);
 int countCudaDevices();
 /// Makes this rank's CUDA device current (see cudaRankCommunicator).
-Status selectCudaDeviceForRank(bool Share, int &Device);
-Expected<std::unique_ptr<Communicator>>
-cudaRankCommunicatorOnDevice(std::unique_ptr<Communicator> Host, bool Share);
+Status selectCudaDeviceForRank(bool Share, int WorldSize, int &Device);
+Status cudaRankCommunicatorOnDevice(std::unique_ptr<Communicator> &Host,
+                                    bool Share);
 
 } // namespace weft
 

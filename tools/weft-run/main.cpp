@@ -407,9 +407,9 @@ int main(int Argc, char **Argv) {
   if (O.ShareGpu && O.Device != "cuda")
     return fail("--share-gpu needs --device cuda");
   if (O.Device == "cuda") {
-    Comm = cudaRankCommunicator(std::move(*Comm), O.ShareGpu);
-    if (!Comm.ok())
-      return fail("--device cuda: " + Comm.message());
+    JobComm = Comm->get(); // an error below ends the job through it
+    if (Status S = cudaRankCommunicator(*Comm, O.ShareGpu); !S.ok())
+      return fail("--device cuda: " + S.message());
   }
   WatchedCommunicator *Watched = nullptr;
   if ((*Comm)->size() > 1 && O.CollectiveTimeout > 0) {
