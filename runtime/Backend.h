@@ -16,9 +16,11 @@
 #include "program/Program.h"
 #include "program/Status.h"
 #include "runtime/Queue.h"
+#include "runtime/kernels/AdamWParams.h"
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace weft {
@@ -45,12 +47,34 @@ struct BoundInstruction {
   int64_t SeqFirst = 0;
 };
 
+/// "instructions[3] (embedding)", for messages.
+std::string describeInstruction(const BoundInstruction &I);
+
+/// The whole vocab of an op with `vocab_axes`; else its local one.
+inline int64_t vocabTotal(const BoundInstruction &I, int64_t Local) {
+  return I.VocabTotal > 0 ? I.VocabTotal : Local;
+}
+
+/// Where an instruction's bf16 operands go in f32 scratch when a backend
+/// runs its f32 kernel on them (docs/design.md decision 15): per input and
+/// output the offset in floats, or -1 for an operand that is not bf16; an
+/// operand read and written in place gets one slot. Slots start at
+/// multiples of AlignFloats; Floats is the scratch they need.
+struct WideningPlan {
+  std::vector<int64_t> InAt, OutAt;
+  int64_t Floats = 0;
+};
+WideningPlan planBf16Widening(const BoundInstruction &I, int64_t AlignFloats);
+
 /// Per-step values the optimizer instructions read.
 struct StepContext {
   double Lr = 0.0;
   int64_t Step = 1; // 1-based optimizer step
   const OptimizerSpec *Optimizer = nullptr;
 };
+
+/// The AdamW step an `adamw` instruction takes at this step.
+AdamWParams adamwParams(const BoundInstruction &I, const StepContext &Ctx);
 
 class Backend {
 public:

@@ -21,11 +21,6 @@ namespace {
 
 using namespace cpu;
 
-/// The whole vocab of an op with `vocab_axes`; else its local one.
-int64_t vocabTotal(const BoundInstruction &I, int64_t Local) {
-  return I.VocabTotal > 0 ? I.VocabTotal : Local;
-}
-
 struct CpuState {
   void *Scratch = nullptr;
 };
@@ -325,14 +320,7 @@ template <typename T> struct Kernels {
     return Status::success();
   }
   static Status adamw(const BI &I, const SC &Ctx, CpuState &) {
-    const OptimizerSpec &O = *Ctx.Optimizer;
-    AdamWParams P{Ctx.Lr,
-                  O.Beta1,
-                  O.Beta2,
-                  O.Eps,
-                  O.WeightDecay,
-                  Ctx.Step,
-                  I.Attrs->WeightDecay};
+    const AdamWParams P = adamwParams(I, Ctx);
     cpu::adamw(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
                I.In[3].as<T>(), I.In[0].Numel, P);
     return Status::success();
@@ -480,8 +468,8 @@ private:
   // Debian builds it has no sbgemm, so GEMMs widen too. Ops that only move
   // bytes (copy, pack, unpack, block_transpose) and cast run as they are.
   struct Widened {
-    BoundInstruction BI;              // refreshed from the instruction per run
-    std::vector<int64_t> InAt, OutAt; // f32 offset in WidenScratch, or -1
+    BoundInstruction BI; // refreshed from the instruction per run
+    WideningPlan At;     // f32 offsets in WidenScratch
   };
   static bool movesBytes(OpKind K) {
     return K == OpKind::Copy || K == OpKind::Pack || K == OpKind::Unpack ||
@@ -498,28 +486,12 @@ private:
       if (!Any || movesBytes(I.Op))
         continue;
       if (sizeof(T) != 4)
-        return Status::error("instructions[" + std::to_string(I.Index) + "] (" +
-                             opName(I.Op) +
-                             ") has bf16 operands in an f64 program");
+        return Status::error(describeInstruction(I) +
+                             " has bf16 operands in an f64 program");
       auto W = std::make_unique<Widened>();
       W->BI = I;
-      std::vector<std::pair<const void *, int64_t>> Seen; // in-place: one copy
-      int64_t Top = 0;
-      auto Slot = [&](const TensorRef &R) -> int64_t {
-        if (R.Spec->Type != DType::BF16)
-          return -1;
-        for (const auto &[Data, At] : Seen)
-          if (Data == R.Data)
-            return At;
-        Seen.emplace_back(R.Data, Top);
-        Top += (R.Numel + 15) / 16 * 16; // 64-byte aligned
-        return Seen.back().second;
-      };
-      for (const TensorRef &R : I.In)
-        W->InAt.push_back(Slot(R));
-      for (const TensorRef &R : I.Out)
-        W->OutAt.push_back(Slot(R));
-      Need = std::max(Need, size_t(Top) * sizeof(float));
+      W->At = planBf16Widening(I, 16); // 64-byte aligned
+      Need = std::max(Need, size_t(W->At.Floats) * sizeof(float));
       if (I.Index >= Widen.size())
         Widen.resize(I.Index + 1);
       Widen[I.Index] = std::move(W);
@@ -536,17 +508,17 @@ private:
     W.BI = I; // same sizes: reuses W.BI's vectors, allocates nothing
     float *S = static_cast<float *>(WidenScratch);
     for (size_t K = 0; K < I.In.size(); ++K)
-      if (W.InAt[K] >= 0) {
-        cpu::widenBf16(I.In[K].as<uint16_t>(), S + W.InAt[K], I.In[K].Numel);
-        W.BI.In[K].Data = S + W.InAt[K];
+      if (W.At.InAt[K] >= 0) {
+        cpu::widenBf16(I.In[K].as<uint16_t>(), S + W.At.InAt[K], I.In[K].Numel);
+        W.BI.In[K].Data = S + W.At.InAt[K];
       }
     for (size_t K = 0; K < I.Out.size(); ++K)
-      if (W.OutAt[K] >= 0)
-        W.BI.Out[K].Data = S + W.OutAt[K];
+      if (W.At.OutAt[K] >= 0)
+        W.BI.Out[K].Data = S + W.At.OutAt[K];
     WEFT_RETURN_IF_ERROR(Table[int(I.Op)](W.BI, Ctx, State));
     for (size_t K = 0; K < I.Out.size(); ++K)
-      if (W.OutAt[K] >= 0)
-        cpu::narrowToBf16(S + W.OutAt[K], I.Out[K].as<uint16_t>(),
+      if (W.At.OutAt[K] >= 0)
+        cpu::narrowToBf16(S + W.At.OutAt[K], I.Out[K].as<uint16_t>(),
                           I.Out[K].Numel);
     return Status::success();
   }

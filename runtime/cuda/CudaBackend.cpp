@@ -39,10 +39,6 @@ constexpr size_t GemmWorkspaceBytes = size_t(32) << 20;
 
 size_t align256(size_t Bytes) { return (Bytes + 255) / 256 * 256; }
 
-std::string where(const BI &I) {
-  return "instructions[" + std::to_string(I.Index) + "] (" + opName(I.Op) + ")";
-}
-
 /// What a kernel adapter needs besides the instruction.
 struct Ctx {
   cudaStream_t Stream = nullptr;
@@ -56,10 +52,8 @@ struct Ctx {
 
 using KernelFn = Status (*)(const BI &, const SC &, Ctx &);
 
-Status check(cudaError_t E, const BI &I) { return cudaStatus(E, where(I)); }
-
-int64_t vocabTotal(const BI &I, int64_t Local) {
-  return I.VocabTotal > 0 ? I.VocabTotal : Local;
+Status check(cudaError_t E, const BI &I) {
+  return cudaStatus(E, describeInstruction(I));
 }
 
 /// The loss type of a cross entropy whose logits are T.
@@ -271,15 +265,8 @@ template <typename T> struct Kernels {
           cuda::fill(Y.as<int32_t>(), Y.Numel, I.Attrs->Value, C.Stream), I);
     return check(cuda::fill(Y.as<T>(), Y.Numel, I.Attrs->Value, C.Stream), I);
   }
-  static Status adamw(const BI &I, const SC &Ctx_, Ctx &C) {
-    const OptimizerSpec &O = *Ctx_.Optimizer;
-    AdamWArgs P{Ctx_.Lr,
-                O.Beta1,
-                O.Beta2,
-                O.Eps,
-                O.WeightDecay,
-                Ctx_.Step,
-                I.Attrs->WeightDecay};
+  static Status adamw(const BI &I, const SC &Step, Ctx &C) {
+    const AdamWParams P = adamwParams(I, Step);
     return check(cuda::adamw(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
                              I.In[3].as<T>(), I.In[0].Numel, P, C.Stream),
                  I);
@@ -430,7 +417,7 @@ struct Bytes {
     if (X.Spec->Type == DType::F32 && Y.Spec->Type == DType::BF16)
       return check(cuda::cast(X.as<float>(), Y.as<bf16>(), X.Numel, C.Stream),
                    I);
-    return Status::error(where(I) + ": no CUDA kernel casts " +
+    return Status::error(describeInstruction(I) + ": no CUDA kernel casts " +
                          dtypeName(X.Spec->Type) + " to " +
                          dtypeName(Y.Spec->Type));
   }
@@ -528,10 +515,10 @@ private:
     KernelFn Fn = nullptr;
     std::unique_ptr<CudaMatmulPlan> Gemm;
     const double *InvFreq = nullptr;
-    // Widened to f32: the offsets (floats) of bf16 operands in the
-    // widening region of Scratch, or -1.
+    // Widened to f32: the offsets of bf16 operands in the widening region
+    // of Scratch.
     bool Widen = false;
-    std::vector<int64_t> InAt, OutAt;
+    WideningPlan At;
     BI Copy; // the instruction with widened pointers, refreshed per run
   };
 
@@ -543,7 +530,6 @@ private:
     return "instructions[" + std::to_string(I) + "] (" + Op + ")";
   }
   Expected<size_t> kernelScratch(const BI &I, DType T) const;
-  Status planWidening(const BI &I, Plan &P, int64_t &Floats);
 
   std::array<std::array<KernelFn, NumOpKinds>, 3> Tables;
   cublasLtHandle_t Lt = nullptr;
@@ -583,29 +569,6 @@ Expected<size_t> CudaBackend::kernelScratch(const BI &I, DType T) const {
   }
 }
 
-Status CudaBackend::planWidening(const BI &I, Plan &P, int64_t &Floats) {
-  P.Widen = true;
-  P.Copy = I;
-  std::vector<std::pair<const void *, int64_t>> Seen; // in place: one copy
-  int64_t Top = 0;
-  auto Slot = [&](const TensorRef &R) -> int64_t {
-    if (R.Spec->Type != DType::BF16)
-      return -1;
-    for (const auto &[Data, At] : Seen)
-      if (Data == R.Data)
-        return At;
-    Seen.emplace_back(R.Data, Top);
-    Top += (R.Numel + 63) / 64 * 64; // 256-byte aligned
-    return Seen.back().second;
-  };
-  for (const TensorRef &R : I.In)
-    P.InAt.push_back(Slot(R));
-  for (const TensorRef &R : I.Out)
-    P.OutAt.push_back(Slot(R));
-  Floats = Top;
-  return Status::success();
-}
-
 Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
   Plans.clear();
   OpNames.clear();
@@ -630,13 +593,14 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
     } else {
       P->Fn = Tables[tableOf(T)][int(I.Op)];
       if (Choice->How == KernelChoice::Widen) {
-        int64_t Floats = 0;
-        WEFT_RETURN_IF_ERROR(planWidening(I, *P, Floats));
-        WidenFloats = std::max(WidenFloats, Floats);
+        P->Widen = true;
+        P->Copy = I;
+        P->At = planBf16Widening(I, 64); // 256-byte aligned
+        WidenFloats = std::max(WidenFloats, P->At.Floats);
       }
     }
     if (!P->Fn)
-      return Status::error(where(I) + " has no CUDA kernel for " +
+      return Status::error(describeInstruction(I) + " has no CUDA kernel for " +
                            dtypeName(T));
     Expected<size_t> Need = kernelScratch(I, T);
     if (!Need.ok())
@@ -654,7 +618,8 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
       Expected<std::unique_ptr<CudaMatmulPlan>> G =
           CudaMatmulPlan::create(Lt, S, GemmWorkspaceBytes);
       if (!G.ok())
-        return Status::error(where(I) + ": " + G.status().message());
+        return Status::error(describeInstruction(I) + ": " +
+                             G.status().message());
       P->Gemm = std::move(*G);
     }
     if (I.Op == OpKind::Rope && !I.Attrs->InvFreq.empty()) {
@@ -662,12 +627,12 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
       double *D = nullptr;
       WEFT_RETURN_IF_ERROR(cudaStatus(
           cudaMalloc(reinterpret_cast<void **>(&D), F.size() * sizeof(double)),
-          where(I) + ": cudaMalloc (rope frequencies)"));
+          describeInstruction(I) + ": cudaMalloc (rope frequencies)"));
       Freqs.push_back(D);
-      WEFT_RETURN_IF_ERROR(
-          cudaStatus(cudaMemcpy(D, F.data(), F.size() * sizeof(double),
-                                cudaMemcpyHostToDevice),
-                     where(I) + ": cudaMemcpy (rope frequencies)"));
+      WEFT_RETURN_IF_ERROR(cudaStatus(
+          cudaMemcpy(D, F.data(), F.size() * sizeof(double),
+                     cudaMemcpyHostToDevice),
+          describeInstruction(I) + ": cudaMemcpy (rope frequencies)"));
       P->InvFreq = D;
     }
     Plans[I.Index] = std::move(P);
@@ -688,9 +653,10 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
 Status CudaBackend::run(const BI &I, const SC &SCtx, Queue &Q) {
   auto *CQ = dynamic_cast<CudaQueue *>(&Q);
   if (!CQ)
-    return Status::error(where(I) + ": the CUDA backend runs on a CUDA queue");
+    return Status::error(describeInstruction(I) +
+                         ": the CUDA backend runs on a CUDA queue");
   if (I.Index >= Plans.size() || !Plans[I.Index])
-    return Status::error(where(I) + " was not prepared");
+    return Status::error(describeInstruction(I) + " was not prepared");
   Plan &P = *Plans[I.Index];
   Ctx C;
   C.Stream = CQ->stream();
@@ -707,21 +673,23 @@ Status CudaBackend::run(const BI &I, const SC &SCtx, Queue &Q) {
   float *W =
       reinterpret_cast<float *>(static_cast<char *>(Scratch) + WidenOffset);
   for (size_t K = 0; K < I.In.size(); ++K)
-    if (P.InAt[K] >= 0) {
-      WEFT_RETURN_IF_ERROR(check(cuda::cast(I.In[K].as<bf16>(), W + P.InAt[K],
-                                            I.In[K].Numel, C.Stream),
-                                 I));
-      P.Copy.In[K].Data = W + P.InAt[K];
+    if (P.At.InAt[K] >= 0) {
+      WEFT_RETURN_IF_ERROR(
+          check(cuda::cast(I.In[K].as<bf16>(), W + P.At.InAt[K], I.In[K].Numel,
+                           C.Stream),
+                I));
+      P.Copy.In[K].Data = W + P.At.InAt[K];
     }
   for (size_t K = 0; K < I.Out.size(); ++K)
-    if (P.OutAt[K] >= 0)
-      P.Copy.Out[K].Data = W + P.OutAt[K];
+    if (P.At.OutAt[K] >= 0)
+      P.Copy.Out[K].Data = W + P.At.OutAt[K];
   WEFT_RETURN_IF_ERROR(P.Fn(P.Copy, SCtx, C));
   for (size_t K = 0; K < I.Out.size(); ++K)
-    if (P.OutAt[K] >= 0)
-      WEFT_RETURN_IF_ERROR(check(cuda::cast(W + P.OutAt[K], I.Out[K].as<bf16>(),
-                                            I.Out[K].Numel, C.Stream),
-                                 I));
+    if (P.At.OutAt[K] >= 0)
+      WEFT_RETURN_IF_ERROR(
+          check(cuda::cast(W + P.At.OutAt[K], I.Out[K].as<bf16>(),
+                           I.Out[K].Numel, C.Stream),
+                I));
   return Status::success();
 }
 

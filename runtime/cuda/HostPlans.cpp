@@ -29,10 +29,6 @@ bool movesBytes(OpKind K) {
          K == OpKind::BlockTranspose || K == OpKind::Cast;
 }
 
-std::string where(const BoundInstruction &I) {
-  return "instructions[" + std::to_string(I.Index) + "] (" + opName(I.Op) + ")";
-}
-
 template <typename F> void forOperands(const BoundInstruction &I, F Fn) {
   for (size_t K = 0; K < I.In.size(); ++K)
     Fn(I.In[K].Spec->Type, false, K);
@@ -84,7 +80,8 @@ Expected<KernelChoice> chooseKernel(const BoundInstruction &I) {
     F32AndBf16 &= T == DType::F32 || T == DType::BF16 || T == DType::I32;
   });
   if (!F32AndBf16)
-    return Status::error(where(I) + " mixes dtypes no CUDA kernel takes");
+    return Status::error(describeInstruction(I) +
+                         " mixes dtypes no CUDA kernel takes");
   C.How = KernelChoice::Widen;
   C.Type = DType::F32;
   return C;

@@ -49,11 +49,15 @@ const Shape Shapes[] = {
 int main(int Argc, char **Argv) {
   cpu::restartWithRightBlasKernels(Argv);
   int Threads = 0, Reps = 5;
-  for (int I = 1; I + 1 < Argc; I += 2) {
-    if (!std::strcmp(Argv[I], "--threads"))
+  for (int I = 1; I < Argc; I += 2) {
+    if (I + 1 < Argc && !std::strcmp(Argv[I], "--threads"))
       Threads = std::atoi(Argv[I + 1]);
-    else if (!std::strcmp(Argv[I], "--reps"))
+    else if (I + 1 < Argc && !std::strcmp(Argv[I], "--reps"))
       Reps = std::max(1, std::atoi(Argv[I + 1]));
+    else {
+      std::fprintf(stderr, "usage: weft-bench-gemm [--threads N] [--reps R]\n");
+      return 2;
+    }
   }
   cpu::setNumThreads(Threads);
   const char *Core = openblas_get_corename();

@@ -15,7 +15,7 @@ TEST(AdamW, MatchesTorchFormulaOverTwoSteps) {
   // weight_decay=0.01): p -= lr*wd*p; m,v updates; bias-corrected step.
   double P[2] = {1.0, -2.0}, M[2] = {0, 0}, V[2] = {0, 0};
   const double G1[2] = {0.5, -0.25}, G2[2] = {-0.1, 0.3};
-  cpu::AdamWParams Hp{0.1, 0.9, 0.999, 1e-8, 0.01, 1, true};
+  AdamWParams Hp{0.1, 0.9, 0.999, 1e-8, 0.01, 1, true};
   cpu::adamw(P, G1, M, V, 2, Hp);
   // Step 1: m = 0.1 g, v = 0.001 g^2, mhat = g, vhat = g^2, update = sign(g).
   EXPECT_NEAR(P[0], 1.0 * (1 - 0.001) - 0.1 * 0.5 / (0.5 + 1e-8), 1e-12);
@@ -32,7 +32,7 @@ TEST(AdamW, MatchesTorchFormulaOverTwoSteps) {
               1e-12);
   // Without decay the parameter is not shrunk.
   float Pf = 1.0f, Gf = 0.0f, Mf = 0.0f, Vf = 0.0f;
-  cpu::AdamWParams NoDecay{0.1, 0.9, 0.999, 1e-8, 0.5, 1, false};
+  AdamWParams NoDecay{0.1, 0.9, 0.999, 1e-8, 0.5, 1, false};
   cpu::adamw(&Pf, &Gf, &Mf, &Vf, 1, NoDecay);
   EXPECT_EQ(Pf, 1.0f);
 }

@@ -12,6 +12,7 @@
 
 #include "program/Activation.h"
 #include "program/Status.h"
+#include "runtime/kernels/AdamWParams.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -155,11 +156,6 @@ Status crossEntropyStatsGrad(const T *Logits, const int32_t *Targets,
                              int64_t Total, int64_t Denominator);
 
 /// One torch.optim.AdamW step (1-based Step) on N elements, in place.
-struct AdamWParams {
-  double Lr, Beta1, Beta2, Eps, WeightDecay;
-  int64_t Step;
-  bool Decay;
-};
 template <typename T>
 void adamw(T *Param, const T *Grad, T *M, T *V, int64_t N,
            const AdamWParams &P);

@@ -234,7 +234,7 @@ cudaError_t actGrad(Activation K, const T *Dy, const T *X, T *Dx, int64_t N,
 
 template <typename T>
 cudaError_t adamw(T *Param, const T *Grad, T *M, T *V, int64_t N,
-                  const AdamWArgs &P, cudaStream_t S) {
+                  const AdamWParams &P, cudaStream_t S) {
   using A = Acc<T>;
   const double Bc1 = 1.0 - std::pow(P.Beta1, double(P.Step));
   const double Bc2 = 1.0 - std::pow(P.Beta2, double(P.Step));
@@ -283,7 +283,7 @@ cudaError_t firstNonFinite(const T *X, int64_t N, long long *At,
   template cudaError_t actGrad<T>(Activation, const T *, const T *, T *,       \
                                   int64_t, cudaStream_t);                      \
   template cudaError_t adamw<T>(T *, const T *, T *, T *, int64_t,             \
-                                const AdamWArgs &, cudaStream_t);              \
+                                const AdamWParams &, cudaStream_t);            \
   template cudaError_t firstNonFinite<T>(const T *, int64_t, long long *,      \
                                          cudaStream_t);
 WEFT_INSTANTIATE(float)

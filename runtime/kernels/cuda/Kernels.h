@@ -17,6 +17,7 @@
 #define WEFT_RUNTIME_KERNELS_CUDA_KERNELS_H
 
 #include "program/Activation.h"
+#include "runtime/kernels/AdamWParams.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -174,14 +175,9 @@ crossEntropyStatsGrad(const T *Logits, const int32_t *Targets, const L *Stats,
                       int64_t Denominator, ErrorSink E, cudaStream_t S);
 
 /// One torch.optim.AdamW step on N elements in place (see cpu::adamw).
-struct AdamWArgs {
-  double Lr, Beta1, Beta2, Eps, WeightDecay;
-  int64_t Step;
-  bool Decay;
-};
 template <typename T>
 cudaError_t adamw(T *Param, const T *Grad, T *M, T *V, int64_t N,
-                  const AdamWArgs &P, cudaStream_t S);
+                  const AdamWParams &P, cudaStream_t S);
 
 /// *At = the first index of a NaN or infinity among X[0, N), or -1 (At:
 /// one device int64).
