@@ -30,6 +30,60 @@ struct SliceOfAllReduce : OpRewritePattern<SliceOp> {
   }
 };
 
+// slice_B(all_reduce_A(x)) -> all_reduce_A(slice_B(x)) for disjoint A and B:
+// the ranks of an A group share their B index, so each can keep its block
+// first and the group sums only that block (Llama's vocab-parallel embedding
+// gradient over dp: half the bytes under tp=2). Same elements, same sums.
+struct SliceOfOtherAxisAllReduce : OpRewritePattern<SliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SliceOp slice,
+                                PatternRewriter &rewriter) const override {
+    auto reduce = slice.getX().getDefiningOp<AllReduceOp>();
+    if (!reduce || !reduce->hasOneUse())
+      return failure();
+    for (Attribute a : reduce.getAxes())
+      if (llvm::is_contained(slice.getAxes(), a))
+        return failure();
+    rewriter.setInsertionPoint(reduce);
+    Value kept = SliceOp::create(rewriter, slice.getLoc(), slice.getType(),
+                                 reduce.getX(), slice.getAxes(), slice.getDim(),
+                                 slice.getReasonAttr());
+    rewriter.replaceOpWithNewOp<AllReduceOp>(
+        slice, slice.getType(), kept, reduce.getAxes(), reduce.getReasonAttr());
+    rewriter.eraseOp(reduce);
+    return success();
+  }
+};
+
+// slice(bias_add(x, b)) -> bias_add(slice(x), b) when the slice leaves the
+// bias dim whole: under sequence parallelism GPT-2's row-parallel output is
+// then reduce-scattered (the slice meets the all-reduce) instead of
+// all-reduced and sliced, as Megatron does.
+struct SliceOfBiasAdd : OpRewritePattern<SliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SliceOp slice,
+                                PatternRewriter &rewriter) const override {
+    auto biasAdd = slice.getX().getDefiningOp<BiasAddOp>();
+    int64_t rank = cast<RankedTensorType>(slice.getType()).getRank();
+    if (!biasAdd || !biasAdd->hasOneUse() || slice.getDim() == rank - 1)
+      return failure();
+    auto inner = cast<RankedTensorType>(biasAdd.getX().getType());
+    auto sliced = RankedTensorType::get(
+        cast<RankedTensorType>(slice.getType()).getShape(),
+        inner.getElementType());
+    rewriter.setInsertionPoint(biasAdd);
+    Value kept =
+        SliceOp::create(rewriter, slice.getLoc(), sliced, biasAdd.getX(),
+                        slice.getAxes(), slice.getDim(), slice.getReasonAttr());
+    auto moved =
+        BiasAddOp::create(rewriter, biasAdd.getLoc(), kept, biasAdd.getBias());
+    moved->setDiscardableAttrs(biasAdd->getDiscardableAttrDictionary());
+    rewriter.replaceOp(slice, moved.getResult());
+    rewriter.eraseOp(biasAdd);
+    return success();
+  }
+};
+
 // add(all_reduce(a), all_reduce(b)) -> all_reduce(add(a, b)): the sum is
 // linear, one collective instead of two.
 struct AddOfAllReduces : OpRewritePattern<AddOp> {
@@ -54,7 +108,8 @@ struct AddOfAllReduces : OpRewritePattern<AddOp> {
 struct FoldCollectives : weft::impl::WeftFoldCollectivesBase<FoldCollectives> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<SliceOfAllReduce, AddOfAllReduces>(&getContext());
+    patterns.add<SliceOfAllReduce, SliceOfOtherAxisAllReduce, SliceOfBiasAdd,
+                 AddOfAllReduces>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
