@@ -52,6 +52,28 @@ func.func @split_unused(%x: tensor<32xf32>) -> tensor<16xf32> {
 
 // -----
 
+// Best fit: a new value takes the smallest free block that holds it, so a
+// small one does not split a hole a later large one needs. After %b and %c
+// the holes are [0, 256) and [320, 384); %d (64 B) takes the second and %e
+// (256 B) the first. First fit would put %d at 0 and grow the arena to 1024.
+// CHECK-LABEL: func @best_fit
+// CHECK-SAME:  weft.arena_bytes = 768 : i64
+// CHECK:       %[[D:.*]] = weft.gelu %{{.*}} {weft.offsets = array<i64: 320>} : tensor<16xf32>
+// CHECK:       %[[E:.*]] = weft.gelu %{{.*}} {weft.offsets = array<i64: 0>} : tensor<64xf32>
+func.func @best_fit(%x: tensor<64xf32>, %y: tensor<16xf32>) -> (tensor<64xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %a = weft.gelu %x : tensor<64xf32>
+  %k = weft.gelu %y : tensor<16xf32>
+  %s = weft.gelu %y : tensor<16xf32>
+  %k2 = weft.gelu %y : tensor<16xf32>
+  %b = weft.add %k, %s : tensor<16xf32>
+  %c = weft.gelu %a : tensor<64xf32>
+  %d = weft.gelu %b : tensor<16xf32>
+  %e = weft.gelu %c : tensor<64xf32>
+  return %e, %d, %k, %k2 : tensor<64xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
 // An asynchronous all-reduce reads its input until its result is first used,
 // so the silu may not take the gelu's bytes (it would without `async`).
 // CHECK-LABEL: func @async_all_reduce
