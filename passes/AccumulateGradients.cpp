@@ -16,9 +16,9 @@
 //    once per step, in the optimizer fragment, as DDP's no_sync does.
 //    Reduce-scatters (ZeRO-2 and -3) stay per micro-batch: deferring them
 //    would keep a whole unreduced gradient per rank;
-//  - ZeRO-3's parameter gathers run once per step, in the prologue, unless
-//    gather-once=false (then once per micro-batch: less memory, M times the
-//    gather traffic).
+//  - ZeRO-3's parameter gathers run once per step (one per parameter), in
+//    the prologue, unless gather-once=false (then once per micro-batch and
+//    use: less memory, more gather traffic).
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
@@ -140,6 +140,23 @@ struct AccumulateGradients
       after = p;
     }
     auto prologue = StringAttr::get(&getContext(), "prologue");
+    // Once per step means once per parameter: a use site's gather that
+    // repeats an earlier one (forward and backward both read a matrix; a
+    // tied embedding is read three times) reads the earlier one's copy.
+    DenseMap<std::tuple<Value, Attribute, int64_t, Type>, Value> first;
+    for (Operation *&g : gathers) {
+      auto gather = cast<AllGatherOp>(g);
+      auto [it, inserted] = first.try_emplace(
+          std::make_tuple(gather.getX(), Attribute(gather.getAxesAttr()),
+                          gather.getDim(), gather.getType()),
+          gather.getResult());
+      if (inserted)
+        continue;
+      gather.getResult().replaceAllUsesWith(it->second);
+      gather->erase();
+      g = nullptr;
+    }
+    llvm::erase(gathers, nullptr);
     for (Operation *g : gathers) {
       if (after)
         g->moveAfter(after);

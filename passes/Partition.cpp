@@ -53,6 +53,7 @@ public:
     SmallVector<Operation *> ops;
     for (Operation &op : body)
       ops.push_back(&op);
+    markForward(ops, body.getTerminator());
     for (Operation *op : ops)
       if (failed(partition(op)))
         return failure();
@@ -241,16 +242,35 @@ private:
     return v;
   }
 
+  // The forward: the ops up to the one that computes the returned loss
+  // (weft-autodiff appends the backward after it). Not on a pipeline mesh,
+  // whose forward weft-cut-stages cuts into stages afterwards.
+  void markForward(ArrayRef<Operation *> ops, Operation *terminator) {
+    if (mesh.size("pp") > 0 || terminator->getNumOperands() == 0)
+      return;
+    Operation *loss = terminator->getOperand(0).getDefiningOp();
+    if (!loss || !llvm::is_contained(ops, loss))
+      return;
+    for (Operation *op : ops) {
+      forward.insert(op);
+      if (op == loss)
+        return;
+    }
+  }
+
   // Reshards operand `i` of `op` into `want`, reusing earlier reshards of the
   // same value, except for ZeRO-3 parameters, which are gathered at each use
-  // so that the gathered copy dies right after it.
+  // so that the gathered copy dies right after it: once in the forward
+  // (a tied embedding's table, read by the embedding and the head, is
+  // gathered once and kept between them) and again in the backward.
   LogicalResult requireOperand(Operation *op, unsigned i, ShardingAttr want,
                                StringRef why, bool atDefinition = false) {
     Value v = op->getOperand(i);
     ShardingAttr have = actual.lookup(v);
     if (!have)
       have = replicated(v);
-    bool perUse = static_cast<bool>(v.getDefiningOp<ParamOp>());
+    bool perUse =
+        v.getDefiningOp<ParamOp>() && !forward.contains(op);
     auto key =
         std::make_pair(v.getAsOpaquePointer(), want.getAsOpaquePointer());
     if (!perUse) {
@@ -480,6 +500,7 @@ private:
   DenseMap<Value, ShardingAttr> actual;
   DenseMap<Operation *, ShardingRule> rules;
   std::map<std::pair<void *, const void *>, Value> cache;
+  DenseSet<Operation *> forward; // markForward
   // What split reductions build alike (vocab-parallel CE's statistics).
   SharedValues shared;
   llvm::StringMap<ParamOp> paramsByName;
