@@ -68,6 +68,37 @@ struct Propagator {
   }
 };
 
+// Whether `op` contracts a factor along which a parameter operand is split
+// (a vocab-parallel embedding's lookup): its result is then a partial sum,
+// and a sharding constraint on that result is met by reduce-scattering the
+// sum, as Megatron does under sequence parallelism. Seeding the result with
+// the constraint instead would let the constraint's split take the mesh
+// axis first and gather the whole parameter.
+bool contractsASplitParameter(Operation *op) {
+  auto ruled = dyn_cast_or_null<ShardingRuleOpInterface>(op);
+  if (!ruled)
+    return false;
+  ShardingRule rule = ruled.getShardingRule();
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    auto param = v.getDefiningOp<ParamOp>();
+    auto s = param
+                 ? param->getAttrOfType<ShardingAttr>(weft::attrname::kSharding)
+                 : ShardingAttr();
+    if (!s || i >= rule.operands.size())
+      continue;
+    for (auto [d, f] : llvm::enumerate(rule.operands[i])) {
+      if (f == ShardingRule::kNone || s.axesOf(d).empty())
+        continue;
+      bool kept = llvm::any_of(rule.results, [&, f = f](const auto &dims) {
+        return llvm::is_contained(dims, f);
+      });
+      if (!kept)
+        return true;
+    }
+  }
+  return false;
+}
+
 struct PropagateSharding
     : weft::impl::WeftPropagateShardingBase<PropagateSharding> {
   void runOnOperation() override {
@@ -82,6 +113,7 @@ struct PropagateSharding
         if (auto s = fn.getArgAttrOfType<ShardingAttr>(
                 arg.getArgNumber(), weft::attrname::kSharding))
           p.known[arg] = s;
+      llvm::StringMap<ShardingAttr> paramShardings;
       fn.walk([&](Operation *op) {
         if (auto param = dyn_cast<ParamOp>(op)) {
           auto s =
@@ -90,12 +122,22 @@ struct PropagateSharding
               s ? s
                 : ShardingAttr::replicated(&getContext(),
                                            param.getType().getRank());
+          paramShardings[param.getName()] = p.known[param.getResult()];
         }
+        // A gradient is wanted split like its parameter: a factor only the
+        // gradient has (embedding_grad's vocab) learns its axes here, so an
+        // untied vocab-parallel table's gradient is computed per shard
+        // rather than whole and reduce-scattered.
+        if (auto grad = dyn_cast<ParamGradOp>(op))
+          if (ShardingAttr s = paramShardings.lookup(grad.getName()))
+            p.known.try_emplace(grad.getOperand(), s);
         if (auto shard = dyn_cast<ShardOp>(op)) {
           p.known[shard.getResult()] = shard.getSharding();
           // A constraint is a user annotation on its operand too, unless
-          // that value carries one of its own (an argument or parameter).
-          p.known.try_emplace(shard.getX(), shard.getSharding());
+          // that value carries one of its own (an argument or parameter) or
+          // is a partial sum over a split parameter.
+          if (!contractsASplitParameter(shard.getX().getDefiningOp()))
+            p.known.try_emplace(shard.getX(), shard.getSharding());
         }
       });
       SmallVector<Operation *> ops;

@@ -44,3 +44,32 @@ func.func @result_only_factor(%ids: tensor<2x4xi32>, %dy: tensor<2x4x8xf32>, %dl
   %other = weft.embedding_grad %dy, %ids {vocab = 16} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<16x8xf32>
   return %sum, %other : tensor<16x8xf32>, tensor<16x8xf32>
 }
+
+// -----
+
+// Sequence parallelism on an untied vocab-parallel table (Llama), as Megatron
+// lays it out. The lookup contracts the table's split vocab, so its result is
+// a partial sum: the constraint after it does not seed it (it would take tp
+// for the sequence and gather the table); the partial sum is reduce-scattered
+// into the sequence split at partition. The table's gradient takes its
+// parameter's split from weft.param_grad, so each rank computes its vocab
+// shard from the gathered dy instead of the whole table.
+// CHECK-LABEL: func @sequence_parallel_vocab_table
+// CHECK: weft.embedding {{.*}}weft.shardings = [#weft.sharding<dims = {{\[\[\], \[\], \[\]\]}}>]
+// CHECK: weft.shard {{.*}}weft.shardings = [#weft.sharding<dims = {{\[\[\], \["tp"\], \[\]\]}}>]
+// CHECK: weft.embedding_grad {{.*}}weft.shardings = [#weft.sharding<dims = {{\[\["tp"\], \[\]\]}}>]
+// Negative: a constraint on a value no split parameter contracts into (the
+// silu) still seeds it, as in @propagate.
+// CHECK: weft.silu {{.*}}weft.shardings = [#weft.sharding<dims = {{\[\[\], \["tp"\], \[\]\]}}>]
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+func.func @sequence_parallel_vocab_table(%ids: tensor<2x4xi32>, %dy: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %wte = weft.param "embed" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [["tp"], []]>} : tensor<16x8xf32>
+  %h = weft.embedding %wte, %ids : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %c = weft.shard %h {sharding = #weft.sharding<dims = [[], ["tp"], []]>} : tensor<2x4x8xf32>
+  %dyc = weft.shard %dy {sharding = #weft.sharding<dims = [[], ["tp"], []]>} : tensor<2x4x8xf32>
+  %de = weft.embedding_grad %dyc, %ids {vocab = 16} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<16x8xf32>
+  weft.param_grad "embed", %de : tensor<16x8xf32>
+  %s = weft.silu %c : tensor<2x4x8xf32>
+  %sc = weft.shard %s {sharding = #weft.sharding<dims = [[], ["tp"], []]>} : tensor<2x4x8xf32>
+  return %sc : tensor<2x4x8xf32>
+}
