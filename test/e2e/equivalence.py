@@ -9,7 +9,8 @@ from the same flags, runs both under the same seed and data, and checks:
     max-relative (max|a-b| / max|b|);
   - the final parameters (gathered by --save) to PARAM_TOL max-relative;
   - the bytes each rank sent per collective kind and axis equal the compiler's
-    prediction (weft-compile --explain) exactly, every step.
+    prediction (weft-compile --explain) exactly, every step, and (f32, f64,
+    not pipelines) the textbook minimum per axis (textbook_comm.py).
 
 In f32, Adam turns summation-order noise in near-zero gradients into
 lr-sized parameter differences (the PyTorch reference sees the same between
@@ -45,6 +46,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_util import launch, run  # noqa: E402
+import textbook_comm  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
 import wref_np  # noqa: E402  (numpy-only safetensors reader)
@@ -230,6 +232,13 @@ def main():
         predicted = predicted_comm(bin_dir, model, common, flags)
         comm_ok = {k: v for k, v in measured.items() if v} == \
             {k: v for k, v in predicted.items() if v}
+        # And the measured bytes are the textbook's (textbook_comm.py).
+        textbook_err = None
+        if dtype in textbook_comm.ELEMENT and not layouts.startswith(
+                "pipeline"):
+            textbook_err = textbook_comm.compare(
+                measured, model, dtype, 4 * micro, 16, flags)
+            comm_ok = comm_ok and textbook_err is None
         ok = (len(metrics) == steps and loss_err <= loss_tol and
               grad_err <= grad_tol and comm_ok and
               (param_err <= PARAM_TOL or not check_params))
@@ -240,7 +249,8 @@ def main():
         if not ok:
             failures.append(f"{name}: loss {loss_err:.2e} grad {grad_err:.2e} "
                             f"param {param_err:.2e} comm measured {measured} "
-                            f"predicted {predicted}")
+                            f"predicted {predicted}"
+                            + (f"; {textbook_err}" if textbook_err else ""))
     if failures:
         sys.exit("FAIL:\n  " + "\n  ".join(failures))
     what = f" in {micro} micro-batches" if micro > 1 else ""
