@@ -1,6 +1,8 @@
 //===- BucketGradients.cpp - weft-bucket-gradients ------------------------===//
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
+#include "passes/ShardingUtils.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -34,10 +36,96 @@ Operation *lastDefinition(ValueRange values) {
   return last;
 }
 
+// The rows of a position table's gradient that can be nonzero anywhere in
+// `fn` (the sequence: every position_embedding_grad writes zeros past it),
+// when `g` is one, widened to f32, or its stored sum over micro-batches.
+std::optional<int64_t> usedRows(Value g, func::FuncOp fn,
+                                const MeshInfo &mesh) {
+  auto rowsOf = [&](Value v) -> std::optional<int64_t> {
+    if (auto cast = v.getDefiningOp<CastOp>())
+      v = cast.getX();
+    auto grad = v.getDefiningOp<PositionEmbeddingGradOp>();
+    if (!grad)
+      return std::nullopt;
+    SmallVector<StringRef> axes;
+    if (auto a = grad->getAttrOfType<ArrayAttr>("seq_axes"))
+      for (Attribute x : a)
+        axes.push_back(cast<StringAttr>(x).getValue());
+    auto dy = cast<RankedTensorType>(grad.getDy().getType());
+    return dy.getDimSize(dy.getRank() - 2) * mesh.count(axes);
+  };
+  auto stored = g.getDefiningOp<StoredGradOp>();
+  if (!stored)
+    return rowsOf(g);
+  std::optional<int64_t> rows; // every store of that gradient must say so
+  bool all = true;
+  fn.walk([&](ParamGradOp store) {
+    if (store.getName() != stored.getName() || !store.getAccumulate())
+      return;
+    std::optional<int64_t> r = rowsOf(store.getGrad());
+    all &= r.has_value() && (!rows || *rows == *r);
+    rows = r;
+  });
+  return all ? rows : std::nullopt;
+}
+
 struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
   using WeftBucketGradientsBase::WeftBucketGradientsBase;
 
+  // A position table's gradient is zero past the sequence on every rank, so
+  // only its first rows are reduced: unpack them, all-reduce them
+  // (asynchronously, in no bucket), and pack them back with zeros. GPT-2 at
+  // seq 256 sends a quarter of the table instead of all of it.
+  void trimZeroRows(AllReduceOp op, const MeshInfo &mesh) {
+    auto type = cast<RankedTensorType>(op.getType());
+    std::optional<int64_t> rows = usedRows(op.getX(), getOperation(), mesh);
+    if (!rows || type.getRank() != 2 || *rows <= 0 ||
+        *rows >= type.getDimSize(0))
+      return;
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Type elem = type.getElementType();
+    int64_t cols = type.getDimSize(1), total = type.getNumElements();
+    auto flatType = RankedTensorType::get({total}, elem);
+    auto usedType = RankedTensorType::get({*rows, cols}, elem);
+    auto restType =
+        RankedTensorType::get({type.getDimSize(0) - *rows, cols}, elem);
+    Value flat = PackOp::create(b, loc, flatType, ValueRange{op.getX()});
+    auto parts = UnpackOp::create(b, loc, TypeRange{usedType, restType}, flat);
+    std::string reason = "gradient rows 0.." + std::to_string(*rows) + " of " +
+                         std::to_string(type.getDimSize(0)) +
+                         " (the rest are zero)";
+    if (auto why = op.getReasonAttr())
+      reason = why.getValue().str() + ", " + reason;
+    auto reduce = AllReduceOp::create(b, loc, usedType, parts.getResult(0),
+                                      op.getAxes(), b.getStringAttr(reason));
+    reduce->setAttr("async", b.getBoolAttr(true));
+    Operation *store = *op->getUsers().begin();
+    b.setInsertionPoint(store);
+    Value zeros = FillOp::create(b, loc, restType, b.getF64FloatAttr(0.0));
+    Value joined =
+        PackOp::create(b, loc, flatType, ValueRange{reduce.getResult(), zeros});
+    auto whole = UnpackOp::create(b, loc, TypeRange{type}, joined);
+    // Deferred to the optimizer fragment with micro-batches: stay there.
+    if (Attribute fragment = op->getAttr(weft::attrname::kFragment))
+      for (Operation *made : {flat.getDefiningOp(), parts.getOperation(),
+                              reduce.getOperation(), zeros.getDefiningOp(),
+                              joined.getDefiningOp(), whole.getOperation()})
+        made->setAttr(weft::attrname::kFragment, fragment);
+    op.getResult().replaceAllUsesWith(whole.getResult(0));
+    op.erase();
+  }
+
   void runOnOperation() override {
+    MeshInfo mesh = MeshInfo::of(getOperation());
+    SmallVector<AllReduceOp> gradients;
+    getOperation().walk([&](AllReduceOp op) {
+      if (reducesAGradient(op))
+        gradients.push_back(op);
+    });
+    for (AllReduceOp op : gradients)
+      trimZeroRows(op, mesh);
+
     // Gradients in the order backward computes them (last layer first).
     SmallVector<AllReduceOp> ready;
     getOperation().walk([&](AllReduceOp op) {

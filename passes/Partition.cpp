@@ -269,8 +269,7 @@ private:
     ShardingAttr have = actual.lookup(v);
     if (!have)
       have = replicated(v);
-    bool perUse =
-        v.getDefiningOp<ParamOp>() && !forward.contains(op);
+    bool perUse = v.getDefiningOp<ParamOp>() && !forward.contains(op);
     auto key =
         std::make_pair(v.getAsOpaquePointer(), want.getAsOpaquePointer());
     if (!perUse) {

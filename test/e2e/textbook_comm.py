@@ -33,7 +33,9 @@ all-gather (n-1)/n S, S the whole tensor's bytes in the group):
 Beyond the minimum weft still sends, named per layout so that the check is
 exact and says what is beyond the textbook:
 - the position table's gradient rows past the sequence length (zero; the
-  minimum reduces only the first seq rows; weft reduces the whole table);
+  minimum reduces only the first seq rows): weft's all-reduces of it send
+  only those rows, its ZeRO reduce-scatters (and, under ZeRO-2/3 with SP,
+  the tp all-reduce of the rank's dp shard) still the whole table;
 - under ZeRO-1 with sequence parallelism and micro-batches, the tp sums of
   the sequence-split parameters' gradients once per micro-batch instead of
   once per step (ZeRO-1's stored gradient may be partial over dp only).
@@ -199,19 +201,20 @@ def textbook(model, dtype, batch, seq, flags):
         zero = o["zero"] if dp > 1 else 0
         if megatron and o["sp"] and role in ("norm_weight", "norm_bias",
                                              "bias", "positions"):
-            shard = dp if zero >= 2 else 1
-            need.add("all_reduce", "tp", used // shard, tp)
-            extra.add("all_reduce", "tp", (full - used) // shard, tp)
+            if zero >= 2:  # after the dp reduce-scatter: its dp shard
+                need.add("all_reduce", "tp", used // dp, tp)
+                extra.add("all_reduce", "tp", (full - used) // dp, tp)
+            else:
+                need.add("all_reduce", "tp", used, tp)
             # ZeRO-1 stores the gradient partial over dp only, so its tp
             # sum cannot wait for the step's end (AccumulateGradients.cpp).
             if zero == 1:
-                per_mb.add("all_reduce", "tp", full, tp, M - 1)
+                per_mb.add("all_reduce", "tp", used, tp, M - 1)
         if dp == 1:
             continue
         replicated_over_dp = zero == 3 and role == "qkv_bias" and megatron
         if zero == 0 or replicated_over_dp:
             need.add("all_reduce", "dp", used, dp)
-            extra.add("all_reduce", "dp", full - used, dp)
             continue
         per = 1 if zero == 1 else M
         need.add("reduce_scatter", "dp", used, dp, per)

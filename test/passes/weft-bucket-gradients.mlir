@@ -1,5 +1,5 @@
-// RUN: weft-opt %s -weft-bucket-gradients="bucket-bytes=200" | FileCheck %s
-// RUN: weft-opt %s -weft-bucket-gradients="bucket-bytes=0" | FileCheck %s --check-prefix=OFF
+// RUN: weft-opt %s -split-input-file -weft-bucket-gradients="bucket-bytes=200" | FileCheck %s
+// RUN: weft-opt %s -split-input-file -weft-bucket-gradients="bucket-bytes=0" | FileCheck %s --check-prefix=OFF
 
 // Backward computes the gradients of d, c, b, a in that order. Buckets of at
 // most 200 bytes follow that order: {d, c, b} (192 bytes) and {a}. Each
@@ -42,4 +42,66 @@ func.func @step(%xa: tensor<16xf32>, %xb: tensor<4x4xf32>, %xc: tensor<16xf32>, 
   %rd = weft.all_reduce %gd {axes = ["dp"]} : (tensor<16xf32>) -> tensor<16xf32>
   weft.param_grad "d", %rd : tensor<16xf32>
   return %loss : tensor<f32>
+}
+
+// -----
+
+// A position table's gradient is zero past the sequence on every rank: only
+// its first rows are reduced (3 of 8 here; under sequence parallelism the
+// local 2 positions times the tp shards, 4), and packed back with zeros
+// before the store. With micro-batches the reduction of the stored sum in
+// the optimizer fragment is trimmed the same way and stays in that
+// fragment.
+// CHECK-LABEL: func @position_rows
+// CHECK:      %[[G:.*]] = weft.position_embedding_grad %arg0
+// CHECK-NEXT: %[[F:.*]] = weft.pack %[[G]] : (tensor<8x4xf32>) -> tensor<32xf32>
+// CHECK-NEXT: %[[U:.*]]:2 = weft.unpack %[[F]] : (tensor<32xf32>) -> (tensor<3x4xf32>, tensor<5x4xf32>)
+// CHECK-NEXT: %[[R:.*]] = weft.all_reduce %[[U]]#0 {async = true, axes = ["dp"], reason = "gradient rows 0..3 of 8 (the rest are zero)"} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+// CHECK:      %[[Z:.*]] = weft.fill {value = 0.000000e+00 : f64} : tensor<5x4xf32>
+// CHECK-NEXT: %[[J:.*]] = weft.pack %[[R]], %[[Z]] : (tensor<3x4xf32>, tensor<5x4xf32>) -> tensor<32xf32>
+// CHECK-NEXT: %[[W:.*]] = weft.unpack %[[J]] : (tensor<32xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT: weft.param_grad "wpe", %[[W]]
+// CHECK:      weft.all_reduce %{{.*}} {async = true, axes = ["tp"], reason = "gradient rows 0..4 of 8 (the rest are zero)"} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2, 2>}
+func.func @position_rows(%dy: tensor<2x3x4xf32>, %dys: tensor<2x2x4xf32>) {
+  %wpe = weft.param "wpe" {init = "zeros"} : tensor<8x4xf32>
+  %g = weft.position_embedding_grad %dy {positions = 8} : (tensor<2x3x4xf32>) -> tensor<8x4xf32>
+  %r = weft.all_reduce %g {axes = ["dp"]} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  weft.param_grad "wpe", %r : tensor<8x4xf32>
+  %wps = weft.param "wps" {init = "zeros"} : tensor<8x4xf32>
+  %gs = weft.position_embedding_grad %dys {positions = 8, seq_axes = ["tp"]} : (tensor<2x2x4xf32>) -> tensor<8x4xf32>
+  %rs = weft.all_reduce %gs {axes = ["tp"]} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  weft.param_grad "wps", %rs : tensor<8x4xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func @position_rows_accumulated
+// CHECK:      weft.param_grad "wpe", %{{.*}} {accumulate}
+// CHECK:      weft.stored_grad "wpe" {weft.fragment = "optimizer"}
+// CHECK-NEXT: weft.pack %{{.*}} {weft.fragment = "optimizer"}
+// CHECK-NEXT: weft.unpack %{{.*}} {weft.fragment = "optimizer"}
+// CHECK-NEXT: weft.all_reduce %{{.*}} {async = true, axes = ["dp"], reason = "gradient rows 0..3 of 8 (the rest are zero)", weft.fragment = "optimizer"}
+// CHECK-NEXT: weft.fill {value = 0.000000e+00 : f64, weft.fragment = "optimizer"}
+// CHECK-NEXT: weft.pack %{{.*}} {weft.fragment = "optimizer"}
+// CHECK-NEXT: weft.unpack %{{.*}} {weft.fragment = "optimizer"}
+// CHECK-NEXT: weft.param_grad "wpe", %{{.*}} {weft.fragment = "optimizer"}
+// Negative: a stored gradient that is not (only) a position table's keeps
+// its whole reduction.
+// CHECK:      weft.all_reduce %{{.*}} {async = true, axes = ["dp"], weft.fragment = "optimizer"} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @position_rows_accumulated(%dy: tensor<2x3x4xf32>, %x: tensor<8x4xf32>) {
+  %wpe = weft.param "wpe" {init = "zeros"} : tensor<8x4xf32>
+  %g = weft.position_embedding_grad %dy {positions = 8} : (tensor<2x3x4xf32>) -> tensor<8x4xf32>
+  weft.param_grad "wpe", %g {accumulate} : tensor<8x4xf32>
+  %other = weft.param "other" {init = "zeros"} : tensor<8x4xf32>
+  weft.param_grad "other", %x {accumulate} : tensor<8x4xf32>
+  %s = weft.stored_grad "wpe" {weft.fragment = "optimizer"} : tensor<8x4xf32>
+  %r = weft.all_reduce %s {axes = ["dp"], weft.fragment = "optimizer"} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  weft.param_grad "wpe", %r {weft.fragment = "optimizer"} : tensor<8x4xf32>
+  %so = weft.stored_grad "other" {weft.fragment = "optimizer"} : tensor<8x4xf32>
+  %ro = weft.all_reduce %so {axes = ["dp"], weft.fragment = "optimizer"} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  weft.param_grad "other", %ro {weft.fragment = "optimizer"} : tensor<8x4xf32>
+  return
 }
