@@ -129,16 +129,23 @@ LogicalResult SliceOp::verify() {
 }
 
 namespace {
-LogicalResult verifyPacking(Operation *op, TypeRange pieces, Type packed) {
+LogicalResult verifyPacking(Operation *op, TypeRange pieces, Type packed,
+                            int64_t blocks) {
   auto flat = cast<RankedTensorType>(packed);
   if (flat.getRank() != 1)
     return op->emitOpError("packed buffer must be 1-D, got ") << flat;
+  if (blocks < 1)
+    return op->emitOpError("blocks must be at least 1, got ") << blocks;
   int64_t total = 0;
-  for (Type t : pieces) {
+  for (auto [i, t] : llvm::enumerate(pieces)) {
     auto piece = cast<RankedTensorType>(t);
     if (piece.getElementType() != flat.getElementType())
       return op->emitOpError("mixes element types ")
              << piece.getElementType() << " and " << flat.getElementType();
+    if (piece.getNumElements() % blocks != 0)
+      return op->emitOpError("piece ")
+             << i << " has " << piece.getNumElements()
+             << " elements, not a multiple of blocks=" << blocks;
     total += piece.getNumElements();
   }
   if (total != flat.getDimSize(0))
@@ -149,9 +156,10 @@ LogicalResult verifyPacking(Operation *op, TypeRange pieces, Type packed) {
 } // namespace
 
 LogicalResult PackOp::verify() {
-  return verifyPacking(*this, getInputs().getTypes(), getType());
+  return verifyPacking(*this, getInputs().getTypes(), getType(), getBlocks());
 }
 
 LogicalResult UnpackOp::verify() {
-  return verifyPacking(*this, getResultTypes(), getPacked().getType());
+  return verifyPacking(*this, getResultTypes(), getPacked().getType(),
+                       getBlocks());
 }

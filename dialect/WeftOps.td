@@ -592,9 +592,13 @@ def Weft_PackOp : Weft_Op<"pack", [Pure]> {
   let summary = "flattens and concatenates tensors into one buffer";
   let description = [{
     The inputs' elements, each in row-major order, one after the other: a
-    gradient bucket's single message.
+    gradient bucket's single message. With `blocks = n`, each input is n
+    equal blocks of elements and the buffer holds block 0 of every input,
+    then block 1 of every input, ...: the layout of a bucketed
+    reduce-scatter over n ranks, rank r receiving every input's block r.
   }];
-  let arguments = (ins Variadic<Weft_FloatTensor>:$inputs);
+  let arguments = (ins Variadic<Weft_FloatTensor>:$inputs,
+                   DefaultValuedAttr<I64Attr, "1">:$blocks);
   let results = (outs Weft_FloatTensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -602,7 +606,13 @@ def Weft_PackOp : Weft_Op<"pack", [Pure]> {
 
 def Weft_UnpackOp : Weft_Op<"unpack", [Pure]> {
   let summary = "splits a packed buffer back into tensors (inverse of pack)";
-  let arguments = (ins Weft_FloatTensor:$packed);
+  let description = [{
+    With `blocks = n` the inverse of pack's blocked layout: a bucketed
+    all-gather over n ranks leaves rank r's shards of every tensor in block
+    r, and each tensor is its n shards joined.
+  }];
+  let arguments = (ins Weft_FloatTensor:$packed,
+                   DefaultValuedAttr<I64Attr, "1">:$blocks);
   let results = (outs Variadic<Weft_FloatTensor>:$results);
   let assemblyFormat = "$packed attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

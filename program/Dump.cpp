@@ -66,6 +66,11 @@ std::string attrString(const Instruction &I) {
   case OpKind::Split:
     Add("sizes=" + idList(A.Sizes));
     break;
+  case OpKind::Pack:
+  case OpKind::Unpack:
+    if (A.Blocks != 1)
+      Add("blocks=" + std::to_string(A.Blocks));
+    break;
   case OpKind::Fill:
     Add("value=" + num(A.Value));
     break;

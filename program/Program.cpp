@@ -485,6 +485,11 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     return getInt(*Attrs, "num_kv_heads", ACtx, A.NumKvHeads);
   case OpKind::Split:
     return getIntList(*Attrs, "sizes", ACtx, A.Sizes);
+  case OpKind::Pack:
+  case OpKind::Unpack:
+    if (Attrs->contains("blocks"))
+      return getInt(*Attrs, "blocks", ACtx, A.Blocks);
+    return Status::success();
   case OpKind::Fill:
     return getNumber(*Attrs, "value", ACtx, A.Value);
   default:

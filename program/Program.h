@@ -229,6 +229,9 @@ struct OpAttrs {
   AxesList SeqAxes;        // position_embedding(_grad)
   AxesList VocabAxes;      // embedding(_grad), cross_entropy_stats(_grad)
   AxesList ShardAxes;      // adamw (ZeRO-1/2)
+  /// pack, unpack: each piece in this many equal blocks, laid out block-major
+  /// (a bucketed reduce-scatter's or all-gather's buffer); 1: end to end.
+  int64_t Blocks = 1;
   /// all_reduce, all_gather written *_start: they only start, and a later
   /// `wait` on their output completes them (docs/program-format.md).
   bool Async = false;

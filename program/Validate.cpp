@@ -630,12 +630,20 @@ Status InstChecker::run() {
       return fail(IsPack ? "expected at least 1 input and 1 output"
                          : "expected 1 input and at least 1 output");
     const BufferSpec &Flat = IsPack ? out(0) : in(0);
+    const int64_t Blocks = I.Attrs.Blocks;
+    if (Blocks < 1)
+      return fail("attrs.blocks is " + std::to_string(Blocks) +
+                  ", expected at least 1");
     int64_t Total = 0;
     for (size_t K = 0; K < Pieces.size(); ++K) {
       const BufferSpec &Piece = IsPack ? in(K) : out(K);
       if (Piece.Type != Flat.Type)
         return fail(name(IsPack, K) + " has dtype " + dtypeName(Piece.Type) +
                     ", the packed buffer " + dtypeName(Flat.Type));
+      if (Piece.numel() % Blocks != 0)
+        return fail(name(IsPack, K) + " has " + std::to_string(Piece.numel()) +
+                    " elements, not a multiple of attrs.blocks=" +
+                    std::to_string(Blocks));
       Total += Piece.numel();
     }
     if (Total != Flat.numel())

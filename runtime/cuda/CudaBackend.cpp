@@ -329,28 +329,34 @@ struct Bytes {
                 I));
     return Status::success();
   }
+  // Pieces end to end, or (attrs blocks = n) block b of every piece for
+  // b = 0..n-1, as the CPU backend.
   static Status pack(const BI &I, const SC &, Ctx &C) {
     char *Out = static_cast<char *>(I.Out[0].Data);
-    for (const TensorRef &Piece : I.In) {
-      size_t N = size_t(Piece.Numel) * elemBytes(Piece);
-      WEFT_RETURN_IF_ERROR(
-          check(cudaMemcpyAsync(Out, Piece.Data, N, cudaMemcpyDeviceToDevice,
-                                C.Stream),
-                I));
-      Out += N;
-    }
+    const int64_t Blocks = I.Attrs->Blocks;
+    for (int64_t B = 0; B < Blocks; ++B)
+      for (const TensorRef &Piece : I.In) {
+        size_t N = size_t(Piece.Numel / Blocks) * elemBytes(Piece);
+        WEFT_RETURN_IF_ERROR(check(
+            cudaMemcpyAsync(Out, static_cast<const char *>(Piece.Data) + B * N,
+                            N, cudaMemcpyDeviceToDevice, C.Stream),
+            I));
+        Out += N;
+      }
     return Status::success();
   }
   static Status unpack(const BI &I, const SC &, Ctx &C) {
     const char *In = static_cast<const char *>(I.In[0].Data);
-    for (const TensorRef &Piece : I.Out) {
-      size_t N = size_t(Piece.Numel) * elemBytes(Piece);
-      WEFT_RETURN_IF_ERROR(
-          check(cudaMemcpyAsync(Piece.Data, In, N, cudaMemcpyDeviceToDevice,
-                                C.Stream),
-                I));
-      In += N;
-    }
+    const int64_t Blocks = I.Attrs->Blocks;
+    for (int64_t B = 0; B < Blocks; ++B)
+      for (const TensorRef &Piece : I.Out) {
+        size_t N = size_t(Piece.Numel / Blocks) * elemBytes(Piece);
+        WEFT_RETURN_IF_ERROR(
+            check(cudaMemcpyAsync(static_cast<char *>(Piece.Data) + B * N, In,
+                                  N, cudaMemcpyDeviceToDevice, C.Stream),
+                  I));
+        In += N;
+      }
     return Status::success();
   }
   // X [Rows, N] into column blocks Out[k] [Rows, W_k]; concat the inverse.

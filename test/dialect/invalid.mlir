@@ -213,3 +213,19 @@ func.func @cast_changes_shape(%x: tensor<4xf32>) -> tensor<2x2xbf16> {
   %y = weft.cast %x : tensor<4xf32> to tensor<2x2xbf16>
   return %y : tensor<2x2xbf16>
 }
+
+// -----
+
+func.func @pack_blocks_not_dividing(%a: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'weft.pack' op piece 0 has 3 elements, not a multiple of blocks=2}}
+  %p = weft.pack %a {blocks = 2} : (tensor<3xf32>) -> tensor<3xf32>
+  return %p : tensor<3xf32>
+}
+
+// -----
+
+func.func @unpack_blocks_zero(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'weft.unpack' op blocks must be at least 1, got 0}}
+  %p = weft.unpack %a {blocks = 0} : (tensor<4xf32>) -> tensor<4xf32>
+  return %p : tensor<4xf32>
+}
