@@ -154,6 +154,184 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
       bytes += bytesOf(op.getX());
     }
     flush();
+    if (bucketBytes <= 0)
+      return;
+    bucketReduceScatters(mesh);
+    bucketParameterGathers(mesh);
+  }
+
+  // ZeRO-2/3 gradients (ZeRO-1's, in the optimizer fragment): consecutive
+  // dim-0 reduce-scatters that only feed a store, in buckets of about
+  // bucket-bytes, as FSDP reduces a unit's gradients: one blocked pack (rank
+  // r's block of every gradient together), one reduce-scatter, one unpack.
+  void bucketReduceScatters(const MeshInfo &mesh) {
+    SmallVector<ReduceScatterOp> ready;
+    getOperation().walk([&](ReduceScatterOp op) {
+      if (op.getDim() == 0 && op->hasOneUse() &&
+          isa<ParamGradOp>(*op->getUsers().begin()))
+        ready.push_back(op);
+    });
+    llvm::stable_sort(ready, [](ReduceScatterOp a, ReduceScatterOp b) {
+      Operation *da = a.getX().getDefiningOp(), *db = b.getX().getDefiningOp();
+      return da && db && da->isBeforeInBlock(db);
+    });
+    SmallVector<ReduceScatterOp> bucket;
+    int64_t bytes = 0;
+    for (ReduceScatterOp op : ready) {
+      if (!bucket.empty() &&
+          (bucket.front().getAxes() != op.getAxes() ||
+           bucket.front().getType().getElementType() !=
+               op.getType().getElementType() ||
+           bucket.front()->getAttr(weft::attrname::kFragment) !=
+               op->getAttr(weft::attrname::kFragment) ||
+           bytesOf(op.getX()) + bytes > bucketBytes)) {
+        emitReduceScatterBucket(bucket, mesh);
+        bucket.clear();
+        bytes = 0;
+      }
+      bucket.push_back(op);
+      bytes += bytesOf(op.getX());
+    }
+    emitReduceScatterBucket(bucket, mesh);
+  }
+
+  void emitReduceScatterBucket(MutableArrayRef<ReduceScatterOp> group,
+                               const MeshInfo &mesh) {
+    if (group.size() < 2)
+      return;
+    SmallVector<Value> pieces;
+    SmallVector<Type> shards;
+    int64_t elements = 0;
+    for (ReduceScatterOp op : group) {
+      pieces.push_back(op.getX());
+      shards.push_back(op.getType());
+      elements += op.getType().getNumElements();
+    }
+    int64_t n = mesh.count(llvm::to_vector(
+        llvm::map_range(group.front().getAxes(), [](Attribute a) {
+          return cast<StringAttr>(a).getValue();
+        })));
+    OpBuilder b(&getContext());
+    if (Operation *def = lastDefinition(pieces))
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(group.front()->getBlock());
+    Location loc = group.back().getLoc();
+    Type elem = group.front().getType().getElementType();
+    auto packed = PackOp::create(
+        b, loc, RankedTensorType::get({elements * n}, elem), pieces, n);
+    std::string reason = "ZeRO gradient bucket of " +
+                         std::to_string(group.size()) + " tensors (" +
+                         std::to_string(bytesOf(packed)) + " bytes)";
+    auto reduce = ReduceScatterOp::create(
+        b, loc, RankedTensorType::get({elements}, elem), packed,
+        group.front().getAxes(), 0, b.getStringAttr(reason));
+    auto unpack = UnpackOp::create(b, loc, shards, reduce.getResult(), 1);
+    if (Attribute fragment = group.front()->getAttr(weft::attrname::kFragment))
+      for (Operation *made : {packed.getOperation(), reduce.getOperation(),
+                              unpack.getOperation()})
+        made->setAttr(weft::attrname::kFragment, fragment);
+    for (auto [i, op] : llvm::enumerate(group)) {
+      ReduceScatterOp single = op;
+      single.getResult().replaceAllUsesWith(unpack.getResult(i));
+      single.erase();
+    }
+  }
+
+  // ZeRO-3: the parameters of one layer gathered at consecutive use sites
+  // (the layer's forward, its backward, or the prologue with micro-batches)
+  // are gathered together, up to about bucket-bytes gathered, as FSDP
+  // gathers a unit: their shards packed, one all-gather, a blocked unpack
+  // (rank r's shards sit in block r) before the first use. The gathered
+  // copies then live from the bucket's first use to each one's last.
+  void bucketParameterGathers(const MeshInfo &mesh) {
+    auto layerOf = [](AllGatherOp op) -> std::optional<int64_t> {
+      auto param = op.getX().getDefiningOp<ParamOp>();
+      if (!param || op.getDim() != 0)
+        return std::nullopt;
+      auto layer = param->getAttrOfType<IntegerAttr>(weft::attrname::kLayer);
+      return layer ? std::optional<int64_t>(layer.getInt()) : std::nullopt;
+    };
+    SmallVector<AllGatherOp> bucket;
+    std::optional<int64_t> bucketLayer;
+    int64_t bytes = 0; // gathered, at most about bucket-bytes
+    auto flush = [&] {
+      emitGatherBucket(bucket, mesh);
+      bucket.clear();
+      bytes = 0;
+    };
+    for (Operation &op : getOperation().getBody().front()) {
+      auto gather = dyn_cast<AllGatherOp>(op);
+      if (!gather)
+        continue;
+      std::optional<int64_t> layer = layerOf(gather);
+      if (!layer)
+        continue;
+      if (!bucket.empty() &&
+          (*layer != *bucketLayer ||
+           bucket.front().getAxes() != gather.getAxes() ||
+           bucket.front().getType().getElementType() !=
+               gather.getType().getElementType() ||
+           bucket.front()->getAttr(weft::attrname::kFragment) !=
+               gather->getAttr(weft::attrname::kFragment) ||
+           bytes + bytesOf(gather.getResult()) > bucketBytes))
+        flush();
+      bucket.push_back(gather);
+      bucketLayer = layer;
+      bytes += bytesOf(gather.getResult());
+    }
+    flush();
+  }
+
+  void emitGatherBucket(MutableArrayRef<AllGatherOp> group,
+                        const MeshInfo &mesh) {
+    if (group.size() < 2)
+      return;
+    SmallVector<Value> shards;
+    SmallVector<Type> wholes;
+    int64_t elements = 0;
+    for (AllGatherOp op : group) {
+      shards.push_back(op.getX());
+      wholes.push_back(op.getType());
+      elements += cast<RankedTensorType>(op.getX().getType()).getNumElements();
+    }
+    int64_t n = mesh.count(llvm::to_vector(
+        llvm::map_range(group.front().getAxes(), [](Attribute a) {
+          return cast<StringAttr>(a).getValue();
+        })));
+    // The parameters (no operands) move up to dominate the pack.
+    for (Value shard : shards) {
+      Operation *param = shard.getDefiningOp();
+      if (group.front()->isBeforeInBlock(param))
+        param->moveBefore(group.front());
+    }
+    OpBuilder b(group.front());
+    Location loc = group.front().getLoc();
+    Type elem = group.front().getType().getElementType();
+    auto packed = PackOp::create(
+        b, loc, RankedTensorType::get({elements}, elem), shards, 1);
+    auto layer = group.front()
+                     .getX()
+                     .getDefiningOp()
+                     ->getAttrOfType<IntegerAttr>(weft::attrname::kLayer)
+                     .getInt();
+    std::string reason =
+        "ZeRO-3 gather of " + std::to_string(group.size()) + " parameters" +
+        (layer >= 0 ? " of layer " + std::to_string(layer) : "") + " (" +
+        std::to_string(bytesOf(packed) * n) + " bytes)";
+    auto gather = AllGatherOp::create(
+        b, loc, RankedTensorType::get({elements * n}, elem), packed,
+        group.front().getAxes(), 0, b.getStringAttr(reason));
+    auto unpack = UnpackOp::create(b, loc, wholes, gather.getResult(), n);
+    if (Attribute fragment = group.front()->getAttr(weft::attrname::kFragment))
+      for (Operation *made : {packed.getOperation(), gather.getOperation(),
+                              unpack.getOperation()})
+        made->setAttr(weft::attrname::kFragment, fragment);
+    for (auto [i, op] : llvm::enumerate(group)) {
+      AllGatherOp single = op;
+      single.getResult().replaceAllUsesWith(unpack.getResult(i));
+      single.erase();
+    }
   }
 
   // Starts the bucket's reduction as soon as its last gradient exists

@@ -175,6 +175,14 @@ def WeftBucketGradients : Pass<"weft-bucket-gradients", "mlir::func::FuncOp"> {
     rest of backward and completes
     it where the gradients are stored. `bucket-bytes=0` keeps one all-reduce
     per gradient (each still started early and asynchronous).
+
+    A position table's gradient, zero past the sequence on every rank, is
+    reduced only over its first rows. ZeRO's gradient reduce-scatters are
+    bucketed the same way (a `blocks`-packed buffer: rank r's block of every
+    gradient together), and ZeRO-3's parameter gathers of one layer at
+    consecutive use sites become one all-gather of their packed shards and a
+    blocked unpack, up to about `bucket-bytes` gathered, as FSDP gathers a
+    unit.
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", "25 << 20",

@@ -19,23 +19,42 @@ struct PrefetchParams : weft::impl::WeftPrefetchParamsBase<PrefetchParams> {
   void runOnOperation() override {
     if (distance <= 0)
       return;
+    // A parameter's gather, or a layer's (weft-bucket-gradients: the
+    // parameters packed, then gathered): the pack moves with it.
+    auto packOfParams = [](AllGatherOp op) -> PackOp {
+      auto pack = op.getX().getDefiningOp<PackOp>();
+      if (!pack || !pack->hasOneUse() ||
+          !llvm::all_of(pack.getInputs(), [](Value v) {
+            return static_cast<bool>(v.getDefiningOp<ParamOp>());
+          }))
+        return nullptr;
+      return pack;
+    };
     SmallVector<AllGatherOp> gathers;
     getOperation().walk([&](AllGatherOp op) {
-      if (op.getX().getDefiningOp<ParamOp>())
+      if (op.getX().getDefiningOp<ParamOp>() || packOfParams(op))
         gathers.push_back(op);
     });
     OpBuilder b(&getContext());
     for (AllGatherOp gather : gathers) {
-      Operation *param = gather.getX().getDefiningOp();
-      Operation *to = gather;
+      PackOp pack = packOfParams(gather);
+      Operation *first = pack ? pack.getOperation() : gather.getOperation();
+      // Not above what it reads.
+      SmallPtrSet<Operation *, 8> sources;
+      for (Value v : first->getOperands())
+        sources.insert(v.getDefiningOp());
+      Operation *to = first;
       for (int64_t i = 0; i < distance; ++i) {
         Operation *prev = to->getPrevNode();
-        if (!prev || prev == param)
+        if (!prev || sources.contains(prev))
           break;
         to = prev;
       }
-      if (to != gather.getOperation())
-        gather->moveBefore(to);
+      if (to != first) {
+        first->moveBefore(to);
+        if (pack)
+          gather->moveAfter(pack);
+      }
       gather->setAttr("async", b.getBoolAttr(true));
     }
   }

@@ -105,3 +105,50 @@ func.func @position_rows_accumulated(%dy: tensor<2x3x4xf32>, %x: tensor<8x4xf32>
   weft.param_grad "other", %ro {weft.fragment = "optimizer"} : tensor<8x4xf32>
   return
 }
+
+// -----
+
+// ZeRO-3, as FSDP: a layer's parameters gathered at consecutive use sites
+// are gathered together (shards packed, one all-gather, an unpack with
+// blocks = 2: rank r's shards arrive in block r) at the first use; the
+// parameters move up to dominate the pack. A gather of another layer starts
+// another bucket. Consecutive dim-0 reduce-scatters of gradients go in one
+// blocked pack (rank r's block of every gradient together), one
+// reduce-scatter and an unpack of the rank's shards.
+// CHECK-LABEL: func @zero3
+// CHECK:      %[[A:.*]] = weft.param "a"
+// CHECK-NEXT: %[[B:.*]] = weft.param "b"
+// CHECK-NEXT: %[[P:.*]] = weft.pack %[[A]], %[[B]] : (tensor<2x4xf32>, tensor<2xf32>) -> tensor<10xf32>
+// CHECK-NEXT: %[[G:.*]] = weft.all_gather %[[P]] {axes = ["dp"], dim = 0 : i64, reason = "ZeRO-3 gather of 2 parameters of layer 0 (80 bytes)"} : (tensor<10xf32>) -> tensor<20xf32>
+// CHECK-NEXT: %[[U:.*]]:2 = weft.unpack %[[G]] {blocks = 2 : i64} : (tensor<20xf32>) -> (tensor<4x4xf32>, tensor<4xf32>)
+// CHECK-NEXT: weft.matmul %arg0, %[[U]]#0
+// CHECK:      weft.bias_add %{{.*}}, %[[U]]#1
+// CHECK:      weft.all_gather %{{.*}} {axes = ["dp"], dim = 0 : i64} : (tensor<2x4xf32>) -> tensor<4x4xf32>
+// CHECK:      %[[GDA:.*]] = weft.gelu %arg1
+// CHECK-NEXT: %[[GDB:.*]] = weft.gelu %arg2
+// CHECK-NEXT: %[[RP:.*]] = weft.pack %[[GDA]], %[[GDB]] {blocks = 2 : i64} : (tensor<4x4xf32>, tensor<4xf32>) -> tensor<20xf32>
+// CHECK-NEXT: %[[R:.*]] = weft.reduce_scatter %[[RP]] {axes = ["dp"], dim = 0 : i64, reason = "ZeRO gradient bucket of 2 tensors (80 bytes)"} : (tensor<20xf32>) -> tensor<10xf32>
+// CHECK-NEXT: %[[RU:.*]]:2 = weft.unpack %[[R]] : (tensor<10xf32>) -> (tensor<2x4xf32>, tensor<2xf32>)
+// CHECK:      weft.param_grad "a", %[[RU]]#0
+// CHECK:      weft.param_grad "b", %[[RU]]#1
+// OFF-LABEL:  func @zero3
+// OFF-NOT:    weft.pack
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @zero3(%x: tensor<2x4xf32>, %da: tensor<4x4xf32>, %db: tensor<4xf32>) -> tensor<2x4xf32> {
+  %a = weft.param "a" {init = "zeros", weft.layer = 0 : i64} : tensor<2x4xf32>
+  %ga = weft.all_gather %a {axes = ["dp"], dim = 0} : (tensor<2x4xf32>) -> tensor<4x4xf32>
+  %y = weft.matmul %x, %ga : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %b = weft.param "b" {init = "zeros", weft.layer = 0 : i64} : tensor<2xf32>
+  %gb = weft.all_gather %b {axes = ["dp"], dim = 0} : (tensor<2xf32>) -> tensor<4xf32>
+  %z = weft.bias_add %y, %gb : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %c = weft.param "c" {init = "zeros", weft.layer = 1 : i64} : tensor<2x4xf32>
+  %gc = weft.all_gather %c {axes = ["dp"], dim = 0} : (tensor<2x4xf32>) -> tensor<4x4xf32>
+  %w = weft.matmul %z, %gc : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %gda = weft.gelu %da : tensor<4x4xf32>
+  %gdb = weft.gelu %db : tensor<4xf32>
+  %ra = weft.reduce_scatter %gda {axes = ["dp"], dim = 0} : (tensor<4x4xf32>) -> tensor<2x4xf32>
+  weft.param_grad "a", %ra : tensor<2x4xf32>
+  %rb = weft.reduce_scatter %gdb {axes = ["dp"], dim = 0} : (tensor<4xf32>) -> tensor<2xf32>
+  weft.param_grad "b", %rb : tensor<2xf32>
+  return %w : tensor<2x4xf32>
+}

@@ -145,8 +145,9 @@ static cl::opt<bool> spArg(cl::cat(compileCategory), "sequence-parallel",
                                     "sequence over tp"));
 static cl::opt<double> bucketMbArg(
     cl::cat(compileCategory), "bucket-mb",
-    cl::desc("data-parallel gradient bucket size in MiB (0: one all-reduce "
-             "per gradient)"),
+    cl::desc("bucket size in MiB of data-parallel gradient reductions and "
+             "of ZeRO-3's per-layer parameter gathers (0: one collective per "
+             "tensor)"),
     cl::init(25.0));
 static cl::opt<int64_t> prefetchArg(
     cl::cat(compileCategory), "prefetch-ops",
