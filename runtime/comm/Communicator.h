@@ -148,6 +148,10 @@ public:
   /// error on one rank never leaves the others waiting in a collective. A
   /// communicator without peers returns and the caller exits itself.
   virtual void abortJob(int Code) {}
+
+  /// How this communicator chooses between its paths, when a measured table
+  /// decides it (runtime/comm/CommPaths.h); empty otherwise.
+  virtual std::string pathNote() const { return {}; }
 };
 
 /// A communicator without peers: rank Rank of a world of Size. Groups of

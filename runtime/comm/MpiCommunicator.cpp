@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "program/Bf16.h"
+#include "runtime/comm/CommPaths.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/MpiTypes.h"
 #include "runtime/comm/ShmCollectives.h"
@@ -17,7 +18,10 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <map>
+#include <optional>
+#include <sstream>
 #include <vector>
 
 namespace weft {
@@ -83,8 +87,10 @@ MpiRequestState &requestState(CommRequest &R) {
 
 class MpiCommunicator final : public Communicator {
 public:
-  MpiCommunicator(bool Owns, int Rank, int Size)
-      : OwnsMpi(Owns), WorldRank(Rank), WorldSize(Size) {}
+  MpiCommunicator(bool Owns, int Rank, int Size,
+                  std::optional<CommPathTable> Paths, std::string PathsFile)
+      : Paths(std::move(Paths)), PathsFile(std::move(PathsFile)), OwnsMpi(Owns),
+        WorldRank(Rank), WorldSize(Size) {}
   ~MpiCommunicator() override {
     // Shared windows go before their communicators. MPI_Win_free is
     // collective over the window's group, so every rank frees them in the
@@ -106,6 +112,12 @@ public:
       MPI_Finalize();
   }
   const char *name() const override { return "mpi"; }
+  std::string pathNote() const override {
+    if (!Paths)
+      return {};
+    return "collective paths measured for " + std::to_string(Paths->ranks()) +
+           " ranks (" + PathsFile + "): " + Paths->describe();
+  }
   void abortJob(int Code) override {
     if (WorldSize > 1)
       MPI_Abort(MPI_COMM_WORLD, Code);
@@ -155,7 +167,8 @@ public:
                    size_t Count, DType T, Queue &Q) override {
     WEFT_RETURN_IF_ERROR(hostReady(Q, "MPI_Allreduce"));
     ShmCollectives *Shm = nullptr;
-    WEFT_RETURN_IF_ERROR(shmFor(G, Count * dtypeBytes(T), T, true, Shm));
+    WEFT_RETURN_IF_ERROR(
+        shmFor("all_reduce", G, Count * dtypeBytes(T), T, true, Shm));
     if (Shm)
       return Shm->allReduce(Send, Recv, Count, T);
     // In chunks (chunkElements).
@@ -250,8 +263,9 @@ public:
                    size_t Count, DType T, Queue &Q) override {
     WEFT_RETURN_IF_ERROR(hostReady(Q, "MPI_Allgather"));
     ShmCollectives *Shm = nullptr;
-    WEFT_RETURN_IF_ERROR(
-        shmFor(G, size_t(G.Size) * Count * dtypeBytes(T), T, false, Shm));
+    WEFT_RETURN_IF_ERROR(shmFor("all_gather", G,
+                                size_t(G.Size) * Count * dtypeBytes(T), T,
+                                false, Shm));
     if (Shm)
       return Shm->allGather(Send, Recv, Count, T);
     WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Allgather"));
@@ -285,8 +299,9 @@ public:
                        size_t Count, DType T, Queue &Q) override {
     WEFT_RETURN_IF_ERROR(hostReady(Q, "MPI_Reduce_scatter_block"));
     ShmCollectives *Shm = nullptr;
-    WEFT_RETURN_IF_ERROR(
-        shmFor(G, size_t(G.Size) * Count * dtypeBytes(T), T, true, Shm));
+    WEFT_RETURN_IF_ERROR(shmFor("reduce_scatter", G,
+                                size_t(G.Size) * Count * dtypeBytes(T), T, true,
+                                Shm));
     if (Shm)
       return Shm->reduceScatter(Send, Recv, Count, T);
     WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Reduce_scatter_block"));
@@ -372,10 +387,15 @@ private:
   /// ShmMinBytes on, for f32/f64 when it reduces, when the group shares one
   /// node. Every rank of G gets the same answer (it depends only on the
   /// count, the type and the group).
-  Status shmFor(const CommGroup &G, size_t Bytes, DType T, bool Reduces,
-                ShmCollectives *&Out) {
+  /// A measured path table (CommPaths.h), where one exists, overrides the
+  /// threshold for the collectives and group size it lists.
+  Status shmFor(const char *Kind, const CommGroup &G, size_t Bytes, DType T,
+                bool Reduces, ShmCollectives *&Out) {
     Out = nullptr;
-    if (Bytes < ShmMinBytes || G.Size < 2 ||
+    std::optional<CommPath> Measured =
+        Paths ? Paths->choose(Kind, G.Size, Bytes) : std::nullopt;
+    bool Wanted = Measured ? *Measured == CommPath::Shm : Bytes >= ShmMinBytes;
+    if (!Wanted || ShmMinBytes == SIZE_MAX || G.Size < 2 ||
         (Reduces && T != DType::F32 && T != DType::F64))
       return Status::success();
     auto &Shm = ShmByComm[comm(G)];
@@ -409,6 +429,8 @@ private:
   const size_t ShmSlotKB =
       envKB("WEFT_SHM_SLOT_KB", ShmCollectives::kDefaultSlotKB);
   std::map<MPI_Comm, std::unique_ptr<ShmCollectives>> ShmByComm;
+  std::optional<CommPathTable> Paths;
+  std::string PathsFile;
   bool OwnsMpi;
   int WorldRank, WorldSize;
   std::map<std::pair<std::string, AxesList>, CommGroup> Groups;
@@ -425,6 +447,46 @@ void keepFreedMemory() {
   mallopt(M_TRIM_THRESHOLD, INT_MAX);
 }
 
+/// The measured path table, read by rank 0 and sent to every rank, so that
+/// all take the same path (a rank on another path would wait forever).
+Expected<std::optional<CommPathTable>> readPathTable(int Rank) {
+  std::string File = commPathTableFile();
+  std::string Text;
+  long long Size = -1; // -1: no table; -2: unreadable
+  if (Rank == 0 && !File.empty()) {
+    std::ifstream In(File, std::ios::binary);
+    if (In) {
+      std::ostringstream Read;
+      Read << In.rdbuf(); // an empty file or a directory reads as ""
+      Text = Read.str();
+      Size = In.bad()                          ? -2
+             : Text.size() > (size_t(1) << 20) ? -3
+                                               : (long long)Text.size();
+    } else {
+      Size = -2;
+    }
+  }
+  WEFT_RETURN_IF_ERROR(check(
+      MPI_Bcast(&Size, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD), "MPI_Bcast"));
+  if (Size == -2)
+    return Status::error("cannot read the collective path table " + File +
+                         " (WEFT_COMM_TABLE, or weft-bench-comm "
+                         "--write-table)");
+  if (Size == -3)
+    return Status::error("the collective path table " + File +
+                         " is over 1 MiB");
+  if (Size < 0)
+    return std::optional<CommPathTable>();
+  Text.resize(size_t(Size));
+  WEFT_RETURN_IF_ERROR(
+      check(MPI_Bcast(Text.data(), int(Size), MPI_CHAR, 0, MPI_COMM_WORLD),
+            "MPI_Bcast"));
+  Expected<CommPathTable> T =
+      CommPathTable::parse(Text, "collective path table " + File);
+  if (!T.ok())
+    return T.status();
+  return std::optional<CommPathTable>(std::move(*T));
+}
 } // namespace
 
 bool haveMpi() { return true; }
@@ -450,7 +512,11 @@ Expected<std::unique_ptr<Communicator>> createCommunicator() {
       check(MPI_Comm_rank(MPI_COMM_WORLD, &Rank), "MPI_Comm_rank"));
   WEFT_RETURN_IF_ERROR(
       check(MPI_Comm_size(MPI_COMM_WORLD, &Size), "MPI_Comm_size"));
-  return std::unique_ptr<Communicator>(new MpiCommunicator(Owns, Rank, Size));
+  Expected<std::optional<CommPathTable>> Paths = readPathTable(Rank);
+  if (!Paths.ok())
+    return Paths.status();
+  return std::unique_ptr<Communicator>(new MpiCommunicator(
+      Owns, Rank, Size, std::move(*Paths), commPathTableFile()));
 }
 
 } // namespace weft

@@ -14,14 +14,30 @@
 // threshold. Run once more with WEFT_KEEP_MALLOC=1 for Open MPI under glibc's
 // default malloc settings.
 //
+//   mpirun -np 2 weft-bench-comm --write-table FILE
+//
+// measures the shared-memory path (ignoring any path table) against plain
+// MPI and writes the path table (runtime/comm/CommPaths.h) that takes, per
+// collective and size, the faster one; weft-run reads it from
+// WEFT_COMM_TABLE or ~/.cache/weft/comm-paths.json. Without the flag the
+// "weft" column follows the table in force, so it shows whether weft is
+// anywhere slower than plain MPI.
+//
 //===----------------------------------------------------------------------===//
+#include "runtime/comm/CommPaths.h"
 #include "runtime/comm/Communicator.h"
 
 #include <mpi.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <string>
 #include <vector>
 
 using namespace weft;
@@ -43,7 +59,21 @@ template <typename F> double timeIt(F &&f, int iters) {
 }
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+  std::string table;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--write-table" && i + 1 < argc) {
+      table = argv[++i];
+    } else {
+      std::fprintf(stderr,
+                   "weft-bench-comm: unknown argument '%s' (usage: "
+                   "weft-bench-comm [--write-table FILE])\n",
+                   argv[i]);
+      return 2;
+    }
+  }
+  if (!table.empty()) // measure the shared path itself, not a table's choice
+    setenv("WEFT_COMM_TABLE", "", 1);
   auto commOr = createCommunicator();
   if (!commOr.ok()) {
     std::fprintf(stderr, "weft-bench-comm: error: %s\n",
@@ -88,9 +118,13 @@ int main() {
                 "%.2f GB/s) | malloc tuning: %s\n",
                 n, memcpyBw, memcpyAllBw,
                 std::getenv("WEFT_KEEP_MALLOC") ? "off" : "on");
+    if (std::string note = comm->pathNote(); !note.empty())
+      std::printf("%s\n", note.c_str());
     std::printf("%-15s %10s %14s %14s %10s\n", "collective", "bytes",
                 "weft busbw", "MPI busbw", "% memcpy");
   }
+  // Per collective: from which size on each path is the faster.
+  std::map<std::string, std::vector<std::pair<size_t, CommPath>>> faster;
   for (size_t bytes = 4096; bytes <= maxBytes; bytes *= 4) {
     size_t count = bytes / 4;
     int iters = bytes >= (16u << 20) ? 5 : 50;
@@ -143,8 +177,30 @@ int main() {
         double mpiBus = bytes / r.mpi / 1e9 * r.factor;
         std::printf("%-15s %10zu %11.2f GB/s %9.2f GB/s %9.0f%%\n", r.name,
                     bytes, weftBus, mpiBus, 100.0 * weftBus / memcpyBw);
+        CommPath best = r.weft <= r.mpi ? CommPath::Shm : CommPath::Mpi;
+        auto &steps = faster[r.name];
+        if (steps.empty() || steps.back().second != best)
+          steps.push_back({bytes, best});
       }
   }
+  int rc = 0;
+  if (rank == 0 && !table.empty()) {
+    std::ofstream out(table);
+    char host[256] = "?";
+    gethostname(host, sizeof(host) - 1);
+    std::time_t now = std::time(nullptr);
+    char when[32];
+    std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+    out << CommPathTable::format(
+        n, faster, std::string("weft-bench-comm on ") + host + ", " + when);
+    out.close();
+    if (!out) {
+      std::fprintf(stderr, "weft-bench-comm: cannot write %s\n", table.c_str());
+      rc = 1;
+    } else {
+      std::printf("wrote %s\n", table.c_str());
+    }
+  }
   comm.reset(); // finalizes MPI
-  return 0;
+  return rc;
 }

@@ -404,6 +404,8 @@ int main(int Argc, char **Argv) {
     return fail(Comm.message());
   const bool Root = (*Comm)->rank() == 0;
   FailRank = (*Comm)->rank();
+  if (std::string Note = (*Comm)->pathNote(); Root && !O.Quiet && !Note.empty())
+    std::cerr << "weft-run: note: " << Note << "\n";
   if (O.ShareGpu && O.Device != "cuda")
     return fail("--share-gpu needs --device cuda");
   if (O.Device == "cuda") {
