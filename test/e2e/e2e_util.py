@@ -1,9 +1,17 @@
 """Shared by the e2e scripts: running weft tools and mpirun."""
+import atexit
+import shutil
 import subprocess
 import sys
+import tempfile
 
+# A session directory of this script's own: Open MPI removes its shared
+# per-user one when a job ends, racing another test's job creating its own
+# inside it when lit runs tests in parallel (orte_init fails).
+_SESSIONS = tempfile.mkdtemp(prefix="weft-ompi-")
+atexit.register(shutil.rmtree, _SESSIONS, True)
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
-          "--mca", "btl", "self,vader"]
+          "--mca", "btl", "self,vader", "--mca", "orte_tmpdir_base", _SESSIONS]
 
 
 def run(cmd, timeout=600):
