@@ -249,6 +249,12 @@ std::string applyPlan() {
   meshArg = mesh;
   layoutArg = tp > 1 ? "megatron" : "data";
   zeroArg = *integer("zero");
+  // ZeRO-3 as the planner costs it: regathered every micro-batch (memory of
+  // one layer and its prefetch, not the whole stage held for the step).
+  if (zeroArg == 3) {
+    std::optional<StringRef> gather = row->getString("zero3_gather");
+    zero3GatherArg = gather ? gather->str() : "microbatch";
+  }
   spArg = row->getBoolean("sequence_parallel").value_or(false);
   return "";
 }

@@ -94,6 +94,10 @@ nlohmann::json toJson(const Estimate &e) {
           {"schedule", scheduleName(l.schedule)},
           {"virtual_stages", l.virtualStages},
           {"zero", l.zero},
+          // The planner's ZeRO-3: each micro-batch gathers the parameters
+          // again (one layer gathered, the next prefetched), not once per
+          // step (weft-compile --zero3-gather); --plan compiles it so.
+          {"zero3_gather", l.zero == 3 ? "microbatch" : "step"},
           {"sequence_parallel", l.sequenceParallel},
           {"recompute", recomputeName(l.recompute)},
           {"dp_overlap", l.dpOverlap},
