@@ -154,7 +154,7 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
       bytes += bytesOf(op.getX());
     }
     flush();
-    if (bucketBytes <= 0)
+    if (zeroBucketBytes <= 0)
       return;
     bucketReduceScatters(mesh);
     bucketParameterGathers(mesh);
@@ -162,7 +162,7 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
 
   // ZeRO-2/3 gradients (ZeRO-1's, in the optimizer fragment): consecutive
   // dim-0 reduce-scatters that only feed a store, in buckets of about
-  // bucket-bytes, as FSDP reduces a unit's gradients: one blocked pack (rank
+  // zero-bucket-bytes, as FSDP reduces a unit's gradients: one blocked pack (rank
   // r's block of every gradient together), one reduce-scatter, one unpack.
   void bucketReduceScatters(const MeshInfo &mesh) {
     SmallVector<ReduceScatterOp> ready;
@@ -184,7 +184,7 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
                op.getType().getElementType() ||
            bucket.front()->getAttr(weft::attrname::kFragment) !=
                op->getAttr(weft::attrname::kFragment) ||
-           bytesOf(op.getX()) + bytes > bucketBytes)) {
+           bytesOf(op.getX()) + bytes > zeroBucketBytes)) {
         emitReduceScatterBucket(bucket, mesh);
         bucket.clear();
         bytes = 0;
@@ -240,7 +240,7 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
 
   // ZeRO-3: the parameters of one layer gathered at consecutive use sites
   // (the layer's forward, its backward, or the prologue with micro-batches)
-  // are gathered together, up to about bucket-bytes gathered, as FSDP
+  // are gathered together, up to about zero-bucket-bytes gathered, as FSDP
   // gathers a unit: their shards packed, one all-gather, a blocked unpack
   // (rank r's shards sit in block r) before the first use. The gathered
   // copies then live from the bucket's first use to each one's last.
@@ -274,7 +274,7 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
                gather.getType().getElementType() ||
            bucket.front()->getAttr(weft::attrname::kFragment) !=
                gather->getAttr(weft::attrname::kFragment) ||
-           bytes + bytesOf(gather.getResult()) > bucketBytes))
+           bytes + bytesOf(gather.getResult()) > zeroBucketBytes))
         flush();
       bucket.push_back(gather);
       bucketLayer = layer;

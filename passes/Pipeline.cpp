@@ -46,6 +46,7 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
       pm.addPass(createWeftCutStages(o.pipeline));
     WeftBucketGradientsOptions buckets;
     buckets.bucketBytes = o.bucketBytes;
+    buckets.zeroBucketBytes = o.zeroBucketBytes;
     pm.addNestedPass<func::FuncOp>(createWeftBucketGradients(buckets));
     WeftPrefetchParamsOptions prefetch;
     prefetch.distance = o.prefetchOps;
@@ -99,6 +100,8 @@ struct PipelineFlags : public PassPipelineOptions<PipelineFlags> {
                                 llvm::cl::init(false)};
   Option<int64_t> bucketBytes{*this, "bucket-bytes",
                               llvm::cl::init(25 * 1048576)};
+  Option<int64_t> zeroBucketBytes{*this, "zero-bucket-bytes",
+                                  llvm::cl::init(0)};
   Option<int64_t> prefetchOps{*this, "prefetch-ops", llvm::cl::init(16)};
   Option<int64_t> microbatches{*this, "microbatches", llvm::cl::init(1)};
   Option<std::string> zero3Gather{*this, "zero3-gather",
@@ -134,6 +137,7 @@ void weft::registerWeftPassesAndPipelines() {
         o.layout.zero = f.zero;
         o.layout.sequenceParallel = f.sequenceParallel;
         o.bucketBytes = f.bucketBytes;
+        o.zeroBucketBytes = f.zeroBucketBytes;
         o.prefetchOps = f.prefetchOps;
         o.microbatches = f.microbatches;
         o.gatherParamsOnce = f.zero3Gather != "microbatch";

@@ -1,4 +1,4 @@
-// RUN: weft-opt %s -split-input-file -weft-bucket-gradients="bucket-bytes=200" | FileCheck %s
+// RUN: weft-opt %s -split-input-file -weft-bucket-gradients="bucket-bytes=200 zero-bucket-bytes=200" | FileCheck %s
 // RUN: weft-opt %s -split-input-file -weft-bucket-gradients="bucket-bytes=0" | FileCheck %s --check-prefix=OFF
 
 // Backward computes the gradients of d, c, b, a in that order. Buckets of at
@@ -108,6 +108,8 @@ func.func @position_rows_accumulated(%dy: tensor<2x3x4xf32>, %x: tensor<8x4xf32>
 
 // -----
 
+// ZeRO buckets (zero-bucket-bytes > 0; off by default: on CPUs the packing
+// copies cost more than the collectives they save).
 // ZeRO-3, as FSDP: a layer's parameters gathered at consecutive use sites
 // are gathered together (shards packed, one all-gather, an unpack with
 // blocks = 2: rank r's shards arrive in block r) at the first use; the

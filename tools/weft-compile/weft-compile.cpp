@@ -145,10 +145,15 @@ static cl::opt<bool> spArg(cl::cat(compileCategory), "sequence-parallel",
                                     "sequence over tp"));
 static cl::opt<double> bucketMbArg(
     cl::cat(compileCategory), "bucket-mb",
-    cl::desc("bucket size in MiB of data-parallel gradient reductions and "
-             "of ZeRO-3's per-layer parameter gathers (0: one collective per "
-             "tensor)"),
+    cl::desc("data-parallel gradient bucket size in MiB (0: one all-reduce "
+             "per gradient)"),
     cl::init(25.0));
+static cl::opt<double> zeroBucketMbArg(
+    cl::cat(compileCategory), "zero-bucket-mb",
+    cl::desc("ZeRO buckets in MiB: a layer's ZeRO-3 parameters gathered by "
+             "one all-gather, ZeRO-2/3 gradients reduce-scattered together "
+             "(0, the default: one collective per tensor, faster on CPUs)"),
+    cl::init(0.0));
 static cl::opt<int64_t> prefetchArg(
     cl::cat(compileCategory), "prefetch-ops",
     cl::desc("ZeRO-3: start each parameter gather this many ops before its "
@@ -314,11 +319,15 @@ int main(int argc, char **argv) {
                 "partition or plan-memory)");
   // Checked before the conversion to bytes below (a double past int64 or a
   // NaN would make that conversion undefined).
-  if (!(bucketMbArg >= 0 && bucketMbArg <= 1048576)) {
-    std::string got;
-    llvm::raw_string_ostream(got) << llvm::format("%g", bucketMbArg.getValue());
-    return fail("--bucket-mb must be 0 to 1048576 (1 TiB), got " + got);
-  }
+  for (auto [flag, mb] : {std::pair<const char *, double>{"--bucket-mb",
+                                                           bucketMbArg},
+                          {"--zero-bucket-mb", zeroBucketMbArg}})
+    if (!(mb >= 0 && mb <= 1048576)) {
+      std::string got;
+      llvm::raw_string_ostream(got) << llvm::format("%g", mb);
+      return fail(std::string(flag) + " must be 0 to 1048576 (1 TiB), got " +
+                  got);
+    }
   if (microbatchesArg < 1 || microbatchesArg > (int64_t(1) << 20))
     return fail("--microbatches must be 1 to 2^20, got " +
                 std::to_string(microbatchesArg));
@@ -375,6 +384,7 @@ int main(int argc, char **argv) {
     options.layout.sequenceParallel = spArg;
   }
   options.bucketBytes = int64_t(bucketMbArg * 1048576.0);
+  options.zeroBucketBytes = int64_t(zeroBucketMbArg * 1048576.0);
   options.prefetchOps = prefetchArg;
   options.microbatches = microbatchesArg;
   options.gatherParamsOnce = zero3GatherArg == "step";
