@@ -71,6 +71,9 @@ MESHES = [
     (4, ["--mesh", "dp=4", "--zero", "3"]),
     (4, ["--mesh", "dp=2,tp=2", "--layout", "megatron", "--zero", "3",
          "--sequence-parallel"]),
+    # ZeRO buckets: a layer's parameters by one all-gather (blocked unpack),
+    # gradients by one reduce-scatter per bucket (blocked pack).
+    (2, ["--mesh", "dp=2", "--zero", "3", "--zero-bucket-mb", "1"]),
 ]
 
 
@@ -193,7 +196,9 @@ def main():
                  "microbatch"]),
             # A norm weight's gradient partial over dp (ZeRO-1) and tp (SP).
             (4, ["--mesh", "dp=2,tp=2", "--layout", "megatron",
-                 "--sequence-parallel", "--zero", "1"])]
+                 "--sequence-parallel", "--zero", "1"]),
+            # ZeRO-2's bucketed reduce-scatters, once per micro-batch.
+            (2, ["--mesh", "dp=2", "--zero", "2", "--zero-bucket-mb", "1"])]
     extra = ["--microbatches", str(micro)] if micro > 1 else []
     check_params = dtype == "f64"
     loss_tol, grad_tol = ((BF16_LOSS_TOL, BF16_GRAD_TOL) if dtype == "bf16"

@@ -152,6 +152,8 @@ def parse_flags(flags):
             opts["micro"] = int(next(it))
         elif f == "--zero3-gather":
             opts["gather"] = next(it)
+        elif f == "--zero-bucket-mb":
+            next(it)  # buckets move the same bytes in fewer messages
         else:
             raise ValueError(f"textbook_comm: no formula for flag {f}")
     return mesh, opts
