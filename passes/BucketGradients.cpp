@@ -36,6 +36,30 @@ Operation *lastDefinition(ValueRange values) {
   return last;
 }
 
+// The ranks of a collective's group.
+int64_t groupSize(ArrayAttr axes, const MeshInfo &mesh) {
+  return mesh.count(llvm::to_vector(llvm::map_range(
+      axes, [](Attribute a) { return cast<StringAttr>(a).getValue(); })));
+}
+
+// Ops made in place of `from` run in its fragment (with micro-batches, a
+// reduction deferred to the optimizer fragment stays there).
+void inFragmentOf(Operation *from, ArrayRef<Operation *> made) {
+  if (Attribute fragment = from->getAttr(weft::attrname::kFragment))
+    for (Operation *op : made)
+      op->setAttr(weft::attrname::kFragment, fragment);
+}
+
+// The bucket's collectives, each replaced by its piece of `unpack`.
+template <typename OpT>
+void replaceByPieces(MutableArrayRef<OpT> group, UnpackOp unpack) {
+  for (auto [i, op] : llvm::enumerate(group)) {
+    OpT single = op;
+    single.getResult().replaceAllUsesWith(unpack.getResult(i));
+    single.erase();
+  }
+}
+
 // The rows of a position table's gradient that can be nonzero anywhere in
 // `fn` (the sequence: every position_embedding_grad writes zeros past it),
 // when `g` is one, widened to f32, or its stored sum over micro-batches.
@@ -106,12 +130,9 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
     Value joined =
         PackOp::create(b, loc, flatType, ValueRange{reduce.getResult(), zeros});
     auto whole = UnpackOp::create(b, loc, TypeRange{type}, joined);
-    // Deferred to the optimizer fragment with micro-batches: stay there.
-    if (Attribute fragment = op->getAttr(weft::attrname::kFragment))
-      for (Operation *made : {flat.getDefiningOp(), parts.getOperation(),
-                              reduce.getOperation(), zeros.getDefiningOp(),
-                              joined.getDefiningOp(), whole.getOperation()})
-        made->setAttr(weft::attrname::kFragment, fragment);
+    inFragmentOf(op, {flat.getDefiningOp(), parts.getOperation(),
+                      reduce.getOperation(), zeros.getDefiningOp(),
+                      joined.getDefiningOp(), whole.getOperation()});
     op.getResult().replaceAllUsesWith(whole.getResult(0));
     op.erase();
   }
@@ -162,8 +183,9 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
 
   // ZeRO-2/3 gradients (ZeRO-1's, in the optimizer fragment): consecutive
   // dim-0 reduce-scatters that only feed a store, in buckets of about
-  // zero-bucket-bytes, as FSDP reduces a unit's gradients: one blocked pack (rank
-  // r's block of every gradient together), one reduce-scatter, one unpack.
+  // zero-bucket-bytes, as FSDP reduces a unit's gradients: one blocked pack
+  // (rank r's block of every gradient together), one reduce-scatter, one
+  // unpack.
   void bucketReduceScatters(const MeshInfo &mesh) {
     SmallVector<ReduceScatterOp> ready;
     getOperation().walk([&](ReduceScatterOp op) {
@@ -207,10 +229,7 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
       shards.push_back(op.getType());
       elements += op.getType().getNumElements();
     }
-    int64_t n = mesh.count(llvm::to_vector(
-        llvm::map_range(group.front().getAxes(), [](Attribute a) {
-          return cast<StringAttr>(a).getValue();
-        })));
+    int64_t n = groupSize(group.front().getAxes(), mesh);
     OpBuilder b(&getContext());
     if (Operation *def = lastDefinition(pieces))
       b.setInsertionPointAfter(def);
@@ -227,15 +246,9 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
         b, loc, RankedTensorType::get({elements}, elem), packed,
         group.front().getAxes(), 0, b.getStringAttr(reason));
     auto unpack = UnpackOp::create(b, loc, shards, reduce.getResult(), 1);
-    if (Attribute fragment = group.front()->getAttr(weft::attrname::kFragment))
-      for (Operation *made : {packed.getOperation(), reduce.getOperation(),
-                              unpack.getOperation()})
-        made->setAttr(weft::attrname::kFragment, fragment);
-    for (auto [i, op] : llvm::enumerate(group)) {
-      ReduceScatterOp single = op;
-      single.getResult().replaceAllUsesWith(unpack.getResult(i));
-      single.erase();
-    }
+    inFragmentOf(group.front(), {packed.getOperation(), reduce.getOperation(),
+                                 unpack.getOperation()});
+    replaceByPieces(group, unpack);
   }
 
   // ZeRO-3: the parameters of one layer gathered at consecutive use sites
@@ -295,10 +308,7 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
       wholes.push_back(op.getType());
       elements += cast<RankedTensorType>(op.getX().getType()).getNumElements();
     }
-    int64_t n = mesh.count(llvm::to_vector(
-        llvm::map_range(group.front().getAxes(), [](Attribute a) {
-          return cast<StringAttr>(a).getValue();
-        })));
+    int64_t n = groupSize(group.front().getAxes(), mesh);
     // The parameters (no operands) move up to dominate the pack.
     for (Value shard : shards) {
       Operation *param = shard.getDefiningOp();
@@ -323,15 +333,9 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
         b, loc, RankedTensorType::get({elements * n}, elem), packed,
         group.front().getAxes(), 0, b.getStringAttr(reason));
     auto unpack = UnpackOp::create(b, loc, wholes, gather.getResult(), n);
-    if (Attribute fragment = group.front()->getAttr(weft::attrname::kFragment))
-      for (Operation *made : {packed.getOperation(), gather.getOperation(),
-                              unpack.getOperation()})
-        made->setAttr(weft::attrname::kFragment, fragment);
-    for (auto [i, op] : llvm::enumerate(group)) {
-      AllGatherOp single = op;
-      single.getResult().replaceAllUsesWith(unpack.getResult(i));
-      single.erase();
-    }
+    inFragmentOf(group.front(), {packed.getOperation(), gather.getOperation(),
+                                 unpack.getOperation()});
+    replaceByPieces(group, unpack);
   }
 
   // Starts the bucket's reduction as soon as its last gradient exists
