@@ -23,7 +23,10 @@ Expected<CommPathTable> CommPathTable::parse(const std::string &Text,
   if (!Deep.empty())
     return Status::error(Deep);
   json J = json::parse(Text, nullptr, /*allow_exceptions=*/false);
-  if (J.is_discarded() || !J.is_object())
+  if (J.is_discarded())
+    return Status::error(Where + ": not valid JSON (a path table from "
+                                 "weft-bench-comm --write-table)");
+  if (!J.is_object())
     return Status::error(Where + ": not a JSON object (a path table from "
                                  "weft-bench-comm --write-table)");
   auto Fail = [&](const std::string &Key, const std::string &Why) {

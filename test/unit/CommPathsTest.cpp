@@ -52,6 +52,9 @@ TEST(CommPaths, FormatRoundTrips) {
 TEST(CommPaths, RefusesWhatItCannotFollow) {
   EXPECT_EQ(errorOf("[1]"), "t.json: not a JSON object (a path table from "
                             "weft-bench-comm --write-table)");
+  EXPECT_EQ(errorOf(R"({"weft_comm_paths": 1, "ranks": 2, "all_gather": [)"),
+            "t.json: not valid JSON (a path table from weft-bench-comm "
+            "--write-table)");
   EXPECT_EQ(errorOf(R"({"ranks": 2})"),
             "t.json: key 'weft_comm_paths' must be 1 (the table's format "
             "version)");
