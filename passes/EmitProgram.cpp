@@ -32,8 +32,9 @@ namespace json = llvm::json;
 namespace {
 // Version 3: stages of fragments run by a schedule over micro-batches;
 // version 4: the mesh lists its communicator groups, buffers may be bf16;
-// version 5: a stage per pipeline stage, joined by send and recv actions.
-constexpr uint32_t kFormatVersion = 5;
+// version 5: a stage per pipeline stage, joined by send and recv actions;
+// version 6: pack and unpack may have `blocks`.
+constexpr uint32_t kFormatVersion = 6;
 
 // A pipeline stage's fragments (its schedule's virtual stages, and whether
 // its backward splits); one chunk, unsplit, for any other function.

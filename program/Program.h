@@ -18,13 +18,15 @@
 
 namespace weft {
 
-/// The version weft-compile writes and the only one the loader reads:
+/// The version weft-compile writes; the loader reads it and the previous one:
 /// version 3 made the step a schedule of fragments over micro-batches,
 /// version 4 lists the mesh's communicator groups and gives each buffer its
 /// dtype (bf16 activations), version 5 holds one stage per pipeline stage,
-/// joined by send and recv actions; older files are refused with a message
-/// to recompile.
-constexpr uint32_t ProgramFormatVersion = 5;
+/// joined by send and recv actions, version 6 gives pack and unpack
+/// `blocks` (a version-5 runtime would ignore it and unpack wrongly, so it
+/// must refuse the file); older files are refused with a message to
+/// recompile.
+constexpr uint32_t ProgramFormatVersion = 6;
 constexpr uint32_t ProgramFormatMinVersion = 5;
 constexpr size_t ProgramHeaderBytes = 28;
 

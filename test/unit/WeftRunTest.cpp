@@ -96,10 +96,10 @@ TEST(WeftRun, ErrorsAndExitCodes) {
   EXPECT_EQ(R.Code, 1);
   EXPECT_NE(R.Out.find("no --data given"), std::string::npos);
   std::string Bad = tinyProgram().file();
-  Bad[8] = 6; // the version is a little-endian u32 at byte 8
-  R = run(writeFile("cli_v6.wp", Bad) + " --dump");
+  Bad[8] = 7; // the version is a little-endian u32 at byte 8
+  R = run(writeFile("cli_v7.wp", Bad) + " --dump");
   EXPECT_EQ(R.Code, 1);
-  EXPECT_NE(R.Out.find("format version 6, this runtime reads version 5"),
+  EXPECT_NE(R.Out.find("format version 7, this runtime reads version 6"),
             std::string::npos)
       << R.Out;
   R = run(Prog + " --dump");
