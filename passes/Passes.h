@@ -25,7 +25,7 @@ struct TrainingPipelineOptions {
   /// An empty mesh: one rank (no layout, propagation or partition passes).
   WeftApplyLayoutOptions layout;
   int64_t bucketBytes = 25 * 1048576; // data-parallel gradient buckets
-  int64_t zeroBucketBytes = 0;         // ZeRO gather/reduce-scatter buckets
+  int64_t zeroBucketBytes = 0;        // ZeRO gather/reduce-scatter buckets
   int64_t prefetchOps = 16;           // ZeRO-3 gathers, ops ahead
   /// Micro-batches per step whose gradients accumulate; the forward model
   /// is built for one micro-batch (weft-accumulate-gradients).

@@ -319,9 +319,9 @@ int main(int argc, char **argv) {
                 "partition or plan-memory)");
   // Checked before the conversion to bytes below (a double past int64 or a
   // NaN would make that conversion undefined).
-  for (auto [flag, mb] : {std::pair<const char *, double>{"--bucket-mb",
-                                                           bucketMbArg},
-                          {"--zero-bucket-mb", zeroBucketMbArg}})
+  for (auto [flag, mb] :
+       {std::pair<const char *, double>{"--bucket-mb", bucketMbArg},
+        {"--zero-bucket-mb", zeroBucketMbArg}})
     if (!(mb >= 0 && mb <= 1048576)) {
       std::string got;
       llvm::raw_string_ostream(got) << llvm::format("%g", mb);
