@@ -55,6 +55,23 @@ inline int64_t vocabTotal(const BoundInstruction &I, int64_t Local) {
   return I.VocabTotal > 0 ? I.VocabTotal : Local;
 }
 
+/// pack's and unpack's layout, for every backend: Each(Piece, PieceOffset,
+/// FlatOffset, Bytes) for every contiguous run between a piece and the flat
+/// buffer, in order. attrs.blocks = n: block b of every piece, for
+/// b = 0..n-1 (n = 1: the pieces end to end).
+template <typename F>
+void forEachPackedRun(const BoundInstruction &I, F &&Each) {
+  const std::vector<TensorRef> &Pieces = I.Op == OpKind::Pack ? I.In : I.Out;
+  const int64_t N = I.Attrs->Blocks;
+  size_t Flat = 0;
+  for (int64_t B = 0; B < N; ++B)
+    for (const TensorRef &Piece : Pieces) {
+      size_t Bytes = size_t(Piece.Numel / N) * dtypeBytes(Piece.Spec->Type);
+      Each(Piece, size_t(B) * Bytes, Flat, Bytes);
+      Flat += Bytes;
+    }
+}
+
 /// Where an instruction's bf16 operands go in f32 scratch when a backend
 /// runs its f32 kernel on them (docs/design.md decision 15): per input and
 /// output the offset in floats, or -1 for an operand that is not bf16; an

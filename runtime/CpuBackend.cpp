@@ -304,25 +304,19 @@ template <typename T> struct Kernels {
   // blocks = n) block b of every piece, for b = 0..n-1.
   static Status pack(const BI &I, const SC &, CpuState &) {
     char *Out = static_cast<char *>(I.Out[0].Data);
-    const int64_t N = I.Attrs->Blocks;
-    for (int64_t B = 0; B < N; ++B)
-      for (const TensorRef &Piece : I.In) {
-        size_t Bytes = size_t(Piece.Numel / N) * dtypeBytes(Piece.Spec->Type);
-        cpu::copyBytes(static_cast<const char *>(Piece.Data) + B * Bytes, Out,
-                       Bytes);
-        Out += Bytes;
-      }
+    forEachPackedRun(
+        I, [&](const TensorRef &Piece, size_t At, size_t Flat, size_t Bytes) {
+          cpu::copyBytes(static_cast<const char *>(Piece.Data) + At, Out + Flat,
+                         Bytes);
+        });
     return Status::success();
   }
   static Status unpack(const BI &I, const SC &, CpuState &) {
     const char *In = static_cast<const char *>(I.In[0].Data);
-    const int64_t N = I.Attrs->Blocks;
-    for (int64_t B = 0; B < N; ++B)
-      for (const TensorRef &Piece : I.Out) {
-        size_t Bytes = size_t(Piece.Numel / N) * dtypeBytes(Piece.Spec->Type);
-        cpu::copyBytes(In, static_cast<char *>(Piece.Data) + B * Bytes, Bytes);
-        In += Bytes;
-      }
+    forEachPackedRun(I, [&](const TensorRef &Piece, size_t At, size_t Flat,
+                            size_t Bytes) {
+      cpu::copyBytes(In + Flat, static_cast<char *>(Piece.Data) + At, Bytes);
+    });
     return Status::success();
   }
   static Status adamw(const BI &I, const SC &Ctx, CpuState &) {

@@ -449,8 +449,8 @@ void keepFreedMemory() {
 
 /// The measured path table, read by rank 0 and sent to every rank, so that
 /// all take the same path (a rank on another path would wait forever).
-Expected<std::optional<CommPathTable>> readPathTable(int Rank) {
-  std::string File = commPathTableFile();
+Expected<std::optional<CommPathTable>> readPathTable(int Rank,
+                                                     const std::string &File) {
   std::string Text;
   long long Size = -1; // -1: no table; -2: unreadable
   if (Rank == 0 && !File.empty()) {
@@ -512,11 +512,12 @@ Expected<std::unique_ptr<Communicator>> createCommunicator() {
       check(MPI_Comm_rank(MPI_COMM_WORLD, &Rank), "MPI_Comm_rank"));
   WEFT_RETURN_IF_ERROR(
       check(MPI_Comm_size(MPI_COMM_WORLD, &Size), "MPI_Comm_size"));
-  Expected<std::optional<CommPathTable>> Paths = readPathTable(Rank);
+  std::string PathsFile = commPathTableFile();
+  Expected<std::optional<CommPathTable>> Paths = readPathTable(Rank, PathsFile);
   if (!Paths.ok())
     return Paths.status();
   return std::unique_ptr<Communicator>(new MpiCommunicator(
-      Owns, Rank, Size, std::move(*Paths), commPathTableFile()));
+      Owns, Rank, Size, std::move(*Paths), std::move(PathsFile)));
 }
 
 } // namespace weft

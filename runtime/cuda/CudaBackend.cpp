@@ -333,31 +333,26 @@ struct Bytes {
   // b = 0..n-1, as the CPU backend.
   static Status pack(const BI &I, const SC &, Ctx &C) {
     char *Out = static_cast<char *>(I.Out[0].Data);
-    const int64_t Blocks = I.Attrs->Blocks;
-    for (int64_t B = 0; B < Blocks; ++B)
-      for (const TensorRef &Piece : I.In) {
-        size_t N = size_t(Piece.Numel / Blocks) * elemBytes(Piece);
-        WEFT_RETURN_IF_ERROR(check(
-            cudaMemcpyAsync(Out, static_cast<const char *>(Piece.Data) + B * N,
-                            N, cudaMemcpyDeviceToDevice, C.Stream),
-            I));
-        Out += N;
-      }
-    return Status::success();
+    cudaError_t E = cudaSuccess;
+    forEachPackedRun(
+        I, [&](const TensorRef &Piece, size_t At, size_t Flat, size_t Bytes) {
+          if (E == cudaSuccess)
+            E = cudaMemcpyAsync(Out + Flat,
+                                static_cast<const char *>(Piece.Data) + At,
+                                Bytes, cudaMemcpyDeviceToDevice, C.Stream);
+        });
+    return check(E, I);
   }
   static Status unpack(const BI &I, const SC &, Ctx &C) {
     const char *In = static_cast<const char *>(I.In[0].Data);
-    const int64_t Blocks = I.Attrs->Blocks;
-    for (int64_t B = 0; B < Blocks; ++B)
-      for (const TensorRef &Piece : I.Out) {
-        size_t N = size_t(Piece.Numel / Blocks) * elemBytes(Piece);
-        WEFT_RETURN_IF_ERROR(
-            check(cudaMemcpyAsync(static_cast<char *>(Piece.Data) + B * N, In,
-                                  N, cudaMemcpyDeviceToDevice, C.Stream),
-                  I));
-        In += N;
-      }
-    return Status::success();
+    cudaError_t E = cudaSuccess;
+    forEachPackedRun(
+        I, [&](const TensorRef &Piece, size_t At, size_t Flat, size_t Bytes) {
+          if (E == cudaSuccess)
+            E = cudaMemcpyAsync(static_cast<char *>(Piece.Data) + At, In + Flat,
+                                Bytes, cudaMemcpyDeviceToDevice, C.Stream);
+        });
+    return check(E, I);
   }
   // X [Rows, N] into column blocks Out[k] [Rows, W_k]; concat the inverse.
   static Status split(const BI &I, const SC &, Ctx &C) {
