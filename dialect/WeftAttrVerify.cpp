@@ -174,8 +174,8 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == an::kLayer) {
     auto l = dyn_cast<IntegerAttr>(value);
-    if (!isa<ParamOp>(op) || !l || l.getInt() < -1)
-      return fail() << "must be a weft.param's layer (an integer >= -1), got "
+    if (!l || l.getInt() < -1)
+      return fail() << "must be the op's layer (an integer >= -1), got "
                     << value;
     return success();
   }

@@ -1,4 +1,5 @@
 //===- Autodiff.cpp - weft-autodiff: reverse-mode differentiation ---------===//
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
 
@@ -13,6 +14,16 @@ using namespace mlir;
 using namespace weft;
 
 namespace {
+// Marks every op the VJP of a forward op creates with that op's weft.layer,
+// when it has one (the planner counts each layer's backward by it).
+struct CarryLayer : OpBuilder::Listener {
+  Attribute layer;
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    if (layer && !op->hasAttr(attrname::kLayer))
+      op->setAttr(attrname::kLayer, layer);
+  }
+};
+
 struct Autodiff : weft::impl::WeftAutodiffBase<Autodiff> {
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
@@ -39,6 +50,8 @@ struct Autodiff : weft::impl::WeftAutodiffBase<Autodiff> {
       forward.push_back(&op);
 
     OpBuilder b(ret);
+    CarryLayer carry;
+    b.setListener(&carry);
     DenseMap<Value, Value> grads;
     grads[ret.getOperand(0)] =
         FillOp::create(b, ret.getLoc(), lossType, b.getF64FloatAttr(1.0));
@@ -54,6 +67,7 @@ struct Autodiff : weft::impl::WeftAutodiffBase<Autodiff> {
       }
       if (!any)
         continue;
+      carry.layer = op->getAttr(attrname::kLayer);
       auto vjp = dyn_cast<VjpOpInterface>(op);
       if (!vjp)
         return op->emitOpError("is on the path to the loss but has no VJP");
@@ -72,6 +86,7 @@ struct Autodiff : weft::impl::WeftAutodiffBase<Autodiff> {
       }
     }
 
+    carry.layer = nullptr;
     for (Operation *op : forward) {
       auto param = dyn_cast<ParamOp>(op);
       if (!param)

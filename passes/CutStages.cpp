@@ -13,9 +13,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
+#include "dialect/LayerMap.h"
 #include "dialect/WeftDialect.h"
 #include "passes/FragmentKeys.h"
 #include "passes/Passes.h"
+#include "passes/StageBalance.h"
 #include "program/PipelineSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -229,7 +231,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
   // the forward in every layer alike, so the forward decides the balance.
   std::vector<double> layerFlops(int64_t numLayers) {
     std::vector<double> flops(numLayers + 2, 0.0);
-    DenseMap<Value, int64_t> layerOf;
+    LayerMap layers; // inputs belong to no layer
     auto elems = [](Value v) {
       return double(cast<RankedTensorType>(v.getType()).getNumElements());
     };
@@ -237,15 +239,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       Operation *op = ops[i];
       if (phase[i] != kForward && !isa<ParamOp>(op))
         continue;
-      int64_t layer = -1;
-      if (auto p = dyn_cast<ParamOp>(op))
-        layer = p->getAttrOfType<IntegerAttr>(an::kLayer).getInt();
-      for (Value v : op->getOperands()) {
-        auto it = layerOf.find(v); // inputs belong to no layer
-        layer = std::max(layer, it == layerOf.end() ? -1 : it->second);
-      }
-      for (Value r : op->getResults())
-        layerOf[r] = layer;
+      int64_t layer = layers.visit(op);
       double f = 0;
       if (auto mm = dyn_cast<MatmulOp>(op)) {
         auto a = cast<RankedTensorType>(mm.getA().getType());
@@ -262,47 +256,14 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
     return flops;
   }
 
-  // Contiguous runs of layers, one per stage, with the least costly stage
-  // as costly as possible to make even: the first stage also carries the
-  // embeddings, the last the head and loss (GPT-2's head costs ~5 of its
-  // layers). Ties keep the layer counts even.
+  // Contiguous runs of layers, one per stage, as even in forward FLOPs as
+  // they can be: the first stage also carries the embeddings, the last the
+  // head and loss (GPT-2's head costs ~5 of its layers).
   void balanceLayers(int64_t numLayers) {
     std::vector<double> flops = layerFlops(numLayers);
-    const int64_t n = virtualStages(), l = numLayers;
-    std::vector<double> prefix(l + 1, 0.0);
-    for (int64_t i = 0; i < l; ++i)
-      prefix[i + 1] = prefix[i] + flops[i + 1];
-    auto cost = [&](int64_t s, int64_t from, int64_t to) {
-      return prefix[to] - prefix[from] + (s == 0 ? flops[0] : 0) +
-             (s == n - 1 ? flops[l + 1] : 0);
-    };
-    // best[s][j]: the least largest stage cost cutting layers [0, j) into
-    // stages [0, s]; cut[s][j]: where stage s starts.
-    const double inf = std::numeric_limits<double>::infinity();
-    std::vector<std::vector<double>> best(n, std::vector<double>(l + 1, inf));
-    std::vector<std::vector<int64_t>> cut(n, std::vector<int64_t>(l + 1, 0));
-    for (int64_t j = 1; j <= l; ++j)
-      best[0][j] = cost(0, 0, j);
-    for (int64_t s = 1; s < n; ++s)
-      for (int64_t j = s + 1; j <= l; ++j)
-        for (int64_t i = s; i < j; ++i) {
-          double c = std::max(best[s - 1][i], cost(s, i, j));
-          // Within 0.1%: prefer the cut nearest an even split.
-          double even = double(s * l) / double(n);
-          if (c < best[s][j] * (1 - 1e-3) ||
-              (c <= best[s][j] * (1 + 1e-3) &&
-               std::abs(double(i) - even) <
-                   std::abs(double(cut[s][j]) - even))) {
-            best[s][j] = c;
-            cut[s][j] = i;
-          }
-        }
-    for (int64_t s = n - 1, j = l; s >= 0; --s) {
-      int64_t from = s ? cut[s][j] : 0;
-      for (int64_t i = from; i < j; ++i)
-        layerStage[i] = s;
-      j = from;
-    }
+    layerStage =
+        balanceStages(std::vector<double>(flops.begin() + 1, flops.end() - 1),
+                      flops.front(), flops.back(), virtualStages());
   }
 
   int64_t stageOfLayer(int64_t layer) const {

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
+#include "dialect/LayerMap.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
 
@@ -47,12 +48,8 @@ struct Recompute : weft::impl::WeftRecomputeBase<Recompute> {
     }
     // Forward ops and their layers.
     SmallVector<Operation *> forward;
-    DenseMap<Value, int64_t> layerOfValue;
-    // Inputs (tokens, targets) belong to no layer.
-    auto layerOf = [&](Value v) -> int64_t {
-      auto it = layerOfValue.find(v);
-      return it == layerOfValue.end() ? -1 : it->second;
-    };
+    LayerMap layers; // inputs (tokens, targets) belong to no layer
+    auto layerOf = [&](Value v) { return layers.of(v); };
     int64_t numLayers = 0;
     for (Operation &op : body) {
       if (auto p = dyn_cast<ParamOp>(op)) {
@@ -62,16 +59,12 @@ struct Recompute : weft::impl::WeftRecomputeBase<Recompute> {
                         "layer, as the frontend marks them");
           return signalPassFailure();
         }
-        layerOfValue[p.getResult()] = layer.getInt();
+        layers.visit(p);
         numLayers = std::max(numLayers, layer.getInt());
         continue;
       }
       forward.push_back(&op);
-      int64_t layer = -1;
-      for (Value v : op.getOperands())
-        layer = std::max(layer, layerOf(v));
-      for (Value r : op.getResults())
-        layerOfValue[r] = layer;
+      layers.visit(&op);
       if (&op == lossOp)
         break;
     }
@@ -111,7 +104,7 @@ struct Recompute : weft::impl::WeftRecomputeBase<Recompute> {
         if (isForward.contains(&op) || isa<ParamOp>(op))
           continue;
         for (Value v : op.getOperands())
-          if (layerOfValue.count(v) && layerOf(v) == layer && wanted(v)) {
+          if (layers.contains(v) && layerOf(v) == layer && wanted(v)) {
             needed.insert(v);
             if (!first || op.isBeforeInBlock(first))
               first = &op;

@@ -173,3 +173,22 @@ func.func @not_a_mesh(%x: tensor<4xf32>) -> tensor<4xf32> attributes {weft.mesh 
   return %x : tensor<4xf32>
 }
 // expected-error @-3 {{names @not_a_mesh, which is not a weft.mesh}}
+
+// -----
+
+// weft.layer: any op's layer, -1 (before the first layer) or more; a
+// parameter's is set by the frontend, others by the planner and autodiff.
+func.func @layers(%t: tensor<2x4xi32>) -> tensor<2x4x8xf32> {
+  %w = weft.param "w" {init = "ones", weft.layer = -1} : tensor<16x8xf32>
+  %x = weft.embedding %w, %t {weft.layer = 0} : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  return %x : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @bad_layer(%t: tensor<2x4xi32>) -> tensor<2x4x8xf32> {
+  %w = weft.param "w" {init = "ones"} : tensor<16x8xf32>
+  // expected-error @+1 {{weft.layer must be the op's layer (an integer >= -1), got -2}}
+  %x = weft.embedding %w, %t {weft.layer = -2} : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  return %x : tensor<2x4x8xf32>
+}

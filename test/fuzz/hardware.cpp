@@ -1,5 +1,5 @@
 //===- hardware.cpp - Fuzz weft-plan's hardware JSON reader ---------------===//
-#include "passes/cost/Hardware.h"
+#include "planner/Hardware.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
   weft::cost::HardwareResult R = weft::cost::parseHardwareText(

@@ -69,3 +69,24 @@ func.func @no_vjp(%x: tensor<2x16xf32>, %t: tensor<i32>) -> tensor<f32> {
   %loss = weft.cross_entropy %r, %t : (tensor<16xf32>, tensor<i32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A forward op's weft.layer is carried onto every op of its gradient (the
+// planner counts each layer's backward by it); ops without one, such as the
+// loss seed and the param_grads, stay unmarked.
+// CHECK-LABEL: func @layers_carried
+// CHECK:      weft.fill {value = 1.000000e+00 : f64} : tensor<f32>
+// CHECK-NEXT: weft.cross_entropy_grad {{.*}} {weft.layer = 1 : i64}
+// CHECK-NEXT: weft.matmul {{.*}} {weft.layer = 1 : i64}
+// CHECK-NEXT: weft.matmul {{.*}} {transpose_a = true, weft.layer = 1 : i64}
+// CHECK-NEXT: weft.embedding_grad {{.*}} {vocab = 16 : i64, weft.layer = -1 : i64}
+// CHECK-NEXT: weft.add {{.*}} {weft.layer = -1 : i64}
+// CHECK-NEXT: weft.param_grad "wte", {{[^{]*$}}
+func.func @layers_carried(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02, weft.layer = -1} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens {weft.layer = -1} : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %logits = weft.matmul %x, %wte {transpose_b = true, weft.layer = 1} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets {weft.layer = 1} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -1,5 +1,9 @@
 //===- PlanTest.cpp - cost model and search unit tests --------------------===//
-#include "passes/cost/Search.h"
+#include "dialect/WeftDialect.h"
+#include "frontends/builtin/BuildModel.h"
+#include "planner/Search.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <gtest/gtest.h>
 
@@ -13,12 +17,24 @@ namespace {
 
 constexpr double kYear = 365.0 * 86400.0;
 
-ModelCost analyze(const std::string &preset, int64_t seq) {
-  ConfigResult c = lookupPreset(preset);
+ModelConfig preset(const std::string &name) {
+  ConfigResult c = lookupPreset(name);
   EXPECT_TRUE(c.ok()) << c.error;
-  ModelCost cost;
+  return c.config;
+}
+
+// The planner's costs of a preset's forward module built at `batch`.
+ModelCost analyze(const std::string &name, int64_t seq, int64_t batch = 1) {
+  mlir::MLIRContext context;
+  context.loadDialect<WeftDialect, mlir::func::FuncDialect>();
+  BuildOptions options;
+  options.batch = batch;
+  options.seq = seq;
   std::string error;
-  EXPECT_TRUE(analyzeModel(c.config, seq, cost, error)) << error;
+  auto module = buildModel(context, preset(name), options, error);
+  EXPECT_TRUE(module) << error;
+  ModelCost cost;
+  EXPECT_TRUE(module && analyzeModule(*module, cost, error)) << error;
   return cost;
 }
 
@@ -100,23 +116,65 @@ double textbookPerToken(const ModelConfig &c, int64_t seq) {
 TEST(OpCost, IrFlopsMatchTextbookGpt2) {
   ModelCost m = analyze("gpt2", 1024);
   double ir = m.trainingFlopsPerSequence() / 1024;
-  double ref = textbookPerToken(m.config, 1024);
+  double ref = textbookPerToken(preset("gpt2"), 1024);
   std::printf("gpt2 seq 1024: IR %.4g FLOPs/token, textbook %.4g, ratio %.4f\n",
               ir, ref, ir / ref);
   EXPECT_NEAR(ir / ref, 1.0, 0.05) << "IR " << ir << " textbook " << ref;
-  EXPECT_EQ(m.numParams(), m.config.numParams());
+  EXPECT_EQ(m.numParams(), preset("gpt2").numParams());
   EXPECT_EQ(m.layer.gemms.size(), 4u); // c_attn, c_proj, c_fc, mlp.c_proj
+}
+
+// The planner reads the IR, not the config: the dimensions it needs come
+// from the module, and a module built at batch 4 costs the same per sequence.
+TEST(OpCost, DimsAndPerSequenceCostsComeFromTheModule) {
+  ModelCost one = analyze("llama-3-8b", 512),
+            four = analyze("llama-3-8b", 512, 4);
+  ModelConfig c = preset("llama-3-8b");
+  EXPECT_EQ(one.dims.name, "llama-3-8b");
+  EXPECT_EQ(one.dims.numLayers, c.numLayers);
+  EXPECT_EQ(one.dims.hidden, c.hidden);
+  EXPECT_EQ(one.dims.numHeads, c.numHeads);
+  EXPECT_EQ(one.dims.vocab, c.vocab);
+  EXPECT_EQ(one.seq, 512);
+  ASSERT_EQ(one.layers.size(), size_t(c.numLayers));
+  EXPECT_EQ(one.layers.front().gemmFlops, one.layers.back().gemmFlops);
+  EXPECT_DOUBLE_EQ(four.trainingFlopsPerSequence(),
+                   one.trainingFlopsPerSequence());
+  EXPECT_EQ(four.layer.gemms, one.layer.gemms);
+  EXPECT_DOUBLE_EQ(four.layer.backwardElems, one.layer.backwardElems);
+  EXPECT_EQ(four.numParams(), one.numParams());
+}
+
+TEST(OpCost, RefusesAParamWithoutALayer) {
+  mlir::MLIRContext context;
+  context.loadDialect<WeftDialect, mlir::func::FuncDialect>();
+  BuildOptions options;
+  options.batch = 1;
+  options.seq = 16;
+  std::string error;
+  auto module = buildModel(context, preset("gpt-tiny"), options, error);
+  ASSERT_TRUE(module) << error;
+  module->walk([](ParamOp p) {
+    if (p.getName() == "transformer.h.0.attn.c_attn.weight")
+      p->removeAttr("weft.layer");
+  });
+  ModelCost cost;
+  EXPECT_FALSE(analyzeModule(*module, cost, error));
+  EXPECT_NE(error.find("\"transformer.h.0.attn.c_attn.weight\" has no "
+                       "weft.layer"),
+            std::string::npos)
+      << error;
 }
 
 TEST(OpCost, IrFlopsMatchTextbookLlama3_8B) {
   ModelCost m = analyze("llama-3-8b", 4096);
   double ir = m.trainingFlopsPerSequence() / 4096;
-  double ref = textbookPerToken(m.config, 4096);
+  double ref = textbookPerToken(preset("llama-3-8b"), 4096);
   std::printf("llama-3-8b seq 4096: IR %.4g FLOPs/token, textbook %.4g, "
               "ratio %.4f\n",
               ir, ref, ir / ref);
   EXPECT_NEAR(ir / ref, 1.0, 0.05) << "IR " << ir << " textbook " << ref;
-  EXPECT_EQ(m.numParams(), m.config.numParams());
+  EXPECT_EQ(m.numParams(), preset("llama-3-8b").numParams());
   // q, k, v, gate, up are column-parallel; o and down row-parallel.
   int rows = 0;
   for (const Gemm &g : m.layer.gemms)

@@ -2,7 +2,7 @@
 #ifndef WEFT_TOOLS_WEFT_PLAN_CALIBRATE_H
 #define WEFT_TOOLS_WEFT_PLAN_CALIBRATE_H
 
-#include "passes/cost/Hardware.h"
+#include "planner/Hardware.h"
 
 #include <string>
 

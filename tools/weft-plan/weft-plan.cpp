@@ -4,15 +4,23 @@
 //             [--tokens T] [--top K] [--fix tp=8,pp=4] [--json] [--explain]
 //   weft-plan --calibrate -o local.json
 //
-// MODEL is a preset or a config.json, as for weft-compile. docs/planner.md
-// has the model's equations.
+// MODEL is a preset or a config.json, as for weft-compile, or a forward
+// module (`weft-compile MODEL --emit-mlir=forward`, any frontend's): the
+// planner reads the IR either way. docs/planner.md has the model's
+// equations.
 //
 //===----------------------------------------------------------------------===//
 #include "Calibrate.h"
-#include "passes/cost/Search.h"
+#include "dialect/WeftDialect.h"
+#include "frontends/builtin/BuildModel.h"
+#include "planner/Search.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
 
 #include <nlohmann/json.hpp>
 
@@ -27,8 +35,9 @@ namespace cl = llvm::cl;
 // Only these options in --help (MLIR and LLVM register hundreds more).
 static cl::OptionCategory planCategory("weft-plan options");
 
-static cl::opt<std::string> modelArg(cl::cat(planCategory), cl::Positional,
-                                     cl::desc("<preset | config.json>"));
+static cl::opt<std::string>
+    modelArg(cl::cat(planCategory), cl::Positional,
+             cl::desc("<preset | config.json | forward.mlir>"));
 static cl::opt<std::string>
     clusterArg(cl::cat(planCategory), "cluster",
                cl::desc("a100-80g, h100-80g, h200-141g, local or a JSON file"),
@@ -150,8 +159,8 @@ void explain(const Estimate &e, const ModelCost &model, const Hardware &hw) {
               hw.name.c_str());
   std::printf("model %s: %.4g parameters (IR: %.4g per layer x %lld + %.4g), "
               "%.4g training FLOPs per sequence (IR, fwd + bwd)\n",
-              model.config.name.c_str(), double(model.numParams()),
-              double(model.layer.params), (long long)model.config.numLayers,
+              model.dims.name.c_str(), double(model.numParams()),
+              double(model.layer.params), (long long)model.dims.numLayers,
               double(model.base.params), model.trainingFlopsPerSequence());
   std::printf("step time:\n");
   for (const Term &t : e.timeTerms)
@@ -173,6 +182,31 @@ void explain(const Estimate &e, const ModelCost &model, const Hardware &hw) {
   if (e.days > 0)
     std::printf(", %.1f days", e.days);
   std::printf("\n");
+}
+
+// The model's forward module at batch 1: built by the builtin frontend, or
+// read from a .mlir file (whose sequence length --seq, if given, must be).
+mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
+                                            std::string &error) {
+  llvm::StringRef path = modelArg;
+  if (path.ends_with(".mlir")) {
+    llvm::SourceMgr sources;
+    mlir::SourceMgrDiagnosticHandler diagnostics(sources, &context);
+    auto module =
+        mlir::parseSourceFile<mlir::ModuleOp>(path, sources, &context);
+    if (!module)
+      error = "cannot read the module '" + modelArg + "' (diagnostics above)";
+    return module;
+  }
+  weft::ConfigResult config = weft::resolveModel(modelArg);
+  if (!config.ok()) {
+    error = config.error;
+    return nullptr;
+  }
+  weft::BuildOptions options;
+  options.batch = 1;
+  options.seq = seqArg;
+  return weft::buildModel(context, config.config, options, error);
 }
 
 int calibrate() {
@@ -202,13 +236,11 @@ int main(int argc, char **argv) {
   if (clusterArg.empty())
     return fail("no --cluster: give a preset (a100-80g, h100-80g, h200-141g, "
                 "local) or a JSON file");
-  if (gpusArg <= 0 || batchArg <= 0 || seqArg <= 0)
+  bool fromIr = llvm::StringRef(modelArg).ends_with(".mlir");
+  if (gpusArg <= 0 || batchArg <= 0 || (seqArg <= 0 && !fromIr) || seqArg < 0)
     return fail("--gpus, --global-batch and --seq must be positive (got " +
                 std::to_string(gpusArg) + ", " + std::to_string(batchArg) +
                 ", " + std::to_string(seqArg) + ")");
-  weft::ConfigResult config = weft::resolveModel(modelArg);
-  if (!config.ok())
-    return fail(config.error);
   HardwareResult hw = resolveHardware(clusterArg);
   if (!hw.ok())
     return fail(hw.error);
@@ -223,8 +255,18 @@ int main(int argc, char **argv) {
 
   auto t0 = std::chrono::steady_clock::now();
   ModelCost model;
-  if (!analyzeModel(config.config, seqArg, model, error))
-    return fail(error);
+  {
+    mlir::MLIRContext context;
+    context.loadDialect<weft::WeftDialect, mlir::func::FuncDialect>();
+    mlir::OwningOpRef<mlir::ModuleOp> module = loadModel(context, error);
+    if (!module || !analyzeModule(*module, model, error))
+      return fail(error);
+  }
+  if (seqArg > 0 && model.seq != seqArg)
+    return fail("--seq " + std::to_string(seqArg) + " differs from the " +
+                std::to_string(model.seq) + " tokens per sequence of '" +
+                modelArg + "'");
+  seqArg = model.seq;
   SearchResult result = searchLayouts(model, hw.hardware, options);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
@@ -236,7 +278,7 @@ int main(int argc, char **argv) {
     nlohmann::json rows = nlohmann::json::array();
     for (size_t i = 0; i < result.ranked.size() && i < size_t(topArg); ++i)
       rows.push_back(toJson(result.ranked[i]));
-    nlohmann::json doc = {{"model", model.config.name},
+    nlohmann::json doc = {{"model", model.dims.name},
                           {"cluster", hw.hardware.name},
                           {"gpus", gpusArg.getValue()},
                           {"global_batch", batchArg.getValue()},
@@ -250,7 +292,7 @@ int main(int argc, char **argv) {
   }
   std::printf("weft-plan: %s on %lld x %s, global batch %lld x %lld tokens: "
               "%lld layouts evaluated, %zu fit, %.3f s\n",
-              model.config.name.c_str(), (long long)gpusArg,
+              model.dims.name.c_str(), (long long)gpusArg,
               hw.hardware.name.c_str(), (long long)batchArg, (long long)seqArg,
               (long long)result.evaluated, result.ranked.size(), seconds);
   printTable(result.ranked, size_t(topArg));

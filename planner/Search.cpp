@@ -7,7 +7,7 @@
 // the IR, so the whole space costs milliseconds.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/cost/Search.h"
+#include "planner/Search.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -148,7 +148,7 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
                            const SearchOptions &o) {
   SearchResult r;
   const Constraints &f = o.fix;
-  const ModelConfig &c = model.config;
+  const ModelDims &c = model.dims;
   int64_t fixedProduct = f.dp.value_or(1) * f.tp.value_or(1) * f.pp.value_or(1);
   if (o.gpus % fixedProduct != 0 ||
       (f.dp && f.tp && f.pp && fixedProduct != o.gpus)) {

@@ -9,7 +9,7 @@
 // micro-batches the schedule keeps in flight.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/cost/CostModel.h"
+#include "planner/CostModel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -135,7 +135,7 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
                   int64_t globalBatch, double tokens) {
   Estimate r;
   r.layout = l;
-  const ModelConfig &c = model.config;
+  const ModelDims &c = model.dims;
   int64_t s = model.seq, h = c.hidden, b = l.microBatch, m = l.numMicroBatches;
   int64_t gpus = l.dp * l.tp * l.pp, v = l.virtualStages;
   double e = hw.bytesPerElement();

@@ -1,8 +1,8 @@
 //===- Search.h - enumerate layouts, prune, rank ----------------*- C++ -*-===//
-#ifndef WEFT_PASSES_COST_SEARCH_H
-#define WEFT_PASSES_COST_SEARCH_H
+#ifndef WEFT_PLANNER_SEARCH_H
+#define WEFT_PLANNER_SEARCH_H
 
-#include "passes/cost/CostModel.h"
+#include "planner/CostModel.h"
 
 #include <optional>
 #include <string>
@@ -48,4 +48,4 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
 
 } // namespace weft::cost
 
-#endif // WEFT_PASSES_COST_SEARCH_H
+#endif // WEFT_PLANNER_SEARCH_H

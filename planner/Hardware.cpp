@@ -3,7 +3,7 @@
 // Plain C++ (nlohmann-json; its exceptions stay inside this file).
 //
 //===----------------------------------------------------------------------===//
-#include "passes/cost/Hardware.h"
+#include "planner/Hardware.h"
 #include "program/JsonDepth.h"
 
 #include <nlohmann/json.hpp>

@@ -7,8 +7,8 @@
 // files produce one; JSON errors name the missing or mistyped field.
 //
 //===----------------------------------------------------------------------===//
-#ifndef WEFT_PASSES_COST_HARDWARE_H
-#define WEFT_PASSES_COST_HARDWARE_H
+#ifndef WEFT_PLANNER_HARDWARE_H
+#define WEFT_PLANNER_HARDWARE_H
 
 #include <string>
 #include <vector>
@@ -74,4 +74,4 @@ std::string hardwareToJson(const Hardware &hw);
 
 } // namespace weft::cost
 
-#endif // WEFT_PASSES_COST_HARDWARE_H
+#endif // WEFT_PLANNER_HARDWARE_H

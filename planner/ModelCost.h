@@ -1,19 +1,23 @@
-//===- OpCost.h - FLOPs and bytes of one layer, read from weft IR -*- C++
+//===- ModelCost.h - FLOPs and bytes per layer, read from weft IR -*- C++
 //-*-===//
 //
-// The cost model reads the same IR weft-compile builds (docs/design.md decision
-// 10). It builds the model with ONE and with TWO transformer layers (batch 1,
-// the planned sequence length), differentiates both with weft-autodiff, and
-// walks them: what the two-layer program has beyond the one-layer program is
-// one layer; the rest of the one-layer program is the embeddings, final norm,
-// head and loss, counted once. Every candidate layout then scales these
-// per-sequence figures; none is compiled in full.
+// The planner reads the IR weft-compile builds (docs/design.md decision 10),
+// from any frontend: it is given a forward module (a function returning the
+// scalar loss, its parameters marked with `weft.layer`), differentiates it
+// with weft-autodiff and walks every op, each counted in its layer. An op's
+// layer is the latest of its operands' (parameters carry theirs; the
+// function's inputs come before every layer), so a layer's norms, GEMMs,
+// attention, rope and residual adds are its own, and weft-autodiff carries
+// each forward op's layer onto the ops of its gradient. Layers 0..L-1 are
+// the transformer layers; -1 (embeddings) and L (final norm, head, loss)
+// are counted once. Every candidate layout then scales these per-sequence
+// figures; none is compiled in full. This library links no frontend.
 //
 //===----------------------------------------------------------------------===//
-#ifndef WEFT_PASSES_COST_OPCOST_H
-#define WEFT_PASSES_COST_OPCOST_H
+#ifndef WEFT_PLANNER_MODELCOST_H
+#define WEFT_PLANNER_MODELCOST_H
 
-#include "frontends/builtin/ModelConfig.h"
+#include "mlir/IR/BuiltinOps.h"
 
 #include <string>
 #include <vector>
@@ -58,27 +62,39 @@ struct PartCost {
   }
 };
 
+/// What the layout search needs of the model, read from its IR.
+struct ModelDims {
+  std::string name;      // the forward function's weft.model, else its name
+  int64_t numLayers = 0; // transformer layers (weft.layer 0..L-1)
+  int64_t hidden = 0;    // the residual stream's width
+  int64_t numHeads = 0;  // query heads of the layers' attention
+  int64_t vocab = 0;     // the logits' width
+};
+
 struct ModelCost {
-  ModelConfig config;
+  ModelDims dims;
   int64_t seq = 0;
   PartCost layer; // one transformer layer
   PartCost base;  // embeddings, final norm, head and loss (counted once)
 
   int64_t numParams() const {
-    return config.numLayers * layer.params + base.params;
+    return dims.numLayers * layer.params + base.params;
   }
   /// Forward + backward FLOPs of one sequence (no recomputation).
   double trainingFlopsPerSequence() const {
-    return config.numLayers * (layer.forwardFlops() + layer.backwardFlops()) +
+    return dims.numLayers * (layer.forwardFlops() + layer.backwardFlops()) +
            base.forwardFlops() + base.backwardFlops();
   }
+  /// Each layer's cost; `layer` is their mean (equal to each for the
+  /// builtin models, whose layers are alike).
+  std::vector<PartCost> layers;
 };
 
-/// Reads a model's costs from its weft IR; returns false and sets `error`
-/// when the model cannot be built at this sequence length.
-bool analyzeModel(const ModelConfig &config, int64_t seq, ModelCost &cost,
-                  std::string &error);
+/// Reads a model's costs from its forward module; returns false and sets
+/// `error` (naming the op or value) when the module is not a model the
+/// planner can read. The module is cloned, not changed.
+bool analyzeModule(mlir::ModuleOp module, ModelCost &cost, std::string &error);
 
 } // namespace weft::cost
 
-#endif // WEFT_PASSES_COST_OPCOST_H
+#endif // WEFT_PLANNER_MODELCOST_H

@@ -4,11 +4,11 @@
 // hardware description (Hardware.h). docs/planner.md states every equation.
 //
 //===----------------------------------------------------------------------===//
-#ifndef WEFT_PASSES_COST_COSTMODEL_H
-#define WEFT_PASSES_COST_COSTMODEL_H
+#ifndef WEFT_PLANNER_COSTMODEL_H
+#define WEFT_PLANNER_COSTMODEL_H
 
-#include "passes/cost/Hardware.h"
-#include "passes/cost/OpCost.h"
+#include "planner/Hardware.h"
+#include "planner/ModelCost.h"
 
 #include <string>
 #include <vector>
@@ -89,4 +89,4 @@ Estimate estimate(const ModelCost &model, const Hardware &hw,
 
 } // namespace weft::cost
 
-#endif // WEFT_PASSES_COST_COSTMODEL_H
+#endif // WEFT_PLANNER_COSTMODEL_H

@@ -1,0 +1,296 @@
+//===- ModelCost.cpp - per-layer FLOPs and bytes of a weft module ---------===//
+#include "planner/ModelCost.h"
+#include "dialect/AttrNames.h"
+#include "dialect/LayerMap.h"
+#include "dialect/WeftDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace weft::cost {
+namespace {
+
+double numel(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r && r.hasStaticShape() ? double(r.getNumElements()) : 0.0;
+}
+bool isFloat(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r && isa<FloatType>(r.getElementType());
+}
+
+// 2 * (result elements) * (contracted size).
+double matmulFlops(MatmulOp mm) {
+  auto a = cast<RankedTensorType>(mm.getA().getType());
+  int64_t contract = mm.getTransposeA()
+                         ? a.getNumElements() / a.getShape().back()
+                         : a.getShape().back();
+  return 2.0 * numel(mm.getType()) * double(contract);
+}
+
+// QK^T and AV over every head: 4 * B * S^2 * H * hd (the causal mask is not
+// exploited by the kernels, so the full square is counted, as Megatron does).
+double attentionFlops(Value q, int64_t &headDim, int64_t numHeads) {
+  auto t = cast<RankedTensorType>(q.getType());
+  int64_t width = t.getShape().back();
+  int64_t seq = t.getShape()[t.getRank() - 2];
+  int64_t batch = t.getNumElements() / (width * seq);
+  headDim = width / numHeads;
+  return 4.0 * batch * seq * seq * width;
+}
+
+// What one sequence reads and writes: an activation ([batch, ...], of no
+// parameter's type) counts 1/batch of its elements, a parameter-sized value
+// (a weight's gradient, a table) all of them, as in a module of batch 1.
+struct Elems {
+  int64_t batch = 1;
+  llvm::DenseSet<Type> paramTypes;
+  double of(Value v) const {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t || !isa<FloatType>(t.getElementType()) || !t.hasStaticShape())
+      return 0.0;
+    double n = double(t.getNumElements());
+    if (t.getRank() >= 2 && t.getShape()[0] == batch && !paramTypes.contains(t))
+      n /= double(batch);
+    return n;
+  }
+  double io(Operation *op) const {
+    double n = 0;
+    for (Value v : op->getOperands())
+      n += of(v);
+    for (Value v : op->getResults())
+      n += of(v);
+    return n;
+  }
+};
+
+// The forward walk: each op's costs go to its layer's PartCost (index
+// layer + 1; 0 the embeddings, L + 1 the final norm, head and loss).
+struct Walk {
+  Elems elems;
+  std::vector<PartCost> parts;
+  llvm::DenseSet<Value> split; // values computed inside a TP region
+  PartCost &at(int64_t layer) {
+    return parts[size_t(
+        std::clamp<int64_t>(layer + 1, 0, int64_t(parts.size()) - 1))];
+  }
+};
+
+void walkForward(Operation &op, PartCost &cost, Walk &w) {
+  if (auto p = dyn_cast<ParamOp>(op)) {
+    cost.params += p.getType().getNumElements();
+    return;
+  }
+  if (isa<func::ReturnOp, FillOp>(op))
+    return;
+  bool anySplit = llvm::any_of(op.getOperands(),
+                               [&](Value v) { return w.split.contains(v); });
+  if (auto mm = dyn_cast<MatmulOp>(op)) {
+    auto result = cast<RankedTensorType>(mm.getType());
+    auto a = cast<RankedTensorType>(mm.getA().getType());
+    Gemm g;
+    g.n = result.getShape().back();
+    g.k = a.getShape().back();
+    g.rowsPerSeq = result.getNumElements() / g.n; // divided by batch later
+    g.split = w.split.contains(mm.getA()) ? TpSplit::Row : TpSplit::Column;
+    if (g.split == TpSplit::Column)
+      w.split.insert(mm.getResult());
+    cost.gemms.push_back(g);
+    cost.gemmFlops += matmulFlops(mm);
+    return;
+  }
+  if (auto at = dyn_cast<AttentionOp>(op)) {
+    int64_t hd = 0;
+    cost.attentionFlops += attentionFlops(at.getQ(), hd, at.getNumHeads());
+    cost.attentionHeadDim = hd;
+    w.split.insert(at.getResult());
+    return;
+  }
+  (anySplit ? cost.elemsTp : cost.elemsRep) += w.elems.io(&op);
+  if (anySplit)
+    for (Value r : op.getResults())
+      w.split.insert(r);
+}
+
+void walkBackward(Operation &op, PartCost &cost, const Elems &elems) {
+  if (isa<func::ReturnOp, FillOp, ParamGradOp>(op))
+    return;
+  if (auto mm = dyn_cast<MatmulOp>(op))
+    cost.backwardGemmFlops += matmulFlops(mm);
+  else if (auto ag = dyn_cast<AttentionGradOp>(op)) {
+    // Recomputes QK^T, then dV, dP, dQ, dK: five products of the forward's
+    // two.
+    int64_t hd = 0;
+    cost.backwardAttentionFlops +=
+        2.5 * attentionFlops(ag.getQ(), hd, ag.getNumHeads());
+  } else
+    cost.backwardElems += elems.io(&op);
+}
+
+// Every figure of `p` times `f` (the GEMM list is kept: shapes, not counts).
+void scale(PartCost &p, double f, bool elems = true) {
+  p.gemmFlops *= f;
+  p.attentionFlops *= f;
+  p.backwardGemmFlops *= f;
+  p.backwardAttentionFlops *= f;
+  if (!elems)
+    return;
+  p.elemsTp *= f;
+  p.elemsRep *= f;
+  p.backwardElems *= f;
+}
+
+// a + b (the GEMM lists concatenated).
+void accumulate(PartCost &a, const PartCost &b) {
+  a.gemms.insert(a.gemms.end(), b.gemms.begin(), b.gemms.end());
+  a.gemmFlops += b.gemmFlops;
+  a.attentionFlops += b.attentionFlops;
+  a.attentionHeadDim =
+      a.attentionHeadDim ? a.attentionHeadDim : b.attentionHeadDim;
+  a.backwardGemmFlops += b.backwardGemmFlops;
+  a.backwardAttentionFlops += b.backwardAttentionFlops;
+  a.elemsTp += b.elemsTp;
+  a.elemsRep += b.elemsRep;
+  a.backwardElems += b.backwardElems;
+  a.params += b.params;
+}
+
+int64_t lastDim(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return t.getRank() ? t.getShape().back() : 0;
+}
+
+} // namespace
+
+bool analyzeModule(ModuleOp source, ModelCost &cost, std::string &error) {
+  auto fns = source.getOps<func::FuncOp>();
+  if (std::distance(fns.begin(), fns.end()) != 1) {
+    error = "the planner reads a module with one function (the forward "
+            "model), found " +
+            std::to_string(std::distance(fns.begin(), fns.end()));
+    return false;
+  }
+  func::FuncOp sourceFn = *fns.begin();
+  if (!sourceFn.getBody().hasOneBlock() || sourceFn.getNumArguments() == 0) {
+    error = "@" + sourceFn.getSymName().str() +
+            " must have one block and the token ids as its first argument";
+    return false;
+  }
+  auto ids = dyn_cast<RankedTensorType>(sourceFn.getArgument(0).getType());
+  if (!ids || ids.getRank() != 2 || !ids.hasStaticShape() ||
+      ids.getShape()[0] <= 0 || ids.getShape()[1] <= 0) {
+    error = "@" + sourceFn.getSymName().str() +
+            "'s first argument must be the token ids [batch, seq] with static "
+            "sizes";
+    return false;
+  }
+  const int64_t batch = ids.getShape()[0], seq = ids.getShape()[1];
+
+  // Mark every forward op with its layer on a clone, then differentiate it:
+  // weft-autodiff carries each op's layer onto its gradient's ops.
+  OwningOpRef<ModuleOp> module(source.clone());
+  func::FuncOp fn = *module->getOps<func::FuncOp>().begin();
+  Block &body = fn.getBody().front();
+  LayerMap layers;
+  int64_t numLayers = -1;
+  ModelDims dims;
+  dims.name = fn.getSymName().str();
+  if (auto name = fn->getAttrOfType<StringAttr>(attrname::kModel))
+    dims.name = name.str();
+  for (Operation &op : body.without_terminator()) {
+    if (auto p = dyn_cast<ParamOp>(op)) {
+      auto own = p->getAttrOfType<IntegerAttr>(attrname::kLayer);
+      if (!own) {
+        error = "weft.param \"" + p.getName().str() +
+                "\" has no weft.layer: the planner costs the model layer by "
+                "layer, as the frontend marks them";
+        return false;
+      }
+      numLayers = std::max(numLayers, own.getInt());
+    }
+    int64_t layer = layers.visit(&op);
+    op.setAttr(attrname::kLayer,
+               IntegerAttr::get(IntegerType::get(op.getContext(), 64), layer));
+    if (auto at = dyn_cast<AttentionOp>(op)) {
+      dims.numHeads = at.getNumHeads();
+      if (!dims.hidden)
+        dims.hidden = lastDim(at->getOperand(0));
+    } else if (isa<EmbeddingOp>(op))
+      dims.hidden = lastDim(op.getResult(0));
+    else if (auto ce = dyn_cast<CrossEntropyOp>(op))
+      dims.vocab = lastDim(ce->getOperand(0));
+  }
+  if (numLayers < 1 || !dims.numHeads || !dims.hidden || !dims.vocab) {
+    error = "the planner reads transformer language models: weft.params "
+            "marked with layers 0..L (found L = " +
+            std::to_string(numLayers) +
+            "), a weft.embedding, weft.attention in the layers and a "
+            "weft.cross_entropy of the logits";
+    return false;
+  }
+  dims.numLayers = numLayers;
+
+  Walk w;
+  w.parts.assign(size_t(numLayers + 2), PartCost{});
+  w.elems.batch = batch;
+  for (auto p : body.getOps<ParamOp>())
+    w.elems.paramTypes.insert(p.getType());
+  llvm::DenseSet<Operation *> forward;
+  for (Operation &op : body.without_terminator()) {
+    forward.insert(&op);
+    walkForward(
+        op, w.at(op.getAttrOfType<IntegerAttr>(attrname::kLayer).getInt()), w);
+  }
+  PassManager pm(module->getContext());
+  pm.addNestedPass<func::FuncOp>(createWeftAutodiff());
+  if (failed(pm.run(*module))) {
+    error = "weft-autodiff failed on @" + fn.getSymName().str();
+    return false;
+  }
+  for (Operation &op : body) {
+    if (forward.contains(&op))
+      continue;
+    auto layer = op.getAttrOfType<IntegerAttr>(attrname::kLayer);
+    walkBackward(op, w.at(layer ? layer.getInt() : numLayers), w.elems);
+  }
+
+  // Per sequence: FLOPs are linear in the batch (elements were counted per
+  // sequence already).
+  for (PartCost &p : w.parts) {
+    scale(p, 1.0 / double(batch), /*elems=*/false);
+    for (Gemm &g : p.gemms)
+      g.rowsPerSeq /= batch;
+  }
+  cost = ModelCost{};
+  cost.dims = dims;
+  cost.seq = seq;
+  cost.layers.assign(w.parts.begin() + 1, w.parts.end() - 1);
+  accumulate(cost.base, w.parts.front());
+  accumulate(cost.base, w.parts.back());
+  // The mean layer (the builtin models' layers are alike, so it is each).
+  cost.layer = cost.layers.front();
+  for (size_t i = 1; i < cost.layers.size(); ++i) {
+    if (cost.layers[i].params != cost.layer.params ||
+        !(cost.layers[i].gemms == cost.layers.front().gemms)) {
+      PartCost sum;
+      for (const PartCost &p : cost.layers)
+        accumulate(sum, p);
+      sum.gemms = cost.layers.front().gemms;
+      scale(sum, 1.0 / double(cost.layers.size()));
+      sum.params = (sum.params + int64_t(cost.layers.size()) / 2) /
+                   int64_t(cost.layers.size());
+      cost.layer = sum;
+      break;
+    }
+  }
+  return true;
+}
+
+} // namespace weft::cost
