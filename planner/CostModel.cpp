@@ -81,6 +81,19 @@ double layerActivationBytes(int64_t s, int64_t b, int64_t h, int64_t heads,
 
 namespace {
 
+// "0-5,6-11": each chunk's layers, as weft-compile --stages reads them.
+std::string stagesString(const std::vector<int64_t> &chunks) {
+  std::string out;
+  int64_t next = 0;
+  for (int64_t n : chunks) {
+    if (!out.empty())
+      out += ",";
+    out += std::to_string(next) + "-" + std::to_string(next + n - 1);
+    next += n;
+  }
+  return out;
+}
+
 std::string fmt(const char *f, double a, double b = 0, double c = 0) {
   char buf[256];
   std::snprintf(buf, sizeof buf, f, a, b, c);
@@ -139,18 +152,37 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   int64_t s = model.seq, h = c.hidden, b = l.microBatch, m = l.numMicroBatches;
   int64_t gpus = l.dp * l.tp * l.pp, v = l.virtualStages;
   double e = hw.bytesPerElement();
-  double layersPerStage = double(c.numLayers) / l.pp;
 
-  // --- compute, per micro-batch on the most loaded (last) stage ---
+  // --- compute, per micro-batch on the most loaded pipeline rank ---
   PartTime layer = partTime(model.layer, hw, b, l.tp, l.sequenceParallel);
-  PartTime base = partTime(model.base, hw, b, l.tp, l.sequenceParallel);
+  PartTime first = partTime(model.first, hw, b, l.tp, l.sequenceParallel);
+  PartTime last = partTime(model.last, hw, b, l.tp, l.sequenceParallel);
   double recompute = 0;
   if (l.recompute == Recompute::Full)
     recompute = layer.fwd();
   else if (l.recompute == Recompute::Selective)
     recompute = layer.attnFwd;
   double layerCompute = layer.fwd() + layer.bwd() + recompute;
-  double stageCompute = layersPerStage * layerCompute + base.fwd() + base.bwd();
+  // Layers on each pipeline rank as weft-cut-stages cuts them (chunk c on
+  // rank c mod pp); the first rank also runs the embeddings, the last the
+  // head and loss. The busiest rank sets the pace.
+  std::vector<double> rankLayers(size_t(l.pp), 0.0);
+  const std::vector<int64_t> &chunks = model.chunkLayers(l.pp * v);
+  for (size_t i = 0; i < chunks.size(); ++i)
+    rankLayers[i % size_t(l.pp)] += double(chunks[i]);
+  auto rankBase = [&](size_t rank) {
+    return (rank == 0 ? first.fwd() + first.bwd() : 0.0) +
+           (rank + 1 == size_t(l.pp) ? last.fwd() + last.bwd() : 0.0);
+  };
+  size_t busiest = 0;
+  double stageCompute = 0;
+  for (size_t rank = 0; rank < rankLayers.size(); ++rank) {
+    double t = rankLayers[rank] * layerCompute + rankBase(rank);
+    if (t > stageCompute)
+      stageCompute = t, busiest = rank;
+  }
+  const double layersPerStage = rankLayers[busiest];
+  r.stages = stagesString(chunks);
 
   // --- tensor parallelism: Megatron's all-reduces (SP: RS + AG) ---
   const char *tpTierName = "";
@@ -198,9 +230,17 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
 
   // --- data parallelism: gradients (ZeRO: shards), overlapped with backward
   // ---
-  double stageParams =
-      layersPerStage * model.layer.params +
-      (l.pp == 1 ? model.base.params : model.base.params / 2.0);
+  // The rank holding the most (the last keeps a copy of a tied head).
+  double stageParams = 0;
+  for (size_t rank = 0; rank < rankLayers.size(); ++rank) {
+    bool isLast = rank + 1 == rankLayers.size();
+    stageParams =
+        std::max(stageParams,
+                 rankLayers[rank] * double(model.layer.params) +
+                     (rank == 0 ? double(model.first.params) : 0.0) +
+                     (isLast ? double(model.last.params) : 0.0) +
+                     (isLast && l.pp > 1 ? double(model.lastTiedParams) : 0.0));
+  }
   double gpuParams = stageParams / l.tp;
   double gradBytes = gpuParams * e;
   double dpComm = 0, window = 0;
@@ -267,9 +307,9 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   double inFlight = double(std::min<int64_t>(m, l.pp));
   if (l.schedule == Schedule::Interleaved && l.pp > 1)
     inFlight *= 1.0 + double(l.pp - 1) / (double(l.pp) * v);
-  double firstStage = inFlight * layersPerStage * act;
+  double firstStage = inFlight * rankLayers.front() * act;
   double logits = double(b) * s * c.vocab / l.tp * 4.0 * 2.0; // fp32 + grad
-  double lastStage = layersPerStage * act + logits;
+  double lastStage = rankLayers.back() * act + logits;
   double peakAct =
       l.pp == 1 ? firstStage + logits : std::max(firstStage, lastStage);
   if (l.recompute == Recompute::Full) // the layer being recomputed
@@ -298,7 +338,7 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
            layersPerStage, layer.fwd()) +
            fmt(" %.4g + recompute %.4g) s + embeddings/head %.4g s); GEMMs at "
                "peak x efficiency(min dim), the rest at HBM bandwidth",
-               layer.bwd(), recompute, base.fwd() + base.bwd())},
+               layer.bwd(), recompute, rankBase(busiest))},
       {"tp_comm", r.tpCommS, "s",
        l.tp > 1 ? fmt("%.0f ring all-reduces of %.4g MB per micro-batch over "
                       "tp=%.0f, ",

@@ -1,6 +1,6 @@
 //===- CostModel.h - step time and memory of one layout ---------*- C++ -*-===//
 //
-// An analytic model over the IR-derived per-layer costs (OpCost.h) and a
+// An analytic model over the IR-derived per-layer costs (ModelCost.h) and a
 // hardware description (Hardware.h). docs/planner.md states every equation.
 //
 //===----------------------------------------------------------------------===//
@@ -57,6 +57,9 @@ struct Estimate {
   double computeS = 0, tpCommS = 0, dpCommS = 0, ppBubbleS = 0, p2pS = 0,
          optimizerS = 0, stepS = 0;
   double bubbleFraction = 0;
+  /// Each pipeline chunk's layers ("0-5,6-11", chunks in order), as
+  /// weft-compile --stages takes them; "0-(L-1)" without a pipeline.
+  std::string stages;
   // Bytes per GPU (the most loaded pipeline stage).
   double paramBytes = 0, gradBytes = 0, optimizerBytes = 0, activationBytes = 0,
          memoryBytes = 0;

@@ -4,6 +4,7 @@
 #include "dialect/LayerMap.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
+#include "passes/StageBalance.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -272,8 +273,19 @@ bool analyzeModule(ModuleOp source, ModelCost &cost, std::string &error) {
   cost.dims = dims;
   cost.seq = seq;
   cost.layers.assign(w.parts.begin() + 1, w.parts.end() - 1);
-  accumulate(cost.base, w.parts.front());
-  accumulate(cost.base, w.parts.back());
+  cost.first = w.parts.front();
+  cost.last = w.parts.back();
+  accumulate(cost.base, cost.first);
+  accumulate(cost.base, cost.last);
+  llvm::DenseSet<Operation *> tied;
+  for (Operation *op : forward)
+    if (op->getAttrOfType<IntegerAttr>(attrname::kLayer).getInt() == numLayers)
+      for (Value v : op->getOperands())
+        if (auto p = v.getDefiningOp<ParamOp>())
+          if (p->getAttrOfType<IntegerAttr>(attrname::kLayer).getInt() !=
+                  numLayers &&
+              tied.insert(p).second)
+            cost.lastTiedParams += p.getType().getNumElements();
   // The mean layer (the builtin models' layers are alike, so it is each).
   cost.layer = cost.layers.front();
   for (size_t i = 1; i < cost.layers.size(); ++i) {
@@ -291,6 +303,21 @@ bool analyzeModule(ModuleOp source, ModelCost &cost, std::string &error) {
     }
   }
   return true;
+}
+
+const std::vector<int64_t> &ModelCost::chunkLayers(int64_t chunks) const {
+  auto it = chunkCache.find(chunks);
+  if (it != chunkCache.end())
+    return it->second;
+  std::vector<double> flops;
+  for (const PartCost &p : layers)
+    flops.push_back(p.forwardFlops());
+  std::vector<int64_t> stage =
+      balanceStages(flops, first.forwardFlops(), last.forwardFlops(), chunks);
+  std::vector<int64_t> counts(size_t(std::max<int64_t>(chunks, 1)), 0);
+  for (int64_t s : stage)
+    ++counts[size_t(s)];
+  return chunkCache[chunks] = counts;
 }
 
 } // namespace weft::cost

@@ -19,6 +19,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,11 @@ struct ModelCost {
   int64_t seq = 0;
   PartCost layer; // one transformer layer
   PartCost base;  // embeddings, final norm, head and loss (counted once)
+  PartCost first; // of base: the embeddings (weft.layer -1), on stage 0
+  PartCost last;  // of base: final norm, head and loss, on the last stage
+  /// Parameters of other layers the last part reads (a tied embedding that
+  /// is also the head): the last pipeline stage holds a copy.
+  int64_t lastTiedParams = 0;
 
   int64_t numParams() const {
     return dims.numLayers * layer.params + base.params;
@@ -88,6 +94,14 @@ struct ModelCost {
   /// Each layer's cost; `layer` is their mean (equal to each for the
   /// builtin models, whose layers are alike).
   std::vector<PartCost> layers;
+
+  /// Layers of each of `chunks` contiguous pipeline chunks, cut as
+  /// weft-cut-stages cuts them (passes/StageBalance.h: by forward FLOPs,
+  /// the embeddings on the first chunk, the head on the last).
+  const std::vector<int64_t> &chunkLayers(int64_t chunks) const;
+
+private:
+  mutable std::map<int64_t, std::vector<int64_t>> chunkCache;
 };
 
 /// Reads a model's costs from its forward module; returns false and sets

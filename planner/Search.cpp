@@ -178,10 +178,11 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
     for (int64_t pp : divisors(o.gpus / tp)) {
       if (!allow(f.pp, pp))
         continue;
-      if (c.numLayers % pp != 0) {
-        lastReason =
-            "pp=" + std::to_string(pp) +
-            " does not divide num_layers=" + std::to_string(c.numLayers);
+      // Uneven stages are fine (weft-cut-stages balances them, as Llama 3
+      // 405B put 126 layers on 16 stages); each stage needs a layer.
+      if (c.numLayers < pp) {
+        lastReason = "pp=" + std::to_string(pp) +
+                     " exceeds num_layers=" + std::to_string(c.numLayers);
         continue;
       }
       int64_t dp = o.gpus / (tp * pp);

@@ -239,6 +239,33 @@ TEST(Search, TpAcrossNodesCostsAnOrderOfMagnitudeMore) {
   EXPECT_GT(ratio, 8.0) << ratio;
 }
 
+// Llama 3 405B put 126 layers on 16 stages: pp need not divide the layers.
+// The planner cuts them as weft-cut-stages does (by forward FLOPs, the
+// embeddings on the first stage, the head on the last) and says so.
+TEST(Search, UnevenStagesArePlanned) {
+  ModelCost m = analyze("llama-3-405b", 8192);
+  ASSERT_EQ(m.dims.numLayers, 126);
+  SearchOptions o;
+  o.gpus = 2048;
+  o.globalBatch = 2048;
+  o.fix.tp = 8;
+  o.fix.pp = 16;
+  SearchResult r = searchLayouts(m, h100(), o);
+  ASSERT_TRUE(r.ok()) << r.error;
+  const std::vector<int64_t> &chunks = m.chunkLayers(16);
+  ASSERT_EQ(chunks.size(), 16u);
+  int64_t total = 0;
+  for (int64_t n : chunks) {
+    EXPECT_TRUE(n == 7 || n == 8) << n;
+    total += n;
+  }
+  EXPECT_EQ(total, 126);
+  EXPECT_LE(chunks.back(), chunks[1]); // the head's stage carries no more
+  const Estimate &best = r.ranked.front();
+  EXPECT_EQ(best.stages.substr(0, 4), "0-7,");
+  EXPECT_EQ(best.stages.substr(best.stages.size() - 8), ",119-125");
+}
+
 TEST(Search, ConstraintsAndBadInput) {
   Constraints c;
   std::string error;

@@ -230,6 +230,10 @@ std::string applyPlan() {
              ": expected 1f1b with 1, or interleaved with 2 or more";
     pipelineScheduleArg = schedule->str();
     virtualStagesArg = v;
+    // The stages the planner costed (uneven where pp does not divide the
+    // layers); rows of older planners have none, and the cut balances.
+    if (auto stages = row->getString("stages"))
+      stagesArg = stages->str();
   }
   // The plan's recomputation, as weft-recompute builds it.
   if (auto r = row->getString("recompute")) {

@@ -102,6 +102,8 @@ nlohmann::json toJson(const Estimate &e) {
           {"num_microbatches", l.numMicroBatches},
           {"schedule", scheduleName(l.schedule)},
           {"virtual_stages", l.virtualStages},
+          // Each pipeline chunk's layers, as the planner costed them.
+          {"stages", e.stages},
           {"zero", l.zero},
           // The planner's ZeRO-3: each micro-batch gathers the parameters
           // again (one layer gathered, the next prefetched), not once per
