@@ -2,7 +2,8 @@
 //
 // Times cpu::matmul (OpenBLAS called per block of rows or columns on the
 // OpenMP threads, as every matmul instruction runs) on GPT-2 and Llama
-// shapes and prints one JSON line per shape with the OpenBLAS core in use.
+// shapes and prints one JSON line per shape with the GEMM library and its
+// kernels ("core": "OpenBLAS Zen", "BLIS zen3").
 // Like weft-run, it restarts itself with the right OpenBLAS kernels when
 // OpenBLAS chose pre-AVX ones on its own (cpu::restartWithRightBlasKernels),
 // so test/bench/bench_gemm_check.py measures what a new user gets.
@@ -60,7 +61,8 @@ int main(int Argc, char **Argv) {
     }
   }
   cpu::setNumThreads(Threads);
-  const char *Core = openblas_get_corename();
+  const std::string Lib = cpu::blasName();
+  const char *Core = Lib.c_str();
   std::mt19937 G(1);
   std::uniform_real_distribution<float> D(-1, 1);
   for (const Shape &S : Shapes) {

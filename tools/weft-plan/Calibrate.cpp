@@ -10,6 +10,9 @@
 #include <vector>
 #ifdef WEFT_HAVE_CBLAS
 #include <cblas.h>
+#ifdef WEFT_BLAS_BLIS
+#include <blis.h>
+#endif
 #endif
 
 namespace weft::cost {
@@ -77,7 +80,11 @@ Hardware calibrateLocal(std::string &log) {
   char line[256];
 #ifdef WEFT_HAVE_CBLAS
   // A device of the CPU meshes is one rank on one core (OMP_NUM_THREADS=1).
+#ifdef WEFT_BLAS_BLIS
+  bli_thread_set_num_threads(1);
+#else
   openblas_set_num_threads(1);
+#endif
 #endif
   double big = sgemmRate(1024), small = sgemmRate(128);
   if (big > 0) {

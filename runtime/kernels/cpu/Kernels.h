@@ -168,6 +168,12 @@ void narrowToBf16(const float *X, uint16_t *Y, int64_t N);
 /// Index of the first NaN or infinity among X[0, N), or -1.
 template <typename T> int64_t firstNonFinite(const T *X, int64_t N);
 
+/// Keeps the BLAS library single-threaded: weft splits GEMMs over its own
+/// OpenMP threads (Threads.cpp).
+void serialBlas();
+/// The GEMM library and its kernels, e.g. "OpenBLAS Zen" or "BLIS zen3".
+std::string blasName();
+
 /// A warning when OpenBLAS picked pre-AVX kernels on a CPU with AVX2 or
 /// AVX-512 (a VM that masks its CPU model defeats OpenBLAS's dynamic-arch
 /// detection: GPT-2 124M steps then take 4-5x longer); empty otherwise. The

@@ -13,6 +13,10 @@
 #include <omp.h>
 #include <unistd.h>
 
+#ifdef WEFT_BLAS_BLIS
+#include <blis.h>
+#endif
+
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
@@ -23,8 +27,25 @@ void setNumThreads(int N) {
   if (N <= 0)
     N = int(std::max(1u, std::thread::hardware_concurrency()));
   omp_set_num_threads(N);
-#ifdef WEFT_HAVE_OPENBLAS
+  serialBlas();
+}
+
+void serialBlas() {
+#if defined(WEFT_BLAS_BLIS)
+  bli_thread_set_num_threads(1);
+#elif defined(WEFT_HAVE_OPENBLAS)
   openblas_set_num_threads(1);
+#endif
+}
+
+std::string blasName() {
+#if defined(WEFT_BLAS_BLIS)
+  return std::string("BLIS ") + bli_arch_string(bli_arch_query_id());
+#elif defined(WEFT_HAVE_OPENBLAS)
+  const char *Core = openblas_get_corename();
+  return std::string("OpenBLAS ") + (Core ? Core : "?");
+#else
+  return "reference loops";
 #endif
 }
 
@@ -54,7 +75,7 @@ std::string blasKernelWarning(const std::string &Core, bool Avx512, bool Avx2) {
          Want + " set in its environment";
 }
 
-#ifdef WEFT_HAVE_OPENBLAS
+#if defined(WEFT_HAVE_OPENBLAS) && !defined(WEFT_BLAS_BLIS)
 std::string blasKernelWarning() {
   const char *Core = openblas_get_corename();
   return blasKernelWarning(Core ? Core : "",
@@ -82,23 +103,29 @@ void restartWithRightBlasKernels(char **Argv) {
   execv("/proc/self/exe", Argv);
   unsetenv("OPENBLAS_CORETYPE"); // exec failed: carry on, and warn
 }
-
-namespace {
-// Makes sure OpenBLAS is serial even when setNumThreads is never called.
-struct SerialBlasAtStartup {
-  SerialBlasAtStartup() { openblas_set_num_threads(1); }
-} SerialBlas;
-} // namespace
 #else
 std::string blasKernelWarning() {
+#ifdef WEFT_BLAS_BLIS
+  return ""; // no OpenBLAS core to check
+#else
   return "this weft-run was built without OpenBLAS "
          "(WEFT_ALLOW_REFERENCE_BLAS): "
          "matrix products on the CPU run as plain loops, many times slower";
+#endif
 }
 
 std::string blasCoreToForce() { return ""; }
 
 void restartWithRightBlasKernels(char **) {}
+#endif
+
+#ifdef WEFT_HAVE_OPENBLAS
+namespace {
+// Makes sure the BLAS is serial even when setNumThreads is never called.
+struct SerialBlasAtStartup {
+  SerialBlasAtStartup() { serialBlas(); }
+} SerialBlas;
+} // namespace
 #endif
 
 std::string blasRestartNote() {
