@@ -12,8 +12,10 @@
 #include "planner/CostModel.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 namespace weft::cost {
 
@@ -184,28 +186,57 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   const double layersPerStage = rankLayers[busiest];
   r.stages = stagesString(chunks);
 
-  // --- tensor parallelism: Megatron's all-reduces (SP: RS + AG) ---
+  // --- tensor parallelism: the collectives weft's own passes emit ---
+  // (TensorParallel.h): per layer on the busiest rank, the embeddings' on
+  // the first, the head's and loss's on the last; a forward collective runs
+  // again in a fully recomputed layer; parameter-sized ones once per step.
   const char *tpTierName = "";
   const LinkTier &tpTier = tierFor(hw, 1, l.tp, tpTierName);
   double actBytes = double(b) * s * h * e;
-  int64_t tpPerLayer = 4 + (l.recompute == Recompute::Full ? 2 : 0);
-  double tpOne = ringAllReduceSeconds(actBytes, l.tp, tpTier);
-  double tpStage = (layersPerStage * tpPerLayer + 2) * tpOne; // + embed, head
+  double tpStage = 0, tpPerStep = 0, tpCount = 0;
+  const size_t lastRank = size_t(l.pp) - 1;
   if (l.tp > 1) {
-    int64_t count = int64_t(std::llround(layersPerStage * tpPerLayer + 2)) * m;
-    if (l.sequenceParallel) {
-      r.collectives.push_back(
-          {"reduce_scatter", "tp", tpTierName, "SP: leaving a TP region",
-           actBytes, count, count * ringGatherSeconds(actBytes, l.tp, tpTier)});
-      r.collectives.push_back(
-          {"all_gather", "tp", tpTierName, "SP: entering a TP region", actBytes,
-           count, count * ringGatherSeconds(actBytes, l.tp, tpTier)});
-    } else {
-      r.collectives.push_back(
-          {"all_reduce", "tp", tpTierName,
-           "Megatron: 2 fwd + 2 bwd per layer (+2 recompute), embedding, head",
-           actBytes, count, count * tpOne});
+    std::string tpError;
+    const TpCollectives *tpc =
+        model.tensorParallel(l.tp, l.sequenceParallel, tpError);
+    if (!tpc) {
+      r.error = tpError;
+      return r; // fits stays false
     }
+    // kind -> {count per step, seconds per step, bytes of one}
+    std::map<std::string, std::array<double, 3>> kinds;
+    auto add = [&](const std::vector<TpCollective> &list, double times) {
+      for (const TpCollective &c : list) {
+        double bytes = c.elems * e * (c.perSequence ? double(b) : 1.0);
+        double one = c.kind == TpCollective::AllReduce
+                         ? ringAllReduceSeconds(bytes, l.tp, tpTier)
+                         : ringGatherSeconds(bytes, l.tp, tpTier);
+        double n =
+            times * (c.forward && l.recompute == Recompute::Full ? 2 : 1);
+        (c.perSequence ? tpStage : tpPerStep) += n * one;
+        double perStep = n * (c.perSequence ? double(m) : 1.0);
+        auto &k =
+            kinds[c.kind == TpCollective::AllReduce       ? "all_reduce"
+                  : c.kind == TpCollective::ReduceScatter ? "reduce_scatter"
+                                                          : "all_gather"];
+        k[0] += perStep;
+        k[1] += perStep * one;
+        k[2] = std::max(k[2], bytes);
+        tpCount += perStep;
+      }
+    };
+    add(tpc->layer, layersPerStage);
+    if (busiest == 0)
+      add(tpc->first, 1);
+    if (busiest == lastRank)
+      add(tpc->last, 1);
+    for (auto &[kind, k] : kinds)
+      r.collectives.push_back(
+          {kind, "tp", tpTierName,
+           "weft's Megatron layout" +
+               std::string(l.sequenceParallel ? " with SP" : "") +
+               ", read from the partitioned IR (largest message)",
+           k[2], int64_t(std::llround(k[0])), k[1]});
   }
 
   // --- pipeline: p2p of activations (scatter/gather over tp) and bubble ---
@@ -224,7 +255,7 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   double idle = double(l.pp - 1) / v;
   r.bubbleFraction = bubbleFraction(l.pp, m, v);
   r.computeS = m * stageCompute;
-  r.tpCommS = m * tpStage;
+  r.tpCommS = m * tpStage + tpPerStep;
   r.p2pS = m * p2pMb;
   r.ppBubbleS = idle * perMb;
 
@@ -340,10 +371,9 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
                "peak x efficiency(min dim), the rest at HBM bandwidth",
                layer.bwd(), recompute, rankBase(busiest))},
       {"tp_comm", r.tpCommS, "s",
-       l.tp > 1 ? fmt("%.0f ring all-reduces of %.4g MB per micro-batch over "
-                      "tp=%.0f, ",
-                      layersPerStage * tpPerLayer + 2, actBytes / 1e6,
-                      double(l.tp)) +
+       l.tp > 1 ? fmt("%.0f ring collectives per step (the partitioned IR's, "
+                      "activations of %.4g MB) over tp=%.0f, ",
+                      tpCount, actBytes / 1e6, double(l.tp)) +
                       tpTierName + ", not overlapped"
                 : "tp=1: none"},
       {"pp_p2p", r.p2pS, "s",

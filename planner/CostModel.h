@@ -53,6 +53,9 @@ struct CollectiveUse {
 
 struct Estimate {
   Layout layout;
+  /// Why the layout cannot run (weft cannot partition the model so); empty
+  /// when it can.
+  std::string error;
   // Seconds per step, on the critical path.
   double computeS = 0, tpCommS = 0, dpCommS = 0, ppBubbleS = 0, p2pS = 0,
          optimizerS = 0, stepS = 0;

@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/DenseSet.h"
 
@@ -16,6 +17,14 @@
 using namespace mlir;
 
 namespace weft::cost {
+
+struct TpSource {
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module;
+  std::map<std::pair<int64_t, bool>, TpCollectives> cache;
+  std::map<std::pair<int64_t, bool>, std::string> errors;
+};
+
 namespace {
 
 double numel(Type t) {
@@ -238,6 +247,24 @@ bool analyzeModule(ModuleOp source, ModelCost &cost, std::string &error) {
   }
   dims.numLayers = numLayers;
 
+  // The marked forward module, for weft's tp passes later: copied into a
+  // context of its own (a ModelCost outlives the caller's), cut to two
+  // layers when the layers are alike.
+  auto tp = std::make_shared<TpSource>();
+  tp->context.loadDialect<WeftDialect, func::FuncDialect>();
+  tp->context.disableMultithreading();
+  {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    tp->module = parseSourceString<ModuleOp>(text, &tp->context);
+  }
+  if (!tp->module) {
+    error = "cannot copy the marked module (printing and parsing it failed)";
+    return false;
+  }
+  cutToTwoLayers(*tp->module, numLayers);
+
   Walk w;
   w.parts.assign(size_t(numLayers + 2), PartCost{});
   w.elems.batch = batch;
@@ -270,6 +297,7 @@ bool analyzeModule(ModuleOp source, ModelCost &cost, std::string &error) {
       g.rowsPerSeq /= batch;
   }
   cost = ModelCost{};
+  cost.tpSource = std::move(tp);
   cost.dims = dims;
   cost.seq = seq;
   cost.layers.assign(w.parts.begin() + 1, w.parts.end() - 1);
@@ -303,6 +331,28 @@ bool analyzeModule(ModuleOp source, ModelCost &cost, std::string &error) {
     }
   }
   return true;
+}
+
+const TpCollectives *ModelCost::tensorParallel(int64_t tp, bool sp,
+                                               std::string &error) const {
+  if (!tpSource) {
+    error = "the model's IR is not kept (a ModelCost not made by "
+            "analyzeModule)";
+    return nullptr;
+  }
+  auto key = std::make_pair(tp, sp);
+  if (auto it = tpSource->cache.find(key); it != tpSource->cache.end())
+    return &it->second;
+  if (auto it = tpSource->errors.find(key); it != tpSource->errors.end()) {
+    error = it->second;
+    return nullptr;
+  }
+  TpCollectives out;
+  if (!tensorParallelCollectives(*tpSource->module, tp, sp, out, error)) {
+    tpSource->errors[key] = error;
+    return nullptr;
+  }
+  return &(tpSource->cache[key] = std::move(out));
 }
 
 const std::vector<int64_t> &ModelCost::chunkLayers(int64_t chunks) const {

@@ -17,9 +17,12 @@
 #ifndef WEFT_PLANNER_MODELCOST_H
 #define WEFT_PLANNER_MODELCOST_H
 
+#include "planner/TensorParallel.h"
+
 #include "mlir/IR/BuiltinOps.h"
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -99,6 +102,16 @@ struct ModelCost {
   /// weft-cut-stages cuts them (passes/StageBalance.h: by forward FLOPs,
   /// the embeddings on the first chunk, the head on the last).
   const std::vector<int64_t> &chunkLayers(int64_t chunks) const;
+
+  /// The collectives weft's passes emit over tp = `tp` (TensorParallel.h),
+  /// run once per (tp, sp) and kept; null, with `error` set, when weft
+  /// cannot lay the model out so.
+  const TpCollectives *tensorParallel(int64_t tp, bool sp,
+                                      std::string &error) const;
+
+  /// The marked forward module the tp collectives are read from (in a
+  /// context of its own, so a ModelCost outlives its source).
+  std::shared_ptr<struct TpSource> tpSource;
 
 private:
   mutable std::map<int64_t, std::vector<int64_t>> chunkCache;

@@ -225,6 +225,10 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
                          v,  zero, sp, rc, o.dpOverlap};
                 Estimate est = estimate(model, hw, l, o.globalBatch, o.tokens);
                 ++r.evaluated;
+                if (!est.error.empty()) { // weft cannot partition it so
+                  lastReason = est.error;
+                  continue;
+                }
                 ++r.valid;
                 if (!r.leastMemory ||
                     est.memoryBytes < r.leastMemory->memoryBytes)

@@ -1,0 +1,56 @@
+//===- TensorParallel.h - TP collectives from weft's own passes -*- C++ -*-===//
+//
+// The planner does not define tensor parallelism a second time: it runs
+// weft's Megatron layout, autodiff, optimizer, propagation and partition
+// passes (the pipeline weft-compile runs) on the model at tp = T, with or
+// without sequence parallelism, and reads every collective over tp that
+// they emit, each in the layer of the op it serves. When the transformer
+// layers are alike op for op, the module is first cut to two of them
+// (the rest are the same), so a 126-layer model partitions as fast as a
+// 2-layer one.
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_PLANNER_TENSORPARALLEL_H
+#define WEFT_PLANNER_TENSORPARALLEL_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace weft::cost {
+
+/// One collective over tp per micro-batch (per step when not per sequence).
+struct TpCollective {
+  enum Kind { AllReduce, ReduceScatter, AllGather } kind = AllReduce;
+  /// Elements of the whole tensor (an all-reduce's operand, a
+  /// reduce-scatter's input, an all-gather's result): per sequence for an
+  /// activation, else per micro-batch (a parameter's gradient).
+  double elems = 0;
+  bool perSequence = true;
+  bool forward = true; // serves the forward (runs again under full recompute)
+};
+
+/// The tp collectives of one transformer layer (the layers' mean: each
+/// layer's list when they are alike), of the embeddings (on the first
+/// pipeline stage) and of the final norm, head and loss (on the last).
+struct TpCollectives {
+  std::vector<TpCollective> layer, first, last;
+  double layersCounted = 0; // layers the per-layer list was averaged over
+};
+
+/// Runs weft's passes on a copy of `forward` (a module whose forward ops
+/// carry weft.layer, as analyzeModule marks them) at tp = `tp`, sequence
+/// parallel or not, and collects the tp collectives. False, with `error`
+/// naming the pass's diagnostic, when weft cannot partition the model so.
+bool tensorParallelCollectives(mlir::ModuleOp forward, int64_t tp, bool sp,
+                               TpCollectives &out, std::string &error);
+
+/// Cuts a marked forward module to its first two transformer layers when
+/// every layer is alike op for op (same ops, result types and attributes
+/// but weft.layer); returns whether it did.
+bool cutToTwoLayers(mlir::ModuleOp forward, int64_t numLayers);
+
+} // namespace weft::cost
+
+#endif // WEFT_PLANNER_TENSORPARALLEL_H
