@@ -3,6 +3,7 @@
 #include "program/Shard.h"
 #include "runtime/CheckpointManifest.h"
 #include "runtime/DurableFile.h"
+#include "runtime/OnnxWeights.h"
 #include "runtime/Safetensors.h"
 
 #include <nlohmann/json.hpp>
@@ -304,7 +305,9 @@ Expected<int64_t> loadFlat(Executor &E, const fs::path &Dir,
   const std::string Path = Dir.empty() ? Paths.front() : Dir.string();
   std::vector<SafetensorsFile> Files;
   for (const std::string &F : Paths) {
-    Expected<SafetensorsFile> File = SafetensorsFile::read(F);
+    Expected<SafetensorsFile> File = fs::path(F).extension() == ".onnx"
+                                         ? readOnnxInitializers(F)
+                                         : SafetensorsFile::read(F);
     if (!File.ok())
       return File.status();
     Files.push_back(File.take());
@@ -315,8 +318,18 @@ Expected<int64_t> loadFlat(Executor &E, const fs::path &Dir,
     HasOptimizer |= lookup(Files, Spec.Name + ".exp_avg").Tensor != nullptr;
   std::vector<char> Global, Local;
   std::set<std::string> Used;
+  bool Untied = false;
+  for (const ParamSpec &Spec : P.Params)
+    Untied |= Spec.Name == "lm_head.weight";
   for (const Entry &En : entries(P, HasOptimizer)) {
     Found F = lookup(Files, En.Name);
+    // A tied embedding kept once under the head's name (torch.onnx.export
+    // of a tied Hugging Face model writes only lm_head.weight); its shape
+    // is checked as the embedding's.
+    if (!F.Tensor && !Untied && En.Kind == BufferKind::Param &&
+        (En.Name == "transformer.wte.weight" ||
+         En.Name == "model.embed_tokens.weight"))
+      F = lookup(Files, "lm_head.weight");
     if (F.Tensor)
       Used.insert(F.Tensor->Name);
     if (!F.Tensor) {

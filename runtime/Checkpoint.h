@@ -53,8 +53,10 @@ Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step,
 /// a different model would otherwise load silently), except buffers that
 /// hold no trained values (GPT-2's causal-mask `attn.bias` and
 /// `attn.masked_bias`, Llama's `rotary_emb.inv_freq`) and an `lm_head.weight`
-/// equal to the tied embedding. With AllowUnused, each unused tensor is a
-/// line in *Warnings instead.
+/// equal to the tied embedding. A tied program whose embedding is missing
+/// takes `lm_head.weight` for it (a tied model exported with only the head's
+/// name). With AllowUnused, each unused tensor is a line in *Warnings
+/// instead.
 struct LoadOptions {
   bool AllowUnused = false;
   std::vector<std::string> *Warnings = nullptr;

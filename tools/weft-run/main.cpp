@@ -46,6 +46,7 @@ options:
   --seed N          seed of the deterministic parameter init (default 1234)
   --load DIR        load parameters (and, when present, optimizer state and
                     step) from DIR/*.safetensors, or from one .safetensors file
+                    or .onnx model (its float initializers, by name)
   --allow-unused-tensors
                     --load warns about checkpoint tensors the program does
                     not use instead of refusing the checkpoint

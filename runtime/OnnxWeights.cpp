@@ -1,0 +1,214 @@
+//===- OnnxWeights.cpp - an ONNX model's initializers as weights ----------===//
+#include "runtime/OnnxWeights.h"
+
+#ifdef WEFT_HAVE_ONNX
+#include <google/protobuf/io/coded_stream.h>
+#include <onnx/onnx_pb.h>
+#endif
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace weft {
+
+#ifndef WEFT_HAVE_ONNX
+Expected<SafetensorsFile> readOnnxInitializers(const std::string &Path) {
+  return Status::error("cannot read '" + Path +
+                       "': this weft-run was built without ONNX support "
+                       "(libonnx-dev and libprotobuf-dev)");
+}
+#else
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Dtype {
+  const char *Safetensors;
+  size_t Bytes;
+};
+
+// The float types a weight can have; others hold no weights.
+bool floatType(int T, Dtype &D) {
+  switch (T) {
+  case onnx::TensorProto_DataType_FLOAT:
+    D = {"F32", 4};
+    return true;
+  case onnx::TensorProto_DataType_DOUBLE:
+    D = {"F64", 8};
+    return true;
+  case onnx::TensorProto_DataType_FLOAT16:
+    D = {"F16", 2};
+    return true;
+  case onnx::TensorProto_DataType_BFLOAT16:
+    D = {"BF16", 2};
+    return true;
+  default:
+    return false;
+  }
+}
+
+// The initializer's bytes (little-endian, as safetensors stores them), from
+// raw_data, the typed repeated field, or an external data file.
+Status tensorBytes(const onnx::TensorProto &T, const Dtype &D, uint64_t Numel,
+                   const fs::path &ModelDir, const std::string &What,
+                   std::string &Out) {
+  const uint64_t Want = Numel * D.Bytes;
+  if (T.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
+    std::string Location;
+    uint64_t Offset = 0, Length = Want;
+    bool HasLength = false;
+    for (const auto &KV : T.external_data()) {
+      const std::string &K = KV.key(), &V = KV.value();
+      char *End = nullptr;
+      errno = 0;
+      unsigned long long N = std::strtoull(V.c_str(), &End, 10);
+      bool Number = !V.empty() && *End == 0 && errno == 0 && V[0] != '-';
+      if (K == "location")
+        Location = V;
+      else if ((K == "offset" || K == "length") && !Number)
+        return Status::error(What + ": external_data " + K + " '" + V +
+                             "' is not a byte count");
+      else if (K == "offset")
+        Offset = N;
+      else if (K == "length")
+        Length = N, HasLength = true;
+    }
+    fs::path File = fs::path(Location);
+    if (Location.empty() || File.is_absolute() ||
+        File.lexically_normal().string().rfind("..", 0) == 0)
+      return Status::error(What + ": external_data location '" + Location +
+                           "' must be a file beside the model");
+    if (HasLength && Length != Want)
+      return Status::error(What + ": external_data length " +
+                           std::to_string(Length) + ", expected " +
+                           std::to_string(Want) + " bytes for its shape");
+    std::ifstream In(ModelDir / File, std::ios::binary);
+    if (!In)
+      return Status::error(What + ": cannot open its external data file '" +
+                           (ModelDir / File).string() + "'");
+    In.seekg(0, std::ios::end);
+    const uint64_t Size = uint64_t(In.tellg());
+    if (Offset > Size || Want > Size - Offset)
+      return Status::error(
+          What + ": external data bytes [" + std::to_string(Offset) + ", " +
+          std::to_string(Offset + Want) + ") past the end of '" + Location +
+          "' (" + std::to_string(Size) + " bytes)");
+    Out.resize(size_t(Want));
+    In.seekg(std::streamoff(Offset));
+    In.read(Out.data(), std::streamsize(Want));
+    return In ? Status::success()
+              : Status::error(What + ": cannot read its external data");
+  }
+  if (T.has_raw_data()) {
+    if (T.raw_data().size() != Want)
+      return Status::error(
+          What + ": raw_data holds " + std::to_string(T.raw_data().size()) +
+          " bytes, expected " + std::to_string(Want) + " for its shape");
+    Out = T.raw_data();
+    return Status::success();
+  }
+  // The typed fields (x86-64 is little-endian, as safetensors).
+  auto fromField = [&](const auto &Field, size_t ElemBytes) -> Status {
+    if (uint64_t(Field.size()) != Numel)
+      return Status::error(What + ": holds " + std::to_string(Field.size()) +
+                           " values, expected " + std::to_string(Numel) +
+                           " for its shape");
+    Out.resize(size_t(Want));
+    for (int I = 0; I < Field.size(); ++I) {
+      auto V = Field.Get(I);
+      std::memcpy(Out.data() + size_t(I) * ElemBytes, &V, ElemBytes);
+    }
+    return Status::success();
+  };
+  switch (T.data_type()) {
+  case onnx::TensorProto_DataType_FLOAT:
+    return fromField(T.float_data(), 4);
+  case onnx::TensorProto_DataType_DOUBLE:
+    return fromField(T.double_data(), 8);
+  default: // FLOAT16, BFLOAT16: each 16 bits in an int32_data entry
+    return fromField(T.int32_data(), 2);
+  }
+}
+
+} // namespace
+
+Expected<SafetensorsFile> readOnnxInitializers(const std::string &Path) {
+  std::ifstream In(Path, std::ios::binary);
+  if (!In)
+    return Status::error("cannot open ONNX model '" + Path + "'");
+  std::ostringstream SS;
+  SS << In.rdbuf();
+  const std::string Bytes = SS.str();
+  onnx::ModelProto Model;
+  google::protobuf::io::CodedInputStream Stream(
+      reinterpret_cast<const uint8_t *>(Bytes.data()),
+      int(std::min<size_t>(Bytes.size(), size_t(INT32_MAX))));
+  Stream.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  if (Bytes.size() > size_t(INT32_MAX) ||
+      !Model.ParseFromCodedStream(&Stream) || !Stream.ConsumedEntireMessage())
+    return Status::error(
+        "'" + Path + "' is not an ONNX model: its " +
+        std::to_string(Bytes.size()) +
+        " bytes do not parse as a ModelProto (truncated, or another "
+        "format; models over 2 GB keep their weights as external data)");
+  const onnx::GraphProto &G = Model.graph();
+  if (G.sparse_initializer_size() > 0)
+    return Status::error("ONNX model '" + Path + "': sparse initializer '" +
+                         G.sparse_initializer(0).values().name() +
+                         "' is not supported as a weight");
+
+  const fs::path ModelDir = fs::path(Path).parent_path();
+  nlohmann::json Header = nlohmann::json::object();
+  std::string Data;
+  for (const onnx::TensorProto &T : G.initializer()) {
+    const std::string What =
+        "ONNX model '" + Path + "': initializer '" + T.name() + "'";
+    Dtype D{};
+    if (!floatType(T.data_type(), D))
+      continue; // integer and boolean constants are no weights
+    if (T.name().empty())
+      return Status::error("ONNX model '" + Path +
+                           "': a float initializer has no name");
+    if (Header.contains(T.name()))
+      return Status::error(What + " appears twice");
+    if (T.has_segment())
+      return Status::error(What + " is segmented, which is not supported");
+    Shape Dims;
+    uint64_t Numel = 1;
+    for (int64_t N : T.dims()) {
+      if (N < 0 || N > MaxNumElements ||
+          (N > 0 && Numel > uint64_t(MaxNumElements) / uint64_t(N)))
+        return Status::error(What +
+                             " has dims beyond 2^48 elements or a "
+                             "negative dim (" +
+                             std::to_string(N) + ")");
+      Numel *= uint64_t(N);
+      Dims.push_back(N);
+    }
+    std::string Bytes;
+    WEFT_RETURN_IF_ERROR(tensorBytes(T, D, Numel, ModelDir, What, Bytes));
+    Header[T.name()] = {
+        {"dtype", D.Safetensors},
+        {"shape", Dims},
+        {"data_offsets", {Data.size(), Data.size() + Bytes.size()}}};
+    Data += Bytes;
+  }
+  // The safetensors layout: 8-byte header length, header, data.
+  std::string H = Header.dump();
+  while (H.size() % 8 != 0)
+    H.push_back(' ');
+  std::string File(8, '\0');
+  uint64_t Len = H.size();
+  for (int I = 0; I < 8; ++I)
+    File[size_t(I)] = char((Len >> (8 * I)) & 0xff);
+  File += H;
+  File += Data;
+  return SafetensorsFile::parse(std::move(File), Path);
+}
+#endif
+
+} // namespace weft
