@@ -48,7 +48,7 @@ bench: data
 # Robustness checks (README "Fuzzing and sanitizers"); not part of `make test`.
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= program safetensors config hardware tokens checkpoint
+FUZZ_TARGETS ?= program safetensors config hardware tokens checkpoint onnx
 fuzz: deps
 	@if [ ! -f $(FUZZ_BUILD)/build.ninja ]; then \
 	  cmake -G Ninja -S test/fuzz -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \

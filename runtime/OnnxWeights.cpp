@@ -16,10 +16,15 @@
 namespace weft {
 
 #ifndef WEFT_HAVE_ONNX
-Expected<SafetensorsFile> readOnnxInitializers(const std::string &Path) {
+Expected<SafetensorsFile> parseOnnxInitializers(const std::string &,
+                                                const std::string &Path) {
   return Status::error("cannot read '" + Path +
                        "': this weft-run was built without ONNX support "
                        "(libonnx-dev and libprotobuf-dev)");
+}
+
+Expected<SafetensorsFile> readOnnxInitializers(const std::string &Path) {
+  return parseOnnxInitializers("", Path);
 }
 #else
 namespace {
@@ -30,6 +35,35 @@ struct Dtype {
   const char *Safetensors;
   size_t Bytes;
 };
+
+// Whether S is well-formed UTF-8 (no overlong forms, surrogates or code
+// points past U+10FFFF): a name must be, to become a safetensors (JSON)
+// header key. ONNX's proto2 strings are not checked by protobuf.
+bool validUtf8(const std::string &S) {
+  const auto *P = reinterpret_cast<const unsigned char *>(S.data());
+  const size_t N = S.size();
+  for (size_t I = 0; I < N;) {
+    unsigned char C = P[I];
+    if (C < 0x80) {
+      ++I;
+      continue;
+    }
+    size_t Len = C >= 0xF0 ? 4 : C >= 0xE0 ? 3 : C >= 0xC2 ? 2 : 0;
+    if (Len == 0 || C > 0xF4 || I + Len > N)
+      return false;
+    uint32_t Cp = C & (0xFF >> (Len + 1));
+    for (size_t K = 1; K < Len; ++K) {
+      if ((P[I + K] & 0xC0) != 0x80)
+        return false;
+      Cp = Cp << 6 | (P[I + K] & 0x3F);
+    }
+    if ((Len == 3 && Cp < 0x800) || (Len == 4 && Cp < 0x10000) ||
+        (Cp >= 0xD800 && Cp <= 0xDFFF) || Cp > 0x10FFFF)
+      return false;
+    I += Len;
+  }
+  return true;
+}
 
 // The float types a weight can have; others hold no weights.
 bool floatType(int T, Dtype &D) {
@@ -142,7 +176,11 @@ Expected<SafetensorsFile> readOnnxInitializers(const std::string &Path) {
     return Status::error("cannot open ONNX model '" + Path + "'");
   std::ostringstream SS;
   SS << In.rdbuf();
-  const std::string Bytes = SS.str();
+  return parseOnnxInitializers(SS.str(), Path);
+}
+
+Expected<SafetensorsFile> parseOnnxInitializers(const std::string &Bytes,
+                                                const std::string &Path) {
   onnx::ModelProto Model;
   google::protobuf::io::CodedInputStream Stream(
       reinterpret_cast<const uint8_t *>(Bytes.data()),
@@ -173,6 +211,9 @@ Expected<SafetensorsFile> readOnnxInitializers(const std::string &Path) {
     if (T.name().empty())
       return Status::error("ONNX model '" + Path +
                            "': a float initializer has no name");
+    if (!validUtf8(T.name()))
+      return Status::error("ONNX model '" + Path +
+                           "': an initializer's name is not valid UTF-8");
     if (Header.contains(T.name()))
       return Status::error(What + " appears twice");
     if (T.has_segment())

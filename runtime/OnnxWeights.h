@@ -23,6 +23,11 @@ namespace weft {
 /// a sparse initializer.
 Expected<SafetensorsFile> readOnnxInitializers(const std::string &Path);
 
+/// The same for a model's bytes; Path names it in errors, and its folder
+/// holds any external data files.
+Expected<SafetensorsFile> parseOnnxInitializers(const std::string &Bytes,
+                                                const std::string &Path);
+
 } // namespace weft
 
 #endif // WEFT_RUNTIME_ONNXWEIGHTS_H

@@ -62,3 +62,37 @@ hw.update(name="cpu", compute_dtype="f32", gpus_per_node=1,
           measured="2026-11-30")
 with open(os.path.join(out, "hardware", "local-like.json"), "w") as f:
     json.dump(hw, f)
+
+
+# ONNX models whose initializers are weights (python3-onnx): every encoding
+# the reader takes, constants it skips, and an external-data reference.
+def onnx_seeds():
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    os.makedirs(os.path.join(out, "onnx"), exist_ok=True)
+    ext = TensorProto(name="ext", data_type=TensorProto.FLOAT, dims=[2])
+    ext.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "w.bin"), ("offset", "0"), ("length", "8")):
+        e = ext.external_data.add()
+        e.key, e.value = k, v
+    inits = [
+        numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "raw"),
+        helper.make_tensor("typed", TensorProto.FLOAT, [3], [1.0, -2.0, 0.5]),
+        helper.make_tensor("dbl", TensorProto.DOUBLE, [2], [1e-3, 7.0]),
+        helper.make_tensor("half", TensorProto.FLOAT16, [2], [0x3c00, 0x7c00]),
+        helper.make_tensor("bf", TensorProto.BFLOAT16, [1], [0x3f80]),
+        numpy_helper.from_array(np.array([4, 2], dtype=np.int64), "shape_const"),
+        numpy_helper.from_array(np.zeros((0, 4), dtype=np.float32), "empty"),
+        ext,
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    for name, init in (("weights.onnx", inits[:-1]), ("external.onnx", inits)):
+        g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y],
+                              initializer=init)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        with open(os.path.join(out, "onnx", name), "wb") as f:
+            f.write(m.SerializeToString())
+
+
+onnx_seeds()

@@ -12,7 +12,7 @@ out=$root/test/fuzz/corpus
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$out/program" "$out/safetensors" "$out/config" "$out/hardware" \
-  "$out/tokens"
+  "$out/tokens" "$out/onnx"
 
 # Programs: small shapes, every layout feature the compiler emits.
 i=0
