@@ -56,9 +56,9 @@ double attentionFlops(Value q, int64_t &headDim, int64_t numHeads) {
   return 4.0 * batch * seq * seq * width;
 }
 
-// What one sequence reads and writes: an activation ([batch, ...], of no
-// parameter's type) counts 1/batch of its elements, a parameter-sized value
-// (a weight's gradient, a table) all of them, as in a module of batch 1.
+// What one sequence reads and writes: an activation (perSequence) counts
+// 1/batch of its elements, a parameter-sized value (a weight's gradient, a
+// table) all of them, as in a module of batch 1.
 struct Elems {
   int64_t batch = 1;
   llvm::DenseSet<Type> paramTypes;
@@ -67,7 +67,7 @@ struct Elems {
     if (!t || !isa<FloatType>(t.getElementType()) || !t.hasStaticShape())
       return 0.0;
     double n = double(t.getNumElements());
-    if (t.getRank() >= 2 && t.getShape()[0] == batch && !paramTypes.contains(t))
+    if (perSequence(t, paramTypes))
       n /= double(batch);
     return n;
   }

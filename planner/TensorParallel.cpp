@@ -174,10 +174,8 @@ bool tensorParallelCollectives(ModuleOp forward, int64_t tp, bool sp,
       c.kind = TpCollective::AllGather, full = ag.getResult();
     if (!full)
       continue;
-    // A parameter's (gradient's) shape is per micro-batch; everything else
-    // over tp is an activation or its statistics, linear in the batch.
     c.elems = numel(full);
-    c.perSequence = !paramTypes.contains(full.getType());
+    c.perSequence = perSequence(full.getType(), paramTypes);
     if (c.perSequence)
       c.elems /= double(batch);
     c.forward = isForward;
@@ -204,7 +202,6 @@ bool tensorParallelCollectives(ModuleOp forward, int64_t tp, bool sp,
       for (TpCollective &c : out.layer)
         c.elems /= double(layers);
   }
-  out.layersCounted = double(layers);
   return true;
 }
 

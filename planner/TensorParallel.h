@@ -14,6 +14,7 @@
 #define WEFT_PLANNER_TENSORPARALLEL_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <string>
 #include <vector>
@@ -36,8 +37,17 @@ struct TpCollective {
 /// pipeline stage) and of the final norm, head and loss (on the last).
 struct TpCollectives {
   std::vector<TpCollective> layer, first, last;
-  double layersCounted = 0; // layers the per-layer list was averaged over
 };
+
+/// Whether a value of type `t` scales with the batch (an activation or its
+/// statistics) rather than being counted once per micro-batch (a parameter
+/// or its gradient: a parameter's type, global or local; a scalar such as
+/// the loss). The per-layer costs and the tp collectives both count by it.
+inline bool perSequence(mlir::Type t,
+                        const llvm::DenseSet<mlir::Type> &paramTypes) {
+  auto r = mlir::dyn_cast<mlir::RankedTensorType>(t);
+  return r && r.getRank() > 0 && !paramTypes.contains(t);
+}
 
 /// Runs weft's passes on a copy of `forward` (a module whose forward ops
 /// carry weft.layer, as analyzeModule marks them) at tp = `tp`, sequence
