@@ -20,6 +20,16 @@ int64_t bytesOf(Value v) {
   return t.getNumElements() * t.getElementTypeBitWidth() / 8;
 }
 
+// Whether collective `op` may join a bucket started by `first`: over the
+// same axes, of the same element type, in the same fragment.
+template <typename CollectiveOp>
+bool sameBucket(CollectiveOp first, CollectiveOp op) {
+  return first.getAxes() == op.getAxes() &&
+         first.getType().getElementType() == op.getType().getElementType() &&
+         first->getAttr(weft::attrname::kFragment) ==
+             op->getAttr(weft::attrname::kFragment);
+}
+
 // An all-reduce whose only use stores a parameter's gradient.
 bool reducesAGradient(AllReduceOp op) {
   return op->hasOneUse() && isa<ParamGradOp>(*op->getUsers().begin());
@@ -166,9 +176,7 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
       bytes = 0;
     };
     for (AllReduceOp op : ready) {
-      if (!bucket.empty() && (bucket.front().getAxes() != op.getAxes() ||
-                              bucket.front().getType().getElementType() !=
-                                  op.getType().getElementType() ||
+      if (!bucket.empty() && (!sameBucket(bucket.front(), op) ||
                               bytesOf(op.getX()) + bytes > bucketBytes))
         flush();
       bucket.push_back(op);
@@ -200,13 +208,8 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
     SmallVector<ReduceScatterOp> bucket;
     int64_t bytes = 0;
     for (ReduceScatterOp op : ready) {
-      if (!bucket.empty() &&
-          (bucket.front().getAxes() != op.getAxes() ||
-           bucket.front().getType().getElementType() !=
-               op.getType().getElementType() ||
-           bucket.front()->getAttr(weft::attrname::kFragment) !=
-               op->getAttr(weft::attrname::kFragment) ||
-           bytesOf(op.getX()) + bytes > zeroBucketBytes)) {
+      if (!bucket.empty() && (!sameBucket(bucket.front(), op) ||
+                              bytesOf(op.getX()) + bytes > zeroBucketBytes)) {
         emitReduceScatterBucket(bucket, mesh);
         bucket.clear();
         bytes = 0;
@@ -281,12 +284,7 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
       if (!layer)
         continue;
       if (!bucket.empty() &&
-          (*layer != *bucketLayer ||
-           bucket.front().getAxes() != gather.getAxes() ||
-           bucket.front().getType().getElementType() !=
-               gather.getType().getElementType() ||
-           bucket.front()->getAttr(weft::attrname::kFragment) !=
-               gather->getAttr(weft::attrname::kFragment) ||
+          (*layer != *bucketLayer || !sameBucket(bucket.front(), gather) ||
            bytes + bytesOf(gather.getResult()) > zeroBucketBytes))
         flush();
       bucket.push_back(gather);
