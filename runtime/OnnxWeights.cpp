@@ -12,6 +12,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 namespace weft {
 
@@ -154,6 +155,12 @@ Status tensorBytes(const onnx::TensorProto &T, const Dtype &D, uint64_t Numel,
     Out.resize(size_t(Want));
     for (int I = 0; I < Field.size(); ++I) {
       auto V = Field.Get(I);
+      // A 16-bit float's bits fill the low half of its int32 entry.
+      if constexpr (std::is_same_v<decltype(V), int32_t>)
+        if (V < 0 || V > 0xFFFF)
+          return Status::error(What + ": int32_data[" + std::to_string(I) +
+                               "] = " + std::to_string(V) +
+                               " is not the 16 bits of a half float");
       std::memcpy(Out.data() + size_t(I) * ElemBytes, &V, ElemBytes);
     }
     return Status::success();

@@ -139,6 +139,13 @@ def main():
     t.CopyFrom(numpy_helper.from_array(w.reshape(-1), t.name))
     open(shape, "wb").write(m.SerializeToString())
     cases.append((shape, t.name))
+    half = os.path.join(WORK, "half.onnx")
+    m = onnx.load(model, load_external_data=False)
+    t = next(t for t in m.graph.initializer if t.name == "transformer.ln_f.weight")
+    t.CopyFrom(TensorProto(name=t.name, data_type=TensorProto.FLOAT16, dims=[64]))
+    t.int32_data.extend([0x3C00, 0x1FFFF] + [0x3C00] * 62)  # [1] is no 16-bit pattern
+    open(half, "wb").write(m.SerializeToString())
+    cases.append((half, "int32_data[1] = 131071 is not the 16 bits of a half float"))
     for path, want in cases:
         r = run([f"{BIN}/weft-run", one, "--data", TOKENS, "--steps", "1", "--load", path,
                  "--quiet"], ok=False)
