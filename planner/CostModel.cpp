@@ -2,8 +2,9 @@
 //
 // Equations and their sources: docs/planner.md. In short, per micro-batch and
 // pipeline stage: GEMM FLOPs / (peak * efficiency(shape)) + memory-bound bytes
-// / HBM bandwidth + Megatron TP all-reduces; the step is (m + (p-1)/v) of
-// those (1F1B / interleaved), plus the DP (or ZeRO) collectives that backward
+// / HBM bandwidth + the tp collectives weft's own passes emit (stages cut as
+// weft-cut-stages cuts them, the busiest rank setting the pace); the step
+// is (m + (p-1)/v) of those (1F1B / interleaved), plus the DP (or ZeRO) collectives that backward
 // cannot hide, plus the optimizer. Memory: ZeRO-sharded training state over
 // tp * pp model parallelism, and Korthikanti et al. 2022 activations times the
 // micro-batches the schedule keeps in flight.
