@@ -524,3 +524,17 @@ LogicalResult CastOp::verify() {
     return emitOpError("casts ") << x.getElementType() << " to itself";
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Imported graphs
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location>,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  types.push_back(cast<TypedAttr>(adaptor.getValue()).getType());
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }

@@ -618,4 +618,47 @@ def Weft_UnpackOp : Weft_Op<"unpack", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Imported graphs (frontends/onnx), before weft-raise-onnx
+//===----------------------------------------------------------------------===//
+
+def Weft_ConstantOp : Weft_Op<"constant", [Pure, ConstantLike,
+    InferTypeOpAdaptor]> {
+  let summary = "a tensor known at import (an ONNX value folded there)";
+  let description = [{
+    The import folds every ONNX value that depends on no input or parameter
+    (shapes, position ids, the causal mask); what the raised graph still reads
+    of them is a constant.
+
+    ```mlir
+    %c = weft.constant {value = dense<5.000000e-01> : tensor<f32>}
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "attr-dict";
+  let hasFolder = 1;
+}
+
+def Weft_OnnxNodeOp : Weft_Op<"onnx_node", [Pure]> {
+  let summary = "an ONNX node that weft-raise-onnx has not yet rewritten";
+  let description = [{
+    One node of an imported ONNX graph, kept as it was: its op type, node
+    name, the model's opset and the node's attributes. Its result types are
+    the import's static shapes. weft-raise-onnx rewrites the subgraphs it
+    recognises (linear layers, layer norm, GELU, embeddings, attention) into
+    weft's ops and refuses any node it leaves, naming it.
+
+    ```mlir
+    %y = weft.onnx_node "Tanh" "node_tanh" (%x) {opset = 17 : i64, attrs = {}}
+        : (tensor<2x16x256xf32>) -> tensor<2x16x256xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, StrAttr:$op_type,
+                   StrAttr:$node, I64Attr:$opset, DictionaryAttr:$attrs);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat =
+      "$op_type $node `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)";
+}
+
 #endif // WEFT_OPS_TD

@@ -358,4 +358,35 @@ def WeftEmitProgram : Pass<"weft-emit-program", "mlir::ModuleOp"> {
   ];
 }
 
+def WeftRaiseOnnx : Pass<"weft-raise-onnx", "mlir::func::FuncOp"> {
+  let summary = "Rewrites an imported ONNX graph into weft's ops";
+  let description = [{
+    The ONNX import (frontends/onnx) leaves each node that depends on an
+    input or a parameter as a `weft.onnx_node`, with static shapes and the
+    constants it folded. This pass recognises the subgraphs torch.onnx.export
+    writes for a transformer (linear layers with their row reshapes, layer
+    norm, tanh GELU, token and position embeddings, the QKV split, causal
+    attention with its head reshapes, residual adds) and rewrites each into
+    the weft op that computes exactly that function; any node left is
+    refused by name, op type and opset. A module without `weft.onnx_node`s
+    is left alone.
+
+    Before:
+    ```mlir
+    %y = weft.onnx_node "Gemm" "node_addmm" (%x, %w, %b)
+        {attrs = {alpha = 1.0, beta = 1.0, transA = 0, transB = 0}, opset = 17}
+        : (tensor<32x64xf32>, tensor<64x192xf32>, tensor<192xf32>)
+        -> tensor<32x192xf32>
+    ```
+    After:
+    ```mlir
+    %m = weft.matmul %x, %w : (tensor<32x64xf32>, tensor<64x192xf32>)
+        -> tensor<32x192xf32>
+    %y = weft.bias_add %m, %b : (tensor<32x192xf32>, tensor<192xf32>)
+        -> tensor<32x192xf32>
+    ```
+  }];
+  let dependentDialects = ["::weft::WeftDialect"];
+}
+
 #endif // WEFT_PASSES_TD

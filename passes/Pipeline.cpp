@@ -16,6 +16,9 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
                             const TrainingPipelineOptions &o) {
   const bool sharded = !o.layout.mesh.empty();
   const std::string name = kTrainingStages[stage];
+  // An imported ONNX graph becomes weft's ops (no-op for other models).
+  if (name == "forward")
+    pm.addNestedPass<func::FuncOp>(createWeftRaiseOnnx());
   if (name == "layout" && sharded)
     pm.addPass(createWeftApplyLayout(o.layout));
   if (name == "autodiff" && o.computeDtype != "f32")

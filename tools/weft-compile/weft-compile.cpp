@@ -10,6 +10,9 @@
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "frontends/builtin/BuildModel.h"
+#ifdef WEFT_HAVE_ONNX_IMPORT
+#include "frontends/onnx/ImportOnnx.h"
+#endif
 #include "passes/Explain.h"
 #include "passes/Passes.h"
 #include "program/JsonDepth.h"
@@ -274,6 +277,24 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
   if (model.ends_with(".mlir")) {
     name = llvm::sys::path::stem(model).str();
     return parseSourceFile<ModuleOp>(model, sources, &context);
+  }
+  if (model.ends_with(".onnx")) {
+#ifdef WEFT_HAVE_ONNX_IMPORT
+    name = llvm::sys::path::stem(model).str();
+    weft::OnnxImportOptions options;
+    // The model's own [batch, seq] unless the flags bind them.
+    if (batchArg.getNumOccurrences() || !planArg.empty())
+      options.batch = batchArg / microbatchesArg;
+    if (seqArg.getNumOccurrences() || !planArg.empty())
+      options.seq = seqArg;
+    options.f64 = dtypeArg == "f64";
+    return weft::importOnnx(context, modelArg, options, error);
+#else
+    error = "cannot read '" + modelArg +
+            "': this weft-compile was built without ONNX support "
+            "(libonnx-dev and libprotobuf-dev)";
+    return nullptr;
+#endif
   }
   weft::ConfigOptions configOptions;
   configOptions.allowUnknownKeys = allowUnknownKeysArg;

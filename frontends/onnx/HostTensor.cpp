@@ -1,0 +1,974 @@
+//===- HostTensor.cpp - folding ONNX nodes at import ----------------------===//
+#include "frontends/onnx/HostTensor.h"
+#include "frontends/onnx/ShapeRules.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+
+namespace weft {
+namespace onnximport {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+std::string shapeStr(const Shape &s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// The element count of `s`, or -1 past kMaxFoldedElements (or negative dims).
+int64_t count(const Shape &s) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0 || (d > 0 && n > kMaxFoldedElements / d))
+      return -1;
+    n *= d;
+  }
+  return n;
+}
+
+Shape strides(const Shape &s) {
+  Shape st(s.size(), 1);
+  for (int i = int(s.size()) - 2; i >= 0; --i)
+    st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
+
+// Rounds to the element type: f32 values are doubles that are floats.
+double roundTo(HostType t, double v) {
+  return t == HostType::F32 ? double(float(v)) : v;
+}
+
+HostTensor make(HostType type, Shape shape) {
+  HostTensor t;
+  t.type = type;
+  t.shape = std::move(shape);
+  int64_t n = count(t.shape);
+  if (t.isFloat())
+    t.reals.assign(size_t(n), 0.0);
+  else
+    t.ints.assign(size_t(n), 0);
+  return t;
+}
+
+// out[i] = in[index[i]] for every element of `shape`.
+HostTensor take(const HostTensor &in, Shape shape,
+                const std::vector<int64_t> &index) {
+  HostTensor t;
+  t.type = in.type;
+  t.shape = std::move(shape);
+  if (in.isFloat())
+    for (int64_t i : index)
+      t.reals.push_back(in.reals[i]);
+  else
+    for (int64_t i : index)
+      t.ints.push_back(in.ints[i]);
+  return t;
+}
+
+// The flat index into `from` (broadcast to `to`) of each element of `to`.
+std::vector<int64_t> broadcastIndex(const Shape &from, const Shape &to) {
+  const int64_t n = count(to);
+  std::vector<int64_t> index(size_t(std::max<int64_t>(n, 0)));
+  Shape fs = strides(from), ts = strides(to);
+  const size_t off = to.size() - from.size();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t src = 0;
+    for (size_t d = 0; d < from.size(); ++d) {
+      int64_t coord = (i / ts[d + off]) % to[d + off];
+      src += (from[d] == 1 ? 0 : coord) * fs[d];
+    }
+    index[i] = src;
+  }
+  return index;
+}
+
+struct NodeFolder {
+  const onnx::NodeProto &node;
+  int64_t opset;
+  const std::vector<const HostTensor *> &in;
+  std::vector<HostTensor> &out;
+  std::string error;
+
+  bool fail(const std::string &why) {
+    error = node.op_type() + " node '" + node.name() + "': " + why;
+    return false;
+  }
+  const onnx::AttributeProto *attr(const char *name) const {
+    for (const auto &a : node.attribute())
+      if (a.name() == name)
+        return &a;
+    return nullptr;
+  }
+  int64_t intAttr(const char *name, int64_t dflt) const {
+    const auto *a = attr(name);
+    return a ? a->i() : dflt;
+  }
+  bool input(size_t i, const HostTensor *&t) {
+    if (i >= in.size() || !in[i])
+      return fail("input " + std::to_string(i) + " is missing");
+    t = in[i];
+    return true;
+  }
+  // An integer tensor's values (shapes, axes, indices).
+  bool ints(size_t i, std::vector<int64_t> &v, const char *what) {
+    const HostTensor *t;
+    if (!input(i, t))
+      return false;
+    if (t->isFloat())
+      return fail(std::string(what) + " (input " + std::to_string(i) +
+                  ") must be integers, got " + hostTypeName(t->type));
+    v = t->ints;
+    return true;
+  }
+  bool axis(int64_t a, int64_t rank, int64_t &norm) {
+    if (a < -rank || a >= rank)
+      return fail("axis " + std::to_string(a) + " is out of range for rank " +
+                  std::to_string(rank));
+    norm = a < 0 ? a + rank : a;
+    return true;
+  }
+  bool sized(const Shape &s) {
+    if (count(s) < 0)
+      return fail("a folded tensor of shape " + shapeStr(s) +
+                  " is larger than weft folds at import (" +
+                  std::to_string(kMaxFoldedElements) + " elements)");
+    return true;
+  }
+
+  bool run();
+  bool constant();
+  bool cast(HostType to);
+  bool unary(const std::string &op);
+  bool binary(const std::string &op);
+  bool where();
+  bool range();
+  bool reshape();
+  bool unsqueeze(bool squeeze);
+  bool concat();
+  bool slice();
+  bool transpose();
+  bool expand();
+  bool gather();
+  bool gatherNd();
+  bool cumsum();
+  bool constantOfShape();
+  bool shapeOf();
+};
+
+bool NodeFolder::constant() {
+  const auto &a = node.attribute();
+  if (a.size() != 1)
+    return fail("a Constant needs exactly one value attribute");
+  const std::string &n = a[0].name();
+  HostTensor t;
+  if (n == "value") {
+    std::string e = tensorFromProto(a[0].t(), t);
+    if (!e.empty())
+      return fail(e);
+  } else if (n == "value_int" || n == "value_ints") {
+    t.type = HostType::I64;
+    if (n == "value_int")
+      t.ints = {a[0].i()};
+    else
+      t.ints.assign(a[0].ints().begin(), a[0].ints().end()),
+          t.shape = {int64_t(t.ints.size())};
+  } else if (n == "value_float" || n == "value_floats") {
+    t.type = HostType::F32;
+    if (n == "value_float")
+      t.reals = {double(a[0].f())};
+    else
+      t.reals.assign(a[0].floats().begin(), a[0].floats().end()),
+          t.shape = {int64_t(t.reals.size())};
+  } else {
+    return fail("attribute '" + n + "' is not supported");
+  }
+  out.push_back(std::move(t));
+  return true;
+}
+
+bool NodeFolder::cast(HostType to) {
+  const HostTensor *x;
+  if (!input(0, x))
+    return false;
+  HostTensor t = make(to, x->shape);
+  for (int64_t i = 0, n = x->numel(); i < n; ++i) {
+    double v = x->real(i);
+    if (t.isFloat())
+      t.reals[i] = roundTo(to, x->isFloat() ? x->reals[i] : double(x->ints[i]));
+    else if (to == HostType::Bool)
+      t.ints[i] = x->isFloat() ? v != 0 : x->ints[i] != 0;
+    else if (x->isFloat()) {
+      if (!(std::fabs(v) < 9.2e18))
+        return fail("casting " + std::to_string(v) + " to an integer");
+      t.ints[i] = int64_t(v); // toward zero
+    } else {
+      t.ints[i] =
+          to == HostType::I32 ? int64_t(int32_t(x->ints[i])) : x->ints[i];
+    }
+  }
+  out.push_back(std::move(t));
+  return true;
+}
+
+bool NodeFolder::unary(const std::string &op) {
+  const HostTensor *x;
+  if (!input(0, x))
+    return false;
+  if (op == "Not" || op == "IsNaN") {
+    HostTensor t = make(HostType::Bool, x->shape);
+    for (int64_t i = 0, n = x->numel(); i < n; ++i)
+      t.ints[i] =
+          op == "Not" ? !x->ints[i] : (x->isFloat() && std::isnan(x->reals[i]));
+    out.push_back(std::move(t));
+    return true;
+  }
+  HostTensor t = *x;
+  if (op == "Identity") {
+    out.push_back(std::move(t));
+    return true;
+  }
+  if (op == "Neg" && !t.isFloat()) {
+    for (int64_t &v : t.ints)
+      v = -v;
+    out.push_back(std::move(t));
+    return true;
+  }
+  if (op == "Abs" && !t.isFloat()) {
+    for (int64_t &v : t.ints)
+      v = v < 0 ? -v : v;
+    out.push_back(std::move(t));
+    return true;
+  }
+  if (!t.isFloat())
+    return fail("folds on floats only, got " +
+                std::string(hostTypeName(t.type)));
+  std::function<double(double)> f;
+  if (op == "Sqrt")
+    f = [](double v) { return std::sqrt(v); };
+  else if (op == "Neg")
+    f = [](double v) { return -v; };
+  else if (op == "Abs")
+    f = [](double v) { return std::fabs(v); };
+  else if (op == "Exp")
+    f = [](double v) { return std::exp(v); };
+  else if (op == "Log")
+    f = [](double v) { return std::log(v); };
+  else if (op == "Reciprocal")
+    f = [](double v) { return 1.0 / v; };
+  else if (op == "Floor")
+    f = [](double v) { return std::floor(v); };
+  else if (op == "Ceil")
+    f = [](double v) { return std::ceil(v); };
+  else if (op == "Tanh")
+    f = [](double v) { return std::tanh(v); };
+  else if (op == "Sin")
+    f = [](double v) { return std::sin(v); };
+  else if (op == "Cos")
+    f = [](double v) { return std::cos(v); };
+  // f32: computed in double, then rounded; ONNX leaves the f32 rounding of
+  // these to the runtime, and correctly rounded is what torch's are close to.
+  for (double &v : t.reals)
+    v = roundTo(t.type, f(v));
+  out.push_back(std::move(t));
+  return true;
+}
+
+bool NodeFolder::binary(const std::string &op) {
+  const HostTensor *a, *b;
+  if (!input(0, a) || !input(1, b))
+    return false;
+  const bool logic = op == "And" || op == "Or" || op == "Xor";
+  const bool compare = op == "Equal" || op == "Less" || op == "LessOrEqual" ||
+                       op == "Greater" || op == "GreaterOrEqual";
+  if (a->type != b->type && op != "Pow")
+    return fail("inputs of types " + std::string(hostTypeName(a->type)) +
+                " and " + hostTypeName(b->type));
+  Shape shape;
+  if (!broadcastShapes(a->shape, b->shape, shape))
+    return fail("shapes " + shapeStr(a->shape) + " and " + shapeStr(b->shape) +
+                " do not broadcast");
+  if (!sized(shape))
+    return false;
+  std::vector<int64_t> ia = broadcastIndex(a->shape, shape),
+                       ib = broadcastIndex(b->shape, shape);
+  HostType type = logic || compare ? HostType::Bool : a->type;
+  HostTensor t = make(type, shape);
+  for (size_t i = 0; i < ia.size(); ++i) {
+    if (a->isFloat() || op == "Pow") {
+      double x = a->real(ia[i]), y = b->real(ib[i]), r;
+      if (op == "Add")
+        r = x + y;
+      else if (op == "Sub")
+        r = x - y;
+      else if (op == "Mul")
+        r = x * y;
+      else if (op == "Div")
+        r = x / y;
+      else if (op == "Pow")
+        r = std::pow(x, y);
+      else if (op == "Max")
+        r = std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y);
+      else if (op == "Min")
+        r = std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y);
+      else if (op == "Equal")
+        r = x == y;
+      else if (op == "Less")
+        r = x < y;
+      else if (op == "LessOrEqual")
+        r = x <= y;
+      else if (op == "Greater")
+        r = x > y;
+      else if (op == "GreaterOrEqual")
+        r = x >= y;
+      else
+        return fail("is not defined on floats");
+      if (t.isFloat())
+        t.reals[i] = roundTo(type, r);
+      else if (op == "Pow") {
+        if (!(std::fabs(r) < 9.2e18))
+          return fail("integer power overflows");
+        t.ints[i] = int64_t(r);
+      } else
+        t.ints[i] = int64_t(r);
+      continue;
+    }
+    int64_t x = a->ints[ia[i]], y = b->ints[ib[i]], r;
+    // Integer arithmetic on shapes: checked, an overflow is refused.
+    if (op == "Add") {
+      if (__builtin_add_overflow(x, y, &r))
+        return fail("integer overflow");
+    } else if (op == "Sub") {
+      if (__builtin_sub_overflow(x, y, &r))
+        return fail("integer overflow");
+    } else if (op == "Mul") {
+      if (__builtin_mul_overflow(x, y, &r))
+        return fail("integer overflow");
+    } else if (op == "Div") {
+      if (y == 0 || (x == INT64_MIN && y == -1))
+        return fail("integer division by " + std::to_string(y));
+      r = x / y; // C truncation, as ONNX's integer Div
+    } else if (op == "Max")
+      r = std::max(x, y);
+    else if (op == "Min")
+      r = std::min(x, y);
+    else if (op == "Equal")
+      r = x == y;
+    else if (op == "Less")
+      r = x < y;
+    else if (op == "LessOrEqual")
+      r = x <= y;
+    else if (op == "Greater")
+      r = x > y;
+    else if (op == "GreaterOrEqual")
+      r = x >= y;
+    else if (op == "And")
+      r = x && y;
+    else if (op == "Or")
+      r = x || y;
+    else
+      r = (x != 0) != (y != 0);
+    t.ints[i] = r;
+  }
+  out.push_back(std::move(t));
+  return true;
+}
+
+bool NodeFolder::where() {
+  const HostTensor *c, *x, *y;
+  if (!input(0, c) || !input(1, x) || !input(2, y))
+    return false;
+  if (x->type != y->type)
+    return fail("branches of types " + std::string(hostTypeName(x->type)) +
+                " and " + hostTypeName(y->type));
+  Shape s1, shape;
+  if (!broadcastShapes(c->shape, x->shape, s1) ||
+      !broadcastShapes(s1, y->shape, shape))
+    return fail("shapes do not broadcast");
+  if (!sized(shape))
+    return false;
+  auto ic = broadcastIndex(c->shape, shape),
+       ix = broadcastIndex(x->shape, shape),
+       iy = broadcastIndex(y->shape, shape);
+  HostTensor t = make(x->type, shape);
+  for (size_t i = 0; i < ic.size(); ++i) {
+    bool pick = c->isFloat() ? c->reals[ic[i]] != 0 : c->ints[ic[i]] != 0;
+    if (t.isFloat())
+      t.reals[i] = pick ? x->reals[ix[i]] : y->reals[iy[i]];
+    else
+      t.ints[i] = pick ? x->ints[ix[i]] : y->ints[iy[i]];
+  }
+  out.push_back(std::move(t));
+  return true;
+}
+
+bool NodeFolder::range() {
+  const HostTensor *s, *l, *d;
+  if (!input(0, s) || !input(1, l) || !input(2, d))
+    return false;
+  if (s->numel() != 1 || l->numel() != 1 || d->numel() != 1)
+    return fail("start, limit and delta must be scalars");
+  double start = s->real(0), limit = l->real(0), delta = d->real(0);
+  if (delta == 0)
+    return fail("delta is 0");
+  double n = std::max(std::ceil((limit - start) / delta), 0.0);
+  if (!(n <= double(kMaxFoldedElements)))
+    return fail("a range of " + std::to_string(n) + " elements");
+  HostTensor t = make(s->type, {int64_t(n)});
+  for (int64_t i = 0; i < int64_t(n); ++i)
+    if (t.isFloat())
+      t.reals[i] = roundTo(t.type, start + double(i) * delta);
+    else
+      t.ints[i] = s->ints[0] + i * d->ints[0];
+  out.push_back(std::move(t));
+  return true;
+}
+
+bool NodeFolder::reshape() {
+  const HostTensor *x;
+  std::vector<int64_t> target;
+  if (!input(0, x) || !ints(1, target, "shape"))
+    return false;
+  Shape shape;
+  std::string e =
+      reshapeTarget(x->shape, target, intAttr("allowzero", 0), shape);
+  if (!e.empty())
+    return fail(e);
+  HostTensor t = *x;
+  t.shape = shape;
+  out.push_back(std::move(t));
+  return true;
+}
+
+bool NodeFolder::unsqueeze(bool squeeze) {
+  const HostTensor *x;
+  if (!input(0, x))
+    return false;
+  std::vector<int64_t> axes;
+  if (in.size() > 1 && in[1]) {
+    if (!ints(1, axes, "axes"))
+      return false;
+  } else if (const auto *a = attr("axes")) {
+    axes.assign(a->ints().begin(), a->ints().end());
+  }
+  Shape shape;
+  std::string e = squeeze ? squeezeShape(x->shape, axes, shape)
+                          : unsqueezeShape(x->shape, axes, shape);
+  if (!e.empty())
+    return fail(e);
+  HostTensor t = *x;
+  t.shape = shape;
+  out.push_back(std::move(t));
+  return true;
+}
+
+bool NodeFolder::concat() {
+  if (in.empty())
+    return fail("has no inputs");
+  const HostTensor *first;
+  if (!input(0, first))
+    return false;
+  const int64_t rank = int64_t(first->shape.size());
+  int64_t ax;
+  if (!axis(intAttr("axis", 0), rank, ax))
+    return false;
+  Shape shape = first->shape;
+  shape[ax] = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const HostTensor *t;
+    if (!input(i, t))
+      return false;
+    if (t->type != first->type || int64_t(t->shape.size()) != rank)
+      return fail("input " + std::to_string(i) + " differs in type or rank");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != ax && t->shape[d] != first->shape[d])
+        return fail("input " + std::to_string(i) + " has shape " +
+                    shapeStr(t->shape) + ", input 0 " + shapeStr(first->shape));
+    shape[ax] += t->shape[ax];
+  }
+  if (!sized(shape))
+    return false;
+  HostTensor t = make(first->type, shape);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < ax; ++d)
+    outer *= shape[d];
+  for (int64_t d = ax + 1; d < rank; ++d)
+    inner *= shape[d];
+  int64_t pos = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (const HostTensor *x : in) {
+      int64_t chunk = x->shape[ax] * inner;
+      for (int64_t k = 0; k < chunk; ++k, ++pos)
+        if (t.isFloat())
+          t.reals[pos] = x->reals[o * chunk + k];
+        else
+          t.ints[pos] = x->ints[o * chunk + k];
+    }
+  out.push_back(std::move(t));
+  return true;
+}
+
+bool NodeFolder::slice() {
+  const HostTensor *x;
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (!input(0, x) || !ints(1, starts, "starts") || !ints(2, ends, "ends"))
+    return false;
+  if (in.size() > 3 && in[3] && !ints(3, axes, "axes"))
+    return false;
+  if (in.size() > 4 && in[4] && !ints(4, steps, "steps"))
+    return false;
+  SliceSpec spec;
+  std::string e = sliceSpec(x->shape, starts, ends, axes, steps, spec);
+  if (!e.empty())
+    return fail(e);
+  std::vector<int64_t> index;
+  const Shape &shape = spec.shape;
+  Shape xs = strides(x->shape), os = strides(shape);
+  for (int64_t i = 0, n = count(shape); i < n; ++i) {
+    int64_t src = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      src += (spec.start[d] + ((i / os[d]) % shape[d]) * spec.step[d]) * xs[d];
+    index.push_back(src);
+  }
+  out.push_back(take(*x, shape, index));
+  return true;
+}
+
+bool NodeFolder::transpose() {
+  const HostTensor *x;
+  if (!input(0, x))
+    return false;
+  std::vector<int64_t> perm;
+  if (const auto *a = attr("perm"))
+    perm.assign(a->ints().begin(), a->ints().end());
+  Shape shape;
+  std::string e = transposeShape(x->shape, perm, shape);
+  if (!e.empty())
+    return fail(e);
+  if (perm.empty())
+    for (int64_t d = int64_t(x->shape.size()) - 1; d >= 0; --d)
+      perm.push_back(d);
+  Shape xs = strides(x->shape), os = strides(shape);
+  std::vector<int64_t> index;
+  for (int64_t i = 0, n = count(shape); i < n; ++i) {
+    int64_t src = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      src += ((i / os[d]) % shape[d]) * xs[perm[d]];
+    index.push_back(src);
+  }
+  out.push_back(take(*x, shape, index));
+  return true;
+}
+
+bool NodeFolder::expand() {
+  const HostTensor *x;
+  std::vector<int64_t> target;
+  if (!input(0, x) || !ints(1, target, "shape"))
+    return false;
+  Shape shape;
+  if (!broadcastShapes(x->shape, target, shape))
+    return fail("shape " + shapeStr(x->shape) + " does not expand to " +
+                shapeStr(target));
+  if (!sized(shape))
+    return false;
+  out.push_back(take(*x, shape, broadcastIndex(x->shape, shape)));
+  return true;
+}
+
+bool NodeFolder::gather() {
+  const HostTensor *x;
+  std::vector<int64_t> idx;
+  if (!input(0, x) || !ints(1, idx, "indices"))
+    return false;
+  const int64_t rank = int64_t(x->shape.size());
+  int64_t ax;
+  if (!axis(intAttr("axis", 0), rank, ax))
+    return false;
+  const Shape &is = in[1]->shape;
+  Shape shape(x->shape.begin(), x->shape.begin() + ax);
+  shape.insert(shape.end(), is.begin(), is.end());
+  shape.insert(shape.end(), x->shape.begin() + ax + 1, x->shape.end());
+  if (!sized(shape))
+    return false;
+  int64_t outer = 1, inner = 1, n = x->shape[ax];
+  for (int64_t d = 0; d < ax; ++d)
+    outer *= x->shape[d];
+  for (int64_t d = ax + 1; d < rank; ++d)
+    inner *= x->shape[d];
+  std::vector<int64_t> index;
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t j = 0; j < idx.size(); ++j) {
+      int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
+      if (k < 0 || k >= n)
+        return fail("index " + std::to_string(idx[j]) + " at " +
+                    std::to_string(j) + " is out of range for dim " +
+                    std::to_string(n));
+      for (int64_t i = 0; i < inner; ++i)
+        index.push_back((o * n + k) * inner + i);
+    }
+  out.push_back(take(*x, shape, index));
+  return true;
+}
+
+bool NodeFolder::gatherNd() {
+  const HostTensor *x;
+  std::vector<int64_t> idx;
+  if (!input(0, x) || !ints(1, idx, "indices"))
+    return false;
+  if (intAttr("batch_dims", 0) != 0)
+    return fail("batch_dims other than 0 is not supported");
+  const Shape &is = in[1]->shape;
+  if (is.empty())
+    return fail("indices must have rank >= 1");
+  const int64_t k = is.back();
+  if (k < 1 || k > int64_t(x->shape.size()))
+    return fail("index tuples of length " + std::to_string(k) +
+                " for data of rank " + std::to_string(x->shape.size()));
+  Shape shape(is.begin(), is.end() - 1);
+  shape.insert(shape.end(), x->shape.begin() + k, x->shape.end());
+  if (!sized(shape))
+    return false;
+  int64_t inner = 1;
+  for (size_t d = size_t(k); d < x->shape.size(); ++d)
+    inner *= x->shape[d];
+  Shape xs = strides(x->shape);
+  std::vector<int64_t> index;
+  for (size_t t = 0; t + size_t(k) <= idx.size(); t += size_t(k)) {
+    int64_t base = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t v = idx[t + d], n = x->shape[d];
+      v = v < 0 ? v + n : v;
+      if (v < 0 || v >= n)
+        return fail("index " + std::to_string(idx[t + d]) +
+                    " is out of range for dim " + std::to_string(n));
+      base += v * xs[d];
+    }
+    for (int64_t i = 0; i < inner; ++i)
+      index.push_back(base + i);
+  }
+  out.push_back(take(*x, shape, index));
+  return true;
+}
+
+bool NodeFolder::cumsum() {
+  const HostTensor *x;
+  std::vector<int64_t> axv;
+  if (!input(0, x) || !ints(1, axv, "axis"))
+    return false;
+  if (axv.size() != 1)
+    return fail("axis must be one value");
+  int64_t ax;
+  if (!axis(axv[0], int64_t(x->shape.size()), ax))
+    return false;
+  const bool exclusive = intAttr("exclusive", 0),
+             reverse = intAttr("reverse", 0);
+  HostTensor t = *x;
+  int64_t outer = 1, inner = 1, n = x->shape[ax];
+  for (int64_t d = 0; d < ax; ++d)
+    outer *= x->shape[d];
+  for (size_t d = size_t(ax) + 1; d < x->shape.size(); ++d)
+    inner *= x->shape[d];
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      double rsum = 0;
+      int64_t isum = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t k = reverse ? n - 1 - j : j;
+        int64_t at = (o * n + k) * inner + i;
+        if (t.isFloat()) {
+          double v = x->reals[at];
+          if (!exclusive)
+            rsum = roundTo(t.type, rsum + v);
+          t.reals[at] = rsum;
+          if (exclusive)
+            rsum = roundTo(t.type, rsum + v);
+        } else {
+          int64_t v = x->ints[at];
+          if (!exclusive && __builtin_add_overflow(isum, v, &isum))
+            return fail("integer overflow");
+          t.ints[at] = isum;
+          if (exclusive && __builtin_add_overflow(isum, v, &isum))
+            return fail("integer overflow");
+        }
+      }
+    }
+  out.push_back(std::move(t));
+  return true;
+}
+
+bool NodeFolder::constantOfShape() {
+  std::vector<int64_t> shape;
+  if (!ints(0, shape, "shape"))
+    return false;
+  HostTensor value;
+  value.type = HostType::F32;
+  value.reals = {0.0};
+  if (const auto *a = attr("value")) {
+    std::string e = tensorFromProto(a->t(), value);
+    if (!e.empty())
+      return fail(e);
+    if (value.numel() != 1)
+      return fail("value must hold one element");
+  }
+  if (!sized(shape))
+    return false;
+  out.push_back(
+      take(value, shape, std::vector<int64_t>(size_t(count(shape)), 0)));
+  return true;
+}
+
+bool NodeFolder::shapeOf() {
+  const HostTensor *x;
+  if (!input(0, x))
+    return false;
+  HostTensor t;
+  std::string e = shapeTensor(
+      x->shape, intAttr("start", 0),
+      attr("end") ? std::optional<int64_t>(attr("end")->i()) : std::nullopt, t);
+  if (!e.empty())
+    return fail(e);
+  out.push_back(std::move(t));
+  return true;
+}
+
+bool NodeFolder::run() {
+  const std::string &op = node.op_type();
+  if (op == "Constant")
+    return constant();
+  if (op == "Cast") {
+    HostType to;
+    if (!hostTypeOf(int(intAttr("to", 0)), to))
+      return fail("casts to ONNX type " + std::to_string(intAttr("to", 0)) +
+                  ", which weft does not fold");
+    return cast(to);
+  }
+  if (op == "CastLike") {
+    const HostTensor *like;
+    if (!input(1, like))
+      return false;
+    return cast(like->type);
+  }
+  if (op == "Identity" || op == "Sqrt" || op == "Neg" || op == "Not" ||
+      op == "IsNaN" || op == "Abs" || op == "Exp" || op == "Log" ||
+      op == "Reciprocal" || op == "Floor" || op == "Ceil" || op == "Tanh" ||
+      op == "Sin" || op == "Cos")
+    return unary(op);
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" ||
+      op == "Equal" || op == "Less" || op == "LessOrEqual" || op == "Greater" ||
+      op == "GreaterOrEqual" || op == "And" || op == "Or" || op == "Xor")
+    return binary(op);
+  if (op == "Max" || op == "Min") {
+    if (in.size() != 2)
+      return fail("folds with two inputs only, got " +
+                  std::to_string(in.size()));
+    return binary(op);
+  }
+  if (op == "Where")
+    return where();
+  if (op == "Range")
+    return range();
+  if (op == "Reshape")
+    return reshape();
+  if (op == "Unsqueeze" || op == "Squeeze")
+    return unsqueeze(op == "Squeeze");
+  if (op == "Concat")
+    return concat();
+  if (op == "Slice")
+    return slice();
+  if (op == "Transpose")
+    return transpose();
+  if (op == "Expand")
+    return expand();
+  if (op == "Gather")
+    return gather();
+  if (op == "GatherND")
+    return gatherNd();
+  if (op == "CumSum")
+    return cumsum();
+  if (op == "ConstantOfShape")
+    return constantOfShape();
+  if (op == "Shape")
+    return shapeOf();
+  return fail("is not folded by weft");
+}
+
+} // namespace
+
+int64_t HostTensor::numel() const {
+  return isFloat() ? int64_t(reals.size()) : int64_t(ints.size());
+}
+
+bool hostTypeOf(int code, HostType &type) {
+  switch (code) {
+  case onnx::TensorProto_DataType_FLOAT:
+  case onnx::TensorProto_DataType_INT32:
+  case onnx::TensorProto_DataType_INT64:
+  case onnx::TensorProto_DataType_BOOL:
+  case onnx::TensorProto_DataType_DOUBLE:
+    type = HostType(code);
+    return true;
+  default:
+    return false;
+  }
+}
+
+const char *hostTypeName(HostType type) {
+  switch (type) {
+  case HostType::F32:
+    return "float32";
+  case HostType::F64:
+    return "float64";
+  case HostType::I32:
+    return "int32";
+  case HostType::I64:
+    return "int64";
+  case HostType::Bool:
+    return "bool";
+  }
+  return "?";
+}
+
+bool broadcastShapes(const Shape &a, const Shape &b, Shape &out) {
+  const size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t x = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t y = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (x != y && x != 1 && y != 1)
+      return false;
+    out[i] = x == 1 ? y : x;
+  }
+  return true;
+}
+
+std::string tensorFromProto(const onnx::TensorProto &proto, HostTensor &out) {
+  const std::string what = "tensor '" + proto.name() + "'";
+  if (!hostTypeOf(proto.data_type(), out.type))
+    return what + " has ONNX type " + std::to_string(proto.data_type()) +
+           ", which weft does not fold";
+  if (proto.data_location() == onnx::TensorProto_DataLocation_EXTERNAL)
+    return what + " keeps its data in an external file; weft folds only "
+                  "constants stored in the model";
+  out.shape.assign(proto.dims().begin(), proto.dims().end());
+  const int64_t n = count(out.shape);
+  if (n < 0)
+    return what + " of shape " + shapeStr(out.shape) +
+           " is larger than weft folds at import";
+  auto expect = [&](int64_t got) -> std::string {
+    return got == n ? ""
+                    : what + " holds " + std::to_string(got) +
+                          " values, expected " + std::to_string(n) +
+                          " for its shape " + shapeStr(out.shape);
+  };
+  out.reals.clear();
+  out.ints.clear();
+  if (proto.has_raw_data()) {
+    const std::string &raw = proto.raw_data();
+    size_t width = out.type == HostType::Bool                               ? 1
+                   : out.type == HostType::I32 || out.type == HostType::F32 ? 4
+                                                                            : 8;
+    if (raw.size() % width)
+      return what + ": raw_data of " + std::to_string(raw.size()) +
+             " bytes is not whole elements";
+    std::string e = expect(int64_t(raw.size() / width));
+    if (!e.empty())
+      return e;
+    for (int64_t i = 0; i < n; ++i) {
+      const char *p = raw.data() + i * width;
+      switch (out.type) {
+      case HostType::F32: {
+        float v;
+        std::memcpy(&v, p, 4);
+        out.reals.push_back(v);
+        break;
+      }
+      case HostType::F64: {
+        double v;
+        std::memcpy(&v, p, 8);
+        out.reals.push_back(v);
+        break;
+      }
+      case HostType::I32: {
+        int32_t v;
+        std::memcpy(&v, p, 4);
+        out.ints.push_back(v);
+        break;
+      }
+      case HostType::I64: {
+        int64_t v;
+        std::memcpy(&v, p, 8);
+        out.ints.push_back(v);
+        break;
+      }
+      case HostType::Bool:
+        out.ints.push_back(*p != 0);
+        break;
+      }
+    }
+    return "";
+  }
+  std::string e;
+  switch (out.type) {
+  case HostType::F32:
+    e = expect(proto.float_data_size());
+    out.reals.assign(proto.float_data().begin(), proto.float_data().end());
+    break;
+  case HostType::F64:
+    e = expect(proto.double_data_size());
+    out.reals.assign(proto.double_data().begin(), proto.double_data().end());
+    break;
+  case HostType::I64:
+    e = expect(proto.int64_data_size());
+    out.ints.assign(proto.int64_data().begin(), proto.int64_data().end());
+    break;
+  default: // INT32 and BOOL live in int32_data
+    e = expect(proto.int32_data_size());
+    out.ints.assign(proto.int32_data().begin(), proto.int32_data().end());
+    if (out.type == HostType::Bool)
+      for (int64_t &v : out.ints)
+        v = v != 0;
+  }
+  return e;
+}
+
+bool canFold(const std::string &op) {
+  static const char *const kOps[] = {
+      "Constant",    "Cast",    "CastLike",
+      "Identity",    "Sqrt",    "Neg",
+      "Not",         "IsNaN",   "Abs",
+      "Exp",         "Log",     "Reciprocal",
+      "Floor",       "Ceil",    "Tanh",
+      "Sin",         "Cos",     "Add",
+      "Sub",         "Mul",     "Div",
+      "Pow",         "Equal",   "Less",
+      "LessOrEqual", "Greater", "GreaterOrEqual",
+      "And",         "Or",      "Xor",
+      "Max",         "Min",     "Where",
+      "Range",       "Reshape", "Unsqueeze",
+      "Squeeze",     "Concat",  "Slice",
+      "Transpose",   "Expand",  "Gather",
+      "GatherND",    "CumSum",  "ConstantOfShape",
+      "Shape"};
+  return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
+}
+
+std::string foldNode(const onnx::NodeProto &node, int64_t opset,
+                     const std::vector<const HostTensor *> &inputs,
+                     std::vector<HostTensor> &outputs) {
+  NodeFolder folder{node, opset, inputs, outputs, ""};
+  outputs.clear();
+  if (!folder.run())
+    return folder.error;
+  return "";
+}
+
+} // namespace onnximport
+} // namespace weft

@@ -1,0 +1,817 @@
+//===- ImportOnnx.cpp - an ONNX model as weft IR --------------------------===//
+#include "frontends/onnx/ImportOnnx.h"
+#include "dialect/AttrNames.h"
+#include "dialect/WeftDialect.h"
+#include "frontends/onnx/HostTensor.h"
+#include "frontends/onnx/ShapeRules.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Path.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <onnx/onnx_pb.h>
+
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <regex>
+#include <sstream>
+
+using namespace mlir;
+
+namespace weft {
+namespace {
+using onnximport::HostTensor;
+using onnximport::HostType;
+using onnximport::shapeString;
+using Shape = std::vector<int64_t>;
+
+// The opsets whose definitions of the imported ops weft follows (13: axes
+// and split sizes as inputs; 18: ReduceMean's axes as an input).
+constexpr int64_t kMinOpset = 13, kMaxOpset = 20;
+
+// One ONNX value: folded (a constant), a tensor of the IR, or the tensors
+// of a sequence (SplitToSequence).
+struct Slot {
+  std::optional<HostTensor> constant;
+  Value value;
+  std::vector<Value> sequence;
+  bool isSequence = false;
+};
+
+class Importer {
+public:
+  Importer(MLIRContext &context, const OnnxImportOptions &options)
+      : b(&context), options(options) {}
+
+  std::string run(const onnx::ModelProto &model, const std::string &name,
+                  OwningOpRef<ModuleOp> &module);
+
+private:
+  OpBuilder b;
+  const OnnxImportOptions &options;
+  int64_t opset = 0;
+  Type floatType;
+  llvm::StringMap<Slot> slots;
+  llvm::StringMap<const onnx::TensorProto *> params;
+  llvm::StringMap<Value> paramValues;
+  // Materialised constants, by ONNX value name.
+  llvm::StringMap<Value> constants;
+  // CastLike's stand-in for a non-constant input (only its type is read).
+  Slot likeSlot;
+
+  std::string nodeName(const onnx::NodeProto &n) const {
+    return n.op_type() + " node '" + n.name() + "' (opset " +
+           std::to_string(opset) + ")";
+  }
+  Type elementType(HostType t) {
+    switch (t) {
+    case HostType::F32:
+    case HostType::F64:
+      return floatType;
+    case HostType::I32:
+      return b.getI32Type();
+    case HostType::I64:
+      return b.getI64Type();
+    case HostType::Bool:
+      return b.getI1Type();
+    }
+    return {};
+  }
+  Value materialize(const std::string &name, const HostTensor &t);
+  Value param(const std::string &name);
+  std::string graphInput(const onnx::ValueInfoProto &input, Block *body);
+  std::string node(const onnx::NodeProto &n);
+  std::string emit(const onnx::NodeProto &n,
+                   const std::vector<const Slot *> &in);
+  std::string resultTypes(const onnx::NodeProto &n,
+                          const std::vector<const Slot *> &in,
+                          SmallVectorImpl<Type> &types, DictionaryAttr &attrs);
+  DictionaryAttr attributes(const onnx::NodeProto &n, std::string &error);
+};
+
+int64_t intAttr(const onnx::NodeProto &n, const char *name, int64_t dflt) {
+  for (const auto &a : n.attribute())
+    if (a.name() == name)
+      return a.i();
+  return dflt;
+}
+const onnx::AttributeProto *findAttr(const onnx::NodeProto &n,
+                                     const char *name) {
+  for (const auto &a : n.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+Shape shapeOf(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return Shape(t.getShape().begin(), t.getShape().end());
+}
+
+Value Importer::materialize(const std::string &name, const HostTensor &t) {
+  auto it = constants.find(name);
+  if (it != constants.end())
+    return it->second;
+  auto type = RankedTensorType::get(t.shape, elementType(t.type));
+  DenseElementsAttr attr;
+  if (t.isFloat()) {
+    if (floatType.isF64())
+      attr = DenseElementsAttr::get(type, ArrayRef<double>(t.reals));
+    else {
+      std::vector<float> v(t.reals.begin(), t.reals.end());
+      attr = DenseElementsAttr::get(type, ArrayRef<float>(v));
+    }
+  } else if (t.type == HostType::Bool) {
+    SmallVector<bool> v(t.ints.begin(), t.ints.end());
+    attr = DenseElementsAttr::get(type, ArrayRef<bool>(v));
+  } else if (t.type == HostType::I32) {
+    std::vector<int32_t> v(t.ints.begin(), t.ints.end());
+    attr = DenseElementsAttr::get(type, ArrayRef<int32_t>(v));
+  } else {
+    attr = DenseElementsAttr::get(type, ArrayRef<int64_t>(t.ints));
+  }
+  Value v = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), attr);
+  constants[name] = v;
+  return v;
+}
+
+Value Importer::param(const std::string &name) {
+  auto it = paramValues.find(name);
+  if (it != paramValues.end())
+    return it->second;
+  const onnx::TensorProto &t = *params[name];
+  Shape shape(t.dims().begin(), t.dims().end());
+  // The values come from the model (weft-run --load model.onnx); the init
+  // is what a run without --load starts from.
+  auto p = ParamOp::create(
+      b, NameLoc::get(b.getStringAttr(name)),
+      RankedTensorType::get(shape, floatType), b.getStringAttr(name),
+      b.getStringAttr(shape.size() == 1 ? "zeros" : "normal"),
+      b.getF64FloatAttr(0.02));
+  paramValues[name] = p;
+  return p;
+}
+
+std::string Importer::graphInput(const onnx::ValueInfoProto &input,
+                                 Block *body) {
+  const std::string what = "graph input '" + input.name() + "'";
+  if (!input.type().has_tensor_type())
+    return what + " is not a tensor";
+  const auto &tt = input.type().tensor_type();
+  if (tt.elem_type() != onnx::TensorProto_DataType_INT64 &&
+      tt.elem_type() != onnx::TensorProto_DataType_INT32)
+    return what + " has ONNX element type " + std::to_string(tt.elem_type()) +
+           "; weft imports models whose one input is token ids (int64 or "
+           "int32 [batch, seq])";
+  if (tt.shape().dim_size() != 2)
+    return what + " has rank " + std::to_string(tt.shape().dim_size()) +
+           "; token ids are [batch, seq]";
+  Shape want{options.batch, options.seq};
+  const char *flags[] = {"--batch", "--seq"};
+  auto ids = cast<RankedTensorType>(body->getArgument(0).getType());
+  for (int d = 0; d < 2; ++d) {
+    const auto &dim = tt.shape().dim(d);
+    if (dim.has_dim_value() && want[d] && dim.dim_value() != want[d])
+      return what + " has dim " + std::to_string(d) + " = " +
+             std::to_string(dim.dim_value()) + " in the model, but " +
+             flags[d] + " " + std::to_string(want[d]) +
+             " was asked; export the model with a dynamic dim to change it";
+    if (!dim.has_dim_value() && !want[d])
+      return what + " has the symbolic dim " + std::to_string(d) + " '" +
+             dim.dim_param() + "': give " + flags[d];
+    if (ids.getShape()[d] <= 0)
+      return what + " dim " + std::to_string(d) + " must be positive";
+  }
+  Slot s;
+  s.value = body->getArgument(0);
+  slots[input.name()] = s;
+  return "";
+}
+
+DictionaryAttr Importer::attributes(const onnx::NodeProto &n,
+                                    std::string &error) {
+  SmallVector<NamedAttribute> out;
+  for (const auto &a : n.attribute()) {
+    Attribute v;
+    switch (a.type()) {
+    case onnx::AttributeProto::INT:
+      v = b.getI64IntegerAttr(a.i());
+      break;
+    case onnx::AttributeProto::FLOAT:
+      v = b.getF64FloatAttr(a.f());
+      break;
+    case onnx::AttributeProto::STRING:
+      v = b.getStringAttr(a.s());
+      break;
+    case onnx::AttributeProto::INTS:
+      v = b.getDenseI64ArrayAttr(
+          SmallVector<int64_t>(a.ints().begin(), a.ints().end()));
+      break;
+    case onnx::AttributeProto::FLOATS:
+      v = b.getDenseF64ArrayAttr(
+          SmallVector<double>(a.floats().begin(), a.floats().end()));
+      break;
+    default:
+      error = nodeName(n) + ": attribute '" + a.name() + "' of type " +
+              std::to_string(int(a.type())) + " is not imported";
+      return nullptr;
+    }
+    out.push_back(b.getNamedAttr(a.name(), v));
+  }
+  return b.getDictionaryAttr(out);
+}
+
+// The static result types of a node weft keeps (for weft-raise-onnx), by
+// ONNX's shape rules; `attrs` gains what the rule resolved (Split's sizes).
+std::string Importer::resultTypes(const onnx::NodeProto &n,
+                                  const std::vector<const Slot *> &in,
+                                  SmallVectorImpl<Type> &types,
+                                  DictionaryAttr &attrs) {
+  const std::string &op = n.op_type();
+  auto fail = [&](const std::string &why) { return nodeName(n) + ": " + why; };
+  auto typeOf = [&](size_t i) -> RankedTensorType {
+    if (i >= in.size() || !in[i])
+      return nullptr;
+    if (in[i]->constant)
+      return RankedTensorType::get(in[i]->constant->shape,
+                                   elementType(in[i]->constant->type));
+    return cast<RankedTensorType>(in[i]->value.getType());
+  };
+  auto shapeIn = [&](size_t i) {
+    auto t = typeOf(i);
+    return Shape(t.getShape().begin(), t.getShape().end());
+  };
+  // A constant integer input (a shape, axes, split sizes).
+  auto constInts = [&](size_t i, Shape &v, const char *what) -> std::string {
+    if (i >= in.size() || !in[i] || !in[i]->constant ||
+        in[i]->constant->isFloat())
+      return fail(std::string(what) + " (input " + std::to_string(i) +
+                  ") must be a constant of integers; weft needs static "
+                  "shapes");
+    v = in[i]->constant->ints;
+    return "";
+  };
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!in[i] && !(op == "Slice" || op == "Gemm" || op == "Squeeze" ||
+                    op == "LayerNormalization" || op == "Split" ||
+                    op == "SplitToSequence" || op == "ReduceMean"))
+      return fail("input " + std::to_string(i) + " is missing");
+  if (in.empty() || !in[0])
+    return fail("has no first input");
+  RankedTensorType x = typeOf(0);
+  auto same = [&](Type element, Shape shape) {
+    types.push_back(RankedTensorType::get(shape, element));
+    return std::string();
+  };
+  static const char *const kUnary[] = {
+      "Tanh",       "Sqrt", "Erf", "Sigmoid",  "Relu",    "Neg", "Exp",
+      "Reciprocal", "Sin",  "Cos", "Identity", "Softmax", "Abs", "Log"};
+  for (const char *u : kUnary)
+    if (op == u)
+      return same(x.getElementType(), shapeIn(0));
+  if (op == "IsNaN" || op == "Not")
+    return same(b.getI1Type(), shapeIn(0));
+  if (op == "LayerNormalization") {
+    if (n.output_size() > 1)
+      for (int i = 1; i < n.output_size(); ++i)
+        if (!n.output(i).empty())
+          return fail("its mean and inverse std outputs are not supported");
+    return same(x.getElementType(), shapeIn(0));
+  }
+  static const char *const kBinary[] = {"Add", "Sub", "Mul", "Div",
+                                        "Pow", "Max", "Min"};
+  static const char *const kCompare[] = {
+      "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or"};
+  bool binary = false, compare = false;
+  for (const char *o : kBinary)
+    binary |= op == o;
+  for (const char *o : kCompare)
+    compare |= op == o;
+  if (binary || compare || op == "Where") {
+    if (in.size() != (op == "Where" ? 3u : 2u))
+      return fail("takes " + std::to_string(in.size()) + " inputs");
+    Shape shape = shapeIn(0);
+    for (size_t i = 1; i < in.size(); ++i) {
+      Shape next;
+      if (!onnximport::broadcastShapes(shape, shapeIn(i), next))
+        return fail("input shapes " + shapeString(shape) + " and " +
+                    shapeString(shapeIn(i)) + " do not broadcast");
+      shape = next;
+    }
+    Type element = compare         ? Type(b.getI1Type())
+                   : op == "Where" ? typeOf(1).getElementType()
+                                   : x.getElementType();
+    return same(element, shape);
+  }
+  if (op == "Cast" || op == "CastLike") {
+    Type to;
+    if (op == "CastLike") {
+      to = typeOf(1).getElementType();
+    } else {
+      HostType ht;
+      if (!onnximport::hostTypeOf(int(intAttr(n, "to", 0)), ht))
+        return fail("casts to ONNX type " +
+                    std::to_string(intAttr(n, "to", 0)));
+      to = elementType(ht);
+    }
+    return same(to, shapeIn(0));
+  }
+  if (op == "MatMul") {
+    Shape a = shapeIn(0), c = shapeIn(1);
+    if (a.size() < 2 || c.size() < 2)
+      return fail("1-D operands (" + shapeString(a) + ", " + shapeString(c) +
+                  ") are not supported");
+    if (a.back() != c[c.size() - 2])
+      return fail("contracts " + shapeString(a) + " with " + shapeString(c));
+    Shape batch;
+    if (!onnximport::broadcastShapes(Shape(a.begin(), a.end() - 2),
+                                     Shape(c.begin(), c.end() - 2), batch))
+      return fail("batch dims of " + shapeString(a) + " and " + shapeString(c) +
+                  " do not broadcast");
+    batch.push_back(a[a.size() - 2]);
+    batch.push_back(c.back());
+    return same(x.getElementType(), batch);
+  }
+  if (op == "Gemm") {
+    Shape a = shapeIn(0), c = shapeIn(1);
+    if (a.size() != 2 || c.size() != 2)
+      return fail("operands must be matrices");
+    int64_t m = intAttr(n, "transA", 0) ? a[1] : a[0];
+    int64_t k = intAttr(n, "transA", 0) ? a[0] : a[1];
+    int64_t kb = intAttr(n, "transB", 0) ? c[1] : c[0];
+    int64_t nn = intAttr(n, "transB", 0) ? c[0] : c[1];
+    if (k != kb)
+      return fail("contracts " + shapeString(a) + " with " + shapeString(c));
+    return same(x.getElementType(), {m, nn});
+  }
+  if (op == "Reshape") {
+    Shape target, out;
+    std::string e = constInts(1, target, "shape");
+    if (e.empty())
+      e = onnximport::reshapeTarget(shapeIn(0), target,
+                                    intAttr(n, "allowzero", 0), out);
+    return e.empty() ? same(x.getElementType(), out) : fail(e);
+  }
+  if (op == "Transpose") {
+    Shape perm, out;
+    if (const auto *a = findAttr(n, "perm"))
+      perm.assign(a->ints().begin(), a->ints().end());
+    std::string e = onnximport::transposeShape(shapeIn(0), perm, out);
+    return e.empty() ? same(x.getElementType(), out) : fail(e);
+  }
+  if (op == "Unsqueeze" || op == "Squeeze") {
+    Shape axes, out;
+    if (in.size() > 1 && in[1]) {
+      std::string e = constInts(1, axes, "axes");
+      if (!e.empty())
+        return e;
+    }
+    std::string e = op == "Squeeze"
+                        ? onnximport::squeezeShape(shapeIn(0), axes, out)
+                        : onnximport::unsqueezeShape(shapeIn(0), axes, out);
+    return e.empty() ? same(x.getElementType(), out) : fail(e);
+  }
+  if (op == "Expand") {
+    Shape target, out;
+    std::string e = constInts(1, target, "shape");
+    if (!e.empty())
+      return e;
+    if (!onnximport::broadcastShapes(shapeIn(0), target, out))
+      return fail("shape " + shapeString(shapeIn(0)) + " does not expand to " +
+                  shapeString(target));
+    return same(x.getElementType(), out);
+  }
+  if (op == "Concat") {
+    Shape out = shapeIn(0);
+    int64_t rank = int64_t(out.size()), ax = intAttr(n, "axis", 0);
+    ax = ax < 0 ? ax + rank : ax;
+    if (ax < 0 || ax >= rank)
+      return fail("axis out of range");
+    for (size_t i = 1; i < in.size(); ++i) {
+      Shape s = shapeIn(i);
+      if (int64_t(s.size()) != rank)
+        return fail("inputs differ in rank");
+      out[ax] += s[ax];
+    }
+    return same(x.getElementType(), out);
+  }
+  if (op == "Slice") {
+    Shape starts, ends, axes, steps;
+    std::string e = constInts(1, starts, "starts");
+    if (e.empty())
+      e = constInts(2, ends, "ends");
+    if (e.empty() && in.size() > 3 && in[3])
+      e = constInts(3, axes, "axes");
+    if (e.empty() && in.size() > 4 && in[4])
+      e = constInts(4, steps, "steps");
+    if (!e.empty())
+      return e;
+    onnximport::SliceSpec spec;
+    e = onnximport::sliceSpec(shapeIn(0), starts, ends, axes, steps, spec);
+    return e.empty() ? same(x.getElementType(), spec.shape) : fail(e);
+  }
+  if (op == "Gather") {
+    Shape data = shapeIn(0), idx = shapeIn(1);
+    int64_t rank = int64_t(data.size()), ax = intAttr(n, "axis", 0);
+    ax = ax < 0 ? ax + rank : ax;
+    if (ax < 0 || ax >= rank)
+      return fail("axis out of range");
+    Shape out(data.begin(), data.begin() + ax);
+    out.insert(out.end(), idx.begin(), idx.end());
+    out.insert(out.end(), data.begin() + ax + 1, data.end());
+    return same(x.getElementType(), out);
+  }
+  if (op == "Split" || op == "SplitToSequence") {
+    Shape shape = shapeIn(0), sizes;
+    int64_t rank = int64_t(shape.size()), ax = intAttr(n, "axis", 0);
+    ax = ax < 0 ? ax + rank : ax;
+    if (ax < 0 || ax >= rank)
+      return fail("axis out of range");
+    if (in.size() > 1 && in[1]) {
+      std::string e = constInts(1, sizes, "split");
+      if (!e.empty())
+        return e;
+      if (op == "SplitToSequence" && in[1]->constant->shape.empty()) {
+        int64_t chunk = sizes[0];
+        sizes.clear();
+        for (int64_t left = shape[ax]; left > 0; left -= chunk)
+          sizes.push_back(std::min(chunk, left));
+      }
+    } else if (op == "Split" && findAttr(n, "num_outputs")) {
+      int64_t parts = intAttr(n, "num_outputs", 1);
+      int64_t chunk = (shape[ax] + parts - 1) / parts;
+      for (int64_t left = shape[ax]; left > 0; left -= chunk)
+        sizes.push_back(std::min(chunk, left));
+    } else if (op == "Split") {
+      if (shape[ax] % n.output_size())
+        return fail("dim " + std::to_string(shape[ax]) + " does not split " +
+                    "evenly into " + std::to_string(n.output_size()));
+      sizes.assign(size_t(n.output_size()), shape[ax] / n.output_size());
+    } else {
+      sizes.assign(size_t(shape[ax]), 1);
+    }
+    int64_t total = 0;
+    for (int64_t s : sizes)
+      total += s;
+    if (total != shape[ax])
+      return fail("split sizes " + shapeString(sizes) + " do not add up to " +
+                  std::to_string(shape[ax]));
+    if (op == "SplitToSequence" && !intAttr(n, "keepdims", 1))
+      return fail("keepdims=0 is not supported");
+    for (int64_t s : sizes) {
+      Shape part = shape;
+      part[ax] = s;
+      types.push_back(RankedTensorType::get(part, x.getElementType()));
+    }
+    attrs = b.getDictionaryAttr(
+        {b.getNamedAttr("axis", b.getI64IntegerAttr(ax)),
+         b.getNamedAttr("split", b.getDenseI64ArrayAttr(sizes))});
+    return "";
+  }
+  if (op == "ReduceMean") {
+    Shape shape = shapeIn(0), axes;
+    if (opset >= 18 && in.size() > 1 && in[1]) {
+      std::string e = constInts(1, axes, "axes");
+      if (!e.empty())
+        return e;
+    } else if (const auto *a = findAttr(n, "axes")) {
+      axes.assign(a->ints().begin(), a->ints().end());
+    }
+    int64_t rank = int64_t(shape.size());
+    std::vector<bool> reduce(shape.size(), axes.empty());
+    for (int64_t a : axes) {
+      int64_t k = a < 0 ? a + rank : a;
+      if (k < 0 || k >= rank)
+        return fail("axis out of range");
+      reduce[k] = true;
+    }
+    Shape out;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!reduce[d])
+        out.push_back(shape[d]);
+      else if (intAttr(n, "keepdims", 1))
+        out.push_back(1);
+    return same(x.getElementType(), out);
+  }
+  return fail("is not supported by weft's ONNX import");
+}
+
+std::string Importer::emit(const onnx::NodeProto &n,
+                           const std::vector<const Slot *> &in) {
+  SmallVector<Type> types;
+  DictionaryAttr extra;
+  std::string e = resultTypes(n, in, types, extra);
+  if (!e.empty())
+    return e;
+  DictionaryAttr attrs = attributes(n, e);
+  if (!attrs)
+    return e;
+  if (extra) { // the resolved attributes replace the node's own
+    NamedAttrList merged(attrs);
+    for (NamedAttribute a : extra)
+      merged.set(a.getName(), a.getValue());
+    attrs = merged.getDictionary(b.getContext());
+  }
+  SmallVector<Value> operands;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!in[i])
+      continue; // an absent optional input
+    operands.push_back(in[i]->constant
+                           ? materialize(n.input(int(i)), *in[i]->constant)
+                           : in[i]->value);
+  }
+  const bool sequence = n.op_type() == "SplitToSequence";
+  auto op = OnnxNodeOp::create(
+      b, NameLoc::get(b.getStringAttr(n.name())), types, operands,
+      b.getStringAttr(sequence ? "Split" : n.op_type()),
+      b.getStringAttr(n.name()), b.getI64IntegerAttr(opset), attrs);
+  if (sequence) {
+    Slot s;
+    s.isSequence = true;
+    s.sequence.assign(op.getResults().begin(), op.getResults().end());
+    slots[n.output(0)] = s;
+    return "";
+  }
+  if (int(op.getNumResults()) != n.output_size() &&
+      n.op_type() != "LayerNormalization")
+    return nodeName(n) + ": has " + std::to_string(n.output_size()) +
+           " outputs, expected " + std::to_string(op.getNumResults());
+  for (unsigned i = 0; i < op.getNumResults(); ++i) {
+    Slot s;
+    s.value = op.getResult(i);
+    slots[n.output(int(i))] = s;
+  }
+  return "";
+}
+
+std::string Importer::node(const onnx::NodeProto &n) {
+  if (!n.domain().empty() && n.domain() != "ai.onnx")
+    return nodeName(n) + ": domain '" + n.domain() +
+           "' is not supported (only the default ONNX domain)";
+  std::vector<const Slot *> in;
+  bool allConstant = true;
+  for (const std::string &name : n.input()) {
+    if (name.empty()) {
+      in.push_back(nullptr);
+      continue;
+    }
+    if (params.count(name) && !slots.count(name)) {
+      Slot s;
+      s.value = param(name);
+      slots[name] = s;
+    }
+    auto it = slots.find(name);
+    if (it == slots.end())
+      return nodeName(n) + ": input '" + name +
+             "' is not defined before it (the graph must be topologically "
+             "sorted)";
+    in.push_back(&it->second);
+    allConstant &= bool(it->second.constant);
+  }
+  const std::string &op = n.op_type();
+  // Sequences: SequenceAt of a split at a constant position.
+  if (op == "SequenceAt") {
+    if (in.size() != 2 || !in[0] || !in[0]->isSequence || !in[1] ||
+        !in[1]->constant || in[1]->constant->numel() != 1 ||
+        in[1]->constant->isFloat())
+      return nodeName(n) + ": weft imports SequenceAt of a SplitToSequence "
+                           "at a constant position only";
+    int64_t i = in[1]->constant->ints[0], size = in[0]->sequence.size();
+    if (i < -size || i >= size)
+      return nodeName(n) + ": position " + std::to_string(i) +
+             " is out of range for a sequence of " + std::to_string(size);
+    Slot s;
+    s.value = in[0]->sequence[size_t(i < 0 ? i + size : i)];
+    slots[n.output(0)] = s;
+    return "";
+  }
+  for (const Slot *s : in)
+    if (s && s->isSequence)
+      return nodeName(n) + ": takes a sequence; weft imports sequences only "
+                           "into SequenceAt";
+  // Shape of an imported value: its static shape.
+  if (op == "Shape" && !in.empty() && in[0] && !in[0]->constant) {
+    HostTensor t;
+    const auto *end = findAttr(n, "end");
+    onnximport::shapeTensor(
+        shapeOf(in[0]->value), intAttr(n, "start", 0),
+        end ? std::optional<int64_t>(end->i()) : std::nullopt, t);
+    Slot s;
+    s.constant = std::move(t);
+    slots[n.output(0)] = s;
+    return "";
+  }
+  // CastLike of a constant reads only the other input's type.
+  HostTensor like;
+  if (op == "CastLike" && in.size() == 2 && in[0] && in[0]->constant && in[1] &&
+      !in[1]->constant && !in[1]->isSequence) {
+    Type t = cast<RankedTensorType>(in[1]->value.getType()).getElementType();
+    like.type = t.isF64()           ? HostType::F64
+                : isa<FloatType>(t) ? HostType::F32
+                : t.isInteger(1)    ? HostType::Bool
+                : t.isInteger(32)   ? HostType::I32
+                                    : HostType::I64;
+    // Floats keep the model's own precision (f32 unless the input is f64).
+    Slot s;
+    s.constant = like;
+    likeSlot = s;
+    in[1] = &likeSlot;
+    allConstant = true;
+  }
+  if ((allConstant || op == "Constant") && onnximport::canFold(op)) {
+    std::vector<const HostTensor *> values;
+    for (const Slot *s : in)
+      values.push_back(s ? &*s->constant : nullptr);
+    std::vector<HostTensor> outs;
+    std::string e = onnximport::foldNode(n, opset, values, outs);
+    if (!e.empty())
+      return e + " (opset " + std::to_string(opset) + ")";
+    for (size_t i = 0; i < outs.size() && int(i) < n.output_size(); ++i) {
+      Slot s;
+      s.constant = std::move(outs[i]);
+      slots[n.output(int(i))] = s;
+    }
+    return "";
+  }
+  return emit(n, in);
+}
+
+std::string Importer::run(const onnx::ModelProto &model,
+                          const std::string &name,
+                          OwningOpRef<ModuleOp> &module) {
+  for (const auto &o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx")
+      opset = o.version();
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return "the model's ONNX opset is " + std::to_string(opset) +
+           "; weft imports opsets " + std::to_string(kMinOpset) + " to " +
+           std::to_string(kMaxOpset);
+  const onnx::GraphProto &g = model.graph();
+  if (g.sparse_initializer_size())
+    return "sparse initializer '" + g.sparse_initializer(0).values().name() +
+           "' is not supported";
+  // Float initializers are parameters; others fold as constants.
+  for (const auto &t : g.initializer()) {
+    HostType ht;
+    bool isFloat = t.data_type() == onnx::TensorProto_DataType_FLOAT ||
+                   t.data_type() == onnx::TensorProto_DataType_DOUBLE;
+    if (isFloat) {
+      for (int64_t d : t.dims())
+        if (d <= 0)
+          return "initializer '" + t.name() + "' has dim " + std::to_string(d);
+      params[t.name()] = &t;
+      continue;
+    }
+    if (!onnximport::hostTypeOf(t.data_type(), ht))
+      return "initializer '" + t.name() + "' has ONNX type " +
+             std::to_string(t.data_type()) + ", which weft does not import";
+    Slot s;
+    s.constant.emplace();
+    std::string e = onnximport::tensorFromProto(t, *s.constant);
+    if (!e.empty())
+      return "initializer '" + t.name() + "': " + e;
+    slots[t.name()] = s;
+  }
+  std::vector<const onnx::ValueInfoProto *> inputs;
+  for (const auto &i : g.input())
+    if (!params.count(i.name()) && !slots.count(i.name()))
+      inputs.push_back(&i);
+  if (inputs.size() != 1) {
+    std::string names;
+    for (const auto *i : inputs)
+      names += (names.empty() ? "'" : ", '") + i->name() + "'";
+    return "the graph has " + std::to_string(inputs.size()) + " inputs (" +
+           names +
+           "); weft imports models with one input, the token ids [batch, "
+           "seq] (export without attention_mask and position_ids)";
+  }
+  if (g.output_size() != 1)
+    return "the graph has " + std::to_string(g.output_size()) +
+           " outputs; weft trains a model with one, the logits";
+
+  // The bound [batch, seq]: the flags, else the model's own dims.
+  const auto &dims = inputs[0]->type().tensor_type().shape();
+  int64_t batch = options.batch, seq = options.seq;
+  if (dims.dim_size() == 2) {
+    if (!batch && dims.dim(0).has_dim_value())
+      batch = dims.dim(0).dim_value();
+    if (!seq && dims.dim(1).has_dim_value())
+      seq = dims.dim(1).dim_value();
+  }
+  Location loc = NameLoc::get(b.getStringAttr(name));
+  module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  floatType = options.f64 ? Type(b.getF64Type()) : Type(b.getF32Type());
+  auto ids = RankedTensorType::get(
+      {std::max<int64_t>(batch, 1), std::max<int64_t>(seq, 1)}, b.getI32Type());
+  auto fn = func::FuncOp::create(
+      b, loc, "forward",
+      b.getFunctionType({ids, ids}, {RankedTensorType::get({}, floatType)}));
+  fn->setAttr(attrname::kModel, b.getStringAttr(name));
+  Block *body = fn.addEntryBlock();
+  b.setInsertionPointToEnd(body);
+  std::string e = graphInput(*inputs[0], body);
+  if (!e.empty())
+    return e;
+  for (const auto &n : g.node()) {
+    e = node(n);
+    if (!e.empty())
+      return e;
+  }
+  const std::string &outName = g.output(0).name();
+  auto it = slots.find(outName);
+  if (it == slots.end() || it->second.constant || it->second.isSequence)
+    return "graph output '" + outName +
+           "' does not depend on the input; weft trains on logits";
+  Value logits = it->second.value;
+  auto lt = cast<RankedTensorType>(logits.getType());
+  if (lt.getRank() != 3 || lt.getShape()[0] != ids.getShape()[0] ||
+      lt.getShape()[1] != ids.getShape()[1] ||
+      !isa<FloatType>(lt.getElementType()))
+    return "graph output '" + outName + "' has type " +
+           [&] {
+             std::string s;
+             llvm::raw_string_ostream os(s);
+             os << lt;
+             return s;
+           }() +
+           "; weft trains next-token cross-entropy on logits [batch, seq, "
+           "vocab]";
+  Value loss = CrossEntropyOp::create(b, NameLoc::get(b.getStringAttr("loss")),
+                                      logits, body->getArgument(1));
+  func::ReturnOp::create(b, loc, loss);
+  return "";
+}
+
+// Which layer each parameter belongs to (weft.layer): the number in
+// ".h.N." / ".layers.N." / ".layer.N." / ".blocks.N."; the others are
+// the embeddings (-1) when first used before layer 0's first op, else the
+// head (the last layer + 1).
+void markLayers(func::FuncOp fn) {
+  static const std::regex kLayer(R"((^|\.)(h|layers|layer|blocks)\.(\d+)\.)");
+  int64_t last = -1;
+  bool seenLayer = false;
+  SmallVector<std::pair<ParamOp, bool>> unnumbered;
+  fn.walk([&](ParamOp p) {
+    std::smatch m;
+    std::string name = p.getName().str();
+    if (std::regex_search(name, m, kLayer)) {
+      int64_t layer = std::stoll(m[3].str());
+      p->setAttr(attrname::kLayer,
+                 Builder(p.getContext()).getI64IntegerAttr(layer));
+      last = std::max(last, layer);
+      seenLayer = true;
+    } else {
+      unnumbered.push_back({p, seenLayer});
+    }
+  });
+  for (auto [p, after] : unnumbered)
+    p->setAttr(
+        attrname::kLayer,
+        Builder(p.getContext()).getI64IntegerAttr(after ? last + 1 : -1));
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> importOnnx(MLIRContext &context, const std::string &path,
+                                 const OnnxImportOptions &options,
+                                 std::string &error) {
+  context.loadDialect<WeftDialect, func::FuncDialect>();
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    error = "cannot open ONNX model '" + path + "'";
+    return nullptr;
+  }
+  std::ostringstream bytes;
+  bytes << file.rdbuf();
+  const std::string data = bytes.str();
+  onnx::ModelProto model;
+  google::protobuf::io::CodedInputStream stream(
+      reinterpret_cast<const uint8_t *>(data.data()),
+      int(std::min<size_t>(data.size(), size_t(INT32_MAX))));
+  stream.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  if (data.size() > size_t(INT32_MAX) || !model.ParseFromCodedStream(&stream) ||
+      !stream.ConsumedEntireMessage() || !model.has_graph()) {
+    error = "'" + path + "' is not an ONNX model: its " +
+            std::to_string(data.size()) +
+            " bytes do not parse as a ModelProto with a graph (truncated, "
+            "or another format)";
+    return nullptr;
+  }
+  std::string name = llvm::sys::path::stem(path).str();
+  Importer importer(context, options);
+  OwningOpRef<ModuleOp> module;
+  std::string e = importer.run(model, name, module);
+  if (!e.empty()) {
+    error = "'" + path + "': " + e;
+    return nullptr;
+  }
+  module->walk([](func::FuncOp fn) { markLayers(fn); });
+  return module;
+}
+
+} // namespace weft

@@ -1,0 +1,42 @@
+//===- ImportOnnx.h - an ONNX model as weft IR ------------------*- C++ -*-===//
+//
+// `weft-compile model.onnx` (issue 13): an ONNX ModelProto (as
+// torch.onnx.export writes it) becomes a weft forward module like the
+// builtin frontend's: `func @forward(ids, targets) -> loss`, the float
+// initializers as `weft.param`s under their own names, the graph's output
+// (logits [batch, seq, vocab]) fed to next-token cross-entropy.
+//
+// Every value that depends on no input and no parameter is folded here
+// (HostTensor.h); every other node becomes a `weft.onnx_node` with static
+// result shapes, for weft-raise-onnx to rewrite into weft's ops.
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_FRONTENDS_ONNX_IMPORTONNX_H
+#define WEFT_FRONTENDS_ONNX_IMPORTONNX_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <string>
+
+namespace weft {
+
+struct OnnxImportOptions {
+  /// Binds the input's first (batch) and second (sequence) dims; 0: take
+  /// the model's own (refused where the model leaves the dim symbolic).
+  int64_t batch = 0, seq = 0;
+  /// Computes in f64 (weights and activations), whatever the model's type.
+  bool f64 = false;
+};
+
+/// The forward module of the ONNX model at `path`, or nullptr with `error`
+/// naming the file and the node, op type and opset (or initializer) that
+/// weft does not import.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnx(mlir::MLIRContext &context,
+                                             const std::string &path,
+                                             const OnnxImportOptions &options,
+                                             std::string &error);
+
+} // namespace weft
+
+#endif // WEFT_FRONTENDS_ONNX_IMPORTONNX_H

@@ -1,0 +1,687 @@
+//===- RaiseOnnx.cpp - weft-raise-onnx: imported graphs to weft's ops -----===//
+//
+// An imported ONNX graph (frontends/onnx) is weft.onnx_node ops with static
+// shapes and the constants the import folded. This pass recognises the
+// subgraphs torch.onnx.export writes for a transformer and rewrites each
+// into the weft op that computes the same function:
+//
+//   Gemm / MatMul by a matrix          -> weft.matmul (+ weft.bias_add)
+//   Reshape [.., K] -> [M, K] around it -> dropped (weft.matmul keeps rows)
+//   LayerNormalization (last axis)     -> weft.layer_norm
+//   0.5 x (1 + tanh(c (x + 0.044715 x^3))) -> weft.gelu
+//   Gather(table, ids)                 -> weft.embedding
+//   x + Gather(table, arange(S))       -> weft.position_embedding
+//   Split of the last dim              -> weft.split
+//   softmax(q k^T * s + causal mask) v, with its head reshapes and
+//   transposes                         -> weft.attention
+//   Add / Mul of equal shapes          -> weft.add / weft.mul
+//
+// A pattern fires only where the subgraph computes exactly that function
+// (the mask is causal, the constants are GELU's, the views move the
+// dims as the fused op reads them). A node no pattern consumes is refused,
+// by name, op type and opset: weft trains only what it implements.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/WeftDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+
+namespace weft {
+#define GEN_PASS_DEF_WEFTRAISEONNX
+#include "passes/Passes.h.inc"
+} // namespace weft
+
+using namespace mlir;
+using namespace weft;
+
+namespace {
+
+using Shape = SmallVector<int64_t>;
+
+Shape shapeOf(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return Shape(t.getShape().begin(), t.getShape().end());
+}
+
+// The onnx_node of type `type` defining v, or null.
+OnnxNodeOp nodeOf(Value v, StringRef type) {
+  auto op = v ? v.getDefiningOp<OnnxNodeOp>() : nullptr;
+  return op && op.getOpType() == type ? op : nullptr;
+}
+
+int64_t intAttr(OnnxNodeOp op, StringRef name, int64_t dflt) {
+  auto a = op.getAttrs().getAs<IntegerAttr>(name);
+  return a ? a.getInt() : dflt;
+}
+double floatAttr(OnnxNodeOp op, StringRef name, double dflt) {
+  auto a = op.getAttrs().getAs<FloatAttr>(name);
+  return a ? a.getValueAsDouble() : dflt;
+}
+
+// The one value every element of a float constant holds.
+std::optional<double> splat(Value v) {
+  auto c = v ? v.getDefiningOp<ConstantOp>() : nullptr;
+  if (!c)
+    return std::nullopt;
+  auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue());
+  if (!dense || dense.empty())
+    return std::nullopt;
+  double first = (*dense.value_begin<APFloat>()).convertToDouble();
+  for (APFloat x : dense.getValues<APFloat>())
+    if (x.convertToDouble() != first)
+      return std::nullopt;
+  return first;
+}
+
+// Whether `v` equals `want` as the model's float type rounds it.
+bool isConstant(Value v, double want) {
+  std::optional<double> s = splat(v);
+  if (!s)
+    return false;
+  bool f32 = cast<RankedTensorType>(v.getType()).getElementType().isF32();
+  return f32 ? float(*s) == float(want) : *s == want;
+}
+
+bool isFloat(Value v) {
+  return isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
+}
+
+// For commutative binary nodes: the operand other than the one `pred`
+// accepts (trying both orders), or null.
+template <typename Pred> Value otherOperand(OnnxNodeOp op, Pred pred) {
+  if (!op || op.getInputs().size() != 2)
+    return nullptr;
+  if (pred(op.getInputs()[0]))
+    return op.getInputs()[1];
+  if (pred(op.getInputs()[1]))
+    return op.getInputs()[0];
+  return nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// Views: what a chain of Reshape and Transpose does to a tensor's elements.
+//===----------------------------------------------------------------------===//
+
+// A run of one base dim's index: `size` values, `stride` apart in it.
+struct Piece {
+  int64_t baseDim, size, stride;
+  bool operator==(const Piece &o) const {
+    return baseDim == o.baseDim && size == o.size && stride == o.stride;
+  }
+};
+// A view of `base`: each of its dims is the pieces it enumerates, outer
+// first. Two views with equal pieces hold the same elements in the same
+// places.
+struct View {
+  Value base;
+  SmallVector<SmallVector<Piece>> dims;
+
+  static View of(Value v) {
+    View view{v, {}};
+    Shape s = shapeOf(v);
+    for (size_t d = 0; d < s.size(); ++d) {
+      view.dims.emplace_back();
+      if (s[d] != 1)
+        view.dims.back().push_back({int64_t(d), s[d], 1});
+    }
+    return view;
+  }
+  // Row-major reshape: the pieces, in order, regrouped into `shape`.
+  bool reshape(ArrayRef<int64_t> shape) {
+    SmallVector<Piece> queue;
+    for (auto &d : dims)
+      queue.append(d.begin(), d.end());
+    std::reverse(queue.begin(), queue.end()); // pop from the back
+    SmallVector<SmallVector<Piece>> out;
+    for (int64_t want : shape) {
+      out.emplace_back();
+      int64_t have = 1;
+      while (have < want) {
+        if (queue.empty() || want % have)
+          return false;
+        Piece p = queue.pop_back_val();
+        int64_t need = want / have;
+        if (p.size <= need) {
+          if (need % p.size)
+            return false;
+          out.back().push_back(p);
+          have *= p.size;
+          continue;
+        }
+        if (p.size % need) // splits p: its outer part here, the rest next
+          return false;
+        int64_t inner = p.size / need;
+        out.back().push_back({p.baseDim, need, p.stride * inner});
+        queue.push_back({p.baseDim, inner, p.stride});
+        have *= need;
+      }
+      if (have != want)
+        return false;
+    }
+    if (!queue.empty())
+      return false;
+    dims = std::move(out);
+    return true;
+  }
+  void transpose(ArrayRef<int64_t> perm) {
+    SmallVector<SmallVector<Piece>> out;
+    for (int64_t p : perm)
+      out.push_back(dims[p]);
+    dims = std::move(out);
+  }
+  // Adjacent pieces of one base dim that are one run merge.
+  static SmallVector<Piece> canonical(ArrayRef<Piece> in) {
+    SmallVector<Piece> out;
+    for (Piece p : in) {
+      if (!out.empty() && out.back().baseDim == p.baseDim &&
+          out.back().stride == p.stride * p.size) {
+        out.back().size *= p.size;
+        out.back().stride = p.stride;
+        continue;
+      }
+      out.push_back(p);
+    }
+    return out;
+  }
+  bool operator==(const View &o) const {
+    if (base != o.base || dims.size() != o.dims.size())
+      return false;
+    for (size_t i = 0; i < dims.size(); ++i)
+      if (canonical(dims[i]) != canonical(o.dims[i]))
+        return false;
+    return true;
+  }
+};
+
+SmallVector<int64_t> permOf(OnnxNodeOp t) {
+  auto perm = t.getAttrs().getAs<DenseI64ArrayAttr>("perm");
+  SmallVector<int64_t> p;
+  if (perm)
+    p.assign(perm.asArrayRef().begin(), perm.asArrayRef().end());
+  else
+    for (int64_t d = shapeOf(t.getInputs()[0]).size() - 1; d >= 0; --d)
+      p.push_back(d);
+  return p;
+}
+
+// The view `v` is of the first value up its Reshape/Transpose chain.
+std::optional<View> traceView(Value v) {
+  SmallVector<OnnxNodeOp> chain;
+  Value at = v;
+  while (true) {
+    auto op = at.getDefiningOp<OnnxNodeOp>();
+    if (!op || !(op.getOpType() == "Reshape" || op.getOpType() == "Transpose"))
+      break;
+    chain.push_back(op);
+    at = op.getInputs()[0];
+  }
+  View view = View::of(at);
+  for (OnnxNodeOp op : llvm::reverse(chain)) {
+    if (op.getOpType() == "Transpose")
+      view.transpose(permOf(op));
+    else if (!view.reshape(shapeOf(op.getResult(0))))
+      return std::nullopt;
+  }
+  return view;
+}
+
+// The view [B, H, S, D] of x [B, S, H*D] that attention's heads read
+// (`keysLast`: [B, H, D, S], the transposed keys).
+View headsView(Value x, int64_t heads, bool keysLast) {
+  Shape s = shapeOf(x);
+  View v = View::of(x);
+  v.reshape({s[0], s[1], heads, s[2] / heads});
+  if (keysLast)
+    v.transpose({0, 2, 3, 1});
+  else
+    v.transpose({0, 2, 1, 3});
+  return v;
+}
+
+//===----------------------------------------------------------------------===//
+// Patterns
+//===----------------------------------------------------------------------===//
+
+// A pattern for onnx_node ops of one type.
+struct NodePattern : OpRewritePattern<OnnxNodeOp> {
+  NodePattern(MLIRContext *ctx, StringRef type, PatternBenefit benefit = 1)
+      : OpRewritePattern(ctx, benefit), type(type.str()) {}
+  LogicalResult matchAndRewrite(OnnxNodeOp op,
+                                PatternRewriter &rw) const final {
+    if (op.getOpType() != type)
+      return failure();
+    return raise(op, rw);
+  }
+  virtual LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const = 0;
+  std::string type;
+};
+
+// Identity, and Reshape / Transpose / Cast that change nothing.
+struct NoOp : NodePattern {
+  using NodePattern::NodePattern;
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    Value x = op.getInputs().empty() ? nullptr : op.getInputs()[0];
+    if (!x || op.getNumResults() != 1 ||
+        x.getType() != op.getResult(0).getType())
+      return failure();
+    if (type == "Transpose") {
+      SmallVector<int64_t> perm = permOf(op);
+      for (size_t i = 0; i < perm.size(); ++i)
+        if (perm[i] != int64_t(i))
+          return failure();
+    }
+    rw.replaceOp(op, x);
+    return success();
+  }
+};
+
+// Gemm(a, W, bias) with alpha = beta = 1: a linear layer.
+struct Gemm : NodePattern {
+  Gemm(MLIRContext *ctx) : NodePattern(ctx, "Gemm") {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    auto in = op.getInputs();
+    if (intAttr(op, "transA", 0) || floatAttr(op, "alpha", 1.0) != 1.0 ||
+        floatAttr(op, "beta", 1.0) != 1.0 || !isFloat(in[0]))
+      return failure();
+    Shape out = shapeOf(op.getResult(0));
+    if (in.size() == 3 && shapeOf(in[2]) != Shape{out[1]})
+      return failure(); // a bias of another shape
+    Value y = MatmulOp::create(rw, op.getLoc(), in[0], in[1], false,
+                               intAttr(op, "transB", 0) != 0);
+    if (in.size() == 3)
+      y = BiasAddOp::create(rw, op.getLoc(), y, in[2]);
+    rw.replaceOp(op, y);
+    return success();
+  }
+};
+
+// MatMul(x [.., K], W [K, N]) or MatMul(x, Transpose(W [N, K])).
+struct Linear : NodePattern {
+  Linear(MLIRContext *ctx) : NodePattern(ctx, "MatMul") {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    Value x = op.getInputs()[0], w = op.getInputs()[1];
+    if (shapeOf(w).size() != 2 || !isFloat(x))
+      return failure();
+    bool transposed = false;
+    if (OnnxNodeOp t = nodeOf(w, "Transpose")) {
+      if (permOf(t) != SmallVector<int64_t>{1, 0})
+        return failure();
+      w = t.getInputs()[0];
+      transposed = true;
+    }
+    rw.replaceOp(
+        op,
+        MatmulOp::create(rw, op.getLoc(), x, w, false, transposed).getResult());
+    return success();
+  }
+};
+
+// Reshape(rows(Reshape(y))): the flattening of y's leading dims to [M, K]
+// around row-wise ops (a linear layer), undone after: the ops take y.
+struct RowReshapes : NodePattern {
+  RowReshapes(MLIRContext *ctx) : NodePattern(ctx, "Reshape", 2) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    SmallVector<Operation *> chain; // outermost first
+    Value at = op.getInputs()[0];
+    OnnxNodeOp inner;
+    while (true) {
+      Operation *def = at.getDefiningOp();
+      if (!def || !at.hasOneUse())
+        return failure();
+      if ((inner = nodeOf(at, "Reshape")))
+        break;
+      if (auto m = dyn_cast<MatmulOp>(def); m && !m.getTransposeA())
+        at = m.getA();
+      else if (auto b = dyn_cast<BiasAddOp>(def))
+        at = b.getX();
+      else if (isa<GeluOp, SiluOp, ActOp>(def))
+        at = def->getOperand(0);
+      else
+        return failure();
+      chain.push_back(def);
+    }
+    if (chain.empty())
+      return failure();
+    Value y = inner.getInputs()[0];
+    Shape ys = shapeOf(y), flat = shapeOf(inner.getResult(0)),
+          out = shapeOf(op.getResult(0)),
+          rows = shapeOf(chain.front()->getResult(0));
+    if (ys.size() < 2 || flat.size() != 2 || flat.back() != ys.back() ||
+        out.size() != ys.size() || out.back() != rows.back() ||
+        !std::equal(ys.begin(), ys.end() - 1, out.begin()))
+      return failure();
+    Value v = y;
+    for (Operation *def : llvm::reverse(chain)) {
+      Location loc = def->getLoc();
+      if (auto m = dyn_cast<MatmulOp>(def))
+        v = MatmulOp::create(rw, loc, v, m.getB(), false, m.getTransposeB());
+      else if (auto b = dyn_cast<BiasAddOp>(def))
+        v = BiasAddOp::create(rw, loc, v, b.getBias());
+      else if (isa<GeluOp>(def))
+        v = GeluOp::create(rw, loc, v);
+      else if (isa<SiluOp>(def))
+        v = SiluOp::create(rw, loc, v);
+      else
+        v = ActOp::create(rw, loc, v, cast<ActOp>(def).getKindAttr());
+    }
+    rw.replaceOp(op, v);
+    return success();
+  }
+};
+
+// LayerNormalization over the last axis, with scale and bias.
+struct LayerNorm : NodePattern {
+  LayerNorm(MLIRContext *ctx) : NodePattern(ctx, "LayerNormalization") {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    auto in = op.getInputs();
+    int64_t rank = shapeOf(in[0]).size(), axis = intAttr(op, "axis", -1);
+    if (in.size() != 3 || (axis != -1 && axis != rank - 1) ||
+        shapeOf(in[1]) != Shape{shapeOf(in[0]).back()} ||
+        shapeOf(in[2]) != shapeOf(in[1]))
+      return failure();
+    double eps = floatAttr(op, "epsilon", 1e-5);
+    rw.replaceOp(op, LayerNormOp::create(rw, op.getLoc(), in[0], in[1], in[2],
+                                         rw.getF64FloatAttr(eps))
+                         .getResult());
+    return success();
+  }
+};
+
+// GPT-2's gelu_new: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+struct GeluTanh : NodePattern {
+  GeluTanh(MLIRContext *ctx) : NodePattern(ctx, "Mul", 3) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    // One factor is 0.5 x (as Mul(x, 0.5), or x times Mul(.., 0.5) below),
+    // the other 1 + tanh(..).
+    for (int half = 0; half < 2; ++half) {
+      OnnxNodeOp halfX = nodeOf(op.getInputs()[half], "Mul");
+      OnnxNodeOp onePlus = nodeOf(op.getInputs()[1 - half], "Add");
+      if (!halfX || !onePlus)
+        continue;
+      Value x = otherOperand(halfX, [](Value c) { return isConstant(c, 0.5); });
+      Value tanhV =
+          otherOperand(onePlus, [](Value c) { return isConstant(c, 1.0); });
+      if (!x || !tanhV || !matchesInner(tanhV, x))
+        continue;
+      rw.replaceOp(op, GeluOp::create(rw, op.getLoc(), x).getResult());
+      return success();
+    }
+    return failure();
+  }
+  // tanh(c (x + 0.044715 x^3)), c = sqrt(2/pi).
+  static bool matchesInner(Value t, Value x) {
+    OnnxNodeOp tanhOp = nodeOf(t, "Tanh");
+    if (!tanhOp)
+      return false;
+    OnnxNodeOp scaled = nodeOf(tanhOp.getInputs()[0], "Mul");
+    Value sum = otherOperand(
+        scaled, [](Value c) { return isConstant(c, std::sqrt(2.0 / M_PI)); });
+    OnnxNodeOp add = nodeOf(sum, "Add");
+    Value cube = otherOperand(add, [&](Value v) { return v == x; });
+    OnnxNodeOp mul = nodeOf(cube, "Mul");
+    Value pow =
+        otherOperand(mul, [](Value c) { return isConstant(c, 0.044715); });
+    OnnxNodeOp powOp = nodeOf(pow, "Pow");
+    return powOp && powOp.getInputs()[0] == x &&
+           isConstant(powOp.getInputs()[1], 3.0);
+  }
+};
+
+// Gather(table [V, d], ids) along axis 0: a token embedding.
+struct Embedding : NodePattern {
+  Embedding(MLIRContext *ctx) : NodePattern(ctx, "Gather") {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    Value table = op.getInputs()[0], ids = op.getInputs()[1];
+    auto idType = cast<RankedTensorType>(ids.getType());
+    if (intAttr(op, "axis", 0) != 0 || shapeOf(table).size() != 2 ||
+        !isFloat(table) || !idType.getElementType().isInteger(32) ||
+        ids.getDefiningOp<ConstantOp>())
+      return failure();
+    rw.replaceOp(op,
+                 EmbeddingOp::create(rw, op.getLoc(), table, ids).getResult());
+    return success();
+  }
+};
+
+// x [B, S, d] + Gather(table, [0, 1, .., S-1]): learned positions.
+struct PositionEmbedding : NodePattern {
+  PositionEmbedding(MLIRContext *ctx) : NodePattern(ctx, "Add", 2) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    Value table;
+    Value x = otherOperand(op, [&](Value g) {
+      OnnxNodeOp gather = nodeOf(g, "Gather");
+      if (!gather || intAttr(gather, "axis", 0) != 0)
+        return false;
+      table = gather.getInputs()[0];
+      return shapeOf(table).size() == 2 && isArange(gather.getInputs()[1]);
+    });
+    if (!x)
+      return failure();
+    Shape xs = shapeOf(x);
+    if (xs.size() != 3 || xs != shapeOf(op.getResult(0)) ||
+        shapeOf(table)[1] != xs[2] || shapeOf(table)[0] < xs[1] ||
+        positions(op, x) != xs[1])
+      return failure();
+    rw.replaceOp(
+        op, PositionEmbeddingOp::create(rw, op.getLoc(), x, table).getResult());
+    return success();
+  }
+  // Whether v is the constant [0, 1, .., n-1] (as [n] or [1, n]).
+  static bool isArange(Value v) {
+    auto c = v.getDefiningOp<ConstantOp>();
+    auto dense = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
+    Shape s = shapeOf(v);
+    if (!dense || s.empty() || s.size() > 2 || (s.size() == 2 && s[0] != 1))
+      return false;
+    int64_t i = 0;
+    for (const APInt &x : dense.getValues<APInt>())
+      if (x.getSExtValue() != i++)
+        return false;
+    return true;
+  }
+  static int64_t positions(OnnxNodeOp add, Value x) {
+    Value g = add.getInputs()[0] == x ? add.getInputs()[1] : add.getInputs()[0];
+    return shapeOf(nodeOf(g, "Gather").getInputs()[1]).back();
+  }
+};
+
+// Split of the last dim (SplitToSequence is imported as Split).
+struct Split : NodePattern {
+  Split(MLIRContext *ctx) : NodePattern(ctx, "Split") {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    Value x = op.getInputs()[0];
+    auto sizes = op.getAttrs().getAs<DenseI64ArrayAttr>("split");
+    if (!sizes || !isFloat(x) ||
+        intAttr(op, "axis", -1) != int64_t(shapeOf(x).size()) - 1)
+      return failure();
+    rw.replaceOp(op, SplitOp::create(rw, op.getLoc(), x, sizes)->getResults());
+    return success();
+  }
+};
+
+// Causal self-attention as torch exports scaled_dot_product_attention:
+//   O = softmax(Q' K' + M) V', Q' = Q s1, K' = K^T s2 (or the scores
+//   scaled), M a constant: 0 where key <= query, -inf or below -1e30
+//   elsewhere; an IsNaN guard after the softmax; Q, K, V heads views of
+//   [B, S, H*D] values; the result O viewed back as [B, S, H*D].
+struct Attention : NodePattern {
+  Attention(MLIRContext *ctx) : NodePattern(ctx, "Reshape", 3) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    Shape out = shapeOf(op.getResult(0));
+    std::optional<View> root = traceView(op.getResult(0));
+    if (out.size() != 3 || !root)
+      return failure();
+    OnnxNodeOp pv = nodeOf(root->base, "MatMul");
+    if (!pv || shapeOf(pv.getResult(0)).size() != 4)
+      return failure();
+    Shape o = shapeOf(pv.getResult(0)); // [B, H, S, D]
+    const int64_t heads = o[1], seq = o[2], headDim = o[3];
+    View want = View::of(pv.getResult(0));
+    want.transpose({0, 2, 1, 3});
+    if (!want.reshape(out) || !(want == *root) ||
+        out != Shape{o[0], seq, heads * headDim})
+      return failure();
+    // P: softmax, behind an optional Where(IsNaN(P), 0, P).
+    Value p = pv.getInputs()[0];
+    if (OnnxNodeOp guard = nodeOf(p, "Where")) {
+      OnnxNodeOp isNan = nodeOf(guard.getInputs()[0], "IsNaN");
+      if (!isNan || !isConstant(guard.getInputs()[1], 0.0) ||
+          isNan.getInputs()[0] != guard.getInputs()[2])
+        return failure();
+      p = guard.getInputs()[2];
+    }
+    OnnxNodeOp softmax = nodeOf(p, "Softmax");
+    if (!softmax || (intAttr(softmax, "axis", -1) != -1 &&
+                     intAttr(softmax, "axis", -1) != 3))
+      return failure();
+    double scale = 1.0;
+    Value scores = stripScale(softmax.getInputs()[0], scale);
+    OnnxNodeOp masked = nodeOf(scores, "Add");
+    Value qk = otherOperand(masked, [&](Value m) { return isCausal(m, seq); });
+    qk = qk ? stripScale(qk, scale) : nullptr;
+    OnnxNodeOp qkOp = nodeOf(qk, "MatMul");
+    if (!qkOp)
+      return failure();
+    Value qv = stripScale(qkOp.getInputs()[0], scale);
+    Value kv = stripScale(qkOp.getInputs()[1], scale);
+    std::optional<View> qView = traceView(qv), kView = traceView(kv),
+                        vView = traceView(pv.getInputs()[1]);
+    if (!qView || !kView || !vView)
+      return failure();
+    Value q = qView->base, k = kView->base, v = vView->base;
+    for (Value x : {q, k, v})
+      if (shapeOf(x) != out || !isFloat(x))
+        return failure();
+    if (!(*qView == headsView(q, heads, false)) ||
+        !(*kView == headsView(k, heads, true)) ||
+        !(*vView == headsView(v, heads, false)))
+      return failure();
+    // weft's default scale is 1/sqrt(D); torch's sqrt(1/sqrt(D)) on both
+    // sides rounds to it within f32 rounding.
+    double standard = 1.0 / std::sqrt(double(headDim));
+    FloatAttr scaleAttr = std::fabs(scale - standard) <= 1e-6 * standard
+                              ? nullptr
+                              : rw.getF64FloatAttr(scale);
+    rw.replaceOp(op, AttentionOp::create(rw, op.getLoc(), q, k, v, heads, heads,
+                                         scaleAttr)
+                         .getResult());
+    return success();
+  }
+  // v, with a Mul or Div by a scalar constant taken off into `scale`.
+  static Value stripScale(Value v, double &scale) {
+    if (OnnxNodeOp mul = nodeOf(v, "Mul")) {
+      double s = 0;
+      Value x = otherOperand(mul, [&](Value c) {
+        std::optional<double> k = splat(c);
+        if (!k || shapeOf(c).size() > 0)
+          return false;
+        s = *k;
+        return true;
+      });
+      if (x) {
+        scale *= s;
+        return x;
+      }
+    }
+    if (OnnxNodeOp div = nodeOf(v, "Div")) {
+      std::optional<double> k = splat(div.getInputs()[1]);
+      if (k && shapeOf(div.getInputs()[1]).empty() && *k != 0) {
+        scale /= *k;
+        return div.getInputs()[0];
+      }
+    }
+    return v;
+  }
+  // A constant [.., S, S] mask: 0 on and below the diagonal, a value whose
+  // exp is 0 above (-inf, or finfo.min as transformers writes).
+  static bool isCausal(Value m, int64_t seq) {
+    auto c = m.getDefiningOp<ConstantOp>();
+    auto dense = c ? dyn_cast<DenseFPElementsAttr>(c.getValue()) : nullptr;
+    Shape s = shapeOf(m);
+    if (!dense || s.size() < 2 || s[s.size() - 1] != seq ||
+        s[s.size() - 2] != seq)
+      return false;
+    int64_t i = 0;
+    for (APFloat x : dense.getValues<APFloat>()) {
+      int64_t col = i % seq, row = (i / seq) % seq;
+      double v = x.convertToDouble();
+      if (col <= row ? v != 0.0 : !(v <= -1e30))
+        return false;
+      ++i;
+    }
+    return true;
+  }
+};
+
+// Add and Mul of equal shapes (residual connections, gating).
+struct Elementwise : NodePattern {
+  using NodePattern::NodePattern;
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    Value a = op.getInputs()[0], b = op.getInputs()[1];
+    if (a.getType() != b.getType() ||
+        a.getType() != op.getResult(0).getType() || !isFloat(a) ||
+        a.getDefiningOp<ConstantOp>() || b.getDefiningOp<ConstantOp>())
+      return failure();
+    Value y = type == "Add" ? Value(AddOp::create(rw, op.getLoc(), a, b))
+                            : Value(MulOp::create(rw, op.getLoc(), a, b));
+    rw.replaceOp(op, y);
+    return success();
+  }
+};
+
+struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    bool imported = false;
+    fn.walk([&](OnnxNodeOp) { imported = true; });
+    if (!imported)
+      return;
+    MLIRContext *ctx = &getContext();
+    // First the subgraphs, then what is left of plain adds and products
+    // (raising those first would hide GELU's and attention's parts).
+    RewritePatternSet subgraphs(ctx);
+    for (const char *noop : {"Identity", "Reshape", "Transpose", "Cast"})
+      subgraphs.add<NoOp>(ctx, noop, 4);
+    subgraphs.add<Gemm, Linear, RowReshapes, LayerNorm, GeluTanh, Embedding,
+                  PositionEmbedding, Split, Attention>(ctx);
+    RewritePatternSet elementwise(ctx);
+    elementwise.add<Elementwise>(ctx, "Add");
+    elementwise.add<Elementwise>(ctx, "Mul");
+    GreedyRewriteConfig config;
+    if (failed(applyPatternsGreedily(fn, std::move(subgraphs), config)) ||
+        failed(applyPatternsGreedily(fn, std::move(elementwise), config))) {
+      fn.emitError("weft-raise-onnx: the rewrite did not converge");
+      return signalPassFailure();
+    }
+    // What no pattern consumed: refused, the first node by name.
+    OnnxNodeOp left;
+    fn.walk([&](OnnxNodeOp op) {
+      if (!left)
+        left = op;
+    });
+    if (left) {
+      left.emitError() << "ONNX node '" << left.getNode() << "' ("
+                       << left.getOpType() << ", opset " << left.getOpset()
+                       << ") is not part of a subgraph weft implements "
+                          "(linear layer, layer norm, tanh GELU, embedding, "
+                          "learned positions, split, causal attention, add, "
+                          "mul); weft trains only graphs it raises entirely";
+      return signalPassFailure();
+    }
+    bool constants = false;
+    fn.walk([&](ConstantOp c) {
+      if (!constants)
+        c.emitError("weft-raise-onnx: a folded constant is still read by ")
+            << *c->getUsers().begin();
+      constants = true;
+    });
+    if (constants)
+      signalPassFailure();
+  }
+};
+
+} // namespace
