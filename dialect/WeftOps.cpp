@@ -533,7 +533,10 @@ LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
                                            std::optional<Location>,
                                            Adaptor adaptor,
                                            SmallVectorImpl<Type> &types) {
-  types.push_back(cast<TypedAttr>(adaptor.getValue()).getType());
+  auto value = dyn_cast_or_null<TypedAttr>(adaptor.getValue());
+  if (!value)
+    return failure();
+  types.push_back(value.getType());
   return success();
 }
 

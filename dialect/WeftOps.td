@@ -631,12 +631,12 @@ def Weft_ConstantOp : Weft_Op<"constant", [Pure, ConstantLike,
     of them is a constant.
 
     ```mlir
-    %c = weft.constant {value = dense<5.000000e-01> : tensor<f32>}
+    %c = weft.constant dense<5.000000e-01> : tensor<f32>
     ```
   }];
   let arguments = (ins ElementsAttr:$value);
   let results = (outs AnyRankedTensor:$result);
-  let assemblyFormat = "attr-dict";
+  let assemblyFormat = "$value attr-dict";
   let hasFolder = 1;
 }
 

@@ -77,13 +77,14 @@ std::optional<double> splat(Value v) {
   return first;
 }
 
-// Whether `v` equals `want` as the model's float type rounds it.
+// Whether every element of `v` is `want`, or want rounded to f32.
 bool isConstant(Value v, double want) {
   std::optional<double> s = splat(v);
   if (!s)
     return false;
-  bool f32 = cast<RankedTensorType>(v.getType()).getElementType().isF32();
-  return f32 ? float(*s) == float(want) : *s == want;
+  // An f32 model's constant is want rounded to f32, also where the import
+  // computes in f64 (--dtype f64 widens the model's f32 constants exactly).
+  return *s == want || *s == double(float(want));
 }
 
 bool isFloat(Value v) {

@@ -1,0 +1,195 @@
+// RUN: weft-opt %s -split-input-file -weft-raise-onnx -verify-diagnostics | FileCheck %s
+
+// An ONNX linear layer as torch exports it: the rows flattened to [M, K],
+// Gemm with the bias, the rows restored. weft.matmul keeps leading dims, so
+// the reshapes go and the layer reads x as it is.
+// CHECK-LABEL: func @linear
+// CHECK-NEXT:  %[[W:.*]] = weft.param "fc.weight"
+// CHECK-NEXT:  %[[B:.*]] = weft.param "fc.bias"
+// CHECK-NEXT:  %[[M:.*]] = weft.matmul %arg0, %[[W]] : (tensor<2x3x4xf32>, tensor<4x8xf32>) -> tensor<2x3x8xf32>
+// CHECK-NEXT:  %[[Y:.*]] = weft.bias_add %[[M]], %[[B]]
+// CHECK-NEXT:  %[[H:.*]] = weft.param "lm_head.weight"
+// CHECK-NEXT:  weft.matmul %[[Y]], %[[H]] {transpose_b = true} : (tensor<2x3x8xf32>, tensor<16x8xf32>) -> tensor<2x3x16xf32>
+// CHECK-NOT:   weft.onnx_node
+// CHECK-NOT:   weft.constant
+func.func @linear(%x: tensor<2x3x4xf32>) -> tensor<2x3x16xf32> {
+  %rows = weft.constant dense<[-1, 4]> : tensor<2xi64>
+  %back = weft.constant dense<[2, 3, 8]> : tensor<3xi64>
+  %w = weft.param "fc.weight" {init = "normal", std = 0.02} : tensor<4x8xf32>
+  %b = weft.param "fc.bias" {init = "zeros"} : tensor<8xf32>
+  %x2 = weft.onnx_node "Reshape" "view"(%x, %rows) {attrs = {allowzero = 1 : i64}, opset = 17 : i64} : (tensor<2x3x4xf32>, tensor<2xi64>) -> tensor<6x4xf32>
+  %y2 = weft.onnx_node "Gemm" "addmm"(%x2, %w, %b) {attrs = {alpha = 1.0 : f64, beta = 1.0 : f64, transA = 0 : i64, transB = 0 : i64}, opset = 17 : i64} : (tensor<6x4xf32>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<6x8xf32>
+  %y = weft.onnx_node "Reshape" "view_1"(%y2, %back) {attrs = {allowzero = 1 : i64}, opset = 17 : i64} : (tensor<6x8xf32>, tensor<3xi64>) -> tensor<2x3x8xf32>
+  // The head: x W^T as MatMul by a transposed parameter.
+  %h = weft.param "lm_head.weight" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %ht = weft.onnx_node "Transpose" "t"(%h) {attrs = {perm = array<i64: 1, 0>}, opset = 17 : i64} : (tensor<16x8xf32>) -> tensor<8x16xf32>
+  %logits = weft.onnx_node "MatMul" "linear"(%y, %ht) {attrs = {}, opset = 17 : i64} : (tensor<2x3x8xf32>, tensor<8x16xf32>) -> tensor<2x3x16xf32>
+  return %logits : tensor<2x3x16xf32>
+}
+
+// -----
+
+// Token and learned position embeddings: Gather of the table by the ids,
+// plus Gather of the position table by the folded arange [[0, 1, 2]].
+// CHECK-LABEL: func @embeddings
+// CHECK:       %[[E:.*]] = weft.embedding %{{.*}}, %arg0
+// CHECK:       weft.position_embedding %[[E]], %{{.*}} : (tensor<2x3x8xf32>, tensor<16x8xf32>)
+func.func @embeddings(%ids: tensor<2x3xi32>) -> tensor<2x3x8xf32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<32x8xf32>
+  %wpe = weft.param "wpe" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %pos = weft.constant dense<[[0, 1, 2]]> : tensor<1x3xi64>
+  %e = weft.onnx_node "Gather" "embedding"(%wte, %ids) {attrs = {axis = 0 : i64}, opset = 17 : i64} : (tensor<32x8xf32>, tensor<2x3xi32>) -> tensor<2x3x8xf32>
+  %p = weft.onnx_node "Gather" "embedding_1"(%wpe, %pos) {attrs = {axis = 0 : i64}, opset = 17 : i64} : (tensor<16x8xf32>, tensor<1x3xi64>) -> tensor<1x3x8xf32>
+  %y = weft.onnx_node "Add" "add"(%e, %p) {attrs = {}, opset = 17 : i64} : (tensor<2x3x8xf32>, tensor<1x3x8xf32>) -> tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}
+
+// -----
+
+// Positions that are not 0, 1, 2 (here 1, 2, 3): no pattern takes the Add,
+// and the first node left is refused by name.
+func.func @shifted_positions(%ids: tensor<2x3xi32>) -> tensor<2x3x8xf32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<32x8xf32>
+  %wpe = weft.param "wpe" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %pos = weft.constant dense<[[1, 2, 3]]> : tensor<1x3xi64>
+  %e = weft.onnx_node "Gather" "embedding"(%wte, %ids) {attrs = {axis = 0 : i64}, opset = 17 : i64} : (tensor<32x8xf32>, tensor<2x3xi32>) -> tensor<2x3x8xf32>
+  // expected-error @+1 {{ONNX node 'embedding_1' (Gather, opset 17) is not part of a subgraph weft implements}}
+  %p = weft.onnx_node "Gather" "embedding_1"(%wpe, %pos) {attrs = {axis = 0 : i64}, opset = 17 : i64} : (tensor<16x8xf32>, tensor<1x3xi64>) -> tensor<1x3x8xf32>
+  %y = weft.onnx_node "Add" "add"(%e, %p) {attrs = {}, opset = 17 : i64} : (tensor<2x3x8xf32>, tensor<1x3x8xf32>) -> tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}
+
+// -----
+
+// GPT-2's gelu_new, node by node: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// CHECK-LABEL: func @gelu
+// CHECK-NEXT:  %[[G:.*]] = weft.gelu %arg0 : tensor<2x8xf32>
+// CHECK-NEXT:  return %[[G]]
+func.func @gelu(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %half = weft.constant dense<5.000000e-01> : tensor<f32>
+  %three = weft.constant dense<3.000000e+00> : tensor<f32>
+  %c = weft.constant dense<4.471500e-02> : tensor<f32>
+  %s = weft.constant dense<0.797884583> : tensor<f32>
+  %one = weft.constant dense<1.000000e+00> : tensor<f32>
+  %a = weft.onnx_node "Mul" "mul"(%x, %half) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %p = weft.onnx_node "Pow" "pow"(%x, %three) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %b = weft.onnx_node "Mul" "mul_1"(%p, %c) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %d = weft.onnx_node "Add" "add"(%x, %b) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %e = weft.onnx_node "Mul" "mul_2"(%d, %s) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %t = weft.onnx_node "Tanh" "tanh"(%e) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %f = weft.onnx_node "Add" "add_1"(%t, %one) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %y = weft.onnx_node "Mul" "mul_3"(%a, %f) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// Not GELU: 0.04 where GELU has 0.044715. Nothing raises it; the first
+// node is refused.
+func.func @not_gelu(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %half = weft.constant dense<5.000000e-01> : tensor<f32>
+  %three = weft.constant dense<3.000000e+00> : tensor<f32>
+  %c = weft.constant dense<4.000000e-02> : tensor<f32>
+  %s = weft.constant dense<0.797884583> : tensor<f32>
+  %one = weft.constant dense<1.000000e+00> : tensor<f32>
+  // expected-error @+1 {{ONNX node 'mul' (Mul, opset 17) is not part of a subgraph weft implements}}
+  %a = weft.onnx_node "Mul" "mul"(%x, %half) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %p = weft.onnx_node "Pow" "pow"(%x, %three) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %b = weft.onnx_node "Mul" "mul_1"(%p, %c) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %d = weft.onnx_node "Add" "add"(%x, %b) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %e = weft.onnx_node "Mul" "mul_2"(%d, %s) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %t = weft.onnx_node "Tanh" "tanh"(%e) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %f = weft.onnx_node "Add" "add_1"(%t, %one) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %y = weft.onnx_node "Mul" "mul_3"(%a, %f) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// Causal attention as torch exports scaled_dot_product_attention: q, k, v
+// [1, 4, 8] viewed as 2 heads of 4, sqrt(1/sqrt(4)) on each side, the
+// additive mask (0 on and below the diagonal, finfo.min above) folded to a
+// constant, softmax, the IsNaN guard, the heads viewed back. The keys
+// reach [B, H, D, S] by a reshape to [B*H, S, D] and a transpose, as
+// torch writes k^T.
+// CHECK-LABEL: func @attention
+// CHECK-NEXT:  %[[A:.*]] = weft.attention %arg0, %arg1, %arg2 {num_heads = 2 : i64, num_kv_heads = 2 : i64}
+// CHECK-NEXT:  return %[[A]]
+func.func @attention(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %heads = weft.constant dense<[1, 4, 2, 4]> : tensor<4xi64>
+  %flat = weft.constant dense<[2, 4, 4]> : tensor<3xi64>
+  %bhds = weft.constant dense<[1, 2, 4, 4]> : tensor<4xi64>
+  %back = weft.constant dense<[1, 4, 8]> : tensor<3xi64>
+  %s = weft.constant dense<0.707106769> : tensor<f32>
+  %zero = weft.constant dense<0.000000e+00> : tensor<f32>
+  %mask = weft.constant dense<[[0.0, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  %q4 = weft.onnx_node "Reshape" "view_q"(%q, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %qt = weft.onnx_node "Transpose" "transpose_q"(%q4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %k4 = weft.onnx_node "Reshape" "view_k"(%k, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %kt = weft.onnx_node "Transpose" "transpose_k"(%k4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %kf = weft.onnx_node "Reshape" "flat_k"(%kt, %flat) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<3xi64>) -> tensor<2x4x4xf32>
+  %kT = weft.onnx_node "Transpose" "k_T"(%kf) {attrs = {perm = array<i64: 0, 2, 1>}, opset = 17 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %k5 = weft.onnx_node "Reshape" "unflat_k"(%kT, %bhds) {attrs = {}, opset = 17 : i64} : (tensor<2x4x4xf32>, tensor<4xi64>) -> tensor<1x2x4x4xf32>
+  %v4 = weft.onnx_node "Reshape" "view_v"(%v, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %vt = weft.onnx_node "Transpose" "transpose_v"(%v4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %qs = weft.onnx_node "Mul" "scale_q"(%qt, %s) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %ks = weft.onnx_node "Mul" "scale_k"(%k5, %s) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %sc = weft.onnx_node "MatMul" "scores"(%qs, %ks) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %m = weft.onnx_node "Add" "masked"(%sc, %mask) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = weft.onnx_node "Softmax" "softmax"(%m) {attrs = {axis = -1 : i64}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %nan = weft.onnx_node "IsNaN" "isnan"(%p) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xi1>
+  %pg = weft.onnx_node "Where" "guard"(%nan, %zero, %p) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = weft.onnx_node "MatMul" "sdpa"(%pg, %vt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ot = weft.onnx_node "Transpose" "transpose_o"(%o) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x4x2x4xf32>
+  %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 17 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
+  return %y : tensor<1x4x8xf32>
+}
+
+// -----
+
+// The same with the keys read in the queries' order (no k^T): scores
+// q k, not q k^T. The views differ, so it is no attention weft has; the
+// first node is refused.
+func.func @keys_not_transposed(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %heads = weft.constant dense<[1, 4, 2, 4]> : tensor<4xi64>
+  %back = weft.constant dense<[1, 4, 8]> : tensor<3xi64>
+  %mask = weft.constant dense<[[0.0, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  // expected-error @+1 {{ONNX node 'view_q' (Reshape, opset 17) is not part of a subgraph weft implements}}
+  %q4 = weft.onnx_node "Reshape" "view_q"(%q, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %qt = weft.onnx_node "Transpose" "transpose_q"(%q4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %k4 = weft.onnx_node "Reshape" "view_k"(%k, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %kt = weft.onnx_node "Transpose" "transpose_k"(%k4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %v4 = weft.onnx_node "Reshape" "view_v"(%v, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %vt = weft.onnx_node "Transpose" "transpose_v"(%v4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %sc = weft.onnx_node "MatMul" "scores"(%qt, %kt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %m = weft.onnx_node "Add" "masked"(%sc, %mask) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = weft.onnx_node "Softmax" "softmax"(%m) {attrs = {axis = -1 : i64}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = weft.onnx_node "MatMul" "sdpa"(%p, %vt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ot = weft.onnx_node "Transpose" "transpose_o"(%o) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x4x2x4xf32>
+  %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 17 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
+  return %y : tensor<1x4x8xf32>
+}
+
+// -----
+
+// A mask that lets a query see the next key (0 above the diagonal) is not
+// causal: weft's attention is, so the graph is refused.
+func.func @not_causal(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %heads = weft.constant dense<[1, 4, 2, 4]> : tensor<4xi64>
+  %back = weft.constant dense<[1, 4, 8]> : tensor<3xi64>
+  %mask = weft.constant dense<[[0.0, 0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  // expected-error @+1 {{ONNX node 'view_q' (Reshape, opset 17) is not part of a subgraph weft implements}}
+  %q4 = weft.onnx_node "Reshape" "view_q"(%q, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %qt = weft.onnx_node "Transpose" "transpose_q"(%q4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %k4 = weft.onnx_node "Reshape" "view_k"(%k, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %kt = weft.onnx_node "Transpose" "transpose_k"(%k4) {attrs = {perm = array<i64: 0, 2, 3, 1>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %v4 = weft.onnx_node "Reshape" "view_v"(%v, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %vt = weft.onnx_node "Transpose" "transpose_v"(%v4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %sc = weft.onnx_node "MatMul" "scores"(%qt, %kt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %m = weft.onnx_node "Add" "masked"(%sc, %mask) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = weft.onnx_node "Softmax" "softmax"(%m) {attrs = {axis = -1 : i64}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = weft.onnx_node "MatMul" "sdpa"(%p, %vt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ot = weft.onnx_node "Transpose" "transpose_o"(%o) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x4x2x4xf32>
+  %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 17 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
+  return %y : tensor<1x4x8xf32>
+}
