@@ -209,37 +209,75 @@ SmallVector<int64_t> permOf(OnnxNodeOp t) {
   return p;
 }
 
-// The view `v` is of the first value up its Reshape/Transpose chain.
+// The constant integers of v (a shape or axes operand), or nullopt.
+std::optional<SmallVector<int64_t>> constInts(Value v) {
+  auto c = v ? v.getDefiningOp<ConstantOp>() : nullptr;
+  auto dense = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
+  if (!dense)
+    return std::nullopt;
+  SmallVector<int64_t> out;
+  for (const APInt &x : dense.getValues<APInt>())
+    out.push_back(x.getSExtValue());
+  return out;
+}
+
+// The view `v` is of the first value up its chain of Reshape, Transpose,
+// Identity, Unsqueeze and Expand (of size-1 dims: a broadcast piece, as
+// grouped-query attention repeats its key/value heads).
 std::optional<View> traceView(Value v) {
   SmallVector<OnnxNodeOp> chain;
   Value at = v;
-  while (true) {
-    auto op = at.getDefiningOp<OnnxNodeOp>();
-    if (!op || !(op.getOpType() == "Reshape" || op.getOpType() == "Transpose"))
+  while (auto op = at.getDefiningOp<OnnxNodeOp>()) {
+    StringRef t = op.getOpType();
+    if (t != "Reshape" && t != "Transpose" && t != "Identity" &&
+        t != "Unsqueeze" && t != "Expand")
       break;
     chain.push_back(op);
     at = op.getInputs()[0];
   }
   View view = View::of(at);
   for (OnnxNodeOp op : llvm::reverse(chain)) {
-    if (op.getOpType() == "Transpose")
+    StringRef t = op.getOpType();
+    Shape out = shapeOf(op.getResult(0));
+    if (t == "Transpose") {
       view.transpose(permOf(op));
-    else if (!view.reshape(shapeOf(op.getResult(0))))
-      return std::nullopt;
+    } else if (t == "Reshape" || t == "Unsqueeze") {
+      if (!view.reshape(out)) // an unsqueeze is a reshape adding 1s
+        return std::nullopt;
+    } else if (t == "Expand") {
+      if (out.size() != view.dims.size())
+        return std::nullopt;
+      for (size_t d = 0; d < out.size(); ++d) {
+        int64_t now = 1;
+        for (const Piece &p : view.dims[d])
+          now *= p.size;
+        if (now == out[d])
+          continue;
+        if (now != 1)
+          return std::nullopt;
+        view.dims[d] = {Piece{-1, out[d], 0}}; // repeated: no base dim
+      }
+    }
   }
   return view;
 }
 
-// The view [B, H, S, D] of x [B, S, H*D] that attention's heads read
-// (`keysLast`: [B, H, D, S], the transposed keys).
-View headsView(Value x, int64_t heads, bool keysLast) {
+// The view [B, H, S, D] of x [B, S, Hx*D] that attention's heads read:
+// x's Hx heads, each repeated H/Hx times (grouped-query keys and values);
+// `keysLast`: [B, H, D, S], the transposed keys.
+View headsView(Value x, int64_t heads, int64_t headDim, bool keysLast) {
   Shape s = shapeOf(x);
+  const int64_t xHeads = s[2] / headDim, repeat = heads / xHeads;
   View v = View::of(x);
-  v.reshape({s[0], s[1], heads, s[2] / heads});
+  v.reshape({s[0], s[1], xHeads, headDim});
+  v.transpose({0, 2, 1, 3});
+  if (repeat > 1) {
+    v.reshape({s[0], xHeads, 1, s[1], headDim});
+    v.dims[2] = {Piece{-1, repeat, 0}};
+    v.reshape({s[0], heads, s[1], headDim});
+  }
   if (keysLast)
-    v.transpose({0, 2, 3, 1});
-  else
-    v.transpose({0, 2, 1, 3});
+    v.transpose({0, 1, 3, 2});
   return v;
 }
 
@@ -554,12 +592,16 @@ struct Attention : NodePattern {
     if (!qView || !kView || !vView)
       return failure();
     Value q = qView->base, k = kView->base, v = vView->base;
-    for (Value x : {q, k, v})
-      if (shapeOf(x) != out || !isFloat(x))
-        return failure();
-    if (!(*qView == headsView(q, heads, false)) ||
-        !(*kView == headsView(k, heads, true)) ||
-        !(*vView == headsView(v, heads, false)))
+    if (shapeOf(q) != out || shapeOf(k).size() != 3 ||
+        shapeOf(k) != shapeOf(v) || !isFloat(q) || !isFloat(k) || !isFloat(v))
+      return failure();
+    const int64_t kvWidth = shapeOf(k)[2];
+    if (kvWidth % headDim || heads % (kvWidth / headDim))
+      return failure();
+    const int64_t kvHeads = kvWidth / headDim;
+    if (!(*qView == headsView(q, heads, headDim, false)) ||
+        !(*kView == headsView(k, heads, headDim, true)) ||
+        !(*vView == headsView(v, heads, headDim, false)))
       return failure();
     // weft's default scale is 1/sqrt(D); torch's sqrt(1/sqrt(D)) on both
     // sides rounds to it within f32 rounding.
@@ -567,8 +609,8 @@ struct Attention : NodePattern {
     FloatAttr scaleAttr = std::fabs(scale - standard) <= 1e-6 * standard
                               ? nullptr
                               : rw.getF64FloatAttr(scale);
-    rw.replaceOp(op, AttentionOp::create(rw, op.getLoc(), q, k, v, heads, heads,
-                                         scaleAttr)
+    rw.replaceOp(op, AttentionOp::create(rw, op.getLoc(), q, k, v, heads,
+                                         kvHeads, scaleAttr)
                          .getResult());
     return success();
   }
@@ -618,6 +660,237 @@ struct Attention : NodePattern {
   }
 };
 
+// RMSNorm as transformers writes it: w * (x * 1/sqrt(mean(x^2) + eps)).
+struct RmsNorm : NodePattern {
+  RmsNorm(MLIRContext *ctx) : NodePattern(ctx, "Mul", 2) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    for (int side = 0; side < 2; ++side) {
+      Value w = op.getInputs()[side];
+      OnnxNodeOp normed = nodeOf(op.getInputs()[1 - side], "Mul");
+      if (!normed || shapeOf(w).size() != 1 || !isFloat(w))
+        continue;
+      double eps = 0;
+      Value x = otherOperand(normed, [&](Value r) {
+        OnnxNodeOp recip = nodeOf(r, "Reciprocal");
+        return recip && isRms(recip.getInputs()[0], normed, eps);
+      });
+      if (!x || shapeOf(x).back() != shapeOf(w)[0] ||
+          shapeOf(x) != shapeOf(op.getResult(0)))
+        continue;
+      rw.replaceOp(
+          op, RmsNormOp::create(rw, op.getLoc(), x, w, rw.getF64FloatAttr(eps))
+                  .getResult());
+      return success();
+    }
+    return failure();
+  }
+  // sqrt(ReduceMean(Pow(x, 2), last axis, keepdims) + eps), x being the
+  // other operand of `normed`.
+  static bool isRms(Value v, OnnxNodeOp normed, double &eps) {
+    OnnxNodeOp sqrt = nodeOf(v, "Sqrt");
+    OnnxNodeOp add = sqrt ? nodeOf(sqrt.getInputs()[0], "Add") : nullptr;
+    OnnxNodeOp mean;
+    Value epsV = otherOperand(
+        add, [&](Value m) { return bool(mean = nodeOf(m, "ReduceMean")); });
+    std::optional<double> e = splat(epsV);
+    if (!mean || !e || shapeOf(epsV).size() > 0 ||
+        intAttr(mean, "keepdims", 1) != 1)
+      return false;
+    OnnxNodeOp pow = nodeOf(mean.getInputs()[0], "Pow");
+    if (!pow || !isConstant(pow.getInputs()[1], 2.0))
+      return false;
+    Value x = pow.getInputs()[0];
+    if (normed.getInputs()[0] != x && normed.getInputs()[1] != x)
+      return false;
+    const int64_t rank = shapeOf(x).size();
+    std::optional<SmallVector<int64_t>> axes =
+        mean.getInputs().size() > 1 ? constInts(mean.getInputs()[1])
+                                    : std::nullopt;
+    if (!axes)
+      if (auto a = mean.getAttrs().getAs<DenseI64ArrayAttr>("axes"))
+        axes = SmallVector<int64_t>(a.asArrayRef());
+    if (!axes || axes->size() != 1 ||
+        ((*axes)[0] != -1 && (*axes)[0] != rank - 1))
+      return false;
+    eps = *e;
+    return true;
+  }
+};
+
+// x * sigmoid(x).
+struct Silu : NodePattern {
+  Silu(MLIRContext *ctx) : NodePattern(ctx, "Mul", 2) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    Value x = otherOperand(op, [&](Value s) {
+      OnnxNodeOp sig = nodeOf(s, "Sigmoid");
+      return sig && (sig.getInputs()[0] == op.getInputs()[0] ||
+                     sig.getInputs()[0] == op.getInputs()[1]);
+    });
+    if (!x || nodeOf(x, "Sigmoid") ||
+        nodeOf(op.getInputs()[0] == x ? op.getInputs()[1] : op.getInputs()[0],
+               "Sigmoid")
+                .getInputs()[0] != x)
+      return failure();
+    rw.replaceOp(op, SiluOp::create(rw, op.getLoc(), x).getResult());
+    return success();
+  }
+};
+
+// silu(gate) * up: Llama's MLP.
+struct Swiglu : NodePattern {
+  Swiglu(MLIRContext *ctx) : NodePattern(ctx, "Mul", 2) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    Value gate;
+    Value up = otherOperand(op, [&](Value s) {
+      auto silu = s.getDefiningOp<SiluOp>();
+      if (silu)
+        gate = silu.getX();
+      return bool(silu);
+    });
+    if (!up || up.getType() != gate.getType() ||
+        up.getType() != op.getResult(0).getType())
+      return failure();
+    rw.replaceOp(op, SwigluOp::create(rw, op.getLoc(), gate, up).getResult());
+    return success();
+  }
+};
+
+// Rotary embedding as transformers writes it on the heads view X
+// [B, H, S, D] of x [B, S, H*D]:
+//   X * cos + concat(-X[.., D/2:], X[.., :D/2]) * sin
+// with cos and sin folded tables [.., S, D]. It becomes weft.rope of x,
+// viewed as heads again for the attention that reads it; the tables must
+// be weft's rope (theta^(-2i/D) at position s, times a scale) to within
+// the f32 rounding torch computed them with.
+struct Rope : NodePattern {
+  Rope(MLIRContext *ctx) : NodePattern(ctx, "Add", 3) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    for (int side = 0; side < 2; ++side) {
+      OnnxNodeOp direct = nodeOf(op.getInputs()[side], "Mul");
+      OnnxNodeOp rotated = nodeOf(op.getInputs()[1 - side], "Mul");
+      Value cosT, sinT;
+      Value x4 = otherOperand(direct, [&](Value c) {
+        return bool(c.getDefiningOp<ConstantOp>()) && (cosT = c);
+      });
+      Value cat = otherOperand(rotated, [&](Value c) {
+        return bool(c.getDefiningOp<ConstantOp>()) && (sinT = c);
+      });
+      if (!x4 || !cat || !isRotateHalf(cat, x4))
+        continue;
+      Shape xs = shapeOf(x4); // [B, H, S, D]
+      std::optional<View> view = traceView(x4);
+      if (xs.size() != 4 || !view || shapeOf(view->base).size() != 3)
+        continue;
+      const int64_t heads = xs[1], seq = xs[2], dim = xs[3];
+      Value x = view->base;
+      if (!(*view == headsView(x, heads, dim, false)))
+        continue;
+      double theta = 0, scale = 0;
+      if (!tables(cosT, sinT, seq, dim, theta, scale))
+        continue;
+      Location loc = op.getLoc();
+      Value y = RopeOp::create(rw, loc, x, rw.getI64IntegerAttr(heads),
+                               rw.getF64FloatAttr(theta), rw.getBoolAttr(false),
+                               nullptr, rw.getF64FloatAttr(scale));
+      // The heads view again, as onnx_node ops the attention pattern reads.
+      Shape s = shapeOf(x);
+      Shape split = {s[0], s[1], heads, dim};
+      auto shapeType = RankedTensorType::get({4}, rw.getI64Type());
+      Value target = ConstantOp::create(
+          rw, loc, DenseIntElementsAttr::get(shapeType, ArrayRef(split)));
+      std::string name = (op.getNode() + ".rope").str();
+      auto reshaped = OnnxNodeOp::create(
+          rw, loc, TypeRange{RankedTensorType::get(split, elementOf(x))},
+          ValueRange{y, target}, "Reshape", name, op.getOpset(),
+          rw.getDictionaryAttr({}));
+      auto viewed = OnnxNodeOp::create(
+          rw, loc, TypeRange{op.getResult(0).getType()},
+          ValueRange{reshaped.getResult(0)}, "Transpose", name + ".heads",
+          op.getOpset(),
+          rw.getDictionaryAttr(
+              rw.getNamedAttr("perm", rw.getDenseI64ArrayAttr({0, 2, 1, 3}))));
+      rw.replaceOp(op, viewed.getResult(0));
+      return success();
+    }
+    return failure();
+  }
+  static Type elementOf(Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementType();
+  }
+  // concat(-x[.., D/2:], x[.., :D/2]) along the last axis.
+  static bool isRotateHalf(Value v, Value x) {
+    OnnxNodeOp cat = nodeOf(v, "Concat");
+    const int64_t rank = shapeOf(x).size(), half = shapeOf(x).back() / 2;
+    if (!cat || cat.getInputs().size() != 2 ||
+        (intAttr(cat, "axis", 0) != -1 && intAttr(cat, "axis", 0) != rank - 1))
+      return false;
+    OnnxNodeOp neg = nodeOf(cat.getInputs()[0], "Neg");
+    return neg && isHalf(neg.getInputs()[0], x, half, false) &&
+           isHalf(cat.getInputs()[1], x, half, true);
+  }
+  // x[.., :half] (`first`) or x[.., half:], as a Slice of the last axis.
+  static bool isHalf(Value v, Value x, int64_t half, bool first) {
+    OnnxNodeOp slice = nodeOf(v, "Slice");
+    if (!slice || slice.getInputs()[0] != x)
+      return false;
+    auto in = slice.getInputs();
+    const int64_t rank = shapeOf(x).size(), dim = shapeOf(x).back();
+    auto starts = constInts(in[1]), ends = constInts(in[2]);
+    std::optional<SmallVector<int64_t>> axes =
+        in.size() > 3 ? constInts(in[3]) : SmallVector<int64_t>{rank - 1};
+    std::optional<SmallVector<int64_t>> steps =
+        in.size() > 4 ? constInts(in[4]) : SmallVector<int64_t>{1};
+    if (!starts || !ends || !axes || !steps || starts->size() != 1 ||
+        ends->size() != 1 || axes->size() != 1 || steps->size() != 1 ||
+        (*steps)[0] != 1 || ((*axes)[0] != -1 && (*axes)[0] != rank - 1))
+      return false;
+    int64_t s = (*starts)[0] < 0 ? (*starts)[0] + dim : (*starts)[0];
+    int64_t e = std::min((*ends)[0] < 0 ? (*ends)[0] + dim : (*ends)[0], dim);
+    return first ? s == 0 && e == half : s == half && e == dim;
+  }
+  // theta and scale such that the tables are scale * cos/sin(s f_i),
+  // f_i = theta^(-2 (i mod D/2) / D), to torch's f32 rounding.
+  static bool tables(Value cosV, Value sinV, int64_t seq, int64_t dim,
+                     double &theta, double &scale) {
+    auto read = [&](Value v, std::vector<double> &out) {
+      auto dense = dyn_cast<DenseFPElementsAttr>(
+          v.getDefiningOp<ConstantOp>().getValue());
+      Shape s = shapeOf(v);
+      if (!dense || s.size() < 2 || s[s.size() - 1] != dim ||
+          s[s.size() - 2] != seq || dense.getNumElements() != seq * dim)
+        return false; // one table, broadcast over batch and heads
+      for (APFloat x : dense.getValues<APFloat>())
+        out.push_back(x.convertToDouble());
+      return true;
+    };
+    std::vector<double> c, s;
+    if (dim % 2 || seq < 2 || !read(cosV, c) || !read(sinV, s))
+      return false;
+    scale = c[0]; // cos(0) * scale
+    if (!(scale > 0))
+      return false;
+    theta = 10000.0; // any theta gives f_0 = 1; D = 2 has only f_0
+    if (dim >= 4) {
+      double f1 = std::atan2(s[dim + 1], c[dim + 1]); // position 1, i = 1
+      if (!(f1 > 0))
+        return false;
+      theta = std::pow(f1, -double(dim) / 2.0);
+      // Published thetas are integers; f1's rounding moves the estimate.
+      if (std::fabs(theta - std::round(theta)) <= 1e-3 * theta)
+        theta = std::round(theta);
+    }
+    for (int64_t p = 0; p < seq; ++p)
+      for (int64_t i = 0; i < dim; ++i) {
+        double f = std::pow(theta, -2.0 * double(i % (dim / 2)) / double(dim));
+        double a = double(p) * f, tol = 1e-6 * (1.0 + std::fabs(a)) * scale;
+        if (std::fabs(c[p * dim + i] - scale * std::cos(a)) > tol ||
+            std::fabs(s[p * dim + i] - scale * std::sin(a)) > tol)
+          return false;
+      }
+    return true;
+  }
+};
+
 // Add and Mul of equal shapes (residual connections, gating).
 struct Elementwise : NodePattern {
   using NodePattern::NodePattern;
@@ -648,10 +921,12 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
     for (const char *noop : {"Identity", "Reshape", "Transpose", "Cast"})
       subgraphs.add<NoOp>(ctx, noop, 4);
     subgraphs.add<Gemm, Linear, RowReshapes, LayerNorm, GeluTanh, Embedding,
-                  PositionEmbedding, Split, Attention>(ctx);
+                  PositionEmbedding, Split, Attention, RmsNorm, Silu, Rope>(
+        ctx);
     RewritePatternSet elementwise(ctx);
     elementwise.add<Elementwise>(ctx, "Add");
     elementwise.add<Elementwise>(ctx, "Mul");
+    elementwise.add<Swiglu>(ctx);
     GreedyRewriteConfig config;
     if (failed(applyPatternsGreedily(fn, std::move(subgraphs), config)) ||
         failed(applyPatternsGreedily(fn, std::move(elementwise), config))) {

@@ -1,5 +1,6 @@
 //===- OnnxWeights.cpp - an ONNX model's initializers as weights ----------===//
 #include "runtime/OnnxWeights.h"
+#include "program/OnnxBuffers.h"
 
 #ifdef WEFT_HAVE_ONNX
 #include <google/protobuf/io/coded_stream.h>
@@ -213,8 +214,8 @@ Expected<SafetensorsFile> parseOnnxInitializers(const std::string &Bytes,
     const std::string What =
         "ONNX model '" + Path + "': initializer '" + T.name() + "'";
     Dtype D{};
-    if (!floatType(T.data_type(), D))
-      continue; // integer and boolean constants are no weights
+    if (!floatType(T.data_type(), D) || isOnnxBuffer(T.name()))
+      continue; // integer and boolean constants, buffers: no weights
     if (T.name().empty())
       return Status::error("ONNX model '" + Path +
                            "': a float initializer has no name");

@@ -4,6 +4,7 @@
 #include "dialect/WeftDialect.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/ShapeRules.h"
+#include "program/OnnxBuffers.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -659,7 +660,7 @@ std::string Importer::run(const onnx::ModelProto &model,
     HostType ht;
     bool isFloat = t.data_type() == onnx::TensorProto_DataType_FLOAT ||
                    t.data_type() == onnx::TensorProto_DataType_DOUBLE;
-    if (isFloat) {
+    if (isFloat && !isOnnxBuffer(t.name())) {
       for (int64_t d : t.dims())
         if (d <= 0)
           return "initializer '" + t.name() + "' has dim " + std::to_string(d);

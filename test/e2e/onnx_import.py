@@ -1,19 +1,22 @@
-"""weft-compile model.onnx: a torch-exported GPT-2 trains as PyTorch says,
-as the builtin preset does, and like one rank on every layout.
+"""weft-compile model.onnx: torch-exported GPT-2 and Llama train as PyTorch
+says, as the builtin frontend builds them, and like one rank on every
+layout.
 
   onnx_import.py BINDIR TOKENS WORKDIR
 
-The model is fixtures/gpt-tiny-torch-export.onnx (torch.onnx.export of
-Hugging Face's GPT2LMHeadModel in gpt-tiny's shape; see
-fixtures/export_gpt_tiny_onnx.py). weft imports its graph, folds the mask
-and position arithmetic, and weft-raise-onnx rewrites it into weft's ops.
+The models are torch.onnx.export files of Hugging Face models (fixtures/,
+with the scripts that made them): GPT-2 in gpt-tiny's shape (tied head),
+and Llama with grouped-query attention (4 heads, 2 key/value heads), RoPE
+and a SwiGLU MLP, untied and tied. weft imports each graph, folds the mask,
+position and rotary-table arithmetic, and weft-raise-onnx rewrites it into
+weft's ops. For each model:
   1. f32: the first loss on the fixture's tokens equals PyTorch's
-     cross-entropy of the same model (1e-5 relative).
-  2. f64: three steps of the imported program and of the builtin gpt-tiny
-     preset, both from the model's weights, agree (1e-9 relative): the
-     import is the model the preset builds.
-  3. f64: dp=2, tp=2 (Megatron), tp=2 with sequence parallelism, and
-     dp=2 with ZeRO-3 train like the imported program on one rank.
+     cross-entropy of the same model (1e-5 relative);
+  2. f64: three steps of the imported program and of the builtin frontend's
+     program for the same config, both from the model's weights, agree
+     (1e-9 relative): the import is the model weft's own frontend builds;
+  3. f64: data, tensor (Megatron), sequence parallelism and ZeRO-3 layouts
+     train like the imported program on one rank (1e-9 relative).
 """
 import json
 import os
@@ -26,8 +29,24 @@ from e2e_util import launch, run  # noqa: E402
 
 BIN, TOKENS, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
-MODEL = os.path.join(FIXTURES, "gpt-tiny-torch-export.onnx")
 os.makedirs(WORK, exist_ok=True)
+
+LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+         "vocab_size": 256, "max_position_embeddings": 128, "rope_theta": 10000.0,
+         "rms_norm_eps": 1e-05, "hidden_act": "silu"}
+# fixture -> (the builtin frontend's model of the same config, layouts run)
+MODELS = {
+    "gpt-tiny": ("gpt-tiny", ["dp=2", "tp=2", "tp=2 sp", "dp=2 zero3"]),
+    "llama-tiny": (dict(LLAMA, tie_word_embeddings=False), ["tp=2", "dp=2 zero3"]),
+    "llama-tied": (dict(LLAMA, tie_word_embeddings=True), ["tp=2 sp"]),
+}
+LAYOUTS = {
+    "dp=2": ["--mesh", "dp=2"],
+    "tp=2": ["--mesh", "tp=2", "--layout", "megatron"],
+    "tp=2 sp": ["--mesh", "tp=2", "--layout", "megatron", "--sequence-parallel"],
+    "dp=2 zero3": ["--mesh", "dp=2", "--zero", "3"],
+}
 
 
 def compile_(model, out, *flags):
@@ -35,10 +54,10 @@ def compile_(model, out, *flags):
     return out
 
 
-def losses(prog, tokens, steps, ranks=1, name="m"):
-    metrics = os.path.join(WORK, f"{name}.jsonl")
+def losses(prog, onnx, tokens, steps, ranks=1):
+    metrics = prog + ".jsonl"
     run(launch(ranks) + [f"{BIN}/weft-run", prog, "--data", tokens, "--steps", str(steps),
-                         "--threads", "1", "--load", MODEL, "--metrics", metrics, "--quiet"])
+                         "--threads", "1", "--load", onnx, "--metrics", metrics, "--quiet"])
     return [json.loads(line)["loss"] for line in open(metrics)]
 
 
@@ -46,44 +65,50 @@ def max_rel(a, b):
     return max(abs(x - y) / abs(y) for x, y in zip(a, b))
 
 
-def main():
+def check(name, fixture, builtin, layouts):
+    onnx = os.path.join(FIXTURES, f"{fixture}-torch-export.onnx")
+    work = os.path.join(WORK, fixture)
+    os.makedirs(work, exist_ok=True)
     # 1. PyTorch's loss.
-    ref = json.load(open(os.path.join(FIXTURES, "gpt-tiny-torch-export.json")))
-    toks = os.path.join(WORK, "ids.bin")
+    ref = json.load(open(os.path.join(FIXTURES, f"{fixture}-torch-export.json")))
+    toks = os.path.join(work, "ids.bin")
     np.array(ref["ids"], dtype="<u2").tofile(toks)
-    f32 = compile_(MODEL, os.path.join(WORK, "f32.weft"))
-    got = losses(f32, toks, 1, name="f32")[0]
+    got = losses(compile_(onnx, os.path.join(work, "f32.weft")), onnx, toks, 1)[0]
     rel = abs(got - ref["loss"]) / abs(ref["loss"])
     if rel > 1e-5:
-        sys.exit(f"FAIL: the imported model's first loss {got} != PyTorch's {ref['loss']} "
-                 f"(relative {rel:.1e})")
-    print(f"f32: first loss {got:.6f}, PyTorch {ref['loss']:.6f} (relative {rel:.1e})")
+        sys.exit(f"FAIL: {name}: first loss {got} != PyTorch's {ref['loss']} (relative {rel:.1e})")
+    print(f"{name} f32: first loss {got:.6f}, PyTorch {ref['loss']:.6f} (relative {rel:.1e})")
 
-    # 2. The builtin preset of the same shape, from the same weights.
-    one = compile_(MODEL, os.path.join(WORK, "one.weft"), "--dtype", "f64")
-    preset = compile_("gpt-tiny", os.path.join(WORK, "preset.weft"), "--dtype", "f64",
+    # 2. The builtin frontend's model of the same config, same weights.
+    if isinstance(builtin, dict):
+        config = os.path.join(work, "config.json")
+        json.dump(builtin, open(config, "w"))
+        builtin = config
+    one = compile_(onnx, os.path.join(work, "one.weft"), "--dtype", "f64")
+    preset = compile_(builtin, os.path.join(work, "preset.weft"), "--dtype", "f64",
                       "--batch", "2", "--seq", "16")
-    mine, theirs = losses(one, TOKENS, 3, name="one"), losses(preset, TOKENS, 3, name="preset")
+    mine, theirs = losses(one, onnx, TOKENS, 3), losses(preset, onnx, TOKENS, 3)
     rel = max_rel(mine, theirs)
     if rel > 1e-9:
-        sys.exit(f"FAIL: imported {mine} != builtin gpt-tiny {theirs} (relative {rel:.1e})")
-    print(f"f64: imported and builtin gpt-tiny agree over 3 steps (relative {rel:.1e})")
+        sys.exit(f"FAIL: {name}: imported {mine} != builtin {theirs} (relative {rel:.1e})")
+    print(f"{name} f64: imported and builtin agree over 3 steps (relative {rel:.1e})")
 
     # 3. Layouts against one rank.
-    layouts = {
-        "dp=2": ["--mesh", "dp=2"],
-        "tp=2": ["--mesh", "tp=2", "--layout", "megatron"],
-        "tp=2 sp": ["--mesh", "tp=2", "--layout", "megatron", "--sequence-parallel"],
-        "dp=2 zero3": ["--mesh", "dp=2", "--zero", "3"],
-    }
-    for i, (name, flags) in enumerate(layouts.items()):
-        prog = compile_(MODEL, os.path.join(WORK, f"layout{i}.weft"), "--dtype", "f64", *flags)
-        got = losses(prog, TOKENS, 3, ranks=2, name=f"layout{i}")
+    for i, layout in enumerate(layouts):
+        prog = compile_(onnx, os.path.join(work, f"layout{i}.weft"), "--dtype", "f64",
+                        *LAYOUTS[layout])
+        got = losses(prog, onnx, TOKENS, 3, ranks=2)
         rel = max_rel(got, mine)
         if rel > 1e-9:
-            sys.exit(f"FAIL: {name}: losses {got} != one rank's {mine} (relative {rel:.1e})")
-        print(f"{name}: trains like one rank (relative {rel:.1e})")
-    print("PASS: an imported ONNX GPT-2 trains as PyTorch, the preset and one rank")
+            sys.exit(f"FAIL: {name} {layout}: losses {got} != one rank's {mine} "
+                     f"(relative {rel:.1e})")
+        print(f"{name} {layout}: trains like one rank (relative {rel:.1e})")
+
+
+def main():
+    for fixture, (builtin, layouts) in MODELS.items():
+        check(fixture, fixture, builtin, layouts)
+    print("PASS: imported ONNX models train as PyTorch, the builtin frontend and one rank")
 
 
 main()
