@@ -1,0 +1,62 @@
+"""Writes small ONNX models for weft-compile-onnx.test into DIR:
+
+  make_onnx_models.py DIR FIXTURE
+
+  bigram.onnx    good: ids [2, 4] -> Gather(wte) -> MatMul(., wte^T), a tied
+                 one-layer-free model weft imports and raises
+  dynamic.onnx   the same with ids [batch, seq] symbolic
+  truncated.onnx the first half of FIXTURE's bytes
+  unknown.onnx   a Hardmax, which weft does not import
+  unraised.onnx  an Erf weft imports but no pattern raises (no GELU around it)
+  shape.onnx     a Gemm whose weight [5, 8] does not contract with [.., 8]
+  opset.onnx     opset 11
+  inputs.onnx    a second input, attention_mask
+  domain.onnx    a node of the com.microsoft domain
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+
+out, fixture = sys.argv[1], sys.argv[2]
+os.makedirs(out, exist_ok=True)
+rng = np.random.default_rng(0)
+WTE = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "wte")
+
+
+def model(nodes, inits, ids_dims=(2, 4), opset=17, extra_inputs=(), logits_dims=(2, 4, 16)):
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, list(ids_dims))
+    logits = helper.make_tensor_value_info("logits", TensorProto.FLOAT, list(logits_dims))
+    graph = helper.make_graph(nodes, "g", [ids, *extra_inputs], [logits], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def head(x="x"):
+    return [helper.make_node("Transpose", ["wte"], ["wteT"], name="t", perm=[1, 0]),
+            helper.make_node("MatMul", [x, "wteT"], ["logits"], name="head")]
+
+
+embed = helper.make_node("Gather", ["wte", "input_ids"], ["x"], name="embed", axis=0)
+save(model([embed] + head(), [WTE]), f"{out}/bigram.onnx")
+save(model([embed] + head(), [WTE], ids_dims=("batch", "seq"),
+           logits_dims=("batch", "seq", 16)), f"{out}/dynamic.onnx")
+data = open(fixture, "rb").read()
+open(f"{out}/truncated.onnx", "wb").write(data[: len(data) // 2])
+save(model([embed, helper.make_node("Hardmax", ["x"], ["h"], name="hardmax")] + head("h"),
+           [WTE]), f"{out}/unknown.onnx")
+save(model([embed, helper.make_node("Erf", ["x"], ["e"], name="erf")] + head("e"), [WTE]),
+     f"{out}/unraised.onnx")
+W = numpy_helper.from_array(np.zeros((5, 8), np.float32), "fc.weight")
+shape = [embed,
+         helper.make_node("Reshape", ["x", "rows"], ["x2"], name="rows"),
+         helper.make_node("Gemm", ["x2", "fc.weight"], ["y"], name="fc")]
+rows = helper.make_node("Constant", [], ["rows"], value_ints=[-1, 8])
+save(model([rows] + shape + head("y"), [WTE, W]), f"{out}/shape.onnx")
+save(model([embed] + head(), [WTE], opset=11), f"{out}/opset.onnx")
+mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [2, 4])
+save(model([embed] + head(), [WTE], extra_inputs=[mask]), f"{out}/inputs.onnx")
+fused = helper.make_node("FastGelu", ["x"], ["g"], name="fastgelu", domain="com.microsoft")
+m = model([embed, fused] + head("g"), [WTE])
+m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+save(m, f"{out}/domain.onnx")
