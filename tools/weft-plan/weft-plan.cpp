@@ -18,6 +18,11 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "passes/Passes.h"
+#ifdef WEFT_HAVE_ONNX_IMPORT
+#include "frontends/onnx/ImportOnnx.h"
+#endif
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -187,7 +192,8 @@ void explain(const Estimate &e, const ModelCost &model, const Hardware &hw) {
 }
 
 // The model's forward module at batch 1: built by the builtin frontend, or
-// read from a .mlir file (whose sequence length --seq, if given, must be).
+// read from a .mlir file (whose sequence length --seq, if given, must be),
+// or imported from an .onnx file (its sequence, or --seq where symbolic).
 mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
                                             std::string &error) {
   llvm::StringRef path = modelArg;
@@ -199,6 +205,32 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
     if (!module)
       error = "cannot read the module '" + modelArg + "' (diagnostics above)";
     return module;
+  }
+  if (path.ends_with(".onnx")) {
+#ifdef WEFT_HAVE_ONNX_IMPORT
+    // The imported graph, raised to weft's ops as weft-compile does.
+    weft::OnnxImportOptions options;
+    options.seq = seqArg;
+    auto module = weft::importOnnx(context, modelArg, options, error);
+    if (!module)
+      return nullptr;
+    mlir::PassManager pm(&context);
+    pm.addNestedPass<mlir::func::FuncOp>(weft::createWeftRaiseOnnx());
+    llvm::SourceMgr sources;
+    mlir::SourceMgrDiagnosticHandler diagnostics(sources, &context);
+    if (mlir::failed(pm.run(*module))) {
+      error = "cannot plan '" + modelArg +
+              "': its graph does not raise to "
+              "weft's ops (diagnostics above)";
+      return nullptr;
+    }
+    return module;
+#else
+    error = "cannot read '" + modelArg +
+            "': this weft-plan was built without ONNX support (libonnx-dev "
+            "and libprotobuf-dev)";
+    return nullptr;
+#endif
   }
   weft::ConfigResult config = weft::resolveModel(modelArg);
   if (!config.ok()) {
@@ -238,7 +270,8 @@ int main(int argc, char **argv) {
   if (clusterArg.empty())
     return fail("no --cluster: give a preset (a100-80g, h100-80g, h200-141g, "
                 "local) or a JSON file");
-  bool fromIr = llvm::StringRef(modelArg).ends_with(".mlir");
+  bool fromIr = llvm::StringRef(modelArg).ends_with(".mlir") ||
+                llvm::StringRef(modelArg).ends_with(".onnx");
   if (gpusArg <= 0 || batchArg <= 0 || (seqArg <= 0 && !fromIr) || seqArg < 0)
     return fail("--gpus, --global-batch and --seq must be positive (got " +
                 std::to_string(gpusArg) + ", " + std::to_string(batchArg) +
