@@ -140,8 +140,8 @@ LogicalResult checkStats(std::optional<Location> loc, Value stats,
 
 LogicalResult ParamOp::verify() {
   StringRef init = getInit();
-  if (init != "normal" && init != "zeros" && init != "ones")
-    return emitOpError("init must be normal, zeros or ones, got '")
+  if (init != "normal" && init != "zeros" && init != "ones" && init != "loaded")
+    return emitOpError("init must be normal, zeros, ones or loaded, got '")
            << init << "'";
   if (init == "normal" && !(getStd().convertToDouble() > 0))
     return emitOpError("init normal needs std > 0, got ")

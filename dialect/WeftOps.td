@@ -54,6 +54,8 @@ def Weft_ParamOp : Weft_Op<"param", [Pure]> {
     A model parameter, named by its Hugging Face checkpoint name. `init` is
     `normal` (with `std`), `zeros` or `ones`; the runtime draws element i from
     (seed, name, i) only, so every layout starts from the same global weights.
+    `loaded`: the values are the model file's (an ONNX import), and a run
+    must load them.
 
     ```mlir
     %w = weft.param "transformer.wte.weight" {init = "normal", std = 2.0e-02}

@@ -137,8 +137,9 @@ std::string dumpProgram(const Program &P) {
        << "  init="
        << (Pa.Init.K == InitSpec::Normal
                ? "normal(std=" + num(Pa.Init.Std) + ")"
-           : Pa.Init.K == InitSpec::Ones ? "ones"
-                                         : "zeros")
+           : Pa.Init.K == InitSpec::Ones   ? "ones"
+           : Pa.Init.K == InitSpec::Loaded ? "loaded"
+                                           : "zeros")
        << (Pa.WeightDecay ? "  decay" : "") << "\n";
   }
   OS << "arena_bytes: " << P.ArenaBytes << "\n";

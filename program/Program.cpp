@@ -334,9 +334,11 @@ Status parseParam(const json &J, size_t I, ParamSpec &P) {
     P.Init.K = InitSpec::Zeros;
   } else if (Kind == "ones") {
     P.Init.K = InitSpec::Ones;
+  } else if (Kind == "loaded") {
+    P.Init.K = InitSpec::Loaded;
   } else {
     return Status::error("unknown init kind '" + Kind + "' in " + Ctx +
-                         " (expected normal, zeros or ones)");
+                         " (expected normal, zeros, ones or loaded)");
   }
   return Status::success();
 }

@@ -131,7 +131,9 @@ Status checkShapeSize(const Shape &S, const std::string &What,
 std::string shapeString(const Shape &S);
 
 struct InitSpec {
-  enum Kind { Normal, Zeros, Ones } K = Zeros;
+  /// Loaded: no initial value of its own; the run loads it (--load), as
+  /// for a model imported with its weights (weft-compile model.onnx).
+  enum Kind { Normal, Zeros, Ones, Loaded } K = Zeros;
   double Std = 0.0;
 };
 

@@ -22,6 +22,8 @@ void fillParam(const ParamSpec &P, uint64_t Key, T *Out, uint64_t Begin,
                uint64_t Count) {
   switch (P.Init.K) {
   case InitSpec::Zeros:
+  case InitSpec::Loaded: // zeros until the load (weft-run refuses a run
+                         // that loads nothing)
   case InitSpec::Ones: {
     T V = P.Init.K == InitSpec::Ones ? T(1) : T(0);
     for (uint64_t I = 0; I < Count; ++I)

@@ -146,13 +146,12 @@ Value Importer::param(const std::string &name) {
     return it->second;
   const onnx::TensorProto &t = *params[name];
   Shape shape(t.dims().begin(), t.dims().end());
-  // The values come from the model (weft-run --load model.onnx); the init
-  // is what a run without --load starts from.
-  auto p = ParamOp::create(
-      b, NameLoc::get(b.getStringAttr(name)),
-      RankedTensorType::get(shape, floatType), b.getStringAttr(name),
-      b.getStringAttr(shape.size() == 1 ? "zeros" : "normal"),
-      b.getF64FloatAttr(0.02));
+  // The values are the model's: weft-run --load model.onnx gives them, and
+  // refuses to start without (init "loaded").
+  auto p = ParamOp::create(b, NameLoc::get(b.getStringAttr(name)),
+                           RankedTensorType::get(shape, floatType),
+                           b.getStringAttr(name), b.getStringAttr("loaded"),
+                           b.getF64FloatAttr(0.0));
   paramValues[name] = p;
   return p;
 }

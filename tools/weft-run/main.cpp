@@ -448,6 +448,7 @@ int main(int Argc, char **Argv) {
     Exec.setTracing(2'000'000);
 
   int64_t StartStep = 0;
+  bool ResumedAny = false; // a --resume checkpoint loaded
   std::vector<std::string> Warnings;
   LoadOptions Load;
   Load.AllowUnused = O.AllowUnused;
@@ -467,6 +468,7 @@ int main(int Argc, char **Argv) {
       if (Got.ok()) {
         StartStep = *Got;
         Loaded = Dir;
+        ResumedAny = true;
         break;
       }
       Warnings.push_back("skipping checkpoint: " + Got.message());
@@ -482,6 +484,15 @@ int main(int Argc, char **Argv) {
                               " from '" + Loaded + "'")
                 << std::endl;
   }
+  // A program imported with its weights (init "loaded") has no values of
+  // its own: training it from zeros would be another model.
+  if (O.Load.empty() && StartStep == 0 && !ResumedAny)
+    for (const ParamSpec &Spec : Prog.Params)
+      if (Spec.Init.K == InitSpec::Loaded)
+        return fail("parameter '" + Spec.Name +
+                    "' takes its values from the model the program was "
+                    "compiled from (init \"loaded\"): give --load with that "
+                    "model (e.g. --load model.onnx) or --resume");
   if (Root)
     for (const std::string &W : Warnings)
       std::cerr << "weft-run: warning: " << W << "\n";
