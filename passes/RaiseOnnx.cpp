@@ -47,10 +47,31 @@ Shape shapeOf(Value v) {
   return Shape(t.getShape().begin(), t.getShape().end());
 }
 
-// The onnx_node of type `type` defining v, or null.
+// Whether `op` has the inputs and results the patterns read of its type
+// (the import makes such nodes; a hand-written one may be anything).
+bool wellFormed(OnnxNodeOp op) {
+  static const struct {
+    const char *type;
+    unsigned min, max;
+  } kArity[] = {{"Add", 2, 2},       {"Mul", 2, 2},
+                {"Div", 2, 2},       {"Pow", 2, 2},
+                {"MatMul", 2, 2},    {"Gather", 2, 2},
+                {"Reshape", 2, 2},   {"Expand", 2, 2},
+                {"Where", 3, 3},     {"Gemm", 2, 3},
+                {"Slice", 3, 5},     {"ReduceMean", 1, 2},
+                {"Unsqueeze", 1, 2}, {"LayerNormalization", 2, 3},
+                {"Concat", 1, ~0u},  {"Split", 1, 2}};
+  unsigned n = op.getInputs().size(), min = 1, max = 1;
+  for (const auto &a : kArity)
+    if (op.getOpType() == a.type)
+      min = a.min, max = a.max;
+  return n >= min && n <= max && op.getNumResults() >= 1;
+}
+
+// The well-formed onnx_node of type `type` defining v, or null.
 OnnxNodeOp nodeOf(Value v, StringRef type) {
   auto op = v ? v.getDefiningOp<OnnxNodeOp>() : nullptr;
-  return op && op.getOpType() == type ? op : nullptr;
+  return op && op.getOpType() == type && wellFormed(op) ? op : nullptr;
 }
 
 int64_t intAttr(OnnxNodeOp op, StringRef name, int64_t dflt) {
@@ -198,14 +219,23 @@ struct View {
   }
 };
 
+// A Transpose's permutation (reversed dims by default); empty when the
+// attribute is not a permutation of the input's dims.
 SmallVector<int64_t> permOf(OnnxNodeOp t) {
   auto perm = t.getAttrs().getAs<DenseI64ArrayAttr>("perm");
+  const int64_t rank = shapeOf(t.getInputs()[0]).size();
   SmallVector<int64_t> p;
   if (perm)
     p.assign(perm.asArrayRef().begin(), perm.asArrayRef().end());
   else
-    for (int64_t d = shapeOf(t.getInputs()[0]).size() - 1; d >= 0; --d)
+    for (int64_t d = rank - 1; d >= 0; --d)
       p.push_back(d);
+  SmallVector<bool> seen(rank, false);
+  for (int64_t d : p)
+    if (int64_t(p.size()) != rank || d < 0 || d >= rank || seen[d])
+      return {};
+    else
+      seen[d] = true;
   return p;
 }
 
@@ -229,8 +259,9 @@ std::optional<View> traceView(Value v) {
   Value at = v;
   while (auto op = at.getDefiningOp<OnnxNodeOp>()) {
     StringRef t = op.getOpType();
-    if (t != "Reshape" && t != "Transpose" && t != "Identity" &&
-        t != "Unsqueeze" && t != "Expand")
+    if ((t != "Reshape" && t != "Transpose" && t != "Identity" &&
+         t != "Unsqueeze" && t != "Expand") ||
+        !wellFormed(op))
       break;
     chain.push_back(op);
     at = op.getInputs()[0];
@@ -240,7 +271,10 @@ std::optional<View> traceView(Value v) {
     StringRef t = op.getOpType();
     Shape out = shapeOf(op.getResult(0));
     if (t == "Transpose") {
-      view.transpose(permOf(op));
+      SmallVector<int64_t> perm = permOf(op);
+      if (perm.size() != view.dims.size())
+        return std::nullopt;
+      view.transpose(perm);
     } else if (t == "Reshape" || t == "Unsqueeze") {
       if (!view.reshape(out)) // an unsqueeze is a reshape adding 1s
         return std::nullopt;
@@ -291,7 +325,7 @@ struct NodePattern : OpRewritePattern<OnnxNodeOp> {
       : OpRewritePattern(ctx, benefit), type(type.str()) {}
   LogicalResult matchAndRewrite(OnnxNodeOp op,
                                 PatternRewriter &rw) const final {
-    if (op.getOpType() != type)
+    if (op.getOpType() != type || !wellFormed(op))
       return failure();
     return raise(op, rw);
   }
@@ -309,6 +343,8 @@ struct NoOp : NodePattern {
       return failure();
     if (type == "Transpose") {
       SmallVector<int64_t> perm = permOf(op);
+      if (perm.empty() && !shapeOf(x).empty())
+        return failure();
       for (size_t i = 0; i < perm.size(); ++i)
         if (perm[i] != int64_t(i))
           return failure();
@@ -327,7 +363,7 @@ struct Gemm : NodePattern {
         floatAttr(op, "beta", 1.0) != 1.0 || !isFloat(in[0]))
       return failure();
     Shape out = shapeOf(op.getResult(0));
-    if (in.size() == 3 && shapeOf(in[2]) != Shape{out[1]})
+    if (out.size() != 2 || (in.size() == 3 && shapeOf(in[2]) != Shape{out[1]}))
       return failure(); // a bias of another shape
     Value y = MatmulOp::create(rw, op.getLoc(), in[0], in[1], false,
                                intAttr(op, "transB", 0) != 0);
@@ -418,7 +454,7 @@ struct LayerNorm : NodePattern {
   LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
     auto in = op.getInputs();
     int64_t rank = shapeOf(in[0]).size(), axis = intAttr(op, "axis", -1);
-    if (in.size() != 3 || (axis != -1 && axis != rank - 1) ||
+    if (in.size() != 3 || (axis != -1 && axis != rank - 1) || rank == 0 ||
         shapeOf(in[1]) != Shape{shapeOf(in[0]).back()} ||
         shapeOf(in[2]) != shapeOf(in[1]))
       return failure();
@@ -559,6 +595,8 @@ struct Attention : NodePattern {
       return failure();
     Shape o = shapeOf(pv.getResult(0)); // [B, H, S, D]
     const int64_t heads = o[1], seq = o[2], headDim = o[3];
+    if (heads < 1 || seq < 1 || headDim < 1)
+      return failure();
     View want = View::of(pv.getResult(0));
     want.transpose({0, 2, 1, 3});
     if (!want.reshape(out) || !(want == *root) ||
@@ -674,7 +712,7 @@ struct RmsNorm : NodePattern {
         OnnxNodeOp recip = nodeOf(r, "Reciprocal");
         return recip && isRms(recip.getInputs()[0], normed, eps);
       });
-      if (!x || shapeOf(x).back() != shapeOf(w)[0] ||
+      if (!x || shapeOf(x).empty() || shapeOf(x).back() != shapeOf(w)[0] ||
           shapeOf(x) != shapeOf(op.getResult(0)))
         continue;
       rw.replaceOp(
@@ -783,6 +821,8 @@ struct Rope : NodePattern {
         continue;
       const int64_t heads = xs[1], seq = xs[2], dim = xs[3];
       Value x = view->base;
+      if (heads < 1 || seq < 1 || dim < 2 || shapeOf(x)[2] != heads * dim)
+        continue;
       if (!(*view == headsView(x, heads, dim, false)))
         continue;
       double theta = 0, scale = 0;
@@ -820,6 +860,8 @@ struct Rope : NodePattern {
   // concat(-x[.., D/2:], x[.., :D/2]) along the last axis.
   static bool isRotateHalf(Value v, Value x) {
     OnnxNodeOp cat = nodeOf(v, "Concat");
+    if (shapeOf(x).empty())
+      return false;
     const int64_t rank = shapeOf(x).size(), half = shapeOf(x).back() / 2;
     if (!cat || cat.getInputs().size() != 2 ||
         (intAttr(cat, "axis", 0) != -1 && intAttr(cat, "axis", 0) != rank - 1))
@@ -834,6 +876,8 @@ struct Rope : NodePattern {
     if (!slice || slice.getInputs()[0] != x)
       return false;
     auto in = slice.getInputs();
+    if (shapeOf(x).empty())
+      return false;
     const int64_t rank = shapeOf(x).size(), dim = shapeOf(x).back();
     auto starts = constInts(in[1]), ends = constInts(in[2]);
     std::optional<SmallVector<int64_t>> axes =

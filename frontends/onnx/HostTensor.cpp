@@ -224,6 +224,8 @@ bool NodeFolder::unary(const std::string &op) {
   if (!input(0, x))
     return false;
   if (op == "Not" || op == "IsNaN") {
+    if (op == "Not" && x->type != HostType::Bool)
+      return fail("takes bools, got " + std::string(hostTypeName(x->type)));
     HostTensor t = make(HostType::Bool, x->shape);
     for (int64_t i = 0, n = x->numel(); i < n; ++i)
       t.ints[i] =
@@ -416,6 +418,8 @@ bool NodeFolder::range() {
     return false;
   if (s->numel() != 1 || l->numel() != 1 || d->numel() != 1)
     return fail("start, limit and delta must be scalars");
+  if (s->type != l->type || s->type != d->type)
+    return fail("start, limit and delta differ in type");
   double start = s->real(0), limit = l->real(0), delta = d->real(0);
   if (delta == 0)
     return fail("delta is 0");
@@ -426,8 +430,9 @@ bool NodeFolder::range() {
   for (int64_t i = 0; i < int64_t(n); ++i)
     if (t.isFloat())
       t.reals[i] = roundTo(t.type, start + double(i) * delta);
-    else
-      t.ints[i] = s->ints[0] + i * d->ints[0];
+    else if (__builtin_mul_overflow(i, d->ints[0], &t.ints[i]) ||
+             __builtin_add_overflow(t.ints[i], s->ints[0], &t.ints[i]))
+      return fail("integer overflow");
   out.push_back(std::move(t));
   return true;
 }

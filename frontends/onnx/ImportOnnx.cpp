@@ -172,7 +172,6 @@ std::string Importer::graphInput(const onnx::ValueInfoProto &input,
            "; token ids are [batch, seq]";
   Shape want{options.batch, options.seq};
   const char *flags[] = {"--batch", "--seq"};
-  auto ids = cast<RankedTensorType>(body->getArgument(0).getType());
   for (int d = 0; d < 2; ++d) {
     const auto &dim = tt.shape().dim(d);
     if (dim.has_dim_value() && want[d] && dim.dim_value() != want[d])
@@ -183,8 +182,9 @@ std::string Importer::graphInput(const onnx::ValueInfoProto &input,
     if (!dim.has_dim_value() && !want[d])
       return what + " has the symbolic dim " + std::to_string(d) + " '" +
              dim.dim_param() + "': give " + flags[d];
-    if (ids.getShape()[d] <= 0)
-      return what + " dim " + std::to_string(d) + " must be positive";
+    if (dim.has_dim_value() && dim.dim_value() < 1)
+      return what + " has dim " + std::to_string(d) + " = " +
+             std::to_string(dim.dim_value()) + "; weft needs positive dims";
   }
   Slot s;
   s.value = body->getArgument(0);
@@ -255,13 +255,25 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
     v = in[i]->constant->ints;
     return "";
   };
+  // The inputs each rule reads; beyond them, optional ones may be absent.
+  static const std::pair<const char *, size_t> kRequired[] = {
+      {"Gemm", 2},     {"Slice", 3},  {"MatMul", 2},
+      {"Reshape", 2},  {"Expand", 2}, {"Gather", 2},
+      {"CastLike", 2}, {"Where", 3},  {"LayerNormalization", 2}};
+  size_t required = 1;
+  for (auto [name, count] : kRequired)
+    if (op == name)
+      required = count;
+  bool optional = op == "Slice" || op == "Gemm" || op == "Squeeze" ||
+                  op == "LayerNormalization" || op == "Split" ||
+                  op == "SplitToSequence" || op == "ReduceMean" ||
+                  op == "Unsqueeze";
+  if (in.size() < required)
+    return fail("has " + std::to_string(in.size()) + " inputs, expected " +
+                std::to_string(required));
   for (size_t i = 0; i < in.size(); ++i)
-    if (!in[i] && !(op == "Slice" || op == "Gemm" || op == "Squeeze" ||
-                    op == "LayerNormalization" || op == "Split" ||
-                    op == "SplitToSequence" || op == "ReduceMean"))
+    if (!in[i] && (i < required || !optional))
       return fail("input " + std::to_string(i) + " is missing");
-  if (in.empty() || !in[0])
-    return fail("has no first input");
   RankedTensorType x = typeOf(0);
   auto same = [&](Type element, Shape shape) {
     types.push_back(RankedTensorType::get(shape, element));
@@ -437,17 +449,22 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
         return e;
       if (op == "SplitToSequence" && in[1]->constant->shape.empty()) {
         int64_t chunk = sizes[0];
+        if (chunk < 1)
+          return fail("split size " + std::to_string(chunk));
         sizes.clear();
         for (int64_t left = shape[ax]; left > 0; left -= chunk)
           sizes.push_back(std::min(chunk, left));
       }
     } else if (op == "Split" && findAttr(n, "num_outputs")) {
       int64_t parts = intAttr(n, "num_outputs", 1);
+      if (parts < 1 || parts > shape[ax])
+        return fail("num_outputs " + std::to_string(parts) + " for dim " +
+                    std::to_string(shape[ax]));
       int64_t chunk = (shape[ax] + parts - 1) / parts;
       for (int64_t left = shape[ax]; left > 0; left -= chunk)
         sizes.push_back(std::min(chunk, left));
     } else if (op == "Split") {
-      if (shape[ax] % n.output_size())
+      if (n.output_size() < 1 || shape[ax] % n.output_size())
         return fail("dim " + std::to_string(shape[ax]) + " does not split " +
                     "evenly into " + std::to_string(n.output_size()));
       sizes.assign(size_t(n.output_size()), shape[ax] / n.output_size());
@@ -507,6 +524,17 @@ std::string Importer::emit(const onnx::NodeProto &n,
   std::string e = resultTypes(n, in, types, extra);
   if (!e.empty())
     return e;
+  // Sizes weft's passes and runtime can hold (program/Program.h's limit).
+  for (Type t : types) {
+    Shape shape(cast<RankedTensorType>(t).getShape());
+    int64_t numel = 1;
+    for (int64_t d : shape)
+      if (d < 1 || __builtin_mul_overflow(numel, d, &numel) ||
+          numel > (int64_t(1) << 48))
+        return nodeName(n) + ": a result of shape " + shapeString(shape) +
+               (d < 1 ? " is empty; weft imports no empty tensors"
+                      : " has more than 2^48 elements");
+  }
   DictionaryAttr attrs = attributes(n, e);
   if (!attrs)
     return e;
@@ -549,6 +577,8 @@ std::string Importer::emit(const onnx::NodeProto &n,
 }
 
 std::string Importer::node(const onnx::NodeProto &n) {
+  if (n.output_size() < 1 || n.output(0).empty())
+    return nodeName(n) + ": has no output";
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     return nodeName(n) + ": domain '" + n.domain() +
            "' is not supported (only the default ONNX domain)";
@@ -706,6 +736,11 @@ std::string Importer::run(const onnx::ModelProto &model,
   module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
   floatType = options.f64 ? Type(b.getF64Type()) : Type(b.getF32Type());
+  if (batch < 0 || seq < 0 || batch > (int64_t(1) << 24) ||
+      seq > (int64_t(1) << 24))
+    return "graph input '" + inputs[0]->name() + "' of [" +
+           std::to_string(batch) + ", " + std::to_string(seq) +
+           "]: weft imports batch and seq of 1 to 2^24";
   auto ids = RankedTensorType::get(
       {std::max<int64_t>(batch, 1), std::max<int64_t>(seq, 1)}, b.getI32Type());
   auto fn = func::FuncOp::create(
@@ -741,6 +776,34 @@ std::string Importer::run(const onnx::ModelProto &model,
            }() +
            "; weft trains next-token cross-entropy on logits [batch, seq, "
            "vocab]";
+  // Shapes the model declares (its output, value_info) must be the ones
+  // weft computed: a mismatch is an initializer of another shape.
+  auto declared = [&](const onnx::ValueInfoProto &info) -> std::string {
+    auto slot = slots.find(info.name());
+    if (slot == slots.end() || !slot->second.value ||
+        !info.type().has_tensor_type() ||
+        !info.type().tensor_type().has_shape())
+      return "";
+    Shape got = shapeOf(slot->second.value), want;
+    const auto &dims = info.type().tensor_type().shape();
+    if (dims.dim_size() != int(got.size()))
+      return "value '" + info.name() + "' is declared of rank " +
+             std::to_string(dims.dim_size()) + " but computes " +
+             shapeString(got) + " (an initializer of another shape?)";
+    for (int d = 0; d < dims.dim_size(); ++d)
+      if (dims.dim(d).has_dim_value() && dims.dim(d).dim_value() != got[d])
+        return "value '" + info.name() + "' is declared with dim " +
+               std::to_string(d) + " = " +
+               std::to_string(dims.dim(d).dim_value()) + " but computes " +
+               shapeString(got) + " (an initializer of another shape?)";
+    return "";
+  };
+  for (const auto &info : g.output())
+    if (std::string e = declared(info); !e.empty())
+      return e;
+  for (const auto &info : g.value_info())
+    if (std::string e = declared(info); !e.empty())
+      return e;
   Value loss = CrossEntropyOp::create(b, NameLoc::get(b.getStringAttr("loss")),
                                       logits, body->getArgument(1));
   func::ReturnOp::create(b, loc, loss);

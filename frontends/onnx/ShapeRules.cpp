@@ -154,8 +154,11 @@ std::string sliceSpec(const std::vector<int64_t> &in,
                       : std::min(std::max<int64_t>(v, -1), n - 1);
     };
     int64_t s = clampIndex(starts[i]), e = clampIndex(ends[i]);
-    int64_t len = step > 0 ? (e > s ? (e - s + step - 1) / step : 0)
-                           : (s > e ? (s - e - step - 1) / -step : 0);
+    // step == INT64_MIN: one element at most (-step would overflow).
+    int64_t len = step > 0            ? (e > s ? (e - s - 1) / step + 1 : 0)
+                  : s <= e            ? 0
+                  : step == INT64_MIN ? 1
+                                      : (s - e - 1) / -step + 1;
     out.start[a] = s;
     out.step[a] = step;
     out.shape[a] = len;

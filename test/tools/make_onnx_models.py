@@ -9,6 +9,7 @@
   unknown.onnx   a Hardmax, which weft does not import
   unraised.onnx  an Erf weft imports but no pattern raises (no GELU around it)
   shape.onnx     a Gemm whose weight [5, 8] does not contract with [.., 8]
+  declared.onnx  logits declared [2, 4, 32] where the table makes 16
   opset.onnx     opset 11
   inputs.onnx    a second input, attention_mask
   domain.onnx    a node of the com.microsoft domain
@@ -53,6 +54,7 @@ shape = [embed,
          helper.make_node("Gemm", ["x2", "fc.weight"], ["y"], name="fc")]
 rows = helper.make_node("Constant", [], ["rows"], value_ints=[-1, 8])
 save(model([rows] + shape + head("y"), [WTE, W]), f"{out}/shape.onnx")
+save(model([embed] + head(), [WTE], logits_dims=(2, 4, 32)), f"{out}/declared.onnx")
 save(model([embed] + head(), [WTE], opset=11), f"{out}/opset.onnx")
 mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [2, 4])
 save(model([embed] + head(), [WTE], extra_inputs=[mask]), f"{out}/inputs.onnx")
