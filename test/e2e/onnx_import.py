@@ -16,8 +16,9 @@ weft's ops. For each model:
      config: the programs' actions are the same kernels on the same buffers
      (weft-run --dump; a residual add's operands may come in the other
      order), and three f64 steps from the model's weights agree (1e-9);
-  3. f64: data, tensor (Megatron), sequence parallelism and ZeRO-3 layouts
-     train like the imported program on one rank (1e-9 relative).
+  3. f64: data, tensor (Megatron), sequence parallelism, ZeRO-3 and a
+     layout file a user writes (globs over the initializers' names) train
+     like the imported program on one rank (1e-9 relative).
 """
 import json
 import os
@@ -39,7 +40,8 @@ LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
 # fixture -> (the builtin frontend's model of the same config, layouts run)
 MODELS = {
     "gpt-tiny": ("gpt-tiny", ["dp=2", "tp=2", "tp=2 sp", "dp=2 zero3"]),
-    "llama-tiny": (dict(LLAMA, tie_word_embeddings=False), ["tp=2", "dp=2 zero3"]),
+    "llama-tiny": (dict(LLAMA, tie_word_embeddings=False),
+                   ["tp=2", "dp=2 zero3", "tp=2 user json"]),
     "llama-tied": (dict(LLAMA, tie_word_embeddings=True), ["tp=2 sp"]),
 }
 LAYOUTS = {
@@ -47,6 +49,12 @@ LAYOUTS = {
     "tp=2": ["--mesh", "tp=2", "--layout", "megatron"],
     "tp=2 sp": ["--mesh", "tp=2", "--layout", "megatron", "--sequence-parallel"],
     "dp=2 zero3": ["--mesh", "dp=2", "--zero", "3"],
+    # A layout a user writes, by glob over the initializers' names: only
+    # the MLP split over tp (gate and up by rows of out features, down by
+    # its input features), attention replicated.
+    "tp=2 user json": ["--mesh", "tp=2", "--layout", {"params": {
+        "*.mlp.gate_proj.weight": [["tp"], []], "*.mlp.up_proj.weight": [["tp"], []],
+        "*.mlp.down_proj.weight": [[], ["tp"]]}}],
 }
 
 
@@ -115,8 +123,12 @@ def check(name, fixture, builtin, layouts):
 
     # 3. Layouts against one rank.
     for i, layout in enumerate(layouts):
-        prog = compile_(onnx, os.path.join(work, f"layout{i}.weft"), "--dtype", "f64",
-                        *LAYOUTS[layout])
+        flags = list(LAYOUTS[layout])
+        for j, flag in enumerate(flags):
+            if isinstance(flag, dict):  # a layout file
+                flags[j] = os.path.join(work, f"layout{i}.json")
+                json.dump(flag, open(flags[j], "w"))
+        prog = compile_(onnx, os.path.join(work, f"layout{i}.weft"), "--dtype", "f64", *flags)
         got = losses(prog, onnx, TOKENS, 3, ranks=2)
         rel = max_rel(got, mine)
         if rel > 1e-9:

@@ -383,6 +383,18 @@ int main(int argc, char **argv) {
     return error.empty() ? 1 : fail(error);
   if (failed(mlir::verify(*module)))
     return 1;
+  // The model's own batch x seq (an .onnx or .mlir model may fix them), for
+  // the summary below: the ids argument of one micro-batch.
+  int64_t modelBatch = batchArg, modelSeq = seqArg;
+  module->walk([&](func::FuncOp fn) {
+    auto ids = fn.getNumArguments()
+                   ? dyn_cast<RankedTensorType>(fn.getArgument(0).getType())
+                   : nullptr;
+    if (ids && ids.getRank() == 2 && ids.hasStaticShape()) {
+      modelBatch = ids.getShape()[0] * microbatchesArg;
+      modelSeq = ids.getShape()[1];
+    }
+  });
   // A .mlir model can carry any shape: refuse sizes whose byte counts would
   // overflow before any pass computes one.
   if (failed(weft::checkTensorSizes(*module)))
@@ -553,7 +565,7 @@ int main(int argc, char **argv) {
     llvm::errs() << llvm::format(
         "weft-compile: %s: %.3fM parameters, batch %lld x seq %lld, "
         "activation arena %.1f MiB, training state %.1f MiB -> %s\n",
-        name.c_str(), params / 1e6, (long long)batchArg, (long long)seqArg,
+        name.c_str(), params / 1e6, (long long)modelBatch, (long long)modelSeq,
         arena / 1048576.0, 4.0 * params * width / 1048576.0, outputArg.c_str());
   }
   return 0;
