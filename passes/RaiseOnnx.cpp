@@ -448,6 +448,24 @@ struct RowReshapes : NodePattern {
   }
 };
 
+// x [.., N] + b [N] (a linear layer's bias after a MatMul: Qwen2's QKV).
+struct BiasAdd : NodePattern {
+  BiasAdd(MLIRContext *ctx) : NodePattern(ctx, "Add", 2) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    for (int side = 0; side < 2; ++side) {
+      Value x = op.getInputs()[side], b = op.getInputs()[1 - side];
+      Shape xs = shapeOf(x);
+      if (xs.empty() || !b.getDefiningOp<ParamOp>() ||
+          shapeOf(b) != Shape{xs.back()} || !isFloat(x) ||
+          x.getType() != op.getResult(0).getType())
+        continue;
+      rw.replaceOp(op, BiasAddOp::create(rw, op.getLoc(), x, b).getResult());
+      return success();
+    }
+    return failure();
+  }
+};
+
 // LayerNormalization over the last axis, with scale and bias.
 struct LayerNorm : NodePattern {
   LayerNorm(MLIRContext *ctx) : NodePattern(ctx, "LayerNormalization") {}
@@ -617,8 +635,13 @@ struct Attention : NodePattern {
       return failure();
     double scale = 1.0;
     Value scores = stripScale(softmax.getInputs()[0], scale);
+    // The mask: added (0 / -inf), or selected (Where(causal, s, -inf)).
     OnnxNodeOp masked = nodeOf(scores, "Add");
     Value qk = otherOperand(masked, [&](Value m) { return isCausal(m, seq); });
+    if (OnnxNodeOp select = nodeOf(scores, "Where"))
+      if (isCausalSelect(select.getInputs()[0], seq) &&
+          isHuge(select.getInputs()[2]))
+        qk = select.getInputs()[1];
     qk = qk ? stripScale(qk, scale) : nullptr;
     OnnxNodeOp qkOp = nodeOf(qk, "MatMul");
     if (!qkOp)
@@ -676,6 +699,28 @@ struct Attention : NodePattern {
       }
     }
     return v;
+  }
+  // A constant bool [.., S, S]: true exactly on and below the diagonal
+  // (GPT-2's eager attention selects the scores there).
+  static bool isCausalSelect(Value m, int64_t seq) {
+    auto c = m.getDefiningOp<ConstantOp>();
+    auto dense = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
+    Shape s = shapeOf(m);
+    if (!dense || !dense.getElementType().isInteger(1) || s.size() < 2 ||
+        s[s.size() - 1] != seq || s[s.size() - 2] != seq)
+      return false;
+    int64_t i = 0;
+    for (bool keep : dense.getValues<bool>()) {
+      if (keep != (i % seq <= (i / seq) % seq))
+        return false;
+      ++i;
+    }
+    return true;
+  }
+  // A scalar whose exp is 0 beside any score (-inf, or finfo.min).
+  static bool isHuge(Value v) {
+    std::optional<double> x = splat(v);
+    return x && shapeOf(v).empty() && *x <= -1e30;
   }
   // A constant [.., S, S] mask: 0 on and below the diagonal, a value whose
   // exp is 0 above (-inf, or finfo.min as transformers writes).
@@ -964,9 +1009,10 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
     RewritePatternSet subgraphs(ctx);
     for (const char *noop : {"Identity", "Reshape", "Transpose", "Cast"})
       subgraphs.add<NoOp>(ctx, noop, 4);
-    subgraphs.add<Gemm, Linear, RowReshapes, LayerNorm, GeluTanh, Embedding,
-                  PositionEmbedding, Split, Attention, RmsNorm, Silu, Rope>(
-        ctx);
+    subgraphs
+        .add<Gemm, Linear, RowReshapes, LayerNorm, GeluTanh, Embedding,
+             PositionEmbedding, Split, Attention, RmsNorm, Silu, Rope, BiasAdd>(
+            ctx);
     RewritePatternSet elementwise(ctx);
     elementwise.add<Elementwise>(ctx, "Add");
     elementwise.add<Elementwise>(ctx, "Mul");

@@ -19,6 +19,9 @@ weft's ops. For each model:
   3. f64: data, tensor (Megatron), sequence parallelism, ZeRO-3 and a
      layout file a user writes (globs over the initializers' names) train
      like the imported program on one rank (1e-9 relative).
+And GPT-2 exported with dynamic batch and seq (its weights shared with the
+static export's): bound by --batch 3 --seq 8 it gives PyTorch's loss there;
+bound by --batch 4 --seq 32, dp=2 trains like one rank.
 """
 import json
 import os
@@ -137,9 +140,36 @@ def check(name, fixture, builtin, layouts):
         print(f"{name} {layout}: trains like one rank (relative {rel:.1e})")
 
 
+def dynamic():
+    """GPT-2 exported with dynamic batch and seq: weft binds them by flag."""
+    onnx = os.path.join(FIXTURES, "gpt-tiny-dynamic-torch-export.onnx")
+    work = os.path.join(WORK, "dynamic")
+    os.makedirs(work, exist_ok=True)
+    ref = json.load(open(os.path.join(FIXTURES, "gpt-tiny-dynamic-torch-export.json")))
+    toks = os.path.join(work, "ids.bin")
+    np.array(ref["ids"], dtype="<u2").tofile(toks)
+    shape = ["--batch", str(ref["batch"]), "--seq", str(ref["seq"])]
+    got = losses(compile_(onnx, os.path.join(work, "f32.weft"), *shape), onnx, toks, 1)[0]
+    rel = abs(got - ref["loss"]) / abs(ref["loss"])
+    if rel > 1e-5:
+        sys.exit(f"FAIL: dynamic: first loss {got} != PyTorch's {ref['loss']} (relative {rel:.1e})")
+    print(f"dynamic {ref['batch']}x{ref['seq']} f32: first loss {got:.6f}, "
+          f"PyTorch {ref['loss']:.6f} (relative {rel:.1e})")
+    # Another binding, on dp=2 against one rank.
+    shape = ["--batch", "4", "--seq", "32", "--dtype", "f64"]
+    one = losses(compile_(onnx, os.path.join(work, "one.weft"), *shape), onnx, TOKENS, 3)
+    dp = losses(compile_(onnx, os.path.join(work, "dp.weft"), *shape, "--mesh", "dp=2"),
+                onnx, TOKENS, 3, ranks=2)
+    rel = max_rel(dp, one)
+    if rel > 1e-9:
+        sys.exit(f"FAIL: dynamic 4x32 dp=2: losses {dp} != one rank's {one} (relative {rel:.1e})")
+    print(f"dynamic 4x32 dp=2: trains like one rank (relative {rel:.1e})")
+
+
 def main():
     for fixture, (builtin, layouts) in MODELS.items():
         check(fixture, fixture, builtin, layouts)
+    dynamic()
     print("PASS: imported ONNX models train as PyTorch, the builtin frontend and one rank")
 
 

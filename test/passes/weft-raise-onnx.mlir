@@ -193,3 +193,51 @@ func.func @not_causal(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: tensor<1
   %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 17 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
   return %y : tensor<1x4x8xf32>
 }
+
+// -----
+
+// A linear layer with a bias as nn.Linear exports (Qwen2's q/k/v):
+// MatMul by the transposed weight, then Add of the bias parameter.
+// CHECK-LABEL: func @linear_bias
+// CHECK-NEXT:  %[[W:.*]] = weft.param "q_proj.weight"
+// CHECK-NEXT:  %[[B:.*]] = weft.param "q_proj.bias"
+// CHECK-NEXT:  %[[M:.*]] = weft.matmul %arg0, %[[W]] {transpose_b = true}
+// CHECK-NEXT:  weft.bias_add %[[M]], %[[B]] : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+func.func @linear_bias(%x: tensor<2x3x4xf32>) -> tensor<2x3x8xf32> {
+  %w = weft.param "q_proj.weight" {init = "normal", std = 0.02} : tensor<8x4xf32>
+  %b = weft.param "q_proj.bias" {init = "zeros"} : tensor<8xf32>
+  %wt = weft.onnx_node "Transpose" "t"(%w) {attrs = {perm = array<i64: 1, 0>}, opset = 17 : i64} : (tensor<8x4xf32>) -> tensor<4x8xf32>
+  %m = weft.onnx_node "MatMul" "linear"(%x, %wt) {attrs = {}, opset = 17 : i64} : (tensor<2x3x4xf32>, tensor<4x8xf32>) -> tensor<2x3x8xf32>
+  %y = weft.onnx_node "Add" "add"(%m, %b) {attrs = {}, opset = 17 : i64} : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}
+
+// -----
+
+// Eager attention's mask selects the scores (Where(causal, s, finfo.min))
+// instead of adding to them; the scores are divided by sqrt(D) = 2 after
+// the product; no IsNaN guard.
+// CHECK-LABEL: func @attention_select
+// CHECK-NEXT:  %[[A:.*]] = weft.attention %arg0, %arg1, %arg2 {num_heads = 2 : i64, num_kv_heads = 2 : i64}
+// CHECK-NEXT:  return %[[A]]
+func.func @attention_select(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %heads = weft.constant dense<[1, 4, 2, 4]> : tensor<4xi64>
+  %back = weft.constant dense<[1, 4, 8]> : tensor<3xi64>
+  %two = weft.constant dense<2.000000e+00> : tensor<f32>
+  %min = weft.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = weft.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>
+  %q4 = weft.onnx_node "Reshape" "view_q"(%q, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %qt = weft.onnx_node "Transpose" "transpose_q"(%q4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %k4 = weft.onnx_node "Reshape" "view_k"(%k, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %kt = weft.onnx_node "Transpose" "transpose_k"(%k4) {attrs = {perm = array<i64: 0, 2, 3, 1>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %v4 = weft.onnx_node "Reshape" "view_v"(%v, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %vt = weft.onnx_node "Transpose" "transpose_v"(%v4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %sc = weft.onnx_node "MatMul" "scores"(%qt, %kt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ss = weft.onnx_node "Div" "scaled"(%sc, %two) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m = weft.onnx_node "Where" "masked"(%mask, %ss, %min) {attrs = {}, opset = 17 : i64} : (tensor<1x1x4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p = weft.onnx_node "Softmax" "softmax"(%m) {attrs = {axis = -1 : i64}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = weft.onnx_node "MatMul" "pv"(%p, %vt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ot = weft.onnx_node "Transpose" "transpose_o"(%o) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x4x2x4xf32>
+  %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 17 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
+  return %y : tensor<1x4x8xf32>
+}
