@@ -119,7 +119,7 @@ func.func @embedding_float_ids(%t: tensor<256x64xf32>, %ids: tensor<2x8xf32>) {
 // -----
 
 func.func @param_bad_init() {
-  // expected-error @+1 {{init must be normal, zeros or ones, got 'uniform'}}
+  // expected-error @+1 {{init must be normal, zeros, ones or loaded, got 'uniform'}}
   %w = weft.param "w" {init = "uniform"} : tensor<4x4xf32>
   return
 }
