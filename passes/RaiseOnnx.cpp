@@ -996,6 +996,22 @@ struct Elementwise : NodePattern {
   }
 };
 
+// A tied embedding and LM head: the table read by the token embedding and
+// by the logits' matmul (transposed).
+bool isTie(ParamOp p, const SmallPtrSetImpl<Operation *> &users) {
+  if (users.size() != 2)
+    return false;
+  bool embedding = false, head = false;
+  for (Operation *u : users) {
+    if (auto e = dyn_cast<EmbeddingOp>(u))
+      embedding |= e.getTable() == p.getResult() && e.getIds() != p.getResult();
+    if (auto m = dyn_cast<MatmulOp>(u))
+      head |= m.getB() == p.getResult() && m.getA() != p.getResult() &&
+              m.getTransposeB() && !m.getTransposeA();
+  }
+  return embedding && head;
+}
+
 struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
@@ -1038,6 +1054,26 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
                           "mul); weft trains only graphs it raises entirely";
       return signalPassFailure();
     }
+    // One initializer read by several ops trains as one tensor. That is
+    // the model only for a tied embedding and head; elsewhere it is an
+    // exporter's merge of equal initializers.
+    bool shared = false;
+    fn.walk([&](ParamOp p) {
+      SmallPtrSet<Operation *, 4> users(p->getUsers().begin(),
+                                        p->getUsers().end());
+      if (shared || users.size() <= 1 || isTie(p, users))
+        return;
+      shared = true;
+      p.emitError() << "initializer '" << p.getName() << "' is read by "
+                    << users.size()
+                    << " ops, so weft would train them as one tensor; "
+                       "torch.onnx.export's default optimize=True merges "
+                       "initializers that are equal when exported (norm "
+                       "weights of 1, biases of 0) into one: export with "
+                       "optimize=False";
+    });
+    if (shared)
+      return signalPassFailure();
     bool constants = false;
     fn.walk([&](ConstantOp c) {
       if (!constants)

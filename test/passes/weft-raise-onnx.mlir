@@ -241,3 +241,19 @@ func.func @attention_select(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: te
   %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 17 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
   return %y : tensor<1x4x8xf32>
 }
+
+// -----
+
+// One initializer as the weight of two layer norms (what optimize=True
+// exports make of norm weights that are all 1 at export): weft would train
+// them as one tensor, which the model does not do. Refused; a tied
+// embedding and head (@linear above, @embeddings) is the one sharing kept.
+func.func @merged_initializer(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{initializer 'ln.weight' is read by 2 ops, so weft would train them as one tensor}}
+  %g = weft.param "ln.weight" {init = "loaded"} : tensor<8xf32>
+  %b = weft.param "ln.bias" {init = "loaded"} : tensor<8xf32>
+  %b2 = weft.param "ln2.bias" {init = "loaded"} : tensor<8xf32>
+  %y = weft.onnx_node "LayerNormalization" "ln"(%x, %g, %b) {attrs = {axis = -1 : i64, epsilon = 1.0e-5 : f64}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %z = weft.onnx_node "LayerNormalization" "ln2"(%y, %g, %b2) {attrs = {axis = -1 : i64, epsilon = 1.0e-5 : f64}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %z : tensor<2x8xf32>
+}
