@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 
 namespace weft {
@@ -744,65 +745,61 @@ bool NodeFolder::shapeOf() {
   return true;
 }
 
+// The folding of each op type weft folds, by name.
+using FoldFn = std::function<bool(NodeFolder &)>;
+const std::map<std::string, FoldFn> &folders() {
+  static const std::map<std::string, FoldFn> table = [] {
+    std::map<std::string, FoldFn> t;
+    for (const char *op :
+         {"Identity", "Sqrt", "Neg", "Not", "IsNaN", "Abs", "Exp", "Log",
+          "Reciprocal", "Floor", "Ceil", "Tanh", "Sin", "Cos"})
+      t[op] = [op](NodeFolder &f) { return f.unary(op); };
+    for (const char *op :
+         {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "LessOrEqual",
+          "Greater", "GreaterOrEqual", "And", "Or", "Xor"})
+      t[op] = [op](NodeFolder &f) { return f.binary(op); };
+    for (const char *op : {"Max", "Min"}) // variadic in ONNX; two folded
+      t[op] = [op](NodeFolder &f) {
+        return f.in.size() == 2 ? f.binary(op)
+                                : f.fail("folds with two inputs only, got " +
+                                         std::to_string(f.in.size()));
+      };
+    t["Constant"] = &NodeFolder::constant;
+    t["Cast"] = [](NodeFolder &f) {
+      HostType to;
+      int64_t code = f.intAttr("to", 0);
+      return hostTypeOf(int(code), to)
+                 ? f.cast(to)
+                 : f.fail("casts to ONNX type " + std::to_string(code) +
+                          ", which weft does not fold");
+    };
+    t["CastLike"] = [](NodeFolder &f) {
+      const HostTensor *like;
+      return f.input(1, like) && f.cast(like->type);
+    };
+    t["Where"] = &NodeFolder::where;
+    t["Range"] = &NodeFolder::range;
+    t["Reshape"] = &NodeFolder::reshape;
+    t["Unsqueeze"] = [](NodeFolder &f) { return f.unsqueeze(false); };
+    t["Squeeze"] = [](NodeFolder &f) { return f.unsqueeze(true); };
+    t["Concat"] = &NodeFolder::concat;
+    t["Slice"] = &NodeFolder::slice;
+    t["Transpose"] = &NodeFolder::transpose;
+    t["Expand"] = &NodeFolder::expand;
+    t["Gather"] = &NodeFolder::gather;
+    t["GatherND"] = &NodeFolder::gatherNd;
+    t["CumSum"] = &NodeFolder::cumsum;
+    t["ConstantOfShape"] = &NodeFolder::constantOfShape;
+    t["Shape"] = &NodeFolder::shapeOf;
+    return t;
+  }();
+  return table;
+}
+
 bool NodeFolder::run() {
-  const std::string &op = node.op_type();
-  if (op == "Constant")
-    return constant();
-  if (op == "Cast") {
-    HostType to;
-    if (!hostTypeOf(int(intAttr("to", 0)), to))
-      return fail("casts to ONNX type " + std::to_string(intAttr("to", 0)) +
-                  ", which weft does not fold");
-    return cast(to);
-  }
-  if (op == "CastLike") {
-    const HostTensor *like;
-    if (!input(1, like))
-      return false;
-    return cast(like->type);
-  }
-  if (op == "Identity" || op == "Sqrt" || op == "Neg" || op == "Not" ||
-      op == "IsNaN" || op == "Abs" || op == "Exp" || op == "Log" ||
-      op == "Reciprocal" || op == "Floor" || op == "Ceil" || op == "Tanh" ||
-      op == "Sin" || op == "Cos")
-    return unary(op);
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" ||
-      op == "Equal" || op == "Less" || op == "LessOrEqual" || op == "Greater" ||
-      op == "GreaterOrEqual" || op == "And" || op == "Or" || op == "Xor")
-    return binary(op);
-  if (op == "Max" || op == "Min") {
-    if (in.size() != 2)
-      return fail("folds with two inputs only, got " +
-                  std::to_string(in.size()));
-    return binary(op);
-  }
-  if (op == "Where")
-    return where();
-  if (op == "Range")
-    return range();
-  if (op == "Reshape")
-    return reshape();
-  if (op == "Unsqueeze" || op == "Squeeze")
-    return unsqueeze(op == "Squeeze");
-  if (op == "Concat")
-    return concat();
-  if (op == "Slice")
-    return slice();
-  if (op == "Transpose")
-    return transpose();
-  if (op == "Expand")
-    return expand();
-  if (op == "Gather")
-    return gather();
-  if (op == "GatherND")
-    return gatherNd();
-  if (op == "CumSum")
-    return cumsum();
-  if (op == "ConstantOfShape")
-    return constantOfShape();
-  if (op == "Shape")
-    return shapeOf();
-  return fail("is not folded by weft");
+  auto it = folders().find(node.op_type());
+  return it != folders().end() ? it->second(*this)
+                               : fail("is not folded by weft");
 }
 
 } // namespace
@@ -944,26 +941,7 @@ std::string tensorFromProto(const onnx::TensorProto &proto, HostTensor &out) {
   return e;
 }
 
-bool canFold(const std::string &op) {
-  static const char *const kOps[] = {
-      "Constant",    "Cast",    "CastLike",
-      "Identity",    "Sqrt",    "Neg",
-      "Not",         "IsNaN",   "Abs",
-      "Exp",         "Log",     "Reciprocal",
-      "Floor",       "Ceil",    "Tanh",
-      "Sin",         "Cos",     "Add",
-      "Sub",         "Mul",     "Div",
-      "Pow",         "Equal",   "Less",
-      "LessOrEqual", "Greater", "GreaterOrEqual",
-      "And",         "Or",      "Xor",
-      "Max",         "Min",     "Where",
-      "Range",       "Reshape", "Unsqueeze",
-      "Squeeze",     "Concat",  "Slice",
-      "Transpose",   "Expand",  "Gather",
-      "GatherND",    "CumSum",  "ConstantOfShape",
-      "Shape"};
-  return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
-}
+bool canFold(const std::string &op) { return folders().count(op) != 0; }
 
 std::string foldNode(const onnx::NodeProto &node, int64_t opset,
                      const std::vector<const HostTensor *> &inputs,
