@@ -541,3 +541,20 @@ LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
 }
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+//===----------------------------------------------------------------------===//
+// Norms
+//===----------------------------------------------------------------------===//
+
+namespace {
+// A norm's epsilon: finite and not negative (NaN would poison every row).
+template <typename Op> LogicalResult verifyEps(Op op) {
+  double eps = op.getEps().convertToDouble();
+  if (!(eps >= 0 && std::isfinite(eps)))
+    return op.emitOpError("eps must be finite and >= 0, got ") << eps;
+  return success();
+}
+} // namespace
+
+LogicalResult LayerNormOp::verify() { return verifyEps(*this); }
+LogicalResult RmsNormOp::verify() { return verifyEps(*this); }

@@ -244,6 +244,7 @@ def Weft_LayerNormOp : Weft_ForwardOp<"layer_norm"> {
   let arguments = (ins Weft_FloatTensor:$x, Weft_FloatTensor:$gamma,
                    Weft_FloatTensor:$beta, F64Attr:$eps);
   let results = (outs Weft_FloatTensor:$result);
+  let hasVerifier = 1;
 }
 
 def Weft_RmsNormOp : Weft_ForwardOp<"rms_norm"> {
@@ -251,6 +252,7 @@ def Weft_RmsNormOp : Weft_ForwardOp<"rms_norm"> {
   let arguments = (ins Weft_FloatTensor:$x, Weft_FloatTensor:$gamma,
                    F64Attr:$eps);
   let results = (outs Weft_FloatTensor:$result);
+  let hasVerifier = 1;
 }
 
 def Weft_CastOp : Weft_Op<"cast", [Pure,

@@ -204,6 +204,8 @@ struct LayerNorm : NodePattern {
         shapeOf(in[2]) != shapeOf(in[1]))
       return failure();
     double eps = floatAttr(op, "epsilon", 1e-5);
+    if (!(eps >= 0 && std::isfinite(eps))) // NaN or inf: no norm at all
+      return failure();
     rw.replaceOp(op, LayerNormOp::create(rw, op.getLoc(), in[0], in[1], in[2],
                                          rw.getF64FloatAttr(eps))
                          .getResult());
@@ -393,6 +395,8 @@ struct Attention : NodePattern {
       return failure();
     // weft's default scale is 1/sqrt(D); torch's sqrt(1/sqrt(D)) on both
     // sides rounds to it within f32 rounding.
+    if (!std::isfinite(scale))
+      return failure();
     double standard = 1.0 / std::sqrt(double(headDim));
     FloatAttr scaleAttr = std::fabs(scale - standard) <= 1e-6 * standard
                               ? nullptr
@@ -522,6 +526,8 @@ struct RmsNorm : NodePattern {
     if (!axes || axes->size() != 1 ||
         ((*axes)[0] != -1 && (*axes)[0] != rank - 1))
       return false;
+    if (!(*e >= 0 && std::isfinite(*e)))
+      return false;
     eps = *e;
     return true;
   }
@@ -570,8 +576,9 @@ struct Swiglu : NodePattern {
 //   X * cos + concat(-X[.., D/2:], X[.., :D/2]) * sin
 // with cos and sin folded tables [.., S, D]. It becomes weft.rope of x,
 // viewed as heads again for the attention that reads it; the tables must
-// be weft's rope (theta^(-2i/D) at position s, times a scale) to within
-// the f32 rounding torch computed them with.
+// be weft's rope (theta^(-2i/D), or per-pair frequencies for RoPE scaling,
+// at position s, times a scale) to within the f32 rounding torch computed
+// them with.
 struct Rope : NodePattern {
   Rope(MLIRContext *ctx) : NodePattern(ctx, "Add", 3) {}
   LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
@@ -598,12 +605,15 @@ struct Rope : NodePattern {
       if (!(*view == headsView(x, heads, dim, false)))
         continue;
       double theta = 0, scale = 0;
-      if (!tables(cosT, sinT, seq, dim, theta, scale))
+      std::vector<double> invFreq;
+      if (!tables(cosT, sinT, seq, dim, theta, invFreq, scale))
         continue;
       Location loc = op.getLoc();
-      Value y = RopeOp::create(rw, loc, x, rw.getI64IntegerAttr(heads),
-                               rw.getF64FloatAttr(theta), rw.getBoolAttr(false),
-                               nullptr, rw.getF64FloatAttr(scale));
+      Value y = RopeOp::create(
+          rw, loc, x, rw.getI64IntegerAttr(heads), rw.getF64FloatAttr(theta),
+          rw.getBoolAttr(false),
+          invFreq.empty() ? nullptr : rw.getDenseF64ArrayAttr(invFreq),
+          rw.getF64FloatAttr(scale));
       // The heads view again, as onnx_node ops the attention pattern reads.
       Shape s = shapeOf(x);
       Shape split = {s[0], s[1], heads, dim};
@@ -667,7 +677,8 @@ struct Rope : NodePattern {
   // theta and scale such that the tables are scale * cos/sin(s f_i),
   // f_i = theta^(-2 (i mod D/2) / D), to torch's f32 rounding.
   static bool tables(Value cosV, Value sinV, int64_t seq, int64_t dim,
-                     double &theta, double &scale) {
+                     double &theta, std::vector<double> &invFreq,
+                     double &scale) {
     auto read = [&](Value v, std::vector<double> &out) {
       auto dense = dyn_cast<DenseFPElementsAttr>(
           v.getDefiningOp<ConstantOp>().getValue());
@@ -683,21 +694,43 @@ struct Rope : NodePattern {
     if (dim % 2 || seq < 2 || !read(cosV, c) || !read(sinV, s))
       return false;
     scale = c[0]; // cos(0) * scale
-    if (!(scale > 0))
+    if (!(scale > 0) || !std::isfinite(scale))
       return false;
-    theta = 10000.0; // any theta gives f_0 = 1; D = 2 has only f_0
-    if (dim >= 4) {
-      double f1 = std::atan2(s[dim + 1], c[dim + 1]); // position 1, i = 1
-      if (!(f1 > 0))
+    const int64_t half = dim / 2;
+    // Each frequency from the tables: the angle at position 1, refined at
+    // positions 2, 4, 8, .. (the angle there, unwrapped by the estimate so
+    // far), so the estimate's error shrinks with the position.
+    std::vector<double> freq(half);
+    for (int64_t i = 0; i < half; ++i) {
+      double f = std::atan2(s[dim + i], c[dim + i]);
+      for (int64_t p = 2; p < seq; p *= 2) {
+        double a = std::atan2(s[p * dim + i], c[p * dim + i]);
+        double turns = std::round((double(p) * f - a) / (2 * M_PI));
+        f = (a + 2 * M_PI * turns) / double(p);
+      }
+      if (!(f > 0))
         return false;
-      theta = std::pow(f1, -double(dim) / 2.0);
-      // Published thetas are integers; f1's rounding moves the estimate.
+      freq[i] = f;
+    }
+    // theta^(-2i/D) when the frequencies are that (theta from f_1: published
+    // thetas are integers); otherwise the table itself (RoPE scaling).
+    theta = 10000.0; // any theta gives f_0 = 1; D = 2 has only f_0
+    if (half >= 2) {
+      theta = std::pow(freq[1], -double(dim) / 2.0);
       if (std::fabs(theta - std::round(theta)) <= 1e-3 * theta)
         theta = std::round(theta);
     }
+    invFreq.clear();
+    for (int64_t i = 0; i < half; ++i)
+      if (std::fabs(freq[i] - std::pow(theta, -2.0 * double(i) / double(dim))) >
+          1e-6 * freq[i])
+        invFreq = freq;
+    // Every entry, to torch's f32 rounding of the angle and of cos/sin.
     for (int64_t p = 0; p < seq; ++p)
       for (int64_t i = 0; i < dim; ++i) {
-        double f = std::pow(theta, -2.0 * double(i % (dim / 2)) / double(dim));
+        double f = invFreq.empty()
+                       ? std::pow(theta, -2.0 * double(i % half) / double(dim))
+                       : invFreq[i % half];
         double a = double(p) * f, tol = 1e-6 * (1.0 + std::fabs(a)) * scale;
         if (std::fabs(c[p * dim + i] - scale * std::cos(a)) > tol ||
             std::fabs(s[p * dim + i] - scale * std::sin(a)) > tol)

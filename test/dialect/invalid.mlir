@@ -229,3 +229,19 @@ func.func @unpack_blocks_zero(%a: tensor<4xf32>) -> tensor<4xf32> {
   %p = weft.unpack %a {blocks = 0} : (tensor<4xf32>) -> tensor<4xf32>
   return %p : tensor<4xf32>
 }
+
+// -----
+
+func.func @layer_norm_nan_eps(%x: tensor<2x8xf32>, %g: tensor<8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{eps must be finite and >= 0, got}}
+  %y = weft.layer_norm %x, %g, %g {eps = 0x7FF8000000000000 : f64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @rms_norm_negative_eps(%x: tensor<2x8xf32>, %g: tensor<8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{eps must be finite and >= 0, got -1}}
+  %y = weft.rms_norm %x, %g {eps = -1.0 : f64} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
