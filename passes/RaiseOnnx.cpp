@@ -799,19 +799,33 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
       fn.emitError("weft-raise-onnx: the rewrite did not converge");
       return signalPassFailure();
     }
-    // What no pattern consumed: refused, the first node by name.
-    OnnxNodeOp left;
+    // What no pattern consumed: refused by name. The first node that
+    // computes (not a Reshape or Transpose feeding one) names the subgraph
+    // best; the count says how much is left.
+    OnnxNodeOp first, compute;
+    int64_t left = 0;
     fn.walk([&](OnnxNodeOp op) {
-      if (!left)
-        left = op;
+      ++left;
+      StringRef t = op.getOpType();
+      bool view = t == "Reshape" || t == "Transpose" || t == "Identity" ||
+                  t == "Unsqueeze" || t == "Squeeze" || t == "Expand" ||
+                  t == "Cast" || t == "Split";
+      if (!first)
+        first = op;
+      if (!compute && !view)
+        compute = op;
     });
-    if (left) {
-      left.emitError() << "ONNX node '" << left.getNode() << "' ("
-                       << left.getOpType() << ", opset " << left.getOpset()
-                       << ") is not part of a subgraph weft implements "
-                          "(linear layer, layer norm, tanh GELU, embedding, "
-                          "learned positions, split, causal attention, add, "
-                          "mul); weft trains only graphs it raises entirely";
+    if (first) {
+      OnnxNodeOp named = compute ? compute : first;
+      named.emitError() << "ONNX node '" << named.getNode() << "' ("
+                        << named.getOpType() << ", opset " << named.getOpset()
+                        << ") is not part of a subgraph weft implements "
+                           "(linear layer, layer norm, RMSNorm, GELU, SiLU, "
+                           "SwiGLU, embedding, learned positions, split, "
+                           "RoPE, causal attention, add, mul); "
+                        << left
+                        << " imported nodes are left, and weft trains only "
+                           "graphs it raises entirely";
       return signalPassFailure();
     }
     // One initializer read by several ops trains as one tensor. That is
