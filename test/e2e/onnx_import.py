@@ -6,8 +6,8 @@ layout.
 
 The models are torch.onnx.export files of Hugging Face models (fixtures/,
 with the scripts that made them): GPT-2 in gpt-tiny's shape (tied head),
-and Llama with grouped-query attention (4 heads, 2 key/value heads), RoPE
-and a SwiGLU MLP, untied and tied. weft imports each graph, folds the mask,
+Llama with grouped-query attention (4 heads, 2 key/value heads), RoPE and a
+SwiGLU MLP, untied and tied, and Qwen2 (Llama with q/k/v biases). weft imports each graph, folds the mask,
 position and rotary-table arithmetic, and weft-raise-onnx rewrites it into
 weft's ops. For each model:
   1. f32: the first loss on the fixture's tokens equals PyTorch's
@@ -19,7 +19,9 @@ weft's ops. For each model:
   3. f64: data, tensor (Megatron), sequence parallelism, ZeRO-3 and a
      layout file a user writes (globs over the initializers' names) train
      like the imported program on one rank (1e-9 relative).
-And GPT-2 exported with dynamic batch and seq (its weights shared with the
+Variants of the same models' exports (eager attention for GPT-2 and Llama,
+linear RoPE scaling) give PyTorch's loss too. And GPT-2 exported with
+dynamic batch and seq (its weights shared with the
 static export's): bound by --batch 3 --seq 8 it gives PyTorch's loss there;
 bound by --batch 4 --seq 32, dp=2 trains like one rank.
 """
@@ -41,11 +43,19 @@ LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
          "vocab_size": 256, "max_position_embeddings": 128, "rope_theta": 10000.0,
          "rms_norm_eps": 1e-05, "hidden_act": "silu"}
 # fixture -> (the builtin frontend's model of the same config, layouts run)
+QWEN2 = {"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+         "vocab_size": 256, "max_position_embeddings": 128, "rope_theta": 10000.0,
+         "rms_norm_eps": 1e-06, "tie_word_embeddings": False, "use_sliding_window": False,
+         "hidden_act": "silu"}
 MODELS = {
     "gpt-tiny": ("gpt-tiny", ["dp=2", "tp=2", "tp=2 sp", "dp=2 zero3"]),
     "llama-tiny": (dict(LLAMA, tie_word_embeddings=False),
                    ["tp=2", "dp=2 zero3", "tp=2 user json"]),
     "llama-tied": (dict(LLAMA, tie_word_embeddings=True), ["tp=2 sp"]),
+    # Qwen2: q/k/v biases (MatMul then Add of the bias), split with the
+    # weights under tp.
+    "qwen2-tiny": (QWEN2, ["tp=2"]),
 }
 LAYOUTS = {
     "dp=2": ["--mesh", "dp=2"],
@@ -166,9 +176,31 @@ def dynamic():
     print(f"dynamic 4x32 dp=2: trains like one rank (relative {rel:.1e})")
 
 
+def variants():
+    """Other forms the exporter writes for the same models (export_variants_
+    onnx.py): eager attention (the scale after q k^T, no NaN guard) for
+    GPT-2 and Llama, and Llama with linear RoPE scaling (inv_freq halved).
+    Each gives PyTorch's loss."""
+    for fixture in ("gpt2-eager", "llama-eager", "llama-rope-scaled"):
+        onnx = os.path.join(FIXTURES, f"{fixture}-torch-export.onnx")
+        work = os.path.join(WORK, fixture)
+        os.makedirs(work, exist_ok=True)
+        ref = json.load(open(os.path.join(FIXTURES, f"{fixture}-torch-export.json")))
+        toks = os.path.join(work, "ids.bin")
+        np.array(ref["ids"], dtype="<u2").tofile(toks)
+        got = losses(compile_(onnx, os.path.join(work, "f32.weft")), onnx, toks, 1)[0]
+        rel = abs(got - ref["loss"]) / abs(ref["loss"])
+        if rel > 1e-5:
+            sys.exit(f"FAIL: {fixture}: first loss {got} != PyTorch's {ref['loss']} "
+                     f"(relative {rel:.1e})")
+        print(f"{fixture} f32: first loss {got:.6f}, PyTorch {ref['loss']:.6f} "
+              f"(relative {rel:.1e})")
+
+
 def main():
     for fixture, (builtin, layouts) in MODELS.items():
         check(fixture, fixture, builtin, layouts)
+    variants()
     dynamic()
     print("PASS: imported ONNX models train as PyTorch, the builtin frontend and one rank")
 
