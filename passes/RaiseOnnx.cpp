@@ -533,6 +533,111 @@ struct RmsNorm : NodePattern {
   }
 };
 
+// The factors of `op`, a Mul: its operands, and theirs where they are Muls
+// themselves (one level), so 0.5 * (x * y) and (0.5 * x) * y read alike.
+SmallVector<Value> factorsOf(OnnxNodeOp op) {
+  SmallVector<Value> out;
+  for (Value v : op.getInputs()) {
+    if (OnnxNodeOp m = nodeOf(v, "Mul"))
+      out.append(m.getInputs().begin(), m.getInputs().end());
+    else
+      out.push_back(v);
+  }
+  return out;
+}
+
+// The exact (erf) GELU: 0.5 x (1 + erf(x / sqrt(2))), the factors in any
+// order and grouping; erf's argument x / sqrt(2) or x * (1 / sqrt(2)).
+struct GeluErf : NodePattern {
+  GeluErf(MLIRContext *ctx) : NodePattern(ctx, "Mul", 3) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    SmallVector<Value> f = factorsOf(op);
+    if (f.size() != 3)
+      return failure();
+    for (int h = 0; h < 3; ++h)
+      for (int e = 0; e < 3; ++e) {
+        if (h == e || !isConstant(f[h], 0.5) || !shapeOf(f[h]).empty())
+          continue;
+        Value x = f[3 - h - e];
+        Value erf = otherOperand(nodeOf(f[e], "Add"),
+                                 [](Value c) { return isConstant(c, 1.0); });
+        OnnxNodeOp erfOp = nodeOf(erf, "Erf");
+        if (!erfOp || !isScaledBySqrtHalf(erfOp.getInputs()[0], x))
+          continue;
+        rw.replaceOp(op,
+                     ActOp::create(rw, op.getLoc(), x, rw.getStringAttr("gelu"))
+                         .getResult());
+        return success();
+      }
+    return failure();
+  }
+  static bool isScaledBySqrtHalf(Value v, Value x) {
+    if (OnnxNodeOp div = nodeOf(v, "Div"))
+      return div.getInputs()[0] == x &&
+             isConstant(div.getInputs()[1], std::sqrt(2.0));
+    return bool(otherOperand(
+               nodeOf(v, "Mul"),
+               [&](Value c) { return isConstant(c, std::sqrt(0.5)); })) &&
+           (nodeOf(v, "Mul").getInputs()[0] == x ||
+            nodeOf(v, "Mul").getInputs()[1] == x);
+  }
+};
+
+// ONNX's own Gelu (opset 20): exact, or the tanh form.
+struct GeluOpset20 : NodePattern {
+  GeluOpset20(MLIRContext *ctx) : NodePattern(ctx, "Gelu") {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    Value x = op.getInputs()[0];
+    auto approximate = op.getAttrs().getAs<StringAttr>("approximate");
+    StringRef kind = approximate ? approximate.getValue() : "none";
+    if (!isFloat(x) || (kind != "none" && kind != "tanh"))
+      return failure();
+    Value y = kind == "tanh" ? Value(GeluOp::create(rw, op.getLoc(), x))
+                             : Value(ActOp::create(rw, op.getLoc(), x,
+                                                   rw.getStringAttr("gelu")));
+    rw.replaceOp(op, y);
+    return success();
+  }
+};
+
+// quick_gelu: x * sigmoid(1.702 x).
+struct QuickGelu : NodePattern {
+  QuickGelu(MLIRContext *ctx) : NodePattern(ctx, "Mul", 3) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    for (int side = 0; side < 2; ++side) {
+      Value x = op.getInputs()[side];
+      OnnxNodeOp sig = nodeOf(op.getInputs()[1 - side], "Sigmoid");
+      OnnxNodeOp scaled = sig ? nodeOf(sig.getInputs()[0], "Mul") : nullptr;
+      Value inner =
+          otherOperand(scaled, [](Value c) { return isConstant(c, 1.702); });
+      if (!inner || inner != x)
+        continue;
+      rw.replaceOp(
+          op, ActOp::create(rw, op.getLoc(), x, rw.getStringAttr("quick_gelu"))
+                  .getResult());
+      return success();
+    }
+    return failure();
+  }
+};
+
+// A lone activation node (after the subgraph patterns, which read Tanh and
+// Sigmoid inside GELU and SiLU): transformers' ACT2FN kind of that name.
+struct UnaryAct : NodePattern {
+  UnaryAct(MLIRContext *ctx, StringRef type, StringRef kind)
+      : NodePattern(ctx, type), kind(kind.str()) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    Value x = op.getInputs()[0];
+    if (!isFloat(x) || x.getType() != op.getResult(0).getType())
+      return failure();
+    rw.replaceOp(
+        op,
+        ActOp::create(rw, op.getLoc(), x, rw.getStringAttr(kind)).getResult());
+    return success();
+  }
+  std::string kind;
+};
+
 // x * sigmoid(x).
 struct Silu : NodePattern {
   Silu(MLIRContext *ctx) : NodePattern(ctx, "Mul", 2) {}
@@ -785,14 +890,16 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
     RewritePatternSet subgraphs(ctx);
     for (const char *noop : {"Identity", "Reshape", "Transpose", "Cast"})
       subgraphs.add<NoOp>(ctx, noop, 4);
-    subgraphs
-        .add<Gemm, Linear, RowReshapes, LayerNorm, GeluTanh, Embedding,
-             PositionEmbedding, Split, Attention, RmsNorm, Silu, Rope, BiasAdd>(
-            ctx);
+    subgraphs.add<Gemm, Linear, RowReshapes, LayerNorm, GeluTanh, Embedding,
+                  PositionEmbedding, Split, Attention, RmsNorm, Silu, Rope,
+                  BiasAdd, GeluErf, GeluOpset20, QuickGelu>(ctx);
     RewritePatternSet elementwise(ctx);
     elementwise.add<Elementwise>(ctx, "Add");
     elementwise.add<Elementwise>(ctx, "Mul");
     elementwise.add<Swiglu>(ctx);
+    elementwise.add<UnaryAct>(ctx, "Relu", "relu");
+    elementwise.add<UnaryAct>(ctx, "Sigmoid", "sigmoid");
+    elementwise.add<UnaryAct>(ctx, "Tanh", "tanh");
     GreedyRewriteConfig config;
     if (failed(applyPatternsGreedily(fn, std::move(subgraphs), config)) ||
         failed(applyPatternsGreedily(fn, std::move(elementwise), config))) {

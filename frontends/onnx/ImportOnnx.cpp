@@ -280,8 +280,8 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
     return std::string();
   };
   static const char *const kUnary[] = {
-      "Tanh",       "Sqrt", "Erf", "Sigmoid",  "Relu",    "Neg", "Exp",
-      "Reciprocal", "Sin",  "Cos", "Identity", "Softmax", "Abs", "Log"};
+      "Tanh", "Sqrt", "Erf",      "Sigmoid", "Relu", "Neg", "Exp", "Reciprocal",
+      "Sin",  "Cos",  "Identity", "Softmax", "Abs",  "Log", "Gelu"};
   for (const char *u : kUnary)
     if (op == u)
       return same(x.getElementType(), shapeIn(0));

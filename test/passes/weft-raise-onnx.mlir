@@ -257,3 +257,50 @@ func.func @merged_initializer(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %z = weft.onnx_node "LayerNormalization" "ln2"(%y, %g, %b2) {attrs = {axis = -1 : i64, epsilon = 1.0e-5 : f64}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
   return %z : tensor<2x8xf32>
 }
+
+// -----
+
+// The exact GELU as torch decomposes it: 0.5 * (x * (1 + erf(x / sqrt(2)))),
+// ONNX's own Gelu (opset 20), quick_gelu x * sigmoid(1.702 x), and lone
+// activations become weft.act of transformers' name for them.
+// CHECK-LABEL: func @activations
+// CHECK-NEXT:  %[[G:.*]] = weft.act %arg0 {kind = "gelu"}
+// CHECK-NEXT:  %[[O:.*]] = weft.act %[[G]] {kind = "gelu"}
+// CHECK-NEXT:  %[[T:.*]] = weft.gelu %[[O]]
+// CHECK-NEXT:  %[[Q:.*]] = weft.act %[[T]] {kind = "quick_gelu"}
+// CHECK-NEXT:  %[[R:.*]] = weft.act %[[Q]] {kind = "relu"}
+// CHECK-NEXT:  return %[[R]]
+func.func @activations(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %half = weft.constant dense<5.000000e-01> : tensor<f32>
+  %sqrt2 = weft.constant dense<1.41421354> : tensor<f32>
+  %one = weft.constant dense<1.000000e+00> : tensor<f32>
+  %k = weft.constant dense<1.702000e+00> : tensor<f32>
+  %d = weft.onnx_node "Div" "div"(%x, %sqrt2) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %e = weft.onnx_node "Erf" "erf"(%d) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %a = weft.onnx_node "Add" "add"(%e, %one) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %m = weft.onnx_node "Mul" "mul"(%x, %a) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %g = weft.onnx_node "Mul" "mul_1"(%half, %m) {attrs = {}, opset = 17 : i64} : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %o = weft.onnx_node "Gelu" "gelu"(%g) {attrs = {approximate = "none"}, opset = 20 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %t = weft.onnx_node "Gelu" "gelu_1"(%o) {attrs = {approximate = "tanh"}, opset = 20 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %s1 = weft.onnx_node "Mul" "mul_2"(%t, %k) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %s2 = weft.onnx_node "Sigmoid" "sigmoid"(%s1) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %q = weft.onnx_node "Mul" "mul_3"(%t, %s2) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %r = weft.onnx_node "Relu" "relu"(%q) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
+}
+
+// -----
+
+// erf(x / 2) is not GELU's erf(x / sqrt(2)): refused.
+func.func @not_gelu_erf(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %half = weft.constant dense<5.000000e-01> : tensor<f32>
+  %two = weft.constant dense<2.000000e+00> : tensor<f32>
+  %one = weft.constant dense<1.000000e+00> : tensor<f32>
+  // expected-error @+1 {{ONNX node 'div' (Div, opset 17) is not part of a subgraph weft implements}}
+  %d = weft.onnx_node "Div" "div"(%x, %two) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %e = weft.onnx_node "Erf" "erf"(%d) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %a = weft.onnx_node "Add" "add"(%e, %one) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %m = weft.onnx_node "Mul" "mul"(%x, %a) {attrs = {}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %g = weft.onnx_node "Mul" "mul_1"(%half, %m) {attrs = {}, opset = 17 : i64} : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %g : tensor<2x8xf32>
+}
