@@ -4,12 +4,13 @@ implements) or 1 (refused with a message), never a crash, an abort or a
 sanitizer report. Run it against a sanitizer build (make sanitize builds
 build-asan) for memory errors:
 
-  python3 test/fuzz/mutate_onnx.py build-asan/bin/weft-compile [N] [SEED]
+  python3 test/fuzz/mutate_onnx.py build-asan/bin/weft-compile [N] [SEED] [DIR]
 
 Mutations: a node's op type, attribute or input swapped or dropped, a shape
 constant's value changed, an initializer's or the input's dims changed, the
-opset changed, a node removed. Failing mutants are kept in /tmp/weft-onnx-
-mutants/ with the command's output.
+opset changed, a node removed. Failing mutants are kept in DIR (default
+/tmp/weft-onnx-mutants) with the command's output. make test runs 40 of
+them (test/tools/onnx-mutants.test).
 """
 import os
 import random
@@ -24,7 +25,7 @@ N = int(sys.argv[2]) if len(sys.argv) > 2 else 200
 rng = random.Random(int(sys.argv[3]) if len(sys.argv) > 3 else 0)
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "e2e", "fixtures")
-OUT = "/tmp/weft-onnx-mutants"
+OUT = sys.argv[4] if len(sys.argv) > 4 else "/tmp/weft-onnx-mutants"
 os.makedirs(OUT, exist_ok=True)
 OPS = ["Add", "Mul", "Sub", "Div", "MatMul", "Gemm", "Reshape", "Transpose", "Softmax",
        "Gather", "Concat", "Slice", "Unsqueeze", "Squeeze", "Expand", "Where", "Tanh",
