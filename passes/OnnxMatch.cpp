@@ -43,6 +43,27 @@ double floatAttr(OnnxNodeOp op, StringRef name, double dflt) {
   return a ? a.getValueAsDouble() : dflt;
 }
 
+bool allReals(DenseFPElementsAttr dense,
+              llvm::function_ref<bool(int64_t, double)> pred) {
+  int64_t i = 0;
+  Type t = dense.getElementType();
+  // The stored type where it is a C++ one (fast); APFloat otherwise (bf16).
+  if (t.isF32()) {
+    for (float x : dense.getValues<float>())
+      if (!pred(i++, double(x)))
+        return false;
+  } else if (t.isF64()) {
+    for (double x : dense.getValues<double>())
+      if (!pred(i++, x))
+        return false;
+  } else {
+    for (APFloat x : dense.getValues<APFloat>())
+      if (!pred(i++, x.convertToDouble()))
+        return false;
+  }
+  return true;
+}
+
 std::optional<double> splat(Value v) {
   auto c = v ? v.getDefiningOp<ConstantOp>() : nullptr;
   if (!c)
@@ -50,10 +71,11 @@ std::optional<double> splat(Value v) {
   auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue());
   if (!dense || dense.empty())
     return std::nullopt;
+  if (dense.isSplat())
+    return dense.getSplatValue<APFloat>().convertToDouble();
   double first = (*dense.value_begin<APFloat>()).convertToDouble();
-  for (APFloat x : dense.getValues<APFloat>())
-    if (x.convertToDouble() != first)
-      return std::nullopt;
+  if (!allReals(dense, [&](int64_t, double x) { return x == first; }))
+    return std::nullopt;
   return first;
 }
 

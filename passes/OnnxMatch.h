@@ -26,6 +26,10 @@ bool wellFormed(OnnxNodeOp op);
 OnnxNodeOp nodeOf(mlir::Value v, llvm::StringRef type);
 int64_t intAttr(OnnxNodeOp op, llvm::StringRef name, int64_t dflt);
 double floatAttr(OnnxNodeOp op, llvm::StringRef name, double dflt);
+/// Whether `pred(index, value)` holds for every element of a float
+/// constant, in row-major order (stops at the first that does not).
+bool allReals(mlir::DenseFPElementsAttr dense,
+              llvm::function_ref<bool(int64_t, double)> pred);
 /// The one value every element of a float constant holds.
 std::optional<double> splat(mlir::Value v);
 /// Whether every element of `v` is `want`, or want rounded to f32.

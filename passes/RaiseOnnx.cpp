@@ -462,15 +462,10 @@ struct Attention : NodePattern {
     if (!dense || s.size() < 2 || s[s.size() - 1] != seq ||
         s[s.size() - 2] != seq)
       return false;
-    int64_t i = 0;
-    for (APFloat x : dense.getValues<APFloat>()) {
+    return allReals(dense, [&](int64_t i, double v) {
       int64_t col = i % seq, row = (i / seq) % seq;
-      double v = x.convertToDouble();
-      if (col <= row ? v != 0.0 : !(v <= -1e30))
-        return false;
-      ++i;
-    }
-    return true;
+      return col <= row ? v == 0.0 : v <= -1e30;
+    });
   }
 };
 
@@ -791,9 +786,10 @@ struct Rope : NodePattern {
       if (!dense || s.size() < 2 || s[s.size() - 1] != dim ||
           s[s.size() - 2] != seq || dense.getNumElements() != seq * dim)
         return false; // one table, broadcast over batch and heads
-      for (APFloat x : dense.getValues<APFloat>())
-        out.push_back(x.convertToDouble());
-      return true;
+      return allReals(dense, [&](int64_t, double x) {
+        out.push_back(x);
+        return true;
+      });
     };
     std::vector<double> c, s;
     if (dim % 2 || seq < 2 || !read(cosV, c) || !read(sinV, s))

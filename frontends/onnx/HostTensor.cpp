@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <optional>
 
 namespace weft {
@@ -79,15 +80,29 @@ HostTensor take(const HostTensor &in, Shape shape,
 std::vector<int64_t> broadcastIndex(const Shape &from, const Shape &to) {
   const int64_t n = count(to);
   std::vector<int64_t> index(size_t(std::max<int64_t>(n, 0)));
-  Shape fs = strides(from), ts = strides(to);
-  const size_t off = to.size() - from.size();
+  if (n <= 0 || count(from) == 1) // a scalar: every index 0
+    return index;
+  if (from == to) {
+    std::iota(index.begin(), index.end(), int64_t(0));
+    return index;
+  }
+  // An odometer over `to`; step[d] is the source stride of target dim d
+  // (0 where `from` broadcasts it).
+  const size_t rank = to.size(), off = rank - from.size();
+  Shape fs = strides(from), step(rank, 0), coord(rank, 0);
+  for (size_t d = 0; d < from.size(); ++d)
+    step[d + off] = from[d] == 1 ? 0 : fs[d];
+  int64_t src = 0;
   for (int64_t i = 0; i < n; ++i) {
-    int64_t src = 0;
-    for (size_t d = 0; d < from.size(); ++d) {
-      int64_t coord = (i / ts[d + off]) % to[d + off];
-      src += (from[d] == 1 ? 0 : coord) * fs[d];
+    index[size_t(i)] = src;
+    for (size_t d = rank; d-- > 0;) {
+      if (++coord[d] < to[d]) {
+        src += step[d];
+        break;
+      }
+      src -= step[d] * (to[d] - 1);
+      coord[d] = 0;
     }
-    index[i] = src;
   }
   return index;
 }
@@ -285,16 +300,58 @@ bool NodeFolder::unary(const std::string &op) {
   return true;
 }
 
+namespace {
+enum class BinOp {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Max,
+  Min,
+  Equal,
+  Less,
+  LessOrEqual,
+  Greater,
+  GreaterOrEqual,
+  And,
+  Or,
+  Xor
+};
+bool decodeBinOp(const std::string &op, BinOp &code) {
+  static const std::map<std::string, BinOp> kOps = {
+      {"Add", BinOp::Add},         {"Sub", BinOp::Sub},
+      {"Mul", BinOp::Mul},         {"Div", BinOp::Div},
+      {"Pow", BinOp::Pow},         {"Max", BinOp::Max},
+      {"Min", BinOp::Min},         {"Equal", BinOp::Equal},
+      {"Less", BinOp::Less},       {"LessOrEqual", BinOp::LessOrEqual},
+      {"Greater", BinOp::Greater}, {"GreaterOrEqual", BinOp::GreaterOrEqual},
+      {"And", BinOp::And},         {"Or", BinOp::Or},
+      {"Xor", BinOp::Xor}};
+  auto it = kOps.find(op);
+  if (it == kOps.end())
+    return false;
+  code = it->second;
+  return true;
+}
+} // namespace
+
 bool NodeFolder::binary(const std::string &op) {
   const HostTensor *a, *b;
   if (!input(0, a) || !input(1, b))
     return false;
-  const bool logic = op == "And" || op == "Or" || op == "Xor";
-  const bool compare = op == "Equal" || op == "Less" || op == "LessOrEqual" ||
-                       op == "Greater" || op == "GreaterOrEqual";
-  if (a->type != b->type && op != "Pow")
+  BinOp code;
+  if (!decodeBinOp(op, code))
+    return fail("is not a binary op weft folds");
+  const bool logic =
+      code == BinOp::And || code == BinOp::Or || code == BinOp::Xor;
+  const bool compare = code >= BinOp::Equal && code <= BinOp::GreaterOrEqual;
+  const bool pow = code == BinOp::Pow;
+  if (a->type != b->type && !pow)
     return fail("inputs of types " + std::string(hostTypeName(a->type)) +
                 " and " + hostTypeName(b->type));
+  if (logic && (a->isFloat() || b->isFloat()))
+    return fail("is not defined on floats");
   Shape shape;
   if (!broadcastShapes(a->shape, b->shape, shape))
     return fail("shapes " + shapeStr(a->shape) + " and " + shapeStr(b->shape) +
@@ -305,80 +362,111 @@ bool NodeFolder::binary(const std::string &op) {
                        ib = broadcastIndex(b->shape, shape);
   HostType type = logic || compare ? HostType::Bool : a->type;
   HostTensor t = make(type, shape);
+  const bool real = a->isFloat() || pow;
   for (size_t i = 0; i < ia.size(); ++i) {
-    if (a->isFloat() || op == "Pow") {
-      double x = a->real(ia[i]), y = b->real(ib[i]), r;
-      if (op == "Add")
+    if (real) {
+      double x = a->real(ia[i]), y = b->real(ib[i]), r = 0;
+      switch (code) {
+      case BinOp::Add:
         r = x + y;
-      else if (op == "Sub")
+        break;
+      case BinOp::Sub:
         r = x - y;
-      else if (op == "Mul")
+        break;
+      case BinOp::Mul:
         r = x * y;
-      else if (op == "Div")
+        break;
+      case BinOp::Div:
         r = x / y;
-      else if (op == "Pow")
+        break;
+      case BinOp::Pow:
         r = std::pow(x, y);
-      else if (op == "Max")
+        break;
+      case BinOp::Max:
         r = std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y);
-      else if (op == "Min")
+        break;
+      case BinOp::Min:
         r = std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y);
-      else if (op == "Equal")
+        break;
+      case BinOp::Equal:
         r = x == y;
-      else if (op == "Less")
+        break;
+      case BinOp::Less:
         r = x < y;
-      else if (op == "LessOrEqual")
+        break;
+      case BinOp::LessOrEqual:
         r = x <= y;
-      else if (op == "Greater")
+        break;
+      case BinOp::Greater:
         r = x > y;
-      else if (op == "GreaterOrEqual")
+        break;
+      case BinOp::GreaterOrEqual:
         r = x >= y;
-      else
+        break;
+      default:
         return fail("is not defined on floats");
+      }
       if (t.isFloat())
         t.reals[i] = roundTo(type, r);
-      else if (op == "Pow") {
-        if (!(std::fabs(r) < 9.2e18))
-          return fail("integer power overflows");
-        t.ints[i] = int64_t(r);
-      } else
+      else if (pow && !(std::fabs(r) < 9.2e18))
+        return fail("integer power overflows");
+      else
         t.ints[i] = int64_t(r);
       continue;
     }
-    int64_t x = a->ints[ia[i]], y = b->ints[ib[i]], r;
+    int64_t x = a->ints[ia[i]], y = b->ints[ib[i]], r = 0;
     // Integer arithmetic on shapes: checked, an overflow is refused.
-    if (op == "Add") {
+    switch (code) {
+    case BinOp::Add:
       if (__builtin_add_overflow(x, y, &r))
         return fail("integer overflow");
-    } else if (op == "Sub") {
+      break;
+    case BinOp::Sub:
       if (__builtin_sub_overflow(x, y, &r))
         return fail("integer overflow");
-    } else if (op == "Mul") {
+      break;
+    case BinOp::Mul:
       if (__builtin_mul_overflow(x, y, &r))
         return fail("integer overflow");
-    } else if (op == "Div") {
+      break;
+    case BinOp::Div:
       if (y == 0 || (x == INT64_MIN && y == -1))
         return fail("integer division by " + std::to_string(y));
       r = x / y; // C truncation, as ONNX's integer Div
-    } else if (op == "Max")
+      break;
+    case BinOp::Max:
       r = std::max(x, y);
-    else if (op == "Min")
+      break;
+    case BinOp::Min:
       r = std::min(x, y);
-    else if (op == "Equal")
+      break;
+    case BinOp::Equal:
       r = x == y;
-    else if (op == "Less")
+      break;
+    case BinOp::Less:
       r = x < y;
-    else if (op == "LessOrEqual")
+      break;
+    case BinOp::LessOrEqual:
       r = x <= y;
-    else if (op == "Greater")
+      break;
+    case BinOp::Greater:
       r = x > y;
-    else if (op == "GreaterOrEqual")
+      break;
+    case BinOp::GreaterOrEqual:
       r = x >= y;
-    else if (op == "And")
+      break;
+    case BinOp::And:
       r = x && y;
-    else if (op == "Or")
+      break;
+    case BinOp::Or:
       r = x || y;
-    else
+      break;
+    case BinOp::Xor:
       r = (x != 0) != (y != 0);
+      break;
+    case BinOp::Pow:
+      break; // folded as reals above
+    }
     t.ints[i] = r;
   }
   out.push_back(std::move(t));
