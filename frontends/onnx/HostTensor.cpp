@@ -318,6 +318,20 @@ enum class BinOp {
   Or,
   Xor
 };
+template <typename T> bool compareOp(BinOp code, T x, T y) {
+  switch (code) {
+  case BinOp::Equal:
+    return x == y;
+  case BinOp::Less:
+    return x < y;
+  case BinOp::LessOrEqual:
+    return x <= y;
+  case BinOp::Greater:
+    return x > y;
+  default:
+    return x >= y;
+  }
+}
 bool decodeBinOp(const std::string &op, BinOp &code) {
   static const std::map<std::string, BinOp> kOps = {
       {"Add", BinOp::Add},         {"Sub", BinOp::Sub},
@@ -364,6 +378,11 @@ bool NodeFolder::binary(const std::string &op) {
   HostTensor t = make(type, shape);
   const bool real = a->isFloat() || pow;
   for (size_t i = 0; i < ia.size(); ++i) {
+    if (compare) { // alike on reals and integers
+      t.ints[i] = real ? compareOp(code, a->real(ia[i]), b->real(ib[i]))
+                       : compareOp(code, a->ints[ia[i]], b->ints[ib[i]]);
+      continue;
+    }
     if (real) {
       double x = a->real(ia[i]), y = b->real(ib[i]), r = 0;
       switch (code) {
@@ -387,21 +406,6 @@ bool NodeFolder::binary(const std::string &op) {
         break;
       case BinOp::Min:
         r = std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y);
-        break;
-      case BinOp::Equal:
-        r = x == y;
-        break;
-      case BinOp::Less:
-        r = x < y;
-        break;
-      case BinOp::LessOrEqual:
-        r = x <= y;
-        break;
-      case BinOp::Greater:
-        r = x > y;
-        break;
-      case BinOp::GreaterOrEqual:
-        r = x >= y;
         break;
       default:
         return fail("is not defined on floats");
@@ -440,21 +444,6 @@ bool NodeFolder::binary(const std::string &op) {
     case BinOp::Min:
       r = std::min(x, y);
       break;
-    case BinOp::Equal:
-      r = x == y;
-      break;
-    case BinOp::Less:
-      r = x < y;
-      break;
-    case BinOp::LessOrEqual:
-      r = x <= y;
-      break;
-    case BinOp::Greater:
-      r = x > y;
-      break;
-    case BinOp::GreaterOrEqual:
-      r = x >= y;
-      break;
     case BinOp::And:
       r = x && y;
       break;
@@ -464,8 +453,8 @@ bool NodeFolder::binary(const std::string &op) {
     case BinOp::Xor:
       r = (x != 0) != (y != 0);
       break;
-    case BinOp::Pow:
-      break; // folded as reals above
+    default: // Pow folds as reals, comparisons above
+      break;
     }
     t.ints[i] = r;
   }
