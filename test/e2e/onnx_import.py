@@ -97,6 +97,22 @@ def actions(prog):
     return out
 
 
+def torch_loss(label, fixture, work, *flags):
+    """weft's first loss (f32) on the fixture's tokens against PyTorch's
+    (the fixture's .json), to 1e-5 relative."""
+    onnx = os.path.join(FIXTURES, f"{fixture}.onnx")
+    ref = json.load(open(os.path.join(FIXTURES, f"{fixture}.json")))
+    toks = os.path.join(work, "ids.bin")
+    np.array(ref["ids"], dtype="<u2").tofile(toks)
+    got = losses(compile_(onnx, os.path.join(work, "f32.weft"), *flags), onnx, toks, 1)[0]
+    rel = abs(got - ref["loss"]) / abs(ref["loss"])
+    if rel > 1e-5:
+        sys.exit(f"FAIL: {label}: first loss {got} != PyTorch's {ref['loss']} "
+                 f"(relative {rel:.1e})")
+    print(f"{label} f32: first loss {got:.6f}, PyTorch {ref['loss']:.6f} (relative {rel:.1e})")
+    return ref
+
+
 def max_rel(a, b):
     return max(abs(x - y) / abs(y) for x, y in zip(a, b))
 
@@ -110,14 +126,7 @@ def check(name, fixture, builtin, layouts):
         json.dump(builtin, open(config, "w"))
         builtin = config
     # 1. PyTorch's loss.
-    ref = json.load(open(os.path.join(FIXTURES, f"{fixture}-torch-export.json")))
-    toks = os.path.join(work, "ids.bin")
-    np.array(ref["ids"], dtype="<u2").tofile(toks)
-    got = losses(compile_(onnx, os.path.join(work, "f32.weft")), onnx, toks, 1)[0]
-    rel = abs(got - ref["loss"]) / abs(ref["loss"])
-    if rel > 1e-5:
-        sys.exit(f"FAIL: {name}: first loss {got} != PyTorch's {ref['loss']} (relative {rel:.1e})")
-    print(f"{name} f32: first loss {got:.6f}, PyTorch {ref['loss']:.6f} (relative {rel:.1e})")
+    torch_loss(name, f"{fixture}-torch-export", work)
 
     # 2. The builtin frontend's model of the same config, same weights.
     same = actions(os.path.join(work, "f32.weft")) == actions(
@@ -155,16 +164,7 @@ def dynamic():
     onnx = os.path.join(FIXTURES, "gpt-tiny-dynamic-torch-export.onnx")
     work = os.path.join(WORK, "dynamic")
     os.makedirs(work, exist_ok=True)
-    ref = json.load(open(os.path.join(FIXTURES, "gpt-tiny-dynamic-torch-export.json")))
-    toks = os.path.join(work, "ids.bin")
-    np.array(ref["ids"], dtype="<u2").tofile(toks)
-    shape = ["--batch", str(ref["batch"]), "--seq", str(ref["seq"])]
-    got = losses(compile_(onnx, os.path.join(work, "f32.weft"), *shape), onnx, toks, 1)[0]
-    rel = abs(got - ref["loss"]) / abs(ref["loss"])
-    if rel > 1e-5:
-        sys.exit(f"FAIL: dynamic: first loss {got} != PyTorch's {ref['loss']} (relative {rel:.1e})")
-    print(f"dynamic {ref['batch']}x{ref['seq']} f32: first loss {got:.6f}, "
-          f"PyTorch {ref['loss']:.6f} (relative {rel:.1e})")
+    torch_loss("dynamic 3x8", "gpt-tiny-dynamic-torch-export", work, "--batch", "3", "--seq", "8")
     # Another binding, on dp=2 against one rank.
     shape = ["--batch", "4", "--seq", "32", "--dtype", "f64"]
     one = losses(compile_(onnx, os.path.join(work, "one.weft"), *shape), onnx, TOKENS, 3)
@@ -182,19 +182,9 @@ def variants():
     GPT-2 and Llama, and Llama with linear RoPE scaling (inv_freq halved).
     Each gives PyTorch's loss."""
     for fixture in ("gpt2-eager", "llama-eager", "llama-rope-scaled"):
-        onnx = os.path.join(FIXTURES, f"{fixture}-torch-export.onnx")
         work = os.path.join(WORK, fixture)
         os.makedirs(work, exist_ok=True)
-        ref = json.load(open(os.path.join(FIXTURES, f"{fixture}-torch-export.json")))
-        toks = os.path.join(work, "ids.bin")
-        np.array(ref["ids"], dtype="<u2").tofile(toks)
-        got = losses(compile_(onnx, os.path.join(work, "f32.weft")), onnx, toks, 1)[0]
-        rel = abs(got - ref["loss"]) / abs(ref["loss"])
-        if rel > 1e-5:
-            sys.exit(f"FAIL: {fixture}: first loss {got} != PyTorch's {ref['loss']} "
-                     f"(relative {rel:.1e})")
-        print(f"{fixture} f32: first loss {got:.6f}, PyTorch {ref['loss']:.6f} "
-              f"(relative {rel:.1e})")
+        torch_loss(fixture, f"{fixture}-torch-export", work)
 
 
 def main():
