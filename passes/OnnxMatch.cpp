@@ -88,6 +88,15 @@ bool isConstant(Value v, double want) {
   return *s == want || *s == double(float(want));
 }
 
+bool sameFloat(ValueRange values) {
+  if (values.empty() || !isFloat(values[0]))
+    return false;
+  Type t = cast<RankedTensorType>(values[0].getType()).getElementType();
+  return llvm::all_of(values, [&](Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementType() == t;
+  });
+}
+
 bool isFloat(Value v) {
   return isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
 }

@@ -35,6 +35,9 @@ std::optional<double> splat(mlir::Value v);
 /// Whether every element of `v` is `want`, or want rounded to f32.
 bool isConstant(mlir::Value v, double want);
 bool isFloat(mlir::Value v);
+/// Whether the values are floats of one element type (weft's ops take no
+/// mixed types; building one with them would abort).
+bool sameFloat(mlir::ValueRange values);
 /// The constant integers of v (a shape or axes operand), or nullopt.
 std::optional<Shape> constInts(mlir::Value v);
 /// A Transpose's permutation (reversed dims by default); empty when the

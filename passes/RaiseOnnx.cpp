@@ -87,7 +87,7 @@ struct Gemm : NodePattern {
   LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
     auto in = op.getInputs();
     if (intAttr(op, "transA", 0) || floatAttr(op, "alpha", 1.0) != 1.0 ||
-        floatAttr(op, "beta", 1.0) != 1.0 || !isFloat(in[0]))
+        floatAttr(op, "beta", 1.0) != 1.0 || !sameFloat(in))
       return failure();
     Shape out = shapeOf(op.getResult(0));
     if (out.size() != 2 || (in.size() == 3 && shapeOf(in[2]) != Shape{out[1]}))
@@ -106,7 +106,7 @@ struct Linear : NodePattern {
   Linear(MLIRContext *ctx) : NodePattern(ctx, "MatMul") {}
   LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
     Value x = op.getInputs()[0], w = op.getInputs()[1];
-    if (shapeOf(w).size() != 2 || !isFloat(x))
+    if (shapeOf(w).size() != 2 || !sameFloat({x, w}))
       return failure();
     bool transposed = false;
     if (OnnxNodeOp t = nodeOf(w, "Transpose")) {
@@ -227,7 +227,10 @@ struct GeluTanh : NodePattern {
       Value x = otherOperand(halfX, [](Value c) { return isConstant(c, 0.5); });
       Value tanhV =
           otherOperand(onePlus, [](Value c) { return isConstant(c, 1.0); });
-      if (!x || !tanhV || !matchesInner(tanhV, x))
+      // x must have the product's type (a constant of a larger shape
+      // would broadcast it).
+      if (!x || !tanhV || x.getType() != op.getResult(0).getType() ||
+          !matchesInner(tanhV, x))
         continue;
       rw.replaceOp(op, GeluOp::create(rw, op.getLoc(), x).getResult());
       return success();
@@ -363,7 +366,9 @@ struct Attention : NodePattern {
                      intAttr(softmax, "axis", -1) != 3))
       return failure();
     double scale = 1.0;
-    Value scores = stripScale(softmax.getInputs()[0], scale);
+    // The mask is what the softmax reads: a factor after it would scale
+    // the mask too (and could unmask), so none is taken there.
+    Value scores = softmax.getInputs()[0];
     // The mask: added (0 / -inf), or selected (Where(causal, s, -inf)).
     OnnxNodeOp masked = nodeOf(scores, "Add");
     Value qk = otherOperand(masked, [&](Value m) { return isCausal(m, seq); });
@@ -382,8 +387,11 @@ struct Attention : NodePattern {
     if (!qView || !kView || !vView)
       return failure();
     Value q = qView->base, k = kView->base, v = vView->base;
+    // k and v of q's batch and sequence, and one element type (their
+    // projections could broadcast a batch of 1).
     if (shapeOf(q) != out || shapeOf(k).size() != 3 ||
-        shapeOf(k) != shapeOf(v) || !isFloat(q) || !isFloat(k) || !isFloat(v))
+        shapeOf(k) != shapeOf(v) || shapeOf(k)[0] != out[0] ||
+        shapeOf(k)[1] != out[1] || !sameFloat({q, k, v}))
       return failure();
     const int64_t kvWidth = shapeOf(k)[2];
     if (kvWidth % headDim || heads % (kvWidth / headDim))
@@ -511,6 +519,14 @@ struct RmsNorm : NodePattern {
     Value x = pow.getInputs()[0];
     if (normed.getInputs()[0] != x && normed.getInputs()[1] != x)
       return false;
+    // A mean per row, kept as a dim of 1 (the import's shape says which
+    // axes it reduced, whatever the operands say).
+    Shape perRow = shapeOf(x);
+    if (perRow.empty())
+      return false;
+    perRow.back() = 1;
+    if (shapeOf(mean.getResult(0)) != perRow)
+      return false;
     const int64_t rank = shapeOf(x).size();
     std::optional<SmallVector<int64_t>> axes =
         mean.getInputs().size() > 1 ? constInts(mean.getInputs()[1])
@@ -557,7 +573,8 @@ struct GeluErf : NodePattern {
         Value erf = otherOperand(nodeOf(f[e], "Add"),
                                  [](Value c) { return isConstant(c, 1.0); });
         OnnxNodeOp erfOp = nodeOf(erf, "Erf");
-        if (!erfOp || !isScaledBySqrtHalf(erfOp.getInputs()[0], x))
+        if (!erfOp || x.getType() != op.getResult(0).getType() ||
+            !isScaledBySqrtHalf(erfOp.getInputs()[0], x))
           continue;
         rw.replaceOp(op,
                      ActOp::create(rw, op.getLoc(), x, rw.getStringAttr("gelu"))
@@ -605,7 +622,7 @@ struct QuickGelu : NodePattern {
       OnnxNodeOp scaled = sig ? nodeOf(sig.getInputs()[0], "Mul") : nullptr;
       Value inner =
           otherOperand(scaled, [](Value c) { return isConstant(c, 1.702); });
-      if (!inner || inner != x)
+      if (!inner || inner != x || x.getType() != op.getResult(0).getType())
         continue;
       rw.replaceOp(
           op, ActOp::create(rw, op.getLoc(), x, rw.getStringAttr("quick_gelu"))
@@ -646,6 +663,8 @@ struct Silu : NodePattern {
         nodeOf(op.getInputs()[0] == x ? op.getInputs()[1] : op.getInputs()[0],
                "Sigmoid")
                 .getInputs()[0] != x)
+      return failure();
+    if (x.getType() != op.getResult(0).getType())
       return failure();
     rw.replaceOp(op, SiluOp::create(rw, op.getLoc(), x).getResult());
     return success();

@@ -227,8 +227,7 @@ bool NodeFolder::cast(HostType to) {
         return fail("casting " + std::to_string(v) + " to an integer");
       t.ints[i] = int64_t(v); // toward zero
     } else {
-      t.ints[i] =
-          to == HostType::I32 ? int64_t(int32_t(x->ints[i])) : x->ints[i];
+      t.ints[i] = x->ints[i]; // int32 range checked in foldNode
     }
   }
   out.push_back(std::move(t));
@@ -1027,6 +1026,14 @@ std::string foldNode(const onnx::NodeProto &node, int64_t opset,
   outputs.clear();
   if (!folder.run())
     return folder.error;
+  // int32 results are computed in int64: one out of int32's range would
+  // wrap where ONNX's runtime does.
+  for (const HostTensor &t : outputs)
+    if (t.type == HostType::I32)
+      for (int64_t v : t.ints)
+        if (v < INT32_MIN || v > INT32_MAX)
+          return node.op_type() + " node '" + node.name() + "': the int32 " +
+                 "result " + std::to_string(v) + " is out of int32's range";
   return "";
 }
 

@@ -17,8 +17,10 @@
 
 #include <fstream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 
 using namespace mlir;
@@ -306,6 +308,11 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
   if (binary || compare || op == "Where") {
     if (in.size() != (op == "Where" ? 3u : 2u))
       return fail("takes " + std::to_string(in.size()) + " inputs");
+    // ONNX's one type T (Pow may raise to another).
+    size_t a = op == "Where" ? 1 : 0;
+    if (op != "Pow" &&
+        typeOf(a).getElementType() != typeOf(a + 1).getElementType())
+      return fail("inputs of element types differ");
     Shape shape = shapeIn(0);
     for (size_t i = 1; i < in.size(); ++i) {
       Shape next;
@@ -332,6 +339,12 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
     }
     return same(to, shapeIn(0));
   }
+  if ((op == "MatMul" || op == "Gemm") && llvm::any_of(in, [&](const Slot *s) {
+        return s && (s->constant ? elementType(s->constant->type)
+                                 : getElementTypeOrSelf(s->value.getType())) !=
+                        x.getElementType();
+      }))
+    return fail("inputs of element types differ");
   if (op == "MatMul") {
     Shape a = shapeIn(0), c = shapeIn(1);
     if (a.size() < 2 || c.size() < 2)
@@ -405,8 +418,13 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
       return fail("axis out of range");
     for (size_t i = 1; i < in.size(); ++i) {
       Shape s = shapeIn(i);
-      if (int64_t(s.size()) != rank)
-        return fail("inputs differ in rank");
+      if (int64_t(s.size()) != rank ||
+          typeOf(i).getElementType() != x.getElementType())
+        return fail("inputs differ in rank or element type");
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != ax && s[d] != out[d])
+          return fail("input " + std::to_string(i) + " has shape " +
+                      shapeString(s) + ", input 0 " + shapeString(shapeIn(0)));
       out[ax] += s[ax];
     }
     return same(x.getElementType(), out);
@@ -491,6 +509,14 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
   }
   if (op == "ReduceMean") {
     Shape shape = shapeIn(0), axes;
+    // Opset 18 moved the axes from an attribute to an input: the other
+    // place is not read (refused rather than ignored).
+    if (opset < 18 && in.size() > 1)
+      return fail("takes its axes as an attribute before opset 18, not as "
+                  "an input");
+    if (opset >= 18 && findAttr(n, "axes"))
+      return fail("takes its axes as an input from opset 18, not as an "
+                  "attribute");
     if (opset >= 18 && in.size() > 1 && in[1]) {
       std::string e = constInts(1, axes, "axes");
       if (!e.empty())
@@ -576,9 +602,68 @@ std::string Importer::emit(const onnx::NodeProto &n,
   return "";
 }
 
+// The type of each attribute weft reads: one of another type is refused
+// (read as its default, it would be another model), as is a repeated name.
+std::string checkAttributes(const onnx::NodeProto &n,
+                            const std::string &where) {
+  static const std::map<std::string, int> kTypes = {
+      {"axis", onnx::AttributeProto::INT},
+      {"allowzero", onnx::AttributeProto::INT},
+      {"transA", onnx::AttributeProto::INT},
+      {"transB", onnx::AttributeProto::INT},
+      {"keepdims", onnx::AttributeProto::INT},
+      {"exclusive", onnx::AttributeProto::INT},
+      {"reverse", onnx::AttributeProto::INT},
+      {"batch_dims", onnx::AttributeProto::INT},
+      {"to", onnx::AttributeProto::INT},
+      {"start", onnx::AttributeProto::INT},
+      {"end", onnx::AttributeProto::INT},
+      {"num_outputs", onnx::AttributeProto::INT},
+      {"stash_type", onnx::AttributeProto::INT},
+      {"perm", onnx::AttributeProto::INTS},
+      {"axes", onnx::AttributeProto::INTS},
+      {"alpha", onnx::AttributeProto::FLOAT},
+      {"beta", onnx::AttributeProto::FLOAT},
+      {"epsilon", onnx::AttributeProto::FLOAT},
+      {"approximate", onnx::AttributeProto::STRING},
+      {"value", onnx::AttributeProto::TENSOR},
+      {"value_int", onnx::AttributeProto::INT},
+      {"value_ints", onnx::AttributeProto::INTS},
+      {"value_float", onnx::AttributeProto::FLOAT},
+      {"value_floats", onnx::AttributeProto::FLOATS}};
+  std::set<std::string> seen;
+  for (const auto &a : n.attribute()) {
+    if (!seen.insert(a.name()).second)
+      return where + ": attribute '" + a.name() + "' appears twice";
+    auto it = kTypes.find(a.name());
+    if (it != kTypes.end() && int(a.type()) != it->second)
+      return where + ": attribute '" + a.name() + "' has ONNX attribute type " +
+             std::to_string(int(a.type())) + ", expected " +
+             std::to_string(it->second);
+  }
+  return "";
+}
+
 std::string Importer::node(const onnx::NodeProto &n) {
   if (n.output_size() < 1 || n.output(0).empty())
     return nodeName(n) + ": has no output";
+  if (std::string e = checkAttributes(n, nodeName(n)); !e.empty())
+    return e;
+  // SSA: an output names a new value (a redefinition would leave readers
+  // of a materialised constant with the old one).
+  for (const std::string &out : n.output())
+    if (!out.empty() && (slots.count(out) || params.count(out)))
+      return nodeName(n) + ": output '" + out +
+             "' redefines a value; ONNX graphs define each name once";
+  // An absent optional input before a present one shifts the operands
+  // weft keeps; refused rather than read in the wrong place.
+  for (int i = 0; i + 1 < n.input_size(); ++i)
+    if (n.input(i).empty())
+      for (int j = i + 1; j < n.input_size(); ++j)
+        if (!n.input(j).empty())
+          return nodeName(n) + ": input " + std::to_string(i) +
+                 " is absent but input " + std::to_string(j) +
+                 " is given; weft does not import that";
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     return nodeName(n) + ": domain '" + n.domain() +
            "' is not supported (only the default ONNX domain)";
@@ -822,7 +907,9 @@ void markLayers(func::FuncOp fn) {
   fn.walk([&](ParamOp p) {
     std::smatch m;
     std::string name = p.getName().str();
-    if (std::regex_search(name, m, kLayer)) {
+    // Up to 2^20 layers (7 digits); a longer number is no layer index.
+    if (std::regex_search(name, m, kLayer) && m[3].length() <= 7 &&
+        std::stoll(m[3].str()) <= (int64_t(1) << 20)) {
       int64_t layer = std::stoll(m[3].str());
       p->setAttr(attrname::kLayer,
                  Builder(p.getContext()).getI64IntegerAttr(layer));

@@ -146,14 +146,20 @@ std::string sliceSpec(const std::vector<int64_t> &in,
     const int64_t n = in[a], step = steps[i];
     if (step == 0)
       return "step 0 on axis " + std::to_string(axes[i]);
-    // ONNX clamps: [0, n] for positive steps, [-1, n-1] for negative ones.
-    auto clampIndex = [&](int64_t v) {
-      if (v < 0)
-        v = v < -n ? (step > 0 ? 0 : -1) : v + n;
-      return step > 0 ? std::min(std::max<int64_t>(v, 0), n)
-                      : std::min(std::max<int64_t>(v, -1), n - 1);
+    // ONNX: a negative index counts from the end; then starts clamp to
+    // [0, n] (positive steps) or [0, n-1] (negative ones), ends to [0, n]
+    // or [-1, n-1].
+    auto wrap = [&](int64_t v) {
+      return v < 0 ? (v < -n ? -n - 1 : v + n) : v;
     };
-    int64_t s = clampIndex(starts[i]), e = clampIndex(ends[i]);
+    int64_t s = wrap(starts[i]), e = wrap(ends[i]);
+    if (step > 0) {
+      s = std::min(std::max<int64_t>(s, 0), n);
+      e = std::min(std::max<int64_t>(e, 0), n);
+    } else {
+      s = std::min(std::max<int64_t>(s, 0), n - 1);
+      e = std::min(std::max<int64_t>(e, -1), n - 1);
+    }
     // step == INT64_MIN: one element at most (-step would overflow).
     int64_t len = step > 0            ? (e > s ? (e - s - 1) / step + 1 : 0)
                   : s <= e            ? 0

@@ -304,3 +304,29 @@ func.func @not_gelu_erf(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %g = weft.onnx_node "Mul" "mul_1"(%half, %m) {attrs = {}, opset = 17 : i64} : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return %g : tensor<2x8xf32>
 }
+
+// -----
+
+// A factor after the mask scales the mask too (here -1: the masked keys
+// would win the softmax): no attention weft has. Refused.
+func.func @scale_after_mask(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %heads = weft.constant dense<[1, 4, 2, 4]> : tensor<4xi64>
+  %back = weft.constant dense<[1, 4, 8]> : tensor<3xi64>
+  %neg = weft.constant dense<-1.000000e+00> : tensor<f32>
+  %mask = weft.constant dense<[[0.0, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  %q4 = weft.onnx_node "Reshape" "view_q"(%q, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %qt = weft.onnx_node "Transpose" "transpose_q"(%q4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %k4 = weft.onnx_node "Reshape" "view_k"(%k, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %kt = weft.onnx_node "Transpose" "transpose_k"(%k4) {attrs = {perm = array<i64: 0, 2, 3, 1>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %v4 = weft.onnx_node "Reshape" "view_v"(%v, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %vt = weft.onnx_node "Transpose" "transpose_v"(%v4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  // expected-error @+1 {{ONNX node 'scores' (MatMul, opset 17) is not part of a subgraph weft implements}}
+  %sc = weft.onnx_node "MatMul" "scores"(%qt, %kt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %m = weft.onnx_node "Add" "masked"(%sc, %mask) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %n = weft.onnx_node "Mul" "flipped"(%m, %neg) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p = weft.onnx_node "Softmax" "softmax"(%n) {attrs = {axis = -1 : i64}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = weft.onnx_node "MatMul" "pv"(%p, %vt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ot = weft.onnx_node "Transpose" "transpose_o"(%o) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x4x2x4xf32>
+  %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 17 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
+  return %y : tensor<1x4x8xf32>
+}

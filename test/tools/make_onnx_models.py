@@ -13,6 +13,10 @@
   opset.onnx     opset 11
   inputs.onnx    a second input, attention_mask
   domain.onnx    a node of the com.microsoft domain
+  attrtype.onnx  the head's Transpose with perm as FLOATS (onnx.checker and
+                 onnxruntime refuse it; read as the default it would be
+                 another model)
+  redefined.onnx a node whose output reuses the name of an earlier value
 """
 import os
 import sys
@@ -62,3 +66,9 @@ fused = helper.make_node("FastGelu", ["x"], ["g"], name="fastgelu", domain="com.
 m = model([embed, fused] + head("g"), [WTE])
 m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
 save(m, f"{out}/domain.onnx")
+bad_perm = helper.make_node("Transpose", ["wte"], ["wteT"], name="t")
+bad_perm.attribute.append(helper.make_attribute("perm", [1.0, 0.0]))
+save(model([embed, bad_perm, helper.make_node("MatMul", ["x", "wteT"], ["logits"], name="head")],
+           [WTE]), f"{out}/attrtype.onnx")
+again = helper.make_node("Identity", ["x"], ["x"], name="again")
+save(model([embed, again] + head(), [WTE]), f"{out}/redefined.onnx")
