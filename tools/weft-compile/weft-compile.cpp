@@ -2,7 +2,8 @@
 //
 //   weft-compile MODEL [--batch B] [--seq S] [--lr X] ... -o OUT
 //
-// MODEL is a preset name, a Hugging Face style config.json, or a .mlir file
+// MODEL is a preset name, a Hugging Face style config.json, an ONNX file
+// (torch.onnx.export of GPT-2 / Llama; frontends/onnx), or a .mlir file
 // holding a forward function in weft IR. The stages are the passes of
 // passes/Pipeline.cpp; --emit-mlir=STAGE prints the IR after one of them.
 //
@@ -45,7 +46,7 @@ static cl::OptionCategory compileCategory("weft-compile options");
 
 static cl::opt<std::string>
     modelArg(cl::cat(compileCategory), cl::Positional, cl::Required,
-             cl::desc("<preset | config.json | model.mlir>"));
+             cl::desc("<preset | config.json | model.onnx | model.mlir>"));
 static cl::opt<std::string> outputArg(cl::cat(compileCategory), "o",
                                       cl::desc("program file to write"),
                                       cl::value_desc("file"));
@@ -327,7 +328,8 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "weft-compile: a GPT-2 / Llama model to a weft training-step program\n");
+      "weft-compile: a GPT-2 / Llama model (preset, config.json, ONNX or weft "
+      "IR) to a weft training-step program\n");
   if (!planArg.empty()) {
     std::string problem = applyPlan();
     if (!problem.empty())

@@ -42,7 +42,7 @@ static cl::OptionCategory planCategory("weft-plan options");
 
 static cl::opt<std::string>
     modelArg(cl::cat(planCategory), cl::Positional,
-             cl::desc("<preset | config.json | forward.mlir>"));
+             cl::desc("<preset | config.json | model.onnx | forward.mlir>"));
 static cl::opt<std::string>
     clusterArg(cl::cat(planCategory), "cluster",
                cl::desc("a100-80g, h100-80g, h200-141g, local or a JSON file"),
@@ -266,7 +266,8 @@ int main(int argc, char **argv) {
   if (calibrateArg)
     return calibrate();
   if (modelArg.empty())
-    return fail("no model: give a preset or config.json");
+    return fail("no model: give a preset, a config.json, an .onnx or a "
+                "forward .mlir file");
   if (clusterArg.empty())
     return fail("no --cluster: give a preset (a100-80g, h100-80g, h200-141g, "
                 "local) or a JSON file");
