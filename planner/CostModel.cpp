@@ -4,10 +4,10 @@
 // pipeline stage: GEMM FLOPs / (peak * efficiency(shape)) + memory-bound bytes
 // / HBM bandwidth + the tp collectives weft's own passes emit (stages cut as
 // weft-cut-stages cuts them, the busiest rank setting the pace); the step
-// is (m + (p-1)/v) of those (1F1B / interleaved), plus the DP (or ZeRO) collectives that backward
-// cannot hide, plus the optimizer. Memory: ZeRO-sharded training state over
-// tp * pp model parallelism, and Korthikanti et al. 2022 activations times the
-// micro-batches the schedule keeps in flight.
+// is (m + (p-1)/v) of those (1F1B / interleaved), plus the DP (or ZeRO)
+// collectives that backward cannot hide, plus the optimizer. Memory:
+// ZeRO-sharded training state over tp * pp model parallelism, and Korthikanti
+// et al. 2022 activations times the micro-batches the schedule keeps in flight.
 //
 //===----------------------------------------------------------------------===//
 #include "planner/CostModel.h"
