@@ -959,37 +959,31 @@ std::string tensorFromProto(const onnx::TensorProto &proto, HostTensor &out) {
     std::string e = expect(int64_t(raw.size() / width));
     if (!e.empty())
       return e;
-    for (int64_t i = 0; i < n; ++i) {
-      const char *p = raw.data() + i * width;
-      switch (out.type) {
-      case HostType::F32: {
-        float v;
-        std::memcpy(&v, p, 4);
-        out.reals.push_back(v);
-        break;
+    // Little-endian elements of the stored type (x86-64's order).
+    auto load = [&](auto zero, auto &into) {
+      for (int64_t i = 0; i < n; ++i) {
+        decltype(zero) v;
+        std::memcpy(&v, raw.data() + i * sizeof(v), sizeof(v));
+        into.push_back(v);
       }
-      case HostType::F64: {
-        double v;
-        std::memcpy(&v, p, 8);
-        out.reals.push_back(v);
-        break;
-      }
-      case HostType::I32: {
-        int32_t v;
-        std::memcpy(&v, p, 4);
-        out.ints.push_back(v);
-        break;
-      }
-      case HostType::I64: {
-        int64_t v;
-        std::memcpy(&v, p, 8);
-        out.ints.push_back(v);
-        break;
-      }
-      case HostType::Bool:
-        out.ints.push_back(*p != 0);
-        break;
-      }
+    };
+    switch (out.type) {
+    case HostType::F32:
+      load(float(0), out.reals);
+      break;
+    case HostType::F64:
+      load(double(0), out.reals);
+      break;
+    case HostType::I32:
+      load(int32_t(0), out.ints);
+      break;
+    case HostType::I64:
+      load(int64_t(0), out.ints);
+      break;
+    case HostType::Bool:
+      for (int64_t i = 0; i < n; ++i)
+        out.ints.push_back(raw[size_t(i)] != 0);
+      break;
     }
     return "";
   }
