@@ -63,8 +63,6 @@ private:
   llvm::StringMap<Value> paramValues;
   // Materialised constants, by ONNX value name.
   llvm::StringMap<Value> constants;
-  // CastLike's stand-in for a non-constant input (only its type is read).
-  Slot likeSlot;
 
   std::string nodeName(const onnx::NodeProto &n) const {
     return n.op_type() + " node '" + n.name() + "' (opset " +
@@ -720,21 +718,19 @@ std::string Importer::node(const onnx::NodeProto &n) {
     slots[n.output(0)] = s;
     return "";
   }
-  // CastLike of a constant reads only the other input's type.
-  HostTensor like;
+  // CastLike of a constant reads only the other input's type: a stand-in
+  // of that type takes its place.
+  Slot like;
   if (op == "CastLike" && in.size() == 2 && in[0] && in[0]->constant && in[1] &&
       !in[1]->constant && !in[1]->isSequence) {
     Type t = cast<RankedTensorType>(in[1]->value.getType()).getElementType();
-    like.type = t.isF64()           ? HostType::F64
-                : isa<FloatType>(t) ? HostType::F32
-                : t.isInteger(1)    ? HostType::Bool
-                : t.isInteger(32)   ? HostType::I32
-                                    : HostType::I64;
-    // Floats keep the model's own precision (f32 unless the input is f64).
-    Slot s;
-    s.constant = like;
-    likeSlot = s;
-    in[1] = &likeSlot;
+    like.constant.emplace();
+    like.constant->type = t.isF64()           ? HostType::F64
+                          : isa<FloatType>(t) ? HostType::F32
+                          : t.isInteger(1)    ? HostType::Bool
+                          : t.isInteger(32)   ? HostType::I32
+                                              : HostType::I64;
+    in[1] = &like;
     allConstant = true;
   }
   if ((allConstant || op == "Constant") && onnximport::canFold(op)) {
