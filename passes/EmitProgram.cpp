@@ -34,7 +34,7 @@ namespace {
 // version 4: the mesh lists its communicator groups, buffers may be bf16;
 // version 5: a stage per pipeline stage, joined by send and recv actions;
 // version 6: pack and unpack may have `blocks`.
-constexpr uint32_t kFormatVersion = 6;
+constexpr uint32_t kFormatVersion = 7;
 
 // A pipeline stage's fragments (its schedule's virtual stages, and whether
 // its backward splits); one chunk, unsplit, for any other function.
@@ -162,12 +162,23 @@ public:
         fn->getAttrOfType<IntegerAttr>(weft::attrname::kArenaBytes);
     if (!arenaBytes)
       return fn.emitError("no weft.arena_bytes: run weft-plan-memory first");
-    if (fn.getNumArguments() != 2)
-      return fn.emitError("expects (tokens, targets) arguments, got ")
+    // A training function reads (tokens, targets) and returns the loss; a
+    // forward-only one (weft-return-logits) reads tokens and returns the
+    // logits.
+    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    forwardOnly =
+        ret.getNumOperands() == 1 &&
+        cast<RankedTensorType>(ret.getOperand(0).getType()).getRank() != 0;
+    if (fn.getNumArguments() != (forwardOnly ? 1u : 2u))
+      return fn.emitError(forwardOnly ? "returns the logits, so expects "
+                                        "(tokens) arguments, got "
+                                      : "expects (tokens, targets) "
+                                        "arguments, got ")
              << fn.getNumArguments();
     scratchOffset = (arenaBytes.getInt() + 63) / 64 * 64;
     addInput(fn.getArgument(0), "tokens");
-    addInput(fn.getArgument(1), "targets");
+    if (!forwardOnly)
+      addInput(fn.getArgument(1), "targets");
 
     Block &body = fn.getBody().front();
     // A gradient computed only to be stored is written straight into the
@@ -194,8 +205,8 @@ public:
       if (auto p = dyn_cast<ParamOp>(op))
         addParam(p);
     // A pipeline stage before the last returns no loss.
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-    Value loss = ret.getNumOperands() ? ret.getOperand(0) : Value();
+    Value loss =
+        ret.getNumOperands() && !forwardOnly ? ret.getOperand(0) : Value();
     std::optional<int64_t> vocab;
     int current = 0;
     const int forwardKey = frags.key(kForward, 0),
@@ -311,6 +322,15 @@ public:
     program["microbatches"] = microbatches;
     program["stages"] = json::Array{stageJson(microbatches)};
     program["loss"] = loss ? bufferIds.lookup(loss) : int64_t(-1);
+    if (forwardOnly) {
+      Value logits = ret.getOperand(0);
+      if (!bufferIds.count(logits))
+        return fn.emitError("the returned logits are not computed by an op");
+      program["vocab"] =
+          cast<RankedTensorType>(logits.getType()).getShape().back();
+      program["outputs"] = json::Array{json::Object{
+          {"name", "logits"}, {"buffer", bufferIds.lookup(logits)}}};
+    }
     return success();
   }
 
@@ -437,6 +457,9 @@ private:
     return buffers.size() - 1;
   }
 
+  /// The function returns the logits (weft-return-logits), not a loss.
+  bool forwardOnly = false;
+
   void addInput(Value arg, StringRef name) {
     auto type = cast<RankedTensorType>(arg.getType());
     json::Object entry{{"kind", "input"},
@@ -484,8 +507,9 @@ private:
     };
     bufferIds[p.getResult()] = state("param", weft::attrname::kStorageSharding);
     paramBuffer[p.getName()] = bufferIds[p.getResult()];
-    // A replica (another pipeline stage trains it) holds only the value.
-    if (p->hasAttr(weft::attrname::kReplica))
+    // A replica (another pipeline stage trains it) holds only the value,
+    // and so does every parameter of a forward-only program.
+    if (p->hasAttr(weft::attrname::kReplica) || forwardOnly)
       return;
     paramState[p.getName()] = {
         state("grad", weft::attrname::kGradStorageSharding),

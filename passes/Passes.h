@@ -41,6 +41,9 @@ struct TrainingPipelineOptions {
   /// Pipeline stages (weft-cut-stages): its options; stages > 1 cuts them
   /// along mesh axis `axis`.
   WeftCutStagesOptions pipeline;
+  /// A forward-only program (weft-return-logits): no autodiff, optimizer
+  /// or micro-batches; it returns the logits.
+  bool forwardOnly = false;
   std::string output; // emit the program here, if set
 };
 

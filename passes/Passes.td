@@ -390,3 +390,35 @@ def WeftRaiseOnnx : Pass<"weft-raise-onnx", "mlir::func::FuncOp"> {
 }
 
 #endif // WEFT_PASSES_TD
+
+def WeftReturnLogits : Pass<"weft-return-logits", "mlir::func::FuncOp"> {
+  let summary = "Makes the training forward an inference one: it returns "
+                "the logits";
+  let description = [{
+    Every frontend builds `@forward(tokens, targets) -> loss`, the loss a
+    `weft.cross_entropy` of the logits against the targets. For a
+    forward-only program (`weft-compile --forward-only`) this pass returns
+    the logits instead, erases the cross-entropy and drops the targets
+    argument, so the program reads only tokens and writes the logits. It
+    refuses a function whose returned value is not a cross-entropy, or whose
+    targets something else reads.
+
+    Before:
+    ```mlir
+    func.func @forward(%tokens: tensor<2x8xi32>, %targets: tensor<2x8xi32>)
+        -> tensor<f32> {
+      ...
+      %loss = weft.cross_entropy %logits, %targets
+          : (tensor<2x8x256xf32>, tensor<2x8xi32>) -> tensor<f32>
+      return %loss : tensor<f32>
+    }
+    ```
+    After:
+    ```mlir
+    func.func @forward(%tokens: tensor<2x8xi32>) -> tensor<2x8x256xf32> {
+      ...
+      return %logits : tensor<2x8x256xf32>
+    }
+    ```
+  }];
+}

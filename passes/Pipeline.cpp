@@ -19,11 +19,16 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
   // An imported ONNX graph becomes weft's ops (no-op for other models).
   if (name == "forward")
     pm.addNestedPass<func::FuncOp>(createWeftRaiseOnnx());
+  if (name == "forward" && o.forwardOnly)
+    pm.addNestedPass<func::FuncOp>(createWeftReturnLogits());
   if (name == "layout" && sharded)
     pm.addPass(createWeftApplyLayout(o.layout));
   if (name == "autodiff" && o.computeDtype != "f32")
     pm.addNestedPass<func::FuncOp>(
         createWeftMixedPrecision(WeftMixedPrecisionOptions{o.computeDtype}));
+  // A forward-only program has no gradients to compute or apply.
+  if (o.forwardOnly && (name == "autodiff" || name == "optimizer"))
+    return;
   if (name == "autodiff")
     pm.addNestedPass<func::FuncOp>(createWeftAutodiff());
   if (name == "autodiff" && o.recompute != "none")
@@ -115,6 +120,7 @@ struct PipelineFlags : public PassPipelineOptions<PipelineFlags> {
   Option<std::string> pipelineSchedule{*this, "pipeline-schedule",
                                        llvm::cl::init("1f1b")};
   Option<std::string> output{*this, "output", llvm::cl::init("")};
+  Option<bool> forwardOnly{*this, "forward-only", llvm::cl::init(false)};
 };
 } // namespace
 
@@ -150,6 +156,7 @@ void weft::registerWeftPassesAndPipelines() {
         // The mesh's pp axis, if any, holds the stages.
         o.pipeline = pipelineOptions(f.mesh, f.stages, f.pipelineSchedule);
         o.layout.pipelineAxis = o.pipeline.stages > 1 ? "pp" : "";
+        o.forwardOnly = f.forwardOnly;
         o.output = f.output;
         buildTrainingPipeline(pm, o);
       });

@@ -113,11 +113,14 @@ std::string dumpProgram(const Program &P) {
   OS << "program: model " << P.Model << " | dtype " << dtypeName(P.Type)
      << " | batch " << P.Batch << " | seq " << P.Seq << " | vocab " << P.Vocab
      << "\n";
-  OS << "optimizer: " << O.Kind << " lr=" << num(O.Lr)
-     << " beta1=" << num(O.Beta1) << " beta2=" << num(O.Beta2)
-     << " eps=" << num(O.Eps) << " weight_decay=" << num(O.WeightDecay)
-     << " schedule=" << O.Schedule << " warmup_steps=" << O.WarmupSteps
-     << " total_steps=" << O.TotalSteps << " min_lr=" << num(O.MinLr) << "\n";
+  if (P.forwardOnly())
+    OS << "optimizer: none (a forward-only program)\n";
+  else
+    OS << "optimizer: " << O.Kind << " lr=" << num(O.Lr)
+       << " beta1=" << num(O.Beta1) << " beta2=" << num(O.Beta2)
+       << " eps=" << num(O.Eps) << " weight_decay=" << num(O.WeightDecay)
+       << " schedule=" << O.Schedule << " warmup_steps=" << O.WarmupSteps
+       << " total_steps=" << O.TotalSteps << " min_lr=" << num(O.MinLr) << "\n";
   if (!P.Devices.Axes.empty()) {
     OS << "mesh: " << P.Devices.describe();
     if (!P.Devices.Pipeline.empty())
@@ -161,8 +164,13 @@ std::string dumpProgram(const Program &P) {
     OS << "\n";
   }
   OS << "microbatches: " << P.Microbatches << "\n";
-  OS << "instructions: " << P.Instructions.size() << " (loss = buffer "
-     << P.Loss << ")\n";
+  OS << "instructions: " << P.Instructions.size();
+  if (P.forwardOnly())
+    for (const OutputSpec &Out : P.Outputs)
+      OS << " (" << Out.Name << " = buffer " << Out.Buffer << ")";
+  else
+    OS << " (loss = buffer " << P.Loss << ")";
+  OS << "\n";
   for (size_t S = 0; S < P.Stages.size(); ++S) {
     const Stage &St = P.Stages[S];
     const int64_t Begin = St.Fragments.empty() ? 0 : St.Fragments.front().Begin;

@@ -168,11 +168,18 @@ Status parseDType(const std::string &S, const std::string &Ctx, DType &Out) {
   return Status::success();
 }
 
-Status parseOptimizer(const json &Root, OptimizerSpec &O) {
+Status parseOptimizer(const json &Root, bool ForwardOnly, OptimizerSpec &O) {
   const json *Opt;
   WEFT_RETURN_IF_ERROR(need(Root, "optimizer", "program", Opt));
   std::string Ctx = "optimizer";
   WEFT_RETURN_IF_ERROR(getString(*Opt, "kind", Ctx, O.Kind));
+  // A forward-only program trains nothing.
+  if (ForwardOnly != (O.Kind == "none"))
+    return Status::error("optimizer kind '" + O.Kind + "' in a " +
+                         (ForwardOnly ? "forward-only program (expected none)"
+                                      : "training program (expected adamw)"));
+  if (ForwardOnly)
+    return Status::success();
   if (O.Kind != "adamw")
     return Status::error("unknown optimizer kind '" + O.Kind +
                          "' (expected adamw)");
@@ -314,6 +321,14 @@ Status parseMesh(const json &Root, Mesh &M) {
     M.Groups.push_back(std::move(A));
   }
   return Status::success();
+}
+
+Status parseOutput(const json &J, size_t I, OutputSpec &O) {
+  std::string Ctx = "outputs[" + std::to_string(I) + "]";
+  WEFT_RETURN_IF_ERROR(getString(J, "name", Ctx, O.Name));
+  if (O.Name != "logits")
+    return Status::error(Ctx + " has name '" + O.Name + "', expected logits");
+  return getInt(J, "buffer", Ctx, O.Buffer);
 }
 
 Status parseParam(const json &J, size_t I, ParamSpec &P) {
@@ -815,7 +830,18 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
   WEFT_RETURN_IF_ERROR(getInt(Root, "batch", "program", P.Batch));
   WEFT_RETURN_IF_ERROR(getInt(Root, "seq", "program", P.Seq));
   WEFT_RETURN_IF_ERROR(getInt(Root, "vocab", "program", P.Vocab));
-  WEFT_RETURN_IF_ERROR(parseOptimizer(Root, P.Optimizer));
+  // Version 7: a forward-only program names its outputs.
+  if (Root.contains("outputs")) {
+    if (Version < 7)
+      return Status::error("field 'outputs' (a forward-only program) needs "
+                           "format version 7, the file is version " +
+                           std::to_string(Version));
+    WEFT_RETURN_IF_ERROR(parseArray(Root, "outputs", P.Outputs, parseOutput));
+    if (P.Outputs.empty())
+      return Status::error("field 'outputs' is empty (a forward-only program "
+                           "has one output, the logits)");
+  }
+  WEFT_RETURN_IF_ERROR(parseOptimizer(Root, P.forwardOnly(), P.Optimizer));
   WEFT_RETURN_IF_ERROR(parseMesh(Root, P.Devices));
   WEFT_RETURN_IF_ERROR(parseArray(Root, "params", P.Params, parseParam));
   WEFT_RETURN_IF_ERROR(getInt(Root, "arena_bytes", "program", P.ArenaBytes));

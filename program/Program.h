@@ -24,9 +24,9 @@ namespace weft {
 /// dtype (bf16 activations), version 5 holds one stage per pipeline stage,
 /// joined by send and recv actions, version 6 gives pack and unpack
 /// `blocks` (a version-5 runtime would ignore it and unpack wrongly, so it
-/// must refuse the file); older files are refused with a message to
-/// recompile.
-constexpr uint32_t ProgramFormatVersion = 6;
+/// must refuse the file), version 7 adds forward-only programs (`outputs`);
+/// older files are refused with a message to recompile.
+constexpr uint32_t ProgramFormatVersion = 7;
 constexpr uint32_t ProgramFormatMinVersion = 5;
 constexpr size_t ProgramHeaderBytes = 28;
 
@@ -323,6 +323,13 @@ constexpr const char *FragmentBackward = "backward";
 constexpr const char *FragmentWeight = "weight";
 constexpr const char *FragmentOptimizer = "optimizer";
 
+/// A value a forward-only program computes for its caller (format version
+/// 7): the logits, [batch, seq, vocab], whole on every rank.
+struct OutputSpec {
+  std::string Name;
+  int64_t Buffer = -1;
+};
+
 struct Program {
   uint32_t Version = ProgramFormatVersion;
   std::string Model;
@@ -335,6 +342,10 @@ struct Program {
   /// Every fragment's instructions, fragment after fragment.
   std::vector<Instruction> Instructions;
   int64_t Loss = -1;
+  /// A forward-only program's outputs (then Loss is -1, and the program
+  /// has no targets, gradients or optimizer).
+  std::vector<OutputSpec> Outputs;
+  bool forwardOnly() const { return !Outputs.empty(); }
   /// Derived from the fragments: the end of forward and the start of the
   /// optimizer (ranges for Executor::run).
   int64_t ForwardEnd = 0, OptimizerBegin = 0;

@@ -746,6 +746,48 @@ Status checkBuffer(const Program &P, size_t Index) {
   }
 }
 
+/// Version 7: a forward-only program computes whole logits from tokens,
+/// on one pipeline stage and one micro-batch, and holds nothing to train.
+Status checkForwardOnly(const Program &P) {
+  if (P.Loss != -1)
+    return Status::error("a forward-only program (outputs) has loss " +
+                         std::to_string(P.Loss) + ", expected -1");
+  if (P.Microbatches != 1 || P.Stages.size() != 1)
+    return Status::error(
+        "a forward-only program has " + std::to_string(P.Microbatches) +
+        " micro-batches and " + std::to_string(P.Stages.size()) +
+        " stages, expected 1 and 1");
+  for (size_t I = 0; I < P.Buffers.size(); ++I) {
+    const BufferSpec &B = P.Buffers[I];
+    bool Target = B.Kind == BufferKind::Input && B.Name == "targets";
+    if (Target || (B.Kind != BufferKind::Input && B.Kind != BufferKind::Arena &&
+                   B.Kind != BufferKind::Param))
+      return Status::error(
+          "buffers[" + std::to_string(I) + "] is " +
+          (Target ? std::string("the targets input")
+                  : "a " + std::string(bufferKindName(B.Kind)) + " buffer") +
+          ", which a forward-only program does not have");
+  }
+  const Shape Want{P.Batch, P.Seq, P.Vocab};
+  for (size_t I = 0; I < P.Outputs.size(); ++I) {
+    const int64_t Id = P.Outputs[I].Buffer;
+    const std::string Ctx = "outputs[" + std::to_string(I) + "]";
+    if (Id < 0 || Id >= int64_t(P.Buffers.size()))
+      return Status::error(Ctx + " buffer id " + std::to_string(Id) +
+                           " out of range [0, " +
+                           std::to_string(P.Buffers.size()) + ")");
+    const BufferSpec &B = P.Buffers[size_t(Id)];
+    if (B.Kind != BufferKind::Arena || B.Dims != Want ||
+        (B.Type != P.Type && B.Type != DType::BF16))
+      return Status::error(Ctx + " (" + P.Outputs[I].Name + ") is buffer " +
+                           std::to_string(Id) + ", " + bufferKindName(B.Kind) +
+                           " " + dtypeName(B.Type) + " " + shapeString(B.Dims) +
+                           ", expected an arena buffer " + shapeString(Want) +
+                           " [batch, seq, vocab], whole on this rank");
+  }
+  return Status::success();
+}
+
 } // namespace
 
 Status validateProgram(const Program &P) {
@@ -777,15 +819,19 @@ Status validateProgram(const Program &P) {
     WEFT_RETURN_IF_ERROR(checkBuffer(P, I));
   for (size_t I = 0; I < P.Instructions.size(); ++I)
     WEFT_RETURN_IF_ERROR(InstChecker(P, P.Instructions[I], I).run());
-  if (P.Loss < 0 || P.Loss >= int64_t(P.Buffers.size()))
+  if (P.forwardOnly())
+    WEFT_RETURN_IF_ERROR(checkForwardOnly(P));
+  else if (P.Loss < 0 || P.Loss >= int64_t(P.Buffers.size()))
     return Status::error("loss buffer id " + std::to_string(P.Loss) +
                          " out of range [0, " +
                          std::to_string(P.Buffers.size()) + ")");
-  const BufferSpec &L = P.Buffers[P.Loss];
-  if (L.numel() != 1 || L.Type != P.Type)
-    return Status::error("loss buffer " + std::to_string(P.Loss) + " is " +
-                         dtypeName(L.Type) + " " + shapeString(L.Dims) +
-                         ", expected a " + dtypeName(P.Type) + " scalar []");
+  if (!P.forwardOnly()) {
+    const BufferSpec &L = P.Buffers[P.Loss];
+    if (L.numel() != 1 || L.Type != P.Type)
+      return Status::error("loss buffer " + std::to_string(P.Loss) + " is " +
+                           dtypeName(L.Type) + " " + shapeString(L.Dims) +
+                           ", expected a " + dtypeName(P.Type) + " scalar []");
+  }
   if (P.Stages.size() > 1 || !P.Devices.Pipeline.empty())
     return checkPipeline(P);
   for (size_t I = 0; I < P.Buffers.size(); ++I)

@@ -173,6 +173,7 @@ Status checkDataflow(const Program &P) {
   std::vector<bool> Written(P.Buffers.size(), false);
   std::vector<InFlight> Open;
   bool LossWritten = false;
+  std::vector<bool> OutputWritten(P.Outputs.size(), false);
   // The micro-batch loop: instructions [LoopBegin, LoopEnd) run once per
   // micro-batch. A value from before it that the loop reads must survive
   // every iteration; a value the loop writes is its last iteration's after
@@ -234,6 +235,9 @@ Status checkDataflow(const Program &P) {
                              " does not work in place");
       if (Id == P.Loss && int64_t(I) < P.ForwardEnd)
         LossWritten = true;
+      for (size_t O = 0; O < P.Outputs.size(); ++O)
+        if (Id == P.Outputs[O].Buffer && int64_t(I) < P.ForwardEnd)
+          OutputWritten[O] = true;
       if (P.Buffers[size_t(Id)].Kind != BufferKind::Arena)
         continue;
       Interval &L = Live[size_t(Id)];
@@ -261,6 +265,14 @@ Status checkDataflow(const Program &P) {
         " writes the loss " + bufferName(P, P.Loss));
   if (HasLoss)
     Live[size_t(P.Loss)].Last = int64_t(N); // read after the step
+  for (size_t O = 0; O < P.Outputs.size(); ++O) {
+    const int64_t Id = P.Outputs[O].Buffer;
+    if (!OutputWritten[O])
+      return Status::error(
+          "no instruction before forward_end=" + std::to_string(P.ForwardEnd) +
+          " writes output '" + P.Outputs[O].Name + "', " + bufferName(P, Id));
+    Live[size_t(Id)].Last = int64_t(N); // read after the forward
+  }
   // Several micro-batches in flight each write their own instance of a
   // per-micro-batch buffer; one written once per step as well would be
   // written by all of them at once.

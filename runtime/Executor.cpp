@@ -79,7 +79,9 @@ Status Executor::bind() {
   // Adam moments) of those it trains; a program of one stage, all of them.
   // A replica (a tied embedding another stage trains) has a value only.
   Owned.assign(Prog.Params.size(), Prog.StageIndex < 0);
-  StateOwned = Owned;
+  // A forward-only program has no gradients or Adam moments.
+  StateOwned.assign(Prog.Params.size(),
+                    Prog.StageIndex < 0 && !Prog.forwardOnly());
   for (const BufferSpec &B : Prog.Buffers)
     if (B.StageIndex == MyStage && B.Kind == BufferKind::Param)
       Owned[size_t(B.Param)] = true;
@@ -507,8 +509,22 @@ Status Executor::setInputs(int64_t K, const int32_t *Toks,
                          ")");
   const size_t Bytes = size_t(LocalBatch * LocalSeq) * sizeof(int32_t);
   WEFT_RETURN_IF_ERROR(Q->copyToDevice(tokens(K), Toks, Bytes));
-  WEFT_RETURN_IF_ERROR(Q->copyToDevice(targets(K), Tgts, Bytes));
+  if (Tgts)
+    WEFT_RETURN_IF_ERROR(Q->copyToDevice(targets(K), Tgts, Bytes));
   return Q->synchronize();
+}
+
+Expected<std::vector<char>> Executor::outputBytes(size_t I) const {
+  if (I >= Prog.Outputs.size())
+    return Status::error("the program has " +
+                         std::to_string(Prog.Outputs.size()) +
+                         " outputs, no output " + std::to_string(I));
+  const int64_t Id = Prog.Outputs[I].Buffer;
+  std::vector<char> Host(size_t(Prog.Buffers[size_t(Id)].bytes()));
+  WEFT_RETURN_IF_ERROR(
+      Q->copyToHost(Host.data(), Where[size_t(Id)], Host.size()));
+  WEFT_RETURN_IF_ERROR(Q->synchronize());
+  return Host;
 }
 
 Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,

@@ -56,7 +56,7 @@ public:
   /// [k*B/M, (k+1)*B/M)), staged on the host and copied in.
   Status loadBatch(const TokenData &Data, int64_t Step);
   /// Sets micro-batch K's inputs from host arrays of localBatch() x
-  /// localSeq() ids each.
+  /// localSeq() ids each (no targets in a forward-only program: null).
   Status setInputs(int64_t K, const int32_t *Tokens, const int32_t *Targets);
   /// Runs every action before the optimizer; loss() is then the step's
   /// loss, the sum of the micro-batches' (each divided by the whole step's
@@ -67,6 +67,9 @@ public:
   /// Runs only the forward actions, one per micro-batch: loss() is the
   /// step's loss and no gradient changes. One stage only.
   Status runForward(const StepContext &Ctx);
+  /// A forward-only program's output I (format version 7), copied to the
+  /// host after runForward: its buffer's bytes, whole on every rank.
+  Expected<std::vector<char>> outputBytes(size_t I) const;
   int64_t microbatches() const { return Prog.Microbatches; }
   /// This rank's pipeline stage (0 without a pipeline). Prog is then the
   /// stage's view (stageView).

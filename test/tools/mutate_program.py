@@ -5,7 +5,8 @@ MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           denominator | eps-zero | deep | huge-blocks | other-blocks |
           pp-deadlock | pp-order | pp-shape | pp-foreign | pp-slots |
           pp-arena | pp-arena-big (the last seven on a program of pipeline
-          stages)"""
+          stages) | fo-v6 | fo-loss | fo-targets | fo-grad | fo-shape |
+          fo-unwritten | fo-adamw (the last seven on a forward-only program)"""
 import json
 import struct
 import sys
@@ -103,6 +104,22 @@ elif mutation == "pp-arena":  # stage 0's arena too small for its buffers
     p["stages"][0]["arena_bytes"] = 64
 elif mutation == "pp-arena-big":  # a stage's arena past the program's
     p["stages"][0]["arena_bytes"] = p["arena_bytes"] + 64
+elif mutation == "fo-v6":  # outputs in a file of the version before them
+    version = 6
+elif mutation == "fo-loss":  # a loss besides the outputs
+    p["loss"] = p["outputs"][0]["buffer"]
+elif mutation == "fo-targets":  # a targets input it would never fill
+    p["buffers"].append(dict(p["buffers"][0], name="targets"))
+elif mutation == "fo-grad":  # a gradient buffer: something to train
+    p["buffers"].append({"kind": "grad", "param": 0, "shape": p["params"][0]["shape"],
+                         "dtype": p["dtype"]})
+elif mutation == "fo-shape":  # the output names the final norm's [B, S, D]
+    p["outputs"][0]["buffer"] -= 1
+elif mutation == "fo-unwritten":  # the output names a buffer nothing writes
+    p["buffers"].append(dict(p["buffers"][p["outputs"][0]["buffer"]], offset=0))
+    p["outputs"][0]["buffer"] = len(p["buffers"]) - 1
+elif mutation == "fo-adamw":  # the optimizer of a training program
+    p["optimizer"]["kind"] = "adamw"
 elif mutation != "deep":
     sys.exit(f"unknown mutation {mutation}")
 payload = json.dumps(p).encode()

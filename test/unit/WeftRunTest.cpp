@@ -96,10 +96,10 @@ TEST(WeftRun, ErrorsAndExitCodes) {
   EXPECT_EQ(R.Code, 1);
   EXPECT_NE(R.Out.find("no --data given"), std::string::npos);
   std::string Bad = tinyProgram().file();
-  Bad[8] = 7; // the version is a little-endian u32 at byte 8
-  R = run(writeFile("cli_v7.wp", Bad) + " --dump");
+  Bad[8] = 8; // the version is a little-endian u32 at byte 8
+  R = run(writeFile("cli_v8.wp", Bad) + " --dump");
   EXPECT_EQ(R.Code, 1);
-  EXPECT_NE(R.Out.find("format version 7, this runtime reads version 6"),
+  EXPECT_NE(R.Out.find("format version 8, this runtime reads version 7"),
             std::string::npos)
       << R.Out;
   R = run(Prog + " --dump");

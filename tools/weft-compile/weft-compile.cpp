@@ -176,6 +176,12 @@ static cl::opt<bool> allowUnknownKeysArg(
     cl::desc("warn about config.json keys weft does not know, instead of "
              "refusing the config (the model may then differ from what the "
              "config describes)"));
+static cl::opt<bool> forwardOnlyArg(
+    cl::cat(compileCategory), "forward-only",
+    cl::desc(
+        "a program that computes the logits of a batch of tokens (weft-run "
+        "--input tokens.npy --output logits.npy): no loss, gradients or "
+        "optimizer"));
 static cl::opt<bool>
     explainArg(cl::cat(compileCategory), "explain",
                cl::desc("print the step's collectives (kind, axis, bytes, "
@@ -367,6 +373,23 @@ int main(int argc, char **argv) {
                 std::to_string(microbatchesArg) + " micro-batches");
   if (outputArg.empty() && emitMlirArg.empty() && !explainArg)
     return fail("no output: give -o FILE, --emit-mlir=STAGE or --explain");
+  if (forwardOnlyArg) {
+    // What a forward-only program does not have; refused, not ignored.
+    const char *trainingOnly = microbatchesArg != 1     ? "--microbatches"
+                               : recomputeArg != "none" ? "--recompute"
+                               : zeroArg != 0           ? "--zero"
+                               : pipelineScheduleArg.getNumOccurrences()
+                                   ? "--pipeline-schedule"
+                               : !stagesArg.empty() ? "--stages"
+                                                    : nullptr;
+    if (trainingOnly)
+      return fail(std::string(trainingOnly) +
+                  " is about training; a --forward-only program has no "
+                  "gradients or optimizer state");
+    if (weft::pipelineOptions(meshArg, "", "").stages > 1)
+      return fail("--forward-only does not cut pipeline stages: the --mesh "
+                  "pp axis must be 1");
+  }
   bool sharded = !meshArg.empty();
   if (!sharded && (zeroArg != 0 || spArg || layoutArg != "data"))
     return fail("--layout, --zero and --sequence-parallel need --mesh");
@@ -435,6 +458,7 @@ int main(int argc, char **argv) {
     return fail("--recompute must be none, selective or full, got '" +
                 recomputeArg + "'");
   options.recompute = recomputeArg;
+  options.forwardOnly = forwardOnlyArg;
   // A hand-written schedule travels to the passes in its compact form.
   std::string scheduleSpec = pipelineScheduleArg;
   if (virtualStagesArg < 1 || virtualStagesArg > 1024)
@@ -564,11 +588,14 @@ int main(int argc, char **argv) {
         arena = std::max(arena, a.getInt());
     });
     int64_t width = dtypeArg == "f64" ? 8 : 4;
+    // Training holds each parameter's value, gradient and Adam m and v.
     llvm::errs() << llvm::format(
         "weft-compile: %s: %.3fM parameters, batch %lld x seq %lld, "
-        "activation arena %.1f MiB, training state %.1f MiB -> %s\n",
+        "activation arena %.1f MiB, %s %.1f MiB -> %s\n",
         name.c_str(), params / 1e6, (long long)modelBatch, (long long)modelSeq,
-        arena / 1048576.0, 4.0 * params * width / 1048576.0, outputArg.c_str());
+        arena / 1048576.0, forwardOnlyArg ? "weights" : "training state",
+        (forwardOnlyArg ? 1.0 : 4.0) * params * width / 1048576.0,
+        outputArg.c_str());
   }
   return 0;
 }

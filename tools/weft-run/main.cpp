@@ -4,12 +4,14 @@
 // every other failure exits 1; all messages start with "weft-run: error: ".
 //
 //===----------------------------------------------------------------------===//
+#include "program/Bf16.h"
 #include "program/Hash.h"
 #include "program/Program.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/CheckpointManifest.h"
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
+#include "runtime/Npy.h"
 #include "runtime/PeriodicCheckpoints.h"
 #include "runtime/Trace.h"
 #include "runtime/Trainer.h"
@@ -24,6 +26,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -115,6 +118,14 @@ options:
                     across them, OpenBLAS itself always runs single-threaded
   --dump            print the program readably and exit
 
+A forward-only program (weft-compile --forward-only) computes logits instead
+of training:
+  --input FILE      token ids, a .npy array of integers [batch, seq]
+                    (numpy.save of int32 or int64 ids)
+  --output FILE     writes the logits [batch, seq, vocab] there as .npy
+                    (float32, or float64 for an f64 program); with
+                    --load (or the --seed init) the parameters
+
 A program with a mesh runs under mpirun, one process per rank (world size =
 mesh product), e.g. mpirun -np 4 weft-run PROG --data FILE. Only rank 0
 prints and writes metrics; --save writes per-rank shard files plus
@@ -171,7 +182,7 @@ bool parseDouble(const std::string &S, double &Out) {
 
 struct Options {
   std::string Program, Data, Load, Save, Metrics, SaveGrads, Resume,
-      CheckpointDir, Trace, Device = "cpu";
+      CheckpointDir, Trace, Device = "cpu", Input, Output;
   long long Steps = 10, Seed = 1234, GradCheck = 0, Threads = 0, SaveEvery = 0,
             Keep = 3, CheckReplicas = 0;
   double GradTol = 0, CollectiveTimeout = 600;
@@ -224,7 +235,7 @@ int parseArgs(int Argc, char **Argv, Options &O) {
         "--threads",      "--resume",         "--save-every",
         "--keep",         "--checkpoint-dir", "--collective-timeout",
         "--on-nonfinite", "--check-replicas", "--trace",
-        "--device"};
+        "--device",       "--input",          "--output"};
     bool Known = false;
     for (const char *F : WithValue)
       Known |= A == F;
@@ -298,6 +309,10 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       O.CheckpointDir = Value;
     else if (A == "--trace")
       O.Trace = Value;
+    else if (A == "--input")
+      O.Input = Value;
+    else if (A == "--output")
+      O.Output = Value;
     else if (A == "--device") {
       if (Value != "cpu" && Value != "cuda")
         return usageError("--device " + Value + ": expected cpu or cuda");
@@ -379,6 +394,87 @@ int runGradCheck(Executor &E, const TokenData &Data, const Options &O,
   return 0;
 }
 
+/// The flags of a training run that a forward-only program has no use for
+/// (else those of a forward-only run, given to a training program); the
+/// first one given, or "".
+std::string misplacedFlag(const char *const *Argv, int Argc, bool ForwardOnly) {
+  static const char *const TrainingOnly[] = {
+      "--steps",          "--data",    "--save",         "--save-every",
+      "--resume",         "--metrics", "--save-grads",   "--grad-check",
+      "--checkpoint-dir", "--keep",    "--on-nonfinite", "--check-replicas",
+      "--trace"};
+  static const char *const ForwardOnlyFlags[] = {"--input", "--output"};
+  for (int I = 1; I < Argc; ++I) {
+    std::string A = Argv[I];
+    A = A.substr(0, A.find('='));
+    if (ForwardOnly) {
+      for (const char *F : TrainingOnly)
+        if (A == F)
+          return A;
+    } else {
+      for (const char *F : ForwardOnlyFlags)
+        if (A == F)
+          return A;
+    }
+  }
+  return "";
+}
+
+/// A forward-only program: the logits of --input's tokens to --output.
+int runForwardOnly(Executor &E, const Options &O) {
+  const Program &P = E.program();
+  Expected<NpyArray> In = readNpy(O.Input);
+  if (!In.ok())
+    return fail("--input: " + In.message());
+  Expected<std::vector<int32_t>> Ids = npyTokenIds(
+      *In, Shape{P.Batch, P.Seq}, P.Vocab, "--input '" + O.Input + "'");
+  if (!Ids.ok())
+    return fail(Ids.message());
+  // This rank's block of the ids.
+  std::vector<int32_t> Block(size_t(E.localBatch() * E.localSeq()));
+  for (int64_t R = 0; R < E.localBatch(); ++R)
+    for (int64_t C = 0; C < E.localSeq(); ++C)
+      Block[size_t(R * E.localSeq() + C)] =
+          (*Ids)[size_t((E.batchOffset() + R) * P.Seq + E.seqOffset() + C)];
+  if (Status S = E.setInputs(0, Block.data(), nullptr); !S.ok())
+    return fail(S.message());
+  StepContext Ctx;
+  Ctx.Step = 1;
+  Ctx.Optimizer = &P.Optimizer;
+  if (Status S = E.runForward(Ctx); !S.ok())
+    return fail(S.message());
+  Expected<std::vector<char>> Out = E.outputBytes(0);
+  if (!Out.ok())
+    return fail(Out.message());
+  if (E.rank() != 0)
+    return 0;
+  const BufferSpec &B = P.Buffers[size_t(P.Outputs[0].Buffer)];
+  std::vector<float> Widened;
+  const void *Data = Out->data();
+  size_t Bytes = Out->size();
+  std::string Descr = B.Type == DType::F64 ? "<f8" : "<f4";
+  if (B.Type == DType::BF16) { // bf16 logits are written as float32
+    Widened.resize(Out->size() / 2);
+    for (size_t I = 0; I < Widened.size(); ++I) {
+      uint16_t H;
+      std::memcpy(&H, Out->data() + 2 * I, 2);
+      Widened[I] = bf16ToFloat(H);
+    }
+    Data = Widened.data();
+    Bytes = Widened.size() * sizeof(float);
+  }
+  std::ofstream F(O.Output, std::ios::binary | std::ios::trunc);
+  const std::string Image = encodeNpy(Descr, B.Dims, Data, Bytes);
+  F.write(Image.data(), std::streamsize(Image.size()));
+  F.close();
+  if (!F)
+    return fail("--output: cannot write '" + O.Output + "'");
+  if (!O.Quiet)
+    std::cout << "forward: " << P.Outputs[0].Name << " " << shapeString(B.Dims)
+              << " -> " << O.Output << std::endl;
+  return 0;
+}
+
 } // namespace
 
 int main(int Argc, char **Argv) {
@@ -397,7 +493,20 @@ int main(int Argc, char **Argv) {
     std::cout << dumpProgram(*P);
     return 0;
   }
-  if (O.Data.empty() && !O.GradCheck)
+  if (std::string F = misplacedFlag(Argv, Argc, P->forwardOnly()); !F.empty())
+    return usageError(
+        P->forwardOnly()
+            ? F + " is about training; '" + O.Program +
+                  "' is a forward-only program (give --input and --output)"
+            : F +
+                  " needs a forward-only program (weft-compile "
+                  "--forward-only); '" +
+                  O.Program + "' trains");
+  if (P->forwardOnly() && (O.Input.empty() || O.Output.empty()))
+    return usageError("'" + O.Program +
+                      "' is a forward-only program: give --input TOKENS.npy "
+                      "and --output LOGITS.npy");
+  if (O.Data.empty() && !O.GradCheck && !P->forwardOnly())
     return fail("no --data given (a uint16 token file, see weft-tokenize)");
 
   Expected<std::unique_ptr<Communicator>> Comm = createCommunicator();
@@ -496,6 +605,8 @@ int main(int Argc, char **Argv) {
   if (Root)
     for (const std::string &W : Warnings)
       std::cerr << "weft-run: warning: " << W << "\n";
+  if (Prog.forwardOnly())
+    return runForwardOnly(Exec, O);
   // With --resume, --steps is the run's total.
   const int64_t Steps =
       O.Resume.empty() ? O.Steps : std::max<int64_t>(0, O.Steps - StartStep);

@@ -1,0 +1,66 @@
+//===- ReturnLogits.cpp - weft-return-logits: a forward-only function -----===//
+//
+// `@forward(tokens, targets) -> loss` becomes `@forward(tokens) -> logits`:
+// the value the returned cross-entropy reads is returned instead, the
+// cross-entropy is erased and the targets argument dropped. What a
+// forward-only program (weft-compile --forward-only) computes is then the
+// model's logits, and nothing reads targets it no longer has.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/WeftDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace weft {
+#define GEN_PASS_DEF_WEFTRETURNLOGITS
+#include "passes/Passes.h.inc"
+} // namespace weft
+
+using namespace mlir;
+using namespace weft;
+
+namespace {
+struct ReturnLogits : weft::impl::WeftReturnLogitsBase<ReturnLogits> {
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    if (fn.isExternal())
+      return;
+    Block &body = fn.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    if (fn.getNumArguments() != 2 || ret.getNumOperands() != 1) {
+      fn.emitError("expects @")
+          << fn.getSymName() << "(tokens, targets) -> loss, got "
+          << fn.getNumArguments() << " arguments and " << ret.getNumOperands()
+          << " results";
+      return signalPassFailure();
+    }
+    auto loss = ret.getOperand(0).getDefiningOp<CrossEntropyOp>();
+    if (!loss) {
+      ret.emitOpError("returns ")
+          << ret.getOperand(0).getType()
+          << " not computed by weft.cross_entropy: no logits to return";
+      return signalPassFailure();
+    }
+    BlockArgument targets = fn.getArgument(1);
+    if (loss.getTargets() != targets) {
+      loss.emitOpError("compares the logits with a value other than the "
+                       "targets argument");
+      return signalPassFailure();
+    }
+    for (Operation *user : targets.getUsers())
+      if (user != loss) {
+        user->emitOpError("reads the targets, which a forward-only function "
+                          "does not have");
+        return signalPassFailure();
+      }
+    Value logits = loss.getLogits();
+    ret->setOperands(logits);
+    loss.erase();
+    if (failed(fn.eraseArgument(1)))
+      return signalPassFailure();
+    fn.setType(FunctionType::get(fn.getContext(), body.getArgumentTypes(),
+                                 TypeRange{logits.getType()}));
+  }
+};
+} // namespace
