@@ -857,6 +857,43 @@ std::string Importer::run(const onnx::ModelProto &model,
            }() +
            "; weft trains next-token cross-entropy on logits [batch, seq, "
            "vocab]";
+  // Next-token cross-entropy reads the output as scores over the
+  // vocabulary: the rows of the table the input ids index. A model without
+  // its LM head (hidden states) would otherwise train as if each hidden
+  // unit were a token.
+  std::optional<int64_t> vocab;
+  std::string table;
+  // The ids, possibly through views (GPT2Model reshapes them to [-1, S]).
+  auto isIds = [&](Value v) {
+    while (auto view = v.getDefiningOp<OnnxNodeOp>()) {
+      if (view.getOpType() != "Reshape" && view.getOpType() != "Cast" &&
+          view.getOpType() != "Identity")
+        return false;
+      v = view->getOperand(0);
+    }
+    return v == body->getArgument(0);
+  };
+  body->walk([&](OnnxNodeOp gather) {
+    if (vocab || gather.getOpType() != "Gather" ||
+        gather->getNumOperands() != 2 || !isIds(gather->getOperand(1)))
+      return;
+    if (auto p = gather->getOperand(0).getDefiningOp<ParamOp>()) {
+      vocab = p.getType().getShape()[0];
+      table = p.getName().str();
+    }
+  });
+  if (!vocab)
+    return "no initializer is indexed by the input ids ('" + inputs[0]->name() +
+           "'): weft finds the vocabulary from the token embedding table";
+  if (lt.getShape()[2] != *vocab)
+    return "graph output '" + outName + "' is [" +
+           std::to_string(lt.getShape()[0]) + ", " +
+           std::to_string(lt.getShape()[1]) + ", " +
+           std::to_string(lt.getShape()[2]) + "], but the token embedding '" +
+           table + "' has " + std::to_string(*vocab) +
+           " rows: the output is not logits over the vocabulary (a model "
+           "without its LM head?); weft trains next-token cross-entropy on "
+           "logits";
   // Shapes the model declares (its output, value_info) must be the ones
   // weft computed: a mismatch is an initializer of another shape.
   auto declared = [&](const onnx::ValueInfoProto &info) -> std::string {

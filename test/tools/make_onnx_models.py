@@ -72,3 +72,8 @@ save(model([embed, bad_perm, helper.make_node("MatMul", ["x", "wteT"], ["logits"
            [WTE]), f"{out}/attrtype.onnx")
 again = helper.make_node("Identity", ["x"], ["x"], name="again")
 save(model([embed, again] + head(), [WTE]), f"{out}/redefined.onnx")
+# No LM head: the output is hidden states [2, 4, 24] (a projection wider
+# than the 16-token vocabulary), not logits.
+P = numpy_helper.from_array(np.zeros((8, 24), np.float32), "proj")
+save(model([embed, helper.make_node("MatMul", ["x", "proj"], ["logits"], name="proj")],
+           [WTE, P], logits_dims=(2, 4, 24)), f"{out}/headless.onnx")
