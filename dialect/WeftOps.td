@@ -336,18 +336,21 @@ def Weft_RopeOp : Weft_ForwardOp<"rope",
 
 def Weft_AttentionOp : Weft_ForwardOp<"attention",
     [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
-  let summary = "causal multi-head / grouped-query self-attention";
+  let summary = "causal or bidirectional multi-head / grouped-query "
+                "self-attention";
   let description = [{
     `q: [B, S, H*hd]`, `k, v: [B, S, Hkv*hd]` -> `[B, S, H*hd]`; softmax of
     `scale * q k^T` with a causal mask, `scale` being 1/sqrt(hd) unless
     given (GPT-2's scale_attn_weights=false gives 1, its
     scale_attn_by_inverse_layer_idx a further 1/(layer_idx + 1)). Query head
     h reads key/value head `h / (H / Hkv)`; `H == Hkv` is multi-head
-    attention.
+    attention. With `bidirectional` there is no mask: every query reads
+    every key (an encoder's attention, BERT's).
   }];
   let arguments = (ins Weft_FloatTensor:$q, Weft_FloatTensor:$k,
                    Weft_FloatTensor:$v, I64Attr:$num_heads,
-                   I64Attr:$num_kv_heads, OptionalAttr<F64Attr>:$scale);
+                   I64Attr:$num_kv_heads, OptionalAttr<F64Attr>:$scale,
+                   UnitAttr:$bidirectional);
   let results = (outs Weft_FloatTensor:$result);
 }
 
@@ -433,7 +436,7 @@ def Weft_AttentionGradOp : Weft_ComputeOp<"attention_grad",
   let arguments = (ins Weft_FloatTensor:$dy, Weft_FloatTensor:$q,
                    Weft_FloatTensor:$k, Weft_FloatTensor:$v,
                    I64Attr:$num_heads, I64Attr:$num_kv_heads,
-                   OptionalAttr<F64Attr>:$scale);
+                   OptionalAttr<F64Attr>:$scale, UnitAttr:$bidirectional);
   let results = (outs Weft_FloatTensor:$dq, Weft_FloatTensor:$dk,
                  Weft_FloatTensor:$dv);
 }

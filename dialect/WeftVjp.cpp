@@ -155,7 +155,7 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                     SmallVectorImpl<Value> &grads) {
   auto g = AttentionGradOp::create(b, getLoc(), dys[0], getQ(), getK(), getV(),
                                    getNumHeadsAttr(), getNumKvHeadsAttr(),
-                                   getScaleAttr());
+                                   getScaleAttr(), getBidirectionalAttr());
   grads.append({g.getDq(), g.getDk(), g.getDv()});
   return success();
 }

@@ -82,6 +82,8 @@ json::Object attrsOf(Operation *op) {
     Attribute v = a.getValue();
     if (auto bv = dyn_cast<BoolAttr>(v))
       attrs[name] = bv.getValue();
+    else if (isa<UnitAttr>(v)) // a flag that is set
+      attrs[name] = true;
     else if (auto iv = dyn_cast<IntegerAttr>(v))
       attrs[name] = iv.getInt();
     else if (auto fv = dyn_cast<FloatAttr>(v))

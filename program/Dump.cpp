@@ -61,7 +61,8 @@ std::string attrString(const Instruction &I) {
   case OpKind::AttentionGrad:
     Add("num_heads=" + std::to_string(A.NumHeads) +
         " num_kv_heads=" + std::to_string(A.NumKvHeads) +
-        (A.AttnScale > 0 ? " scale=" + num(A.AttnScale) : ""));
+        (A.AttnScale > 0 ? " scale=" + num(A.AttnScale) : "") +
+        (A.Bidirectional ? " bidirectional=true" : ""));
     break;
   case OpKind::Split:
     Add("sizes=" + idList(A.Sizes));

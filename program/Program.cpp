@@ -498,6 +498,7 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
         return Status::error("field 'scale' in " + ACtx +
                              " must be finite and positive");
     }
+    WEFT_RETURN_IF_ERROR(optBool("bidirectional", A.Bidirectional));
     WEFT_RETURN_IF_ERROR(getInt(*Attrs, "num_heads", ACtx, A.NumHeads));
     return getInt(*Attrs, "num_kv_heads", ACtx, A.NumKvHeads);
   case OpKind::Split:

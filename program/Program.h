@@ -223,6 +223,8 @@ struct OpAttrs {
   double Scale = 1.0;
   /// attention(_grad): the scores' scale; 0 (absent): 1/sqrt(head_dim).
   double AttnScale = 0;
+  /// attention(_grad): no causal mask (format version 7).
+  bool Bidirectional = false;
   Activation Act = Activation::Gelu; // act, act_grad
   int64_t NumHeads = 0, NumKvHeads = 0;
   std::vector<int64_t> Sizes;

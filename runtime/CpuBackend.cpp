@@ -207,7 +207,8 @@ template <typename T> struct Kernels {
     int64_t H = I.Attrs->NumHeads;
     cpu::attention(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
                    I.Out[0].as<T>(), D[0], D[1], H, I.Attrs->NumKvHeads,
-                   D[2] / H, S.Scratch, I.Attrs->AttnScale);
+                   D[2] / H, S.Scratch, I.Attrs->AttnScale,
+                   !I.Attrs->Bidirectional);
     return Status::success();
   }
   static Status attentionGrad(const BI &I, const SC &, CpuState &S) {
@@ -216,7 +217,8 @@ template <typename T> struct Kernels {
     cpu::attentionGrad(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
                        I.In[3].as<T>(), I.Out[0].as<T>(), I.Out[1].as<T>(),
                        I.Out[2].as<T>(), D[0], D[1], H, I.Attrs->NumKvHeads,
-                       D[2] / H, S.Scratch, I.Attrs->AttnScale);
+                       D[2] / H, S.Scratch, I.Attrs->AttnScale,
+                       !I.Attrs->Bidirectional);
     return Status::success();
   }
   static Status crossEntropy(const BI &I, const SC &, CpuState &) {

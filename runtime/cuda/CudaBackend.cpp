@@ -200,7 +200,14 @@ template <typename T> struct Kernels {
                             C.InvFreq, I.Attrs->Scale, C.Stream),
                  I);
   }
+  // weft's CUDA attention kernel is causal only (Attention.cu).
+  static Status bidirectionalRefused() {
+    return Status::error("bidirectional attention (an encoder's) runs on "
+                         "the CPU backend only: the CUDA kernel is causal");
+  }
   static Status attention(const BI &I, const SC &, Ctx &C) {
+    if (I.Attrs->Bidirectional)
+      return bidirectionalRefused();
     const Shape &D = I.In[0].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
     return check(cuda::attention(I.In[0].as<T>(), I.In[1].as<T>(),
@@ -210,6 +217,8 @@ template <typename T> struct Kernels {
                  I);
   }
   static Status attentionGrad(const BI &I, const SC &, Ctx &C) {
+    if (I.Attrs->Bidirectional)
+      return bidirectionalRefused();
     const Shape &D = I.In[1].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
     return check(cuda::attentionGrad(

@@ -64,41 +64,46 @@ TEST(KernelForward, MatmulAllTransposes) {
     }
 }
 
+// Causal and bidirectional (no mask, an encoder's): against a plain loop.
 TEST(KernelForward, Attention) {
   const int64_t B = 2, S = 67, H = 4, Hkv = 2, Hd = 8;
   auto Q = randomF(B * S * H * Hd, 1), K = randomF(B * S * Hkv * Hd, 2),
        V = randomF(B * S * Hkv * Hd, 3);
-  std::vector<float> Y(Q.size());
-  std::vector<char> Scratch(attentionScratchBytes(S, 4, numThreads()));
-  attention(Q.data(), K.data(), V.data(), Y.data(), B, S, H, Hkv, Hd,
-            Scratch.data());
-  std::vector<double> Want(Q.size());
-  double Scale = 1.0 / std::sqrt(double(Hd));
-  for (int64_t Bi = 0; Bi < B; ++Bi)
-    for (int64_t Hh = 0; Hh < H; ++Hh) {
-      int64_t Kh = Hh / (H / Hkv);
-      for (int64_t I = 0; I < S; ++I) {
-        std::vector<double> P(I + 1);
-        double M = -1e300, Sum = 0;
-        for (int64_t J = 0; J <= I; ++J) {
-          double D = 0;
-          for (int64_t C = 0; C < Hd; ++C)
-            D += double(Q[((Bi * S + I) * H + Hh) * Hd + C]) *
-                 K[((Bi * S + J) * Hkv + Kh) * Hd + C];
-          P[J] = D * Scale;
-          M = std::max(M, P[J]);
-        }
-        for (double &X : P)
-          Sum += (X = std::exp(X - M));
-        for (int64_t C = 0; C < Hd; ++C) {
-          double Acc = 0;
-          for (int64_t J = 0; J <= I; ++J)
-            Acc += P[J] / Sum * V[((Bi * S + J) * Hkv + Kh) * Hd + C];
-          Want[((Bi * S + I) * H + Hh) * Hd + C] = Acc;
+  for (bool Causal : {true, false}) {
+    std::vector<float> Y(Q.size());
+    std::vector<char> Scratch(attentionScratchBytes(S, 4, numThreads()));
+    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, H, Hkv, Hd,
+              Scratch.data(), 0, Causal);
+    std::vector<double> Want(Q.size());
+    double Scale = 1.0 / std::sqrt(double(Hd));
+    for (int64_t Bi = 0; Bi < B; ++Bi)
+      for (int64_t Hh = 0; Hh < H; ++Hh) {
+        int64_t Kh = Hh / (H / Hkv);
+        for (int64_t I = 0; I < S; ++I) {
+          const int64_t Keys = Causal ? I + 1 : S;
+          std::vector<double> P(static_cast<size_t>(Keys));
+          double M = -1e300, Sum = 0;
+          for (int64_t J = 0; J < Keys; ++J) {
+            double D = 0;
+            for (int64_t C = 0; C < Hd; ++C)
+              D += double(Q[((Bi * S + I) * H + Hh) * Hd + C]) *
+                   K[((Bi * S + J) * Hkv + Kh) * Hd + C];
+            P[J] = D * Scale;
+            M = std::max(M, P[J]);
+          }
+          for (double &X : P)
+            Sum += (X = std::exp(X - M));
+          for (int64_t C = 0; C < Hd; ++C) {
+            double Acc = 0;
+            for (int64_t J = 0; J < Keys; ++J)
+              Acc += P[J] / Sum * V[((Bi * S + J) * Hkv + Kh) * Hd + C];
+            Want[((Bi * S + I) * H + Hh) * Hd + C] = Acc;
+          }
         }
       }
-    }
-  expectNear(Y, Want, 2e-5, "attention");
+    expectNear(Y, Want, 2e-5,
+               Causal ? "causal attention" : "bidirectional attention");
+  }
 }
 
 TEST(KernelForward, CrossEntropyLargeVocab) {

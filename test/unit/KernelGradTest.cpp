@@ -278,7 +278,15 @@ TEST(KernelGrad, RopeInverseIsVjp) {
   expectGrad("rope", X, DX, Loss);
 }
 
-TEST(KernelGrad, AttentionGqa) {
+// Causal, and bidirectional (no mask: an encoder's).
+class AttentionGrad : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(Mask, AttentionGrad, ::testing::Values(true, false),
+                         [](const auto &Info) {
+                           return Info.param ? "Causal" : "Bidirectional";
+                         });
+
+TEST_P(AttentionGrad, Gqa) {
+  const bool Causal = GetParam();
   const int64_t B = 2, S = 5, H = 4, Hkv = 2, Hd = 3;
   Vec Q = randomVec(B * S * H * Hd, 1), K = randomVec(B * S * Hkv * Hd, 2),
       V = randomVec(B * S * Hkv * Hd, 3), W = randomVec(B * S * H * Hd, 4),
@@ -286,19 +294,20 @@ TEST(KernelGrad, AttentionGqa) {
   std::vector<char> Scratch(attentionScratchBytes(S, 8, numThreads()));
   auto Loss = [&] {
     attention(Q.data(), K.data(), V.data(), Y.data(), B, S, H, Hkv, Hd,
-              Scratch.data());
+              Scratch.data(), 0, Causal);
     return dot(Y, W);
   };
   Vec DQ(Q.size()), DK(K.size(), 5.0), DV(V.size(), 5.0);
   attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),
-                DV.data(), B, S, H, Hkv, Hd, Scratch.data());
+                DV.data(), B, S, H, Hkv, Hd, Scratch.data(), 0, Causal);
   expectGrad("attention q", Q, DQ, Loss);
   expectGrad("attention k", K, DK, Loss);
   expectGrad("attention v", V, DV, Loss);
 }
 
-TEST(KernelGrad, AttentionLongerThanOneBlock) {
-  // S > 64 exercises the row-blocked causal path.
+TEST_P(AttentionGrad, LongerThanOneBlock) {
+  // S > 64 exercises the row blocks.
+  const bool Causal = GetParam();
   const int64_t B = 1, S = 70, H = 2, Hkv = 1, Hd = 2;
   Vec Q = randomVec(B * S * H * Hd, 1), K = randomVec(B * S * Hkv * Hd, 2),
       V = randomVec(B * S * Hkv * Hd, 3), W = randomVec(B * S * H * Hd, 4),
@@ -306,12 +315,12 @@ TEST(KernelGrad, AttentionLongerThanOneBlock) {
   std::vector<char> Scratch(attentionScratchBytes(S, 8, numThreads()));
   auto Loss = [&] {
     attention(Q.data(), K.data(), V.data(), Y.data(), B, S, H, Hkv, Hd,
-              Scratch.data());
+              Scratch.data(), 0, Causal);
     return dot(Y, W);
   };
   Vec DQ(Q.size()), DK(K.size()), DV(V.size());
   attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),
-                DV.data(), B, S, H, Hkv, Hd, Scratch.data());
+                DV.data(), B, S, H, Hkv, Hd, Scratch.data(), 0, Causal);
   expectGrad("attention q", Q, DQ, Loss);
   expectGrad("attention k", K, DK, Loss);
   expectGrad("attention v", V, DV, Loss);

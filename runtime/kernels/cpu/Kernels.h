@@ -118,11 +118,12 @@ inline size_t attentionScratchBytes(int64_t S, size_t ElemBytes, int Threads) {
 template <typename T>
 void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
                int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
-               double Scale = 0);
+               double Scale = 0, bool Causal = true);
 template <typename T>
 void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
                    T *Dk, T *Dv, int64_t B, int64_t S, int64_t H, int64_t Hkv,
-                   int64_t Hd, void *Scratch, double Scale = 0);
+                   int64_t Hd, void *Scratch, double Scale = 0,
+                   bool Causal = true);
 
 // Cross entropy over Rows rows of Logits [Rows, V], summed and divided by
 // Denominator (0: Rows, the mean): a rank's share of a mean over more rows
