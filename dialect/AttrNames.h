@@ -26,6 +26,10 @@ inline constexpr llvm::StringLiteral kMesh = "weft.mesh";
 /// Micro-batches per step (a positive integer), by
 /// weft-accumulate-gradients: the function computes one micro-batch.
 inline constexpr llvm::StringLiteral kMicrobatches = "weft.microbatches";
+/// The vocabulary (the token embedding table's rows, a positive integer) of
+/// a forward-only function, by weft-return-logits: the program's bound on
+/// token ids, whatever the function returns.
+inline constexpr llvm::StringLiteral kVocab = "weft.vocab";
 
 /// On an op: the program fragment it belongs to ("prologue" or
 /// "optimizer", by weft-accumulate-gradients; every op of a pipeline stage's

@@ -140,6 +140,14 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
                     << value;
     return success();
   }
+  if (name == an::kVocab) {
+    auto v = dyn_cast<IntegerAttr>(value);
+    if (!isa<func::FuncOp>(op) || !v || v.getInt() < 1 ||
+        v.getInt() > INT32_MAX)
+      return fail() << "must be a function's vocabulary, 1 to 2^31-1, got "
+                    << value;
+    return success();
+  }
   if (name == an::kMesh) {
     auto ref = dyn_cast<FlatSymbolRefAttr>(value);
     if (!isa<func::FuncOp>(op) || !ref)

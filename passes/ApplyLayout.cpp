@@ -53,6 +53,18 @@ const MegatronRule kMegatron[] = {
     {".self_attn.v_proj.bias", 0, 1},
     {".mlp.gate_proj.bias", 0, 1},
     {".mlp.up_proj.bias", 0, 1},
+    // DistilBERT (nn.Linear, [out, in]): q/k/v and lin1 column-parallel
+    // with their biases, out_lin and lin2 row-parallel.
+    {".attention.q_lin.weight", 0, 1},
+    {".attention.q_lin.bias", 0, 1},
+    {".attention.k_lin.weight", 0, 1},
+    {".attention.k_lin.bias", 0, 1},
+    {".attention.v_lin.weight", 0, 1},
+    {".attention.v_lin.bias", 0, 1},
+    {".attention.out_lin.weight", 1, 1},
+    {".ffn.lin1.weight", 0, 1},
+    {".ffn.lin1.bias", 0, 1},
+    {".ffn.lin2.weight", 1, 1},
 };
 
 // Megatron's vocab-parallel embedding and LM head: split the vocab dim.

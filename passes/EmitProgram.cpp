@@ -328,10 +328,17 @@ public:
       Value logits = ret.getOperand(0);
       if (!bufferIds.count(logits))
         return fn.emitError("the returned logits are not computed by an op");
-      program["vocab"] =
+      auto vocabAttr = fn->getAttrOfType<IntegerAttr>(weft::attrname::kVocab);
+      if (!vocabAttr)
+        return fn.emitError("returns its outputs but has no weft.vocab: run "
+                            "weft-return-logits first");
+      // Scores over the vocabulary, or an encoder's hidden states.
+      const int64_t n =
           cast<RankedTensorType>(logits.getType()).getShape().back();
-      program["outputs"] = json::Array{json::Object{
-          {"name", "logits"}, {"buffer", bufferIds.lookup(logits)}}};
+      program["vocab"] = vocabAttr.getInt();
+      program["outputs"] = json::Array{
+          json::Object{{"name", n == vocabAttr.getInt() ? "logits" : "hidden"},
+                       {"buffer", bufferIds.lookup(logits)}}};
     }
     return success();
   }

@@ -369,13 +369,11 @@ struct Attention : NodePattern {
     // The mask is what the softmax reads: a factor after it would scale
     // the mask too (and could unmask), so none is taken there.
     Value scores = softmax.getInputs()[0];
-    // The mask: added (0 / -inf), or selected (Where(causal, s, -inf)).
-    OnnxNodeOp masked = nodeOf(scores, "Add");
-    Value qk = otherOperand(masked, [&](Value m) { return isCausal(m, seq); });
-    if (OnnxNodeOp select = nodeOf(scores, "Where"))
-      if (isCausalSelect(select.getInputs()[0], seq) &&
-          isHuge(select.getInputs()[2]))
-        qk = select.getInputs()[1];
+    // The mask: added (0 / -inf), or selected (Where(keep, s, -inf) or
+    // Where(drop, -inf, s)); causal, or letting every query see every key
+    // (an encoder's, bidirectional), or absent (bidirectional).
+    bool causal = true;
+    Value qk = unmasked(scores, seq, causal);
     qk = qk ? stripScale(qk, scale) : nullptr;
     OnnxNodeOp qkOp = nodeOf(qk, "MatMul");
     if (!qkOp)
@@ -410,9 +408,40 @@ struct Attention : NodePattern {
                               ? nullptr
                               : rw.getF64FloatAttr(scale);
     rw.replaceOp(op, AttentionOp::create(rw, op.getLoc(), q, k, v, heads,
-                                         kvHeads, scaleAttr)
+                                         kvHeads, scaleAttr, !causal)
                          .getResult());
     return success();
+  }
+  // The scores before the mask the softmax reads, and whether that mask is
+  // causal (else every key is visible); null for any other mask.
+  static Value unmasked(Value scores, int64_t seq, bool &causal) {
+    if (OnnxNodeOp add = nodeOf(scores, "Add"))
+      for (int side = 0; side < 2; ++side)
+        if (std::optional<bool> c = additiveMask(add.getInputs()[side], seq)) {
+          causal = *c;
+          return add.getInputs()[1 - side];
+        }
+    if (OnnxNodeOp select = nodeOf(scores, "Where"))
+      for (bool keepFirst : {true, false}) {
+        Value cond = select.getInputs()[0];
+        Value kept = select.getInputs()[keepFirst ? 1 : 2];
+        if (!isHuge(select.getInputs()[keepFirst ? 2 : 1]))
+          continue;
+        if (std::optional<bool> c = selectMask(cond, seq, keepFirst)) {
+          causal = *c;
+          return kept;
+        }
+      }
+    // No mask at all: a scaled q k^T straight into the softmax.
+    if (nodeOf(stripConstScale(scores), "MatMul")) {
+      causal = false;
+      return scores;
+    }
+    return nullptr;
+  }
+  static Value stripConstScale(Value v) {
+    double ignored = 1.0;
+    return stripScale(v, ignored);
   }
   // v, with a Mul or Div by a scalar constant taken off into `scale`.
   static Value stripScale(Value v, double &scale) {
@@ -439,41 +468,52 @@ struct Attention : NodePattern {
     }
     return v;
   }
-  // A constant bool [.., S, S]: true exactly on and below the diagonal
-  // (GPT-2's eager attention selects the scores there).
-  static bool isCausalSelect(Value m, int64_t seq) {
+  // A constant bool [.., S, S] condition of Where: true exactly where a
+  // key is kept (keepTrue) or dropped (!keepTrue). Causal: kept exactly on
+  // and below the diagonal (GPT-2's eager attention); visible: kept
+  // everywhere (an encoder's all-ones attention mask).
+  static std::optional<bool> selectMask(Value m, int64_t seq, bool keepTrue) {
     auto c = m.getDefiningOp<ConstantOp>();
     auto dense = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
     Shape s = shapeOf(m);
     if (!dense || !dense.getElementType().isInteger(1) || s.size() < 2 ||
         s[s.size() - 1] != seq || s[s.size() - 2] != seq)
-      return false;
+      return std::nullopt;
+    bool causal = true, visible = true;
     int64_t i = 0;
-    for (bool keep : dense.getValues<bool>()) {
-      if (keep != (i % seq <= (i / seq) % seq))
-        return false;
+    for (bool bit : dense.getValues<bool>()) {
+      bool keep = bit == keepTrue;
+      causal &= keep == (i % seq <= (i / seq) % seq);
+      visible &= keep;
+      if (!causal && !visible)
+        return std::nullopt;
       ++i;
     }
-    return true;
+    return causal;
   }
   // A scalar whose exp is 0 beside any score (-inf, or finfo.min).
   static bool isHuge(Value v) {
     std::optional<double> x = splat(v);
     return x && shapeOf(v).empty() && *x <= -1e30;
   }
-  // A constant [.., S, S] mask: 0 on and below the diagonal, a value whose
-  // exp is 0 above (-inf, or finfo.min as transformers writes).
-  static bool isCausal(Value m, int64_t seq) {
+  // A constant [.., S, S] added mask: causal, 0 on and below the diagonal
+  // and a value whose exp is 0 above (-inf, or finfo.min as transformers
+  // writes); or visible, 0 everywhere.
+  static std::optional<bool> additiveMask(Value m, int64_t seq) {
     auto c = m.getDefiningOp<ConstantOp>();
     auto dense = c ? dyn_cast<DenseFPElementsAttr>(c.getValue()) : nullptr;
     Shape s = shapeOf(m);
     if (!dense || s.size() < 2 || s[s.size() - 1] != seq ||
         s[s.size() - 2] != seq)
+      return std::nullopt;
+    if (allReals(dense, [&](int64_t i, double v) {
+          int64_t col = i % seq, row = (i / seq) % seq;
+          return col <= row ? v == 0.0 : v <= -1e30;
+        }))
+      return true;
+    if (allReals(dense, [](int64_t, double v) { return v == 0.0; }))
       return false;
-    return allReals(dense, [&](int64_t i, double v) {
-      int64_t col = i % seq, row = (i / seq) % seq;
-      return col <= row ? v == 0.0 : v <= -1e30;
-    });
+    return std::nullopt;
   }
 };
 
@@ -944,7 +984,8 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
                         << ") is not part of a subgraph weft implements "
                            "(linear layer, layer norm, RMSNorm, GELU, SiLU, "
                            "SwiGLU, embedding, learned positions, split, "
-                           "RoPE, causal attention, add, mul); "
+                           "RoPE, causal or bidirectional attention, add, "
+                           "mul); "
                         << left
                         << " imported nodes are left, and weft trains only "
                            "graphs it raises entirely";
@@ -978,7 +1019,22 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
       constants = true;
     });
     if (constants)
+      return signalPassFailure();
+    // The import trains next-token cross-entropy; an encoder's attention
+    // shows each position the token it would predict (the next one is in
+    // its input), so that loss would train nothing a user wants.
+    bool nextToken = false;
+    fn.walk([&](CrossEntropyOp) { nextToken = true; });
+    fn.walk([&](AttentionOp a) {
+      if (!nextToken || !a.getBidirectional())
+        return WalkResult::advance();
+      a.emitError("bidirectional attention (an encoder's) sees the next "
+                  "token that next-token cross-entropy asks it to predict; "
+                  "weft has no masked-language-model loss: compile the "
+                  "model with --forward-only");
       signalPassFailure();
+      return WalkResult::interrupt();
+    });
   }
 };
 

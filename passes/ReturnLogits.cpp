@@ -7,6 +7,7 @@
 // model's logits, and nothing reads targets it no longer has.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
 
@@ -28,6 +29,10 @@ struct ReturnLogits : weft::impl::WeftReturnLogitsBase<ReturnLogits> {
       return;
     Block &body = fn.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
+    // A frontend may build the forward-only function itself (the ONNX
+    // import of an encoder's hidden states), vocabulary included.
+    if (fn->hasAttr(attrname::kVocab) && fn.getNumArguments() == 1)
+      return;
     if (fn.getNumArguments() != 2 || ret.getNumOperands() != 1) {
       fn.emitError("expects @")
           << fn.getSymName() << "(tokens, targets) -> loss, got "
@@ -54,6 +59,21 @@ struct ReturnLogits : weft::impl::WeftReturnLogitsBase<ReturnLogits> {
                           "does not have");
         return signalPassFailure();
       }
+    // Token ids stay bounded by the embedding table's rows.
+    EmbeddingOp embedding;
+    for (Operation *user : fn.getArgument(0).getUsers())
+      if (auto e = dyn_cast<EmbeddingOp>(user))
+        embedding = e;
+    if (!embedding) {
+      fn.emitError("no weft.embedding reads the tokens: the program's bound "
+                   "on token ids comes from its table");
+      return signalPassFailure();
+    }
+    fn->setAttr(
+        attrname::kVocab,
+        IntegerAttr::get(IntegerType::get(fn.getContext(), 64),
+                         cast<RankedTensorType>(embedding.getTable().getType())
+                             .getShape()[0]));
     Value logits = loss.getLogits();
     ret->setOperands(logits);
     loss.erase();

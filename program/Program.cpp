@@ -326,8 +326,9 @@ Status parseMesh(const json &Root, Mesh &M) {
 Status parseOutput(const json &J, size_t I, OutputSpec &O) {
   std::string Ctx = "outputs[" + std::to_string(I) + "]";
   WEFT_RETURN_IF_ERROR(getString(J, "name", Ctx, O.Name));
-  if (O.Name != "logits")
-    return Status::error(Ctx + " has name '" + O.Name + "', expected logits");
+  if (O.Name != "logits" && O.Name != "hidden")
+    return Status::error(Ctx + " has name '" + O.Name +
+                         "', expected logits or hidden");
   return getInt(J, "buffer", Ctx, O.Buffer);
 }
 

@@ -768,7 +768,6 @@ Status checkForwardOnly(const Program &P) {
                   : "a " + std::string(bufferKindName(B.Kind)) + " buffer") +
           ", which a forward-only program does not have");
   }
-  const Shape Want{P.Batch, P.Seq, P.Vocab};
   for (size_t I = 0; I < P.Outputs.size(); ++I) {
     const int64_t Id = P.Outputs[I].Buffer;
     const std::string Ctx = "outputs[" + std::to_string(I) + "]";
@@ -777,13 +776,21 @@ Status checkForwardOnly(const Program &P) {
                            " out of range [0, " +
                            std::to_string(P.Buffers.size()) + ")");
     const BufferSpec &B = P.Buffers[size_t(Id)];
-    if (B.Kind != BufferKind::Arena || B.Dims != Want ||
+    // logits: scores over the vocabulary; hidden: an encoder's states.
+    const bool Logits = P.Outputs[I].Name == "logits";
+    const bool Fits = B.Dims.size() == 3 && B.Dims[0] == P.Batch &&
+                      B.Dims[1] == P.Seq &&
+                      (Logits ? B.Dims[2] == P.Vocab : B.Dims[2] >= 1);
+    if (B.Kind != BufferKind::Arena || !Fits ||
         (B.Type != P.Type && B.Type != DType::BF16))
-      return Status::error(Ctx + " (" + P.Outputs[I].Name + ") is buffer " +
-                           std::to_string(Id) + ", " + bufferKindName(B.Kind) +
-                           " " + dtypeName(B.Type) + " " + shapeString(B.Dims) +
-                           ", expected an arena buffer " + shapeString(Want) +
-                           " [batch, seq, vocab], whole on this rank");
+      return Status::error(
+          Ctx + " (" + P.Outputs[I].Name + ") is buffer " + std::to_string(Id) +
+          ", " + bufferKindName(B.Kind) + " " + dtypeName(B.Type) + " " +
+          shapeString(B.Dims) + ", expected an arena buffer [" +
+          std::to_string(P.Batch) + "," + std::to_string(P.Seq) + "," +
+          (Logits ? std::to_string(P.Vocab) + "] [batch, seq, vocab]"
+                  : "N] [batch, seq, N]") +
+          ", whole on this rank");
   }
   return Status::success();
 }

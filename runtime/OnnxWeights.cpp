@@ -1,6 +1,7 @@
 //===- OnnxWeights.cpp - an ONNX model's initializers as weights ----------===//
 #include "runtime/OnnxWeights.h"
 #include "program/OnnxBuffers.h"
+#include "program/OnnxExternalData.h"
 
 #ifdef WEFT_HAVE_ONNX
 #include <google/protobuf/io/coded_stream.h>
@@ -94,50 +95,8 @@ Status tensorBytes(const onnx::TensorProto &T, const Dtype &D, uint64_t Numel,
                    std::string &Out) {
   const uint64_t Want = Numel * D.Bytes;
   if (T.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
-    std::string Location;
-    uint64_t Offset = 0, Length = Want;
-    bool HasLength = false;
-    for (const auto &KV : T.external_data()) {
-      const std::string &K = KV.key(), &V = KV.value();
-      char *End = nullptr;
-      errno = 0;
-      unsigned long long N = std::strtoull(V.c_str(), &End, 10);
-      bool Number = !V.empty() && *End == 0 && errno == 0 && V[0] != '-';
-      if (K == "location")
-        Location = V;
-      else if ((K == "offset" || K == "length") && !Number)
-        return Status::error(What + ": external_data " + K + " '" + V +
-                             "' is not a byte count");
-      else if (K == "offset")
-        Offset = N;
-      else if (K == "length")
-        Length = N, HasLength = true;
-    }
-    fs::path File = fs::path(Location);
-    if (Location.empty() || File.is_absolute() ||
-        File.lexically_normal().string().rfind("..", 0) == 0)
-      return Status::error(What + ": external_data location '" + Location +
-                           "' must be a file beside the model");
-    if (HasLength && Length != Want)
-      return Status::error(What + ": external_data length " +
-                           std::to_string(Length) + ", expected " +
-                           std::to_string(Want) + " bytes for its shape");
-    std::ifstream In(ModelDir / File, std::ios::binary);
-    if (!In)
-      return Status::error(What + ": cannot open its external data file '" +
-                           (ModelDir / File).string() + "'");
-    In.seekg(0, std::ios::end);
-    const uint64_t Size = uint64_t(In.tellg());
-    if (Offset > Size || Want > Size - Offset)
-      return Status::error(
-          What + ": external data bytes [" + std::to_string(Offset) + ", " +
-          std::to_string(Offset + Want) + ") past the end of '" + Location +
-          "' (" + std::to_string(Size) + " bytes)");
-    Out.resize(size_t(Want));
-    In.seekg(std::streamoff(Offset));
-    In.read(Out.data(), std::streamsize(Want));
-    return In ? Status::success()
-              : Status::error(What + ": cannot read its external data");
+    std::string E = readOnnxExternalData(T, Want, ModelDir, What, Out);
+    return E.empty() ? Status::success() : Status::error(E);
   }
   if (T.has_raw_data()) {
     if (T.raw_data().size() != Want)

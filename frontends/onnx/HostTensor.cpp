@@ -1,6 +1,7 @@
 //===- HostTensor.cpp - folding ONNX nodes at import ----------------------===//
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/ShapeRules.h"
+#include "program/OnnxExternalData.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -927,12 +928,15 @@ bool broadcastShapes(const Shape &a, const Shape &b, Shape &out) {
   return true;
 }
 
-std::string tensorFromProto(const onnx::TensorProto &proto, HostTensor &out) {
+std::string tensorFromProto(const onnx::TensorProto &proto, HostTensor &out,
+                            const std::string &modelDir) {
   const std::string what = "tensor '" + proto.name() + "'";
   if (!hostTypeOf(proto.data_type(), out.type))
     return what + " has ONNX type " + std::to_string(proto.data_type()) +
            ", which weft does not fold";
-  if (proto.data_location() == onnx::TensorProto_DataLocation_EXTERNAL)
+  const bool external =
+      proto.data_location() == onnx::TensorProto_DataLocation_EXTERNAL;
+  if (external && modelDir.empty())
     return what + " keeps its data in an external file; weft folds only "
                   "constants stored in the model";
   out.shape.assign(proto.dims().begin(), proto.dims().end());
@@ -940,6 +944,19 @@ std::string tensorFromProto(const onnx::TensorProto &proto, HostTensor &out) {
   if (n < 0)
     return what + " of shape " + shapeStr(out.shape) +
            " is larger than weft folds at import";
+  // An exported buffer (position ids) may sit in the data file beside the
+  // model: its bytes are raw_data's.
+  std::string stored;
+  if (external) {
+    const uint64_t width =
+        out.type == HostType::Bool                               ? 1
+        : out.type == HostType::I32 || out.type == HostType::F32 ? 4
+                                                                 : 8;
+    std::string e = readOnnxExternalData(proto, uint64_t(n) * width, modelDir,
+                                         what, stored);
+    if (!e.empty())
+      return e;
+  }
   auto expect = [&](int64_t got) -> std::string {
     return got == n ? ""
                     : what + " holds " + std::to_string(got) +
@@ -948,8 +965,8 @@ std::string tensorFromProto(const onnx::TensorProto &proto, HostTensor &out) {
   };
   out.reals.clear();
   out.ints.clear();
-  if (proto.has_raw_data()) {
-    const std::string &raw = proto.raw_data();
+  if (external || proto.has_raw_data()) {
+    const std::string &raw = external ? stored : proto.raw_data();
     size_t width = out.type == HostType::Bool                               ? 1
                    : out.type == HostType::I32 || out.type == HostType::F32 ? 4
                                                                             : 8;

@@ -52,7 +52,9 @@ const char *hostTypeName(HostType type);
 
 /// A TensorProto's value (raw_data or the typed fields; not external data).
 /// Returns an error message, or "".
-std::string tensorFromProto(const onnx::TensorProto &proto, HostTensor &out);
+/// modelDir: where an external tensor's data file lies ("": refuse one).
+std::string tensorFromProto(const onnx::TensorProto &proto, HostTensor &out,
+                            const std::string &modelDir = "");
 
 /// Whether foldNode knows `opType`.
 bool canFold(const std::string &opType);

@@ -47,8 +47,9 @@ struct Slot {
 
 class Importer {
 public:
-  Importer(MLIRContext &context, const OnnxImportOptions &options)
-      : b(&context), options(options) {}
+  Importer(MLIRContext &context, const OnnxImportOptions &options,
+           std::string modelDir)
+      : b(&context), options(options), modelDir(std::move(modelDir)) {}
 
   std::string run(const onnx::ModelProto &model, const std::string &name,
                   OwningOpRef<ModuleOp> &module);
@@ -56,6 +57,7 @@ public:
 private:
   OpBuilder b;
   const OnnxImportOptions &options;
+  std::string modelDir; // where external data files lie
   int64_t opset = 0;
   Type floatType;
   llvm::StringMap<Slot> slots;
@@ -782,7 +784,7 @@ std::string Importer::run(const onnx::ModelProto &model,
              std::to_string(t.data_type()) + ", which weft does not import";
     Slot s;
     s.constant.emplace();
-    std::string e = onnximport::tensorFromProto(t, *s.constant);
+    std::string e = onnximport::tensorFromProto(t, *s.constant, modelDir);
     if (!e.empty())
       return "initializer '" + t.name() + "': " + e;
     slots[t.name()] = s;
@@ -824,9 +826,13 @@ std::string Importer::run(const onnx::ModelProto &model,
            "]: weft imports batch and seq of 1 to 2^24";
   auto ids = RankedTensorType::get(
       {std::max<int64_t>(batch, 1), std::max<int64_t>(seq, 1)}, b.getI32Type());
+  // The result type is the loss's, or (forward-only) set below.
+  SmallVector<Type> args{ids};
+  if (!options.forwardOnly)
+    args.push_back(ids);
   auto fn = func::FuncOp::create(
       b, loc, "forward",
-      b.getFunctionType({ids, ids}, {RankedTensorType::get({}, floatType)}));
+      b.getFunctionType(args, {RankedTensorType::get({}, floatType)}));
   fn->setAttr(attrname::kModel, b.getStringAttr(name));
   Block *body = fn.addEntryBlock();
   b.setInsertionPointToEnd(body);
@@ -855,8 +861,10 @@ std::string Importer::run(const onnx::ModelProto &model,
              os << lt;
              return s;
            }() +
-           "; weft trains next-token cross-entropy on logits [batch, seq, "
-           "vocab]";
+           (options.forwardOnly
+                ? "; weft computes outputs [batch, seq, N] of float type"
+                : "; weft trains next-token cross-entropy on logits [batch, "
+                  "seq, vocab]");
   // Next-token cross-entropy reads the output as scores over the
   // vocabulary: the rows of the table the input ids index. A model without
   // its LM head (hidden states) would otherwise train as if each hidden
@@ -885,7 +893,12 @@ std::string Importer::run(const onnx::ModelProto &model,
   if (!vocab)
     return "no initializer is indexed by the input ids ('" + inputs[0]->name() +
            "'): weft finds the vocabulary from the token embedding table";
-  if (lt.getShape()[2] != *vocab)
+  if (options.forwardOnly) {
+    // Whatever the output is (logits, or an encoder's hidden states), the
+    // program bounds token ids by the table.
+    fn->setAttr(attrname::kVocab, b.getI64IntegerAttr(*vocab));
+    fn.setType(b.getFunctionType(args, {logits.getType()}));
+  } else if (lt.getShape()[2] != *vocab)
     return "graph output '" + outName + "' is [" +
            std::to_string(lt.getShape()[0]) + ", " +
            std::to_string(lt.getShape()[1]) + ", " +
@@ -922,6 +935,10 @@ std::string Importer::run(const onnx::ModelProto &model,
   for (const auto &info : g.value_info())
     if (std::string e = declared(info); !e.empty())
       return e;
+  if (options.forwardOnly) {
+    func::ReturnOp::create(b, loc, logits);
+    return "";
+  }
   Value loss = CrossEntropyOp::create(b, NameLoc::get(b.getStringAttr("loss")),
                                       logits, body->getArgument(1));
   func::ReturnOp::create(b, loc, loss);
@@ -986,7 +1003,8 @@ OwningOpRef<ModuleOp> importOnnx(MLIRContext &context, const std::string &path,
     return nullptr;
   }
   std::string name = llvm::sys::path::stem(path).str();
-  Importer importer(context, options);
+  std::string dir = llvm::sys::path::parent_path(path).str();
+  Importer importer(context, options, dir.empty() ? "." : dir);
   OwningOpRef<ModuleOp> module;
   std::string e = importer.run(model, name, module);
   if (!e.empty()) {

@@ -27,6 +27,10 @@ struct OnnxImportOptions {
   int64_t batch = 0, seq = 0;
   /// Computes in f64 (weights and activations), whatever the model's type.
   bool f64 = false;
+  /// `@forward(tokens) -> output` (any [batch, seq, N] output, an encoder's
+  /// hidden states too), for a forward-only program; else `@forward(tokens,
+  /// targets) -> loss` with next-token cross-entropy on logits.
+  bool forwardOnly = false;
 };
 
 /// The forward module of the ONNX model at `path`, or nullptr with `error`

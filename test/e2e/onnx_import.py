@@ -28,6 +28,7 @@ bound by --batch 4 --seq 32, dp=2 trains like one rank.
 """
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -195,11 +196,57 @@ def variants():
         torch_loss(fixture, f"{fixture}-torch-export", work)
 
 
+def forward_only(prog, onnx, ids, ranks=1):
+    """weft-run PROG --input ids --output out: the output array."""
+    np.save(prog + ".ids.npy", ids.astype(np.int64))
+    run(launch(ranks) + [f"{BIN}/weft-run", prog, "--load", onnx, "--threads", "1",
+                         "--input", prog + ".ids.npy", "--output", prog + ".out.npy",
+                         "--quiet"])
+    return np.load(prog + ".out.npy")
+
+
+def encoders():
+    """DistilBERT (bidirectional attention, post-norm; sdpa and eager
+    exports): forward-only, its hidden states are PyTorch's; dp, tp and
+    tp+SP give one rank's; and next-token training on its hidden states is
+    refused."""
+    for fixture in ("distilbert-tiny", "distilbert-eager"):
+        onnx = os.path.join(FIXTURES, f"{fixture}-torch-export.onnx")
+        ref = json.load(open(os.path.join(FIXTURES, f"{fixture}-torch-export.json")))
+        work = os.path.join(WORK, fixture)
+        os.makedirs(work, exist_ok=True)
+        ids = np.array(ref["ids"]).reshape(ref["batch"], ref["seq"])
+        want = np.array(ref["hidden"]).reshape(ref["batch"], ref["seq"], -1)
+        got = forward_only(compile_(onnx, os.path.join(work, "f32.weft"), "--forward-only"),
+                           onnx, ids)
+        err = float(np.abs(got - want).max() / np.abs(want).max())
+        if not err <= 1e-5:
+            sys.exit(f"FAIL: {fixture}: hidden states differ from PyTorch's by {err:.1e}")
+        print(f"{fixture} f32: hidden states {list(got.shape)} = PyTorch's (error {err:.1e})")
+    one = forward_only(compile_(onnx, os.path.join(work, "one.weft"), "--forward-only",
+                                "--dtype", "f64"), onnx, ids)
+    for i, layout in enumerate(["dp=2", "tp=2", "tp=2 sp"]):
+        prog = compile_(onnx, os.path.join(work, f"layout{i}.weft"), "--forward-only",
+                        "--dtype", "f64", *LAYOUTS[layout])
+        got = forward_only(prog, onnx, ids, ranks=2)
+        err = float(np.abs(got - one).max() / np.abs(one).max())
+        if not err <= 1e-12:
+            sys.exit(f"FAIL: {fixture} {layout}: hidden states differ from one rank's ({err:.1e})")
+        print(f"{fixture} {layout}: forward-only hidden states = one rank's (error {err:.1e})")
+    # Its output is hidden states, not logits: no next-token training.
+    r = subprocess.run([f"{BIN}/weft-compile", onnx, "-o", os.path.join(work, "train.weft")],
+                       capture_output=True, text=True)
+    if r.returncode == 0 or "is not logits over the vocabulary" not in r.stderr:
+        sys.exit(f"FAIL: training on an encoder's hidden states was not refused: {r.stderr}")
+    print(f"{fixture}: training on its hidden states refused")
+
+
 def main():
     for fixture, (builtin, layouts) in MODELS.items():
         check(fixture, fixture, builtin, layouts)
     variants()
     dynamic()
+    encoders()
     print("PASS: imported ONNX models train as PyTorch, the builtin frontend and one rank")
 
 

@@ -7,7 +7,8 @@ Runs onnxruntime from the project-local venv test/e2e/ort_venv.sh makes
 (onnxruntime from PyPI over Debian's numpy and onnx); exits 3 (SKIP, with
 the reason) when that venv cannot be had. For every torch.onnx.export
 fixture of test/e2e/fixtures (GPT-2, Llama with grouped-query attention,
-tied Llama, Qwen2, eager attention, scaled RoPE, dynamic batch and seq):
+tied Llama, Qwen2, eager attention, scaled RoPE, dynamic batch and seq, and
+the DistilBERT encoder, whose output is hidden states):
   1. `weft-compile --forward-only` and `weft-run --input ids.npy --output
      logits.npy` give onnxruntime's logits on the fixture's tokens, in f32:
      max |weft - ort| <= 1e-5 x max |ort| (and the median relative error
@@ -43,6 +44,9 @@ MODELS = {
     "llama-eager": ([], []),
     "llama-rope-scaled": ([], []),
     "gpt-tiny-dynamic": (["--batch", "3", "--seq", "8"], ["tp=2"]),
+    # Encoders: forward-only hidden states (no loss).
+    "distilbert-tiny": ([], ["tp=2", "dp=2"]),
+    "distilbert-eager": ([], []),
 }
 LAYOUTS = {
     "dp=2": ["--mesh", "dp=2"],
@@ -110,12 +114,14 @@ def check(python, fixture, flags, layouts):
     os.makedirs(work, exist_ok=True)
     b, s = ref["batch"], ref["seq"]
     stream = np.array(ref["ids"])
+    encoder = "hidden" in ref
     # Sample i of step 1 starts at token i*seq (weft-run --data), its
     # targets one token later.
     ids = np.stack([stream[i * s:(i + 1) * s] for i in range(b)])
-    targets = np.stack([stream[i * s + 1:(i + 1) * s + 1] for i in range(b)])
+    targets = None if encoder else np.stack([stream[i * s + 1:(i + 1) * s + 1]
+                                             for i in range(b)])
 
-    # 1. Logits, f32.
+    # 1. Logits (an encoder: hidden states), f32.
     theirs = ort_logits(python, onnx, ids, os.path.join(work, "ort.npy"))
     mine = weft_logits(onnx, ids, work, "f32", 1, *flags)
     if mine.shape != theirs.shape:
@@ -124,13 +130,22 @@ def check(python, fixture, flags, layouts):
     err = float(np.abs(mine - theirs).max()) / scale
     median = float(np.median(np.abs(mine - theirs) / np.maximum(np.abs(theirs), 1e-30)))
     if not err <= 1e-5:
-        sys.exit(f"FAIL: {fixture}: logits differ from onnxruntime's by {err:.1e} of their "
+        sys.exit(f"FAIL: {fixture}: outputs differ from onnxruntime's by {err:.1e} of their "
                  f"largest magnitude {scale:.3g}")
-    print(f"{fixture} f32: logits {list(mine.shape)} = onnxruntime's "
-          f"(max error {err:.1e} of max |logit|, median relative {median:.1e})")
+    what = "hidden states" if encoder else "logits"
+    print(f"{fixture} f32: {what} {list(mine.shape)} = onnxruntime's "
+          f"(max error {err:.1e} of max |value|, median relative {median:.1e})")
 
-    # 2. Step 1's loss against the cross-entropy of onnxruntime's logits.
-    want = cross_entropy(theirs, targets)
+    # 2. Step 1's loss against the cross-entropy of onnxruntime's logits
+    # (an encoder's hidden states have no loss).
+    if not encoder:
+        step_one(onnx, stream, work, flags, cross_entropy(theirs, targets), fixture)
+
+    # 3. Layouts, f64, against one rank.
+    layouts_like_one_rank(onnx, ids, work, flags, layouts, fixture, what)
+
+
+def step_one(onnx, stream, work, flags, want, fixture):
     got = first_loss(onnx, stream, work, flags)
     rel = abs(got - want) / abs(want)
     if not rel <= 1e-5:
@@ -139,7 +154,8 @@ def check(python, fixture, flags, layouts):
     print(f"{fixture}: step-1 loss {got:.6f} = cross-entropy of onnxruntime's logits "
           f"{want:.6f} (relative {rel:.1e})")
 
-    # 3. Layouts, f64, against one rank.
+
+def layouts_like_one_rank(onnx, ids, work, flags, layouts, fixture, what):
     if not layouts:
         return
     one = weft_logits(onnx, ids, work, "one", 1, *flags, "--dtype", "f64")
@@ -148,9 +164,9 @@ def check(python, fixture, flags, layouts):
                           *LAYOUTS[layout])
         err = float(np.abs(got - one).max()) / float(np.abs(one).max())
         if not err <= 1e-12:
-            sys.exit(f"FAIL: {fixture} {layout}: forward-only logits differ from one "
+            sys.exit(f"FAIL: {fixture} {layout}: forward-only {what} differ from one "
                      f"rank's by {err:.1e}")
-        print(f"{fixture} {layout}: forward-only logits = one rank's (error {err:.1e})")
+        print(f"{fixture} {layout}: forward-only {what} = one rank's (error {err:.1e})")
 
 
 def main():

@@ -289,6 +289,7 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
 #ifdef WEFT_HAVE_ONNX_IMPORT
     name = llvm::sys::path::stem(model).str();
     weft::OnnxImportOptions options;
+    options.forwardOnly = forwardOnlyArg;
     // The model's own [batch, seq] unless the flags bind them.
     if (batchArg.getNumOccurrences() || !planArg.empty())
       options.batch = batchArg / microbatchesArg;
