@@ -208,7 +208,11 @@ Memory memoryOf(Operation *root) {
       return t ? bytesOf(t) : 0;
     };
     m.params += bytesOf(p.getType());
-    if (p->hasAttr(weft::attrname::kReplica))
+    // A forward-only function (weft-return-logits marks its vocabulary)
+    // holds values only.
+    auto fn = p->getParentOfType<func::FuncOp>();
+    if (p->hasAttr(weft::attrname::kReplica) ||
+        (fn && fn->hasAttr(weft::attrname::kVocab)))
       return;
     m.grads += local(weft::attrname::kGradStorageSharding);
     m.state += 2 * local(weft::attrname::kStateStorageSharding);

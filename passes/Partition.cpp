@@ -337,7 +337,10 @@ private:
         // Reduced right where it is computed, so the forward range of the
         // program ([0, forward_end)) yields the global loss.
         if (failed(requireOperand(op, i, replicated(op->getOperand(i)),
-                                  "returned loss", /*atDefinition=*/true)))
+                                  fn->hasAttr(weft::attrname::kVocab)
+                                      ? "returned output"
+                                      : "returned loss",
+                                  /*atDefinition=*/true)))
           return failure();
       return success();
     }

@@ -207,9 +207,9 @@ def forward_only(prog, onnx, ids, ranks=1):
 
 def encoders():
     """DistilBERT (bidirectional attention, post-norm; sdpa and eager
-    exports): forward-only, its hidden states are PyTorch's; dp, tp and
-    tp+SP give one rank's; and next-token training on its hidden states is
-    refused."""
+    exports): forward-only, its hidden states are PyTorch's; dp, tp,
+    tp+SP and ZeRO-3 give one rank's; and next-token training on its hidden
+    states is refused."""
     for fixture in ("distilbert-tiny", "distilbert-eager"):
         onnx = os.path.join(FIXTURES, f"{fixture}-torch-export.onnx")
         ref = json.load(open(os.path.join(FIXTURES, f"{fixture}-torch-export.json")))
@@ -225,7 +225,7 @@ def encoders():
         print(f"{fixture} f32: hidden states {list(got.shape)} = PyTorch's (error {err:.1e})")
     one = forward_only(compile_(onnx, os.path.join(work, "one.weft"), "--forward-only",
                                 "--dtype", "f64"), onnx, ids)
-    for i, layout in enumerate(["dp=2", "tp=2", "tp=2 sp"]):
+    for i, layout in enumerate(["dp=2", "tp=2", "tp=2 sp", "dp=2 zero3"]):
         prog = compile_(onnx, os.path.join(work, f"layout{i}.weft"), "--forward-only",
                         "--dtype", "f64", *LAYOUTS[layout])
         got = forward_only(prog, onnx, ids, ranks=2)

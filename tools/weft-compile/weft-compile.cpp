@@ -376,13 +376,16 @@ int main(int argc, char **argv) {
     return fail("no output: give -o FILE, --emit-mlir=STAGE or --explain");
   if (forwardOnlyArg) {
     // What a forward-only program does not have; refused, not ignored.
-    const char *trainingOnly = microbatchesArg != 1     ? "--microbatches"
-                               : recomputeArg != "none" ? "--recompute"
-                               : zeroArg != 0           ? "--zero"
+    const char *trainingOnly = microbatchesArg != 1           ? "--microbatches"
+                               : recomputeArg != "none"       ? "--recompute"
+                               : zeroArg == 1 || zeroArg == 2 ? "--zero 1/2"
                                : pipelineScheduleArg.getNumOccurrences()
                                    ? "--pipeline-schedule"
                                : !stagesArg.empty() ? "--stages"
                                                     : nullptr;
+    // ZeRO-3 shards the parameters themselves (gathered per use): that
+    // is inference's memory too; stages 1 and 2 shard what only training
+    // has.
     if (trainingOnly)
       return fail(std::string(trainingOnly) +
                   " is about training; a --forward-only program has no "
