@@ -385,6 +385,45 @@ LogicalResult PositionEmbeddingGradOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult AddRowOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  types.push_back(adaptor.getX().getType());
+  return success();
+}
+
+LogicalResult AddRowOp::verify() {
+  auto x = cast<RankedTensorType>(getX().getType());
+  auto t = cast<RankedTensorType>(getTable().getType());
+  if (t.getRank() != 2 || x.getRank() < 1 ||
+      t.getShape()[1] != x.getShape().back() ||
+      t.getElementType() != x.getElementType())
+    return emitOpError("table ")
+           << t << " must be [rows, " << x.getShape().back() << "] of " << x
+           << "'s element type";
+  if (getRow() < 0 || getRow() >= t.getShape()[0])
+    return emitOpError("row ") << getRow() << " is outside the table's "
+                               << t.getShape()[0] << " rows";
+  return success();
+}
+
+LogicalResult RowGradOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location>,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  auto v = cast<RankedTensorType>(adaptor.getV().getType());
+  types.push_back(withShape(v, {adaptor.getRows(), v.getShape().back()}));
+  return success();
+}
+
+LogicalResult RowGradOp::verify() {
+  if (cast<RankedTensorType>(getV().getType()).getRank() != 1 || getRow() < 0 ||
+      getRow() >= getRows())
+    return emitOpError("places a vector at row ")
+           << getRow() << " of " << getRows() << " rows";
+  return success();
+}
+
 LogicalResult ReduceRowsOp::inferReturnTypes(MLIRContext *,
                                              std::optional<Location>,
                                              Adaptor adaptor,

@@ -188,6 +188,20 @@ def Weft_PositionEmbeddingOp : Weft_ForwardOp<"position_embedding",
   let results = (outs Weft_FloatTensor:$result);
 }
 
+def Weft_AddRowOp : Weft_ForwardOp<"add_row"> {
+  let summary = "one row of a table added everywhere: y[l..., n] = x[l..., n] "
+                "+ table[row, n]";
+  let description = [{
+    A lookup by a constant index: BERT's token-type embedding, whose ids
+    are all 0 when the model is called without them. The table keeps its
+    other rows (they take no gradient; AdamW's decay still applies).
+  }];
+  let arguments = (ins Weft_FloatTensor:$x, Weft_FloatTensor:$table,
+                   I64Attr:$row);
+  let results = (outs Weft_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Weft_MatmulOp : Weft_ForwardOp<"matmul"> {
   let summary = "matrix product over flattened leading (batch) dims";
   let description = [{
@@ -386,6 +400,14 @@ def Weft_ReduceRowsOp : Weft_ComputeOp<"reduce_rows"> {
   let summary = "y[n] = sum over rows r of x[r, n] (bias gradients)";
   let arguments = (ins Weft_FloatTensor:$x);
   let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_RowGradOp : Weft_ComputeOp<"row_grad"> {
+  let summary = "dtable[rows, n]: v[n] at `row`, zeros elsewhere "
+                "(add_row's table gradient)";
+  let arguments = (ins Weft_FloatTensor:$v, I64Attr:$row, I64Attr:$rows);
+  let results = (outs Weft_FloatTensor:$dtable);
+  let hasVerifier = 1;
 }
 
 def Weft_LayerNormGradOp : Weft_ComputeOp<"layer_norm_grad"> {

@@ -151,6 +151,26 @@ ShardingRule BiasAddOp::getShardingRule() {
   return r;
 }
 
+// x[l..., n], table[t, n] -> [l..., n]  (t pinned: the row is global)
+ShardingRule AddRowOp::getShardingRule() {
+  ShardingRule r;
+  Dims x = fresh(r, shapeOf(getX()));
+  int64_t t = r.addFactor(shapeOf(getTable())[0], /*pinned=*/true);
+  r.operands = {x, {t, x.back()}};
+  r.results = {x};
+  return r;
+}
+
+// v[n] -> dtable[t, n]  (t pinned)
+ShardingRule RowGradOp::getShardingRule() {
+  ShardingRule r;
+  Dims v = fresh(r, shapeOf(getV()));
+  int64_t t = r.addFactor(getRows(), /*pinned=*/true);
+  r.operands = {v};
+  r.results = {{t, v[0]}};
+  return r;
+}
+
 // x[l..., n] -> [n]  (l!: partial)
 ShardingRule ReduceRowsOp::getShardingRule() {
   ShardingRule r;

@@ -56,6 +56,16 @@ LogicalResult BiasAddOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult AddRowOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
+                                 SmallVectorImpl<Value> &grads) {
+  grads.push_back(dys[0]);
+  Value sum = ReduceRowsOp::create(b, getLoc(), dys[0]);
+  int64_t rows = cast<RankedTensorType>(getTable().getType()).getShape()[0];
+  grads.push_back(RowGradOp::create(b, getLoc(), sum, getRowAttr(),
+                                    b.getI64IntegerAttr(rows)));
+  return success();
+}
+
 LogicalResult AddOp::buildVjp(OpBuilder &, ArrayRef<Value> dys,
                               SmallVectorImpl<Value> &grads) {
   grads.append({dys[0], dys[0]});

@@ -65,6 +65,19 @@ const MegatronRule kMegatron[] = {
     {".ffn.lin1.weight", 0, 1},
     {".ffn.lin1.bias", 0, 1},
     {".ffn.lin2.weight", 1, 1},
+    // BERT / MiniLM (nn.Linear): query/key/value and intermediate
+    // column-parallel with their biases; attention.output.dense and
+    // output.dense row-parallel.
+    {".attention.self.query.weight", 0, 1},
+    {".attention.self.query.bias", 0, 1},
+    {".attention.self.key.weight", 0, 1},
+    {".attention.self.key.bias", 0, 1},
+    {".attention.self.value.weight", 0, 1},
+    {".attention.self.value.bias", 0, 1},
+    {".attention.output.dense.weight", 1, 1},
+    {".intermediate.dense.weight", 0, 1},
+    {".intermediate.dense.bias", 0, 1},
+    {".output.dense.weight", 1, 1},
 };
 
 // Megatron's vocab-parallel embedding and LM head: split the vocab dim.

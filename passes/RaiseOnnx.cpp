@@ -314,6 +314,51 @@ struct PositionEmbedding : NodePattern {
   }
 };
 
+// x + Gather(table, ids) with constant ids that are all one row r (BERT's
+// token-type embedding of the all-zero token_type_ids it buffers):
+// weft.add_row. Ids that differ are refused with the node.
+struct AddRow : NodePattern {
+  AddRow(MLIRContext *ctx) : NodePattern(ctx, "Add", 2) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    Value table;
+    int64_t row = -1;
+    Value x = otherOperand(op, [&](Value g) {
+      OnnxNodeOp gather = nodeOf(g, "Gather");
+      if (!gather || intAttr(gather, "axis", 0) != 0 ||
+          shapeOf(gather.getInputs()[0]).size() != 2 ||
+          !gather.getInputs()[0].getDefiningOp<ParamOp>())
+        return false;
+      table = gather.getInputs()[0];
+      std::optional<int64_t> r = sameId(gather.getInputs()[1]);
+      row = r.value_or(-1);
+      return r.has_value() && shapeOf(g) == shapeOf(op.getResult(0));
+    });
+    if (!x || shapeOf(x) != shapeOf(op.getResult(0)) || row < 0 ||
+        row >= shapeOf(table)[0] || shapeOf(table)[1] != shapeOf(x).back())
+      return failure();
+    rw.replaceOp(op, AddRowOp::create(rw, op.getLoc(), x, table,
+                                      rw.getI64IntegerAttr(row))
+                         .getResult());
+    return success();
+  }
+  // The one id a constant index tensor holds everywhere.
+  static std::optional<int64_t> sameId(Value v) {
+    auto c = v.getDefiningOp<ConstantOp>();
+    auto dense = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
+    if (!dense || dense.getNumElements() == 0)
+      return std::nullopt;
+    if (dense.isSplat())
+      return dense.getSplatValue<APInt>().getSExtValue();
+    std::optional<int64_t> id;
+    for (const APInt &x : dense.getValues<APInt>())
+      if (id && *id != x.getSExtValue())
+        return std::nullopt;
+      else
+        id = x.getSExtValue();
+    return id;
+  }
+};
+
 // Split of the last dim (SplitToSequence is imported as Split).
 struct Split : NodePattern {
   Split(MLIRContext *ctx) : NodePattern(ctx, "Split") {}
@@ -946,8 +991,8 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
     for (const char *noop : {"Identity", "Reshape", "Transpose", "Cast"})
       subgraphs.add<NoOp>(ctx, noop, 4);
     subgraphs.add<Gemm, Linear, RowReshapes, LayerNorm, GeluTanh, Embedding,
-                  PositionEmbedding, Split, Attention, RmsNorm, Silu, Rope,
-                  BiasAdd, GeluErf, GeluOpset20, QuickGelu>(ctx);
+                  PositionEmbedding, AddRow, Split, Attention, RmsNorm, Silu,
+                  Rope, BiasAdd, GeluErf, GeluOpset20, QuickGelu>(ctx);
     RewritePatternSet elementwise(ctx);
     elementwise.add<Elementwise>(ctx, "Add");
     elementwise.add<Elementwise>(ctx, "Mul");
@@ -983,7 +1028,8 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
                         << named.getOpType() << ", opset " << named.getOpset()
                         << ") is not part of a subgraph weft implements "
                            "(linear layer, layer norm, RMSNorm, GELU, SiLU, "
-                           "SwiGLU, embedding, learned positions, split, "
+                           "SwiGLU, embedding, learned positions, a "
+                           "constant row (token types), split, "
                            "RoPE, causal or bidirectional attention, add, "
                            "mul); "
                         << left

@@ -67,6 +67,12 @@ std::string attrString(const Instruction &I) {
   case OpKind::Split:
     Add("sizes=" + idList(A.Sizes));
     break;
+  case OpKind::AddRow:
+    Add("row=" + std::to_string(A.Row));
+    break;
+  case OpKind::RowGrad:
+    Add("row=" + std::to_string(A.Row) + " rows=" + std::to_string(A.Rows));
+    break;
   case OpKind::Pack:
   case OpKind::Unpack:
     if (A.Blocks != 1)

@@ -60,7 +60,9 @@ const char *const OpNames[NumOpKinds] = {"embedding",
                                          "accumulate",
                                          "wait",
                                          "block_transpose",
-                                         "cast"};
+                                         "cast",
+                                         "add_row",
+                                         "row_grad"};
 
 uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
   uint64_t V = 0;
@@ -504,6 +506,11 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     return getInt(*Attrs, "num_kv_heads", ACtx, A.NumKvHeads);
   case OpKind::Split:
     return getIntList(*Attrs, "sizes", ACtx, A.Sizes);
+  case OpKind::AddRow:
+    return getInt(*Attrs, "row", ACtx, A.Row);
+  case OpKind::RowGrad:
+    WEFT_RETURN_IF_ERROR(getInt(*Attrs, "row", ACtx, A.Row));
+    return getInt(*Attrs, "rows", ACtx, A.Rows);
   case OpKind::Pack:
   case OpKind::Unpack:
     if (Attrs->contains("blocks"))

@@ -96,8 +96,12 @@ enum class OpKind {
   // y = x converted to y's dtype (f32 <-> bf16; to bf16: round to nearest
   // even).
   Cast,
+  // y = x + table[row] (format version 7; BERT's token-type embedding) and
+  // its table gradient: v at row `row` of a zeroed [rows, n].
+  AddRow,
+  RowGrad,
 };
-constexpr int NumOpKinds = static_cast<int>(OpKind::Cast) + 1;
+constexpr int NumOpKinds = static_cast<int>(OpKind::RowGrad) + 1;
 /// True for the ops the executor runs through the communicator, not a
 /// backend: all_reduce, all_gather, reduce_scatter, slice and wait.
 bool isCollective(OpKind K);
@@ -225,6 +229,8 @@ struct OpAttrs {
   double AttnScale = 0;
   /// attention(_grad): no causal mask (format version 7).
   bool Bidirectional = false;
+  /// add_row, row_grad: the table row; row_grad: the table's rows.
+  int64_t Row = 0, Rows = 0;
   Activation Act = Activation::Gelu; // act, act_grad
   int64_t NumHeads = 0, NumKvHeads = 0;
   std::vector<int64_t> Sizes;

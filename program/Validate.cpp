@@ -484,6 +484,28 @@ Status InstChecker::run() {
     WEFT_RETURN_IF_ERROR(rankAtLeast(true, 0, 1));
     WEFT_RETURN_IF_ERROR(rowVector(true, 1, last(in(0))));
     return shapeIs(false, 0, in(0).Dims);
+  case OpKind::AddRow: {
+    WEFT_RETURN_IF_ERROR(counts(2, 1));
+    WEFT_RETURN_IF_ERROR(floats({0, 1}, {0}));
+    WEFT_RETURN_IF_ERROR(rankAtLeast(true, 0, 1));
+    const Shape &T = in(1).Dims;
+    if (T.size() != 2 || T[1] != last(in(0)) || I.Attrs.Row < 0 ||
+        I.Attrs.Row >= T[0])
+      return fail(name(true, 1) + " (table) is " + shapeString(T) +
+                  ", expected [rows, " + std::to_string(last(in(0))) +
+                  "] with row " + std::to_string(I.Attrs.Row) + " inside");
+    return shapeIs(false, 0, in(0).Dims);
+  }
+  case OpKind::RowGrad:
+    WEFT_RETURN_IF_ERROR(counts(1, 1));
+    WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+    if (in(0).Dims.size() != 1 || I.Attrs.Row < 0 ||
+        I.Attrs.Row >= I.Attrs.Rows)
+      return fail(name(true, 0) + " is " + shapeString(in(0).Dims) +
+                  ", expected a vector placed at row " +
+                  std::to_string(I.Attrs.Row) + " of " +
+                  std::to_string(I.Attrs.Rows));
+    return shapeIs(false, 0, Shape{I.Attrs.Rows, in(0).Dims[0]});
   case OpKind::ReduceRows:
     WEFT_RETURN_IF_ERROR(counts(1, 1));
     WEFT_RETURN_IF_ERROR(floats({0}, {0}));

@@ -71,6 +71,19 @@ template <typename T> struct Kernels {
                  I.In[0].Rows, I.In[0].Last);
     return Status::success();
   }
+  // table[row] added to every row: a bias add of that row.
+  static Status addRow(const BI &I, const SC &, CpuState &) {
+    cpu::biasAdd(I.In[0].as<T>(), I.In[1].as<T>() + I.Attrs->Row * I.In[0].Last,
+                 I.Out[0].as<T>(), I.In[0].Rows, I.In[0].Last);
+    return Status::success();
+  }
+  static Status rowGrad(const BI &I, const SC &, CpuState &) {
+    const int64_t N = I.In[0].Numel;
+    cpu::fill(I.Out[0].as<T>(), I.Out[0].Numel, 0.0);
+    cpu::copyBytes(I.In[0].Data, I.Out[0].as<T>() + I.Attrs->Row * N,
+                   size_t(N) * sizeof(T));
+    return Status::success();
+  }
   static Status reduceRows(const BI &I, const SC &, CpuState &) {
     cpu::reduceRows(I.In[0].as<T>(), I.Out[0].as<T>(), I.In[0].Rows,
                     I.In[0].Last);
@@ -338,6 +351,8 @@ template <typename T> struct Kernels {
     Set(OpKind::Matmul, matmul);
     Set(OpKind::BiasAdd, biasAdd);
     Set(OpKind::ReduceRows, reduceRows);
+    Set(OpKind::AddRow, addRow);
+    Set(OpKind::RowGrad, rowGrad);
     Set(OpKind::Add, add);
     Set(OpKind::Accumulate, accumulate);
     Set(OpKind::BlockTranspose, blockTranspose);

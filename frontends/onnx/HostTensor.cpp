@@ -175,6 +175,7 @@ struct NodeFolder {
   bool transpose();
   bool expand();
   bool gather();
+  bool gatherElements();
   bool gatherNd();
   bool cumsum();
   bool constantOfShape();
@@ -701,6 +702,49 @@ bool NodeFolder::gather() {
   return true;
 }
 
+// out[i_0, .., i_r] = x[i_0, .., idx[i_0, .., i_r], .., i_r], idx at `axis`;
+// indices of x's rank, no dim larger than x's (ONNX GatherElements).
+bool NodeFolder::gatherElements() {
+  const HostTensor *x;
+  std::vector<int64_t> idx;
+  if (!input(0, x) || !ints(1, idx, "indices"))
+    return false;
+  const int64_t rank = int64_t(x->shape.size());
+  const Shape &is = in[1]->shape;
+  int64_t ax;
+  if (!axis(intAttr("axis", 0), rank, ax))
+    return false;
+  if (int64_t(is.size()) != rank)
+    return fail("indices of rank " + std::to_string(is.size()) +
+                " for data of rank " + std::to_string(rank));
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != ax && is[size_t(d)] > x->shape[size_t(d)])
+      return fail("indices dim " + std::to_string(d) + " = " +
+                  std::to_string(is[size_t(d)]) + " exceeds the data's " +
+                  std::to_string(x->shape[size_t(d)]));
+  if (!sized(is))
+    return false;
+  const Shape xs = strides(x->shape), ist = strides(is);
+  const int64_t n = x->shape[size_t(ax)];
+  std::vector<int64_t> index(idx.size());
+  for (size_t j = 0; j < idx.size(); ++j) {
+    int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
+    if (k < 0 || k >= n)
+      return fail("index " + std::to_string(idx[j]) + " at " +
+                  std::to_string(j) + " is out of range for dim " +
+                  std::to_string(n));
+    int64_t at = 0, rest = int64_t(j);
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t c = rest / ist[size_t(d)];
+      rest %= ist[size_t(d)];
+      at += (d == ax ? k : c) * xs[size_t(d)];
+    }
+    index[j] = at;
+  }
+  out.push_back(take(*x, is, index));
+  return true;
+}
+
 bool NodeFolder::gatherNd() {
   const HostTensor *x;
   std::vector<int64_t> idx;
@@ -865,6 +909,7 @@ const std::map<std::string, FoldFn> &folders() {
     t["Expand"] = &NodeFolder::expand;
     t["Gather"] = &NodeFolder::gather;
     t["GatherND"] = &NodeFolder::gatherNd;
+    t["GatherElements"] = &NodeFolder::gatherElements;
     t["CumSum"] = &NodeFolder::cumsum;
     t["ConstantOfShape"] = &NodeFolder::constantOfShape;
     t["Shape"] = &NodeFolder::shapeOf;

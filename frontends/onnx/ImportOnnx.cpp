@@ -802,9 +802,18 @@ std::string Importer::run(const onnx::ModelProto &model,
            "); weft imports models with one input, the token ids [batch, "
            "seq] (export without attention_mask and position_ids)";
   }
-  if (g.output_size() != 1)
+  if (g.output_size() != 1 && !options.forwardOnly)
     return "the graph has " + std::to_string(g.output_size()) +
            " outputs; weft trains a model with one, the logits";
+  if (g.output_size() > 1 && options.notes) {
+    std::string rest;
+    for (int i = 1; i < g.output_size(); ++i)
+      rest += std::string(i > 1 ? ", '" : "'") + g.output(i).name() + "'";
+    options.notes->push_back("the graph has " +
+                             std::to_string(g.output_size()) +
+                             " outputs; the program computes the first, '" +
+                             g.output(0).name() + "' (not " + rest + ")");
+  }
 
   // The bound [batch, seq]: the flags, else the model's own dims.
   const auto &dims = inputs[0]->type().tensor_type().shape();

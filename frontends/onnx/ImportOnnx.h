@@ -18,6 +18,7 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <string>
+#include <vector>
 
 namespace weft {
 
@@ -31,6 +32,10 @@ struct OnnxImportOptions {
   /// hidden states too), for a forward-only program; else `@forward(tokens,
   /// targets) -> loss` with next-token cross-entropy on logits.
   bool forwardOnly = false;
+  /// Where the import says what it chose that the user should know (a
+  /// forward-only import of a graph with several outputs computes the
+  /// first); may be null.
+  std::vector<std::string> *notes = nullptr;
 };
 
 /// The forward module of the ONNX model at `path`, or nullptr with `error`

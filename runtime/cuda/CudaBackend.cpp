@@ -103,6 +103,23 @@ template <typename T> struct Kernels {
                                C.Stream),
                  I);
   }
+  // table[row] added to every row: a bias add of that row.
+  static Status addRow(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::biasAdd(I.In[0].as<T>(),
+                               I.In[1].as<T>() + I.Attrs->Row * I.In[0].Last,
+                               I.Out[0].as<T>(), I.In[0].Rows, I.In[0].Last,
+                               C.Stream),
+                 I);
+  }
+  static Status rowGrad(const BI &I, const SC &, Ctx &C) {
+    const int64_t N = I.In[0].Numel;
+    WEFT_RETURN_IF_ERROR(
+        check(cuda::fill(I.Out[0].as<T>(), I.Out[0].Numel, 0.0, C.Stream), I));
+    return check(cudaMemcpyAsync(I.Out[0].as<T>() + I.Attrs->Row * N,
+                                 I.In[0].Data, size_t(N) * sizeof(T),
+                                 cudaMemcpyDeviceToDevice, C.Stream),
+                 I);
+  }
   static Status reduceRows(const BI &I, const SC &, Ctx &C) {
     return check(cuda::reduceRows(I.In[0].as<T>(), I.Out[0].as<T>(),
                                   I.In[0].Rows, I.In[0].Last, C.Scratch,
@@ -291,6 +308,8 @@ template <typename T> struct Kernels {
     Set(OpKind::Matmul, matmul);
     Set(OpKind::BiasAdd, biasAdd);
     Set(OpKind::ReduceRows, reduceRows);
+    Set(OpKind::AddRow, addRow);
+    Set(OpKind::RowGrad, rowGrad);
     Set(OpKind::Add, add);
     Set(OpKind::Accumulate, accumulate);
     Set(OpKind::Mul, mul);

@@ -245,3 +245,29 @@ func.func @rms_norm_negative_eps(%x: tensor<2x8xf32>, %g: tensor<8xf32>) -> tens
   %y = weft.rms_norm %x, %g {eps = -1.0 : f64} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// -----
+
+// add_row's row must be one of the table's.
+func.func @add_row_out_of_range(%x: tensor<2x8xf32>, %t: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{row 2 is outside the table's 2 rows}}
+  %y = weft.add_row %x, %t {row = 2 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// The table's width is the features'.
+func.func @add_row_width(%x: tensor<2x8xf32>, %t: tensor<2x4xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{table 'tensor<2x4xf32>' must be [rows, 8] of 'tensor<2x8xf32>''s element type}}
+  %y = weft.add_row %x, %t {row = 0 : i64} : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @row_grad_out_of_range(%v: tensor<8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{places a vector at row 3 of 2 rows}}
+  %t = weft.row_grad %v {row = 3 : i64, rows = 2 : i64} : (tensor<8xf32>) -> tensor<2x8xf32>
+  return %t : tensor<2x8xf32>
+}

@@ -8,7 +8,8 @@ Runs onnxruntime from the project-local venv test/e2e/ort_venv.sh makes
 the reason) when that venv cannot be had. For every torch.onnx.export
 fixture of test/e2e/fixtures (GPT-2, Llama with grouped-query attention,
 tied Llama, Qwen2, eager attention, scaled RoPE, dynamic batch and seq, and
-the DistilBERT encoder, whose output is hidden states):
+the DistilBERT and MiniLM-shaped BERT encoders, whose output is hidden
+states):
   1. `weft-compile --forward-only` and `weft-run --input ids.npy --output
      logits.npy` give onnxruntime's logits on the fixture's tokens, in f32:
      max |weft - ort| <= 1e-5 x max |ort| (and the median relative error
@@ -47,6 +48,7 @@ MODELS = {
     # Encoders: forward-only hidden states (no loss).
     "distilbert-tiny": ([], ["tp=2", "dp=2"]),
     "distilbert-eager": ([], []),
+    "minilm-tiny": ([], ["tp=2"]),
 }
 LAYOUTS = {
     "dp=2": ["--mesh", "dp=2"],
@@ -83,8 +85,11 @@ def weft_logits(onnx, ids, work, name, ranks=1, *flags):
     run([f"{BIN}/weft-compile", onnx, "--forward-only", "-o", prog, "--quiet", *flags])
     np.save(os.path.join(work, "ids.npy"), ids.astype(np.int32))
     out = os.path.join(work, f"{name}.npy")
+    # MiniLM's file holds the pooler, which its first output does not read.
+    unused = ["--allow-unused-tensors"] if "minilm" in onnx else []
     run(launch(ranks) + [f"{BIN}/weft-run", prog, "--load", onnx, "--threads", "1",
-                         "--input", os.path.join(work, "ids.npy"), "--output", out, "--quiet"])
+                         "--input", os.path.join(work, "ids.npy"), "--output", out, "--quiet",
+                         *unused])
     return np.load(out)
 
 

@@ -329,6 +329,35 @@ func.func @encoder_next_token(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: 
 
 // -----
 
+// BERT's token-type embedding called without token_type_ids: Gather of the
+// table by its buffered all-zero ids (folded), added to the word
+// embeddings: one row added everywhere.
+// CHECK-LABEL: func @token_type_row
+// CHECK:       %[[T:.*]] = weft.param "token_type_embeddings.weight"
+// CHECK-NEXT:  weft.add_row %arg0, %[[T]] {row = 0 : i64} : (tensor<2x3x8xf32>, tensor<2x8xf32>) -> tensor<2x3x8xf32>
+func.func @token_type_row(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %ids = weft.constant dense<0> : tensor<2x3xi64>
+  %tt = weft.param "token_type_embeddings.weight" {init = "normal", std = 0.02} : tensor<2x8xf32>
+  %e = weft.onnx_node "Gather" "embedding_1"(%tt, %ids) {attrs = {axis = 0 : i64}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<2x3xi64>) -> tensor<2x3x8xf32>
+  %y = weft.onnx_node "Add" "add"(%x, %e) {attrs = {}, opset = 17 : i64} : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}
+
+// -----
+
+// Constant ids that differ (segment A then B) pick different rows per
+// position: not one row, so no weft op; refused by the node.
+func.func @token_type_segments(%x: tensor<1x3x8xf32>) -> tensor<1x3x8xf32> {
+  %ids = weft.constant dense<[[0, 0, 1]]> : tensor<1x3xi64>
+  %tt = weft.param "token_type_embeddings.weight" {init = "normal", std = 0.02} : tensor<2x8xf32>
+  // expected-error @+1 {{ONNX node 'embedding_1' (Gather, opset 17) is not part of a subgraph weft implements}}
+  %e = weft.onnx_node "Gather" "embedding_1"(%tt, %ids) {attrs = {axis = 0 : i64}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<1x3xi64>) -> tensor<1x3x8xf32>
+  %y = weft.onnx_node "Add" "add"(%x, %e) {attrs = {}, opset = 17 : i64} : (tensor<1x3x8xf32>, tensor<1x3x8xf32>) -> tensor<1x3x8xf32>
+  return %y : tensor<1x3x8xf32>
+}
+
+// -----
+
 // One initializer as the weight of two layer norms (what optimize=True
 // exports make of norm weights that are all 1 at export): weft would train
 // them as one tensor, which the model does not do. Refused; a tied

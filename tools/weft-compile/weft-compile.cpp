@@ -296,7 +296,12 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
     if (seqArg.getNumOccurrences() || !planArg.empty())
       options.seq = seqArg;
     options.f64 = dtypeArg == "f64";
-    return weft::importOnnx(context, modelArg, options, error);
+    std::vector<std::string> notes;
+    options.notes = &notes;
+    auto module = weft::importOnnx(context, modelArg, options, error);
+    for (const std::string &note : notes)
+      llvm::errs() << "weft-compile: note: " << note << "\n";
+    return module;
 #else
     error = "cannot read '" + modelArg +
             "': this weft-compile was built without ONNX support "
