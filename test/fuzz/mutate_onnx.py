@@ -6,6 +6,8 @@ build-asan) for memory errors:
 
   python3 test/fuzz/mutate_onnx.py build-asan/bin/weft-compile [N] [SEED] [DIR]
 
+Mutants of GPT-2 and Llama compile for training, of DistilBERT and a
+MiniLM-shaped BERT forward-only.
 Mutations: a node's op type, attribute or input swapped or dropped, a shape
 constant's value changed, an initializer's or the input's dims changed, the
 opset changed, a node removed. Failing mutants are kept in DIR (default
@@ -14,6 +16,7 @@ them (test/tools/onnx-mutants.test).
 """
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -30,7 +33,8 @@ os.makedirs(OUT, exist_ok=True)
 OPS = ["Add", "Mul", "Sub", "Div", "MatMul", "Gemm", "Reshape", "Transpose", "Softmax",
        "Gather", "Concat", "Slice", "Unsqueeze", "Squeeze", "Expand", "Where", "Tanh",
        "Sqrt", "Pow", "Cast", "LayerNormalization", "ReduceMean", "Split", "Range",
-       "Shape", "CumSum", "GatherND", "Neg", "Identity", "SplitToSequence", "Erf"]
+       "Shape", "CumSum", "GatherND", "Neg", "Identity", "SplitToSequence", "Erf",
+       "GatherElements"]
 
 
 def mutate(m):
@@ -80,16 +84,29 @@ def mutate(m):
         n.output[0] = rng.choice([x for node in g.node for x in node.output])
 
 
+# Decoders compile for training; the encoders (bidirectional attention,
+# token-type rows, hidden-state outputs) forward-only.
+FIXTURE_FLAGS = [("gpt-tiny-torch-export.onnx", []), ("llama-tiny-torch-export.onnx", []),
+                 ("distilbert-tiny-torch-export.onnx", ["--forward-only"]),
+                 ("minilm-tiny-torch-export.onnx", ["--forward-only"])]
+
+
 def main():
     models = [onnx.load(os.path.join(FIXTURES, f), load_external_data=False)
-              for f in ("gpt-tiny-torch-export.onnx", "llama-tiny-torch-export.onnx")]
+              for f, _ in FIXTURE_FLAGS]
+    # External data (integer buffers the import folds) beside the mutants.
+    for f, _ in FIXTURE_FLAGS:
+        data = os.path.join(FIXTURES, f + ".data")
+        if os.path.exists(data):
+            shutil.copyfile(data, os.path.join(OUT, f + ".data"))
     seen = {0: 0, 1: 0}
     bad = changed = 0
     raised = []
     for k, m in enumerate(models):
         path = os.path.join(OUT, f"original{k}.onnx")
         onnx.save(m, path)
-        raised.append(subprocess.run([BIN, path, "--emit-mlir", "forward"], capture_output=True,
+        raised.append(subprocess.run([BIN, path, "--emit-mlir", "forward",
+                                      *FIXTURE_FLAGS[k][1]], capture_output=True,
                                      text=True, timeout=300).stdout)
     for i in range(N):
         m = onnx.ModelProto()
@@ -99,8 +116,9 @@ def main():
             mutate(m)
         path = os.path.join(OUT, f"m{i}.onnx")
         onnx.save(m, path)
-        r = subprocess.run([BIN, path, "--emit-mlir", "forward"], capture_output=True, text=True,
-                           timeout=300, env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+        r = subprocess.run([BIN, path, "--emit-mlir", "forward", *FIXTURE_FLAGS[k][1]],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
         if r.returncode in seen and "Sanitizer" not in r.stderr and "runtime error" not in r.stderr:
             seen[r.returncode] += 1
             # A mutant that compiles to other ops than its original is kept
