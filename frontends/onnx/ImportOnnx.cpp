@@ -802,18 +802,26 @@ std::string Importer::run(const onnx::ModelProto &model,
            "); weft imports models with one input, the token ids [batch, "
            "seq] (export without attention_mask and position_ids)";
   }
-  if (g.output_size() != 1 && !options.forwardOnly)
-    return "the graph has " + std::to_string(g.output_size()) +
-           " outputs; weft trains a model with one, the logits";
-  if (g.output_size() > 1 && options.notes) {
-    std::string rest;
-    for (int i = 1; i < g.output_size(); ++i)
-      rest += std::string(i > 1 ? ", '" : "'") + g.output(i).name() + "'";
-    options.notes->push_back("the graph has " +
-                             std::to_string(g.output_size()) +
-                             " outputs; the program computes the first, '" +
-                             g.output(0).name() + "' (not " + rest + ")");
+  // The output the program computes: the one named by --onnx-output, else
+  // the only one (forward-only: the first, with a note).
+  std::string outputs;
+  int chosen = options.output.empty() ? 0 : -1;
+  for (int i = 0; i < g.output_size(); ++i) {
+    outputs += std::string(i ? ", '" : "'") + g.output(i).name() + "'";
+    if (g.output(i).name() == options.output)
+      chosen = i;
   }
+  if (chosen < 0)
+    return "the graph has no output '" + options.output +
+           "' (its outputs: " + outputs + ")";
+  if (g.output_size() > 1 && options.output.empty() && !options.forwardOnly)
+    return "the graph has " + std::to_string(g.output_size()) + " outputs (" +
+           outputs + "); name the logits to train on with --onnx-output";
+  if (g.output_size() > 1 && options.output.empty() && options.notes)
+    options.notes->push_back(
+        "the graph has " + std::to_string(g.output_size()) + " outputs (" +
+        outputs + "); the program computes the first, '" + g.output(0).name() +
+        "' (--onnx-output names another)");
 
   // The bound [batch, seq]: the flags, else the model's own dims.
   const auto &dims = inputs[0]->type().tensor_type().shape();
@@ -853,7 +861,7 @@ std::string Importer::run(const onnx::ModelProto &model,
     if (!e.empty())
       return e;
   }
-  const std::string &outName = g.output(0).name();
+  const std::string &outName = g.output(chosen).name();
   auto it = slots.find(outName);
   if (it == slots.end() || it->second.constant || it->second.isSequence)
     return "graph output '" + outName +
@@ -938,9 +946,8 @@ std::string Importer::run(const onnx::ModelProto &model,
                shapeString(got) + " (an initializer of another shape?)";
     return "";
   };
-  for (const auto &info : g.output())
-    if (std::string e = declared(info); !e.empty())
-      return e;
+  if (std::string e = declared(g.output(chosen)); !e.empty())
+    return e;
   for (const auto &info : g.value_info())
     if (std::string e = declared(info); !e.empty())
       return e;

@@ -32,6 +32,10 @@ struct OnnxImportOptions {
   /// hidden states too), for a forward-only program; else `@forward(tokens,
   /// targets) -> loss` with next-token cross-entropy on logits.
   bool forwardOnly = false;
+  /// The graph output the program computes (the logits to train on, or
+  /// the forward-only output); empty: the only one (forward-only: the
+  /// first).
+  std::string output;
   /// Where the import says what it chose that the user should know (a
   /// forward-only import of a graph with several outputs computes the
   /// first); may be null.

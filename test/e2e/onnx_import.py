@@ -231,7 +231,7 @@ def encoders():
         # pooler's output too): no next-token training.
         r = subprocess.run([f"{BIN}/weft-compile", onnx, "-o",
                             os.path.join(work, "train.weft")], capture_output=True, text=True)
-        why = "outputs; weft trains a model with one" if "minilm" in fixture \
+        why = "name the logits to train on with --onnx-output" if "minilm" in fixture \
             else "is not logits over the vocabulary"
         if r.returncode != 1 or why not in r.stderr:
             sys.exit(f"FAIL: training {fixture} was not refused as expected: {r.stderr}")

@@ -77,3 +77,7 @@ save(model([embed, again] + head(), [WTE]), f"{out}/redefined.onnx")
 P = numpy_helper.from_array(np.zeros((8, 24), np.float32), "proj")
 save(model([embed, helper.make_node("MatMul", ["x", "proj"], ["logits"], name="proj")],
            [WTE, P], logits_dims=(2, 4, 24)), f"{out}/headless.onnx")
+# Two outputs, the hidden states first: training names the logits.
+two = model([embed] + head(), [WTE])
+two.graph.output.insert(0, helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 8]))
+save(two, f"{out}/two-outputs.onnx")

@@ -182,6 +182,11 @@ static cl::opt<bool> forwardOnlyArg(
         "a program that computes the logits of a batch of tokens (weft-run "
         "--input tokens.npy --output logits.npy): no loss, gradients or "
         "optimizer"));
+static cl::opt<std::string> onnxOutputArg(
+    cl::cat(compileCategory), "onnx-output",
+    cl::desc("with a model.onnx of several outputs: the one to train on (the "
+             "logits) or, with --forward-only, to compute"),
+    cl::value_desc("name"));
 static cl::opt<bool>
     explainArg(cl::cat(compileCategory), "explain",
                cl::desc("print the step's collectives (kind, axis, bytes, "
@@ -290,6 +295,7 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
     name = llvm::sys::path::stem(model).str();
     weft::OnnxImportOptions options;
     options.forwardOnly = forwardOnlyArg;
+    options.output = onnxOutputArg;
     // The model's own [batch, seq] unless the flags bind them.
     if (batchArg.getNumOccurrences() || !planArg.empty())
       options.batch = batchArg / microbatchesArg;
@@ -379,6 +385,9 @@ int main(int argc, char **argv) {
                 std::to_string(microbatchesArg) + " micro-batches");
   if (outputArg.empty() && emitMlirArg.empty() && !explainArg)
     return fail("no output: give -o FILE, --emit-mlir=STAGE or --explain");
+  if (!onnxOutputArg.empty() && !StringRef(modelArg).ends_with(".onnx"))
+    return fail("--onnx-output names an output of a model.onnx; '" + modelArg +
+                "' is not one");
   if (forwardOnlyArg) {
     // What a forward-only program does not have; refused, not ignored.
     const char *trainingOnly = microbatchesArg != 1           ? "--microbatches"
