@@ -774,13 +774,32 @@ Status checkForwardOnly(const Program &P) {
   if (P.Loss != -1)
     return Status::error("a forward-only program (outputs) has loss " +
                          std::to_string(P.Loss) + ", expected -1");
-  if (P.Microbatches != 1 || P.Stages.size() != 1)
+  if (P.Microbatches != 1 || P.Stages.size() != 1 ||
+      !P.Devices.Pipeline.empty())
     return Status::error(
         "a forward-only program has " + std::to_string(P.Microbatches) +
-        " micro-batches and " + std::to_string(P.Stages.size()) +
-        " stages, expected 1 and 1");
+        " micro-batches and " + std::to_string(P.Stages.size()) + " stages" +
+        (P.Devices.Pipeline.empty()
+             ? ""
+             : " on pipeline axis '" + P.Devices.Pipeline + "'") +
+        ", expected 1 and 1 and no pipeline axis");
+  // The runtime runs the forward alone: every instruction is in it.
+  for (const Fragment &F : P.Stages.front().Fragments)
+    if (F.Name != FragmentForward && F.End > F.Begin)
+      return Status::error("fragment '" + F.Name +
+                           "' of a forward-only "
+                           "program holds " +
+                           std::to_string(F.End - F.Begin) +
+                           " instructions; only 'forward' may");
   for (size_t I = 0; I < P.Buffers.size(); ++I) {
     const BufferSpec &B = P.Buffers[I];
+    // weft-run fills the tokens from a [batch, seq] array: every rank's
+    // block lies in it.
+    if (B.Kind == BufferKind::Input && B.Place.Global != Shape{P.Batch, P.Seq})
+      return Status::error(
+          "buffers[" + std::to_string(I) + "] (tokens) has global shape " +
+          shapeString(B.Place.Global) + ", expected [" +
+          std::to_string(P.Batch) + "," + std::to_string(P.Seq) + "]");
     bool Target = B.Kind == BufferKind::Input && B.Name == "targets";
     if (Target || (B.Kind != BufferKind::Input && B.Kind != BufferKind::Arena &&
                    B.Kind != BufferKind::Param))

@@ -6,7 +6,9 @@ MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           pp-deadlock | pp-order | pp-shape | pp-foreign | pp-slots |
           pp-arena | pp-arena-big (the last seven on a program of pipeline
           stages) | fo-v6 | fo-loss | fo-targets | fo-grad | fo-shape |
-          fo-unwritten | fo-adamw (the last seven on a forward-only program)"""
+          fo-unwritten | fo-adamw | fo-fragment | fo-pipeline | fo-batch (the
+          last ten on a forward-only program; fo-pipeline on one with a
+          mesh)"""
 import json
 import struct
 import sys
@@ -118,6 +120,13 @@ elif mutation == "fo-shape":  # the output names the final norm's [B, S, D]
 elif mutation == "fo-unwritten":  # the output names a buffer nothing writes
     p["buffers"].append(dict(p["buffers"][p["outputs"][0]["buffer"]], offset=0))
     p["outputs"][0]["buffer"] = len(p["buffers"]) - 1
+elif mutation == "fo-fragment":  # the last forward instruction moved on
+    frags = p["stages"][0]["fragments"]
+    frags[1]["instructions"].insert(0, frags[0]["instructions"].pop())
+elif mutation == "fo-pipeline":  # its mesh axis named the pipeline's
+    p["mesh"]["pipeline"] = p["mesh"]["axes"][0]
+elif mutation == "fo-batch":  # tokens' blocks tiling more rows than the batch
+    p["batch"] //= 2
 elif mutation == "fo-adamw":  # the optimizer of a training program
     p["optimizer"]["kind"] = "adamw"
 elif mutation != "deep":
