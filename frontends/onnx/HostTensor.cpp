@@ -129,6 +129,14 @@ struct NodeFolder {
     const auto *a = attr(name);
     return a ? a->i() : dflt;
   }
+  // Index j of idx into a dim of n (negative: from the end), range-checked.
+  bool index(const std::vector<int64_t> &idx, size_t j, int64_t n, int64_t &k) {
+    k = idx[j] < 0 ? idx[j] + n : idx[j];
+    if (k >= 0 && k < n)
+      return true;
+    return fail("index " + std::to_string(idx[j]) + " at " + std::to_string(j) +
+                " is out of range for dim " + std::to_string(n));
+  }
   bool input(size_t i, const HostTensor *&t) {
     if (i >= in.size() || !in[i])
       return fail("input " + std::to_string(i) + " is missing");
@@ -687,18 +695,16 @@ bool NodeFolder::gather() {
     outer *= x->shape[d];
   for (int64_t d = ax + 1; d < rank; ++d)
     inner *= x->shape[d];
-  std::vector<int64_t> index;
+  std::vector<int64_t> from;
   for (int64_t o = 0; o < outer; ++o)
     for (size_t j = 0; j < idx.size(); ++j) {
-      int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
-      if (k < 0 || k >= n)
-        return fail("index " + std::to_string(idx[j]) + " at " +
-                    std::to_string(j) + " is out of range for dim " +
-                    std::to_string(n));
+      int64_t k;
+      if (!index(idx, j, n, k))
+        return false;
       for (int64_t i = 0; i < inner; ++i)
-        index.push_back((o * n + k) * inner + i);
+        from.push_back((o * n + k) * inner + i);
     }
-  out.push_back(take(*x, shape, index));
+  out.push_back(take(*x, shape, from));
   return true;
 }
 
@@ -726,22 +732,20 @@ bool NodeFolder::gatherElements() {
     return false;
   const Shape xs = strides(x->shape), ist = strides(is);
   const int64_t n = x->shape[size_t(ax)];
-  std::vector<int64_t> index(idx.size());
+  std::vector<int64_t> from(idx.size());
   for (size_t j = 0; j < idx.size(); ++j) {
-    int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
-    if (k < 0 || k >= n)
-      return fail("index " + std::to_string(idx[j]) + " at " +
-                  std::to_string(j) + " is out of range for dim " +
-                  std::to_string(n));
+    int64_t k;
+    if (!index(idx, j, n, k))
+      return false;
     int64_t at = 0, rest = int64_t(j);
     for (int64_t d = 0; d < rank; ++d) {
       int64_t c = rest / ist[size_t(d)];
       rest %= ist[size_t(d)];
       at += (d == ax ? k : c) * xs[size_t(d)];
     }
-    index[j] = at;
+    from[j] = at;
   }
-  out.push_back(take(*x, is, index));
+  out.push_back(take(*x, is, from));
   return true;
 }
 
