@@ -80,6 +80,17 @@ struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
         return failure();
     }
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    // A forward-only function's outputs (bf16 logits or hidden states)
+    // are returned widened to f32: exact, and the program's float dtype.
+    b.setInsertionPoint(ret);
+    for (OpOperand &out : ret->getOpOperands()) {
+      auto t = cast<RankedTensorType>(out.get().getType());
+      if (t.getRank() > 0 && hasElement(t, bf16))
+        out.set(CastOp::create(b, ret.getLoc(), withElement(t, f32), out.get())
+                    .getResult());
+    }
+    fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(),
+                                 ret.getOperandTypes()));
     for (Value v : ret.getOperands())
       if (!hasElement(v.getType(), f32))
         return ret.emitOpError("returns ")
