@@ -596,7 +596,8 @@ Status Executor::runUpdate(const StepContext &Ctx) {
 }
 
 Status Executor::runForward(const StepContext &Ctx) {
-  // Only the gradient check runs forwards alone, on one rank.
+  // The gradient check (one rank) and forward-only programs (any mesh but
+  // a pipeline's) run forwards alone.
   if (Prog.NumStages > 1)
     return Status::error("a pipeline program runs no forward-only step "
                          "(its stages exchange gradients within the step)");

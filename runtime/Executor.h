@@ -65,7 +65,8 @@ public:
   /// Runs the optimizer's action.
   Status runUpdate(const StepContext &Ctx);
   /// Runs only the forward actions, one per micro-batch: loss() is the
-  /// step's loss and no gradient changes. One stage only.
+  /// step's loss (0 in a forward-only program: outputBytes holds what it
+  /// computed) and no gradient changes. One stage only.
   Status runForward(const StepContext &Ctx);
   /// A forward-only program's output I (format version 7), copied to the
   /// host after runForward: its buffer's bytes, whole on every rank.
