@@ -389,19 +389,22 @@ int main(int argc, char **argv) {
     return fail("--onnx-output names an output of a model.onnx; '" + modelArg +
                 "' is not one");
   if (forwardOnlyArg) {
-    // What a forward-only program does not have; refused, not ignored.
-    const char *trainingOnly = microbatchesArg != 1           ? "--microbatches"
+    // What a forward-only program does not have; refused, not ignored:
+    // flags given, and values a --plan row set. ZeRO-3 shards the
+    // parameters themselves (gathered per use), which is inference's memory
+    // too; stages 1 and 2 shard what only training has.
+    std::string trainingOnly = microbatchesArg != 1           ? "--microbatches"
                                : recomputeArg != "none"       ? "--recompute"
                                : zeroArg == 1 || zeroArg == 2 ? "--zero 1/2"
-                               : pipelineScheduleArg.getNumOccurrences()
-                                   ? "--pipeline-schedule"
-                               : !stagesArg.empty() ? "--stages"
-                                                    : nullptr;
-    // ZeRO-3 shards the parameters themselves (gathered per use): that
-    // is inference's memory too; stages 1 and 2 shard what only training
-    // has.
-    if (trainingOnly)
-      return fail(std::string(trainingOnly) +
+                                                              : "";
+    for (cl::Option *flag : std::initializer_list<cl::Option *>{
+             &lrArg, &beta1Arg, &beta2Arg, &epsArg, &wdArg, &scheduleArg,
+             &warmupArg, &totalArg, &minLrArg, &bucketMbArg, &zero3GatherArg,
+             &pipelineScheduleArg, &virtualStagesArg, &stagesArg})
+      if (trainingOnly.empty() && flag->getNumOccurrences())
+        trainingOnly = ("--" + flag->ArgStr).str();
+    if (!trainingOnly.empty())
+      return fail(trainingOnly +
                   " is about training; a --forward-only program has no "
                   "gradients or optimizer state");
     if (weft::pipelineOptions(meshArg, "", "").stages > 1)

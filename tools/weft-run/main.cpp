@@ -31,6 +31,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <vector>
 
 using namespace weft;
 
@@ -118,13 +119,14 @@ options:
                     across them, OpenBLAS itself always runs single-threaded
   --dump            print the program readably and exit
 
-A forward-only program (weft-compile --forward-only) computes logits instead
-of training:
+A forward-only program (weft-compile --forward-only) computes its output
+instead of training:
   --input FILE      token ids, a .npy array of integers [batch, seq]
                     (numpy.save of int32 or int64 ids)
-  --output FILE     writes the logits [batch, seq, vocab] there as .npy
-                    (float32, or float64 for an f64 program); with
-                    --load (or the --seed init) the parameters
+  --output FILE     writes the output there as .npy: the logits [batch,
+                    seq, vocab], or an encoder's hidden states [batch, seq,
+                    N] (float32, or float64 for an f64 program), computed
+                    with the parameters of --load (or the --seed init)
 
 A program with a mesh runs under mpirun, one process per rank (world size =
 mesh product), e.g. mpirun -np 4 weft-run PROG --data FILE. Only rank 0
@@ -188,6 +190,8 @@ struct Options {
   double GradTol = 0, CollectiveTimeout = 600;
   bool Dump = false, Quiet = false, AllowUnused = false, SkipNonFinite = false,
        ShareGpu = false;
+  /// The flags given, in order (without their values).
+  std::vector<std::string> Given;
 };
 
 /// Returns -1 on success, else the exit code.
@@ -241,6 +245,7 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       Known |= A == F;
     if (!Known)
       return usageError("unknown flag '" + A + "'");
+    O.Given.push_back(A);
     if (!HasValue) {
       if (I + 1 >= Argc)
         return usageError(A + " needs a value");
@@ -397,16 +402,14 @@ int runGradCheck(Executor &E, const TokenData &Data, const Options &O,
 /// The flags of a training run that a forward-only program has no use for
 /// (else those of a forward-only run, given to a training program); the
 /// first one given, or "".
-std::string misplacedFlag(const char *const *Argv, int Argc, bool ForwardOnly) {
+std::string misplacedFlag(const Options &O, bool ForwardOnly) {
   static const char *const TrainingOnly[] = {
       "--steps",          "--data",    "--save",         "--save-every",
       "--resume",         "--metrics", "--save-grads",   "--grad-check",
       "--checkpoint-dir", "--keep",    "--on-nonfinite", "--check-replicas",
       "--trace"};
   static const char *const ForwardOnlyFlags[] = {"--input", "--output"};
-  for (int I = 1; I < Argc; ++I) {
-    std::string A = Argv[I];
-    A = A.substr(0, A.find('='));
+  for (const std::string &A : O.Given) {
     if (ForwardOnly) {
       for (const char *F : TrainingOnly)
         if (A == F)
@@ -493,7 +496,7 @@ int main(int Argc, char **Argv) {
     std::cout << dumpProgram(*P);
     return 0;
   }
-  if (std::string F = misplacedFlag(Argv, Argc, P->forwardOnly()); !F.empty())
+  if (std::string F = misplacedFlag(O, P->forwardOnly()); !F.empty())
     return usageError(
         P->forwardOnly()
             ? F + " is about training; '" + O.Program +
