@@ -145,7 +145,7 @@ Expected<NpyArray> parseNpy(const std::string &B, const std::string &What) {
   if (!Item)
     return Status::error(What + ": dtype '" + A.Descr +
                          "' (weft reads little-endian integers and floats: "
-                         "<i4, <i8, <u2, <u4, |u1, <f4, <f8)");
+                         "|i1, |u1, <i2, <u2, <i4, <u4, <i8, <u8, <f4, <f8)");
   if (!parseShape(ShapeText, A.Dims))
     return Status::error(What + ": cannot read the .npy shape '" + ShapeText +
                          "'");

@@ -30,7 +30,7 @@ Expected<NpyArray> parseNpy(const std::string &Bytes, const std::string &What);
 /// Reads Path and parses it.
 Expected<NpyArray> readNpy(const std::string &Path);
 
-/// Token ids from a .npy of integers (<i4, <i8, <u2, <u4, |u1), as int32,
+/// Token ids from a .npy of integers (any size, signed or not), as int32,
 /// checked: shape exactly Want, every id in [0, Vocab).
 Expected<std::vector<int32_t>> npyTokenIds(const NpyArray &A, const Shape &Want,
                                            int64_t Vocab,
