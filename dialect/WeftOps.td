@@ -690,4 +690,6 @@ def Weft_OnnxNodeOp : Weft_Op<"onnx_node", [Pure]> {
       "$op_type $node `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)";
 }
 
+include "dialect/WeftGenericOps.td"
+
 #endif // WEFT_OPS_TD

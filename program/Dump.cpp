@@ -27,6 +27,7 @@ std::string attrString(const Instruction &I) {
   auto Add = [&](const std::string &S) { R += "  " + S; };
   switch (I.Op) {
   case OpKind::Matmul:
+  case OpKind::BatchMatmul:
     if (A.TransposeA)
       Add("transpose_a=true");
     if (A.TransposeB)
@@ -72,6 +73,28 @@ std::string attrString(const Instruction &I) {
     break;
   case OpKind::RowGrad:
     Add("row=" + std::to_string(A.Row) + " rows=" + std::to_string(A.Rows));
+    break;
+  case OpKind::Pointwise:
+  case OpKind::PointwiseGrad: {
+    size_t N;
+    const PointwiseName *Names = pointwiseNames(N);
+    for (size_t K = 0; K < N; ++K)
+      if (Names[K].Fn == A.Pointwise)
+        Add(std::string("fn=") + Names[K].Name);
+    if (takesScalar(A.Pointwise))
+      Add("scalar=" + num(A.Scalar));
+    break;
+  }
+  case OpKind::Binary:
+  case OpKind::BinaryGrad: {
+    static const char *const Names[] = {"add", "sub", "mul", "div"};
+    Add(std::string("fn=") + Names[int(A.Binary)]);
+    if (I.Op == OpKind::BinaryGrad)
+      Add("operand=" + std::to_string(A.Operand));
+    break;
+  }
+  case OpKind::Transpose:
+    Add("perm=" + idList(A.Perm));
     break;
   case OpKind::Pack:
   case OpKind::Unpack:

@@ -62,7 +62,18 @@ const char *const OpNames[NumOpKinds] = {"embedding",
                                          "block_transpose",
                                          "cast",
                                          "add_row",
-                                         "row_grad"};
+                                         "row_grad",
+                                         "pointwise",
+                                         "pointwise_grad",
+                                         "binary",
+                                         "binary_grad",
+                                         "broadcast",
+                                         "reduce",
+                                         "reshape",
+                                         "transpose",
+                                         "softmax",
+                                         "softmax_grad",
+                                         "batch_matmul"};
 
 uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
   uint64_t V = 0;
@@ -518,6 +529,41 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     return Status::success();
   case OpKind::Fill:
     return getNumber(*Attrs, "value", ACtx, A.Value);
+  case OpKind::Pointwise:
+  case OpKind::PointwiseGrad: {
+    std::string Fn;
+    WEFT_RETURN_IF_ERROR(getString(*Attrs, "fn", ACtx, Fn));
+    if (!parsePointwiseFn(Fn, A.Pointwise))
+      return Status::error("unknown fn '" + Fn + "' in " + ACtx +
+                           " (expected one of " + pointwiseList() + ")");
+    if (!takesScalar(A.Pointwise)) {
+      if (Attrs->contains("scalar"))
+        return Status::error("fn '" + Fn + "' in " + ACtx +
+                             " takes no 'scalar'");
+      return Status::success();
+    }
+    WEFT_RETURN_IF_ERROR(getNumber(*Attrs, "scalar", ACtx, A.Scalar));
+    if (!std::isfinite(A.Scalar))
+      return Status::error("field 'scalar' in " + ACtx + " must be finite");
+    return Status::success();
+  }
+  case OpKind::Binary:
+  case OpKind::BinaryGrad: {
+    std::string Fn;
+    WEFT_RETURN_IF_ERROR(getString(*Attrs, "fn", ACtx, Fn));
+    if (!parseBinaryFn(Fn, A.Binary))
+      return Status::error("unknown fn '" + Fn + "' in " + ACtx +
+                           " (expected add, sub, mul or div)");
+    if (Op == OpKind::Binary)
+      return Status::success();
+    WEFT_RETURN_IF_ERROR(getInt(*Attrs, "operand", ACtx, A.Operand));
+    if (A.Operand != 0 && A.Operand != 1)
+      return Status::error("field 'operand' in " + ACtx + " is " +
+                           std::to_string(A.Operand) + ", expected 0 or 1");
+    return Status::success();
+  }
+  case OpKind::Transpose:
+    return getIntList(*Attrs, "perm", ACtx, A.Perm);
   default:
     return Status::success();
   }

@@ -10,6 +10,7 @@
 
 #include "program/Activation.h"
 #include "program/Hyperparams.h"
+#include "program/Pointwise.h"
 #include "program/Status.h"
 
 #include <cstdint>
@@ -100,8 +101,21 @@ enum class OpKind {
   // its table gradient: v at row `row` of a zeroed [rows, n].
   AddRow,
   RowGrad,
+  // The generic path (format version 7; docs/design.md decision 20): ops of
+  // imported graphs no fused op covers. Shapes broadcast as NumPy's.
+  Pointwise,     // y = fn(x) or fn(x, scalar)
+  PointwiseGrad, // (x, dy) -> dx
+  Binary,        // (a, b) -> a fn b, broadcast
+  BinaryGrad,    // (a, b, dy) -> d(in[operand]), summed over stretched dims
+  Broadcast,     // x stretched to out's shape
+  Reduce,        // x summed into out's shape (which broadcasts to x's)
+  Reshape,       // the same bytes in out's shape
+  Transpose,     // out dim i = x dim perm[i] (attrs.perm)
+  Softmax,       // over the last dim
+  SoftmaxGrad,   // (y, dy) -> dx
+  BatchMatmul,   // [b..., m, k] x [b..., k, n] (transpose flags: last 2 dims)
 };
-constexpr int NumOpKinds = static_cast<int>(OpKind::RowGrad) + 1;
+constexpr int NumOpKinds = static_cast<int>(OpKind::BatchMatmul) + 1;
 /// True for the ops the executor runs through the communicator, not a
 /// backend: all_reduce, all_gather, reduce_scatter, slice and wait.
 bool isCollective(OpKind K);
@@ -231,6 +245,14 @@ struct OpAttrs {
   bool Bidirectional = false;
   /// add_row, row_grad: the table row; row_grad: the table's rows.
   int64_t Row = 0, Rows = 0;
+  /// pointwise(_grad): the function and its scalar; binary(_grad): the
+  /// function; binary_grad: the operand (0 or 1) whose gradient it is.
+  PointwiseFn Pointwise = PointwiseFn::Neg;
+  double Scalar = 0.0;
+  BinaryFn Binary = BinaryFn::Add;
+  int64_t Operand = 0;
+  /// transpose: out dim i is in dim Perm[i].
+  std::vector<int64_t> Perm;
   Activation Act = Activation::Gelu; // act, act_grad
   int64_t NumHeads = 0, NumKvHeads = 0;
   std::vector<int64_t> Sizes;

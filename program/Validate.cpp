@@ -6,7 +6,9 @@
 // data and are checked by the kernels).
 //
 //===----------------------------------------------------------------------===//
+#include "program/Broadcast.h"
 #include "program/Program.h"
+#include <algorithm>
 #include <cmath>
 
 namespace weft {
@@ -141,6 +143,8 @@ private:
   }
 
   Status checkMatmul() const;
+  Status checkGeneric() const;
+  Status checkBatchMatmul() const;
   Status checkAxes(const AxesList &A, const char *What) const;
   /// checkAxes, and a communicator group must be in mesh.groups.
   Status checkGroup(const AxesList &A, const char *What) const;
@@ -220,6 +224,107 @@ Status InstChecker::checkMatmul() const {
                 "]), expected a 2-D view [" + std::to_string(M) + "," +
                 std::to_string(N) + "]");
   return Status::success();
+}
+
+// The generic path's ops (docs/design.md decision 20).
+Status InstChecker::checkGeneric() const {
+  switch (I.Op) {
+  case OpKind::Pointwise:
+  case OpKind::Softmax:
+    WEFT_RETURN_IF_ERROR(counts(1, 1));
+    WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+    if (I.Op == OpKind::Softmax)
+      WEFT_RETURN_IF_ERROR(rankAtLeast(true, 0, 1));
+    return shapeIs(false, 0, in(0).Dims);
+  case OpKind::PointwiseGrad:
+  case OpKind::SoftmaxGrad:
+    WEFT_RETURN_IF_ERROR(counts(2, 1));
+    WEFT_RETURN_IF_ERROR(floats({0, 1}, {0}));
+    if (I.Op == OpKind::SoftmaxGrad)
+      WEFT_RETURN_IF_ERROR(rankAtLeast(true, 0, 1));
+    WEFT_RETURN_IF_ERROR(shapeIs(true, 1, in(0).Dims));
+    return shapeIs(false, 0, in(0).Dims);
+  case OpKind::Binary:
+  case OpKind::BinaryGrad: {
+    bool Grad = I.Op == OpKind::BinaryGrad;
+    WEFT_RETURN_IF_ERROR(counts(Grad ? 3 : 2, 1));
+    WEFT_RETURN_IF_ERROR(Grad ? floats({0, 1, 2}, {0}) : floats({0, 1}, {0}));
+    Shape Full;
+    if (!broadcastShapes(in(0).Dims, in(1).Dims, Full))
+      return fail("in[0] " + shapeString(in(0).Dims) + " and in[1] " +
+                  shapeString(in(1).Dims) + " do not broadcast");
+    if (!Grad)
+      return shapeIs(false, 0, Full);
+    WEFT_RETURN_IF_ERROR(shapeIs(true, 2, Full));
+    return shapeIs(false, 0, in(size_t(I.Attrs.Operand)).Dims);
+  }
+  case OpKind::Broadcast:
+  case OpKind::Reduce: {
+    WEFT_RETURN_IF_ERROR(counts(1, 1));
+    WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+    WEFT_RETURN_IF_ERROR(sameDtype());
+    bool Up = I.Op == OpKind::Broadcast;
+    const Shape &Small = Up ? in(0).Dims : out(0).Dims;
+    const Shape &Big = Up ? out(0).Dims : in(0).Dims;
+    if (!broadcastsTo(Small, Big))
+      return fail(std::string(Up ? "in[0] " : "out[0] ") + shapeString(Small) +
+                  " does not broadcast to " + (Up ? "out[0] " : "in[0] ") +
+                  shapeString(Big));
+    return Status::success();
+  }
+  case OpKind::Reshape:
+    WEFT_RETURN_IF_ERROR(counts(1, 1));
+    WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+    WEFT_RETURN_IF_ERROR(sameDtype());
+    return sameNumel(false, 0, in(0), "in[0]");
+  case OpKind::Transpose: {
+    WEFT_RETURN_IF_ERROR(counts(1, 1));
+    WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+    WEFT_RETURN_IF_ERROR(sameDtype());
+    const Shape &X = in(0).Dims;
+    const std::vector<int64_t> &Perm = I.Attrs.Perm;
+    if (Perm.size() != X.size())
+      return fail("perm has " + std::to_string(Perm.size()) +
+                  " entries, in[0] " + shapeString(X) + " has rank " +
+                  std::to_string(X.size()));
+    std::vector<bool> Seen(X.size(), false);
+    Shape Want;
+    for (size_t K = 0; K < Perm.size(); ++K) {
+      if (Perm[K] < 0 || Perm[K] >= int64_t(X.size()) || Seen[Perm[K]])
+        return fail("perm[" + std::to_string(K) + "]=" +
+                    std::to_string(Perm[K]) + " is out of range or repeated");
+      Seen[Perm[K]] = true;
+      Want.push_back(X[Perm[K]]);
+    }
+    return shapeIs(false, 0, Want);
+  }
+  case OpKind::BatchMatmul:
+    return checkBatchMatmul();
+  default:
+    return fail("not a generic op");
+  }
+}
+
+Status InstChecker::checkBatchMatmul() const {
+  WEFT_RETURN_IF_ERROR(counts(2, 1));
+  WEFT_RETURN_IF_ERROR(floats({0, 1}, {0}));
+  WEFT_RETURN_IF_ERROR(rankAtLeast(true, 0, 2));
+  const Shape &A = in(0).Dims, &B = in(1).Dims;
+  size_t R = A.size();
+  if (B.size() != R || !std::equal(A.begin(), A.end() - 2, B.begin()))
+    return fail("in[0] " + shapeString(A) + " and in[1] " + shapeString(B) +
+                " must have the same batch dims");
+  bool TA = I.Attrs.TransposeA, TB = I.Attrs.TransposeB;
+  int64_t M = A[TA ? R - 1 : R - 2], KA = A[TA ? R - 2 : R - 1];
+  int64_t KB = B[TB ? R - 1 : R - 2], N = B[TB ? R - 2 : R - 1];
+  if (KA != KB)
+    return fail("inner dimensions differ: a " + shapeString(A) +
+                " gives K=" + std::to_string(KA) + ", b " + shapeString(B) +
+                " gives K=" + std::to_string(KB));
+  Shape Want(A.begin(), A.end() - 2);
+  Want.push_back(M);
+  Want.push_back(N);
+  return shapeIs(false, 0, Want);
 }
 
 Status InstChecker::checkAxes(const AxesList &A, const char *What) const {
@@ -478,6 +583,18 @@ Status InstChecker::run() {
   }
   case OpKind::Matmul:
     return checkMatmul();
+  case OpKind::Pointwise:
+  case OpKind::PointwiseGrad:
+  case OpKind::Binary:
+  case OpKind::BinaryGrad:
+  case OpKind::Broadcast:
+  case OpKind::Reduce:
+  case OpKind::Reshape:
+  case OpKind::Transpose:
+  case OpKind::Softmax:
+  case OpKind::SoftmaxGrad:
+  case OpKind::BatchMatmul:
+    return checkGeneric();
   case OpKind::BiasAdd:
     WEFT_RETURN_IF_ERROR(counts(2, 1));
     WEFT_RETURN_IF_ERROR(floats({0, 1}, {0}));

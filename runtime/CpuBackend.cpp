@@ -84,6 +84,72 @@ template <typename T> struct Kernels {
                    size_t(N) * sizeof(T));
     return Status::success();
   }
+  // The generic path: shapes come from the buffers (validated at load).
+  static const Shape &dims(const TensorRef &R) { return R.Spec->Dims; }
+  static Status pointwise(const BI &I, const SC &, CpuState &) {
+    cpu::pointwise(I.Attrs->Pointwise, I.Attrs->Scalar, I.In[0].as<T>(),
+                   I.Out[0].as<T>(), I.In[0].Numel);
+    return Status::success();
+  }
+  static Status pointwiseGrad(const BI &I, const SC &, CpuState &) {
+    cpu::pointwiseGrad(I.Attrs->Pointwise, I.Attrs->Scalar, I.In[0].as<T>(),
+                       I.In[1].as<T>(), I.Out[0].as<T>(), I.In[0].Numel);
+    return Status::success();
+  }
+  static Status binary(const BI &I, const SC &, CpuState &) {
+    cpu::binary(I.Attrs->Binary, I.In[0].as<T>(), dims(I.In[0]),
+                I.In[1].as<T>(), dims(I.In[1]), I.Out[0].as<T>(),
+                dims(I.Out[0]));
+    return Status::success();
+  }
+  static Status binaryGrad(const BI &I, const SC &, CpuState &) {
+    cpu::binaryGrad(I.Attrs->Binary, int(I.Attrs->Operand), I.In[0].as<T>(),
+                    dims(I.In[0]), I.In[1].as<T>(), dims(I.In[1]),
+                    I.In[2].as<T>(), dims(I.In[2]), I.Out[0].as<T>());
+    return Status::success();
+  }
+  static Status broadcast(const BI &I, const SC &, CpuState &) {
+    cpu::broadcast(I.In[0].as<T>(), dims(I.In[0]), I.Out[0].as<T>(),
+                   dims(I.Out[0]));
+    return Status::success();
+  }
+  static Status reduce(const BI &I, const SC &, CpuState &) {
+    cpu::reduce(I.In[0].as<T>(), dims(I.In[0]), I.Out[0].as<T>(),
+                dims(I.Out[0]));
+    return Status::success();
+  }
+  static Status reshape(const BI &I, const SC &, CpuState &) {
+    cpu::copyBytes(I.In[0].Data, I.Out[0].Data,
+                   size_t(I.In[0].Numel) * sizeof(T));
+    return Status::success();
+  }
+  static Status transpose(const BI &I, const SC &, CpuState &) {
+    cpu::transpose(I.In[0].as<T>(), dims(I.In[0]), I.Attrs->Perm,
+                   I.Out[0].as<T>());
+    return Status::success();
+  }
+  static Status softmax(const BI &I, const SC &, CpuState &) {
+    cpu::softmax(I.In[0].as<T>(), I.Out[0].as<T>(), I.In[0].Rows, I.In[0].Last);
+    return Status::success();
+  }
+  static Status softmaxGrad(const BI &I, const SC &, CpuState &) {
+    cpu::softmaxGrad(I.In[0].as<T>(), I.In[1].as<T>(), I.Out[0].as<T>(),
+                     I.In[0].Rows, I.In[0].Last);
+    return Status::success();
+  }
+  // One GEMM per batch index.
+  static Status batchMatmul(const BI &I, const SC &, CpuState &) {
+    const Shape &A = dims(I.In[0]), &B = dims(I.In[1]);
+    const size_t R = A.size();
+    bool TA = I.Attrs->TransposeA, TB = I.Attrs->TransposeB;
+    int64_t M = A[TA ? R - 1 : R - 2], K = A[TA ? R - 2 : R - 1];
+    int64_t N = B[TB ? R - 2 : R - 1];
+    int64_t Batch = I.In[0].Numel / (M * K);
+    for (int64_t Bi = 0; Bi < Batch; ++Bi)
+      cpu::matmul(I.In[0].as<T>() + Bi * M * K, I.In[1].as<T>() + Bi * K * N,
+                  I.Out[0].as<T>() + Bi * M * N, M, N, K, TA, TB);
+    return Status::success();
+  }
   static Status reduceRows(const BI &I, const SC &, CpuState &) {
     cpu::reduceRows(I.In[0].as<T>(), I.Out[0].as<T>(), I.In[0].Rows,
                     I.In[0].Last);
@@ -385,6 +451,17 @@ template <typename T> struct Kernels {
     Set(OpKind::Unpack, unpack);
     Set(OpKind::AdamW, adamw);
     Set(OpKind::Cast, cast);
+    Set(OpKind::Pointwise, pointwise);
+    Set(OpKind::PointwiseGrad, pointwiseGrad);
+    Set(OpKind::Binary, binary);
+    Set(OpKind::BinaryGrad, binaryGrad);
+    Set(OpKind::Broadcast, broadcast);
+    Set(OpKind::Reduce, reduce);
+    Set(OpKind::Reshape, reshape);
+    Set(OpKind::Transpose, transpose);
+    Set(OpKind::Softmax, softmax);
+    Set(OpKind::SoftmaxGrad, softmaxGrad);
+    Set(OpKind::BatchMatmul, batchMatmul);
     return Tab;
   }
 };

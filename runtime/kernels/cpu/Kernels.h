@@ -11,12 +11,14 @@
 #define WEFT_RUNTIME_KERNELS_CPU_KERNELS_H
 
 #include "program/Activation.h"
+#include "program/Pointwise.h"
 #include "program/Status.h"
 #include "runtime/kernels/AdamWParams.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace weft::cpu {
 
@@ -45,6 +47,34 @@ void positionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t S,
 template <typename T>
 void matmul(const T *A, const T *B, T *C, int64_t M, int64_t N, int64_t K,
             bool TransA, bool TransB);
+
+// The generic path (Generic.cpp; docs/design.md decision 20). Shapes are
+// full row-major shapes; Broadcast.h's rules (validated at load).
+using Dims = std::vector<int64_t>;
+template <typename T>
+void pointwise(PointwiseFn Fn, double C, const T *X, T *Y, int64_t N);
+template <typename T>
+void pointwiseGrad(PointwiseFn Fn, double C, const T *X, const T *Dy, T *Dx,
+                   int64_t N);
+template <typename T>
+void binary(BinaryFn Fn, const T *A, const Dims &AShape, const T *B,
+            const Dims &BShape, T *Y, const Dims &YShape);
+// The gradient of operand Operand (0: A, 1: B) of Y = A fn B, summed over
+// the dims it was stretched along; Out has that operand's shape.
+template <typename T>
+void binaryGrad(BinaryFn Fn, int Operand, const T *A, const Dims &AShape,
+                const T *B, const Dims &BShape, const T *Dy, const Dims &YShape,
+                T *Out);
+template <typename T>
+void broadcast(const T *X, const Dims &XShape, T *Y, const Dims &YShape);
+// Y (whose shape broadcasts to X's) = X summed over the stretched dims.
+template <typename T>
+void reduce(const T *X, const Dims &XShape, T *Y, const Dims &YShape);
+template <typename T>
+void transpose(const T *X, const Dims &XShape, const Dims &Perm, T *Y);
+template <typename T> void softmax(const T *X, T *Y, int64_t Rows, int64_t N);
+template <typename T>
+void softmaxGrad(const T *Y, const T *Dy, T *Dx, int64_t Rows, int64_t N);
 
 // Elementwise and row-broadcast.
 template <typename T>

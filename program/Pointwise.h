@@ -1,0 +1,222 @@
+//===- Pointwise.h - the generic path's elementwise functions ---*- C++ -*-===//
+//
+// weft.pointwise's and weft.binary's functions (the generic path, docs/
+// design.md decision 20) with their derivatives, as PyTorch's autograd takes
+// them (relu'(0) = 0). Header only and dependency free: the dialect's
+// verifier, the program loader and the CPU kernels share one definition.
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_PROGRAM_POINTWISE_H
+#define WEFT_PROGRAM_POINTWISE_H
+
+#include <cmath>
+#include <string>
+
+namespace weft {
+
+enum class PointwiseFn {
+  Neg,
+  Exp,
+  Log,
+  Sqrt,
+  Reciprocal,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Erf,
+  // With a scalar c:
+  AddScalar,  // "add": x + c
+  SubScalar,  // "sub": x - c
+  RsubScalar, // "rsub": c - x
+  MulScalar,  // "mul": x * c
+  DivScalar,  // "div": x / c
+  RdivScalar, // "rdiv": c / x
+  PowScalar,  // "pow": x ^ c
+};
+
+enum class BinaryFn { Add, Sub, Mul, Div };
+
+struct PointwiseName {
+  const char *Name;
+  PointwiseFn Fn;
+};
+
+inline const PointwiseName *pointwiseNames(size_t &Count) {
+  static const PointwiseName Table[] = {
+      {"neg", PointwiseFn::Neg},
+      {"exp", PointwiseFn::Exp},
+      {"log", PointwiseFn::Log},
+      {"sqrt", PointwiseFn::Sqrt},
+      {"reciprocal", PointwiseFn::Reciprocal},
+      {"tanh", PointwiseFn::Tanh},
+      {"sigmoid", PointwiseFn::Sigmoid},
+      {"relu", PointwiseFn::Relu},
+      {"erf", PointwiseFn::Erf},
+      {"add", PointwiseFn::AddScalar},
+      {"sub", PointwiseFn::SubScalar},
+      {"rsub", PointwiseFn::RsubScalar},
+      {"mul", PointwiseFn::MulScalar},
+      {"div", PointwiseFn::DivScalar},
+      {"rdiv", PointwiseFn::RdivScalar},
+      {"pow", PointwiseFn::PowScalar},
+  };
+  Count = sizeof(Table) / sizeof(Table[0]);
+  return Table;
+}
+
+/// Whether Fn reads a scalar operand (the `scalar` attribute).
+inline bool takesScalar(PointwiseFn Fn) { return Fn >= PointwiseFn::AddScalar; }
+
+/// Returns false when Name is not a pointwise function.
+inline bool parsePointwiseFn(const std::string &Name, PointwiseFn &Out) {
+  size_t N;
+  const PointwiseName *T = pointwiseNames(N);
+  for (size_t I = 0; I < N; ++I)
+    if (Name == T[I].Name) {
+      Out = T[I].Fn;
+      return true;
+    }
+  return false;
+}
+
+/// "neg, exp, ..., pow", for messages.
+inline std::string pointwiseList() {
+  size_t N;
+  const PointwiseName *T = pointwiseNames(N);
+  std::string S;
+  for (size_t I = 0; I < N; ++I)
+    S += (I ? ", " : "") + std::string(T[I].Name);
+  return S;
+}
+
+inline bool parseBinaryFn(const std::string &Name, BinaryFn &Out) {
+  static const struct {
+    const char *Name;
+    BinaryFn Fn;
+  } Table[] = {{"add", BinaryFn::Add},
+               {"sub", BinaryFn::Sub},
+               {"mul", BinaryFn::Mul},
+               {"div", BinaryFn::Div}};
+  for (const auto &E : Table)
+    if (Name == E.Name) {
+      Out = E.Fn;
+      return true;
+    }
+  return false;
+}
+
+/// fn(x) (C: the scalar), computed in T.
+template <typename T> inline T pointwise(PointwiseFn Fn, T X, T C) {
+  switch (Fn) {
+  case PointwiseFn::Neg:
+    return -X;
+  case PointwiseFn::Exp:
+    return std::exp(X);
+  case PointwiseFn::Log:
+    return std::log(X);
+  case PointwiseFn::Sqrt:
+    return std::sqrt(X);
+  case PointwiseFn::Reciprocal:
+    return T(1) / X;
+  case PointwiseFn::Tanh:
+    return std::tanh(X);
+  case PointwiseFn::Sigmoid:
+    return T(1) / (T(1) + std::exp(-X));
+  case PointwiseFn::Relu:
+    return X > T(0) ? X : T(0);
+  case PointwiseFn::Erf:
+    return std::erf(X);
+  case PointwiseFn::AddScalar:
+    return X + C;
+  case PointwiseFn::SubScalar:
+    return X - C;
+  case PointwiseFn::RsubScalar:
+    return C - X;
+  case PointwiseFn::MulScalar:
+    return X * C;
+  case PointwiseFn::DivScalar:
+    return X / C;
+  case PointwiseFn::RdivScalar:
+    return C / X;
+  case PointwiseFn::PowScalar:
+    return std::pow(X, C);
+  }
+  return X;
+}
+
+/// dy * fn'(x).
+template <typename T> inline T pointwiseGrad(PointwiseFn Fn, T X, T C, T Dy) {
+  switch (Fn) {
+  case PointwiseFn::Neg:
+    return -Dy;
+  case PointwiseFn::Exp:
+    return Dy * std::exp(X);
+  case PointwiseFn::Log:
+    return Dy / X;
+  case PointwiseFn::Sqrt:
+    return Dy / (T(2) * std::sqrt(X));
+  case PointwiseFn::Reciprocal:
+    return -Dy / (X * X);
+  case PointwiseFn::Tanh: {
+    T Y = std::tanh(X);
+    return Dy * (T(1) - Y * Y);
+  }
+  case PointwiseFn::Sigmoid: {
+    T Y = T(1) / (T(1) + std::exp(-X));
+    return Dy * Y * (T(1) - Y);
+  }
+  case PointwiseFn::Relu:
+    return X > T(0) ? Dy : T(0);
+  case PointwiseFn::Erf:
+    return Dy * T(1.1283791670955126) * std::exp(-X * X); // 2/sqrt(pi)
+  case PointwiseFn::AddScalar:
+  case PointwiseFn::SubScalar:
+    return Dy;
+  case PointwiseFn::RsubScalar:
+    return -Dy;
+  case PointwiseFn::MulScalar:
+    return Dy * C;
+  case PointwiseFn::DivScalar:
+    return Dy / C;
+  case PointwiseFn::RdivScalar:
+    return -Dy * C / (X * X);
+  case PointwiseFn::PowScalar:
+    // d/dx x^c = c x^(c-1); c = 0 is a constant (PyTorch: 0, also at x = 0).
+    return C == T(0) ? T(0) : Dy * C * std::pow(X, C - T(1));
+  }
+  return Dy;
+}
+
+template <typename T> inline T binary(BinaryFn Fn, T A, T B) {
+  switch (Fn) {
+  case BinaryFn::Add:
+    return A + B;
+  case BinaryFn::Sub:
+    return A - B;
+  case BinaryFn::Mul:
+    return A * B;
+  case BinaryFn::Div:
+    return A / B;
+  }
+  return A;
+}
+
+/// dy * d(a fn b)/d(operand), operand 0 (a) or 1 (b).
+template <typename T>
+inline T binaryGrad(BinaryFn Fn, int Operand, T A, T B, T Dy) {
+  switch (Fn) {
+  case BinaryFn::Add:
+    return Dy;
+  case BinaryFn::Sub:
+    return Operand == 0 ? Dy : -Dy;
+  case BinaryFn::Mul:
+    return Operand == 0 ? Dy * B : Dy * A;
+  case BinaryFn::Div:
+    return Operand == 0 ? Dy / B : -Dy * A / (B * B);
+  }
+  return Dy;
+}
+
+} // namespace weft
+
+#endif // WEFT_PROGRAM_POINTWISE_H
