@@ -367,8 +367,8 @@ def WeftRaiseOnnx : Pass<"weft-raise-onnx", "mlir::func::FuncOp"> {
     writes for a transformer (linear layers with their row reshapes, layer
     norm, tanh GELU, token and position embeddings, the QKV split, causal
     attention with its head reshapes, residual adds) and rewrites each into
-    the weft op that computes exactly that function; any node left is
-    refused by name, op type and opset. A module without `weft.onnx_node`s
+    the weft op that computes exactly that function; what is left,
+    weft-lower-onnx-generic lowers onto generic ops. A module without `weft.onnx_node`s
     is left alone.
 
     Before:
@@ -390,6 +390,36 @@ def WeftRaiseOnnx : Pass<"weft-raise-onnx", "mlir::func::FuncOp"> {
 }
 
 #endif // WEFT_PASSES_TD
+
+def WeftLowerOnnxGeneric : Pass<"weft-lower-onnx-generic", "mlir::func::FuncOp"> {
+  let summary = "Lowers what weft-raise-onnx left of an imported graph onto "
+                "generic ops";
+  let description = [{
+    The generic path (docs/design.md decision 20). Each `weft.onnx_node`
+    that no fused pattern consumed becomes the generic op computing exactly
+    its ONNX function: elementwise functions (Neg, Exp, Log, Sqrt,
+    Reciprocal, Tanh, Sigmoid, Relu, Erf), Add, Sub, Mul and Div with
+    broadcasting, Pow by a constant, ReduceSum and ReduceMean, Softmax over
+    the last axis, MatMul (with batch dims, broadcast), Gemm, Reshape,
+    Flatten, Squeeze, Unsqueeze, Transpose, Expand, Identity and a Cast to
+    the same type. A one-element constant operand becomes the op's `scalar`
+    attribute; any other constant tensor, and any other node, is refused by
+    node name, op type and opset (the program format holds no constant
+    tensors). Runs after weft-raise-onnx; a module without `weft.onnx_node`s
+    is left alone.
+
+    Before:
+    ```mlir
+    %y = weft.onnx_node "Div" "/h.0/Div" (%x, %c) {attrs = {}, opset = 17}
+        : (tensor<2x8x64xf32>, tensor<f32>) -> tensor<2x8x64xf32>
+    ```
+    After:
+    ```mlir
+    %y = weft.pointwise %x {fn = "div", scalar = 8.0} : tensor<2x8x64xf32>
+    ```
+  }];
+  let dependentDialects = ["::weft::WeftDialect"];
+}
 
 def WeftReturnLogits : Pass<"weft-return-logits", "mlir::func::FuncOp"> {
   let summary = "Makes the training forward an inference one: it returns "

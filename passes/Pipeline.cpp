@@ -17,8 +17,11 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
   const bool sharded = !o.layout.mesh.empty();
   const std::string name = kTrainingStages[stage];
   // An imported ONNX graph becomes weft's ops (no-op for other models).
-  if (name == "forward")
+  if (name == "forward") {
     pm.addNestedPass<func::FuncOp>(createWeftRaiseOnnx());
+    // What no pattern raised trains on the generic path.
+    pm.addNestedPass<func::FuncOp>(createWeftLowerOnnxGeneric());
+  }
   if (name == "forward" && o.forwardOnly)
     pm.addNestedPass<func::FuncOp>(createWeftReturnLogits());
   if (name == "layout" && sharded)

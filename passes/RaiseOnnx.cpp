@@ -18,8 +18,9 @@
 //
 // A pattern fires only where the subgraph computes exactly that function
 // (the mask is causal, the constants are GELU's, the views move the
-// dims as the fused op reads them). A node no pattern consumes is refused,
-// by name, op type and opset: weft trains only what it implements.
+// dims as the fused op reads them). A node no pattern consumes is left for
+// weft-lower-onnx-generic (the generic path), which refuses what it cannot
+// lower by name, op type and opset.
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/WeftDialect.h"
@@ -488,27 +489,37 @@ struct Attention : NodePattern {
     double ignored = 1.0;
     return stripScale(v, ignored);
   }
-  // v, with a Mul or Div by a scalar constant taken off into `scale`.
+  // v, with a Mul or Div by a one-element constant taken off into `scale`
+  // (a [1] constant too, where it leaves the other operand's shape as is:
+  // torch 2.15's SDPA export scales q and k by one).
+  static bool oneElement(Value c, Value result) {
+    int64_t n = 1;
+    for (int64_t d : shapeOf(c))
+      n *= d;
+    return n == 1 && shapeOf(c).size() <= shapeOf(result).size();
+  }
   static Value stripScale(Value v, double &scale) {
     if (OnnxNodeOp mul = nodeOf(v, "Mul")) {
       double s = 0;
       Value x = otherOperand(mul, [&](Value c) {
         std::optional<double> k = splat(c);
-        if (!k || shapeOf(c).size() > 0)
+        if (!k || !oneElement(c, mul.getResult(0)))
           return false;
         s = *k;
         return true;
       });
-      if (x) {
+      if (x && shapeOf(x) == shapeOf(mul.getResult(0))) {
         scale *= s;
         return x;
       }
     }
     if (OnnxNodeOp div = nodeOf(v, "Div")) {
-      std::optional<double> k = splat(div.getInputs()[1]);
-      if (k && shapeOf(div.getInputs()[1]).empty() && *k != 0) {
+      Value c = div.getInputs()[1], x = div.getInputs()[0];
+      std::optional<double> k = splat(c);
+      if (k && oneElement(c, div.getResult(0)) && *k != 0 &&
+          shapeOf(x) == shapeOf(div.getResult(0))) {
         scale /= *k;
-        return div.getInputs()[0];
+        return x;
       }
     }
     return v;
@@ -1006,37 +1017,6 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
       fn.emitError("weft-raise-onnx: the rewrite did not converge");
       return signalPassFailure();
     }
-    // What no pattern consumed: refused by name. The first node that
-    // computes (not a Reshape or Transpose feeding one) names the subgraph
-    // best; the count says how much is left.
-    OnnxNodeOp first, compute;
-    int64_t left = 0;
-    fn.walk([&](OnnxNodeOp op) {
-      ++left;
-      StringRef t = op.getOpType();
-      bool view = t == "Reshape" || t == "Transpose" || t == "Identity" ||
-                  t == "Unsqueeze" || t == "Squeeze" || t == "Expand" ||
-                  t == "Cast" || t == "Split";
-      if (!first)
-        first = op;
-      if (!compute && !view)
-        compute = op;
-    });
-    if (first) {
-      OnnxNodeOp named = compute ? compute : first;
-      named.emitError() << "ONNX node '" << named.getNode() << "' ("
-                        << named.getOpType() << ", opset " << named.getOpset()
-                        << ") is not part of a subgraph weft implements "
-                           "(linear layer, layer norm, RMSNorm, GELU, SiLU, "
-                           "SwiGLU, embedding, learned positions, a "
-                           "constant row (token types), split, "
-                           "RoPE, causal or bidirectional attention, add, "
-                           "mul); "
-                        << left
-                        << " imported nodes are left, and weft trains only "
-                           "graphs it raises entirely";
-      return signalPassFailure();
-    }
     // One initializer read by several ops trains as one tensor. That is
     // the model only for a tied embedding and head; elsewhere it is an
     // exporter's merge of equal initializers.
@@ -1056,15 +1036,6 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
                        "optimize=False";
     });
     if (shared)
-      return signalPassFailure();
-    bool constants = false;
-    fn.walk([&](ConstantOp c) {
-      if (!constants)
-        c.emitError("weft-raise-onnx: a folded constant is still read by ")
-            << *c->getUsers().begin();
-      constants = true;
-    });
-    if (constants)
       return signalPassFailure();
     // The import trains next-token cross-entropy; an encoder's attention
     // shows each position the token it would predict (the next one is in

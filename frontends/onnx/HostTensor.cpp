@@ -186,6 +186,7 @@ struct NodeFolder {
   bool gatherElements();
   bool gatherNd();
   bool cumsum();
+  bool trilu();
   bool constantOfShape();
   bool shapeOf();
 };
@@ -789,6 +790,39 @@ bool NodeFolder::gatherNd() {
   return true;
 }
 
+// Trilu (opset 14): the upper (default) or lower triangle of the last two
+// dims, from diagonal k (input 1, default 0); the rest zero.
+bool NodeFolder::trilu() {
+  const HostTensor *x;
+  if (!input(0, x))
+    return false;
+  if (x->shape.size() < 2)
+    return fail("needs rank >= 2, got " + std::to_string(x->shape.size()));
+  int64_t k = 0;
+  if (in.size() > 1 && in[1]) {
+    std::vector<int64_t> kv;
+    if (!ints(1, kv, "k"))
+      return false;
+    if (kv.size() != 1)
+      return fail("k must be one value");
+    k = kv[0];
+  }
+  const bool upper = intAttr("upper", 1) != 0;
+  const int64_t rows = x->shape[x->shape.size() - 2], cols = x->shape.back();
+  HostTensor t = *x;
+  for (int64_t at = 0; at < t.numel(); ++at) {
+    int64_t j = at % cols, i = (at / cols) % rows;
+    if (upper ? j - i >= k : j - i <= k)
+      continue;
+    if (t.isFloat())
+      t.reals[at] = 0;
+    else
+      t.ints[at] = 0;
+  }
+  out.push_back(std::move(t));
+  return true;
+}
+
 bool NodeFolder::cumsum() {
   const HostTensor *x;
   std::vector<int64_t> axv;
@@ -915,6 +949,7 @@ const std::map<std::string, FoldFn> &folders() {
     t["GatherND"] = &NodeFolder::gatherNd;
     t["GatherElements"] = &NodeFolder::gatherElements;
     t["CumSum"] = &NodeFolder::cumsum;
+    t["Trilu"] = &NodeFolder::trilu;
     t["ConstantOfShape"] = &NodeFolder::constantOfShape;
     t["Shape"] = &NodeFolder::shapeOf;
     return t;

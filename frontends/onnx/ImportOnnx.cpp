@@ -269,7 +269,7 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
   bool optional = op == "Slice" || op == "Gemm" || op == "Squeeze" ||
                   op == "LayerNormalization" || op == "Split" ||
                   op == "SplitToSequence" || op == "ReduceMean" ||
-                  op == "Unsqueeze";
+                  op == "ReduceSum" || op == "Unsqueeze";
   if (in.size() < required)
     return fail("has " + std::to_string(in.size()) + " inputs, expected " +
                 std::to_string(required));
@@ -507,29 +507,36 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
          b.getNamedAttr("split", b.getDenseI64ArrayAttr(sizes))});
     return "";
   }
-  if (op == "ReduceMean") {
+  if (op == "ReduceMean" || op == "ReduceSum") {
     Shape shape = shapeIn(0), axes;
-    // Opset 18 moved the axes from an attribute to an input: the other
-    // place is not read (refused rather than ignored).
-    if (opset < 18 && in.size() > 1)
-      return fail("takes its axes as an attribute before opset 18, not as "
-                  "an input");
-    if (opset >= 18 && findAttr(n, "axes"))
-      return fail("takes its axes as an input from opset 18, not as an "
-                  "attribute");
-    if (opset >= 18 && in.size() > 1 && in[1]) {
+    // The axes moved from an attribute to an input (ReduceSum at opset 13,
+    // ReduceMean at 18): the other place is not read (refused rather than
+    // ignored).
+    const int64_t inputFrom = op == "ReduceSum" ? 13 : 18;
+    const std::string since = std::to_string(inputFrom);
+    if (opset < inputFrom && in.size() > 1)
+      return fail("takes its axes as an attribute before opset " + since +
+                  ", not as an input");
+    if (opset >= inputFrom && findAttr(n, "axes"))
+      return fail("takes its axes as an input from opset " + since +
+                  ", not as an attribute");
+    if (opset >= inputFrom && in.size() > 1 && in[1]) {
       std::string e = constInts(1, axes, "axes");
       if (!e.empty())
         return e;
     } else if (const auto *a = findAttr(n, "axes")) {
       axes.assign(a->ints().begin(), a->ints().end());
     }
+    // No axes: all of them, or none with noop_with_empty_axes (opset 18).
+    if (axes.empty() && intAttr(n, "noop_with_empty_axes", 0))
+      return same(x.getElementType(), shape);
     int64_t rank = int64_t(shape.size());
     std::vector<bool> reduce(shape.size(), axes.empty());
     for (int64_t a : axes) {
       int64_t k = a < 0 ? a + rank : a;
-      if (k < 0 || k >= rank)
-        return fail("axis out of range");
+      if (k < 0 || k >= rank || reduce[k])
+        return fail("axis " + std::to_string(a) +
+                    " is out of range or repeated");
       reduce[k] = true;
     }
     Shape out;

@@ -70,6 +70,12 @@ LAYOUTS = {
     # 1F1B over 2 stages and 2 micro-batches (one rank's reference runs
     # the same micro-batches).
     "pp=2 1f1b": ["--mesh", "pp=2", "--batch", "4", "--microbatches", "2"],
+    # generic-tiny's MLP split over tp: its relu^2, sigmoid, tanh and
+    # products run on the generic path on split activations.
+    "tp=2 generic mlp": ["--mesh", "tp=2", "--layout", {"params": {
+        "*.up.weight": [["tp"], []], "*.up.bias": [["tp"]],
+        "*.gate.weight": [["tp"], []], "*.gate.bias": [["tp"]],
+        "*.down.weight": [[], ["tp"]]}}],
     "tp=2 user json": ["--mesh", "tp=2", "--layout", {"params": {
         "*.mlp.gate_proj.weight": [["tp"], []], "*.mlp.up_proj.weight": [["tp"], []],
         "*.mlp.down_proj.weight": [[], ["tp"]]}}],
@@ -196,6 +202,42 @@ def variants():
         torch_loss(fixture, f"{fixture}-torch-export", work)
 
 
+def generic():
+    """A model no Hugging Face class builds (fixtures/export_generic_onnx.py):
+    its written-out norms, relu^2-sigmoid MLP and softmax feature gate
+    match no raise pattern and train on the generic path (weft.reduce,
+    weft.binary, weft.pointwise, weft.softmax): the first loss is
+    PyTorch's, and dp=2, tp=2 (the MLP split by a user's layout) and dp=2
+    ZeRO-3 train like one rank."""
+    fixture = "generic-tiny"
+    onnx = os.path.join(FIXTURES, f"{fixture}-torch-export.onnx")
+    work = os.path.join(WORK, fixture)
+    os.makedirs(work, exist_ok=True)
+    mlir = subprocess.run([f"{BIN}/weft-compile", onnx, "--emit-mlir", "forward"],
+                          capture_output=True, text=True, check=True).stdout
+    ops = {op: mlir.count(f"weft.{op} ") for op in
+           ("reduce", "binary", "pointwise", "softmax", "attention", "matmul")}
+    if not all(ops.values()):
+        sys.exit(f"FAIL: {fixture}: expected generic and fused ops, got {ops}")
+    print(f"{fixture}: ops " + ", ".join(f"{k} {v}" for k, v in ops.items()))
+    torch_loss(fixture, f"{fixture}-torch-export", work)
+    ref = losses(compile_(onnx, os.path.join(work, "ref.weft"), "--dtype", "f64"),
+                 onnx, TOKENS, 3)
+    for i, layout in enumerate(["dp=2", "tp=2 generic mlp", "dp=2 zero3"]):
+        flags = list(LAYOUTS[layout])
+        for j, flag in enumerate(flags):
+            if isinstance(flag, dict):
+                flags[j] = os.path.join(work, f"layout{i}.json")
+                json.dump(flag, open(flags[j], "w"))
+        got = losses(compile_(onnx, os.path.join(work, f"layout{i}.weft"), "--dtype", "f64",
+                              *flags), onnx, TOKENS, 3, ranks=2)
+        rel = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
+        if not rel <= 1e-12:
+            sys.exit(f"FAIL: {fixture} {layout}: losses {got} != one rank's {ref} "
+                     f"(relative {rel:.1e})")
+        print(f"{fixture} {layout}: trains like one rank (relative {rel:.1e})")
+
+
 def forward_only(prog, onnx, ids, ranks=1):
     """weft-run PROG --input ids --output out: the output array. MiniLM's
     file holds the pooler, which its first output does not read."""
@@ -258,6 +300,7 @@ def main():
         check(fixture, fixture, builtin, layouts)
     variants()
     dynamic()
+    generic()
     encoders()
     print("PASS: imported ONNX models train as PyTorch, the builtin frontend and one rank")
 

@@ -7,7 +7,8 @@ Runs onnxruntime from the project-local venv test/e2e/ort_venv.sh makes
 (onnxruntime from PyPI over Debian's numpy and onnx); exits 3 (SKIP, with
 the reason) when that venv cannot be had. For every torch.onnx.export
 fixture of test/e2e/fixtures (GPT-2, Llama with grouped-query attention,
-tied Llama, Qwen2, eager attention, scaled RoPE, dynamic batch and seq, and
+tied Llama, Qwen2, eager attention, scaled RoPE, dynamic batch and seq, a
+model that trains on the generic path, and
 the DistilBERT and MiniLM-shaped BERT encoders, whose output is hidden
 states):
   1. `weft-compile --forward-only` and `weft-run --input ids.npy --output
@@ -45,6 +46,9 @@ MODELS = {
     "llama-eager": ([], []),
     "llama-rope-scaled": ([], []),
     "gpt-tiny-dynamic": (["--batch", "3", "--seq", "8"], ["tp=2"]),
+    # Written-out norms, a relu^2-sigmoid MLP, a softmax gate: the generic
+    # path (fixtures/export_generic_onnx.py).
+    "generic-tiny": ([], ["dp=2"]),
     # Encoders: forward-only hidden states (no loss).
     "distilbert-tiny": ([], ["tp=2", "dp=2"]),
     "distilbert-eager": ([], []),

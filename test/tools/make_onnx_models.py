@@ -7,7 +7,9 @@
   dynamic.onnx   the same with ids [batch, seq] symbolic
   truncated.onnx the first half of FIXTURE's bytes
   unknown.onnx   a Hardmax, which weft does not import
-  unraised.onnx  an Erf weft imports but no pattern raises (no GELU around it)
+  generic.onnx   an Erf no pattern raises (no GELU around it): the generic path
+  constant.onnx  x + a constant [4, 8] (the program holds no constant tensors)
+  softmax_axis.onnx  a Softmax over axis 1 (the generic softmax: the last)
   shape.onnx     a Gemm whose weight [5, 8] does not contract with [.., 8]
   declared.onnx  logits declared [2, 4, 32] where the table makes 16
   opset.onnx     opset 11
@@ -51,7 +53,13 @@ open(f"{out}/truncated.onnx", "wb").write(data[: len(data) // 2])
 save(model([embed, helper.make_node("Hardmax", ["x"], ["h"], name="hardmax")] + head("h"),
            [WTE]), f"{out}/unknown.onnx")
 save(model([embed, helper.make_node("Erf", ["x"], ["e"], name="erf")] + head("e"), [WTE]),
-     f"{out}/unraised.onnx")
+     f"{out}/generic.onnx")
+table = helper.make_node("Constant", [], ["table"], value=numpy_helper.from_array(
+    np.ones((4, 8), np.float32), "table"))
+save(model([embed, table, helper.make_node("Add", ["x", "table"], ["a"], name="plus_table")]
+           + head("a"), [WTE]), f"{out}/constant.onnx")
+save(model([embed, helper.make_node("Softmax", ["x"], ["s"], name="softmax", axis=1)]
+           + head("s"), [WTE]), f"{out}/softmax_axis.onnx")
 W = numpy_helper.from_array(np.zeros((5, 8), np.float32), "fc.weight")
 shape = [embed,
          helper.make_node("Reshape", ["x", "rows"], ["x2"], name="rows"),

@@ -1,0 +1,361 @@
+//===- LowerOnnxGeneric.cpp - weft-lower-onnx-generic ---------------------===//
+//
+// docs/design.md decision 20. Each weft.onnx_node weft-raise-onnx left
+// becomes the generic op computing its ONNX function exactly, or is refused
+// by name. The import's static result type is the contract: a lowering whose
+// type differs is refused rather than trusted.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/WeftDialect.h"
+#include "passes/OnnxMatch.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <string>
+
+namespace weft {
+#define GEN_PASS_DEF_WEFTLOWERONNXGENERIC
+#include "passes/Passes.h.inc"
+} // namespace weft
+
+using namespace mlir;
+using namespace weft;
+using namespace weft::onnxmatch;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? ", " : "") + std::to_string(d);
+  return s + "]";
+}
+
+// The one value of a constant of one element, as the op's scalar.
+std::optional<double> scalarOf(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  if (!c || typeOf(v).getNumElements() != 1)
+    return std::nullopt;
+  return splat(v);
+}
+
+class Lowering {
+public:
+  Lowering(OnnxNodeOp op) : op(op), b(op), loc(op.getLoc()) {}
+
+  // The value replacing op's result, or null after an error.
+  Value lower() {
+    StringRef t = op.getOpType();
+    if (op.getNumResults() != 1)
+      return refuse("has " + std::to_string(op.getNumResults()) +
+                    " results; the generic path lowers single-result nodes");
+    if (!isFloat(op.getResult(0)))
+      return refuse("computes " + typeStr(op.getResult(0)) +
+                    "; the generic path computes floats (integer tensors "
+                    "are folded at import or read by embeddings)");
+    // Shapes and axes (Reshape's second input, ...) are folded integers.
+    bool dataOnly = t == "Reshape" || t == "Squeeze" || t == "Unsqueeze" ||
+                    t == "Expand" || t == "ReduceSum" || t == "ReduceMean";
+    for (auto [i, in] : llvm::enumerate(inputs()))
+      if ((i == 0 || !dataOnly) &&
+          (!isFloat(in) || typeOf(in).getElementType() != element()))
+        return refuse("input " + std::to_string(i) + " is " + typeStr(in) +
+                      ", expected " + typeStr(op.getResult(0)) +
+                      "'s element type");
+    if (t == "Identity" || t == "Reshape" || t == "Flatten" || t == "Squeeze" ||
+        t == "Unsqueeze")
+      return reshapeTo(input(0));
+    if (t == "Cast")
+      return checked(input(0));
+    if (t == "Transpose")
+      return transpose();
+    if (t == "Expand")
+      return checked(BroadcastOp::create(b, loc, resultType(), input(0)));
+    static const char *const kUnary[][2] = {
+        {"Neg", "neg"},   {"Exp", "exp"},   {"Log", "log"},
+        {"Sqrt", "sqrt"}, {"Tanh", "tanh"}, {"Sigmoid", "sigmoid"},
+        {"Relu", "relu"}, {"Erf", "erf"},   {"Reciprocal", "reciprocal"}};
+    for (const auto &u : kUnary)
+      if (t == u[0])
+        return unary(u[1]);
+    if (t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Pow")
+      return arithmetic();
+    if (t == "Softmax")
+      return softmax();
+    if (t == "ReduceSum" || t == "ReduceMean")
+      return reduction(t == "ReduceMean");
+    if (t == "MatMul")
+      return matmul();
+    if (t == "Gemm")
+      return gemm();
+    return refuse("is not an op the generic path lowers (elementwise Neg, "
+                  "Exp, Log, Sqrt, Reciprocal, Tanh, Sigmoid, Relu, Erf, "
+                  "Add, Sub, Mul, Div, Pow; ReduceSum, ReduceMean, Softmax, "
+                  "MatMul, Gemm; Reshape, Flatten, Squeeze, Unsqueeze, "
+                  "Transpose, Expand, Identity, Cast)");
+  }
+
+private:
+  ValueRange inputs() { return op.getInputs(); }
+  Value input(unsigned i) { return op.getInputs()[i]; }
+  RankedTensorType resultType() { return typeOf(op.getResult(0)); }
+  Type element() { return resultType().getElementType(); }
+  static std::string typeStr(Value v) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << v.getType();
+    return s;
+  }
+
+  Value refuse(const std::string &why) {
+    op.emitError() << "ONNX node '" << op.getNode() << "' (" << op.getOpType()
+                   << ", opset " << op.getOpset() << ") " << why;
+    return nullptr;
+  }
+
+  // The lowered value must have the type the import gave the node.
+  Value checked(Value v) {
+    if (!v || v.getType() == resultType())
+      return v;
+    return refuse("lowers to " + typeStr(v) + " but the import gave it " +
+                  typeStr(op.getResult(0)));
+  }
+
+  Value reshapeTo(Value x) {
+    if (x.getType() == resultType())
+      return x;
+    if (typeOf(x).getNumElements() != resultType().getNumElements())
+      return refuse("reshapes " + typeStr(x) + " to " +
+                    typeStr(op.getResult(0)) + ": the element counts differ");
+    return ReshapeOp::create(b, loc, resultType(), x);
+  }
+
+  // A tensor operand that is a constant is refused: the program has none.
+  Value noConstant(Value v, unsigned i) {
+    if (v.getDefiningOp<ConstantOp>())
+      return refuse("reads a constant tensor of shape " +
+                    shapeStr(typeOf(v).getShape()) + " as input " +
+                    std::to_string(i) +
+                    "; the program format holds no constant tensors (a "
+                    "one-element constant becomes an op's scalar)");
+    return v;
+  }
+
+  Value transpose() {
+    Shape perm = permOf(op);
+    if (perm.empty())
+      return refuse("has a perm that is not a permutation of its input's " +
+                    std::to_string(typeOf(input(0)).getRank()) + " dims");
+    return checked(TransposeOp::create(b, loc, input(0), perm));
+  }
+
+  Value unary(StringRef fn) {
+    if (!noConstant(input(0), 0))
+      return nullptr;
+    return checked(PointwiseOp::create(b, loc, input(0).getType(), input(0),
+                                       b.getStringAttr(fn), FloatAttr()));
+  }
+
+  Value pointwise(Value x, StringRef fn, double c) {
+    Value y = PointwiseOp::create(b, loc, x.getType(), x, b.getStringAttr(fn),
+                                  b.getF64FloatAttr(c));
+    // A constant of higher rank (x [N] + c [1, 1]) adds leading 1s.
+    return checked(
+        typeOf(y).getShape() == resultType().getShape() ? y : reshapeTo(y));
+  }
+
+  // Add, Sub, Mul, Div and Pow: with a one-element constant, pointwise;
+  // between two tensors, binary (Pow only by a constant).
+  Value arithmetic() {
+    StringRef t = op.getOpType();
+    Value x = input(0), y = input(1);
+    std::optional<double> cx = scalarOf(x), cy = scalarOf(y);
+    if (cy && !cx) {
+      static const char *const kRight[][2] = {{"Add", "add"},
+                                              {"Sub", "sub"},
+                                              {"Mul", "mul"},
+                                              {"Div", "div"},
+                                              {"Pow", "pow"}};
+      for (const auto &r : kRight)
+        if (t == r[0])
+          return pointwise(x, r[1], *cy);
+    }
+    if (cx && !cy) {
+      static const char *const kLeft[][2] = {
+          {"Add", "add"}, {"Sub", "rsub"}, {"Mul", "mul"}, {"Div", "rdiv"}};
+      for (const auto &l : kLeft)
+        if (t == l[0])
+          return pointwise(y, l[1], *cx);
+      return refuse("raises a constant to a tensor power; the generic path "
+                    "lowers Pow by a one-element constant exponent only");
+    }
+    if (t == "Pow")
+      return refuse("has a tensor exponent; the generic path lowers Pow by a "
+                    "one-element constant exponent only");
+    if (!noConstant(x, 0) || !noConstant(y, 1))
+      return nullptr;
+    std::string fn = t.lower();
+    return checked(BinaryOp::create(b, loc, x, y, b.getStringAttr(fn)));
+  }
+
+  // Softmax over the last axis. Opsets below 13 flatten the dims from
+  // `axis` on; over the last axis both definitions agree.
+  Value softmax() {
+    int64_t rank = typeOf(input(0)).getRank();
+    const int64_t given = intAttr(op, "axis", op.getOpset() >= 13 ? -1 : 1);
+    int64_t axis = given;
+    if (axis < 0)
+      axis += rank;
+    if (rank == 0 || axis != rank - 1)
+      return refuse("normalizes over axis " + std::to_string(given) +
+                    " of rank " + std::to_string(rank) +
+                    "; the generic path's softmax is over the last axis");
+    if (!noConstant(input(0), 0))
+      return nullptr;
+    return checked(SoftmaxOp::create(b, loc, input(0)));
+  }
+
+  // Sum into the kept shape, then divide by the count (mean) and drop the
+  // reduced dims unless keepdims.
+  Value reduction(bool mean) {
+    Value x = input(0);
+    ArrayRef<int64_t> shape = typeOf(x).getShape();
+    int64_t rank = shape.size();
+    // ReduceSum takes its axes as an input from opset 13, ReduceMean from 18.
+    bool axesInput = op.getOpset() >= (mean ? 18 : 13);
+    Shape axes;
+    if (axesInput && inputs().size() > 1) {
+      auto ints = constInts(input(1));
+      if (!ints)
+        return refuse("takes its axes from a tensor the import could not "
+                      "fold");
+      axes = *ints;
+    } else if (!axesInput) {
+      if (auto a = op.getAttrs().getAs<DenseI64ArrayAttr>("axes"))
+        axes.assign(a.asArrayRef().begin(), a.asArrayRef().end());
+    }
+    if (axes.empty() && intAttr(op, "noop_with_empty_axes", 0))
+      return reshapeTo(x);
+    SmallVector<bool> reduced(rank, axes.empty());
+    for (int64_t a : axes) {
+      int64_t d = a < 0 ? a + rank : a;
+      if (d < 0 || d >= rank || reduced[d])
+        return refuse("has axis " + std::to_string(a) +
+                      ", out of range or repeated for rank " +
+                      std::to_string(rank));
+      reduced[d] = true;
+    }
+    Shape kept(shape);
+    int64_t count = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      if (reduced[d]) {
+        count *= shape[d];
+        kept[d] = 1;
+      }
+    Value y = x;
+    if (Shape(shape) != kept)
+      y = ReduceOp::create(b, loc, RankedTensorType::get(kept, element()), x);
+    if (mean && count != 1)
+      y = PointwiseOp::create(b, loc, y.getType(), y, b.getStringAttr("div"),
+                              b.getF64FloatAttr(double(count)));
+    return checked(reshapeTo(y));
+  }
+
+  // NumPy's matmul: [.., m, k] x [k, n] is weft.matmul (a linear layer's
+  // form, which the Megatron layout knows); otherwise both operands are
+  // broadcast to one batch shape and multiplied per batch index.
+  Value matmul() {
+    Value a = input(0), w = input(1);
+    if (!noConstant(a, 0) || !noConstant(w, 1))
+      return nullptr;
+    ArrayRef<int64_t> as = typeOf(a).getShape(), ws = typeOf(w).getShape();
+    if (as.size() < 2 || ws.size() < 2)
+      return refuse("multiplies a vector (rank 1); the generic path lowers "
+                    "MatMul of operands of rank >= 2");
+    if (ws.size() == 2)
+      return checked(MatmulOp::create(b, loc, a, w, false, false));
+    size_t rank = std::max(as.size(), ws.size());
+    Shape batch(rank - 2, 1);
+    for (ArrayRef<int64_t> s : {as, ws})
+      for (size_t i = 0; i + 2 < s.size(); ++i) {
+        int64_t &d = batch[rank - s.size() + i];
+        if (d != 1 && s[i] != 1 && s[i] != d)
+          return refuse("has batch dims " + shapeStr(as.drop_back(2)) +
+                        " and " + shapeStr(ws.drop_back(2)) +
+                        " that do not broadcast");
+        d = std::max(d, s[i]);
+      }
+    auto widen = [&](Value v) -> Value {
+      ArrayRef<int64_t> s = typeOf(v).getShape();
+      Shape full(batch);
+      full.append(s.end() - 2, s.end());
+      if (Shape(s) == full)
+        return v;
+      return BroadcastOp::create(b, loc, RankedTensorType::get(full, element()),
+                                 v);
+    };
+    return checked(
+        BatchMatmulOp::create(b, loc, widen(a), widen(w), false, false));
+  }
+
+  // Gemm with alpha = beta = 1: op(a) op(b) (+ c, broadcast).
+  Value gemm() {
+    if (floatAttr(op, "alpha", 1.0) != 1.0 || floatAttr(op, "beta", 1.0) != 1.0)
+      return refuse("has alpha " + std::to_string(floatAttr(op, "alpha", 1)) +
+                    " and beta " + std::to_string(floatAttr(op, "beta", 1)) +
+                    "; the generic path lowers Gemm with alpha = beta = 1");
+    for (unsigned i = 0; i < inputs().size(); ++i)
+      if (!noConstant(input(i), i))
+        return nullptr;
+    if (typeOf(input(0)).getRank() != 2 || typeOf(input(1)).getRank() != 2)
+      return refuse("multiplies operands of rank other than 2");
+    Value y = MatmulOp::create(b, loc, input(0), input(1),
+                               intAttr(op, "transA", 0) != 0,
+                               intAttr(op, "transB", 0) != 0);
+    if (inputs().size() == 3)
+      y = BinaryOp::create(b, loc, y, input(2), b.getStringAttr("add"));
+    return checked(y);
+  }
+
+  OnnxNodeOp op;
+  OpBuilder b;
+  Location loc;
+};
+
+struct LowerOnnxGeneric
+    : weft::impl::WeftLowerOnnxGenericBase<LowerOnnxGeneric> {
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    SmallVector<OnnxNodeOp> nodes;
+    fn.walk([&](OnnxNodeOp op) { nodes.push_back(op); });
+    // In program order: each node's inputs are lowered before it.
+    for (OnnxNodeOp op : nodes) {
+      Lowering lowering(op);
+      Value y = lowering.lower();
+      if (!y)
+        return signalPassFailure();
+      op.getResult(0).replaceAllUsesWith(y);
+      op.erase();
+    }
+    bool constants = false;
+    // The scalars became attributes: their constants are dead.
+    fn.walk([&](ConstantOp c) {
+      if (c->use_empty()) {
+        c.erase();
+        return;
+      }
+      if (!constants)
+        c.emitError("weft-lower-onnx-generic: a folded constant is still "
+                    "read by ")
+            << *c->getUsers().begin();
+      constants = true;
+    });
+    if (constants)
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,142 @@
+// RUN: weft-opt %s -split-input-file -weft-lower-onnx-generic -verify-diagnostics | FileCheck %s
+
+// A layer norm written out, as an export at opset 17 without
+// LayerNormalization spells it: each node becomes its generic op; the
+// one-element constants become scalars (2, 1e-5), and the mean is a sum
+// divided by the global count (16).
+// CHECK-LABEL: func @written_out_norm
+// CHECK-NEXT: %[[S:.*]] = weft.reduce %arg0 : tensor<2x3x16xf32> to tensor<2x3x1xf32>
+// CHECK-NEXT: %[[M:.*]] = weft.pointwise %[[S]] {fn = "div", scalar = 1.600000e+01 : f64} : tensor<2x3x1xf32>
+// CHECK-NEXT: %[[C:.*]] = weft.binary %arg0, %[[M]] {fn = "sub"} : (tensor<2x3x16xf32>, tensor<2x3x1xf32>) -> tensor<2x3x16xf32>
+// CHECK-NEXT: %[[P:.*]] = weft.pointwise %[[C]] {fn = "pow", scalar = 2.000000e+00 : f64}
+// CHECK-NEXT: %[[V:.*]] = weft.reduce %[[P]]
+// CHECK-NEXT: %[[VM:.*]] = weft.pointwise %[[V]] {fn = "div", scalar = 1.600000e+01 : f64}
+// CHECK-NEXT: %[[E:.*]] = weft.pointwise %[[VM]] {fn = "add", scalar = 9.9999997473787516E-6 : f64}
+// CHECK-NEXT: %[[R:.*]] = weft.pointwise %[[E]] {fn = "sqrt"}
+// CHECK-NEXT: weft.binary %[[C]], %[[R]] {fn = "div"}
+func.func @written_out_norm(%x: tensor<2x3x16xf32>) -> tensor<2x3x16xf32> {
+  %axes = weft.constant dense<-1> : tensor<1xi64>
+  %two = weft.constant dense<2.000000e+00> : tensor<f32>
+  %eps = weft.constant dense<9.99999974E-6> : tensor<f32>
+  %m = weft.onnx_node "ReduceMean" "mean"(%x, %axes) {attrs = {keepdims = 1 : i64}, opset = 18 : i64} : (tensor<2x3x16xf32>, tensor<1xi64>) -> tensor<2x3x1xf32>
+  %c = weft.onnx_node "Sub" "sub"(%x, %m) {attrs = {}, opset = 18 : i64} : (tensor<2x3x16xf32>, tensor<2x3x1xf32>) -> tensor<2x3x16xf32>
+  %p = weft.onnx_node "Pow" "pow"(%c, %two) {attrs = {}, opset = 18 : i64} : (tensor<2x3x16xf32>, tensor<f32>) -> tensor<2x3x16xf32>
+  %v = weft.onnx_node "ReduceMean" "var"(%p, %axes) {attrs = {keepdims = 1 : i64}, opset = 18 : i64} : (tensor<2x3x16xf32>, tensor<1xi64>) -> tensor<2x3x1xf32>
+  %e = weft.onnx_node "Add" "eps"(%v, %eps) {attrs = {}, opset = 18 : i64} : (tensor<2x3x1xf32>, tensor<f32>) -> tensor<2x3x1xf32>
+  %r = weft.onnx_node "Sqrt" "sqrt"(%e) {attrs = {}, opset = 18 : i64} : (tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
+  %y = weft.onnx_node "Div" "div"(%c, %r) {attrs = {}, opset = 18 : i64} : (tensor<2x3x16xf32>, tensor<2x3x1xf32>) -> tensor<2x3x16xf32>
+  return %y : tensor<2x3x16xf32>
+}
+
+// -----
+
+// A constant on the left: c - x and c / x. ReduceSum without keepdims
+// (axes as an attribute before opset 13) reshapes the kept shape away.
+// CHECK-LABEL: func @left_constants
+// CHECK-NEXT: %[[A:.*]] = weft.pointwise %arg0 {fn = "rsub", scalar = 1.000000e+00 : f64}
+// CHECK-NEXT: %[[B:.*]] = weft.pointwise %[[A]] {fn = "rdiv", scalar = 5.000000e-01 : f64}
+// CHECK-NEXT: %[[S:.*]] = weft.reduce %[[B]] : tensor<2x8xf32> to tensor<2x1xf32>
+// CHECK-NEXT: weft.reshape %[[S]] : tensor<2x1xf32> to tensor<2xf32>
+func.func @left_constants(%x: tensor<2x8xf32>) -> tensor<2xf32> {
+  %one = weft.constant dense<1.000000e+00> : tensor<f32>
+  %half = weft.constant dense<5.000000e-01> : tensor<1xf32>
+  %a = weft.onnx_node "Sub" "rsub"(%one, %x) {attrs = {}, opset = 12 : i64} : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %b = weft.onnx_node "Div" "rdiv"(%half, %a) {attrs = {}, opset = 12 : i64} : (tensor<1xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %s = weft.onnx_node "ReduceSum" "sum"(%b) {attrs = {axes = array<i64: 1>, keepdims = 0 : i64}, opset = 12 : i64} : (tensor<2x8xf32>) -> tensor<2xf32>
+  return %s : tensor<2xf32>
+}
+
+// -----
+
+// Attention spelled out on the generic path: heads split by Reshape and
+// Transpose, scores by a batched MatMul whose batch dims broadcast (the
+// keys [1, 2, 4, 4] against queries [3, 2, 4, 4]), Softmax over the last
+// axis; a MatMul by a 2-D operand stays weft.matmul.
+// CHECK-LABEL: func @spelled_attention
+// CHECK: %[[K:.*]] = weft.broadcast %{{.*}} : tensor<1x2x4x4xf32> to tensor<3x2x4x4xf32>
+// CHECK: %[[S:.*]] = weft.batch_matmul %{{.*}}, %[[K]] : (tensor<3x2x4x4xf32>, tensor<3x2x4x4xf32>) -> tensor<3x2x4x4xf32>
+// CHECK: weft.softmax %[[S]] : tensor<3x2x4x4xf32>
+// CHECK: weft.matmul %{{.*}}, %arg2 : (tensor<3x2x4x4xf32>, tensor<4x6xf32>) -> tensor<3x2x4x6xf32>
+func.func @spelled_attention(%q: tensor<3x4x8xf32>, %k: tensor<1x2x4x4xf32>, %w: tensor<4x6xf32>) -> tensor<3x2x4x6xf32> {
+  %shape = weft.constant dense<[3, 4, 2, 4]> : tensor<4xi64>
+  %q4 = weft.onnx_node "Reshape" "view"(%q, %shape) {attrs = {}, opset = 17 : i64} : (tensor<3x4x8xf32>, tensor<4xi64>) -> tensor<3x4x2x4xf32>
+  %qt = weft.onnx_node "Transpose" "heads"(%q4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<3x4x2x4xf32>) -> tensor<3x2x4x4xf32>
+  %s = weft.onnx_node "MatMul" "scores"(%qt, %k) {attrs = {}, opset = 17 : i64} : (tensor<3x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<3x2x4x4xf32>
+  %p = weft.onnx_node "Softmax" "softmax"(%s) {attrs = {axis = -1 : i64}, opset = 17 : i64} : (tensor<3x2x4x4xf32>) -> tensor<3x2x4x4xf32>
+  %y = weft.onnx_node "MatMul" "out"(%p, %w) {attrs = {}, opset = 17 : i64} : (tensor<3x2x4x4xf32>, tensor<4x6xf32>) -> tensor<3x2x4x6xf32>
+  return %y : tensor<3x2x4x6xf32>
+}
+
+// -----
+
+// Gemm with alpha = beta = 1 and transB: a matmul and a broadcast add.
+// CHECK-LABEL: func @gemm
+// CHECK-NEXT: %[[M:.*]] = weft.matmul %arg0, %arg1 {transpose_b = true}
+// CHECK-NEXT: weft.binary %[[M]], %arg2 {fn = "add"} : (tensor<4x6xf32>, tensor<6xf32>) -> tensor<4x6xf32>
+func.func @gemm(%a: tensor<4x8xf32>, %b: tensor<6x8xf32>, %c: tensor<6xf32>) -> tensor<4x6xf32> {
+  %y = weft.onnx_node "Gemm" "fc"(%a, %b, %c) {attrs = {transB = 1 : i64}, opset = 17 : i64} : (tensor<4x8xf32>, tensor<6x8xf32>, tensor<6xf32>) -> tensor<4x6xf32>
+  return %y : tensor<4x6xf32>
+}
+
+// -----
+
+// A constant tensor (here a mask) has no place in the program: refused,
+// naming the node.
+func.func @constant_tensor(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %mask = weft.constant dense<[[0.0, -1.0e9, -1.0e9, -1.0e9], [0.0, 0.0, -1.0e9, -1.0e9], [0.0, 0.0, 0.0, -1.0e9], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  // expected-error @+1 {{ONNX node 'masked' (Add, opset 17) reads a constant tensor of shape [4, 4] as input 1; the program format holds no constant tensors}}
+  %y = weft.onnx_node "Add" "masked"(%x, %mask) {attrs = {}, opset = 17 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @pow_tensor(%x: tensor<4xf32>, %e: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{ONNX node 'pow' (Pow, opset 17) has a tensor exponent; the generic path lowers Pow by a one-element constant exponent only}}
+  %y = weft.onnx_node "Pow" "pow"(%x, %e) {attrs = {}, opset = 17 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @softmax_axis(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{ONNX node 'sm' (Softmax, opset 17) normalizes over axis 0 of rank 2; the generic path's softmax is over the last axis}}
+  %y = weft.onnx_node "Softmax" "sm"(%x) {attrs = {axis = 0 : i64}, opset = 17 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
+// Opset 12's Softmax defaults to axis 1 (flattening from it): over the
+// last axis only when the input has rank 2.
+func.func @softmax_opset12(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{ONNX node 'sm' (Softmax, opset 12) normalizes over axis 1 of rank 3}}
+  %y = weft.onnx_node "Softmax" "sm"(%x) {attrs = {}, opset = 12 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %y : tensor<2x3x4xf32>
+}
+
+// -----
+
+func.func @cast_to_f64(%x: tensor<4xf32>) -> tensor<4xf64> {
+  // expected-error @+1 {{ONNX node 'cast' (Cast, opset 17) input 0 is tensor<4xf32>, expected tensor<4xf64>'s element type}}
+  %y = weft.onnx_node "Cast" "cast"(%x) {attrs = {to = 11 : i64}, opset = 17 : i64} : (tensor<4xf32>) -> tensor<4xf64>
+  return %y : tensor<4xf64>
+}
+
+// -----
+
+func.func @unknown(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{ONNX node 'hm' (Hardmax, opset 17) is not an op the generic path lowers}}
+  %y = weft.onnx_node "Hardmax" "hm"(%x) {attrs = {}, opset = 17 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// The import's result type is the contract: a node whose declared type is
+// not its function's is refused, not trusted.
+func.func @wrong_type(%x: tensor<2x4xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{ONNX node 't' (Transpose, opset 17) lowers to tensor<2x4xf32> but the import gave it tensor<4x2xf32>}}
+  %y = weft.onnx_node "Transpose" "t"(%x) {attrs = {perm = array<i64: 0, 1>}, opset = 17 : i64} : (tensor<2x4xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
