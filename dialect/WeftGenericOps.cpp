@@ -194,6 +194,18 @@ LogicalResult ReshapeOp::verify() {
   return checkSameElement(*this);
 }
 
+LogicalResult SoftmaxOp::verify() {
+  if (typeOf(getX()).getRank() < 1)
+    return emitOpError("needs rank >= 1: the softmax is over the last dim");
+  return success();
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  if (typeOf(getY()).getRank() < 1)
+    return emitOpError("needs rank >= 1: the softmax is over the last dim");
+  return success();
+}
+
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,

@@ -135,12 +135,14 @@ def Weft_SoftmaxOp : Weft_ElementwiseForwardOp<"softmax"> {
   let summary = "softmax over the last dim";
   let arguments = (ins Weft_FloatTensor:$x);
   let results = (outs Weft_FloatTensor:$result);
+  let hasVerifier = 1;
 }
 
 def Weft_SoftmaxGradOp : Weft_ElementwiseOp<"softmax_grad"> {
   let summary = "dx = y * (dy - sum(dy * y)) over the last dim (y: softmax)";
   let arguments = (ins Weft_FloatTensor:$y, Weft_FloatTensor:$dy);
   let results = (outs Weft_FloatTensor:$result);
+  let hasVerifier = 1;
 }
 
 def Weft_BatchMatmulOp : Weft_ForwardOp<"batch_matmul"> {

@@ -676,7 +676,8 @@ def Weft_OnnxNodeOp : Weft_Op<"onnx_node", [Pure]> {
     name, the model's opset and the node's attributes. Its result types are
     the import's static shapes. weft-raise-onnx rewrites the subgraphs it
     recognises (linear layers, layer norm, GELU, embeddings, attention) into
-    weft's ops and refuses any node it leaves, naming it.
+    weft's ops; weft-lower-onnx-generic lowers what it leaves onto the
+    generic ops, or refuses the node by name.
 
     ```mlir
     %y = weft.onnx_node "Tanh" "node_tanh" (%x) {opset = 17 : i64, attrs = {}}

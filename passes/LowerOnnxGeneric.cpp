@@ -52,6 +52,9 @@ public:
     if (op.getNumResults() != 1)
       return refuse("has " + std::to_string(op.getNumResults()) +
                     " results; the generic path lowers single-result nodes");
+    if (!wellFormed(op))
+      return refuse("has " + std::to_string(inputs().size()) +
+                    " inputs, not the count its op type takes");
     if (!isFloat(op.getResult(0)))
       return refuse("computes " + typeStr(op.getResult(0)) +
                     "; the generic path computes floats (integer tensors "
@@ -65,8 +68,13 @@ public:
         return refuse("input " + std::to_string(i) + " is " + typeStr(in) +
                       ", expected " + typeStr(op.getResult(0)) +
                       "'s element type");
-    if (t == "Identity" || t == "Reshape" || t == "Flatten" || t == "Squeeze" ||
-        t == "Unsqueeze")
+    if (t == "Identity" || t == "Squeeze" || t == "Unsqueeze") {
+      if (!sameDims(input(0)))
+        return refuse("changes dims other than 1s: " + typeStr(input(0)) +
+                      " to " + typeStr(op.getResult(0)));
+      return reshapeTo(input(0));
+    }
+    if (t == "Reshape" || t == "Flatten")
       return reshapeTo(input(0));
     if (t == "Cast")
       return checked(input(0));
@@ -124,6 +132,11 @@ private:
                   typeStr(op.getResult(0)));
   }
 
+  Value wrongShape(ArrayRef<int64_t> computed) {
+    return refuse("computes " + shapeStr(computed) +
+                  " but the import gave it " + typeStr(op.getResult(0)));
+  }
+
   Value reshapeTo(Value x) {
     if (x.getType() == resultType())
       return x;
@@ -131,6 +144,37 @@ private:
       return refuse("reshapes " + typeStr(x) + " to " +
                     typeStr(op.getResult(0)) + ": the element counts differ");
     return ReshapeOp::create(b, loc, resultType(), x);
+  }
+
+  // Whether x and the result hold the same dims apart from 1s (a view
+  // that only adds or drops 1s).
+  bool sameDims(Value x) {
+    auto big = [](ArrayRef<int64_t> s) {
+      Shape out;
+      for (int64_t d : s)
+        if (d != 1)
+          out.push_back(d);
+      return out;
+    };
+    return big(typeOf(x).getShape()) == big(resultType().getShape());
+  }
+
+  // The broadcast of a and b's shapes, or nullopt (then refused).
+  std::optional<Shape> broadcastOf(Value a, Value c) {
+    ArrayRef<int64_t> x = typeOf(a).getShape(), y = typeOf(c).getShape();
+    size_t rank = std::max(x.size(), y.size());
+    Shape out(rank, 1);
+    for (size_t i = 0; i < rank; ++i) {
+      int64_t dx = i < rank - x.size() ? 1 : x[i - (rank - x.size())];
+      int64_t dy = i < rank - y.size() ? 1 : y[i - (rank - y.size())];
+      if (dx != dy && dx != 1 && dy != 1) {
+        refuse("has operands " + shapeStr(x) + " and " + shapeStr(y) +
+               " that do not broadcast");
+        return std::nullopt;
+      }
+      out[i] = dx == 1 ? dy : dx;
+    }
+    return out;
   }
 
   // A tensor operand that is a constant is refused: the program has none.
@@ -159,12 +203,16 @@ private:
                                        b.getStringAttr(fn), FloatAttr()));
   }
 
-  Value pointwise(Value x, StringRef fn, double c) {
+  Value pointwise(Value x, Value constant, StringRef fn, double c) {
+    // A constant of higher rank (x [N] + c [1, 1]) adds leading 1s.
+    std::optional<Shape> full = broadcastOf(x, constant);
+    if (!full)
+      return nullptr;
+    if (*full != Shape(resultType().getShape()))
+      return wrongShape(*full);
     Value y = PointwiseOp::create(b, loc, x.getType(), x, b.getStringAttr(fn),
                                   b.getF64FloatAttr(c));
-    // A constant of higher rank (x [N] + c [1, 1]) adds leading 1s.
-    return checked(
-        typeOf(y).getShape() == resultType().getShape() ? y : reshapeTo(y));
+    return y.getType() == resultType() ? y : reshapeTo(y);
   }
 
   // Add, Sub, Mul, Div and Pow: with a one-element constant, pointwise;
@@ -181,21 +229,21 @@ private:
                                               {"Pow", "pow"}};
       for (const auto &r : kRight)
         if (t == r[0])
-          return pointwise(x, r[1], *cy);
+          return pointwise(x, y, r[1], *cy);
     }
     if (cx && !cy) {
       static const char *const kLeft[][2] = {
           {"Add", "add"}, {"Sub", "rsub"}, {"Mul", "mul"}, {"Div", "rdiv"}};
       for (const auto &l : kLeft)
         if (t == l[0])
-          return pointwise(y, l[1], *cx);
+          return pointwise(y, x, l[1], *cx);
       return refuse("raises a constant to a tensor power; the generic path "
                     "lowers Pow by a one-element constant exponent only");
     }
     if (t == "Pow")
       return refuse("has a tensor exponent; the generic path lowers Pow by a "
                     "one-element constant exponent only");
-    if (!noConstant(x, 0) || !noConstant(y, 1))
+    if (!noConstant(x, 0) || !noConstant(y, 1) || !broadcastOf(x, y))
       return nullptr;
     std::string fn = t.lower();
     return checked(BinaryOp::create(b, loc, x, y, b.getStringAttr(fn)));
@@ -255,6 +303,12 @@ private:
         count *= shape[d];
         kept[d] = 1;
       }
+    Shape want;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!reduced[d] || intAttr(op, "keepdims", 1))
+        want.push_back(kept[d]);
+    if (want != Shape(resultType().getShape()))
+      return wrongShape(want);
     Value y = x;
     if (Shape(shape) != kept)
       y = ReduceOp::create(b, loc, RankedTensorType::get(kept, element()), x);
@@ -275,6 +329,8 @@ private:
     if (as.size() < 2 || ws.size() < 2)
       return refuse("multiplies a vector (rank 1); the generic path lowers "
                     "MatMul of operands of rank >= 2");
+    if (as.back() != ws[ws.size() - 2])
+      return refuse("contracts " + shapeStr(as) + " with " + shapeStr(ws));
     if (ws.size() == 2)
       return checked(MatmulOp::create(b, loc, a, w, false, false));
     size_t rank = std::max(as.size(), ws.size());
@@ -312,11 +368,22 @@ private:
         return nullptr;
     if (typeOf(input(0)).getRank() != 2 || typeOf(input(1)).getRank() != 2)
       return refuse("multiplies operands of rank other than 2");
-    Value y = MatmulOp::create(b, loc, input(0), input(1),
-                               intAttr(op, "transA", 0) != 0,
-                               intAttr(op, "transB", 0) != 0);
-    if (inputs().size() == 3)
+    bool ta = intAttr(op, "transA", 0) != 0, tb = intAttr(op, "transB", 0) != 0;
+    ArrayRef<int64_t> as = typeOf(input(0)).getShape(),
+                      bs = typeOf(input(1)).getShape();
+    if (as[ta ? 0 : 1] != bs[tb ? 1 : 0])
+      return refuse("contracts " + shapeStr(as) + " with " + shapeStr(bs));
+    Value y = MatmulOp::create(b, loc, input(0), input(1), ta, tb);
+    if (inputs().size() == 3) {
+      std::optional<Shape> full = broadcastOf(y, input(2));
+      if (!full)
+        return nullptr;
+      if (*full != Shape(typeOf(y).getShape()))
+        return refuse("adds C " + shapeStr(typeOf(input(2)).getShape()) +
+                      ", which does not broadcast to the product " +
+                      shapeStr(typeOf(y).getShape()));
       y = BinaryOp::create(b, loc, y, input(2), b.getStringAttr("add"));
+    }
     return checked(y);
   }
 

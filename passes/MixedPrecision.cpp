@@ -118,6 +118,15 @@ struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
         r.setType(op->getOperand(0).getType());
       return success();
     }
+    // The generic path's ops with a written result type keep their shape
+    // and take the operand's element type.
+    if (isa<ReshapeOp, BroadcastOp, ReduceOp>(op)) {
+      Type element =
+          cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
+      op->getResult(0).setType(
+          withElement(op->getResult(0).getType(), element));
+      return success();
+    }
     if (isa<FillOp>(op)) {
       for (Value r : op->getResults())
         if (hasElement(r.getType(), f32))

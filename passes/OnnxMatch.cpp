@@ -14,13 +14,16 @@ bool wellFormed(OnnxNodeOp op) {
   static const struct {
     const char *type;
     unsigned min, max;
-  } kArity[] = {
-      {"Add", 2, 2},       {"Mul", 2, 2},       {"Div", 2, 2},
-      {"Pow", 2, 2},       {"MatMul", 2, 2},    {"Gather", 2, 2},
-      {"Reshape", 2, 2},   {"Expand", 2, 2},    {"Where", 3, 3},
-      {"Gemm", 2, 3},      {"Slice", 3, 5},     {"ReduceMean", 1, 2},
-      {"ReduceSum", 1, 2}, {"Unsqueeze", 1, 2}, {"LayerNormalization", 2, 3},
-      {"Concat", 1, ~0u},  {"Split", 1, 2}};
+  } kArity[] = {{"Add", 2, 2},        {"Sub", 2, 2},
+                {"Mul", 2, 2},        {"Div", 2, 2},
+                {"Pow", 2, 2},        {"MatMul", 2, 2},
+                {"Gather", 2, 2},     {"Reshape", 2, 2},
+                {"Expand", 2, 2},     {"Where", 3, 3},
+                {"Gemm", 2, 3},       {"Slice", 3, 5},
+                {"ReduceMean", 1, 2}, {"ReduceSum", 1, 2},
+                {"Unsqueeze", 1, 2},  {"LayerNormalization", 2, 3},
+                {"Concat", 1, ~0u},   {"Split", 1, 2},
+                {"Squeeze", 1, 2}};
   unsigned n = op.getInputs().size(), min = 1, max = 1;
   for (const auto &a : kArity)
     if (op.getOpType() == a.type)

@@ -58,6 +58,11 @@ WeftCutStagesOptions pipelineOptions(llvm::StringRef mesh,
 extern const char *const kTrainingStages[];
 extern const int kNumTrainingStages;
 
+/// Adds the passes that turn an imported ONNX graph into weft's ops: the
+/// raise onto fused ops, then the generic path for what is left (no-ops on
+/// other modules). weft-compile's "forward" stage and weft-plan share it.
+void addOnnxLowering(mlir::OpPassManager &pm);
+
 /// Adds the passes of stage `stage` (an index into kTrainingStages).
 void addTrainingStage(mlir::OpPassManager &pm, int stage,
                       const TrainingPipelineOptions &options);

@@ -12,16 +12,19 @@ const char *const weft::kTrainingStages[] = {
 const int weft::kNumTrainingStages =
     int(sizeof(kTrainingStages) / sizeof(kTrainingStages[0]));
 
+void weft::addOnnxLowering(OpPassManager &pm) {
+  pm.addNestedPass<func::FuncOp>(createWeftRaiseOnnx());
+  // What no pattern raised trains on the generic path.
+  pm.addNestedPass<func::FuncOp>(createWeftLowerOnnxGeneric());
+}
+
 void weft::addTrainingStage(OpPassManager &pm, int stage,
                             const TrainingPipelineOptions &o) {
   const bool sharded = !o.layout.mesh.empty();
   const std::string name = kTrainingStages[stage];
   // An imported ONNX graph becomes weft's ops (no-op for other models).
-  if (name == "forward") {
-    pm.addNestedPass<func::FuncOp>(createWeftRaiseOnnx());
-    // What no pattern raised trains on the generic path.
-    pm.addNestedPass<func::FuncOp>(createWeftLowerOnnxGeneric());
-  }
+  if (name == "forward")
+    addOnnxLowering(pm);
   if (name == "forward" && o.forwardOnly)
     pm.addNestedPass<func::FuncOp>(createWeftReturnLogits());
   if (name == "layout" && sharded)

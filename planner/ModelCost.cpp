@@ -45,6 +45,14 @@ double matmulFlops(MatmulOp mm) {
   return 2.0 * numel(mm.getType()) * double(contract);
 }
 
+// 2 * (result elements) * (contracted size), per batch index.
+double batchMatmulFlops(BatchMatmulOp bm) {
+  auto a = cast<RankedTensorType>(bm.getA().getType());
+  int64_t r = a.getRank();
+  int64_t contract = a.getShape()[bm.getTransposeA() ? r - 2 : r - 1];
+  return 2.0 * numel(bm.getType()) * double(contract);
+}
+
 // QK^T and AV over every head: 4 * B * S^2 * H * hd (the causal mask is not
 // exploited by the kernels, so the full square is counted, as Megatron does).
 double attentionFlops(Value q, int64_t &headDim, int64_t numHeads) {
@@ -116,6 +124,20 @@ void walkForward(Operation &op, PartCost &cost, Walk &w) {
     cost.gemmFlops += matmulFlops(mm);
     return;
   }
+  // The generic path's batched products run on whole operands (its
+  // reshapes pin the dims a split would need).
+  if (auto bm = dyn_cast<BatchMatmulOp>(op)) {
+    auto result = cast<RankedTensorType>(bm.getType());
+    auto a = cast<RankedTensorType>(bm.getA().getType());
+    Gemm g;
+    g.n = result.getShape().back();
+    g.k = a.getShape()[a.getRank() - (bm.getTransposeA() ? 2 : 1)];
+    g.rowsPerSeq = result.getNumElements() / g.n; // divided by batch later
+    g.split = TpSplit::None;
+    cost.gemms.push_back(g);
+    cost.gemmFlops += batchMatmulFlops(bm);
+    return;
+  }
   if (auto at = dyn_cast<AttentionOp>(op)) {
     int64_t hd = 0;
     cost.attentionFlops += attentionFlops(at.getQ(), hd, at.getNumHeads());
@@ -134,6 +156,8 @@ void walkBackward(Operation &op, PartCost &cost, const Elems &elems) {
     return;
   if (auto mm = dyn_cast<MatmulOp>(op))
     cost.backwardGemmFlops += matmulFlops(mm);
+  else if (auto bm = dyn_cast<BatchMatmulOp>(op))
+    cost.backwardGemmFlops += batchMatmulFlops(bm);
   else if (auto ag = dyn_cast<AttentionGradOp>(op)) {
     // Recomputes QK^T, then dV, dP, dQ, dK: five products of the forward's
     // two.

@@ -33,7 +33,9 @@ namespace weft::cost {
 /// attention output and MLP down projections). Read from the IR: a matmul
 /// whose left operand is computed from a column-parallel result is
 /// row-parallel.
-enum class TpSplit { Column, Row };
+/// How tensor parallelism splits a GEMM: its n (Column), its k (Row), or
+/// not at all (None: the generic path's batch_matmul on whole operands).
+enum class TpSplit { Column, Row, None };
 
 /// One forward GEMM `[rowsPerSeq * batch, k] x [k, n]`.
 struct Gemm {

@@ -220,7 +220,15 @@ def generic():
     if not all(ops.values()):
         sys.exit(f"FAIL: {fixture}: expected generic and fused ops, got {ops}")
     print(f"{fixture}: ops " + ", ".join(f"{k} {v}" for k, v in ops.items()))
-    torch_loss(fixture, f"{fixture}-torch-export", work)
+    want = torch_loss(fixture, f"{fixture}-torch-export", work)["loss"]
+    # bf16 storage (f32 compute) on the generic ops too: near PyTorch's f32.
+    toks = os.path.join(work, "ids.bin")
+    got = losses(compile_(onnx, os.path.join(work, "bf16.weft"), "--dtype", "bf16"),
+                 onnx, toks, 1)[0]
+    if not abs(got - want) <= 0.01 * abs(want):
+        sys.exit(f"FAIL: {fixture} bf16: first loss {got} is not within 1% of {want}")
+    print(f"{fixture} bf16: first loss {got:.4f}, PyTorch (f32) {want:.4f} "
+          f"(relative {abs(got - want) / abs(want):.1e})")
     ref = losses(compile_(onnx, os.path.join(work, "ref.weft"), "--dtype", "f64"),
                  onnx, TOKENS, 3)
     for i, layout in enumerate(["dp=2", "tp=2 generic mlp", "dp=2 zero3"]):

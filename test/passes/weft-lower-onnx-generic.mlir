@@ -140,3 +140,54 @@ func.func @wrong_type(%x: tensor<2x4xf32>) -> tensor<4x2xf32> {
   %y = weft.onnx_node "Transpose" "t"(%x) {attrs = {perm = array<i64: 0, 1>}, opset = 17 : i64} : (tensor<2x4xf32>) -> tensor<4x2xf32>
   return %y : tensor<4x2xf32>
 }
+
+// -----
+
+// Views and the rest: Unsqueeze (a reshape adding a 1), Expand (a
+// broadcast), a Cast to the same type (nothing), ReduceSum with its axes as
+// an input (opset 13) and with none under noop_with_empty_axes (nothing),
+// and a MatMul of a 2-D by a 3-D operand (the 2-D one broadcast).
+// CHECK-LABEL: func @views
+// CHECK-NEXT: %[[U:.*]] = weft.reshape %arg0 : tensor<4x8xf32> to tensor<1x4x8xf32>
+// CHECK-NEXT: %[[E:.*]] = weft.broadcast %[[U]] : tensor<1x4x8xf32> to tensor<3x4x8xf32>
+// CHECK-NEXT: %[[S:.*]] = weft.reduce %[[E]] : tensor<3x4x8xf32> to tensor<3x1x8xf32>
+// CHECK-NEXT: %[[A:.*]] = weft.broadcast %arg1 : tensor<5x3xf32> to tensor<8x5x3xf32>
+// CHECK-NEXT: weft.batch_matmul %[[A]], %arg2 : (tensor<8x5x3xf32>, tensor<8x3x2xf32>) -> tensor<8x5x2xf32>
+func.func @views(%x: tensor<4x8xf32>, %a: tensor<5x3xf32>, %b: tensor<8x3x2xf32>) -> (tensor<3x1x8xf32>, tensor<8x5x2xf32>) {
+  %zero = weft.constant dense<0> : tensor<1xi64>
+  %one = weft.constant dense<1> : tensor<1xi64>
+  %shape = weft.constant dense<[3, 4, 8]> : tensor<3xi64>
+  %none = weft.constant dense<> : tensor<0xi64>
+  %u = weft.onnx_node "Unsqueeze" "unsqueeze"(%x, %zero) {attrs = {}, opset = 17 : i64} : (tensor<4x8xf32>, tensor<1xi64>) -> tensor<1x4x8xf32>
+  %e = weft.onnx_node "Expand" "expand"(%u, %shape) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<3xi64>) -> tensor<3x4x8xf32>
+  %c = weft.onnx_node "Cast" "cast"(%e) {attrs = {to = 1 : i64}, opset = 17 : i64} : (tensor<3x4x8xf32>) -> tensor<3x4x8xf32>
+  %s = weft.onnx_node "ReduceSum" "sum"(%c, %one) {attrs = {keepdims = 1 : i64}, opset = 13 : i64} : (tensor<3x4x8xf32>, tensor<1xi64>) -> tensor<3x1x8xf32>
+  %n = weft.onnx_node "ReduceSum" "noop"(%s, %none) {attrs = {noop_with_empty_axes = 1 : i64}, opset = 13 : i64} : (tensor<3x1x8xf32>, tensor<0xi64>) -> tensor<3x1x8xf32>
+  %m = weft.onnx_node "MatMul" "mm"(%a, %b) {attrs = {}, opset = 17 : i64} : (tensor<5x3xf32>, tensor<8x3x2xf32>) -> tensor<8x5x2xf32>
+  return %n, %m : tensor<3x1x8xf32>, tensor<8x5x2xf32>
+}
+
+// -----
+
+func.func @gemm_bias(%a: tensor<4x8xf32>, %b: tensor<8x6xf32>, %c: tensor<5xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{ONNX node 'fc' (Gemm, opset 17) has operands [4, 6] and [5] that do not broadcast}}
+  %y = weft.onnx_node "Gemm" "fc"(%a, %b, %c) {attrs = {}, opset = 17 : i64} : (tensor<4x8xf32>, tensor<8x6xf32>, tensor<5xf32>) -> tensor<4x6xf32>
+  return %y : tensor<4x6xf32>
+}
+
+// -----
+
+func.func @two_input_relu(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{ONNX node 'relu' (Relu, opset 17) has 2 inputs, not the count its op type takes}}
+  %y = weft.onnx_node "Relu" "relu"(%x, %x) {attrs = {}, opset = 17 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @reduce_declared(%x: tensor<4x4xf32>) -> tensor<1x4xf32> {
+  %axes = weft.constant dense<1> : tensor<1xi64>
+  // expected-error @+1 {{ONNX node 'sum' (ReduceSum, opset 17) computes [4, 1] but the import gave it tensor<1x4xf32>}}
+  %y = weft.onnx_node "ReduceSum" "sum"(%x, %axes) {attrs = {keepdims = 1 : i64}, opset = 17 : i64} : (tensor<4x4xf32>, tensor<1xi64>) -> tensor<1x4xf32>
+  return %y : tensor<1x4xf32>
+}

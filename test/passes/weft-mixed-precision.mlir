@@ -60,3 +60,28 @@ func.func @after_autodiff(%tokens: tensor<2x4xi32>) {
   weft.param_grad "w", %w : tensor<8xf32>
   return
 }
+
+// -----
+
+// The generic path: ops with a written result type (reduce, reshape,
+// broadcast) keep their shape and take their operand's bf16; inferred ones
+// (binary, pointwise, softmax) follow their operands.
+// CHECK-LABEL: func @generic
+// CHECK:      %[[S:.*]] = weft.reduce %{{.*}} : tensor<2x4x8xbf16> to tensor<2x4x1xbf16>
+// CHECK-NEXT: %[[M:.*]] = weft.pointwise %[[S]] {fn = "div", scalar = 8.000000e+00 : f64} : tensor<2x4x1xbf16>
+// CHECK-NEXT: %[[C:.*]] = weft.binary %{{.*}}, %[[M]] {fn = "sub"} : (tensor<2x4x8xbf16>, tensor<2x4x1xbf16>) -> tensor<2x4x8xbf16>
+// CHECK-NEXT: %[[R:.*]] = weft.reshape %[[C]] : tensor<2x4x8xbf16> to tensor<2x4x2x4xbf16>
+// CHECK-NEXT: weft.softmax %[[R]] : tensor<2x4x2x4xbf16>
+func.func @generic(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %s = weft.reduce %x : tensor<2x4x8xf32> to tensor<2x4x1xf32>
+  %m = weft.pointwise %s {fn = "div", scalar = 8.0} : tensor<2x4x1xf32>
+  %c = weft.binary %x, %m {fn = "sub"} : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %r = weft.reshape %c : tensor<2x4x8xf32> to tensor<2x4x2x4xf32>
+  %p = weft.softmax %r : tensor<2x4x2x4xf32>
+  %y = weft.reshape %p : tensor<2x4x2x4xf32> to tensor<2x4x8xf32>
+  %logits = weft.matmul %y, %wte {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

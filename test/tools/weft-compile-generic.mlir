@@ -1,9 +1,10 @@
 // The generic path's ops train exactly: a block built only of them (a layer
 // norm written out, attention by batched matmuls and a softmax, an MLP of
 // elementwise functions, a broadcast bias) has every parameter's gradient
-// equal to central differences of the loss (f64), and trains on dp=2, on
-// tp=2 (a user's layout splitting the heads and the MLP) and on dp=2 x tp=2
-// like one rank.
+// equal to central differences of the loss (f64), and trains on dp=2 and
+// on tp=2 (a user's layout splitting the q/k/v and MLP weights; the
+// reshape to heads pins its dims, so attention itself runs on gathered
+// q, k, v) like one rank.
 // RUN: weft-compile %s --dtype f64 -o %t.weft --quiet
 // RUN: weft-run %t.weft --dump | FileCheck %s --check-prefix=DUMP
 // DUMP-DAG: reduce  in=[{{[0-9]+}}] out=[{{[0-9]+}}]  : [2,4,8] -> [2,4,1]

@@ -208,19 +208,19 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
   }
   if (path.ends_with(".onnx")) {
 #ifdef WEFT_HAVE_ONNX_IMPORT
-    // The imported graph, raised to weft's ops as weft-compile does.
+    // The imported graph, lowered to weft's ops as weft-compile does.
     weft::OnnxImportOptions options;
     options.seq = seqArg;
     auto module = weft::importOnnx(context, modelArg, options, error);
     if (!module)
       return nullptr;
     mlir::PassManager pm(&context);
-    pm.addNestedPass<mlir::func::FuncOp>(weft::createWeftRaiseOnnx());
+    weft::addOnnxLowering(pm);
     llvm::SourceMgr sources;
     mlir::SourceMgrDiagnosticHandler diagnostics(sources, &context);
     if (mlir::failed(pm.run(*module))) {
       error = "cannot plan '" + modelArg +
-              "': its graph does not raise to "
+              "': its graph does not lower to "
               "weft's ops (diagnostics above)";
       return nullptr;
     }
