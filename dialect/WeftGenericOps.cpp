@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/WeftDialect.h"
+#include "program/Broadcast.h"
 #include "program/Pointwise.h"
 
 #include "mlir/IR/Builders.h"
@@ -30,24 +31,17 @@ std::string shapeStr(ArrayRef<int64_t> shape) {
   return s + "]";
 }
 
-// NumPy's broadcast of two shapes (aligned at the right; 1 stretches).
+// NumPy's broadcast of two shapes (program/Broadcast.h).
 std::optional<Dims> broadcastShape(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
-  size_t rank = std::max(a.size(), b.size());
-  Dims out(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return std::nullopt;
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
+  std::vector<int64_t> out;
+  if (!broadcastShapes({a.begin(), a.end()}, {b.begin(), b.end()}, out))
+    return std::nullopt;
+  return Dims(out.begin(), out.end());
 }
 
 // Whether `from` broadcasts to exactly `to`.
 bool broadcastsTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
-  auto b = broadcastShape(from, to);
-  return from.size() <= to.size() && b && ArrayRef<int64_t>(*b) == to;
+  return weft::broadcastsTo({from.begin(), from.end()}, {to.begin(), to.end()});
 }
 
 // The factors of a shape that broadcasts to one with factors `full`: a
@@ -356,25 +350,23 @@ ShardingRule TransposeOp::getShardingRule() {
   return r;
 }
 
-// [l..., N] with N pinned: the softmax normalizes over all of it.
-ShardingRule SoftmaxOp::getShardingRule() {
+// [l..., N] with N pinned, for `operands` operands and one result: the
+// softmax normalizes over all of N.
+static ShardingRule lastDimPinned(ArrayRef<int64_t> shape, unsigned operands) {
   ShardingRule r;
-  ArrayRef<int64_t> x = shapeOf(getX());
-  Dims dims = fresh(r, x.drop_back());
-  dims.push_back(r.addFactor(x.back(), /*pinned=*/true));
-  r.operands = {dims};
+  Dims dims = fresh(r, shape.drop_back());
+  dims.push_back(r.addFactor(shape.back(), /*pinned=*/true));
+  r.operands.assign(operands, dims);
   r.results = {dims};
   return r;
 }
 
+ShardingRule SoftmaxOp::getShardingRule() {
+  return lastDimPinned(shapeOf(getX()), 1);
+}
+
 ShardingRule SoftmaxGradOp::getShardingRule() {
-  ShardingRule r;
-  ArrayRef<int64_t> y = shapeOf(getY());
-  Dims dims = fresh(r, y.drop_back());
-  dims.push_back(r.addFactor(y.back(), /*pinned=*/true));
-  r.operands = {dims, dims};
-  r.results = {dims};
-  return r;
+  return lastDimPinned(shapeOf(getY()), 2);
 }
 
 // [b..., m, k] x [b..., k, n] -> [b..., m, n]  (k!)

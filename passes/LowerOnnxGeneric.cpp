@@ -9,6 +9,7 @@
 #include "dialect/WeftDialect.h"
 #include "passes/OnnxMatch.h"
 #include "passes/Passes.h"
+#include "program/Broadcast.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -159,22 +160,16 @@ private:
     return big(typeOf(x).getShape()) == big(resultType().getShape());
   }
 
-  // The broadcast of a and b's shapes, or nullopt (then refused).
+  // The broadcast of a and c's shapes, or nullopt (then refused).
   std::optional<Shape> broadcastOf(Value a, Value c) {
     ArrayRef<int64_t> x = typeOf(a).getShape(), y = typeOf(c).getShape();
-    size_t rank = std::max(x.size(), y.size());
-    Shape out(rank, 1);
-    for (size_t i = 0; i < rank; ++i) {
-      int64_t dx = i < rank - x.size() ? 1 : x[i - (rank - x.size())];
-      int64_t dy = i < rank - y.size() ? 1 : y[i - (rank - y.size())];
-      if (dx != dy && dx != 1 && dy != 1) {
-        refuse("has operands " + shapeStr(x) + " and " + shapeStr(y) +
-               " that do not broadcast");
-        return std::nullopt;
-      }
-      out[i] = dx == 1 ? dy : dx;
+    std::vector<int64_t> out;
+    if (!broadcastShapes({x.begin(), x.end()}, {y.begin(), y.end()}, out)) {
+      refuse("has operands " + shapeStr(x) + " and " + shapeStr(y) +
+             " that do not broadcast");
+      return std::nullopt;
     }
-    return out;
+    return Shape(out.begin(), out.end());
   }
 
   // A tensor operand that is a constant is refused: the program has none.

@@ -6,7 +6,8 @@ build-asan) for memory errors:
 
   python3 test/fuzz/mutate_onnx.py build-asan/bin/weft-compile [N] [SEED] [DIR]
 
-Mutants of GPT-2 and Llama compile for training, of DistilBERT and a
+Mutants of GPT-2, Llama and a model that trains on the generic path
+(export_generic_onnx.py) compile for training, of DistilBERT and a
 MiniLM-shaped BERT forward-only.
 Mutations: a node's op type, attribute or input swapped or dropped, a shape
 constant's value changed, an initializer's or the input's dims changed, the
@@ -34,7 +35,8 @@ OPS = ["Add", "Mul", "Sub", "Div", "MatMul", "Gemm", "Reshape", "Transpose", "So
        "Gather", "Concat", "Slice", "Unsqueeze", "Squeeze", "Expand", "Where", "Tanh",
        "Sqrt", "Pow", "Cast", "LayerNormalization", "ReduceMean", "Split", "Range",
        "Shape", "CumSum", "GatherND", "Neg", "Identity", "SplitToSequence", "Erf",
-       "GatherElements"]
+       "GatherElements", "ReduceSum", "Exp", "Log", "Reciprocal", "Sigmoid", "Relu",
+       "Trilu"]
 
 
 def mutate(m):
@@ -88,7 +90,8 @@ def mutate(m):
 # token-type rows, hidden-state outputs) forward-only.
 FIXTURE_FLAGS = [("gpt-tiny-torch-export.onnx", []), ("llama-tiny-torch-export.onnx", []),
                  ("distilbert-tiny-torch-export.onnx", ["--forward-only"]),
-                 ("minilm-tiny-torch-export.onnx", ["--forward-only"])]
+                 ("minilm-tiny-torch-export.onnx", ["--forward-only"]),
+                 ("generic-tiny-torch-export.onnx", [])]
 
 
 def main():
