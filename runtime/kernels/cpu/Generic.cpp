@@ -50,6 +50,68 @@ void forEachIndex(const Dims &Shape, const Dims (&Strides)[K], F Body) {
   }
 }
 
+// How an operand of shape S, broadcast to Y, is read at Y's flat index i:
+// Full (S is Y): i; Suffix (S is Y's trailing dims, 1s before): i % Inner;
+// Prefix (S is Y's leading dims, 1s after: rows of Inner): i / Inner;
+// Strided: none of these (the odometer).
+struct Access {
+  enum Kind { Full, Suffix, Prefix, Strided } K = Strided;
+  int64_t Inner = 1;
+  int64_t at(int64_t I) const {
+    return K == Full ? I : K == Suffix ? I % Inner : I / Inner;
+  }
+};
+
+Access accessOf(const Dims &S, const Dims &Y) {
+  const size_t R = Y.size();
+  Dims P(R, 1);
+  std::copy(S.begin(), S.end(), P.begin() + (R - S.size()));
+  if (P == Y)
+    return {Access::Full, 1};
+  // Suffix: P equals Y from dim K on, and is 1 before.
+  size_t K = R;
+  while (K > 0 && P[K - 1] == Y[K - 1])
+    --K;
+  if (std::all_of(P.begin(), P.begin() + K, [](int64_t D) { return D == 1; }))
+    return {Access::Suffix, numel(Dims(Y.begin() + K, Y.end()))};
+  // Prefix: P equals Y before dim K, and is 1 from it on.
+  K = 0;
+  while (K < R && P[K] == Y[K])
+    ++K;
+  if (std::all_of(P.begin() + K, P.end(), [](int64_t D) { return D == 1; }))
+    return {Access::Prefix, numel(Dims(Y.begin() + K, Y.end()))};
+  return {};
+}
+
+// Out (of shape OutShape, broadcast to YShape) = the sum over the stretched
+// dims of G(i) for every index i of YShape, in row-major order of i per
+// element of Out (the odometer's order: results do not depend on the path).
+template <typename T, typename G>
+void sumInto(T *Out, const Dims &OutShape, const Dims &YShape, const Access &O,
+             G Term) {
+  const int64_t N = numel(YShape), M = numel(OutShape);
+  if (O.K == Access::Full) {
+#pragma omp parallel for schedule(static) if (N > ParallelGrain)
+    for (int64_t I = 0; I < N; ++I)
+      Out[I] = Term(I);
+  } else if (O.K == Access::Prefix) {
+#pragma omp parallel for schedule(static) if (N > ParallelGrain)
+    for (int64_t R = 0; R < M; ++R) {
+      T Acc = 0;
+      for (int64_t J = 0; J < O.Inner; ++J)
+        Acc += Term(R * O.Inner + J);
+      Out[R] = Acc;
+    }
+  } else { // Suffix: rows of M summed in order, columns in parallel.
+    std::fill(Out, Out + M, T(0));
+    const int64_t Rows = N / M;
+#pragma omp parallel for schedule(static) if (N > ParallelGrain)
+    for (int64_t J = 0; J < M; ++J)
+      for (int64_t R = 0; R < Rows; ++R)
+        Out[J] += Term(R * M + J);
+  }
+}
+
 } // namespace
 
 template <typename T>
@@ -70,6 +132,14 @@ void pointwiseGrad(PointwiseFn Fn, double C, const T *X, const T *Dy, T *Dx,
 template <typename T>
 void binary(BinaryFn Fn, const T *A, const Dims &AShape, const T *B,
             const Dims &BShape, T *Y, const Dims &YShape) {
+  const Access AA = accessOf(AShape, YShape), AB = accessOf(BShape, YShape);
+  if (AA.K != Access::Strided && AB.K != Access::Strided) {
+    const int64_t N = numel(YShape);
+#pragma omp parallel for schedule(static) if (N > ParallelGrain)
+    for (int64_t I = 0; I < N; ++I)
+      Y[I] = weft::binary<T>(Fn, A[AA.at(I)], B[AB.at(I)]);
+    return;
+  }
   const Dims Strides[2] = {broadcastStrides(AShape, YShape),
                            broadcastStrides(BShape, YShape)};
   forEachIndex(YShape, Strides, [&](int64_t I, const int64_t *Off) {
@@ -82,6 +152,13 @@ void binaryGrad(BinaryFn Fn, int Operand, const T *A, const Dims &AShape,
                 const T *B, const Dims &BShape, const T *Dy, const Dims &YShape,
                 T *Out) {
   const Dims &OutShape = Operand == 0 ? AShape : BShape;
+  const Access AA = accessOf(AShape, YShape), AB = accessOf(BShape, YShape);
+  if (AA.K != Access::Strided && AB.K != Access::Strided) {
+    sumInto(Out, OutShape, YShape, Operand == 0 ? AA : AB, [&](int64_t I) {
+      return weft::binaryGrad<T>(Fn, Operand, A[AA.at(I)], B[AB.at(I)], Dy[I]);
+    });
+    return;
+  }
   std::fill(Out, Out + numel(OutShape), T(0));
   const Dims Strides[2] = {broadcastStrides(AShape, YShape),
                            broadcastStrides(BShape, YShape)};
@@ -93,6 +170,14 @@ void binaryGrad(BinaryFn Fn, int Operand, const T *A, const Dims &AShape,
 
 template <typename T>
 void broadcast(const T *X, const Dims &XShape, T *Y, const Dims &YShape) {
+  const Access AX = accessOf(XShape, YShape);
+  if (AX.K != Access::Strided) {
+    const int64_t N = numel(YShape);
+#pragma omp parallel for schedule(static) if (N > ParallelGrain)
+    for (int64_t I = 0; I < N; ++I)
+      Y[I] = X[AX.at(I)];
+    return;
+  }
   const Dims Strides[1] = {broadcastStrides(XShape, YShape)};
   forEachIndex(YShape, Strides,
                [&](int64_t I, const int64_t *Off) { Y[I] = X[Off[0]]; });
@@ -100,6 +185,11 @@ void broadcast(const T *X, const Dims &XShape, T *Y, const Dims &YShape) {
 
 template <typename T>
 void reduce(const T *X, const Dims &XShape, T *Y, const Dims &YShape) {
+  const Access AY = accessOf(YShape, XShape);
+  if (AY.K != Access::Strided) {
+    sumInto(Y, YShape, XShape, AY, [&](int64_t I) { return X[I]; });
+    return;
+  }
   std::fill(Y, Y + numel(YShape), T(0));
   const Dims Strides[1] = {broadcastStrides(YShape, XShape)};
   forEachIndex(XShape, Strides,

@@ -1,0 +1,124 @@
+//===- GenericKernelTest.cpp - the generic path's kernels against loops ---===//
+//
+// binary, binary_grad, broadcast and reduce take fast paths where an operand
+// is the whole shape, its trailing dims (a bias) or its leading dims (a row
+// statistic), and an index odometer otherwise. Each shape pair below is read
+// both ways and compared, bit for bit in f64, with a naive loop over
+// multi-indices that sums in row-major order.
+//
+//===----------------------------------------------------------------------===//
+#include "program/Broadcast.h"
+#include "runtime/kernels/cpu/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+using namespace weft;
+using namespace weft::cpu;
+
+namespace {
+
+int64_t count(const Dims &S) {
+  int64_t N = 1;
+  for (int64_t D : S)
+    N *= D;
+  return N;
+}
+
+std::vector<double> random(const Dims &S, unsigned Seed) {
+  std::mt19937 G(Seed);
+  std::uniform_real_distribution<double> D(0.5, 2.0);
+  std::vector<double> V(size_t(count(S)));
+  for (double &X : V)
+    X = D(G);
+  return V;
+}
+
+// The flat index into a tensor of shape S (broadcast to Y) at Y's
+// multi-index Idx.
+int64_t flatAt(const Dims &S, const Dims &Y, const Dims &Idx) {
+  int64_t At = 0;
+  for (size_t K = 0; K < S.size(); ++K) {
+    int64_t I = Idx[Y.size() - S.size() + K];
+    At = At * S[K] + (S[K] == 1 ? 0 : I);
+  }
+  return At;
+}
+
+template <typename F> void forEach(const Dims &Y, F Body) {
+  Dims Idx(Y.size(), 0);
+  for (int64_t I = 0; I < count(Y); ++I) {
+    Body(I, Idx);
+    for (size_t D = Y.size(); D-- > 0;)
+      if (++Idx[D] < Y[D])
+        break;
+      else
+        Idx[D] = 0;
+  }
+}
+
+// (A, B) pairs covering the access classes: whole, trailing (bias), leading
+// (row statistic), scalar-like, and a middle stretch (the odometer).
+const std::vector<std::pair<Dims, Dims>> kShapes = {
+    {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}},       {{2, 3, 4}, {2, 3, 1}},
+    {{2, 3, 4}, {1, 1, 1}}, {{2, 3, 4}, {2, 1, 4}}, {{3, 1, 4}, {2, 1, 1, 1}},
+    {{1, 3, 1}, {2, 1, 4}}, {{5}, {1}}};
+
+TEST(GenericKernels, BinaryAndItsGradientMatchLoops) {
+  for (auto [SA, SB] : kShapes)
+    for (int Swap = 0; Swap < 2; ++Swap) {
+      if (Swap)
+        std::swap(SA, SB);
+      Dims Y;
+      ASSERT_TRUE(broadcastShapes(SA, SB, Y));
+      auto A = random(SA, 1), B = random(SB, 2), Dy = random(Y, 3);
+      for (BinaryFn Fn :
+           {BinaryFn::Add, BinaryFn::Sub, BinaryFn::Mul, BinaryFn::Div}) {
+        std::vector<double> Got(size_t(count(Y))), Want(Got.size());
+        binary(Fn, A.data(), SA, B.data(), SB, Got.data(), Y);
+        forEach(Y, [&](int64_t I, const Dims &Idx) {
+          Want[I] = weft::binary<double>(Fn, A[flatAt(SA, Y, Idx)],
+                                         B[flatAt(SB, Y, Idx)]);
+        });
+        EXPECT_EQ(Got, Want) << "binary, shapes " << SA.size() << "/"
+                             << SB.size() << " swap " << Swap;
+        for (int Operand : {0, 1}) {
+          const Dims &SO = Operand ? SB : SA;
+          std::vector<double> G(size_t(count(SO))), W(G.size(), 0.0);
+          binaryGrad(Fn, Operand, A.data(), SA, B.data(), SB, Dy.data(), Y,
+                     G.data());
+          forEach(Y, [&](int64_t I, const Dims &Idx) {
+            W[flatAt(SO, Y, Idx)] += weft::binaryGrad<double>(
+                Fn, Operand, A[flatAt(SA, Y, Idx)], B[flatAt(SB, Y, Idx)],
+                Dy[I]);
+          });
+          EXPECT_EQ(G, W) << "binary_grad operand " << Operand << " swap "
+                          << Swap;
+        }
+      }
+    }
+}
+
+TEST(GenericKernels, BroadcastAndReduceMatchLoops) {
+  for (auto [SY, SX] : kShapes) {
+    Dims Y;
+    ASSERT_TRUE(broadcastShapes(SX, SY, Y));
+    if (!broadcastsTo(SX, Y))
+      continue;
+    auto X = random(SX, 4), Big = random(Y, 5);
+    std::vector<double> Up(size_t(count(Y))), WantUp(Up.size());
+    broadcast(X.data(), SX, Up.data(), Y);
+    std::vector<double> Down(size_t(count(SX))), WantDown(Down.size(), 0.0);
+    reduce(Big.data(), Y, Down.data(), SX);
+    forEach(Y, [&](int64_t I, const Dims &Idx) {
+      WantUp[I] = X[flatAt(SX, Y, Idx)];
+      WantDown[flatAt(SX, Y, Idx)] += Big[I];
+    });
+    EXPECT_EQ(Up, WantUp);
+    EXPECT_EQ(Down, WantDown);
+  }
+}
+
+} // namespace
