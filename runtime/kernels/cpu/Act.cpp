@@ -44,7 +44,8 @@ template <typename T> void act(Activation K, const T *X, T *Y, int64_t N) {
   }
 }
 
-// torch's derivatives: relu'(0) = 0, sigmoid' = s (1 - s), tanh' = 1 - t^2.
+// torch's derivatives: relu'(0) = 0, sigmoid' = s (1 - s), tanh' = 1 - t^2,
+// grouped as activateGrad groups them (f64 programs: the same bits).
 template <typename T>
 void actGrad(Activation K, const T *Dy, const T *X, T *Dx, int64_t N) {
   switch (K) {
@@ -53,12 +54,12 @@ void actGrad(Activation K, const T *Dy, const T *X, T *Dx, int64_t N) {
   case Activation::Sigmoid:
     return mapGrad(Dy, X, Dx, N, [](T G, T V) {
       T S = vsigmoid(V);
-      return G * S * (T(1) - S);
+      return G * (S * (T(1) - S));
     });
   case Activation::Tanh:
     return mapGrad(Dy, X, Dx, N, [](T G, T V) {
       T Th = vtanh(V);
-      return G * (T(1) - Th * Th);
+      return G * (T(1) - Th * Th); // as Activation.h, times dy
     });
   default:
     return mapGrad(Dy, X, Dx, N, [K](T G, T V) {
