@@ -62,8 +62,9 @@ template <typename F> void forEach(const Dims &Y, F Body) {
 // (A, B) pairs covering the access classes: whole, trailing (bias), leading
 // (row statistic), scalar-like, and a middle stretch (the odometer).
 const std::vector<std::pair<Dims, Dims>> kShapes = {
-    {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}},       {{2, 3, 4}, {2, 3, 1}},
-    {{2, 3, 4}, {1, 1, 1}}, {{2, 3, 4}, {2, 1, 4}}, {{3, 1, 4}, {2, 1, 1, 1}},
+    {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}},
+    {{2, 3, 4}, {2, 3, 1}}, {{2, 3, 4}, {1, 1, 1}},
+    {{2, 3, 4}, {2, 1, 4}}, {{3, 1, 4}, {2, 1, 1, 1}},
     {{1, 3, 1}, {2, 1, 4}}, {{5}, {1}}};
 
 TEST(GenericKernels, BinaryAndItsGradientMatchLoops) {
@@ -90,9 +91,9 @@ TEST(GenericKernels, BinaryAndItsGradientMatchLoops) {
           binaryGrad(Fn, Operand, A.data(), SA, B.data(), SB, Dy.data(), Y,
                      G.data());
           forEach(Y, [&](int64_t I, const Dims &Idx) {
-            W[flatAt(SO, Y, Idx)] += weft::binaryGrad<double>(
-                Fn, Operand, A[flatAt(SA, Y, Idx)], B[flatAt(SB, Y, Idx)],
-                Dy[I]);
+            W[flatAt(SO, Y, Idx)] +=
+                weft::binaryGrad<double>(Fn, Operand, A[flatAt(SA, Y, Idx)],
+                                         B[flatAt(SB, Y, Idx)], Dy[I]);
           });
           EXPECT_EQ(G, W) << "binary_grad operand " << Operand << " swap "
                           << Swap;
