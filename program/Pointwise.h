@@ -139,7 +139,9 @@ template <typename T> inline T pointwise(PointwiseFn Fn, T X, T C) {
   case PointwiseFn::RdivScalar:
     return C / X;
   case PointwiseFn::PowScalar:
-    return std::pow(X, C);
+    // x^2 as PyTorch computes it (a product; pow rounds the same or 1 ulp
+    // apart).
+    return C == T(2) ? X * X : std::pow(X, C);
   }
   return X;
 }
@@ -182,7 +184,9 @@ template <typename T> inline T pointwiseGrad(PointwiseFn Fn, T X, T C, T Dy) {
     return -Dy * C / (X * X);
   case PointwiseFn::PowScalar:
     // d/dx x^c = c x^(c-1); c = 0 is a constant (PyTorch: 0, also at x = 0).
-    return C == T(0) ? T(0) : Dy * C * std::pow(X, C - T(1));
+    if (C == T(0))
+      return T(0);
+    return C == T(2) ? Dy * C * X : Dy * C * std::pow(X, C - T(1));
   }
   return Dy;
 }
