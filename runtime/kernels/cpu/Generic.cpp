@@ -1,18 +1,16 @@
 //===- Generic.cpp - CPU kernels of the generic path ----------------------===//
 //
-// Plain loops over full row-major shapes (docs/design.md decision 20): the
-// generic path trains any graph exactly, not fast. Broadcast operands are
-// read through strides that are 0 along stretched dims; reductions run in
-// one fixed order, so a step is deterministic.
+// Loops over full row-major shapes (docs/design.md decision 20). A
+// broadcast operand that is the whole shape, its trailing dims or its
+// leading dims is indexed directly (accessOf); any other is read through
+// strides that are 0 along stretched dims (forEachIndex). Reductions sum in
+// row-major order either way, so both paths give the same bits and a step
+// is deterministic.
 //
 //===----------------------------------------------------------------------===//
 #include "program/Broadcast.h"
 #include "runtime/kernels/cpu/Kernels.h"
 #include "runtime/kernels/cpu/Parallel.h"
-
-namespace {
-constexpr int64_t ParallelGrain = 1 << 15;
-}
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +18,8 @@ constexpr int64_t ParallelGrain = 1 << 15;
 namespace weft::cpu {
 
 namespace {
+
+constexpr int64_t ParallelGrain = 1 << 15;
 
 int64_t numel(const Dims &S) {
   int64_t N = 1;
@@ -130,11 +130,14 @@ void pointwiseGradLoop(const T *X, const T *Dy, T *Dx, int64_t N, T C) {
     Dx[I] = weft::pointwiseGrad<T>(F, X[I], C, Dy[I]);
 }
 
+// Every PointwiseFn (clang-format 14 reflows this list on every run).
+// clang-format off
 #define WEFT_EACH_POINTWISE_FN(CASE)                                           \
-  CASE(Neg)                                                                    \
-  CASE(Exp) CASE(Log) CASE(Sqrt) CASE(Reciprocal) CASE(Tanh) CASE(Sigmoid)     \
-      CASE(Relu) CASE(Erf) CASE(AddScalar) CASE(SubScalar) CASE(RsubScalar)    \
-          CASE(MulScalar) CASE(DivScalar) CASE(RdivScalar) CASE(PowScalar)
+  CASE(Neg) CASE(Exp) CASE(Log) CASE(Sqrt) CASE(Reciprocal) CASE(Tanh)         \
+  CASE(Sigmoid) CASE(Relu) CASE(Erf) CASE(AddScalar) CASE(SubScalar)           \
+  CASE(RsubScalar) CASE(MulScalar) CASE(DivScalar) CASE(RdivScalar)            \
+  CASE(PowScalar)
+// clang-format on
 
 template <typename T>
 void pointwise(PointwiseFn Fn, double C, const T *X, T *Y, int64_t N) {
