@@ -60,6 +60,17 @@ inline constexpr llvm::StringLiteral kPipelineSchedule =
 /// separated by commas: "0-1,4-5").
 inline constexpr llvm::StringLiteral kStageLayers = "weft.stage_layers";
 
+// Names a forward-only program gives its tensors (format version 8).
+/// On a function argument: the program input it is (a non-empty string;
+/// a float tensor the caller gives by name, `weft-run --input NAME=FILE`),
+/// by a frontend (the ONNX import of a graph of float inputs). Arguments
+/// without it are the token ids and targets, by position.
+inline constexpr llvm::StringLiteral kInput = "weft.input";
+/// On a function result: the program output it is (a non-empty string),
+/// written by `weft-run --output NAME=FILE`. Without it: the logits or an
+/// encoder's hidden states.
+inline constexpr llvm::StringLiteral kOutput = "weft.output";
+
 // Shardings (#weft.sharding), by weft-apply-layout and weft-propagate-sharding.
 /// On a param or a function argument: how its value is laid out.
 inline constexpr llvm::StringLiteral kSharding = "weft.sharding";

@@ -226,6 +226,20 @@ LogicalResult WeftDialect::verifyRegionArgAttribute(Operation *op,
                                                     unsigned region,
                                                     unsigned arg,
                                                     NamedAttribute attr) {
+  if (attr.getName().getValue() == weft::attrname::kInput) {
+    auto name = dyn_cast<StringAttr>(attr.getValue());
+    Region &r = op->getRegion(region);
+    Type type = r.empty() || arg >= r.front().getNumArguments()
+                    ? Type()
+                    : r.front().getArgument(arg).getType();
+    auto tensor = dyn_cast_or_null<RankedTensorType>(type);
+    if (!name || name.getValue().empty() || !tensor ||
+        !isa<FloatType>(tensor.getElementType()))
+      return op->emitOpError("argument ")
+             << arg << "'s weft.input must name a float tensor argument (a "
+             << "non-empty string), got " << attr.getValue() << " on " << type;
+    return success();
+  }
   if (attr.getName().getValue() != weft::attrname::kSharding)
     return success();
   Region &r = op->getRegion(region);
@@ -234,4 +248,18 @@ LogicalResult WeftDialect::verifyRegionArgAttribute(Operation *op,
   return verifySharding(op, attr.getValue(),
                         r.front().getArgument(arg).getType(),
                         "argument " + Twine(arg) + "'s weft.sharding");
+}
+
+LogicalResult WeftDialect::verifyRegionResultAttribute(Operation *op,
+                                                       unsigned region,
+                                                       unsigned result,
+                                                       NamedAttribute attr) {
+  if (attr.getName().getValue() != weft::attrname::kOutput)
+    return success();
+  auto name = dyn_cast<StringAttr>(attr.getValue());
+  if (!name || name.getValue().empty())
+    return op->emitOpError("result ")
+           << result << "'s weft.output must be a non-empty string, got "
+           << attr.getValue();
+  return success();
 }

@@ -17,6 +17,7 @@ def Weft_Dialect : Dialect {
   // on ops and function arguments, are verified (WeftAttrVerify.cpp).
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let summary = "Tensor ops of GPT-2 and Llama training steps";
   let description = [{
     The weft dialect holds transformer training programs on builtin ranked

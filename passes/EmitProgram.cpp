@@ -33,8 +33,9 @@ namespace {
 // Version 3: stages of fragments run by a schedule over micro-batches;
 // version 4: the mesh lists its communicator groups, buffers may be bf16;
 // version 5: a stage per pipeline stage, joined by send and recv actions;
-// version 6: pack and unpack may have `blocks`.
-constexpr uint32_t kFormatVersion = 7;
+// version 6: pack and unpack may have `blocks`; version 7: forward-only
+// programs; version 8: their named tensor inputs and outputs.
+constexpr uint32_t kFormatVersion = 8;
 
 // A pipeline stage's fragments (its schedule's virtual stages, and whether
 // its backward splits); one chunk, unsplit, for any other function.
@@ -166,21 +167,35 @@ public:
       return fn.emitError("no weft.arena_bytes: run weft-plan-memory first");
     // A training function reads (tokens, targets) and returns the loss; a
     // forward-only one (weft-return-logits) reads tokens and returns the
-    // logits.
+    // logits; one a frontend names (format version 8) reads the tensors
+    // its weft.input arguments name and returns its weft.output results.
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    named = fn.getNumResults() > 0;
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      named = named && fn.getResultAttr(i, weft::attrname::kOutput);
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      named = named || fn.getArgAttr(i, weft::attrname::kInput);
     forwardOnly =
-        ret.getNumOperands() == 1 &&
-        cast<RankedTensorType>(ret.getOperand(0).getType()).getRank() != 0;
-    if (fn.getNumArguments() != (forwardOnly ? 1u : 2u))
+        named ||
+        (ret.getNumOperands() == 1 &&
+         cast<RankedTensorType>(ret.getOperand(0).getType()).getRank() != 0);
+    if (!named && fn.getNumArguments() != (forwardOnly ? 1u : 2u))
       return fn.emitError(forwardOnly ? "returns the logits, so expects "
                                         "(tokens) arguments, got "
                                       : "expects (tokens, targets) "
                                         "arguments, got ")
              << fn.getNumArguments();
     scratchOffset = (arenaBytes.getInt() + 63) / 64 * 64;
-    addInput(fn.getArgument(0), "tokens");
-    if (!forwardOnly)
-      addInput(fn.getArgument(1), "targets");
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+      auto name = fn.getArgAttrOfType<StringAttr>(i, weft::attrname::kInput);
+      if (named && !name)
+        return fn.emitError("argument ")
+               << i << " has no weft.input name, but the function's "
+               << "other inputs or outputs are named";
+      addInput(fn.getArgument(i), name     ? name.getValue()
+                                  : i == 0 ? StringRef("tokens")
+                                           : StringRef("targets"));
+    }
 
     Block &body = fn.getBody().front();
     // A gradient computed only to be stored is written straight into the
@@ -288,17 +303,30 @@ public:
     if (auto m = fn->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
       microbatches = m.getInt();
 
-    auto dtype = params.empty() ? std::string("f32") : paramDtype;
+    // Without parameters: the float type of its named tensors (f64 when
+    // compiled so), else f32.
+    std::string dtype = params.empty() ? std::string("f32") : paramDtype;
+    for (unsigned i = 0; params.empty() && i < fn.getNumArguments(); ++i)
+      if (fn.getArgAttr(i, weft::attrname::kInput))
+        dtype = dtypeOf(cast<RankedTensorType>(fn.getArgument(i).getType())
+                            .getElementType());
     program["model"] =
         fn->hasAttr(weft::attrname::kModel)
             ? fn->getAttrOfType<StringAttr>(weft::attrname::kModel).str()
             : fn.getSymName().str();
     program["dtype"] = dtype;
     // batch and seq are global; the tokens buffer holds this rank's block.
-    auto tokens = cast<RankedTensorType>(fn.getArgument(0).getType());
+    // A program of tensor inputs alone reads no tokens: both 0.
+    const bool tokensRead =
+        fn.getNumArguments() > 0 && !fn.getArgAttr(0, weft::attrname::kInput);
     auto split =
-        fn.getArgAttrOfType<ShardingAttr>(0, weft::attrname::kSharding);
+        tokensRead
+            ? fn.getArgAttrOfType<ShardingAttr>(0, weft::attrname::kSharding)
+            : ShardingAttr();
     auto global = [&](int64_t d) -> int64_t {
+      if (!tokensRead)
+        return 0;
+      auto tokens = cast<RankedTensorType>(fn.getArgument(0).getType());
       if (tokens.getRank() <= d)
         return 1;
       return tokens.getDimSize(d) * (split ? mesh.count(split.axesOf(d)) : 1);
@@ -324,7 +352,25 @@ public:
     program["microbatches"] = microbatches;
     program["stages"] = json::Array{stageJson(microbatches)};
     program["loss"] = loss ? bufferIds.lookup(loss) : int64_t(-1);
-    if (forwardOnly) {
+    if (named) {
+      json::Array outputs;
+      for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+        Value v = ret.getOperand(i);
+        if (!bufferIds.count(v) || isa<BlockArgument>(v) ||
+            v.getDefiningOp<ParamOp>())
+          return fn.emitError("result ")
+                 << i << " is not computed by an op (an output is written by "
+                 << "the forward, not an input or a parameter)";
+        outputs.push_back(json::Object{
+            {"name",
+             fn.getResultAttrOfType<StringAttr>(i, weft::attrname::kOutput)
+                 .getValue()},
+            {"buffer", bufferIds.lookup(v)}});
+      }
+      auto vocabAttr = fn->getAttrOfType<IntegerAttr>(weft::attrname::kVocab);
+      program["vocab"] = vocabAttr ? vocabAttr.getInt() : 0;
+      program["outputs"] = std::move(outputs);
+    } else if (forwardOnly) {
       Value logits = ret.getOperand(0);
       if (!bufferIds.count(logits))
         return fn.emitError("the returned logits are not computed by an op");
@@ -468,6 +514,8 @@ private:
 
   /// The function returns the logits (weft-return-logits), not a loss.
   bool forwardOnly = false;
+  /// Its inputs and outputs are named (weft.input, weft.output).
+  bool named = false;
 
   void addInput(Value arg, StringRef name) {
     auto type = cast<RankedTensorType>(arg.getType());

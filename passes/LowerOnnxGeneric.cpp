@@ -50,6 +50,19 @@ public:
   // The value replacing op's result, or null after an error.
   Value lower() {
     StringRef t = op.getOpType();
+    static const char *const kLowered[] = {
+        "Identity", "Squeeze",    "Unsqueeze", "Reshape",   "Flatten",
+        "Cast",     "Transpose",  "Expand",    "Neg",       "Exp",
+        "Log",      "Sqrt",       "Tanh",      "Sigmoid",   "Relu",
+        "Erf",      "Reciprocal", "Add",       "Sub",       "Mul",
+        "Div",      "Pow",        "Softmax",   "ReduceSum", "ReduceMean",
+        "MatMul",   "Gemm"};
+    if (!llvm::is_contained(kLowered, t))
+      return refuse("is not an op the generic path lowers (elementwise Neg, "
+                    "Exp, Log, Sqrt, Reciprocal, Tanh, Sigmoid, Relu, Erf, "
+                    "Add, Sub, Mul, Div, Pow; ReduceSum, ReduceMean, Softmax, "
+                    "MatMul, Gemm; Reshape, Flatten, Squeeze, Unsqueeze, "
+                    "Transpose, Expand, Identity, Cast)");
     if (op.getNumResults() != 1)
       return refuse("has " + std::to_string(op.getNumResults()) +
                     " results; the generic path lowers single-result nodes");
@@ -98,13 +111,8 @@ public:
       return reduction(t == "ReduceMean");
     if (t == "MatMul")
       return matmul();
-    if (t == "Gemm")
-      return gemm();
-    return refuse("is not an op the generic path lowers (elementwise Neg, "
-                  "Exp, Log, Sqrt, Reciprocal, Tanh, Sigmoid, Relu, Erf, "
-                  "Add, Sub, Mul, Div, Pow; ReduceSum, ReduceMean, Softmax, "
-                  "MatMul, Gemm; Reshape, Flatten, Squeeze, Unsqueeze, "
-                  "Transpose, Expand, Identity, Cast)");
+    assert(t == "Gemm" && "kLowered lists an op no branch lowers");
+    return gemm();
   }
 
 private:

@@ -4,6 +4,7 @@
 // the casts it inserts are differentiated like any op.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
 
@@ -53,6 +54,17 @@ struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
     SmallVector<Operation *> ops;
     for (Operation &op : fn.getBody().front().without_terminator())
       ops.push_back(&op);
+    // A named tensor input (a graph of float inputs) is read in bf16 like a
+    // parameter: one copy, the argument itself stays the program's f32.
+    b.setInsertionPointToStart(&fn.getBody().front());
+    for (BlockArgument arg : fn.getArguments()) {
+      if (!fn.getArgAttr(arg.getArgNumber(), weft::attrname::kInput) ||
+          !hasElement(arg.getType(), f32) || arg.use_empty())
+        continue;
+      auto t = cast<RankedTensorType>(arg.getType());
+      auto copy = CastOp::create(b, fn.getLoc(), withElement(t, bf16), arg);
+      arg.replaceAllUsesExcept(copy.getResult(), copy);
+    }
     for (Operation *op : ops) {
       if (isa<ParamGradOp, AdamWOp, StoredGradOp>(op))
         return op->emitOpError("is training state: weft-mixed-precision runs "
@@ -85,7 +97,7 @@ struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
     b.setInsertionPoint(ret);
     for (OpOperand &out : ret->getOpOperands()) {
       auto t = cast<RankedTensorType>(out.get().getType());
-      if (t.getRank() > 0 && hasElement(t, bf16))
+      if (hasElement(t, bf16))
         out.set(CastOp::create(b, ret.getLoc(), withElement(t, f32), out.get())
                     .getResult());
     }

@@ -4,7 +4,9 @@
 // the value the returned cross-entropy reads is returned instead, the
 // cross-entropy is erased and the targets argument dropped. What a
 // forward-only program (weft-compile --forward-only) computes is then the
-// model's logits, and nothing reads targets it no longer has.
+// model's logits, and nothing reads targets it no longer has. A function
+// a frontend already built forward-only (named tensors, an encoder's
+// hidden states) is kept.
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
@@ -33,6 +35,21 @@ struct ReturnLogits : weft::impl::WeftReturnLogitsBase<ReturnLogits> {
     // import of an encoder's hidden states), vocabulary included.
     if (fn->hasAttr(attrname::kVocab) && fn.getNumArguments() == 1)
       return;
+    // Or one of named tensors (a graph of float inputs): its results are
+    // what the program computes. One that is an input itself (an Identity,
+    // a no-op reduction) is returned through a copy: each output is a
+    // buffer the forward writes.
+    bool named = false;
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      named = named || fn.getResultAttr(i, attrname::kOutput);
+    if (named) {
+      OpBuilder b(ret);
+      for (OpOperand &out : ret->getOpOperands())
+        if (isa<BlockArgument>(out.get()))
+          out.set(ReshapeOp::create(b, ret.getLoc(), out.get().getType(),
+                                    out.get()));
+      return;
+    }
     if (fn.getNumArguments() != 2 || ret.getNumOperands() != 1) {
       fn.emitError("expects @")
           << fn.getSymName() << "(tokens, targets) -> loss, got "

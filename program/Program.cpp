@@ -339,9 +339,9 @@ Status parseMesh(const json &Root, Mesh &M) {
 Status parseOutput(const json &J, size_t I, OutputSpec &O) {
   std::string Ctx = "outputs[" + std::to_string(I) + "]";
   WEFT_RETURN_IF_ERROR(getString(J, "name", Ctx, O.Name));
-  if (O.Name != "logits" && O.Name != "hidden")
-    return Status::error(Ctx + " has name '" + O.Name +
-                         "', expected logits or hidden");
+  // Version 7 names logits or hidden (checked with the version below).
+  if (O.Name.empty())
+    return Status::error(Ctx + " has an empty name");
   return getInt(J, "buffer", Ctx, O.Buffer);
 }
 
@@ -832,6 +832,12 @@ void resolveLayouts(Program &P) {
     if (Par.Place.Global.empty() && Par.Place.Sharding.empty())
       Par.Place = Layout::replicated(Par.Dims);
   for (BufferSpec &B : P.Buffers) {
+    // A tensor input is whole (checkLayouts refuses one that states more).
+    if (B.tensorInput()) {
+      if (!B.HasLayout)
+        B.Place = Layout::replicated(B.Dims);
+      continue;
+    }
     if (B.Kind == BufferKind::Input) {
       // Without global_shape: `batch`/`seq` are the global sizes when the
       // local shape is their block, the local sizes when it equals them.
@@ -894,7 +900,20 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
     WEFT_RETURN_IF_ERROR(parseArray(Root, "outputs", P.Outputs, parseOutput));
     if (P.Outputs.empty())
       return Status::error("field 'outputs' is empty (a forward-only program "
-                           "has one output, the logits)");
+                           "computes at least one)");
+    for (size_t I = 0; I < P.Outputs.size(); ++I) {
+      const std::string &N = P.Outputs[I].Name;
+      if (Version < 8 && N != "logits" && N != "hidden")
+        return Status::error("outputs[" + std::to_string(I) + "] has name '" +
+                             N +
+                             "', expected logits or hidden (other names "
+                             "need format version 8)");
+      for (size_t J = 0; J < I; ++J)
+        if (P.Outputs[J].Name == N)
+          return Status::error("outputs[" + std::to_string(I) +
+                               "] repeats name '" + N + "' of outputs[" +
+                               std::to_string(J) + "]");
+    }
   }
   WEFT_RETURN_IF_ERROR(parseOptimizer(Root, P.forwardOnly(), P.Optimizer));
   WEFT_RETURN_IF_ERROR(parseMesh(Root, P.Devices));

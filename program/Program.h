@@ -25,9 +25,11 @@ namespace weft {
 /// dtype (bf16 activations), version 5 holds one stage per pipeline stage,
 /// joined by send and recv actions, version 6 gives pack and unpack
 /// `blocks` (a version-5 runtime would ignore it and unpack wrongly, so it
-/// must refuse the file), version 7 adds forward-only programs (`outputs`);
-/// older files are refused with a message to recompile.
-constexpr uint32_t ProgramFormatVersion = 7;
+/// must refuse the file), version 7 adds forward-only programs (`outputs`),
+/// version 8 their named tensor inputs and outputs of any name (a version-7
+/// runtime would refuse them by name); older files are refused with a
+/// message to recompile.
+constexpr uint32_t ProgramFormatVersion = 8;
 constexpr uint32_t ProgramFormatMinVersion = 5;
 constexpr size_t ProgramHeaderBytes = 28;
 
@@ -212,7 +214,9 @@ struct OptimizerSpec : Hyperparams {
 
 struct BufferSpec {
   BufferKind Kind = BufferKind::Arena;
-  std::string Name;   // inputs: "tokens" or "targets"
+  /// Inputs: "tokens" or "targets" (token ids), or any other name: a
+  /// forward-only program's tensor input (version 8), whole on every rank.
+  std::string Name;
   int64_t Param = -1; // param/grad/adam_m/adam_v: index into params
   int64_t Offset = 0; // arena: byte offset
   /// The pipeline stage whose ranks hold the buffer (format version 5).
@@ -228,6 +232,14 @@ struct BufferSpec {
   AxesList Partial;
   int64_t numel() const { return numElements(Dims); }
   int64_t bytes() const { return numel() * int64_t(dtypeBytes(Type)); }
+  /// An input the data loader fills with token ids (tokens or targets).
+  bool tokenInput() const {
+    return Kind == BufferKind::Input && (Name == "tokens" || Name == "targets");
+  }
+  /// A forward-only program's named float input (version 8).
+  bool tensorInput() const {
+    return Kind == BufferKind::Input && !tokenInput();
+  }
 };
 
 /// Attributes of all ops in one struct; each op reads the ones it documents.
@@ -354,7 +366,8 @@ constexpr const char *FragmentWeight = "weight";
 constexpr const char *FragmentOptimizer = "optimizer";
 
 /// A value a forward-only program computes for its caller (format version
-/// 7): the logits, [batch, seq, vocab], whole on every rank.
+/// 7), whole on every rank: the logits [batch, seq, vocab], an encoder's
+/// hidden states [batch, seq, N], or (version 8) any named float tensor.
 struct OutputSpec {
   std::string Name;
   int64_t Buffer = -1;
@@ -364,6 +377,8 @@ struct Program {
   uint32_t Version = ProgramFormatVersion;
   std::string Model;
   DType Type = DType::F32;
+  /// The token ids' [batch, seq] and their bound; all 0 in a forward-only
+  /// program that reads tensor inputs only (version 8).
   int64_t Batch = 0, Seq = 0, Vocab = 0;
   OptimizerSpec Optimizer;
   std::vector<ParamSpec> Params;
@@ -376,6 +391,13 @@ struct Program {
   /// has no targets, gradients or optimizer).
   std::vector<OutputSpec> Outputs;
   bool forwardOnly() const { return !Outputs.empty(); }
+  /// Whether the program reads token ids (every training program does).
+  bool readsTokens() const {
+    for (const BufferSpec &B : Buffers)
+      if (B.tokenInput())
+        return true;
+    return false;
+  }
   /// Derived from the fragments: the end of forward and the start of the
   /// optimizer (ranges for Executor::run).
   int64_t ForwardEnd = 0, OptimizerBegin = 0;

@@ -839,9 +839,26 @@ Status checkBuffer(const Program &P, size_t Index) {
              : std::string()));
   switch (B.Kind) {
   case BufferKind::Input:
-    if (B.Name != "tokens" && B.Name != "targets")
-      return Status::error(Ctx + " has name '" + B.Name +
-                           "', expected tokens or targets");
+    // Version 8: a forward-only program may read named float tensors.
+    if (B.tensorInput()) {
+      if (P.Version < 8 || !P.forwardOnly())
+        return Status::error(
+            Ctx + " has name '" + B.Name + "', expected tokens or targets" +
+            (P.forwardOnly() ? " (tensor inputs need format version 8)"
+                             : " (a training program reads token ids "
+                               "only)"));
+      if (B.Name.empty())
+        return Status::error(Ctx + " has an empty name");
+      if (B.Type != P.Type)
+        return Status::error(Ctx + " '" + B.Name + "' is " + dtypeName(B.Type) +
+                             ", expected the program's " + dtypeName(P.Type));
+      for (size_t J = 0; J < Index; ++J)
+        if (P.Buffers[J].Kind == BufferKind::Input &&
+            P.Buffers[J].Name == B.Name)
+          return Status::error(Ctx + " repeats the name '" + B.Name +
+                               "' of buffers[" + std::to_string(J) + "]");
+      return Status::success();
+    }
     if (B.Type != DType::I32 || B.Dims.size() != 2)
       return Status::error(Ctx + " '" + B.Name + "' is " + dtypeName(B.Type) +
                            " " + shapeString(B.Dims) + ", expected i32 " +
@@ -912,7 +929,7 @@ Status checkForwardOnly(const Program &P) {
     const BufferSpec &B = P.Buffers[I];
     // weft-run fills the tokens from a [batch, seq] array: every rank's
     // block lies in it.
-    if (B.Kind == BufferKind::Input && B.Place.Global != Shape{P.Batch, P.Seq})
+    if (B.tokenInput() && B.Place.Global != Shape{P.Batch, P.Seq})
       return Status::error(
           "buffers[" + std::to_string(I) + "] (tokens) has global shape " +
           shapeString(B.Place.Global) + ", expected [" +
@@ -934,20 +951,26 @@ Status checkForwardOnly(const Program &P) {
                            " out of range [0, " +
                            std::to_string(P.Buffers.size()) + ")");
     const BufferSpec &B = P.Buffers[size_t(Id)];
-    // logits: scores over the vocabulary; hidden: an encoder's states.
+    // logits: scores over the vocabulary; hidden: an encoder's states;
+    // another name (version 8): any tensor the forward computes.
     const bool Logits = P.Outputs[I].Name == "logits";
-    const bool Fits = B.Dims.size() == 3 && B.Dims[0] == P.Batch &&
-                      B.Dims[1] == P.Seq &&
-                      (Logits ? B.Dims[2] == P.Vocab : B.Dims[2] >= 1);
+    const bool Hidden = P.Outputs[I].Name == "hidden";
+    const bool Fits =
+        (!Logits && !Hidden) ||
+        (B.Dims.size() == 3 && B.Dims[0] == P.Batch && B.Dims[1] == P.Seq &&
+         (Logits ? B.Dims[2] == P.Vocab : B.Dims[2] >= 1));
     if (B.Kind != BufferKind::Arena || !Fits ||
         (B.Type != P.Type && B.Type != DType::BF16))
       return Status::error(
           Ctx + " (" + P.Outputs[I].Name + ") is buffer " + std::to_string(Id) +
           ", " + bufferKindName(B.Kind) + " " + dtypeName(B.Type) + " " +
-          shapeString(B.Dims) + ", expected an arena buffer [" +
-          std::to_string(P.Batch) + "," + std::to_string(P.Seq) + "," +
-          (Logits ? std::to_string(P.Vocab) + "] [batch, seq, vocab]"
-                  : "N] [batch, seq, N]") +
+          shapeString(B.Dims) + ", expected an arena buffer" +
+          (Logits || Hidden
+               ? " [" + std::to_string(P.Batch) + "," + std::to_string(P.Seq) +
+                     "," +
+                     (Logits ? std::to_string(P.Vocab) + "] [batch, seq, vocab]"
+                             : std::string("N] [batch, seq, N]"))
+               : std::string(" of the program's float dtype")) +
           ", whole on this rank");
   }
   return Status::success();
@@ -956,8 +979,16 @@ Status checkForwardOnly(const Program &P) {
 } // namespace
 
 Status validateProgram(const Program &P) {
-  // Token ids travel as int32 (the tokens and targets buffers).
-  if (P.Batch <= 0 || P.Seq <= 0 || P.Vocab <= 0 || P.Vocab > INT32_MAX)
+  // Token ids travel as int32 (the tokens and targets buffers). A
+  // forward-only program of tensor inputs alone reads none: all three 0.
+  const bool NoTokens = P.forwardOnly() && !P.readsTokens();
+  if (NoTokens && (P.Batch != 0 || P.Seq != 0 || P.Vocab != 0))
+    return Status::error("batch=" + std::to_string(P.Batch) +
+                         ", seq=" + std::to_string(P.Seq) +
+                         ", vocab=" + std::to_string(P.Vocab) +
+                         " in a program that reads no token ids, expected 0");
+  if (!NoTokens &&
+      (P.Batch <= 0 || P.Seq <= 0 || P.Vocab <= 0 || P.Vocab > INT32_MAX))
     return Status::error("batch=" + std::to_string(P.Batch) +
                          ", seq=" + std::to_string(P.Seq) +
                          ", vocab=" + std::to_string(P.Vocab) +

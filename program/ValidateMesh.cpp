@@ -107,6 +107,17 @@ Status checkLayouts(const Program &P) {
             shapeString(L.Global) + ", blocks " + shapeString(B.Place.Blocks) +
             " vs " + shapeString(L.Blocks) + ")");
     }
+    // weft-run gives every rank the whole of a tensor input.
+    if (B.tensorInput()) {
+      if (B.Place.Global != B.Dims || !B.Partial.empty())
+        return Status::error(Ctx +
+                             ": a tensor input is whole on every rank, "
+                             "but its layout is global_shape " +
+                             shapeString(B.Place.Global) + " over local " +
+                             shapeString(B.Dims) +
+                             (B.Partial.empty() ? "" : ", partial"));
+      continue;
+    }
     if (B.Kind == BufferKind::Input) {
       if (B.Place.Blocks != std::vector<int64_t>{1, 1})
         return Status::error(Ctx + ": inputs take no blocks");

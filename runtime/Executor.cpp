@@ -108,6 +108,8 @@ Status Executor::bind() {
   LocalBatch = Prog.microbatchRows();
   LocalSeq = GlobalSeq = Prog.Seq;
   for (const BufferSpec &B : Prog.Buffers) {
+    if (B.tensorInput())
+      continue; // placed after the token inputs
     if (B.Kind == BufferKind::Input) {
       LocalBatch = B.Dims[0];
       LocalSeq = B.Dims[1];
@@ -141,6 +143,13 @@ Status Executor::bind() {
   size_t AllInputs = InputBytes * size_t(Prog.Microbatches);
   size_t TokensOff = Total, TargetsOff = Total + AllInputs;
   Total += 2 * AllInputs;
+  // A forward-only program's tensor inputs (version 8), whole, one each.
+  std::vector<size_t> TensorOff(Prog.Buffers.size(), 0);
+  for (size_t I = 0; I < Prog.Buffers.size(); ++I)
+    if (Prog.Buffers[I].tensorInput()) {
+      TensorOff[I] = Total;
+      Total += align64(size_t(Prog.Buffers[I].bytes()));
+    }
   PersistentBytes = Total;
   // One arena instance per slot: the micro-batches in flight.
   const int64_t Slots = Prog.Stages.front().Slots;
@@ -169,7 +178,9 @@ Status Executor::bind() {
       continue; // another stage's: no instruction here touches it
     switch (B.Kind) {
     case BufferKind::Input:
-      Where[I] = B.Name == "tokens" ? Tokens : Targets;
+      Where[I] = B.tensorInput()      ? static_cast<void *>(Base + TensorOff[I])
+                 : B.Name == "tokens" ? Tokens
+                                      : Targets;
       break;
     case BufferKind::Arena:
       Where[I] = static_cast<char *>(Arena) + B.Offset;
@@ -210,7 +221,7 @@ Status Executor::bind() {
     const Instruction &I = Prog.Instructions[K];
     BoundInstruction BI{I.Op, &I.Attrs, K, {}, {}};
     for (int64_t Id : I.In) {
-      if (Prog.Buffers[size_t(Id)].Kind == BufferKind::Input)
+      if (Prog.Buffers[size_t(Id)].tokenInput())
         InputUses.push_back(
             {K, BI.In.size(), Prog.Buffers[size_t(Id)].Name == "targets"});
       BI.In.push_back(Ref(Id));
@@ -512,6 +523,23 @@ Status Executor::setInputs(int64_t K, const int32_t *Toks,
   if (Tgts)
     WEFT_RETURN_IF_ERROR(Q->copyToDevice(targets(K), Tgts, Bytes));
   return Q->synchronize();
+}
+
+Status Executor::setTensorInput(const std::string &Name, const void *Data,
+                                size_t Bytes) {
+  for (size_t I = 0; I < Prog.Buffers.size(); ++I) {
+    const BufferSpec &B = Prog.Buffers[I];
+    if (!B.tensorInput() || B.Name != Name)
+      continue;
+    if (Bytes != size_t(B.bytes()))
+      return Status::error("input '" + Name + "' is " + dtypeName(B.Type) +
+                           " " + shapeString(B.Dims) + " (" +
+                           std::to_string(B.bytes()) + " bytes), given " +
+                           std::to_string(Bytes) + " bytes");
+    WEFT_RETURN_IF_ERROR(Q->copyToDevice(Where[I], Data, Bytes));
+    return Q->synchronize();
+  }
+  return Status::error("the program has no tensor input '" + Name + "'");
 }
 
 Expected<std::vector<char>> Executor::outputBytes(size_t I) const {

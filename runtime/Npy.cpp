@@ -211,6 +211,31 @@ Expected<std::vector<int32_t>> npyTokenIds(const NpyArray &A, const Shape &Want,
   return Ids;
 }
 
+Expected<std::vector<char>> npyFloats(const NpyArray &A, const Shape &Want,
+                                      bool F64, const std::string &What) {
+  if (A.Dims != Want)
+    return Status::error(What + " has shape " + shapeText(A.Dims) +
+                         ", the program's input is " + shapeText(Want));
+  // float32 into an f64 program widens exactly; nothing is rounded.
+  const bool Is32 = A.Descr == "<f4", Is64 = A.Descr == "<f8";
+  if (!Is32 && !(Is64 && F64))
+    return Status::error(
+        What + " holds '" + A.Descr + "', the program's input is " +
+        (F64 ? "float64 (give <f8, or <f4 to widen)"
+             : "float32 (give <f4; weft does not round float64 to it)"));
+  if (!F64 || Is64)
+    return A.Data;
+  const size_t N = A.Data.size() / 4;
+  std::vector<char> Out(N * 8);
+  for (size_t I = 0; I < N; ++I) {
+    float V;
+    std::memcpy(&V, A.Data.data() + I * 4, 4);
+    const double D = V;
+    std::memcpy(Out.data() + I * 8, &D, 8);
+  }
+  return Out;
+}
+
 std::string encodeNpy(const std::string &Descr, const Shape &Dims,
                       const void *Data, size_t Bytes) {
   std::string H = "{'descr': '" + Descr +

@@ -2,8 +2,9 @@
 //-*-===//
 //
 // The inputs and outputs of a forward-only program (weft-run --input
-// tokens.npy --output logits.npy): NumPy's own format, versions 1.0-3.0,
-// C order, little-endian, so numpy.load / numpy.save read and write them.
+// tokens.npy --output logits.npy, or --input NAME=FILE for named tensors):
+// NumPy's own format, versions 1.0-3.0, C order, little-endian, so numpy.load /
+// numpy.save read and write them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef WEFT_RUNTIME_NPY_H
@@ -35,6 +36,12 @@ Expected<NpyArray> readNpy(const std::string &Path);
 Expected<std::vector<int32_t>> npyTokenIds(const NpyArray &A, const Shape &Want,
                                            int64_t Vocab,
                                            const std::string &What);
+
+/// A tensor input's bytes (format version 8) from a .npy of floats, checked:
+/// shape exactly Want; float32 for an f32 program, float32 (widened) or
+/// float64 for an f64 one.
+Expected<std::vector<char>> npyFloats(const NpyArray &A, const Shape &Want,
+                                      bool F64, const std::string &What);
 
 /// The image of a .npy file (version 1.0) of Dims holding Data, whose dtype
 /// is Descr ("<f4" or "<f8").

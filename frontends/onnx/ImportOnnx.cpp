@@ -87,6 +87,11 @@ private:
   Value materialize(const std::string &name, const HostTensor &t);
   Value param(const std::string &name);
   std::string graphInput(const onnx::ValueInfoProto &input, Block *body);
+  std::string tensorGraph(const onnx::GraphProto &g,
+                          const std::vector<const onnx::ValueInfoProto *> &in,
+                          const std::string &name,
+                          OwningOpRef<ModuleOp> &module);
+  std::string checkDeclared(const onnx::ValueInfoProto &info);
   std::string node(const onnx::NodeProto &n);
   std::string emit(const onnx::NodeProto &n,
                    const std::vector<const Slot *> &in);
@@ -108,6 +113,13 @@ const onnx::AttributeProto *findAttr(const onnx::NodeProto &n,
     if (a.name() == name)
       return &a;
   return nullptr;
+}
+
+bool isFloatElement(int code) {
+  return code == onnx::TensorProto_DataType_FLOAT ||
+         code == onnx::TensorProto_DataType_DOUBLE ||
+         code == onnx::TensorProto_DataType_FLOAT16 ||
+         code == onnx::TensorProto_DataType_BFLOAT16;
 }
 
 Shape shapeOf(Value v) {
@@ -335,6 +347,11 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
       if (!onnximport::hostTypeOf(int(intAttr(n, "to", 0)), ht))
         return fail("casts to ONNX type " +
                     std::to_string(intAttr(n, "to", 0)));
+      // A model computes in one float type: a value cast to double would
+      // go on in f32 here, silently less precise than the graph says.
+      if (ht == HostType::F64 && !floatType.isF64())
+        return fail("casts to double; weft computes a model in one float "
+                    "type: compile with --dtype f64 to compute it in double");
       to = elementType(ht);
     }
     return same(to, shapeIn(0));
@@ -802,6 +819,14 @@ std::string Importer::run(const onnx::ModelProto &model,
   for (const auto &i : g.input())
     if (!params.count(i.name()) && !slots.count(i.name()))
       inputs.push_back(&i);
+  for (const auto *i : inputs)
+    if (i->type().has_tensor_type() &&
+        isFloatElement(i->type().tensor_type().elem_type()))
+      return tensorGraph(g, inputs, name, module);
+  if (inputs.empty())
+    return "the graph has no inputs (every value is an initializer or a "
+           "constant); weft computes from token ids or, forward-only, float "
+           "tensor inputs";
   if (inputs.size() != 1) {
     std::string names;
     for (const auto *i : inputs)
@@ -809,7 +834,8 @@ std::string Importer::run(const onnx::ModelProto &model,
     return "the graph has " + std::to_string(inputs.size()) + " inputs (" +
            names +
            "); weft imports models with one input, the token ids [batch, "
-           "seq] (export without attention_mask and position_ids)";
+           "seq] (export without attention_mask and position_ids), or, "
+           "forward-only, float tensor inputs";
   }
   // The output the program computes: the one named by --onnx-output, else
   // the only one (forward-only: the first, with a note).
@@ -935,30 +961,10 @@ std::string Importer::run(const onnx::ModelProto &model,
            "logits";
   // Shapes the model declares (its output, value_info) must be the ones
   // weft computed: a mismatch is an initializer of another shape.
-  auto declared = [&](const onnx::ValueInfoProto &info) -> std::string {
-    auto slot = slots.find(info.name());
-    if (slot == slots.end() || !slot->second.value ||
-        !info.type().has_tensor_type() ||
-        !info.type().tensor_type().has_shape())
-      return "";
-    Shape got = shapeOf(slot->second.value), want;
-    const auto &dims = info.type().tensor_type().shape();
-    if (dims.dim_size() != int(got.size()))
-      return "value '" + info.name() + "' is declared of rank " +
-             std::to_string(dims.dim_size()) + " but computes " +
-             shapeString(got) + " (an initializer of another shape?)";
-    for (int d = 0; d < dims.dim_size(); ++d)
-      if (dims.dim(d).has_dim_value() && dims.dim(d).dim_value() != got[d])
-        return "value '" + info.name() + "' is declared with dim " +
-               std::to_string(d) + " = " +
-               std::to_string(dims.dim(d).dim_value()) + " but computes " +
-               shapeString(got) + " (an initializer of another shape?)";
-    return "";
-  };
-  if (std::string e = declared(g.output(chosen)); !e.empty())
+  if (std::string e = checkDeclared(g.output(chosen)); !e.empty())
     return e;
   for (const auto &info : g.value_info())
-    if (std::string e = declared(info); !e.empty())
+    if (std::string e = checkDeclared(info); !e.empty())
       return e;
   if (options.forwardOnly) {
     func::ReturnOp::create(b, loc, logits);
@@ -970,6 +976,140 @@ std::string Importer::run(const onnx::ModelProto &model,
   return "";
 }
 
+// The shapes the model declares for a value (an output, value_info) must
+// be the ones weft computed: a mismatch is an initializer of another shape.
+std::string Importer::checkDeclared(const onnx::ValueInfoProto &info) {
+  auto slot = slots.find(info.name());
+  if (slot == slots.end() || !slot->second.value ||
+      !info.type().has_tensor_type() || !info.type().tensor_type().has_shape())
+    return "";
+  Shape got = shapeOf(slot->second.value);
+  const auto &dims = info.type().tensor_type().shape();
+  if (dims.dim_size() != int(got.size()))
+    return "value '" + info.name() + "' is declared of rank " +
+           std::to_string(dims.dim_size()) + " but computes " +
+           shapeString(got) + " (an initializer of another shape?)";
+  for (int d = 0; d < dims.dim_size(); ++d)
+    if (dims.dim(d).has_dim_value() && dims.dim(d).dim_value() != got[d])
+      return "value '" + info.name() + "' is declared with dim " +
+             std::to_string(d) + " = " +
+             std::to_string(dims.dim(d).dim_value()) + " but computes " +
+             shapeString(got) + " (an initializer of another shape?)";
+  return "";
+}
+
+// A graph of float inputs (format version 8), forward-only: `@forward(x,
+// ...) -> (y, ...)`, each argument and result named after its graph input
+// and output (weft.input, weft.output), every dim static.
+std::string
+Importer::tensorGraph(const onnx::GraphProto &g,
+                      const std::vector<const onnx::ValueInfoProto *> &inputs,
+                      const std::string &name, OwningOpRef<ModuleOp> &module) {
+  Location loc = NameLoc::get(b.getStringAttr(name));
+  module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  floatType = options.f64 ? Type(b.getF64Type()) : Type(b.getF32Type());
+  SmallVector<Type> args;
+  const char *flags[] = {"--batch", "--seq"};
+  const int64_t bound[] = {options.batch, options.seq};
+  for (const auto *input : inputs) {
+    const std::string what = "graph input '" + input->name() + "'";
+    if (!options.forwardOnly)
+      return what +
+             " is a float tensor: weft trains models whose input is token "
+             "ids; compute this graph's outputs with --forward-only";
+    if (!input->type().has_tensor_type())
+      return what + " is not a tensor";
+    const auto &tt = input->type().tensor_type();
+    // float32 widens exactly to an f64 program; nothing narrows silently.
+    const int code = tt.elem_type();
+    if (code != onnx::TensorProto_DataType_FLOAT &&
+        !(code == onnx::TensorProto_DataType_DOUBLE && options.f64))
+      return what + " has ONNX element type " + std::to_string(code) +
+             (code == onnx::TensorProto_DataType_DOUBLE
+                  ? " (double): compile it with --dtype f64"
+              : isFloatElement(code)
+                  ? ": weft reads float32 (or, with --dtype f64, "
+                    "double) tensor inputs"
+                  : ": a graph of float inputs reads float tensors "
+                    "only (token ids are the input of a model of "
+                    "one input)");
+    if (!tt.has_shape())
+      return what + " has no shape";
+    Shape shape;
+    for (int d = 0; d < tt.shape().dim_size(); ++d) {
+      const auto &dim = tt.shape().dim(d);
+      int64_t v = dim.has_dim_value() ? dim.dim_value() : 0;
+      if (!dim.has_dim_value() && d < 2 && bound[d])
+        v = bound[d];
+      if (!dim.has_dim_value() && !v)
+        return what + " has the symbolic dim " + std::to_string(d) + " '" +
+               dim.dim_param() + "': weft compiles static shapes" +
+               (d < 2 ? std::string(" (give ") + flags[d] + ")" : "");
+      if (v < 1 || v > (int64_t(1) << 40))
+        return what + " has dim " + std::to_string(d) + " = " +
+               std::to_string(v) + "; weft needs dims of 1 to 2^40";
+      shape.push_back(v);
+    }
+    int64_t numel = 1;
+    for (int64_t v : shape)
+      if (__builtin_mul_overflow(numel, v, &numel) ||
+          numel > (int64_t(1) << 40))
+        return what + " of " + shapeString(shape) +
+               " has more than 2^40 elements";
+    args.push_back(RankedTensorType::get(shape, floatType));
+  }
+  auto fn =
+      func::FuncOp::create(b, loc, "forward", b.getFunctionType(args, {}));
+  fn->setAttr(attrname::kModel, b.getStringAttr(name));
+  Block *body = fn.addEntryBlock();
+  b.setInsertionPointToEnd(body);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    fn.setArgAttr(unsigned(i), attrname::kInput,
+                  b.getStringAttr(inputs[i]->name()));
+    Slot s;
+    s.value = body->getArgument(unsigned(i));
+    slots[inputs[i]->name()] = s;
+  }
+  for (const auto &n : g.node())
+    if (std::string e = node(n); !e.empty())
+      return e;
+  // Every output, or the one --onnx-output names.
+  SmallVector<Value> results;
+  SmallVector<Attribute> names;
+  bool found = options.output.empty();
+  for (const auto &out : g.output()) {
+    if (!options.output.empty() && out.name() != options.output)
+      continue;
+    found = true;
+    const std::string what = "graph output '" + out.name() + "'";
+    auto it = slots.find(out.name());
+    if (it == slots.end() || it->second.constant || it->second.isSequence ||
+        !it->second.value || it->second.value.getDefiningOp<ParamOp>())
+      return what + " does not depend on the inputs (weft computes outputs "
+                    "from them)";
+    Value v = it->second.value;
+    if (isa<BlockArgument>(v))
+      return what + " is the input itself; weft's outputs are computed by "
+                    "an op";
+    if (!isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
+      return what + " is not a float tensor";
+    if (std::string e = checkDeclared(out); !e.empty())
+      return e;
+    results.push_back(v);
+    names.push_back(b.getStringAttr(out.name()));
+  }
+  if (!found)
+    return "the graph has no output '" + options.output + "'";
+  for (const auto &info : g.value_info())
+    if (std::string e = checkDeclared(info); !e.empty())
+      return e;
+  func::ReturnOp::create(b, loc, results);
+  fn.setType(b.getFunctionType(args, ValueRange(results).getTypes()));
+  for (size_t i = 0; i < names.size(); ++i)
+    fn.setResultAttr(unsigned(i), attrname::kOutput, names[i]);
+  return "";
+}
 // Which layer each parameter belongs to (weft.layer): the number in
 // ".h.N." / ".layers.N." / ".layer.N." / ".blocks.N."; the others are
 // the embeddings (-1) when first used before layer 0's first op, else the

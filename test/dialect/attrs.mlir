@@ -192,3 +192,28 @@ func.func @bad_layer(%t: tensor<2x4xi32>) -> tensor<2x4x8xf32> {
   %x = weft.embedding %w, %t {weft.layer = -2} : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
   return %x : tensor<2x4x8xf32>
 }
+
+// -----
+
+// A forward-only function's named tensors (format version 8): weft.input
+// names a float argument, weft.output a result.
+func.func @named(%x: tensor<2x3xf32> {weft.input = "x"}) -> (tensor<2x3xf32> {weft.output = "y"}) {
+  %y = weft.pointwise %x {fn = "exp"} : tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+
+// -----
+
+// Token ids are found by position, not named.
+// expected-error @+1 {{argument 0's weft.input must name a float tensor argument (a non-empty string), got "ids" on 'tensor<2x4xi32>'}}
+func.func @named_ids(%t: tensor<2x4xi32> {weft.input = "ids"}) -> tensor<2x4xi32> {
+  return %t : tensor<2x4xi32>
+}
+
+// -----
+
+// expected-error @+1 {{result 0's weft.output must be a non-empty string, got ""}}
+func.func @empty_output(%x: tensor<2x3xf32> {weft.input = "x"}) -> (tensor<2x3xf32> {weft.output = ""}) {
+  %y = weft.pointwise %x {fn = "exp"} : tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}

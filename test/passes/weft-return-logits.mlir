@@ -50,3 +50,19 @@ func.func @once(%ids: tensor<2x4xi32>) -> tensor<2x4x8xf32> {
   %e = weft.embedding %t, %ids : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
   return %e : tensor<2x4x8xf32>
 }
+
+// -----
+
+// A function of named tensors (a graph of float inputs) is already
+// forward-only: kept, except that an output which is an input itself
+// (an ONNX Identity) is returned through a copy, a buffer the forward
+// writes.
+// CHECK-LABEL: func @named
+// CHECK-SAME:  (%[[X:.*]]: tensor<2x3xf32> {weft.input = "x"})
+// CHECK:       %[[E:.*]] = weft.pointwise %[[X]] {fn = "exp"}
+// CHECK:       %[[C:.*]] = weft.reshape %[[X]] : tensor<2x3xf32> to tensor<2x3xf32>
+// CHECK:       return %[[E]], %[[C]]
+func.func @named(%x: tensor<2x3xf32> {weft.input = "x"}) -> (tensor<2x3xf32> {weft.output = "e"}, tensor<2x3xf32> {weft.output = "same"}) {
+  %e = weft.pointwise %x {fn = "exp"} : tensor<2x3xf32>
+  return %e, %x : tensor<2x3xf32>, tensor<2x3xf32>
+}

@@ -8,7 +8,9 @@ MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           stages) | fo-v6 | fo-loss | fo-targets | fo-grad | fo-shape |
           fo-unwritten | fo-adamw | fo-fragment | fo-pipeline | fo-batch (the
           last ten on a forward-only program; fo-pipeline on one with a
-          mesh)"""
+          mesh) | t-v7 | t-dtype | t-sharded | t-batch | t-dup-output |
+          t-dup-input | t-train (the last seven on a program of tensor
+          inputs)"""
 import json
 import struct
 import sys
@@ -129,6 +131,31 @@ elif mutation == "fo-batch":  # tokens' blocks tiling more rows than the batch
     p["batch"] //= 2
 elif mutation == "fo-adamw":  # the optimizer of a training program
     p["optimizer"]["kind"] = "adamw"
+elif mutation == "t-v7":  # tensor inputs in a file of the version before
+    version = 7
+    for o in p["outputs"]:
+        o["name"] = "hidden"
+    p["outputs"] = p["outputs"][:1]
+elif mutation == "t-dtype":  # an f64 input in an f32 program
+    p["buffers"][0]["dtype"] = "f64"
+elif mutation == "t-sharded":  # a tensor input split over a mesh axis
+    p["mesh"] = {"axes": ["dp"], "shape": [2], "groups": []}
+    b = p["buffers"][0]
+    b["sharding"] = [["dp"]] + [[]] * (len(b["shape"]) - 1)
+    b["global_shape"] = [2 * b["shape"][0]] + b["shape"][1:]
+elif mutation == "t-batch":  # token sizes in a program that reads no tokens
+    p["batch"] = 2
+elif mutation == "t-dup-output":  # two outputs of one name
+    p["outputs"][1]["name"] = p["outputs"][0]["name"]
+elif mutation == "t-dup-input":  # two inputs of one name
+    p["buffers"][1]["name"] = p["buffers"][0]["name"]
+elif mutation == "t-train":  # a training program reading a tensor input
+    del p["outputs"]
+    p["optimizer"] = {"kind": "adamw", "lr": 0.001, "beta1": 0.9, "beta2": 0.95,
+                      "eps": 1e-8, "weight_decay": 0.1, "schedule": "constant",
+                      "warmup_steps": 0, "total_steps": 0, "min_lr": 0.0}
+    p["loss"] = 2
+    p["batch"], p["seq"], p["vocab"] = 3, 4, 16
 elif mutation != "deep":
     sys.exit(f"unknown mutation {mutation}")
 payload = json.dumps(p).encode()

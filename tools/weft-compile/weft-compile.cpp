@@ -432,7 +432,20 @@ int main(int argc, char **argv) {
   // The model's own batch x seq (an .onnx or .mlir model may fix them), for
   // the summary below: the ids argument of one micro-batch.
   int64_t modelBatch = batchArg, modelSeq = seqArg;
+  // Or, for a graph of named float inputs, their shapes.
+  std::string tensorInputs;
   module->walk([&](func::FuncOp fn) {
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      if (auto input =
+              fn.getArgAttrOfType<StringAttr>(i, weft::attrname::kInput)) {
+        std::string shape;
+        llvm::raw_string_ostream os(shape);
+        llvm::interleave(
+            cast<RankedTensorType>(fn.getArgument(i).getType()).getShape(), os,
+            "x");
+        tensorInputs += (tensorInputs.empty() ? "inputs " : ", ") +
+                        input.getValue().str() + " [" + shape + "]";
+      }
     auto ids = fn.getNumArguments()
                    ? dyn_cast<RankedTensorType>(fn.getArgument(0).getType())
                    : nullptr;
@@ -610,11 +623,15 @@ int main(int argc, char **argv) {
     });
     int64_t width = dtypeArg == "f64" ? 8 : 4;
     // Training holds each parameter's value, gradient and Adam m and v.
+    const std::string sizes = !tensorInputs.empty()
+                                  ? tensorInputs
+                                  : "batch " + std::to_string(modelBatch) +
+                                        " x seq " + std::to_string(modelSeq);
     llvm::errs() << llvm::format(
-        "weft-compile: %s: %.3fM parameters, batch %lld x seq %lld, "
+        "weft-compile: %s: %.3fM parameters, %s, "
         "activation arena %.1f MiB, %s %.1f MiB -> %s\n",
-        name.c_str(), params / 1e6, (long long)modelBatch, (long long)modelSeq,
-        arena / 1048576.0, forwardOnlyArg ? "weights" : "training state",
+        name.c_str(), params / 1e6, sizes.c_str(), arena / 1048576.0,
+        forwardOnlyArg ? "weights" : "training state",
         (forwardOnlyArg ? 1.0 : 4.0) * params * width / 1048576.0,
         outputArg.c_str());
   }

@@ -30,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -123,10 +124,17 @@ A forward-only program (weft-compile --forward-only) computes its output
 instead of training:
   --input FILE      token ids, a .npy array of integers [batch, seq]
                     (numpy.save of int32 or int64 ids)
+  --input NAME=FILE the program's input NAME (repeat per input): token ids
+                    for 'tokens', else a tensor of exactly its shape,
+                    float32 (float64 or float32 for an f64 program)
   --output FILE     writes the output there as .npy: the logits [batch,
-                    seq, vocab], or an encoder's hidden states [batch, seq,
-                    N] (float32, or float64 for an f64 program), computed
-                    with the parameters of --load (or the --seed init)
+                    seq, vocab], an encoder's hidden states [batch, seq,
+                    N], or the program's one output (float32, or float64
+                    for an f64 program), computed with the parameters of
+                    --load (or the --seed init)
+  --output NAME=FILE
+                    output NAME there (repeat per output; the outputs not
+                    named are not written)
 
 A program with a mesh runs under mpirun, one process per rank (world size =
 mesh product), e.g. mpirun -np 4 weft-run PROG --data FILE. Only rank 0
@@ -184,7 +192,10 @@ bool parseDouble(const std::string &S, double &Out) {
 
 struct Options {
   std::string Program, Data, Load, Save, Metrics, SaveGrads, Resume,
-      CheckpointDir, Trace, Device = "cpu", Input, Output;
+      CheckpointDir, Trace, Device = "cpu";
+  /// A forward-only program's --input and --output values, in order: FILE,
+  /// or NAME=FILE.
+  std::vector<std::string> Inputs, Outputs;
   long long Steps = 10, Seed = 1234, GradCheck = 0, Threads = 0, SaveEvery = 0,
             Keep = 3, CheckReplicas = 0;
   double GradTol = 0, CollectiveTimeout = 600;
@@ -315,9 +326,9 @@ int parseArgs(int Argc, char **Argv, Options &O) {
     else if (A == "--trace")
       O.Trace = Value;
     else if (A == "--input")
-      O.Input = Value;
+      O.Inputs.push_back(Value);
     else if (A == "--output")
-      O.Output = Value;
+      O.Outputs.push_back(Value);
     else if (A == "--device") {
       if (Value != "cpu" && Value != "cuda")
         return usageError("--device " + Value + ": expected cpu or cuda");
@@ -423,58 +434,149 @@ std::string misplacedFlag(const Options &O, bool ForwardOnly) {
   return "";
 }
 
-/// A forward-only program: the logits of --input's tokens to --output.
-int runForwardOnly(Executor &E, const Options &O) {
+/// The file named for NAME among Given (NAME=FILE, or FILE alone where
+/// Names has one entry); "" when none, or an error naming what is wrong.
+Expected<std::map<std::string, std::string>>
+bindFiles(const std::vector<std::string> &Given,
+          const std::vector<std::string> &Names, const char *Flag) {
+  std::map<std::string, std::string> Files;
+  for (const std::string &G : Given) {
+    const size_t Eq = G.find('=');
+    std::string Name, File = G;
+    if (Eq != std::string::npos &&
+        std::count(Names.begin(), Names.end(), G.substr(0, Eq))) {
+      Name = G.substr(0, Eq);
+      File = G.substr(Eq + 1);
+    } else if (Names.size() == 1) {
+      Name = Names[0];
+    } else {
+      std::string All;
+      for (const std::string &N : Names)
+        All += (All.empty() ? "'" : ", '") + N + "'";
+      return Status::error(
+          std::string(Flag) + " '" + G + "' names " +
+          (Eq == std::string::npos
+               ? "no NAME="
+               : "no " + std::string(Flag + 2) + " '" + G.substr(0, Eq) + "'") +
+          "; the program's are " + (All.empty() ? "none" : All) +
+          " (give NAME=FILE)");
+    }
+    if (File.empty())
+      return Status::error(std::string(Flag) + " '" + G + "' names no file");
+    if (!Files.emplace(Name, File).second)
+      return Status::error(std::string(Flag) + " gives '" + Name + "' twice");
+  }
+  return Files;
+}
+
+/// Writes output buffer B's host bytes to Path as .npy (bf16 widened to
+/// float32).
+Status writeOutput(const BufferSpec &B, const std::vector<char> &Bytes,
+                   const std::string &Path) {
+  std::vector<float> Widened;
+  const void *Data = Bytes.data();
+  size_t Size = Bytes.size();
+  std::string Descr = B.Type == DType::F64 ? "<f8" : "<f4";
+  if (B.Type == DType::BF16) {
+    Widened.resize(Bytes.size() / 2);
+    for (size_t I = 0; I < Widened.size(); ++I) {
+      uint16_t H;
+      std::memcpy(&H, Bytes.data() + 2 * I, 2);
+      Widened[I] = bf16ToFloat(H);
+    }
+    Data = Widened.data();
+    Size = Widened.size() * sizeof(float);
+  }
+  std::ofstream F(Path, std::ios::binary | std::ios::trunc);
+  const std::string Image = encodeNpy(Descr, B.Dims, Data, Size);
+  F.write(Image.data(), std::streamsize(Image.size()));
+  F.close();
+  if (!F)
+    return Status::error("--output: cannot write '" + Path + "'");
+  return Status::success();
+}
+
+/// The token ids of file Path into micro-batch 0's tokens (this rank's
+/// block of them).
+Status setTokens(Executor &E, const std::string &Path) {
   const Program &P = E.program();
-  Expected<NpyArray> In = readNpy(O.Input);
+  Expected<NpyArray> In = readNpy(Path);
   if (!In.ok())
-    return fail("--input: " + In.message());
+    return Status::error("--input: " + In.message());
   Expected<std::vector<int32_t>> Ids = npyTokenIds(
-      *In, Shape{P.Batch, P.Seq}, P.Vocab, "--input '" + O.Input + "'");
+      *In, Shape{P.Batch, P.Seq}, P.Vocab, "--input '" + Path + "'");
   if (!Ids.ok())
-    return fail(Ids.message());
-  // This rank's block of the ids.
+    return Ids.status();
   std::vector<int32_t> Block(size_t(E.localBatch() * E.localSeq()));
   for (int64_t R = 0; R < E.localBatch(); ++R)
     for (int64_t C = 0; C < E.localSeq(); ++C)
       Block[size_t(R * E.localSeq() + C)] =
           (*Ids)[size_t((E.batchOffset() + R) * P.Seq + E.seqOffset() + C)];
-  if (Status S = E.setInputs(0, Block.data(), nullptr); !S.ok())
-    return fail(S.message());
+  return E.setInputs(0, Block.data(), nullptr);
+}
+
+/// A forward-only program: its outputs (the logits of --input's tokens,
+/// or the tensors of its named inputs) to --output.
+int runForwardOnly(Executor &E, const Options &O) {
+  const Program &P = E.program();
+  std::vector<std::string> InNames, OutNames;
+  for (const BufferSpec &B : P.Buffers)
+    if (B.Kind == BufferKind::Input && B.Name != "targets")
+      InNames.push_back(B.Name);
+  for (const OutputSpec &Out : P.Outputs)
+    OutNames.push_back(Out.Name);
+  auto InFiles = bindFiles(O.Inputs, InNames, "--input");
+  if (!InFiles.ok())
+    return usageError(InFiles.message());
+  auto OutFiles = bindFiles(O.Outputs, OutNames, "--output");
+  if (!OutFiles.ok())
+    return usageError(OutFiles.message());
+  for (const std::string &N : InNames)
+    if (!InFiles->count(N))
+      return usageError("the program reads input '" + N + "': give --input " +
+                        (InNames.size() == 1 ? "FILE.npy" : N + "=FILE.npy"));
+  for (const BufferSpec &B : P.Buffers) {
+    if (B.Kind != BufferKind::Input || B.Name == "targets")
+      continue;
+    const std::string &Path = InFiles->at(B.Name);
+    if (B.Name == "tokens") {
+      if (Status S = setTokens(E, Path); !S.ok())
+        return fail(S.message());
+      continue;
+    }
+    Expected<NpyArray> In = readNpy(Path);
+    if (!In.ok())
+      return fail("--input: " + In.message());
+    Expected<std::vector<char>> Bytes =
+        npyFloats(*In, B.Dims, P.Type == DType::F64,
+                  "--input '" + Path + "' (input '" + B.Name + "')");
+    if (!Bytes.ok())
+      return fail(Bytes.message());
+    if (Status S = E.setTensorInput(B.Name, Bytes->data(), Bytes->size());
+        !S.ok())
+      return fail(S.message());
+  }
   StepContext Ctx;
   Ctx.Step = 1;
   Ctx.Optimizer = &P.Optimizer;
   if (Status S = E.runForward(Ctx); !S.ok())
     return fail(S.message());
-  Expected<std::vector<char>> Out = E.outputBytes(0);
-  if (!Out.ok())
-    return fail(Out.message());
-  if (E.rank() != 0)
-    return 0;
-  const BufferSpec &B = P.Buffers[size_t(P.Outputs[0].Buffer)];
-  std::vector<float> Widened;
-  const void *Data = Out->data();
-  size_t Bytes = Out->size();
-  std::string Descr = B.Type == DType::F64 ? "<f8" : "<f4";
-  if (B.Type == DType::BF16) { // bf16 logits are written as float32
-    Widened.resize(Out->size() / 2);
-    for (size_t I = 0; I < Widened.size(); ++I) {
-      uint16_t H;
-      std::memcpy(&H, Out->data() + 2 * I, 2);
-      Widened[I] = bf16ToFloat(H);
-    }
-    Data = Widened.data();
-    Bytes = Widened.size() * sizeof(float);
+  for (size_t I = 0; I < P.Outputs.size(); ++I) {
+    auto File = OutFiles->find(P.Outputs[I].Name);
+    if (File == OutFiles->end())
+      continue;
+    Expected<std::vector<char>> Out = E.outputBytes(I);
+    if (!Out.ok())
+      return fail(Out.message());
+    if (E.rank() != 0)
+      continue;
+    const BufferSpec &B = P.Buffers[size_t(P.Outputs[I].Buffer)];
+    if (Status S = writeOutput(B, *Out, File->second); !S.ok())
+      return fail(S.message());
+    if (!O.Quiet)
+      std::cout << "forward: " << P.Outputs[I].Name << " "
+                << shapeString(B.Dims) << " -> " << File->second << std::endl;
   }
-  std::ofstream F(O.Output, std::ios::binary | std::ios::trunc);
-  const std::string Image = encodeNpy(Descr, B.Dims, Data, Bytes);
-  F.write(Image.data(), std::streamsize(Image.size()));
-  F.close();
-  if (!F)
-    return fail("--output: cannot write '" + O.Output + "'");
-  if (!O.Quiet)
-    std::cout << "forward: " << P.Outputs[0].Name << " " << shapeString(B.Dims)
-              << " -> " << O.Output << std::endl;
   return 0;
 }
 
@@ -505,10 +607,11 @@ int main(int Argc, char **Argv) {
                   " needs a forward-only program (weft-compile "
                   "--forward-only); '" +
                   O.Program + "' trains");
-  if (P->forwardOnly() && (O.Input.empty() || O.Output.empty()))
+  if (P->forwardOnly() && O.Outputs.empty())
     return usageError("'" + O.Program +
-                      "' is a forward-only program: give --input TOKENS.npy "
-                      "and --output LOGITS.npy");
+                      "' is a forward-only program: give --input FILE.npy "
+                      "(or NAME=FILE.npy per input) and --output FILE.npy (or "
+                      "NAME=FILE.npy per output)");
   if (O.Data.empty() && !O.GradCheck && !P->forwardOnly())
     return fail("no --data given (a uint16 token file, see weft-tokenize)");
 

@@ -1,0 +1,48 @@
+"""Writes small ONNX graphs of float inputs for weft-run-tensor-inputs.test
+into DIR (format version 8: named tensor inputs and outputs):
+
+  make_tensor_graphs.py DIR
+
+  tensors.onnx   x [3, 4], w [4, 5] -> y = tanh(x @ w) [3, 5] and
+                 s = ReduceSum(y, axis 1) [3]: two inputs, two outputs
+  identity.onnx  y = Identity(x): an output that is the input itself
+  double.onnx    y = exp(x) of a double x [2, 3]
+  cast.onnx      y = exp(Cast(x, to=DOUBLE)) of a float x
+  mixed.onnx     a float x [2, 3] beside an int64 input
+  symbolic.onnx  y = sigmoid(x) of x [n, 3], n symbolic
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+F, D, I64 = TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64
+vi = helper.make_tensor_value_info
+
+
+def model(nodes, inputs, outputs, inits=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
+save(model([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+            helper.make_node("Tanh", ["h"], ["y"], name="tanh"),
+            helper.make_node("ReduceSum", ["y", "axes"], ["s"], name="sum", keepdims=0)],
+           [vi("x", F, [3, 4]), vi("w", F, [4, 5])], [vi("y", F, [3, 5]), vi("s", F, [3])],
+           [axes]), f"{out}/tensors.onnx")
+save(model([helper.make_node("Identity", ["x"], ["y"], name="id")],
+           [vi("x", F, [2, 3])], [vi("y", F, [2, 3])]), f"{out}/identity.onnx")
+save(model([helper.make_node("Exp", ["x"], ["y"], name="exp")],
+           [vi("x", D, [2, 3])], [vi("y", D, [2, 3])]), f"{out}/double.onnx")
+save(model([helper.make_node("Cast", ["x"], ["xd"], name="to_double", to=D),
+            helper.make_node("Exp", ["xd"], ["y"], name="exp")],
+           [vi("x", F, [2, 3])], [vi("y", D, [2, 3])]), f"{out}/cast.onnx")
+save(model([helper.make_node("Exp", ["x"], ["y"], name="exp")],
+           [vi("x", F, [2, 3]), vi("mask", I64, [2, 3])], [vi("y", F, [2, 3])]),
+     f"{out}/mixed.onnx")
+save(model([helper.make_node("Sigmoid", ["x"], ["y"], name="sigmoid")],
+           [vi("x", F, ["n", 3])], [vi("y", F, ["n", 3])]), f"{out}/symbolic.onnx")
