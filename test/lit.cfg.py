@@ -20,3 +20,8 @@ config.substitutions.append(
 config.substitutions.append(("%srcroot", config.weft_src_root))
 config.substitutions.append(("%bindir", config.weft_bin_dir))
 config.substitutions.append(("%python", "/usr/bin/python3"))
+# ONNX's node tests (Debian's libonnx-testdata; scripts/install-deps.sh
+# installs it): without them, test/e2e/onnx_node_tests.test reports
+# UNSUPPORTED rather than failing.
+if os.path.isdir("/usr/share/libonnx-testdata/data/node"):
+    config.available_features.add("onnx-testdata")
