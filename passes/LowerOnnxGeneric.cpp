@@ -56,13 +56,14 @@ public:
         "Log",      "Sqrt",       "Tanh",      "Sigmoid",   "Relu",
         "Erf",      "Reciprocal", "Add",       "Sub",       "Mul",
         "Div",      "Pow",        "Softmax",   "ReduceSum", "ReduceMean",
-        "MatMul",   "Gemm"};
+        "MatMul",   "Gemm",       "Concat",    "Slice",     "Gather"};
     if (!llvm::is_contained(kLowered, t))
       return refuse("is not an op the generic path lowers (elementwise Neg, "
                     "Exp, Log, Sqrt, Reciprocal, Tanh, Sigmoid, Relu, Erf, "
                     "Add, Sub, Mul, Div, Pow; ReduceSum, ReduceMean, Softmax, "
                     "MatMul, Gemm; Reshape, Flatten, Squeeze, Unsqueeze, "
-                    "Transpose, Expand, Identity, Cast)");
+                    "Transpose, Expand, Identity, Cast; Concat, Slice, "
+                    "Gather along one axis)");
     if (op.getNumResults() != 1)
       return refuse("has " + std::to_string(op.getNumResults()) +
                     " results; the generic path lowers single-result nodes");
@@ -75,7 +76,8 @@ public:
                     "are folded at import or read by embeddings)");
     // Shapes and axes (Reshape's second input, ...) are folded integers.
     bool dataOnly = t == "Reshape" || t == "Squeeze" || t == "Unsqueeze" ||
-                    t == "Expand" || t == "ReduceSum" || t == "ReduceMean";
+                    t == "Expand" || t == "ReduceSum" || t == "ReduceMean" ||
+                    t == "Slice" || t == "Gather";
     for (auto [i, in] : llvm::enumerate(inputs()))
       if ((i == 0 || !dataOnly) &&
           (!isFloat(in) || typeOf(in).getElementType() != element()))
@@ -111,6 +113,12 @@ public:
       return reduction(t == "ReduceMean");
     if (t == "MatMul")
       return matmul();
+    if (t == "Concat")
+      return concat();
+    if (t == "Slice")
+      return slice();
+    if (t == "Gather")
+      return gather();
     assert(t == "Gemm" && "kLowered lists an op no branch lowers");
     return gemm();
   }
@@ -189,6 +197,149 @@ private:
                     "; the program format holds no constant tensors (a "
                     "one-element constant becomes an op's scalar)");
     return v;
+  }
+
+  // Concat, Slice and Gather move data along one axis; weft's split and
+  // concat work on the last dim, so another axis is transposed there and
+  // back (copies, exact; their VJPs and sharding rules are the fused ops').
+  Value toLast(Value x, int64_t axis) {
+    int64_t rank = typeOf(x).getRank();
+    if (axis == rank - 1)
+      return x;
+    Shape perm;
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis)
+        perm.push_back(d);
+    perm.push_back(axis);
+    return TransposeOp::create(b, loc, x, perm);
+  }
+  Value fromLast(Value x, int64_t axis) {
+    int64_t rank = typeOf(x).getRank();
+    if (axis == rank - 1)
+      return x;
+    Shape perm;
+    for (int64_t d = 0; d < rank; ++d)
+      perm.push_back(d < axis ? d : d == axis ? rank - 1 : d - 1);
+    return TransposeOp::create(b, loc, x, perm);
+  }
+  // Elements [start, start + size) of x's dim `axis`.
+  Value range(Value x, int64_t axis, int64_t start, int64_t size) {
+    int64_t dim = typeOf(x).getShape()[axis];
+    if (start == 0 && size == dim)
+      return x;
+    Shape sizes;
+    int64_t middle = start > 0 ? 1 : 0;
+    for (int64_t part : {start, size, dim - start - size})
+      if (part > 0)
+        sizes.push_back(part);
+    auto split = SplitOp::create(b, loc, toLast(x, axis), sizes);
+    return fromLast(split.getResult(middle), axis);
+  }
+
+  // Elements `at` (in range, in that order, repeats allowed) of x's dim
+  // `axis`: each run of consecutive indices one slice, the runs
+  // concatenated. Exact, and its gradient is the split's and concat's (a
+  // repeated index adds up, as ONNX's gradient would).
+  static constexpr size_t kMaxRuns = 256;
+  Value pick(Value x, int64_t axis, ArrayRef<int64_t> at) {
+    SmallVector<std::pair<int64_t, int64_t>> runs; // (start, size)
+    for (int64_t i : at) {
+      if (!runs.empty() && runs.back().first + runs.back().second == i)
+        ++runs.back().second;
+      else
+        runs.push_back({i, 1});
+    }
+    if (runs.size() > kMaxRuns)
+      return refuse("reads " + std::to_string(runs.size()) +
+                    " runs of consecutive indices along dim " +
+                    std::to_string(axis) + "; the generic path reads at most " +
+                    std::to_string(kMaxRuns));
+    if (runs.size() == 1)
+      return range(x, axis, runs[0].first, runs[0].second);
+    SmallVector<Value> parts;
+    for (auto [start, size] : runs)
+      parts.push_back(toLast(range(x, axis, start, size), axis));
+    return fromLast(ConcatOp::create(b, loc, parts), axis);
+  }
+
+  Value concat() {
+    int64_t rank = resultType().getRank();
+    int64_t axis = intAttr(op, "axis", 0);
+    axis = axis < 0 ? axis + rank : axis;
+    if (rank < 1 || axis < 0 || axis >= rank)
+      return refuse("has axis " + std::to_string(intAttr(op, "axis", 0)) +
+                    " for rank " + std::to_string(rank));
+    SmallVector<Value> parts;
+    for (auto [i, in] : llvm::enumerate(inputs())) {
+      if (!noConstant(in, unsigned(i)))
+        return nullptr;
+      parts.push_back(toLast(in, axis));
+    }
+    return checked(fromLast(ConcatOp::create(b, loc, parts), axis));
+  }
+
+  // The import resolved starts, ends, axes and steps to a first index and
+  // a step per dim; a step other than 1 (x[::2], x[::-1]) picks its
+  // elements one run each.
+  Value slice() {
+    auto start = op.getAttrs().getAs<DenseI64ArrayAttr>("start");
+    auto step = op.getAttrs().getAs<DenseI64ArrayAttr>("step");
+    Shape out(resultType().getShape());
+    if (!start || !step || start.size() != out.size() ||
+        step.size() != out.size())
+      return refuse("has no resolved start and step per dim (the import "
+                    "writes them)");
+    Value x = input(0);
+    for (size_t d = 0; d < out.size(); ++d) {
+      int64_t dim = typeOf(x).getShape()[d];
+      if (start[d] == 0 && step[d] == 1 && out[d] == dim)
+        continue;
+      const int64_t last = start[d] + (out[d] - 1) * step[d];
+      if (step[d] == 0 || out[d] < 1 || start[d] < 0 || start[d] >= dim ||
+          last < 0 || last >= dim)
+        return refuse("slices " + std::to_string(out[d]) + " elements from " +
+                      std::to_string(start[d]) + " by " +
+                      std::to_string(step[d]) + " out of dim " +
+                      std::to_string(d) + " of size " + std::to_string(dim));
+      Shape at;
+      for (int64_t k = 0; k < out[d]; ++k)
+        at.push_back(start[d] + k * step[d]);
+      x = pick(x, int64_t(d), at);
+      if (!x)
+        return nullptr;
+    }
+    // All dims whole: the result is a copy of the input.
+    return checked(x == input(0) ? reshapeTo(x) : x);
+  }
+
+  // Gather by constant indices: a slice per run of consecutive ones
+  // (x[:, 3], x[2:5] are one), concatenated.
+  Value gather() {
+    ArrayRef<int64_t> data = typeOf(input(0)).getShape();
+    int64_t rank = int64_t(data.size()), axis = intAttr(op, "axis", 0);
+    axis = axis < 0 ? axis + rank : axis;
+    std::optional<Shape> idx = constInts(input(1));
+    if (!idx || idx->empty())
+      return refuse("gathers by indices that are not a constant (the "
+                    "generic path gathers by consecutive constant indices)");
+    if (axis < 0 || axis >= rank)
+      return refuse("has axis " + std::to_string(intAttr(op, "axis", 0)) +
+                    " for rank " + std::to_string(rank));
+    Shape at;
+    for (int64_t i : *idx) {
+      if (i < -data[axis] || i >= data[axis])
+        return refuse("index " + std::to_string(i) + " is out of dim " +
+                      std::to_string(axis) + " of size " +
+                      std::to_string(data[axis]));
+      at.push_back(i < 0 ? i + data[axis] : i);
+    }
+    Value x = pick(input(0), axis, at);
+    if (!x)
+      return nullptr;
+    // A scalar index drops the dim, an index tensor of another shape
+    // replaces it: a reshape of the same elements in the same order.
+    return checked(x == input(0) ? ReshapeOp::create(b, loc, resultType(), x)
+                                 : reshapeTo(x));
   }
 
   Value transpose() {

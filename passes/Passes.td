@@ -402,7 +402,10 @@ def WeftLowerOnnxGeneric : Pass<"weft-lower-onnx-generic", "mlir::func::FuncOp">
     broadcasting, Pow by a constant, ReduceSum and ReduceMean, Softmax over
     the last axis, MatMul (with batch dims, broadcast), Gemm, Reshape,
     Flatten, Squeeze, Unsqueeze, Transpose, Expand, Identity and a Cast to
-    the same type. A one-element constant operand becomes the op's `scalar`
+    the same type; Concat, Slice (any step) and Gather by constant indices
+    along one axis, as weft.split and weft.concat of the last dim (a slice
+    per run of consecutive indices, the runs concatenated; another axis is
+    transposed last and back). A one-element constant operand becomes the op's `scalar`
     attribute; any other constant tensor, and any other node, is refused by
     node name, op type and opset (the program format holds no constant
     tensors). Runs after weft-raise-onnx; a module without `weft.onnx_node`s

@@ -405,6 +405,19 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
     std::string e = onnximport::transposeShape(shapeIn(0), perm, out);
     return e.empty() ? same(x.getElementType(), out) : fail(e);
   }
+  if (op == "Flatten") {
+    // [d0 .. d(axis-1)] and [d(axis) ..] each multiplied out.
+    Shape shape = shapeIn(0);
+    int64_t rank = int64_t(shape.size()), ax = intAttr(n, "axis", 1);
+    ax = ax < 0 ? ax + rank : ax;
+    if (ax < 0 || ax > rank)
+      return fail("axis " + std::to_string(intAttr(n, "axis", 1)) +
+                  " is out of range for rank " + std::to_string(rank));
+    Shape out{1, 1};
+    for (int64_t d = 0; d < rank; ++d)
+      out[d < ax ? 0 : 1] *= shape[size_t(d)];
+    return same(x.getElementType(), out);
+  }
   if (op == "Unsqueeze" || op == "Squeeze") {
     Shape axes, out;
     if (in.size() > 1 && in[1]) {
@@ -459,7 +472,13 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
       return e;
     onnximport::SliceSpec spec;
     e = onnximport::sliceSpec(shapeIn(0), starts, ends, axes, steps, spec);
-    return e.empty() ? same(x.getElementType(), spec.shape) : fail(e);
+    if (!e.empty())
+      return fail(e);
+    // The resolved first index and step per dim, for the generic lowering.
+    attrs = b.getDictionaryAttr(
+        {b.getNamedAttr("start", b.getDenseI64ArrayAttr(spec.start)),
+         b.getNamedAttr("step", b.getDenseI64ArrayAttr(spec.step))});
+    return same(x.getElementType(), spec.shape);
   }
   if (op == "Gather") {
     Shape data = shapeIn(0), idx = shapeIn(1);

@@ -191,3 +191,63 @@ func.func @reduce_declared(%x: tensor<4x4xf32>) -> tensor<1x4xf32> {
   %y = weft.onnx_node "ReduceSum" "sum"(%x, %axes) {attrs = {keepdims = 1 : i64}, opset = 17 : i64} : (tensor<4x4xf32>, tensor<1xi64>) -> tensor<1x4xf32>
   return %y : tensor<1x4xf32>
 }
+
+// -----
+
+// Concat, Slice and Gather along one axis: weft's split and concat work on
+// the last dim, so another axis goes there by a transpose and back. A
+// Slice of step 1 is the middle part of a split (the import resolved its
+// start and step per dim); a Gather of consecutive constant indices is a
+// slice, reshaped to drop (scalar index) or keep the dim.
+// CHECK-LABEL: func @along_an_axis
+// CHECK-NEXT: %[[A:.*]] = weft.transpose %arg0 {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+// CHECK-NEXT: %[[B:.*]] = weft.transpose %arg1 {perm = array<i64: 1, 0>} : (tensor<4x3xf32>) -> tensor<3x4xf32>
+// CHECK-NEXT: %[[C:.*]] = weft.concat %[[A]], %[[B]] : (tensor<3x2xf32>, tensor<3x4xf32>) -> tensor<3x6xf32>
+// CHECK-NEXT: %[[CAT:.*]] = weft.transpose %[[C]] {perm = array<i64: 1, 0>} : (tensor<3x6xf32>) -> tensor<6x3xf32>
+// CHECK-NEXT: %[[T:.*]] = weft.transpose %[[CAT]] {perm = array<i64: 1, 0>}
+// CHECK-NEXT: %[[S:.*]]:3 = weft.split %[[T]] {sizes = array<i64: 1, 4, 1>} : (tensor<3x6xf32>) -> (tensor<3x1xf32>, tensor<3x4xf32>, tensor<3x1xf32>)
+// CHECK-NEXT: %[[SL:.*]] = weft.transpose %[[S]]#1 {perm = array<i64: 1, 0>} : (tensor<3x4xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT: %[[G:.*]]:2 = weft.split %[[SL]] {sizes = array<i64: 2, 1>} : (tensor<4x3xf32>) -> (tensor<4x2xf32>, tensor<4x1xf32>)
+// CHECK-NEXT: weft.reshape %[[G]]#1 : tensor<4x1xf32> to tensor<4xf32>
+func.func @along_an_axis(%a: tensor<2x3xf32>, %b: tensor<4x3xf32>) -> tensor<4xf32> {
+  %cat = weft.onnx_node "Concat" "cat"(%a, %b) {attrs = {axis = 0 : i64}, opset = 17 : i64} : (tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<6x3xf32>
+  %starts = weft.constant dense<1> : tensor<1xi64>
+  %ends = weft.constant dense<5> : tensor<1xi64>
+  %sl = weft.onnx_node "Slice" "slice"(%cat, %starts, %ends) {attrs = {start = array<i64: 1, 0>, step = array<i64: 1, 1>}, opset = 17 : i64} : (tensor<6x3xf32>, tensor<1xi64>, tensor<1xi64>) -> tensor<4x3xf32>
+  %last = weft.constant dense<-1> : tensor<i64>
+  %g = weft.onnx_node "Gather" "pick"(%sl, %last) {attrs = {axis = 1 : i64}, opset = 17 : i64} : (tensor<4x3xf32>, tensor<i64>) -> tensor<4xf32>
+  return %g : tensor<4xf32>
+}
+
+// -----
+
+// Steps other than 1 and indices out of order pick one run of consecutive
+// elements each, concatenated: x[::-2] of 5 is elements 4, 2, 0; indices
+// [3, 4, 1] are runs [3, 5) and [1, 2).
+// CHECK-LABEL: func @runs
+// CHECK-NEXT: %[[A:.*]]:2 = weft.split %arg0 {sizes = array<i64: 4, 1>}
+// CHECK-NEXT: %[[B:.*]]:3 = weft.split %arg0 {sizes = array<i64: 2, 1, 2>}
+// CHECK-NEXT: %[[C:.*]]:2 = weft.split %arg0 {sizes = array<i64: 1, 4>}
+// CHECK-NEXT: %[[BACK:.*]] = weft.concat %[[A]]#1, %[[B]]#1, %[[C]]#0
+// CHECK-NEXT: %[[D:.*]]:2 = weft.split %arg0 {sizes = array<i64: 3, 2>}
+// CHECK-NEXT: %[[E:.*]]:3 = weft.split %arg0 {sizes = array<i64: 1, 1, 3>}
+// CHECK-NEXT: %[[PICK:.*]] = weft.concat %[[D]]#1, %[[E]]#1
+// CHECK-NEXT: return %[[BACK]], %[[PICK]]
+func.func @runs(%x: tensor<3x5xf32>) -> (tensor<3x3xf32>, tensor<3x3xf32>) {
+  %starts = weft.constant dense<-1> : tensor<1xi64>
+  %ends = weft.constant dense<-6> : tensor<1xi64>
+  %s = weft.onnx_node "Slice" "back"(%x, %starts, %ends) {attrs = {start = array<i64: 0, 4>, step = array<i64: 1, -2>}, opset = 17 : i64} : (tensor<3x5xf32>, tensor<1xi64>, tensor<1xi64>) -> tensor<3x3xf32>
+  %idx = weft.constant dense<[3, 4, 1]> : tensor<3xi64>
+  %g = weft.onnx_node "Gather" "pick"(%x, %idx) {attrs = {axis = 1 : i64}, opset = 17 : i64} : (tensor<3x5xf32>, tensor<3xi64>) -> tensor<3x3xf32>
+  return %s, %g : tensor<3x3xf32>, tensor<3x3xf32>
+}
+
+// -----
+
+// An index out of range, a slice past its dim: refused by name.
+func.func @out_of_range(%x: tensor<6x3xf32>) -> tensor<2x3xf32> {
+  %idx = weft.constant dense<[3, 6]> : tensor<2xi64>
+  // expected-error @+1 {{ONNX node 'far' (Gather, opset 17) index 6 is out of dim 0 of size 6}}
+  %g = weft.onnx_node "Gather" "far"(%x, %idx) {attrs = {axis = 0 : i64}, opset = 17 : i64} : (tensor<6x3xf32>, tensor<2xi64>) -> tensor<2x3xf32>
+  return %g : tensor<2x3xf32>
+}
