@@ -85,7 +85,7 @@ LogicalResult checkBinaryFn(std::optional<Location> loc, StringRef fnName) {
   BinaryFn fn;
   if (!parseBinaryFn(fnName.str(), fn))
     return emitOptionalError(loc, "fn '", fnName,
-                             "' is not one of add, sub, mul, div");
+                             "' is not one of add, sub, mul, div, pow");
   return success();
 }
 

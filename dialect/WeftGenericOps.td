@@ -57,7 +57,7 @@ def Weft_PointwiseGradOp : Weft_ElementwiseOp<"pointwise_grad"> {
 }
 
 def Weft_BinaryOp : Weft_ForwardOp<"binary"> {
-  let summary = "y = lhs fn rhs with broadcasting (fn: add, sub, mul, div)";
+  let summary = "y = lhs fn rhs with broadcasting (fn: add, sub, mul, div, pow)";
   let description = [{
     ```mlir
     %y = weft.binary %x, %s {fn = "div"}

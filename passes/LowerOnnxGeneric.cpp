@@ -370,7 +370,7 @@ private:
   }
 
   // Add, Sub, Mul, Div and Pow: with a one-element constant, pointwise;
-  // between two tensors, binary (Pow only by a constant).
+  // between two tensors, binary.
   Value arithmetic() {
     StringRef t = op.getOpType();
     Value x = input(0), y = input(1);
@@ -394,30 +394,39 @@ private:
       return refuse("raises a constant to a tensor power; the generic path "
                     "lowers Pow by a one-element constant exponent only");
     }
-    if (t == "Pow")
-      return refuse("has a tensor exponent; the generic path lowers Pow by a "
-                    "one-element constant exponent only");
     if (!noConstant(x, 0) || !noConstant(y, 1) || !broadcastOf(x, y))
       return nullptr;
     std::string fn = t.lower();
     return checked(BinaryOp::create(b, loc, x, y, b.getStringAttr(fn)));
   }
 
-  // Softmax over the last axis. Opsets below 13 flatten the dims from
-  // `axis` on; over the last axis both definitions agree.
+  // weft.softmax normalizes the last dim. From opset 13 ONNX normalizes
+  // one axis (moved last and back); before, every dim from `axis` on as
+  // one (a reshape to [rows, those dims] and back).
   Value softmax() {
-    int64_t rank = typeOf(input(0)).getRank();
+    Value x = input(0);
+    ArrayRef<int64_t> shape = typeOf(x).getShape();
+    int64_t rank = shape.size();
     const int64_t given = intAttr(op, "axis", op.getOpset() >= 13 ? -1 : 1);
-    int64_t axis = given;
-    if (axis < 0)
-      axis += rank;
-    if (rank == 0 || axis != rank - 1)
+    int64_t axis = given < 0 ? given + rank : given;
+    if (rank == 0 || axis < 0 || axis >= rank)
       return refuse("normalizes over axis " + std::to_string(given) +
-                    " of rank " + std::to_string(rank) +
-                    "; the generic path's softmax is over the last axis");
-    if (!noConstant(input(0), 0))
+                    " of rank " + std::to_string(rank));
+    if (!noConstant(x, 0))
       return nullptr;
-    return checked(SoftmaxOp::create(b, loc, input(0)));
+    if (op.getOpset() >= 13)
+      return checked(
+          fromLast(SoftmaxOp::create(b, loc, toLast(x, axis)), axis));
+    int64_t rows = 1, cols = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      (d < axis ? rows : cols) *= shape[d];
+    Shape flat{rows, cols};
+    if (axis == rank - 1)
+      return checked(SoftmaxOp::create(b, loc, x));
+    Value y = SoftmaxOp::create(
+        b, loc,
+        ReshapeOp::create(b, loc, RankedTensorType::get(flat, element()), x));
+    return checked(ReshapeOp::create(b, loc, resultType(), y));
   }
 
   // Sum into the kept shape, then divide by the count (mean) and drop the
@@ -512,11 +521,16 @@ private:
   }
 
   // Gemm with alpha = beta = 1: op(a) op(b) (+ c, broadcast).
+  // alpha * A' B' + beta * C, in that order (as ONNX's reference).
   Value gemm() {
-    if (floatAttr(op, "alpha", 1.0) != 1.0 || floatAttr(op, "beta", 1.0) != 1.0)
-      return refuse("has alpha " + std::to_string(floatAttr(op, "alpha", 1)) +
-                    " and beta " + std::to_string(floatAttr(op, "beta", 1)) +
-                    "; the generic path lowers Gemm with alpha = beta = 1");
+    const double alpha = floatAttr(op, "alpha", 1.0),
+                 beta = floatAttr(op, "beta", 1.0);
+    auto scaled = [&](Value v, double by) -> Value {
+      if (by == 1.0)
+        return v;
+      return PointwiseOp::create(b, loc, v.getType(), v, b.getStringAttr("mul"),
+                                 b.getF64FloatAttr(by));
+    };
     for (unsigned i = 0; i < inputs().size(); ++i)
       if (!noConstant(input(i), i))
         return nullptr;
@@ -527,7 +541,8 @@ private:
                       bs = typeOf(input(1)).getShape();
     if (as[ta ? 0 : 1] != bs[tb ? 1 : 0])
       return refuse("contracts " + shapeStr(as) + " with " + shapeStr(bs));
-    Value y = MatmulOp::create(b, loc, input(0), input(1), ta, tb);
+    Value y =
+        scaled(MatmulOp::create(b, loc, input(0), input(1), ta, tb), alpha);
     if (inputs().size() == 3) {
       std::optional<Shape> full = broadcastOf(y, input(2));
       if (!full)
@@ -536,7 +551,8 @@ private:
         return refuse("adds C " + shapeStr(typeOf(input(2)).getShape()) +
                       ", which does not broadcast to the product " +
                       shapeStr(typeOf(y).getShape()));
-      y = BinaryOp::create(b, loc, y, input(2), b.getStringAttr("add"));
+      y = BinaryOp::create(b, loc, y, scaled(input(2), beta),
+                           b.getStringAttr("add"));
     }
     return checked(y);
   }

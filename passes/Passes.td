@@ -399,8 +399,8 @@ def WeftLowerOnnxGeneric : Pass<"weft-lower-onnx-generic", "mlir::func::FuncOp">
     that no fused pattern consumed becomes the generic op computing exactly
     its ONNX function: elementwise functions (Neg, Exp, Log, Sqrt,
     Reciprocal, Tanh, Sigmoid, Relu, Erf), Add, Sub, Mul and Div with
-    broadcasting, Pow by a constant, ReduceSum and ReduceMean, Softmax over
-    the last axis, MatMul (with batch dims, broadcast), Gemm, Reshape,
+    broadcasting, Pow, ReduceSum and ReduceMean, Softmax over any axis,
+    MatMul (with batch dims, broadcast), Gemm, Reshape,
     Flatten, Squeeze, Unsqueeze, Transpose, Expand, Identity and a Cast to
     the same type; Concat, Slice (any step) and Gather by constant indices
     along one axis, as weft.split and weft.concat of the last dim (a slice

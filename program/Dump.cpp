@@ -87,8 +87,7 @@ std::string attrString(const Instruction &I) {
   }
   case OpKind::Binary:
   case OpKind::BinaryGrad: {
-    static const char *const Names[] = {"add", "sub", "mul", "div"};
-    Add(std::string("fn=") + Names[int(A.Binary)]);
+    Add(std::string("fn=") + binaryFnName(A.Binary));
     if (I.Op == OpKind::BinaryGrad)
       Add("operand=" + std::to_string(A.Operand));
     break;

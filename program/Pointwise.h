@@ -34,7 +34,7 @@ enum class PointwiseFn {
   PowScalar,  // "pow": x ^ c
 };
 
-enum class BinaryFn { Add, Sub, Mul, Div };
+enum class BinaryFn { Add, Sub, Mul, Div, Pow };
 
 struct PointwiseName {
   const char *Name;
@@ -89,17 +89,19 @@ inline std::string pointwiseList() {
   return S;
 }
 
+/// The binary fns' names, in BinaryFn's order (the one table the parser
+/// and --dump read).
+inline const char *binaryFnName(BinaryFn Fn) {
+  static const char *const Names[] = {"add", "sub", "mul", "div", "pow"};
+  static_assert(sizeof(Names) / sizeof(Names[0]) == int(BinaryFn::Pow) + 1,
+                "a name per BinaryFn");
+  return Names[int(Fn)];
+}
+
 inline bool parseBinaryFn(const std::string &Name, BinaryFn &Out) {
-  static const struct {
-    const char *Name;
-    BinaryFn Fn;
-  } Table[] = {{"add", BinaryFn::Add},
-               {"sub", BinaryFn::Sub},
-               {"mul", BinaryFn::Mul},
-               {"div", BinaryFn::Div}};
-  for (const auto &E : Table)
-    if (Name == E.Name) {
-      Out = E.Fn;
+  for (int I = 0; I <= int(BinaryFn::Pow); ++I)
+    if (Name == binaryFnName(BinaryFn(I))) {
+      Out = BinaryFn(I);
       return true;
     }
   return false;
@@ -201,6 +203,8 @@ template <typename T> inline T binary(BinaryFn Fn, T A, T B) {
     return A * B;
   case BinaryFn::Div:
     return A / B;
+  case BinaryFn::Pow:
+    return std::pow(A, B);
   }
   return A;
 }
@@ -217,6 +221,12 @@ inline T binaryGrad(BinaryFn Fn, int Operand, T A, T B, T Dy) {
     return Operand == 0 ? Dy * B : Dy * A;
   case BinaryFn::Div:
     return Operand == 0 ? Dy / B : -Dy * A / (B * B);
+  case BinaryFn::Pow:
+    // As PyTorch's pow backward: d/da = b a^(b-1) (0 where b = 0), d/db =
+    // a^b log(a) (0 where a = 0 and b >= 0, the limit it takes).
+    if (Operand == 0)
+      return B == T(0) ? T(0) : Dy * B * std::pow(A, B - T(1));
+    return A == T(0) && B >= T(0) ? T(0) : Dy * std::pow(A, B) * std::log(A);
   }
   return Dy;
 }

@@ -55,7 +55,7 @@ func.func @binary_no_broadcast(%a: tensor<2x8xf32>, %b: tensor<3x8xf32>) {
 // -----
 
 func.func @binary_unknown(%a: tensor<2x8xf32>) {
-  // expected-error @+1 {{fn 'max' is not one of add, sub, mul, div}}
+  // expected-error @+1 {{fn 'max' is not one of add, sub, mul, div, pow}}
   %y = weft.binary %a, %a {fn = "max"} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return
 }

@@ -80,6 +80,19 @@ func.func @gemm(%a: tensor<4x8xf32>, %b: tensor<6x8xf32>, %c: tensor<6xf32>) -> 
 
 // -----
 
+// alpha and beta scale the product and C, in that order.
+// CHECK-LABEL: func @gemm_scaled
+// CHECK-NEXT: %[[M:.*]] = weft.matmul %arg0, %arg1
+// CHECK-NEXT: %[[A:.*]] = weft.pointwise %[[M]] {fn = "mul", scalar = 2.500000e-01 : f64}
+// CHECK-NEXT: %[[C:.*]] = weft.pointwise %arg2 {fn = "mul", scalar = 3.500000e-01 : f64}
+// CHECK-NEXT: weft.binary %[[A]], %[[C]] {fn = "add"}
+func.func @gemm_scaled(%a: tensor<4x8xf32>, %b: tensor<8x6xf32>, %c: tensor<4x6xf32>) -> tensor<4x6xf32> {
+  %y = weft.onnx_node "Gemm" "fc"(%a, %b, %c) {attrs = {alpha = 0.25 : f64, beta = 0.35 : f64}, opset = 17 : i64} : (tensor<4x8xf32>, tensor<8x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  return %y : tensor<4x6xf32>
+}
+
+// -----
+
 // A constant tensor (here a mask) has no place in the program: refused,
 // naming the node.
 func.func @constant_tensor(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
@@ -91,26 +104,36 @@ func.func @constant_tensor(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
 
 // -----
 
+// A tensor exponent: binary pow (a one-element constant one is pointwise).
+// CHECK-LABEL: func @pow_tensor
+// CHECK-NEXT: weft.binary %arg0, %arg1 {fn = "pow"}
 func.func @pow_tensor(%x: tensor<4xf32>, %e: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{ONNX node 'pow' (Pow, opset 17) has a tensor exponent; the generic path lowers Pow by a one-element constant exponent only}}
   %y = weft.onnx_node "Pow" "pow"(%x, %e) {attrs = {}, opset = 17 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %y : tensor<4xf32>
 }
 
 // -----
 
+// A softmax over another axis (opset 13 on: that axis alone) is the last
+// axis's, with the axis moved last and back.
+// CHECK-LABEL: func @softmax_axis
+// CHECK-NEXT: %[[T:.*]] = weft.transpose %arg0 {perm = array<i64: 1, 0>} : (tensor<2x4xf32>) -> tensor<4x2xf32>
+// CHECK-NEXT: %[[S:.*]] = weft.softmax %[[T]] : tensor<4x2xf32>
+// CHECK-NEXT: weft.transpose %[[S]] {perm = array<i64: 1, 0>} : (tensor<4x2xf32>) -> tensor<2x4xf32>
 func.func @softmax_axis(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
-  // expected-error @+1 {{ONNX node 'sm' (Softmax, opset 17) normalizes over axis 0 of rank 2; the generic path's softmax is over the last axis}}
   %y = weft.onnx_node "Softmax" "sm"(%x) {attrs = {axis = 0 : i64}, opset = 17 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
   return %y : tensor<2x4xf32>
 }
 
 // -----
 
-// Opset 12's Softmax defaults to axis 1 (flattening from it): over the
-// last axis only when the input has rank 2.
+// Opset 12's Softmax defaults to axis 1 and normalizes every dim from it
+// as one: [2, 3x4], normalized, reshaped back.
+// CHECK-LABEL: func @softmax_opset12
+// CHECK-NEXT: %[[R:.*]] = weft.reshape %arg0 : tensor<2x3x4xf32> to tensor<2x12xf32>
+// CHECK-NEXT: %[[S:.*]] = weft.softmax %[[R]] : tensor<2x12xf32>
+// CHECK-NEXT: weft.reshape %[[S]] : tensor<2x12xf32> to tensor<2x3x4xf32>
 func.func @softmax_opset12(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
-  // expected-error @+1 {{ONNX node 'sm' (Softmax, opset 12) normalizes over axis 1 of rank 3}}
   %y = weft.onnx_node "Softmax" "sm"(%x) {attrs = {}, opset = 12 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   return %y : tensor<2x3x4xf32>
 }

@@ -9,7 +9,7 @@
   unknown.onnx   a Hardmax, which weft does not import
   generic.onnx   an Erf no pattern raises (no GELU around it): the generic path
   constant.onnx  x + a constant [4, 8] (the program holds no constant tensors)
-  softmax_axis.onnx  a Softmax over axis 1 (the generic softmax: the last)
+  softmax_axis.onnx  a Softmax over axis 1 (moved last for weft.softmax)
   shape.onnx     a Gemm whose weight [5, 8] does not contract with [.., 8]
   declared.onnx  logits declared [2, 4, 32] where the table makes 16
   opset.onnx     opset 11

@@ -1,14 +1,16 @@
 // Concat, Slice and Gather of activations train exactly on the generic path
 // (weft-lower-onnx-generic: a slice per run of consecutive indices, runs
 // concatenated, other axes moved last and back): a reversed strided slice,
-// a concatenation, and a gather with a repeated index (its gradient adds
-// up) have every parameter's gradient equal to central differences (f64),
+// a concatenation, a gather with a repeated index (its gradient adds up)
+// and a tensor raised to a tensor power have every parameter's gradient equal to central differences (f64),
 // and train on dp=2 like one rank.
 // RUN: weft-compile %s --dtype f64 -o %t.weft --quiet
 // RUN: weft-run %t.weft --dump | FileCheck %s --check-prefix=DUMP
 // DUMP-DAG: split  in=[{{[0-9]+}}] out=[{{[0-9,]+}}]  sizes=[7,1]
 // DUMP-DAG: concat
 // DUMP-DAG: transpose
+// DUMP-DAG: binary  in=[{{[0-9]+}},{{[0-9]+}}] out=[{{[0-9]+}}]  fn=pow
+// DUMP-DAG: binary_grad {{.*}} fn=pow operand=1
 // Every element of both tables (2,048 each): the embedding rows the tokens
 // read carry the gradient through the views.
 // RUN: weft-run %t.weft --grad-check 2048 --seed 3 | FileCheck %s --check-prefix=GRAD
@@ -40,8 +42,11 @@ func.func @forward(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tenso
   // Features 0, 3, 3, 5, 6, 7, 1, 2: runs [0], [3], [3, 8), [1, 3).
   %idx = weft.constant dense<[0, 3, 3, 5, 6, 7, 1, 2]> : tensor<8xi64>
   %g = weft.onnx_node "Gather" "pick"(%r, %idx) {attrs = {axis = 2 : i64}, opset = 17 : i64} : (tensor<2x4x8xf64>, tensor<8xi64>) -> tensor<2x4x8xf64>
+  // A tensor to a tensor power (binary pow): sigmoid(g) ^ r.
+  %sg = weft.onnx_node "Sigmoid" "positive"(%g) {attrs = {}, opset = 17 : i64} : (tensor<2x4x8xf64>) -> tensor<2x4x8xf64>
+  %p = weft.onnx_node "Pow" "power"(%sg, %r) {attrs = {}, opset = 17 : i64} : (tensor<2x4x8xf64>, tensor<2x4x8xf64>) -> tensor<2x4x8xf64>
   %head = weft.param "head" {init = "normal", std = 0.3} : tensor<256x8xf64>
-  %logits = weft.matmul %g, %head {transpose_b = true} : (tensor<2x4x8xf64>, tensor<256x8xf64>) -> tensor<2x4x256xf64>
+  %logits = weft.matmul %p, %head {transpose_b = true} : (tensor<2x4x8xf64>, tensor<256x8xf64>) -> tensor<2x4x256xf64>
   %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x256xf64>, tensor<2x4xi32>) -> tensor<f64>
   return %loss : tensor<f64>
 }

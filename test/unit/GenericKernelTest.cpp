@@ -74,9 +74,14 @@ TEST(GenericKernels, BinaryAndItsGradientMatchLoops) {
         std::swap(SA, SB);
       Dims Y;
       ASSERT_TRUE(broadcastShapes(SA, SB, Y));
-      auto A = random(SA, 1), B = random(SB, 2), Dy = random(Y, 3);
-      for (BinaryFn Fn :
-           {BinaryFn::Add, BinaryFn::Sub, BinaryFn::Mul, BinaryFn::Div}) {
+      auto Signed = random(SA, 1), B = random(SB, 2), Dy = random(Y, 3);
+      // pow's base positive: a negative one to a fractional power is NaN.
+      auto Positive = Signed;
+      for (double &V : Positive)
+        V = std::abs(V) + 0.5;
+      for (BinaryFn Fn : {BinaryFn::Add, BinaryFn::Sub, BinaryFn::Mul,
+                          BinaryFn::Div, BinaryFn::Pow}) {
+        const auto &A = Fn == BinaryFn::Pow ? Positive : Signed;
         std::vector<double> Got(size_t(count(Y))), Want(Got.size());
         binary(Fn, A.data(), SA, B.data(), SB, Got.data(), Y);
         forEach(Y, [&](int64_t I, const Dims &Idx) {
