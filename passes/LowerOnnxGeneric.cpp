@@ -400,6 +400,79 @@ private:
     return checked(BinaryOp::create(b, loc, x, y, b.getStringAttr(fn)));
   }
 
+public:
+  // LayerNormalization over the dims from `axis` on, written out as ONNX's
+  // function body computes it: Mean, D = X - Mean, Var = mean(D * D),
+  // InvStdDev = 1 / sqrt(Var + eps), Y = D * InvStdDev * Scale (+ B). Its
+  // Mean and InvStdDev outputs (dims from `axis` on kept as 1) too; the
+  // fused weft.layer_norm (weft-raise-onnx) covers the last axis without
+  // them. Empty on an error.
+  SmallVector<Value> layerNorm() {
+    if (!wellFormed(op)) {
+      refuse("has " + std::to_string(inputs().size()) +
+             " inputs, not the count its op type takes");
+      return {};
+    }
+    for (auto [i, in] : llvm::enumerate(inputs()))
+      if (!isFloat(in) || typeOf(in).getElementType() != element() ||
+          !noConstant(in, unsigned(i))) {
+        if (isFloat(in) && typeOf(in).getElementType() != element())
+          refuse("input " + std::to_string(i) + " is " + typeStr(in) +
+                 ", expected " + typeStr(op.getResult(0)) + "'s element type");
+        return {};
+      }
+    Value x = input(0);
+    ArrayRef<int64_t> shape = typeOf(x).getShape();
+    int64_t rank = shape.size(), axis = intAttr(op, "axis", -1);
+    axis = axis < 0 ? axis + rank : axis;
+    const double eps = floatAttr(op, "epsilon", 1e-5);
+    if (rank == 0 || axis < 0 || axis >= rank) {
+      refuse("normalizes from axis " + std::to_string(intAttr(op, "axis", -1)) +
+             " of rank " + std::to_string(rank));
+      return {};
+    }
+    if (!(eps >= 0 && std::isfinite(eps))) {
+      refuse("has epsilon " + std::to_string(eps));
+      return {};
+    }
+    Shape kept(shape);
+    double count = 1;
+    for (int64_t d = axis; d < rank; ++d) {
+      count *= double(shape[d]);
+      kept[d] = 1;
+    }
+    auto keptType = RankedTensorType::get(kept, element());
+    auto unary = [&](Value v, const char *fn,
+                     std::optional<double> c = std::nullopt) -> Value {
+      return PointwiseOp::create(b, loc, v.getType(), v, b.getStringAttr(fn),
+                                 c ? b.getF64FloatAttr(*c) : FloatAttr());
+    };
+    auto binary = [&](Value l, Value r, const char *fn) -> Value {
+      return BinaryOp::create(b, loc, l, r, b.getStringAttr(fn));
+    };
+    auto mean = [&](Value v) {
+      return unary(ReduceOp::create(b, loc, keptType, v), "div", count);
+    };
+    Value mu = mean(x);
+    Value dev = binary(x, mu, "sub");
+    Value var = mean(binary(dev, dev, "mul"));
+    Value inv = unary(unary(unary(var, "add", eps), "sqrt"), "reciprocal");
+    Value y = binary(binary(dev, inv, "mul"), input(1), "mul");
+    if (inputs().size() > 2)
+      y = binary(y, input(2), "add");
+    SmallVector<Value> out{checked(y)};
+    for (unsigned i = 1; i < op.getNumResults(); ++i)
+      out.push_back(typeOf(op.getResult(i)) == keptType
+                        ? (i == 1 ? mu : inv)
+                        : refuse("result " + std::to_string(i) + " is " +
+                                 typeStr(op.getResult(i)) + ", expected " +
+                                 shapeStr(kept)));
+    if (llvm::is_contained(out, Value()) || op.getNumResults() > 3)
+      return {};
+    return out;
+  }
+
+private:
   // weft.softmax normalizes the last dim. From opset 13 ONNX normalizes
   // one axis (moved last and back); before, every dim from `axis` on as
   // one (a reshape to [rows, those dims] and back).
@@ -571,10 +644,15 @@ struct LowerOnnxGeneric
     // In program order: each node's inputs are lowered before it.
     for (OnnxNodeOp op : nodes) {
       Lowering lowering(op);
-      Value y = lowering.lower();
-      if (!y)
+      SmallVector<Value> ys;
+      if (op.getOpType() == "LayerNormalization")
+        ys = lowering.layerNorm();
+      else if (Value y = lowering.lower())
+        ys.push_back(y);
+      if (ys.size() != op.getNumResults())
         return signalPassFailure();
-      op.getResult(0).replaceAllUsesWith(y);
+      for (auto [result, y] : llvm::zip(op.getResults(), ys))
+        result.replaceAllUsesWith(y);
       op.erase();
     }
     bool constants = false;

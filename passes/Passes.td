@@ -402,7 +402,9 @@ def WeftLowerOnnxGeneric : Pass<"weft-lower-onnx-generic", "mlir::func::FuncOp">
     broadcasting, Pow, ReduceSum and ReduceMean, Softmax over any axis,
     MatMul (with batch dims, broadcast), Gemm, Reshape,
     Flatten, Squeeze, Unsqueeze, Transpose, Expand, Identity and a Cast to
-    the same type; Concat, Slice (any step) and Gather by constant indices
+    the same type; LayerNormalization over any axis with its Mean and
+    InvStdDev outputs, written out as ONNX's function body computes it;
+    Concat, Slice (any step) and Gather by constant indices
     along one axis, as weft.split and weft.concat of the last dim (a slice
     per run of consecutive indices, the runs concatenated; another axis is
     transposed last and back). A one-element constant operand becomes the op's `scalar`

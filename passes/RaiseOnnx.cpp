@@ -207,9 +207,15 @@ struct LayerNorm : NodePattern {
     double eps = floatAttr(op, "epsilon", 1e-5);
     if (!(eps >= 0 && std::isfinite(eps))) // NaN or inf: no norm at all
       return failure();
-    rw.replaceOp(op, LayerNormOp::create(rw, op.getLoc(), in[0], in[1], in[2],
-                                         rw.getF64FloatAttr(eps))
-                         .getResult());
+    // Its Mean and InvStdDev, if read, need the generic path.
+    for (unsigned i = 1; i < op.getNumResults(); ++i)
+      if (!op.getResult(i).use_empty())
+        return failure();
+    rw.replaceAllUsesWith(op.getResult(0),
+                          LayerNormOp::create(rw, op.getLoc(), in[0], in[1],
+                                              in[2], rw.getF64FloatAttr(eps))
+                              .getResult());
+    rw.eraseOp(op);
     return success();
   }
 };

@@ -302,11 +302,23 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
   if (op == "IsNaN" || op == "Not")
     return same(b.getI1Type(), shapeIn(0));
   if (op == "LayerNormalization") {
-    if (n.output_size() > 1)
-      for (int i = 1; i < n.output_size(); ++i)
-        if (!n.output(i).empty())
-          return fail("its mean and inverse std outputs are not supported");
-    return same(x.getElementType(), shapeIn(0));
+    // Mean and InvStdDev keep the normalized dims (from axis on) as 1s, in
+    // stash_type: float (the model's float type here) is the one weft reads.
+    if (intAttr(n, "stash_type", 1) != onnx::TensorProto_DataType_FLOAT)
+      return fail("stash_type " + std::to_string(intAttr(n, "stash_type", 1)) +
+                  " is not float");
+    Shape shape = shapeIn(0), kept = shapeIn(0);
+    int64_t rank = int64_t(shape.size()), ax = intAttr(n, "axis", -1);
+    ax = ax < 0 ? ax + rank : ax;
+    if (ax < 0 || ax >= rank)
+      return fail("axis " + std::to_string(intAttr(n, "axis", -1)) +
+                  " is out of range for rank " + std::to_string(rank));
+    for (int64_t d = ax; d < rank; ++d)
+      kept[size_t(d)] = 1;
+    same(x.getElementType(), shape);
+    for (int i = 1; i < n.output_size() && i < 3; ++i)
+      same(x.getElementType(), kept);
+    return "";
   }
   static const char *const kBinary[] = {"Add", "Sub", "Mul", "Div",
                                         "Pow", "Max", "Min"};
@@ -638,6 +650,8 @@ std::string Importer::emit(const onnx::NodeProto &n,
     return nodeName(n) + ": has " + std::to_string(n.output_size()) +
            " outputs, expected " + std::to_string(op.getNumResults());
   for (unsigned i = 0; i < op.getNumResults(); ++i) {
+    if (n.output(int(i)).empty())
+      continue; // an optional output not asked for
     Slot s;
     s.value = op.getResult(i);
     slots[n.output(int(i))] = s;

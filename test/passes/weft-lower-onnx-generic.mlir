@@ -274,3 +274,26 @@ func.func @out_of_range(%x: tensor<6x3xf32>) -> tensor<2x3xf32> {
   %g = weft.onnx_node "Gather" "far"(%x, %idx) {attrs = {axis = 0 : i64}, opset = 17 : i64} : (tensor<6x3xf32>, tensor<2xi64>) -> tensor<2x3xf32>
   return %g : tensor<2x3xf32>
 }
+
+// -----
+
+// LayerNormalization from axis 1 of [2, 3, 4], with its Mean and
+// InvStdDev outputs, written out as ONNX's function body computes it.
+// CHECK-LABEL: func @layer_norm_from_axis
+// CHECK-NEXT: %[[S:.*]] = weft.reduce %arg0 : tensor<2x3x4xf32> to tensor<2x1x1xf32>
+// CHECK-NEXT: %[[M:.*]] = weft.pointwise %[[S]] {fn = "div", scalar = 1.200000e+01 : f64}
+// CHECK-NEXT: %[[D:.*]] = weft.binary %arg0, %[[M]] {fn = "sub"}
+// CHECK-NEXT: %[[DD:.*]] = weft.binary %[[D]], %[[D]] {fn = "mul"}
+// CHECK-NEXT: %[[VS:.*]] = weft.reduce %[[DD]]
+// CHECK-NEXT: %[[V:.*]] = weft.pointwise %[[VS]] {fn = "div", scalar = 1.200000e+01 : f64}
+// CHECK-NEXT: %[[E:.*]] = weft.pointwise %[[V]] {fn = "add", scalar = 1.000000e-01 : f64}
+// CHECK-NEXT: %[[R:.*]] = weft.pointwise %[[E]] {fn = "sqrt"}
+// CHECK-NEXT: %[[I:.*]] = weft.pointwise %[[R]] {fn = "reciprocal"}
+// CHECK-NEXT: %[[N:.*]] = weft.binary %[[D]], %[[I]] {fn = "mul"}
+// CHECK-NEXT: %[[W:.*]] = weft.binary %[[N]], %arg1 {fn = "mul"}
+// CHECK-NEXT: %[[Y:.*]] = weft.binary %[[W]], %arg2 {fn = "add"}
+// CHECK-NEXT: return %[[Y]], %[[M]], %[[I]]
+func.func @layer_norm_from_axis(%x: tensor<2x3x4xf32>, %w: tensor<3x4xf32>, %b: tensor<3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x1x1xf32>, tensor<2x1x1xf32>) {
+  %y, %mean, %inv = weft.onnx_node "LayerNormalization" "ln"(%x, %w, %b) {attrs = {axis = 1 : i64, epsilon = 0.1 : f64}, opset = 17 : i64} : (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x1x1xf32>, tensor<2x1x1xf32>)
+  return %y, %mean, %inv : tensor<2x3x4xf32>, tensor<2x1x1xf32>, tensor<2x1x1xf32>
+}

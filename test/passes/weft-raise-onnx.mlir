@@ -452,3 +452,18 @@ func.func @scale_after_mask(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: te
   %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 17 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
   return %y : tensor<1x4x8xf32>
 }
+
+// -----
+
+// A layer norm whose Mean or InvStdDev output is read stays an ONNX node
+// (weft-lower-onnx-generic writes it out); with them unread it is
+// weft.layer_norm.
+// CHECK-LABEL: func @layer_norm_outputs
+// CHECK:       weft.onnx_node "LayerNormalization" "stats"
+// CHECK:       weft.layer_norm
+// CHECK-NOT:   weft.onnx_node
+func.func @layer_norm_outputs(%x: tensor<2x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x8xf32>) {
+  %y, %mean, %inv = weft.onnx_node "LayerNormalization" "stats"(%x, %g, %b) {attrs = {axis = -1 : i64, epsilon = 1.0e-5 : f64}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  %z, %m2, %i2 = weft.onnx_node "LayerNormalization" "plain"(%x, %g, %b) {attrs = {axis = -1 : i64, epsilon = 1.0e-5 : f64}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  return %y, %mean, %z : tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x8xf32>
+}

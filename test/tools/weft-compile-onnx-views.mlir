@@ -2,7 +2,8 @@
 // (weft-lower-onnx-generic: a slice per run of consecutive indices, runs
 // concatenated, other axes moved last and back): a reversed strided slice,
 // a concatenation, a gather with a repeated index (its gradient adds up)
-// and a tensor raised to a tensor power have every parameter's gradient equal to central differences (f64),
+// a tensor raised to a tensor power and a layer norm over two dims (axis
+// 1) have every parameter's gradient equal to central differences (f64),
 // and train on dp=2 like one rank.
 // RUN: weft-compile %s --dtype f64 -o %t.weft --quiet
 // RUN: weft-run %t.weft --dump | FileCheck %s --check-prefix=DUMP
@@ -16,6 +17,8 @@
 // RUN: weft-run %t.weft --grad-check 2048 --seed 3 | FileCheck %s --check-prefix=GRAD
 // GRAD-DAG: wte  max err
 // GRAD-DAG: head  max err
+// GRAD-DAG: ln.weight  max err
+// GRAD-DAG: ln.bias  max err
 // GRAD: grad-check: passed
 // RUN: weft-tokenize %srcroot/data/corpus.txt -o %t.tokens
 // RUN: weft-run %t.weft --data %t.tokens --steps 3 --metrics %t.one.jsonl --quiet
@@ -45,8 +48,12 @@ func.func @forward(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tenso
   // A tensor to a tensor power (binary pow): sigmoid(g) ^ r.
   %sg = weft.onnx_node "Sigmoid" "positive"(%g) {attrs = {}, opset = 17 : i64} : (tensor<2x4x8xf64>) -> tensor<2x4x8xf64>
   %p = weft.onnx_node "Pow" "power"(%sg, %r) {attrs = {}, opset = 17 : i64} : (tensor<2x4x8xf64>, tensor<2x4x8xf64>) -> tensor<2x4x8xf64>
+  // A layer norm over the sequence and features (axis 1): written out.
+  %lnw = weft.param "ln.weight" {init = "normal", std = 0.3} : tensor<4x8xf64>
+  %lnb = weft.param "ln.bias" {init = "normal", std = 0.3} : tensor<4x8xf64>
+  %n, %mean, %inv = weft.onnx_node "LayerNormalization" "ln"(%p, %lnw, %lnb) {attrs = {axis = 1 : i64, epsilon = 1.0e-5 : f64}, opset = 17 : i64} : (tensor<2x4x8xf64>, tensor<4x8xf64>, tensor<4x8xf64>) -> (tensor<2x4x8xf64>, tensor<2x1x1xf64>, tensor<2x1x1xf64>)
   %head = weft.param "head" {init = "normal", std = 0.3} : tensor<256x8xf64>
-  %logits = weft.matmul %p, %head {transpose_b = true} : (tensor<2x4x8xf64>, tensor<256x8xf64>) -> tensor<2x4x256xf64>
+  %logits = weft.matmul %n, %head {transpose_b = true} : (tensor<2x4x8xf64>, tensor<256x8xf64>) -> tensor<2x4x256xf64>
   %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x256xf64>, tensor<2x4xi32>) -> tensor<f64>
   return %loss : tensor<f64>
 }
