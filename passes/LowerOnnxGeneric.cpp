@@ -202,24 +202,22 @@ private:
   // Concat, Slice and Gather move data along one axis; weft's split and
   // concat work on the last dim, so another axis is transposed there and
   // back (copies, exact; their VJPs and sharding rules are the fused ops').
-  Value toLast(Value x, int64_t axis) {
+  Value toLast(Value x, int64_t axis) { return moveAxis(x, axis, true); }
+  Value fromLast(Value x, int64_t axis) { return moveAxis(x, axis, false); }
+  // x with dim `axis` moved last (or, `!last`, its last dim moved back to
+  // `axis`); x itself when the axis is the last.
+  Value moveAxis(Value x, int64_t axis, bool last) {
     int64_t rank = typeOf(x).getRank();
     if (axis == rank - 1)
       return x;
     Shape perm;
     for (int64_t d = 0; d < rank; ++d)
-      if (d != axis)
-        perm.push_back(d);
-    perm.push_back(axis);
-    return TransposeOp::create(b, loc, x, perm);
-  }
-  Value fromLast(Value x, int64_t axis) {
-    int64_t rank = typeOf(x).getRank();
-    if (axis == rank - 1)
-      return x;
-    Shape perm;
-    for (int64_t d = 0; d < rank; ++d)
-      perm.push_back(d < axis ? d : d == axis ? rank - 1 : d - 1);
+      perm.push_back(last ? (d < axis        ? d
+                             : d + 1 == rank ? axis
+                                             : d + 1)
+                          : (d < axis    ? d
+                             : d == axis ? rank - 1
+                                         : d - 1));
     return TransposeOp::create(b, loc, x, perm);
   }
   // Elements [start, start + size) of x's dim `axis`.
