@@ -10,6 +10,7 @@
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/FragmentKeys.h"
+#include "passes/NamedTensors.h"
 #include "passes/Passes.h"
 #include "passes/ShardingUtils.h"
 #include "program/PipelineSchedule.h"
@@ -170,11 +171,9 @@ public:
     // logits; one a frontend names (format version 8) reads the tensors
     // its weft.input arguments name and returns its weft.output results.
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
-    named = fn.getNumResults() > 0;
-    for (unsigned i = 0; i < fn.getNumResults(); ++i)
-      named = named && fn.getResultAttr(i, weft::attrname::kOutput);
-    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-      named = named || fn.getArgAttr(i, weft::attrname::kInput);
+    named = namesTensors(fn);
+    if (named && failed(checkNamedTensors(fn)))
+      return failure();
     forwardOnly =
         named ||
         (ret.getNumOperands() == 1 &&
@@ -188,10 +187,6 @@ public:
     scratchOffset = (arenaBytes.getInt() + 63) / 64 * 64;
     for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
       auto name = fn.getArgAttrOfType<StringAttr>(i, weft::attrname::kInput);
-      if (named && !name)
-        return fn.emitError("argument ")
-               << i << " has no weft.input name, but the function's "
-               << "other inputs or outputs are named";
       addInput(fn.getArgument(i), name     ? name.getValue()
                                   : i == 0 ? StringRef("tokens")
                                            : StringRef("targets"));

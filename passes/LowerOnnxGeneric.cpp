@@ -614,7 +614,9 @@ private:
       return refuse("contracts " + shapeStr(as) + " with " + shapeStr(bs));
     Value y =
         scaled(MatmulOp::create(b, loc, input(0), input(1), ta, tb), alpha);
-    if (inputs().size() == 3) {
+    // beta = 0 drops C, as onnxruntime and ONNX's reference do (an inf in
+    // C would otherwise make the product NaN).
+    if (inputs().size() == 3 && beta != 0.0) {
       std::optional<Shape> full = broadcastOf(y, input(2));
       if (!full)
         return nullptr;

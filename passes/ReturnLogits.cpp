@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
+#include "passes/NamedTensors.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -39,10 +40,9 @@ struct ReturnLogits : weft::impl::WeftReturnLogitsBase<ReturnLogits> {
     // what the program computes. One that is an input itself (an Identity,
     // a no-op reduction) is returned through a copy: each output is a
     // buffer the forward writes.
-    bool named = false;
-    for (unsigned i = 0; i < fn.getNumResults(); ++i)
-      named = named || fn.getResultAttr(i, attrname::kOutput);
-    if (named) {
+    if (namesTensors(fn)) {
+      if (failed(checkNamedTensors(fn)))
+        return signalPassFailure();
       OpBuilder b(ret);
       for (OpOperand &out : ret->getOpOperands())
         if (isa<BlockArgument>(out.get()))

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 using json = nlohmann::json;
 
@@ -901,6 +902,7 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
     if (P.Outputs.empty())
       return Status::error("field 'outputs' is empty (a forward-only program "
                            "computes at least one)");
+    std::unordered_map<std::string, size_t> Seen;
     for (size_t I = 0; I < P.Outputs.size(); ++I) {
       const std::string &N = P.Outputs[I].Name;
       if (Version < 8 && N != "logits" && N != "hidden")
@@ -908,11 +910,10 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
                              N +
                              "', expected logits or hidden (other names "
                              "need format version 8)");
-      for (size_t J = 0; J < I; ++J)
-        if (P.Outputs[J].Name == N)
-          return Status::error("outputs[" + std::to_string(I) +
-                               "] repeats name '" + N + "' of outputs[" +
-                               std::to_string(J) + "]");
+      if (auto [It, New] = Seen.emplace(N, I); !New)
+        return Status::error("outputs[" + std::to_string(I) +
+                             "] repeats name '" + N + "' of outputs[" +
+                             std::to_string(It->second) + "]");
     }
   }
   WEFT_RETURN_IF_ERROR(parseOptimizer(Root, P.forwardOnly(), P.Optimizer));

@@ -10,6 +10,7 @@
 #include "program/Program.h"
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 namespace weft {
 
@@ -852,11 +853,7 @@ Status checkBuffer(const Program &P, size_t Index) {
       if (B.Type != P.Type)
         return Status::error(Ctx + " '" + B.Name + "' is " + dtypeName(B.Type) +
                              ", expected the program's " + dtypeName(P.Type));
-      for (size_t J = 0; J < Index; ++J)
-        if (P.Buffers[J].Kind == BufferKind::Input &&
-            P.Buffers[J].Name == B.Name)
-          return Status::error(Ctx + " repeats the name '" + B.Name +
-                               "' of buffers[" + std::to_string(J) + "]");
+      // Repeated names: checkInputNames, once for all inputs.
       return Status::success();
     }
     if (B.Type != DType::I32 || B.Dims.size() != 2)
@@ -900,6 +897,21 @@ Status checkBuffer(const Program &P, size_t Index) {
           dtypeName(P.Type) + " " + shapeString(P.Params[B.Param].Dims));
     return Status::success();
   }
+}
+
+/// Tensor inputs (version 8) have names of their own: each once.
+Status checkInputNames(const Program &P) {
+  std::unordered_map<std::string, size_t> Seen;
+  for (size_t I = 0; I < P.Buffers.size(); ++I) {
+    const BufferSpec &B = P.Buffers[I];
+    if (!B.tensorInput())
+      continue;
+    if (auto [It, New] = Seen.emplace(B.Name, I); !New)
+      return Status::error("buffers[" + std::to_string(I) +
+                           "] (input) repeats the name '" + B.Name +
+                           "' of buffers[" + std::to_string(It->second) + "]");
+  }
+  return Status::success();
 }
 
 /// Version 7: a forward-only program computes whole logits from tokens,
@@ -952,9 +964,11 @@ Status checkForwardOnly(const Program &P) {
                            std::to_string(P.Buffers.size()) + ")");
     const BufferSpec &B = P.Buffers[size_t(Id)];
     // logits: scores over the vocabulary; hidden: an encoder's states;
-    // another name (version 8): any tensor the forward computes.
-    const bool Logits = P.Outputs[I].Name == "logits";
-    const bool Hidden = P.Outputs[I].Name == "hidden";
+    // another name, or any in a program of tensor inputs alone (version
+    // 8): any tensor the forward computes.
+    const bool Tokens = P.readsTokens();
+    const bool Logits = Tokens && P.Outputs[I].Name == "logits";
+    const bool Hidden = Tokens && P.Outputs[I].Name == "hidden";
     const bool Fits =
         (!Logits && !Hidden) ||
         (B.Dims.size() == 3 && B.Dims[0] == P.Batch && B.Dims[1] == P.Seq &&
@@ -1004,15 +1018,17 @@ Status validateProgram(const Program &P) {
           "stages[" + std::to_string(S) +
           "]: arena_bytes=" + std::to_string(P.Stages[S].ArenaBytes) +
           " exceeds the program's arena_bytes=" + std::to_string(P.ArenaBytes));
+  // By hash, not pairwise: a file of 10^5 names loaded in minutes.
+  std::unordered_map<std::string, size_t> ParamNames;
   for (size_t I = 0; I < P.Params.size(); ++I)
-    for (size_t J = 0; J < I; ++J)
-      if (P.Params[I].Name == P.Params[J].Name)
-        return Status::error("params[" + std::to_string(I) +
-                             "] repeats name '" + P.Params[I].Name +
-                             "' of params[" + std::to_string(J) + "]");
+    if (auto [It, New] = ParamNames.emplace(P.Params[I].Name, I); !New)
+      return Status::error("params[" + std::to_string(I) + "] repeats name '" +
+                           P.Params[I].Name + "' of params[" +
+                           std::to_string(It->second) + "]");
   WEFT_RETURN_IF_ERROR(checkLayouts(P));
   for (size_t I = 0; I < P.Buffers.size(); ++I)
     WEFT_RETURN_IF_ERROR(checkBuffer(P, I));
+  WEFT_RETURN_IF_ERROR(checkInputNames(P));
   for (size_t I = 0; I < P.Instructions.size(); ++I)
     WEFT_RETURN_IF_ERROR(InstChecker(P, P.Instructions[I], I).run());
   if (P.forwardOnly())

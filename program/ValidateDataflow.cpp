@@ -12,6 +12,7 @@
 #include "program/Program.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace weft {
 namespace {
@@ -174,6 +175,10 @@ Status checkDataflow(const Program &P) {
   std::vector<InFlight> Open;
   bool LossWritten = false;
   std::vector<bool> OutputWritten(P.Outputs.size(), false);
+  // The outputs each buffer is (by id: a pairwise test was quadratic).
+  std::unordered_multimap<int64_t, size_t> OutputOf;
+  for (size_t O = 0; O < P.Outputs.size(); ++O)
+    OutputOf.emplace(P.Outputs[O].Buffer, O);
   // The micro-batch loop: instructions [LoopBegin, LoopEnd) run once per
   // micro-batch. A value from before it that the loop reads must survive
   // every iteration; a value the loop writes is its last iteration's after
@@ -235,9 +240,9 @@ Status checkDataflow(const Program &P) {
                              " does not work in place");
       if (Id == P.Loss && int64_t(I) < P.ForwardEnd)
         LossWritten = true;
-      for (size_t O = 0; O < P.Outputs.size(); ++O)
-        if (Id == P.Outputs[O].Buffer && int64_t(I) < P.ForwardEnd)
-          OutputWritten[O] = true;
+      if (int64_t(I) < P.ForwardEnd)
+        for (auto [It, End] = OutputOf.equal_range(Id); It != End; ++It)
+          OutputWritten[It->second] = true;
       if (P.Buffers[size_t(Id)].Kind != BufferKind::Arena)
         continue;
       Interval &L = Live[size_t(Id)];

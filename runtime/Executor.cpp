@@ -148,7 +148,13 @@ Status Executor::bind() {
   for (size_t I = 0; I < Prog.Buffers.size(); ++I)
     if (Prog.Buffers[I].tensorInput()) {
       TensorOff[I] = Total;
-      Total += align64(size_t(Prog.Buffers[I].bytes()));
+      // Each is at most 2^51 bytes (the loader's bound); their sum is not.
+      if (__builtin_add_overflow(
+              Total, align64(size_t(Prog.Buffers[I].bytes())), &Total) ||
+          Total > (size_t(1) << 60))
+        return Status::error("the tensor inputs need more than 2^60 bytes "
+                             "(input '" +
+                             Prog.Buffers[I].Name + "')");
     }
   PersistentBytes = Total;
   // One arena instance per slot: the micro-batches in flight.

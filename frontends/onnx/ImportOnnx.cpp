@@ -1045,8 +1045,34 @@ Importer::tensorGraph(const onnx::GraphProto &g,
   SmallVector<Type> args;
   const char *flags[] = {"--batch", "--seq"};
   const int64_t bound[] = {options.batch, options.seq};
+  // --batch and --seq bind the symbolic dims 0 and 1 of the inputs; a
+  // dim name is one size wherever it appears (else refused by name).
+  std::map<std::string, std::pair<int64_t, std::string>> symbols;
+  for (const auto *input : inputs) {
+    if (!input->type().has_tensor_type() ||
+        !input->type().tensor_type().has_shape())
+      continue;
+    const auto &dims = input->type().tensor_type().shape();
+    for (int d = 0; d < std::min(dims.dim_size(), 2); ++d) {
+      const auto &dim = dims.dim(d);
+      if (dim.has_dim_value() || dim.dim_param().empty() || !bound[d])
+        continue;
+      std::string where = std::string(flags[d]) + " (dim " + std::to_string(d) +
+                          " of '" + input->name() + "')";
+      auto [it, fresh] =
+          symbols.emplace(dim.dim_param(), std::make_pair(bound[d], where));
+      if (!fresh && it->second.first != bound[d])
+        return "the symbolic dim '" + dim.dim_param() + "' is " +
+               std::to_string(it->second.first) + " by " + it->second.second +
+               " but " + std::to_string(bound[d]) + " by " + where +
+               "; one name is one size";
+    }
+  }
   for (const auto *input : inputs) {
     const std::string what = "graph input '" + input->name() + "'";
+    if (input->name() == "tokens" || input->name() == "targets")
+      return what + " is a float tensor with the name of weft's token ids; "
+                    "rename it";
     if (!options.forwardOnly)
       return what +
              " is a float tensor: weft trains models whose input is token "
@@ -1073,7 +1099,10 @@ Importer::tensorGraph(const onnx::GraphProto &g,
     for (int d = 0; d < tt.shape().dim_size(); ++d) {
       const auto &dim = tt.shape().dim(d);
       int64_t v = dim.has_dim_value() ? dim.dim_value() : 0;
-      if (!dim.has_dim_value() && d < 2 && bound[d])
+      auto symbol = symbols.find(dim.dim_param());
+      if (!dim.has_dim_value() && symbol != symbols.end())
+        v = symbol->second.first;
+      else if (!dim.has_dim_value() && d < 2 && bound[d])
         v = bound[d];
       if (!dim.has_dim_value() && !v)
         return what + " has the symbolic dim " + std::to_string(d) + " '" +
@@ -1116,6 +1145,8 @@ Importer::tensorGraph(const onnx::GraphProto &g,
       continue;
     found = true;
     const std::string what = "graph output '" + out.name() + "'";
+    if (llvm::is_contained(names, b.getStringAttr(out.name())))
+      return what + " is listed twice";
     auto it = slots.find(out.name());
     if (it == slots.end() || it->second.constant || it->second.isSequence ||
         !it->second.value || it->second.value.getDefiningOp<ParamOp>())

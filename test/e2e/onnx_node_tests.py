@@ -75,8 +75,9 @@ def run(cmd, timeout=120):
 
 def is_refusal(code, text):
     """A clear refusal: exit status 1 with a message naming what (a crash
-    exits by signal, a negative or >= 128 status, or without a message)."""
-    return code == 1 and "error" in text
+    exits by signal, a negative or >= 128 status, or without a message; a
+    program the compiler wrote and its own loader refuses is a bug)."""
+    return code == 1 and "error" in text and "compiler bug" not in text
 
 
 def attempt(name, bindir, work):

@@ -66,3 +66,22 @@ func.func @named(%x: tensor<2x3xf32> {weft.input = "x"}) -> (tensor<2x3xf32> {we
   %e = weft.pointwise %x {fn = "exp"} : tensor<2x3xf32>
   return %e, %x : tensor<2x3xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+// Named in part: refused, naming the result (weft-emit-program would have
+// had no name to write; it crashed on one before).
+// expected-error @+1 {{result 1 has no weft.output name, but the function names its other tensors}}
+func.func @named_in_part(%x: tensor<2x3xf32> {weft.input = "x"}) -> (tensor<2x3xf32> {weft.output = "e"}, tensor<2x3xf32>) {
+  %e = weft.pointwise %x {fn = "exp"} : tensor<2x3xf32>
+  %n = weft.pointwise %x {fn = "neg"} : tensor<2x3xf32>
+  return %e, %n : tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// expected-error @+1 {{argument 1 repeats the input name 'x'}}
+func.func @named_twice(%x: tensor<2x3xf32> {weft.input = "x"}, %y: tensor<2x3xf32> {weft.input = "x"}) -> (tensor<2x3xf32> {weft.output = "s"}) {
+  %s = weft.binary %x, %y {fn = "add"} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %s : tensor<2x3xf32>
+}

@@ -10,6 +10,10 @@ into DIR (format version 8: named tensor inputs and outputs):
   cast.onnx      y = exp(Cast(x, to=DOUBLE)) of a float x
   mixed.onnx     a float x [2, 3] beside an int64 input
   symbolic.onnx  y = sigmoid(x) of x [n, 3], n symbolic
+  named.onnx     x [n, 4] and b [n] (one symbolic n): logits = x + b[:, None]
+                 -- a float graph's output may be named logits
+  reserved.onnx  an input named tokens
+  gemm0.onnx     Gemm with beta = 0 and a C input
 """
 import os
 import sys
@@ -46,3 +50,12 @@ save(model([helper.make_node("Exp", ["x"], ["y"], name="exp")],
      f"{out}/mixed.onnx")
 save(model([helper.make_node("Sigmoid", ["x"], ["y"], name="sigmoid")],
            [vi("x", F, ["n", 3])], [vi("y", F, ["n", 3])]), f"{out}/symbolic.onnx")
+save(model([helper.make_node("Unsqueeze", ["b", "one"], ["b2"], name="col"),
+            helper.make_node("Add", ["x", "b2"], ["logits"], name="add")],
+           [vi("x", F, ["n", 4]), vi("b", F, ["n"])], [vi("logits", F, ["n", 4])],
+           [numpy_helper.from_array(np.array([1], np.int64), "one")]), f"{out}/named.onnx")
+save(model([helper.make_node("Exp", ["tokens"], ["y"], name="exp")],
+           [vi("tokens", F, [2, 3])], [vi("y", F, [2, 3])]), f"{out}/reserved.onnx")
+save(model([helper.make_node("Gemm", ["a", "w", "c"], ["y"], name="fc", beta=0.0)],
+           [vi("a", F, [2, 3]), vi("w", F, [3, 4]), vi("c", F, [2, 4])], [vi("y", F, [2, 4])]),
+     f"{out}/gemm0.onnx")

@@ -434,39 +434,79 @@ std::string misplacedFlag(const Options &O, bool ForwardOnly) {
   return "";
 }
 
-/// The file named for NAME among Given (NAME=FILE, or FILE alone where
-/// Names has one entry); "" when none, or an error naming what is wrong.
+/// The file given for each name in Names: NAME=FILE (the longest name
+/// that prefixes a value with '='), or FILE alone where Names has one
+/// entry and FILE names no other (a value with '=' before any '/' must
+/// name one); no two outputs to one file. An error names what is wrong.
 Expected<std::map<std::string, std::string>>
 bindFiles(const std::vector<std::string> &Given,
           const std::vector<std::string> &Names, const char *Flag) {
   std::map<std::string, std::string> Files;
+  std::map<std::string, std::string> Paths; // file -> name, for repeats
+  std::string All;
+  for (const std::string &N : Names)
+    All += (All.empty() ? "'" : ", '") + N + "'";
   for (const std::string &G : Given) {
-    const size_t Eq = G.find('=');
-    std::string Name, File = G;
-    if (Eq != std::string::npos &&
-        std::count(Names.begin(), Names.end(), G.substr(0, Eq))) {
-      Name = G.substr(0, Eq);
-      File = G.substr(Eq + 1);
-    } else if (Names.size() == 1) {
+    std::string Name;
+    for (const std::string &N : Names)
+      if (G.size() > N.size() && G.compare(0, N.size(), N) == 0 &&
+          G[N.size()] == '=' && N.size() >= Name.size())
+        Name = N;
+    std::string File = Name.empty() ? G : G.substr(Name.size() + 1);
+    const size_t Eq = G.find('='), Slash = G.find('/');
+    const bool LooksNamed = Eq != std::string::npos && Eq < Slash;
+    if (Name.empty() && (Names.size() != 1 || LooksNamed))
+      return Status::error(std::string(Flag) + " '" + G + "' names " +
+                           (LooksNamed ? "no " + std::string(Flag + 2) + " '" +
+                                             G.substr(0, Eq) + "'"
+                                       : std::string("no NAME=")) +
+                           "; the program's are " +
+                           (All.empty() ? "none" : All) + " (give NAME=FILE)");
+    if (Name.empty())
       Name = Names[0];
-    } else {
-      std::string All;
-      for (const std::string &N : Names)
-        All += (All.empty() ? "'" : ", '") + N + "'";
-      return Status::error(
-          std::string(Flag) + " '" + G + "' names " +
-          (Eq == std::string::npos
-               ? "no NAME="
-               : "no " + std::string(Flag + 2) + " '" + G.substr(0, Eq) + "'") +
-          "; the program's are " + (All.empty() ? "none" : All) +
-          " (give NAME=FILE)");
-    }
     if (File.empty())
       return Status::error(std::string(Flag) + " '" + G + "' names no file");
     if (!Files.emplace(Name, File).second)
       return Status::error(std::string(Flag) + " gives '" + Name + "' twice");
+    // Two inputs may read one file; two outputs would overwrite it.
+    if (auto [It, New] = Paths.emplace(File, Name);
+        !New && std::string(Flag) == "--output")
+      return Status::error(std::string(Flag) + " gives the file '" + File +
+                           "' to both '" + It->second + "' and '" + Name + "'");
   }
   return Files;
+}
+
+/// The names a forward-only program's --input and --output bind.
+std::vector<std::string> inputNames(const Program &P) {
+  std::vector<std::string> Names;
+  for (const BufferSpec &B : P.Buffers)
+    if (B.Kind == BufferKind::Input && B.Name != "targets")
+      Names.push_back(B.Name);
+  return Names;
+}
+std::vector<std::string> outputNames(const Program &P) {
+  std::vector<std::string> Names;
+  for (const OutputSpec &Out : P.Outputs)
+    Names.push_back(Out.Name);
+  return Names;
+}
+
+/// Binds --input and --output to the program's names, every input given:
+/// checked before any state is allocated or loaded.
+int checkForwardFiles(const Program &P, const Options &O) {
+  const std::vector<std::string> In = inputNames(P);
+  auto InFiles = bindFiles(O.Inputs, In, "--input");
+  if (!InFiles.ok())
+    return usageError(InFiles.message());
+  auto OutFiles = bindFiles(O.Outputs, outputNames(P), "--output");
+  if (!OutFiles.ok())
+    return usageError(OutFiles.message());
+  for (const std::string &N : In)
+    if (!InFiles->count(N))
+      return usageError("the program reads input '" + N + "': give --input " +
+                        (In.size() == 1 ? "FILE.npy" : N + "=FILE.npy"));
+  return -1;
 }
 
 /// Writes output buffer B's host bytes to Path as .npy (bf16 widened to
@@ -519,22 +559,11 @@ Status setTokens(Executor &E, const std::string &Path) {
 /// or the tensors of its named inputs) to --output.
 int runForwardOnly(Executor &E, const Options &O) {
   const Program &P = E.program();
-  std::vector<std::string> InNames, OutNames;
-  for (const BufferSpec &B : P.Buffers)
-    if (B.Kind == BufferKind::Input && B.Name != "targets")
-      InNames.push_back(B.Name);
-  for (const OutputSpec &Out : P.Outputs)
-    OutNames.push_back(Out.Name);
-  auto InFiles = bindFiles(O.Inputs, InNames, "--input");
-  if (!InFiles.ok())
-    return usageError(InFiles.message());
-  auto OutFiles = bindFiles(O.Outputs, OutNames, "--output");
-  if (!OutFiles.ok())
-    return usageError(OutFiles.message());
-  for (const std::string &N : InNames)
-    if (!InFiles->count(N))
-      return usageError("the program reads input '" + N + "': give --input " +
-                        (InNames.size() == 1 ? "FILE.npy" : N + "=FILE.npy"));
+  // Checked by checkForwardFiles before the executor was made.
+  auto InFiles = bindFiles(O.Inputs, inputNames(P), "--input");
+  auto OutFiles = bindFiles(O.Outputs, outputNames(P), "--output");
+  if (!InFiles.ok() || !OutFiles.ok())
+    return usageError(!InFiles.ok() ? InFiles.message() : OutFiles.message());
   for (const BufferSpec &B : P.Buffers) {
     if (B.Kind != BufferKind::Input || B.Name == "targets")
       continue;
@@ -612,6 +641,9 @@ int main(int Argc, char **Argv) {
                       "' is a forward-only program: give --input FILE.npy "
                       "(or NAME=FILE.npy per input) and --output FILE.npy (or "
                       "NAME=FILE.npy per output)");
+  if (P->forwardOnly())
+    if (int Code = checkForwardFiles(*P, O); Code >= 0)
+      return Code;
   if (O.Data.empty() && !O.GradCheck && !P->forwardOnly())
     return fail("no --data given (a uint16 token file, see weft-tokenize)");
 
