@@ -389,8 +389,11 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
                       "over dp=%.0f, ",
                       double(l.zero), gradBytes / 1e6, double(l.dp)) +
                       dpTierName +
-                      (l.dpOverlap ? "; exposed beyond the backward it overlaps"
-                                   : "; not overlapped")
+                      (!l.dpOverlap ? "; not overlapped"
+                       : l.zero >= 3
+                           ? "; exposed beyond the forward and backward it "
+                             "overlaps"
+                           : "; exposed beyond the backward it overlaps")
                 : "dp=1: none"},
       {"optimizer", r.optimizerS, "s",
        fmt("AdamW over %.4g params at 28 B/param / HBM", shardParams)},
