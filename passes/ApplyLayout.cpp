@@ -253,14 +253,11 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
   LogicalResult annotateInputs(func::FuncOp fn, const DimAxes &dims) {
     for (BlockArgument arg : fn.getArguments()) {
       auto type = cast<RankedTensorType>(arg.getType());
-      // A tensor input is whole on every rank; no layout rule covers a
-      // graph of them yet (refused, not run unsharded in disguise).
-      if (auto input = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                       weft::attrname::kInput))
-        return fn.emitError("input '")
-               << input.getValue()
-               << "' is a float tensor: weft lays out models that read token "
-                  "ids; compile a graph of tensor inputs without --mesh";
+      // A tensor input is whole on every rank (format version 8):
+      // replicated; the layout splits the parameters, and propagation the
+      // values computed from both.
+      if (fn.getArgAttr(arg.getArgNumber(), weft::attrname::kInput))
+        continue;
       std::string name = arg.getArgNumber() == 0 ? "tokens" : "targets";
       if (failed(checkDims(fn, name + " (batch x seq)", type.getShape(), dims)))
         return failure();

@@ -14,6 +14,8 @@ into DIR (format version 8: named tensor inputs and outputs):
                  -- a float graph's output may be named logits
   reserved.onnx  an input named tokens
   gemm0.onnx     Gemm with beta = 0 and a C input
+  mlp.onnx       y = tanh(x @ fc1.weight + fc1.bias) @ fc2.weight, s = y summed
+                 over dim 1: a float input and initializers, for a tp layout
 """
 import os
 import sys
@@ -59,3 +61,14 @@ save(model([helper.make_node("Exp", ["tokens"], ["y"], name="exp")],
 save(model([helper.make_node("Gemm", ["a", "w", "c"], ["y"], name="fc", beta=0.0)],
            [vi("a", F, [2, 3]), vi("w", F, [3, 4]), vi("c", F, [2, 4])], [vi("y", F, [2, 4])]),
      f"{out}/gemm0.onnx")
+r = np.random.default_rng(0)
+weights = [numpy_helper.from_array(r.standard_normal(shape).astype(np.float32), n)
+           for n, shape in [("fc1.weight", (8, 16)), ("fc1.bias", (16,)),
+                            ("fc2.weight", (16, 8))]]
+save(model([helper.make_node("MatMul", ["x", "fc1.weight"], ["a"], name="fc1"),
+            helper.make_node("Add", ["a", "fc1.bias"], ["ab"], name="bias1"),
+            helper.make_node("Tanh", ["ab"], ["t"], name="act"),
+            helper.make_node("MatMul", ["t", "fc2.weight"], ["y"], name="fc2"),
+            helper.make_node("ReduceSum", ["y", "axes"], ["s"], name="sum", keepdims=0)],
+           [vi("x", F, [4, 8])], [vi("y", F, [4, 8]), vi("s", F, [4])], weights + [axes]),
+     f"{out}/mlp.onnx")
