@@ -28,8 +28,8 @@ class Weft_GenericShapedOp<string mnemonic>
 def Weft_PointwiseOp : Weft_ElementwiseForwardOp<"pointwise"> {
   let summary = "y = fn(x), or fn(x, scalar), elementwise";
   let description = [{
-    `fn` is one of neg, exp, log, sqrt, reciprocal, tanh, sigmoid, relu and
-    erf, or, with `scalar` c: add (x + c), sub (x - c), rsub (c - x), mul
+    `fn` is one of neg, exp, log, sqrt, reciprocal, tanh, sigmoid, relu,
+    erf, sin, cos and abs, or, with `scalar` c: add (x + c), sub (x - c), rsub (c - x), mul
     (x * c), div (x / c), rdiv (c / x) and pow (x ^ c). An ONNX Add, Mul,
     Div or Pow with a one-element constant operand lowers here; the program
     format holds no constant tensors, so the constant becomes the attribute.

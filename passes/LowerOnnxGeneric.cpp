@@ -56,11 +56,13 @@ public:
         "Log",      "Sqrt",       "Tanh",      "Sigmoid",   "Relu",
         "Erf",      "Reciprocal", "Add",       "Sub",       "Mul",
         "Div",      "Pow",        "Softmax",   "ReduceSum", "ReduceMean",
-        "MatMul",   "Gemm",       "Concat",    "Slice",     "Gather"};
+        "MatMul",   "Gemm",       "Concat",    "Slice",     "Gather",
+        "Sin",      "Cos",        "Abs"};
     if (!llvm::is_contained(kLowered, t))
       return refuse("is not an op the generic path lowers (elementwise Neg, "
                     "Exp, Log, Sqrt, Reciprocal, Tanh, Sigmoid, Relu, Erf, "
-                    "Add, Sub, Mul, Div, Pow; ReduceSum, ReduceMean, Softmax, "
+                    "Sin, Cos, Abs, Add, Sub, Mul, Div, Pow; ReduceSum, "
+                    "ReduceMean, Softmax, "
                     "MatMul, Gemm; Reshape, Flatten, Squeeze, Unsqueeze, "
                     "Transpose, Expand, Identity, Cast; Concat, Slice, "
                     "Gather along one axis)");
@@ -101,7 +103,8 @@ public:
     static const char *const kUnary[][2] = {
         {"Neg", "neg"},   {"Exp", "exp"},   {"Log", "log"},
         {"Sqrt", "sqrt"}, {"Tanh", "tanh"}, {"Sigmoid", "sigmoid"},
-        {"Relu", "relu"}, {"Erf", "erf"},   {"Reciprocal", "reciprocal"}};
+        {"Relu", "relu"}, {"Erf", "erf"},   {"Reciprocal", "reciprocal"},
+        {"Sin", "sin"},   {"Cos", "cos"},   {"Abs", "abs"}};
     for (const auto &u : kUnary)
       if (t == u[0])
         return unary(u[1]);

@@ -398,7 +398,7 @@ def WeftLowerOnnxGeneric : Pass<"weft-lower-onnx-generic", "mlir::func::FuncOp">
     The generic path (docs/design.md decision 20). Each `weft.onnx_node`
     that no fused pattern consumed becomes the generic op computing exactly
     its ONNX function: elementwise functions (Neg, Exp, Log, Sqrt,
-    Reciprocal, Tanh, Sigmoid, Relu, Erf), Add, Sub, Mul and Div with
+    Reciprocal, Tanh, Sigmoid, Relu, Erf, Sin, Cos, Abs), Add, Sub, Mul and Div with
     broadcasting, Pow, ReduceSum and ReduceMean, Softmax over any axis,
     MatMul (with batch dims, broadcast), Gemm, Reshape,
     Flatten, Squeeze, Unsqueeze, Transpose, Expand, Identity and a Cast to

@@ -2,8 +2,9 @@
 //
 // weft.pointwise's and weft.binary's functions (the generic path, docs/
 // design.md decision 20) with their derivatives, as PyTorch's autograd takes
-// them (relu'(0) = 0). Header only and dependency free: the dialect's
-// verifier, the program loader and the CPU kernels share one definition.
+// them (relu'(0) = 0, abs'(0) = 0). Header only and dependency free: the
+// dialect's verifier, the program loader and the CPU kernels share one
+// definition.
 //
 //===----------------------------------------------------------------------===//
 #ifndef WEFT_PROGRAM_POINTWISE_H
@@ -24,6 +25,9 @@ enum class PointwiseFn {
   Sigmoid,
   Relu,
   Erf,
+  Sin,
+  Cos,
+  Abs,
   // With a scalar c:
   AddScalar,  // "add": x + c
   SubScalar,  // "sub": x - c
@@ -52,6 +56,9 @@ inline const PointwiseName *pointwiseNames(size_t &Count) {
       {"sigmoid", PointwiseFn::Sigmoid},
       {"relu", PointwiseFn::Relu},
       {"erf", PointwiseFn::Erf},
+      {"sin", PointwiseFn::Sin},
+      {"cos", PointwiseFn::Cos},
+      {"abs", PointwiseFn::Abs},
       {"add", PointwiseFn::AddScalar},
       {"sub", PointwiseFn::SubScalar},
       {"rsub", PointwiseFn::RsubScalar},
@@ -128,6 +135,12 @@ template <typename T> inline T pointwise(PointwiseFn Fn, T X, T C) {
     return X > T(0) ? X : T(0);
   case PointwiseFn::Erf:
     return std::erf(X);
+  case PointwiseFn::Sin:
+    return std::sin(X);
+  case PointwiseFn::Cos:
+    return std::cos(X);
+  case PointwiseFn::Abs:
+    return std::abs(X);
   case PointwiseFn::AddScalar:
     return X + C;
   case PointwiseFn::SubScalar:
@@ -173,6 +186,12 @@ template <typename T> inline T pointwiseGrad(PointwiseFn Fn, T X, T C, T Dy) {
     return X > T(0) ? Dy : T(0);
   case PointwiseFn::Erf:
     return Dy * T(1.1283791670955126) * std::exp(-X * X); // 2/sqrt(pi)
+  case PointwiseFn::Sin:
+    return Dy * std::cos(X);
+  case PointwiseFn::Cos:
+    return -Dy * std::sin(X);
+  case PointwiseFn::Abs: // sign(x), 0 at 0 (PyTorch's)
+    return X > T(0) ? Dy : X < T(0) ? -Dy : T(0);
   case PointwiseFn::AddScalar:
   case PointwiseFn::SubScalar:
     return Dy;

@@ -22,7 +22,7 @@ func.func @valid(%x: tensor<2x8x64xf32>, %s: tensor<2x8x1xf32>) {
 // -----
 
 func.func @pointwise_unknown(%x: tensor<4xf32>) {
-  // expected-error @+1 {{fn 'gelu' is not one of neg, exp, log, sqrt, reciprocal, tanh, sigmoid, relu, erf, add, sub, rsub, mul, div, rdiv, pow}}
+  // expected-error @+1 {{fn 'gelu' is not one of neg, exp, log, sqrt, reciprocal, tanh, sigmoid, relu, erf, sin, cos, abs, add, sub, rsub, mul, div, rdiv, pow}}
   %y = weft.pointwise %x {fn = "gelu"} : tensor<4xf32>
   return
 }

@@ -48,7 +48,7 @@ SUPPORTED = {
     "Unsqueeze", "Squeeze", "Flatten", "Expand", "Split", "Slice", "Concat",
     "Gather", "Where", "Equal", "And", "LessOrEqual", "Constant",
     "ConstantOfShape", "Cos", "Sin", "Range", "Shape", "Exp", "Log",
-    "Reciprocal", "Identity", "Trilu",
+    "Reciprocal", "Identity", "Trilu", "Abs",
 }
 RTOL, ATOL = 1e-5, 1e-6
 

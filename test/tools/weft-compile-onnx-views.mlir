@@ -2,14 +2,16 @@
 // (weft-lower-onnx-generic: a slice per run of consecutive indices, runs
 // concatenated, other axes moved last and back): a reversed strided slice,
 // a concatenation, a gather with a repeated index (its gradient adds up)
-// a tensor raised to a tensor power and a layer norm over two dims (axis
-// 1) have every parameter's gradient equal to central differences (f64),
+// a tensor raised to a tensor power, a layer norm over two dims (axis 1)
+// and sin, cos and abs have every parameter's gradient equal to central differences (f64),
 // and train on dp=2 like one rank.
 // RUN: weft-compile %s --dtype f64 -o %t.weft --quiet
 // RUN: weft-run %t.weft --dump | FileCheck %s --check-prefix=DUMP
 // DUMP-DAG: split  in=[{{[0-9]+}}] out=[{{[0-9,]+}}]  sizes=[7,1]
 // DUMP-DAG: concat
 // DUMP-DAG: transpose
+// DUMP-DAG: pointwise  in=[{{[0-9]+}}] out=[{{[0-9]+}}]  fn=abs
+// DUMP-DAG: pointwise_grad  in=[{{[0-9]+}},{{[0-9]+}}] out=[{{[0-9]+}}]  fn=cos
 // DUMP-DAG: binary  in=[{{[0-9]+}},{{[0-9]+}}] out=[{{[0-9]+}}]  fn=pow
 // DUMP-DAG: binary_grad {{.*}} fn=pow operand=1
 // Every element of both tables (2,048 each): the embedding rows the tokens
@@ -52,8 +54,14 @@ func.func @forward(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tenso
   %lnw = weft.param "ln.weight" {init = "normal", std = 0.3} : tensor<4x8xf64>
   %lnb = weft.param "ln.bias" {init = "normal", std = 0.3} : tensor<4x8xf64>
   %n, %mean, %inv = weft.onnx_node "LayerNormalization" "ln"(%p, %lnw, %lnb) {attrs = {axis = 1 : i64, epsilon = 1.0e-5 : f64}, opset = 17 : i64} : (tensor<2x4x8xf64>, tensor<4x8xf64>, tensor<4x8xf64>) -> (tensor<2x4x8xf64>, tensor<2x1x1xf64>, tensor<2x1x1xf64>)
+  // sin(n) + cos(n) * |n|.
+  %sin = weft.onnx_node "Sin" "sin"(%n) {attrs = {}, opset = 17 : i64} : (tensor<2x4x8xf64>) -> tensor<2x4x8xf64>
+  %cos = weft.onnx_node "Cos" "cos"(%n) {attrs = {}, opset = 17 : i64} : (tensor<2x4x8xf64>) -> tensor<2x4x8xf64>
+  %abs = weft.onnx_node "Abs" "abs"(%n) {attrs = {}, opset = 17 : i64} : (tensor<2x4x8xf64>) -> tensor<2x4x8xf64>
+  %ca = weft.onnx_node "Mul" "cos_abs"(%cos, %abs) {attrs = {}, opset = 17 : i64} : (tensor<2x4x8xf64>, tensor<2x4x8xf64>) -> tensor<2x4x8xf64>
+  %f = weft.onnx_node "Add" "features"(%sin, %ca) {attrs = {}, opset = 17 : i64} : (tensor<2x4x8xf64>, tensor<2x4x8xf64>) -> tensor<2x4x8xf64>
   %head = weft.param "head" {init = "normal", std = 0.3} : tensor<256x8xf64>
-  %logits = weft.matmul %n, %head {transpose_b = true} : (tensor<2x4x8xf64>, tensor<256x8xf64>) -> tensor<2x4x256xf64>
+  %logits = weft.matmul %f, %head {transpose_b = true} : (tensor<2x4x8xf64>, tensor<256x8xf64>) -> tensor<2x4x256xf64>
   %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x256xf64>, tensor<2x4xi32>) -> tensor<f64>
   return %loss : tensor<f64>
 }

@@ -134,7 +134,8 @@ void pointwiseGradLoop(const T *X, const T *Dy, T *Dx, int64_t N, T C) {
 // clang-format off
 #define WEFT_EACH_POINTWISE_FN(CASE)                                           \
   CASE(Neg) CASE(Exp) CASE(Log) CASE(Sqrt) CASE(Reciprocal) CASE(Tanh)         \
-  CASE(Sigmoid) CASE(Relu) CASE(Erf) CASE(AddScalar) CASE(SubScalar)           \
+  CASE(Sigmoid) CASE(Relu) CASE(Erf) CASE(Sin) CASE(Cos) CASE(Abs)             \
+  CASE(AddScalar) CASE(SubScalar)                                              \
   CASE(RsubScalar) CASE(MulScalar) CASE(DivScalar) CASE(RdivScalar)            \
   CASE(PowScalar)
 // clang-format on
