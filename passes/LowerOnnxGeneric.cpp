@@ -58,14 +58,13 @@ public:
         "Div",      "Pow",        "Softmax",   "ReduceSum", "ReduceMean",
         "MatMul",   "Gemm",       "Concat",    "Slice",     "Gather",
         "Sin",      "Cos",        "Abs"};
-    if (!llvm::is_contained(kLowered, t))
-      return refuse("is not an op the generic path lowers (elementwise Neg, "
-                    "Exp, Log, Sqrt, Reciprocal, Tanh, Sigmoid, Relu, Erf, "
-                    "Sin, Cos, Abs, Add, Sub, Mul, Div, Pow; ReduceSum, "
-                    "ReduceMean, Softmax, "
-                    "MatMul, Gemm; Reshape, Flatten, Squeeze, Unsqueeze, "
-                    "Transpose, Expand, Identity, Cast; Concat, Slice, "
-                    "Gather along one axis)");
+    if (!llvm::is_contained(kLowered, t)) {
+      std::string all;
+      for (const char *l : kLowered)
+        all += std::string(all.empty() ? "" : ", ") + l;
+      return refuse("is not an op the generic path lowers (" + all +
+                    ", LayerNormalization)");
+    }
     if (op.getNumResults() != 1)
       return refuse("has " + std::to_string(op.getNumResults()) +
                     " results; the generic path lowers single-result nodes");
@@ -309,8 +308,7 @@ private:
       if (!x)
         return nullptr;
     }
-    // All dims whole: the result is a copy of the input.
-    return checked(x == input(0) ? reshapeTo(x) : x);
+    return checked(x); // all dims whole: the input itself
   }
 
   // Gather by constant indices: a slice per run of consecutive ones
@@ -339,8 +337,7 @@ private:
       return nullptr;
     // A scalar index drops the dim, an index tensor of another shape
     // replaces it: a reshape of the same elements in the same order.
-    return checked(x == input(0) ? ReshapeOp::create(b, loc, resultType(), x)
-                                 : reshapeTo(x));
+    return checked(reshapeTo(x));
   }
 
   Value transpose() {
@@ -351,11 +348,16 @@ private:
     return checked(TransposeOp::create(b, loc, input(0), perm));
   }
 
+  // weft.pointwise fn of v (with scalar c, for the scalar fns).
+  Value fnOf(Value v, StringRef fn, std::optional<double> c = std::nullopt) {
+    return PointwiseOp::create(b, loc, v.getType(), v, b.getStringAttr(fn),
+                               c ? b.getF64FloatAttr(*c) : FloatAttr());
+  }
+
   Value unary(StringRef fn) {
     if (!noConstant(input(0), 0))
       return nullptr;
-    return checked(PointwiseOp::create(b, loc, input(0).getType(), input(0),
-                                       b.getStringAttr(fn), FloatAttr()));
+    return checked(fnOf(input(0), fn));
   }
 
   Value pointwise(Value x, Value constant, StringRef fn, double c) {
@@ -365,8 +367,7 @@ private:
       return nullptr;
     if (*full != Shape(resultType().getShape()))
       return wrongShape(*full);
-    Value y = PointwiseOp::create(b, loc, x.getType(), x, b.getStringAttr(fn),
-                                  b.getF64FloatAttr(c));
+    Value y = fnOf(x, fn, c);
     return y.getType() == resultType() ? y : reshapeTo(y);
   }
 
@@ -409,19 +410,21 @@ public:
   // fused weft.layer_norm (weft-raise-onnx) covers the last axis without
   // them. Empty on an error.
   SmallVector<Value> layerNorm() {
-    if (!wellFormed(op)) {
-      refuse("has " + std::to_string(inputs().size()) +
-             " inputs, not the count its op type takes");
+    if (!wellFormed(op) || op.getNumResults() > 3) {
+      refuse("has " + std::to_string(inputs().size()) + " inputs and " +
+             std::to_string(op.getNumResults()) +
+             " results, not the counts its op type takes");
       return {};
     }
-    for (auto [i, in] : llvm::enumerate(inputs()))
-      if (!isFloat(in) || typeOf(in).getElementType() != element() ||
-          !noConstant(in, unsigned(i))) {
-        if (isFloat(in) && typeOf(in).getElementType() != element())
-          refuse("input " + std::to_string(i) + " is " + typeStr(in) +
-                 ", expected " + typeStr(op.getResult(0)) + "'s element type");
+    for (auto [i, in] : llvm::enumerate(inputs())) {
+      if (!isFloat(in) || typeOf(in).getElementType() != element()) {
+        refuse("input " + std::to_string(i) + " is " + typeStr(in) +
+               ", expected " + typeStr(op.getResult(0)) + "'s element type");
         return {};
       }
+      if (!noConstant(in, unsigned(i)))
+        return {};
+    }
     Value x = input(0);
     ArrayRef<int64_t> shape = typeOf(x).getShape();
     int64_t rank = shape.size(), axis = intAttr(op, "axis", -1);
@@ -443,21 +446,16 @@ public:
       kept[d] = 1;
     }
     auto keptType = RankedTensorType::get(kept, element());
-    auto unary = [&](Value v, const char *fn,
-                     std::optional<double> c = std::nullopt) -> Value {
-      return PointwiseOp::create(b, loc, v.getType(), v, b.getStringAttr(fn),
-                                 c ? b.getF64FloatAttr(*c) : FloatAttr());
-    };
     auto binary = [&](Value l, Value r, const char *fn) -> Value {
       return BinaryOp::create(b, loc, l, r, b.getStringAttr(fn));
     };
     auto mean = [&](Value v) {
-      return unary(ReduceOp::create(b, loc, keptType, v), "div", count);
+      return fnOf(ReduceOp::create(b, loc, keptType, v), "div", count);
     };
     Value mu = mean(x);
     Value dev = binary(x, mu, "sub");
     Value var = mean(binary(dev, dev, "mul"));
-    Value inv = unary(unary(unary(var, "add", eps), "sqrt"), "reciprocal");
+    Value inv = fnOf(fnOf(fnOf(var, "add", eps), "sqrt"), "reciprocal");
     Value y = binary(binary(dev, inv, "mul"), input(1), "mul");
     if (inputs().size() > 2)
       y = binary(y, input(2), "add");
@@ -468,7 +466,7 @@ public:
                         : refuse("result " + std::to_string(i) + " is " +
                                  typeStr(op.getResult(i)) + ", expected " +
                                  shapeStr(kept)));
-    if (llvm::is_contained(out, Value()) || op.getNumResults() > 3)
+    if (llvm::is_contained(out, Value()))
       return {};
     return out;
   }
@@ -491,12 +489,12 @@ private:
     if (op.getOpset() >= 13)
       return checked(
           fromLast(SoftmaxOp::create(b, loc, toLast(x, axis)), axis));
+    if (axis == rank - 1)
+      return checked(SoftmaxOp::create(b, loc, x));
     int64_t rows = 1, cols = 1;
     for (int64_t d = 0; d < rank; ++d)
       (d < axis ? rows : cols) *= shape[d];
     Shape flat{rows, cols};
-    if (axis == rank - 1)
-      return checked(SoftmaxOp::create(b, loc, x));
     Value y = SoftmaxOp::create(
         b, loc,
         ReshapeOp::create(b, loc, RankedTensorType::get(flat, element()), x));
@@ -550,8 +548,7 @@ private:
     if (Shape(shape) != kept)
       y = ReduceOp::create(b, loc, RankedTensorType::get(kept, element()), x);
     if (mean && count != 1)
-      y = PointwiseOp::create(b, loc, y.getType(), y, b.getStringAttr("div"),
-                              b.getF64FloatAttr(double(count)));
+      y = fnOf(y, "div", double(count));
     return checked(reshapeTo(y));
   }
 
@@ -599,11 +596,8 @@ private:
   Value gemm() {
     const double alpha = floatAttr(op, "alpha", 1.0),
                  beta = floatAttr(op, "beta", 1.0);
-    auto scaled = [&](Value v, double by) -> Value {
-      if (by == 1.0)
-        return v;
-      return PointwiseOp::create(b, loc, v.getType(), v, b.getStringAttr("mul"),
-                                 b.getF64FloatAttr(by));
+    auto scaled = [&](Value v, double by) {
+      return by == 1.0 ? v : fnOf(v, "mul", by);
     };
     for (unsigned i = 0; i < inputs().size(); ++i)
       if (!noConstant(input(i), i))

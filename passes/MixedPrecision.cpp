@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
+#include "passes/NamedTensors.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -92,12 +93,15 @@ struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
         return failure();
     }
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
-    // A forward-only function's outputs (bf16 logits or hidden states)
-    // are returned widened to f32: exact, and the program's float dtype.
+    // A forward-only function's outputs (bf16 logits or hidden states,
+    // any named tensor, a scalar too) are returned widened to f32: exact,
+    // and the program's float dtype. A training function's loss stays
+    // f32 (refused below otherwise).
+    const bool named = namesTensors(fn);
     b.setInsertionPoint(ret);
     for (OpOperand &out : ret->getOpOperands()) {
       auto t = cast<RankedTensorType>(out.get().getType());
-      if (hasElement(t, bf16))
+      if ((t.getRank() > 0 || named) && hasElement(t, bf16))
         out.set(CastOp::create(b, ret.getLoc(), withElement(t, f32), out.get())
                     .getResult());
     }

@@ -955,6 +955,7 @@ Status checkForwardOnly(const Program &P) {
                   : "a " + std::string(bufferKindName(B.Kind)) + " buffer") +
           ", which a forward-only program does not have");
   }
+  const bool Tokens = P.readsTokens(); // once: outputs may be many
   for (size_t I = 0; I < P.Outputs.size(); ++I) {
     const int64_t Id = P.Outputs[I].Buffer;
     const std::string Ctx = "outputs[" + std::to_string(I) + "]";
@@ -966,7 +967,6 @@ Status checkForwardOnly(const Program &P) {
     // logits: scores over the vocabulary; hidden: an encoder's states;
     // another name, or any in a program of tensor inputs alone (version
     // 8): any tensor the forward computes.
-    const bool Tokens = P.readsTokens();
     const bool Logits = Tokens && P.Outputs[I].Name == "logits";
     const bool Hidden = Tokens && P.Outputs[I].Name == "hidden";
     const bool Fits =

@@ -531,21 +531,18 @@ Status Executor::setInputs(int64_t K, const int32_t *Toks,
   return Q->synchronize();
 }
 
-Status Executor::setTensorInput(const std::string &Name, const void *Data,
-                                size_t Bytes) {
-  for (size_t I = 0; I < Prog.Buffers.size(); ++I) {
-    const BufferSpec &B = Prog.Buffers[I];
-    if (!B.tensorInput() || B.Name != Name)
-      continue;
-    if (Bytes != size_t(B.bytes()))
-      return Status::error("input '" + Name + "' is " + dtypeName(B.Type) +
-                           " " + shapeString(B.Dims) + " (" +
-                           std::to_string(B.bytes()) + " bytes), given " +
-                           std::to_string(Bytes) + " bytes");
-    WEFT_RETURN_IF_ERROR(Q->copyToDevice(Where[I], Data, Bytes));
-    return Q->synchronize();
-  }
-  return Status::error("the program has no tensor input '" + Name + "'");
+Status Executor::setTensorInput(size_t Buffer, const void *Data, size_t Bytes) {
+  if (Buffer >= Prog.Buffers.size() || !Prog.Buffers[Buffer].tensorInput())
+    return Status::error("buffer " + std::to_string(Buffer) +
+                         " is not a tensor input");
+  const BufferSpec &B = Prog.Buffers[Buffer];
+  if (Bytes != size_t(B.bytes()))
+    return Status::error("input '" + B.Name + "' is " + dtypeName(B.Type) +
+                         " " + shapeString(B.Dims) + " (" +
+                         std::to_string(B.bytes()) + " bytes), given " +
+                         std::to_string(Bytes) + " bytes");
+  WEFT_RETURN_IF_ERROR(Q->copyToDevice(Where[Buffer], Data, Bytes));
+  return Q->synchronize();
 }
 
 Expected<std::vector<char>> Executor::outputBytes(size_t I) const {

@@ -58,10 +58,10 @@ public:
   /// Sets micro-batch K's inputs from host arrays of localBatch() x
   /// localSeq() ids each (no targets in a forward-only program: null).
   Status setInputs(int64_t K, const int32_t *Tokens, const int32_t *Targets);
-  /// Sets a forward-only program's tensor input Name (format version 8)
-  /// from host memory: exactly its bytes, of the program's float dtype.
-  Status setTensorInput(const std::string &Name, const void *Data,
-                        size_t Bytes);
+  /// Sets a forward-only program's tensor input, buffer Buffer (format
+  /// version 8), from host memory: exactly its bytes, of the program's
+  /// float dtype.
+  Status setTensorInput(size_t Buffer, const void *Data, size_t Bytes);
   /// Runs every action before the optimizer; loss() is then the step's
   /// loss, the sum of the micro-batches' (each divided by the whole step's
   /// rows).

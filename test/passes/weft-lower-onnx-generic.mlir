@@ -297,3 +297,13 @@ func.func @layer_norm_from_axis(%x: tensor<2x3x4xf32>, %w: tensor<3x4xf32>, %b: 
   %y, %mean, %inv = weft.onnx_node "LayerNormalization" "ln"(%x, %w, %b) {attrs = {axis = 1 : i64, epsilon = 0.1 : f64}, opset = 17 : i64} : (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x1x1xf32>, tensor<2x1x1xf32>)
   return %y, %mean, %inv : tensor<2x3x4xf32>, tensor<2x1x1xf32>, tensor<2x1x1xf32>
 }
+
+// -----
+
+// A scale that is not of the input's float type: refused by name (the
+// pass failed without a message before).
+func.func @layer_norm_int_scale(%x: tensor<2x4xf32>, %w: tensor<4xi64>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{ONNX node 'ln' (LayerNormalization, opset 17) input 1 is tensor<4xi64>, expected tensor<2x4xf32>'s element type}}
+  %y = weft.onnx_node "LayerNormalization" "ln"(%x, %w) {attrs = {axis = -1 : i64}, opset = 17 : i64} : (tensor<2x4xf32>, tensor<4xi64>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}

@@ -492,9 +492,15 @@ std::vector<std::string> outputNames(const Program &P) {
   return Names;
 }
 
-/// Binds --input and --output to the program's names, every input given:
-/// checked before any state is allocated or loaded.
-int checkForwardFiles(const Program &P, const Options &O) {
+/// A forward-only program's files, by input and output name.
+struct ForwardFiles {
+  std::map<std::string, std::string> In, Out;
+};
+
+/// Binds --input and --output to the program's names, every input given
+/// (in main, before any state is allocated or loaded); -1 on success, else
+/// the exit code.
+int bindForwardFiles(const Program &P, const Options &O, ForwardFiles &F) {
   const std::vector<std::string> In = inputNames(P);
   auto InFiles = bindFiles(O.Inputs, In, "--input");
   if (!InFiles.ok())
@@ -506,6 +512,8 @@ int checkForwardFiles(const Program &P, const Options &O) {
     if (!InFiles->count(N))
       return usageError("the program reads input '" + N + "': give --input " +
                         (In.size() == 1 ? "FILE.npy" : N + "=FILE.npy"));
+  F.In = std::move(*InFiles);
+  F.Out = std::move(*OutFiles);
   return -1;
 }
 
@@ -557,17 +565,13 @@ Status setTokens(Executor &E, const std::string &Path) {
 
 /// A forward-only program: its outputs (the logits of --input's tokens,
 /// or the tensors of its named inputs) to --output.
-int runForwardOnly(Executor &E, const Options &O) {
+int runForwardOnly(Executor &E, const Options &O, const ForwardFiles &F) {
   const Program &P = E.program();
-  // Checked by checkForwardFiles before the executor was made.
-  auto InFiles = bindFiles(O.Inputs, inputNames(P), "--input");
-  auto OutFiles = bindFiles(O.Outputs, outputNames(P), "--output");
-  if (!InFiles.ok() || !OutFiles.ok())
-    return usageError(!InFiles.ok() ? InFiles.message() : OutFiles.message());
-  for (const BufferSpec &B : P.Buffers) {
+  for (size_t I = 0; I < P.Buffers.size(); ++I) {
+    const BufferSpec &B = P.Buffers[I];
     if (B.Kind != BufferKind::Input || B.Name == "targets")
       continue;
-    const std::string &Path = InFiles->at(B.Name);
+    const std::string &Path = F.In.at(B.Name);
     if (B.Name == "tokens") {
       if (Status S = setTokens(E, Path); !S.ok())
         return fail(S.message());
@@ -581,8 +585,7 @@ int runForwardOnly(Executor &E, const Options &O) {
                   "--input '" + Path + "' (input '" + B.Name + "')");
     if (!Bytes.ok())
       return fail(Bytes.message());
-    if (Status S = E.setTensorInput(B.Name, Bytes->data(), Bytes->size());
-        !S.ok())
+    if (Status S = E.setTensorInput(I, Bytes->data(), Bytes->size()); !S.ok())
       return fail(S.message());
   }
   StepContext Ctx;
@@ -591,8 +594,8 @@ int runForwardOnly(Executor &E, const Options &O) {
   if (Status S = E.runForward(Ctx); !S.ok())
     return fail(S.message());
   for (size_t I = 0; I < P.Outputs.size(); ++I) {
-    auto File = OutFiles->find(P.Outputs[I].Name);
-    if (File == OutFiles->end())
+    auto File = F.Out.find(P.Outputs[I].Name);
+    if (File == F.Out.end())
       continue;
     Expected<std::vector<char>> Out = E.outputBytes(I);
     if (!Out.ok())
@@ -641,8 +644,9 @@ int main(int Argc, char **Argv) {
                       "' is a forward-only program: give --input FILE.npy "
                       "(or NAME=FILE.npy per input) and --output FILE.npy (or "
                       "NAME=FILE.npy per output)");
+  ForwardFiles Files;
   if (P->forwardOnly())
-    if (int Code = checkForwardFiles(*P, O); Code >= 0)
+    if (int Code = bindForwardFiles(*P, O, Files); Code >= 0)
       return Code;
   if (O.Data.empty() && !O.GradCheck && !P->forwardOnly())
     return fail("no --data given (a uint16 token file, see weft-tokenize)");
@@ -744,7 +748,7 @@ int main(int Argc, char **Argv) {
     for (const std::string &W : Warnings)
       std::cerr << "weft-run: warning: " << W << "\n";
   if (Prog.forwardOnly())
-    return runForwardOnly(Exec, O);
+    return runForwardOnly(Exec, O, Files);
   // With --resume, --steps is the run's total.
   const int64_t Steps =
       O.Resume.empty() ? O.Steps : std::max<int64_t>(0, O.Steps - StartStep);
