@@ -26,6 +26,9 @@ inline constexpr llvm::StringLiteral kMesh = "weft.mesh";
 /// Micro-batches per step (a positive integer), by
 /// weft-accumulate-gradients: the function computes one micro-batch.
 inline constexpr llvm::StringLiteral kMicrobatches = "weft.microbatches";
+/// How a masked-language-model program hides tokens (a dictionary of
+/// mask_token, mask_prob and seed), by weft-masked-lm.
+inline constexpr llvm::StringLiteral kMaskedLm = "weft.masked_lm";
 /// The vocabulary (the token embedding table's rows, a positive integer) of
 /// a forward-only function, by weft-return-logits: the program's bound on
 /// token ids, whatever the function returns.

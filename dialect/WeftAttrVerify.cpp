@@ -148,6 +148,20 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
                     << value;
     return success();
   }
+  if (name == an::kMaskedLm) {
+    auto d = dyn_cast<DictionaryAttr>(value);
+    auto token = d ? d.getAs<IntegerAttr>("mask_token") : nullptr;
+    auto prob = d ? d.getAs<FloatAttr>("mask_prob") : nullptr;
+    auto seed = d ? d.getAs<IntegerAttr>("seed") : nullptr;
+    if (!isa<func::FuncOp>(op) || !d || d.size() != 3 || !token || !prob ||
+        !seed || token.getInt() < 0 || token.getInt() > INT32_MAX ||
+        !(prob.getValueAsDouble() > 0 && prob.getValueAsDouble() <= 1) ||
+        seed.getInt() < 0)
+      return fail() << "must be a function's {mask_token (0 to 2^31-1), "
+                       "mask_prob (in (0, 1]), seed (>= 0)}, got "
+                    << value;
+    return success();
+  }
   if (name == an::kMesh) {
     auto ref = dyn_cast<FlatSymbolRefAttr>(value);
     if (!isa<func::FuncOp>(op) || !ref)

@@ -372,7 +372,15 @@ def Weft_CrossEntropyOp : Weft_ForwardOp<"cross_entropy",
     [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>,
      DeclareOpInterfaceMethods<Weft_SplitReductionOpInterface>]> {
   let summary = "mean softmax cross-entropy of logits against target ids";
-  let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets);
+  let description = [{
+    The mean over the rows of `-log softmax(logits)[target]`. With `masked`
+    (a masked-language-model loss, `weft-masked-lm`) a target of -100
+    counts for nothing, as PyTorch's `ignore_index`, and the mean is over
+    the step's counted targets: a number the runtime learns from each
+    step's batch, not a constant of the program.
+  }];
+  let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
+                   UnitAttr:$masked);
   let results = (outs Weft_Scalar:$loss);
 }
 
@@ -468,7 +476,7 @@ def Weft_CrossEntropyGradOp : Weft_ComputeOp<"cross_entropy_grad",
      DeclareOpInterfaceMethods<Weft_SplitReductionOpInterface>]> {
   let summary = "dlogits = (softmax(logits) - onehot(targets)) * dloss / rows";
   let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
-                   Weft_Scalar:$dloss);
+                   Weft_Scalar:$dloss, UnitAttr:$masked);
   let results = (outs Weft_FloatTensor:$dlogits);
 }
 
@@ -493,10 +501,13 @@ def Weft_CrossEntropyStatsOp : Weft_LocalOp<"cross_entropy_stats"> {
     the target's logit when the target falls in the shard (else 0). An
     all_gather along dim 0 over `vocab_axes` hands every rank every shard's
     statistics: a cross-entropy over a vocab split across ranks then costs one
-    small collective, not a gather of the logits.
+    small collective, not a gather of the logits. With `masked`, a row
+    whose target is -100 has the statistics (0, 0, 0): a sum of
+    exponentials of 0, which no counted row has, marks it for
+    cross_entropy_from_stats.
   }];
   let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
-                   StrArrayAttr:$vocab_axes);
+                   StrArrayAttr:$vocab_axes, UnitAttr:$masked);
   let results = (outs Weft_FloatTensor:$stats);
 }
 
@@ -506,9 +517,11 @@ def Weft_CrossEntropyFromStatsOp : Weft_LocalOp<"cross_entropy_from_stats"> {
     `stats [K, l..., 3]` (K shards): per row `M = max_k m_k`, the loss is
     `M + log sum_k s_k exp(m_k - M) - sum_k t_k`; the result is the sum over
     rows divided by `denominator` (the global row count), so rows split over
-    other axes leave a partial sum.
+    other axes leave a partial sum. With `masked`, rows marked ignored add
+    nothing and the divisor is the step's counted targets.
   }];
-  let arguments = (ins Weft_FloatTensor:$stats, I64Attr:$denominator);
+  let arguments = (ins Weft_FloatTensor:$stats, I64Attr:$denominator,
+                   UnitAttr:$masked);
   let results = (outs Weft_Scalar:$loss);
 }
 
@@ -517,11 +530,14 @@ def Weft_CrossEntropyStatsGradOp : Weft_LocalOp<"cross_entropy_stats_grad"> {
   let description = [{
     `dlogits = (exp(x - M) / S - onehot(target - first)) * dloss / denominator`
     with `M` and `S` the row's global max and sum of exponentials, merged from
-    `stats` as in cross_entropy_from_stats.
+    `stats` as in cross_entropy_from_stats. With `masked`, a row whose
+    target is -100 gets a zero gradient and the divisor is the step's
+    counted targets.
   }];
   let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
                    Weft_FloatTensor:$stats, Weft_Scalar:$dloss,
-                   StrArrayAttr:$vocab_axes, I64Attr:$denominator);
+                   StrArrayAttr:$vocab_axes, I64Attr:$denominator,
+                   UnitAttr:$masked);
   let results = (outs Weft_FloatTensor:$dlogits);
 }
 

@@ -25,12 +25,14 @@ int64_t globalRows(const ShardingRule &rule) {
 }
 
 Value gatheredStats(OpBuilder &b, Location loc, Value logits, Value targets,
-                    ArrayAttr vocab, int64_t shards, SharedValues &shared) {
+                    ArrayAttr vocab, UnitAttr masked, int64_t shards,
+                    SharedValues &shared) {
   auto key =
       std::make_pair(logits.getAsOpaquePointer(), targets.getAsOpaquePointer());
   if (Value known = shared[key])
     return known;
-  Value local = CrossEntropyStatsOp::create(b, loc, logits, targets, vocab);
+  Value local =
+      CrossEntropyStatsOp::create(b, loc, logits, targets, vocab, masked);
   auto type = cast<RankedTensorType>(local.getType());
   SmallVector<int64_t> shape(type.getShape());
   shape[0] = shards;
@@ -53,9 +55,12 @@ FailureOr<Value> CrossEntropyOp::buildSplitReduction(OpBuilder &b,
                                                      ArrayRef<StringRef> axes,
                                                      int64_t shards,
                                                      SharedValues &shared) {
-  Value stats = gatheredStats(b, getLoc(), getLogits(), getTargets(),
-                              b.getStrArrayAttr(axes), shards, shared);
-  return CrossEntropyFromStatsOp::create(b, getLoc(), stats, globalRows(rule))
+  Value stats =
+      gatheredStats(b, getLoc(), getLogits(), getTargets(),
+                    b.getStrArrayAttr(axes), getMaskedAttr(), shards, shared);
+  return CrossEntropyFromStatsOp::create(b, getLoc(), stats,
+                                         b.getI64IntegerAttr(globalRows(rule)),
+                                         getMaskedAttr())
       .getResult();
 }
 
@@ -69,9 +74,9 @@ CrossEntropyGradOp::buildSplitReduction(OpBuilder &b, const ShardingRule &rule,
                                         int64_t shards, SharedValues &shared) {
   ArrayAttr vocab = b.getStrArrayAttr(axes);
   Value stats = gatheredStats(b, getLoc(), getLogits(), getTargets(), vocab,
-                              shards, shared);
-  return CrossEntropyStatsGradOp::create(b, getLoc(), getLogits(), getTargets(),
-                                         stats, getDloss(), vocab,
-                                         globalRows(rule))
+                              getMaskedAttr(), shards, shared);
+  return CrossEntropyStatsGradOp::create(
+             b, getLoc(), getLogits(), getTargets(), stats, getDloss(), vocab,
+             b.getI64IntegerAttr(globalRows(rule)), getMaskedAttr())
       .getResult();
 }

@@ -36,7 +36,7 @@ namespace {
 // version 5: a stage per pipeline stage, joined by send and recv actions;
 // version 6: pack and unpack may have `blocks`; version 7: forward-only
 // programs; version 8: their named tensor inputs and outputs.
-constexpr uint32_t kFormatVersion = 8;
+constexpr uint32_t kFormatVersion = 9;
 
 // A pipeline stage's fragments (its schedule's virtual stages, and whether
 // its backward splits); one chunk, unsplit, for any other function.
@@ -347,6 +347,12 @@ public:
     program["microbatches"] = microbatches;
     program["stages"] = json::Array{stageJson(microbatches)};
     program["loss"] = loss ? bufferIds.lookup(loss) : int64_t(-1);
+    // How the runtime hides tokens, for a masked-LM loss (weft-masked-lm).
+    if (auto m = fn->getAttrOfType<DictionaryAttr>(weft::attrname::kMaskedLm))
+      program["masked_lm"] = json::Object{
+          {"mask_token", m.getAs<IntegerAttr>("mask_token").getInt()},
+          {"mask_prob", m.getAs<FloatAttr>("mask_prob").getValueAsDouble()},
+          {"seed", m.getAs<IntegerAttr>("seed").getInt()}};
     if (named) {
       json::Array outputs;
       for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
@@ -1043,6 +1049,8 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
       for (StringRef key :
            {"model", "dtype", "batch", "seq", "optimizer", "microbatches"})
         out[key] = std::move(*p.get(key));
+      if (json::Value *m = p.get("masked_lm"))
+        out["masked_lm"] = std::move(*m);
       if (s + 1 == n) {
         out["vocab"] = std::move(*p.get("vocab"));
         json::Value pp = json::Array{axis.str()};

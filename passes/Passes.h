@@ -44,6 +44,10 @@ struct TrainingPipelineOptions {
   /// A forward-only program (weft-return-logits): no autodiff, optimizer
   /// or micro-batches; it returns the logits.
   bool forwardOnly = false;
+  /// A masked-language-model loss (weft-masked-lm) instead of next-token
+  /// cross-entropy: set with its recipe, else none.
+  bool maskedLm = false;
+  WeftMaskedLmOptions masking;
   std::string output; // emit the program here, if set
 };
 

@@ -426,6 +426,47 @@ def WeftLowerOnnxGeneric : Pass<"weft-lower-onnx-generic", "mlir::func::FuncOp">
   let dependentDialects = ["::weft::WeftDialect"];
 }
 
+def WeftMaskedLm : Pass<"weft-masked-lm", "mlir::func::FuncOp"> {
+  let summary = "Makes the loss a masked-language-model one (BERT's)";
+  let description = [{
+    An encoder sees every position, the next token too, so next-token
+    cross-entropy trains nothing. This pass marks the returned
+    `weft.cross_entropy` `masked`: its targets are the tokens hidden from
+    the input, -100 elsewhere (PyTorch's `ignore_index`), and the loss is the
+    mean over the step's counted targets, BertForMaskedLM's loss. The
+    function's `weft.masked_lm` holds how the runtime hides tokens (BERT's
+    recipe: `mask-prob` of the positions are chosen; 80% of those become
+    `mask-token`, 10% a random token, 10% stay; docs/program-format.md,
+    "Masked-LM batches"), so the program says what it trains on.
+
+    Refused: a `mask-token` outside the vocabulary, a probability outside
+    (0, 1], a function whose result is not a cross-entropy of logits.
+
+    Before:
+    ```mlir
+    %loss = weft.cross_entropy %logits, %targets
+        : (tensor<2x8x256xf32>, tensor<2x8xi32>) -> tensor<f32>
+    ```
+    After (mask-token=4):
+    ```mlir
+    func.func @forward(...) -> tensor<f32> attributes {weft.masked_lm =
+        {mask_prob = 1.500000e-01 : f64, mask_token = 4 : i64, seed = 0 : i64}}
+    %loss = weft.cross_entropy %logits, %targets {masked}
+        : (tensor<2x8x256xf32>, tensor<2x8xi32>) -> tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"maskToken", "mask-token", "int64_t", "-1",
+           "the id that replaces a hidden token (BERT's [MASK])">,
+    Option<"maskProb", "mask-prob", "double", "0.15",
+           "the share of positions whose token is hidden and predicted">,
+    Option<"seed", "seed", "int64_t", "0",
+           "the seed of the positions chosen (a pure function of it, the "
+           "step and the position)">,
+  ];
+  let dependentDialects = ["::weft::WeftDialect"];
+}
+
 def WeftReturnLogits : Pass<"weft-return-logits", "mlir::func::FuncOp"> {
   let summary = "Makes the training forward an inference one: it returns "
                 "the logits";

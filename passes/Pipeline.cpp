@@ -22,6 +22,9 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
                             const TrainingPipelineOptions &o) {
   const bool sharded = !o.layout.mesh.empty();
   const std::string name = kTrainingStages[stage];
+  // Before the raise, which refuses next-token training of an encoder.
+  if (name == "forward" && o.maskedLm && !o.forwardOnly)
+    pm.addNestedPass<func::FuncOp>(createWeftMaskedLm(o.masking));
   // An imported ONNX graph becomes weft's ops (no-op for other models).
   if (name == "forward")
     addOnnxLowering(pm);
@@ -127,6 +130,10 @@ struct PipelineFlags : public PassPipelineOptions<PipelineFlags> {
                                        llvm::cl::init("1f1b")};
   Option<std::string> output{*this, "output", llvm::cl::init("")};
   Option<bool> forwardOnly{*this, "forward-only", llvm::cl::init(false)};
+  Option<std::string> loss{*this, "loss", llvm::cl::init("next-token")};
+  Option<int64_t> maskToken{*this, "mask-token", llvm::cl::init(-1)};
+  Option<double> maskProb{*this, "mask-prob", llvm::cl::init(0.15)};
+  Option<int64_t> maskSeed{*this, "mask-seed", llvm::cl::init(0)};
 };
 } // namespace
 
@@ -163,6 +170,11 @@ void weft::registerWeftPassesAndPipelines() {
         o.pipeline = pipelineOptions(f.mesh, f.stages, f.pipelineSchedule);
         o.layout.pipelineAxis = o.pipeline.stages > 1 ? "pp" : "";
         o.forwardOnly = f.forwardOnly;
+        // weft-compile refuses other --loss values; here, masked-lm or not.
+        o.maskedLm = f.loss == "masked-lm";
+        o.masking.maskToken = f.maskToken;
+        o.masking.maskProb = f.maskProb;
+        o.masking.seed = f.maskSeed;
         o.output = f.output;
         buildTrainingPipeline(pm, o);
       });

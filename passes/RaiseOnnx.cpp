@@ -1047,14 +1047,14 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
     // shows each position the token it would predict (the next one is in
     // its input), so that loss would train nothing a user wants.
     bool nextToken = false;
-    fn.walk([&](CrossEntropyOp) { nextToken = true; });
+    fn.walk([&](CrossEntropyOp ce) { nextToken |= !ce.getMasked(); });
     fn.walk([&](AttentionOp a) {
       if (!nextToken || !a.getBidirectional())
         return WalkResult::advance();
       a.emitError("bidirectional attention (an encoder's) sees the next "
-                  "token that next-token cross-entropy asks it to predict; "
-                  "weft has no masked-language-model loss: compile the "
-                  "model with --forward-only");
+                  "token that next-token cross-entropy asks it to predict: "
+                  "train it with --loss masked-lm --mask-token ID (BERT's "
+                  "loss), or compile it with --forward-only");
       signalPassFailure();
       return WalkResult::interrupt();
     });

@@ -123,6 +123,8 @@ std::string attrString(const Instruction &I) {
   AddAxes("shard_axes", A.ShardAxes);
   if (A.Denominator > 0)
     Add("denominator=" + std::to_string(A.Denominator));
+  if (A.Masked)
+    Add("masked");
   return R;
 }
 
@@ -193,6 +195,10 @@ std::string dumpProgram(const Program &P) {
     OS << "\n";
   }
   OS << "microbatches: " << P.Microbatches << "\n";
+  if (P.MaskedLm.enabled())
+    OS << "loss: masked-lm mask_token=" << P.MaskedLm.MaskToken
+       << " mask_prob=" << num(P.MaskedLm.MaskProb)
+       << " seed=" << P.MaskedLm.Seed << "\n";
   OS << "instructions: " << P.Instructions.size();
   if (P.forwardOnly())
     for (const OutputSpec &Out : P.Outputs)

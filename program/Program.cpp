@@ -144,6 +144,41 @@ Status getBool(const json &Obj, const char *Key, const std::string &Ctx,
   return Status::success();
 }
 
+// Version 9: a masked-LM program's recipe; its ranges are checked by
+// validateProgram.
+Status parseMaskedLm(const json &Root, Program &P) {
+  if (!Root.contains("masked_lm"))
+    return Status::success();
+  if (P.Version < 9)
+    return Status::error("field 'masked_lm' (a masked-language-model loss) "
+                         "needs format version 9, the file is version " +
+                         std::to_string(P.Version));
+  const json &M = Root["masked_lm"];
+  if (!M.is_object())
+    return Status::error("field 'masked_lm' must be an object, got " +
+                         M.dump());
+  WEFT_RETURN_IF_ERROR(
+      getInt(M, "mask_token", "masked_lm", P.MaskedLm.MaskToken));
+  WEFT_RETURN_IF_ERROR(
+      getNumber(M, "mask_prob", "masked_lm", P.MaskedLm.MaskProb));
+  WEFT_RETURN_IF_ERROR(getInt(M, "seed", "masked_lm", P.MaskedLm.Seed));
+  const MaskedLmSpec &S = P.MaskedLm;
+  if (S.MaskToken < 0 || S.MaskToken >= P.Vocab)
+    return Status::error(
+        "masked_lm.mask_token=" + std::to_string(S.MaskToken) +
+        " is not a token id in [0, vocab=" + std::to_string(P.Vocab) + ")");
+  if (!(S.MaskProb > 0 && S.MaskProb <= 1))
+    return Status::error("masked_lm.mask_prob=" + std::to_string(S.MaskProb) +
+                         " is not in (0, 1]");
+  if (S.Seed < 0)
+    return Status::error("masked_lm.seed=" + std::to_string(S.Seed) +
+                         " is negative");
+  if (P.forwardOnly())
+    return Status::error("field 'masked_lm' in a forward-only program, which "
+                         "has no loss");
+  return Status::success();
+}
+
 Status getIntList(const json &Obj, const char *Key, const std::string &Ctx,
                   std::vector<int64_t> &Out) {
   const json *V;
@@ -436,6 +471,7 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
   WEFT_RETURN_IF_ERROR(optBool("transpose_b", A.TransposeB));
   WEFT_RETURN_IF_ERROR(optBool("inverse", A.Inverse));
   WEFT_RETURN_IF_ERROR(optBool("weight_decay", A.WeightDecay));
+  WEFT_RETURN_IF_ERROR(optBool("masked", A.Masked));
   if (Attrs->contains("async"))
     return Status::error(ACtx + ": 'async' is not an attribute since format "
                                 "version 3: an asynchronous collective is "
@@ -924,6 +960,7 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
   WEFT_RETURN_IF_ERROR(getInt(Root, "microbatches", "program", P.Microbatches));
   WEFT_RETURN_IF_ERROR(parseStages(Root, P));
   WEFT_RETURN_IF_ERROR(getInt(Root, "loss", "program", P.Loss));
+  WEFT_RETURN_IF_ERROR(parseMaskedLm(Root, P));
   resolveLayouts(P);
   WEFT_RETURN_IF_ERROR(validateProgram(P));
   return P;

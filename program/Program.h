@@ -27,9 +27,11 @@ namespace weft {
 /// `blocks` (a version-5 runtime would ignore it and unpack wrongly, so it
 /// must refuse the file), version 7 adds forward-only programs (`outputs`),
 /// version 8 their named tensor inputs and outputs of any name (a version-7
-/// runtime would refuse them by name); older files are refused with a
-/// message to recompile.
-constexpr uint32_t ProgramFormatVersion = 8;
+/// runtime would refuse them by name), version 9 masked-language-model
+/// programs (`masked_lm`, and `masked` cross-entropies: a version-8 runtime
+/// would train them on next-token batches); older files are refused with
+/// a message to recompile.
+constexpr uint32_t ProgramFormatVersion = 9;
 constexpr uint32_t ProgramFormatMinVersion = 5;
 constexpr size_t ProgramHeaderBytes = 28;
 
@@ -272,9 +274,12 @@ struct OpAttrs {
   AxesList Axes;           // collectives, slice and block_transpose
   int64_t Dim = 0;         // all_gather, reduce_scatter, slice, block_transpose
   int64_t Denominator = 0; // cross_entropy(_grad); 0: the local row count
-  AxesList SeqAxes;        // position_embedding(_grad)
-  AxesList VocabAxes;      // embedding(_grad), cross_entropy_stats(_grad)
-  AxesList ShardAxes;      // adamw (ZeRO-1/2)
+  /// Cross-entropy ops of a masked-LM loss (version 9): a target of -100
+  /// counts for nothing and the mean is over the step's counted targets.
+  bool Masked = false;
+  AxesList SeqAxes;   // position_embedding(_grad)
+  AxesList VocabAxes; // embedding(_grad), cross_entropy_stats(_grad)
+  AxesList ShardAxes; // adamw (ZeRO-1/2)
   /// pack, unpack: each piece in this many equal blocks, laid out block-major
   /// (a bucketed reduce-scatter's or all-gather's buffer); 1: end to end.
   int64_t Blocks = 1;
@@ -373,6 +378,16 @@ struct OutputSpec {
   int64_t Buffer = -1;
 };
 
+/// How a masked-language-model program's batches hide tokens (version 9;
+/// runtime/Data.h samples them, docs/program-format.md "Masked-LM
+/// batches"). MaskToken < 0: a next-token program.
+struct MaskedLmSpec {
+  int64_t MaskToken = -1;
+  double MaskProb = 0;
+  int64_t Seed = 0;
+  bool enabled() const { return MaskToken >= 0; }
+};
+
 struct Program {
   uint32_t Version = ProgramFormatVersion;
   std::string Model;
@@ -387,6 +402,7 @@ struct Program {
   /// Every fragment's instructions, fragment after fragment.
   std::vector<Instruction> Instructions;
   int64_t Loss = -1;
+  MaskedLmSpec MaskedLm;
   /// A forward-only program's outputs (then Loss is -1, and the program
   /// has no targets, gradients or optimizer).
   std::vector<OutputSpec> Outputs;

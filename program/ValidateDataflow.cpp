@@ -131,6 +131,25 @@ Status checkDenominator(const Program &P, size_t I) {
               : ""));
 }
 
+// `masked` marks exactly the cross-entropies of a masked-LM program: a
+// next-token op in one would divide by the wrong count, and a masked op
+// without the recipe would train on batches with nothing hidden.
+Status checkMasked(const Program &P, size_t I) {
+  const Instruction &Inst = P.Instructions[I];
+  if (Inst.Attrs.Masked && !isCrossEntropy(Inst.Op))
+    return Status::error(
+        instName(P, I) +
+        " has attrs.masked, which only cross-entropy ops take");
+  if (isCrossEntropy(Inst.Op) && Inst.Attrs.Masked != P.MaskedLm.enabled())
+    return Status::error(
+        instName(P, I) +
+        (Inst.Attrs.Masked
+             ? " is masked, but the program has no masked_lm recipe"
+             : " is not masked, but the program trains a masked-LM loss "
+               "(masked_lm)"));
+  return Status::success();
+}
+
 struct Interval {
   int64_t First = -1, Last = -1; // instruction indices; -1: unused
 };
@@ -211,6 +230,7 @@ Status checkDataflow(const Program &P) {
         }
     WEFT_RETURN_IF_ERROR(checkInputUse(P, I));
     WEFT_RETURN_IF_ERROR(checkDenominator(P, I));
+    WEFT_RETURN_IF_ERROR(checkMasked(P, I));
     for (int64_t Id : Inst.In) {
       const BufferSpec &B = P.Buffers[size_t(Id)];
       if (B.Kind != BufferKind::Arena)

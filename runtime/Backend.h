@@ -83,11 +83,14 @@ struct WideningPlan {
 };
 WideningPlan planBf16Widening(const BoundInstruction &I, int64_t AlignFloats);
 
-/// Per-step values the optimizer instructions read.
+/// Per-step values the optimizer and loss instructions read.
 struct StepContext {
   double Lr = 0.0;
   int64_t Step = 1; // 1-based optimizer step
   const OptimizerSpec *Optimizer = nullptr;
+  /// A masked-LM program: the targets of the step's global batch that are
+  /// not ignored (the loss's divisor), set by the executor per batch.
+  int64_t CountedTargets = 0;
 };
 
 /// The AdamW step an `adamw` instruction takes at this step.

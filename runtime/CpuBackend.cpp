@@ -300,35 +300,43 @@ template <typename T> struct Kernels {
                        !I.Attrs->Bidirectional);
     return Status::success();
   }
-  static Status crossEntropy(const BI &I, const SC &, CpuState &) {
+  // A masked-LM loss divides by the step's counted targets (the executor
+  // counts them per batch); others by their static denominator.
+  static int64_t denominator(const BI &I, const SC &Ctx) {
+    return I.Attrs->Masked ? Ctx.CountedTargets : I.Attrs->Denominator;
+  }
+  static Status crossEntropy(const BI &I, const SC &Ctx, CpuState &) {
     return cpu::crossEntropy(I.In[0].as<T>(), I.In[1].as<int32_t>(),
                              I.In[0].Rows, I.In[0].Last, I.Out[0].as<T>(),
-                             I.Attrs->Denominator);
+                             denominator(I, Ctx), I.Attrs->Masked);
   }
-  static Status crossEntropyGrad(const BI &I, const SC &, CpuState &) {
-    return cpu::crossEntropyGrad(
-        I.In[0].as<T>(), I.In[1].as<int32_t>(), I.In[2].as<T>(),
-        I.Out[0].as<T>(), I.In[0].Rows, I.In[0].Last, I.Attrs->Denominator);
+  static Status crossEntropyGrad(const BI &I, const SC &Ctx, CpuState &) {
+    return cpu::crossEntropyGrad(I.In[0].as<T>(), I.In[1].as<int32_t>(),
+                                 I.In[2].as<T>(), I.Out[0].as<T>(),
+                                 I.In[0].Rows, I.In[0].Last,
+                                 denominator(I, Ctx), I.Attrs->Masked);
   }
   static Status crossEntropyStats(const BI &I, const SC &, CpuState &) {
     const TensorRef &L = I.In[0];
     return cpu::crossEntropyStats(L.as<T>(), I.In[1].as<int32_t>(), L.Rows,
                                   L.Last, I.VocabFirst, vocabTotal(I, L.Last),
-                                  I.Out[0].as<T>());
+                                  I.Out[0].as<T>(), I.Attrs->Masked);
   }
-  static Status crossEntropyFromStats(const BI &I, const SC &, CpuState &) {
+  static Status crossEntropyFromStats(const BI &I, const SC &Ctx, CpuState &) {
     const TensorRef &S = I.In[0];
     int64_t K = S.Spec->Dims[0];
     cpu::crossEntropyFromStats(S.as<T>(), K, S.Numel / (3 * K),
-                               I.Attrs->Denominator, I.Out[0].as<T>());
+                               denominator(I, Ctx), I.Out[0].as<T>(),
+                               I.Attrs->Masked);
     return Status::success();
   }
-  static Status crossEntropyStatsGrad(const BI &I, const SC &, CpuState &) {
+  static Status crossEntropyStatsGrad(const BI &I, const SC &Ctx, CpuState &) {
     const TensorRef &L = I.In[0];
     return cpu::crossEntropyStatsGrad(
         L.as<T>(), I.In[1].as<int32_t>(), I.In[2].as<T>(),
         I.In[2].Spec->Dims[0], I.In[3].as<T>(), I.Out[0].as<T>(), L.Rows,
-        L.Last, I.VocabFirst, vocabTotal(I, L.Last), I.Attrs->Denominator);
+        L.Last, I.VocabFirst, vocabTotal(I, L.Last), denominator(I, Ctx),
+        I.Attrs->Masked);
   }
   static Status fill(const BI &I, const SC &, CpuState &) {
     const TensorRef &Y = I.Out[0];

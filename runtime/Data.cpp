@@ -1,5 +1,6 @@
 //===- Data.cpp - Token file loading and batch extraction -----------------===//
 #include "runtime/Data.h"
+#include "program/Hash.h"
 
 #include <sys/stat.h>
 
@@ -127,6 +128,58 @@ void TokenData::fillBlock(int64_t Step, int64_t Batch, int64_t Seq,
       Targets[I * Cols + J] = Tokens[(Pos + 1) % N];
     }
   }
+}
+
+namespace {
+// A uniform double in [0, 1) from a word's top 53 bits.
+double unit(uint64_t X) { return double(X >> 11) * 0x1.0p-53; }
+
+// Position N's draw: hidden iff unit(X) < MaskProb; X then picks the input.
+uint64_t draw(const MaskedLmSpec &M, uint64_t N) {
+  return splitmix64(splitmix64(uint64_t(M.Seed)) ^ N);
+}
+
+// The sample-position index the draws are keyed by (wrapping, as
+// fillBlock's positions do).
+uint64_t positionIndex(int64_t Step, int64_t Batch, int64_t Seq, int64_t Row,
+                       int64_t Col) {
+  return (uint64_t(Step) * uint64_t(Batch) + uint64_t(Row)) * uint64_t(Seq) +
+         uint64_t(Col);
+}
+} // namespace
+
+void TokenData::fillMaskedBlock(int64_t Step, int64_t Batch, int64_t Seq,
+                                int64_t Row0, int64_t Rows, int64_t Col0,
+                                int64_t Cols, const MaskedLmSpec &M,
+                                int64_t Vocab, int32_t *Inputs,
+                                int32_t *Targets) const {
+  // The unshifted tokens: fillBlock's inputs (its targets are dropped).
+  fillBlock(Step, Batch, Seq, Row0, Rows, Col0, Cols, Inputs, Targets);
+  for (int64_t I = 0; I < Rows; ++I)
+    for (int64_t J = 0; J < Cols; ++J) {
+      int32_t &In = Inputs[I * Cols + J], &Tgt = Targets[I * Cols + J];
+      uint64_t X = draw(M, positionIndex(Step, Batch, Seq, Row0 + I, Col0 + J));
+      if (!(unit(X) < M.MaskProb)) {
+        Tgt = -100;
+        continue;
+      }
+      Tgt = In;
+      uint64_t Y = splitmix64(X);
+      double U = unit(Y);
+      if (U < 0.8)
+        In = int32_t(M.MaskToken);
+      else if (U < 0.9)
+        In = int32_t(splitmix64(Y) % uint64_t(Vocab));
+    }
+}
+
+int64_t countMaskedTargets(int64_t Step, int64_t Batch, int64_t Seq,
+                           const MaskedLmSpec &M) {
+  int64_t N = 0;
+  for (int64_t R = 0; R < Batch; ++R)
+    for (int64_t C = 0; C < Seq; ++C)
+      N += unit(draw(M, positionIndex(Step, Batch, Seq, R, C))) < M.MaskProb;
+  return N;
 }
 
 } // namespace weft

@@ -10,6 +10,7 @@
 #ifndef WEFT_RUNTIME_DATA_H
 #define WEFT_RUNTIME_DATA_H
 
+#include "program/Program.h"
 #include "program/Status.h"
 
 #include <cstdint>
@@ -52,11 +53,27 @@ public:
   void fillBlock(int64_t Step, int64_t Batch, int64_t Seq, int64_t Row0,
                  int64_t Rows, int64_t Col0, int64_t Cols, int32_t *Tokens,
                  int32_t *Targets) const;
+  /// A masked-LM batch's block (docs/program-format.md, "Masked-LM
+  /// batches"): the samples of fillBlock, each position hidden with M's
+  /// probability by a pure function of M's seed and the position's index in
+  /// the step's global batch, n = (Step*Batch + row)*Seq + col. A hidden
+  /// position's input becomes the mask token (80%), a uniform id below
+  /// Vocab (10%) or stays (10%), and its target is its token; every other
+  /// target is -100 (ignored).
+  void fillMaskedBlock(int64_t Step, int64_t Batch, int64_t Seq, int64_t Row0,
+                       int64_t Rows, int64_t Col0, int64_t Cols,
+                       const MaskedLmSpec &M, int64_t Vocab, int32_t *Inputs,
+                       int32_t *Targets) const;
   size_t size() const { return Tokens.size(); }
 
 private:
   std::vector<uint32_t> Tokens;
 };
+
+/// How many positions of step Step's global Batch x Seq batch M hides (the
+/// masked-LM loss's divisor; no token is read).
+int64_t countMaskedTargets(int64_t Step, int64_t Batch, int64_t Seq,
+                           const MaskedLmSpec &M);
 
 /// llm.c's token file header: 256 int32, the first three magic, version and
 /// token count.

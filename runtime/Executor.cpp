@@ -395,9 +395,11 @@ void Executor::recordSpan(size_t K, SpanKind Kind, int64_t StartNs) {
 
 Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
   CurrentStep = Ctx.Step;
+  StepContext Here = Ctx;
+  Here.CountedTargets = CountedTargets;
   for (int64_t K = Begin; K < End; ++K) {
     int64_t T0 = Timing ? Timeline::nowNs() : 0;
-    Status S = runInstruction(size_t(K), Ctx);
+    Status S = runInstruction(size_t(K), Here);
     if (Timing)
       recordSpan(size_t(K), SpanKind::Instruction, T0);
     // Testing is what progresses the async collectives in flight while
@@ -509,10 +511,20 @@ Status Executor::loadBatch(const TokenData &Data, int64_t Step) {
   // layout of the device inputs), one copy in.
   int32_t *Toks = HostInputs.data();
   int32_t *Tgts = Toks + Prog.Microbatches * InputStride;
+  const MaskedLmSpec &M = Prog.MaskedLm;
   for (int64_t K = 0; K < Prog.Microbatches; ++K)
-    Data.fillBlock(Step, GlobalBatch, GlobalSeq, K * Rows + BatchOffset,
-                   LocalBatch, SeqOffset, LocalSeq, Toks + K * InputStride,
-                   Tgts + K * InputStride);
+    if (M.enabled())
+      Data.fillMaskedBlock(Step, GlobalBatch, GlobalSeq, K * Rows + BatchOffset,
+                           LocalBatch, SeqOffset, LocalSeq, M, Prog.Vocab,
+                           Toks + K * InputStride, Tgts + K * InputStride);
+    else
+      Data.fillBlock(Step, GlobalBatch, GlobalSeq, K * Rows + BatchOffset,
+                     LocalBatch, SeqOffset, LocalSeq, Toks + K * InputStride,
+                     Tgts + K * InputStride);
+  // Every rank counts the whole step's hidden positions itself: the draws
+  // are a function of the position, no collective needed.
+  if (M.enabled())
+    CountedTargets = countMaskedTargets(Step, GlobalBatch, GlobalSeq, M);
   WEFT_RETURN_IF_ERROR(Q->copyToDevice(Tokens, HostInputs.data(),
                                        HostInputs.size() * sizeof(int32_t)));
   return Q->synchronize();

@@ -326,7 +326,7 @@ func.func @encoder_next_token(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: 
   %p = weft.onnx_node "Softmax" "softmax"(%m) {attrs = {axis = -1 : i64}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
   %o = weft.onnx_node "MatMul" "pv"(%p, %vt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
   %ot = weft.onnx_node "Transpose" "transpose_o"(%o) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x4x2x4xf32>
-  // expected-error @+1 {{bidirectional attention (an encoder's) sees the next token that next-token cross-entropy asks it to predict; weft has no masked-language-model loss: compile the model with --forward-only}}
+  // expected-error @+1 {{bidirectional attention (an encoder's) sees the next token that next-token cross-entropy asks it to predict: train it with --loss masked-lm --mask-token ID (BERT's loss), or compile it with --forward-only}}
   %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 17 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
   %loss = weft.cross_entropy %y, %targets : (tensor<1x4x8xf32>, tensor<1x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>

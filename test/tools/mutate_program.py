@@ -10,7 +10,8 @@ MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           last ten on a forward-only program; fo-pipeline on one with a
           mesh) | t-v7 | t-dtype | t-sharded | t-batch | t-dup-output |
           t-dup-input | t-train (the last seven on a program of tensor
-          inputs)"""
+          inputs) | m-unmasked | m-no-recipe | m-token | m-prob | m-v8 |
+          m-attr (the last six on a masked-LM program)"""
 import json
 import struct
 import sys
@@ -156,6 +157,18 @@ elif mutation == "t-train":  # a training program reading a tensor input
                       "warmup_steps": 0, "total_steps": 0, "min_lr": 0.0}
     p["loss"] = 2
     p["batch"], p["seq"], p["vocab"] = 3, 4, 16
+elif mutation == "m-unmasked":  # a next-token cross-entropy in a masked-LM program
+    del first(p, "cross_entropy")["attrs"]["masked"]
+elif mutation == "m-no-recipe":  # masked cross-entropies, no recipe
+    del p["masked_lm"]
+elif mutation == "m-token":  # a mask id outside the vocabulary
+    p["masked_lm"]["mask_token"] = p["vocab"]
+elif mutation == "m-prob":
+    p["masked_lm"]["mask_prob"] = 0.0
+elif mutation == "m-v8":  # a version-8 runtime would train next-token
+    version = 8
+elif mutation == "m-attr":  # masked on an op that is no cross-entropy
+    first(p, "matmul")["attrs"]["masked"] = True
 elif mutation != "deep":
     sys.exit(f"unknown mutation {mutation}")
 payload = json.dumps(p).encode()

@@ -100,6 +100,44 @@ TEST(Data, SampleOffsetsAndWrap) {
             std::vector<int32_t>({107, 108, 109, 100, 101, 102}));
 }
 
+// The masked-LM recipe of docs/program-format.md: the values
+// test/e2e/masked_lm_batch.py computes (masked_batch(range(100), step 3,
+// batch 4, seq 8, mask 7, vocab 50, prob 0.5, seed 9)): masks (7), random
+// ids (40, 0, 1...) and kept tokens all occur.
+TEST(Data, MaskedBatchIsTheDocumentedRecipe) {
+  std::vector<uint32_t> T(100);
+  for (size_t I = 0; I < T.size(); ++I)
+    T[I] = uint32_t(I);
+  Expected<TokenData> D = TokenData::fromTokens(T, 100, 8);
+  ASSERT_TRUE(D.ok()) << D.message();
+  MaskedLmSpec M;
+  M.MaskToken = 7;
+  M.MaskProb = 0.5;
+  M.Seed = 9;
+  const int64_t B = 4, S = 8;
+  std::vector<int32_t> In(B * S), Tg(B * S);
+  D->fillMaskedBlock(3, B, S, 0, B, 0, S, M, 50, In.data(), Tg.data());
+  EXPECT_EQ(In, std::vector<int32_t>({96, 97, 7, 99, 0, 1,  2,  3,  4,  7,  7,
+                                      7,  8,  9, 40, 7, 6,  7,  7,  15, 16, 17,
+                                      18, 19, 7, 21, 7, 23, 24, 25, 26, 27}));
+  const int32_t X = -100;
+  EXPECT_EQ(Tg, std::vector<int32_t>({X,  X, 98, X,  X,  X,  X,  X,  X, 5, 6,
+                                      X,  X, X,  10, 11, 12, 13, 14, X, X, X,
+                                      18, X, 20, X,  22, X,  X,  X,  X, X}));
+  EXPECT_EQ(countMaskedTargets(3, B, S, M), 11);
+  // A rank's block (rows 1-2, columns 3-6) is the batch's, as fillBlock's.
+  std::vector<int32_t> BIn(2 * 4), BTg(2 * 4);
+  D->fillMaskedBlock(3, B, S, 1, 2, 3, 4, M, 50, BIn.data(), BTg.data());
+  for (int64_t R = 0; R < 2; ++R)
+    for (int64_t C = 0; C < 4; ++C) {
+      EXPECT_EQ(BIn[R * 4 + C], In[(1 + R) * S + 3 + C]);
+      EXPECT_EQ(BTg[R * 4 + C], Tg[(1 + R) * S + 3 + C]);
+    }
+  // Probability 1 hides every position.
+  M.MaskProb = 1;
+  EXPECT_EQ(countMaskedTargets(0, B, S, M), B * S);
+}
+
 TEST(Data, RefusesIdAtOrAboveVocab) {
   std::string Path = writeTokens({1, 2, 3, 256, 4, 5}, "data_vocab.bin");
   Expected<TokenData> D = TokenData::open(Path, 256, 2);

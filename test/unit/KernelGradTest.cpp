@@ -345,6 +345,91 @@ TEST(KernelGrad, CrossEntropy) {
   EXPECT_NE(S.message().find("target 7 at row 1"), std::string::npos);
 }
 
+// A masked loss: ignored rows (-100) add nothing and get zero gradient; the
+// mean divides by the step's count (here 5: other ranks hold 3 more), so the
+// loss is the counted rows' sum / 5 and the gradient its derivative. More
+// counted rows than the count, or another negative target, is refused.
+TEST(KernelGrad, MaskedCrossEntropy) {
+  const int64_t R = 4, V = 7, Count = 5;
+  Vec L = randomVec(R * V, 3, 2.0);
+  std::vector<int32_t> T = {2, -100, 6, -100};
+  double Out = 0, DLoss = 1.7;
+  auto Loss = [&] {
+    EXPECT_TRUE(crossEntropy(L.data(), T.data(), R, V, &Out, Count, true).ok());
+    return DLoss * Out;
+  };
+  Loss();
+  double Sum = 0, Unmasked = 0;
+  for (int64_t Row : {0, 2}) {
+    std::vector<int32_t> One = {T[Row]};
+    ASSERT_TRUE(
+        crossEntropy(L.data() + Row * V, One.data(), 1, V, &Unmasked).ok());
+    Sum += Unmasked;
+  }
+  EXPECT_NEAR(Out, Sum / Count, 1e-15);
+  Vec DL(R * V, 9.0);
+  ASSERT_TRUE(
+      crossEntropyGrad(L.data(), T.data(), &DLoss, DL.data(), R, V, Count, true)
+          .ok());
+  expectGrad("masked cross_entropy logits", L, DL, Loss);
+  for (int64_t J = 0; J < V; ++J)
+    EXPECT_EQ(DL[1 * V + J], 0.0);
+  // The vocab-parallel path: two shards' statistics give the same loss and
+  // the same gradient columns.
+  const int64_t K = 2, Vs = 4, Vp = K * Vs; // V padded to 8 with -30s
+  Vec Lp(R * Vp, -30.0);
+  for (int64_t Row = 0; Row < R; ++Row)
+    for (int64_t J = 0; J < V; ++J)
+      Lp[Row * Vp + J] = L[Row * V + J];
+  double Padded = 0;
+  ASSERT_TRUE(
+      crossEntropy(Lp.data(), T.data(), R, Vp, &Padded, Count, true).ok());
+  Vec Stats(K * R * 3);
+  std::vector<Vec> Shards(K, Vec(R * Vs));
+  for (int64_t Q = 0; Q < K; ++Q) {
+    for (int64_t Row = 0; Row < R; ++Row)
+      for (int64_t J = 0; J < Vs; ++J)
+        Shards[Q][Row * Vs + J] = Lp[Row * Vp + Q * Vs + J];
+    ASSERT_TRUE(crossEntropyStats(Shards[Q].data(), T.data(), R, Vs, Q * Vs, Vp,
+                                  Stats.data() + Q * R * 3, true)
+                    .ok());
+  }
+  double FromStats = 0;
+  crossEntropyFromStats(Stats.data(), K, R, Count, &FromStats, true);
+  EXPECT_NEAR(FromStats, Padded, 1e-14);
+  Vec DPadded(R * Vp);
+  ASSERT_TRUE(crossEntropyGrad(Lp.data(), T.data(), &DLoss, DPadded.data(), R,
+                               Vp, Count, true)
+                  .ok());
+  for (int64_t Q = 0; Q < K; ++Q) {
+    Vec D(R * Vs, 9.0);
+    ASSERT_TRUE(crossEntropyStatsGrad(Shards[Q].data(), T.data(), Stats.data(),
+                                      K, &DLoss, D.data(), R, Vs, Q * Vs, Vp,
+                                      Count, true)
+                    .ok());
+    for (int64_t Row = 0; Row < R; ++Row)
+      for (int64_t J = 0; J < Vs; ++J)
+        EXPECT_NEAR(D[Row * Vs + J], DPadded[Row * Vp + Q * Vs + J], 1e-15);
+  }
+  Status S = crossEntropy(L.data(), T.data(), R, V, &Out, 1, true);
+  ASSERT_FALSE(S.ok());
+  EXPECT_NE(S.message().find("2 rows here have a target, more than the "
+                             "step's 1 counted targets"),
+            std::string::npos)
+      << S.message();
+  std::vector<int32_t> Bad = {2, -1, 6, -100};
+  S = crossEntropy(L.data(), Bad.data(), R, V, &Out, Count, true);
+  ASSERT_FALSE(S.ok());
+  EXPECT_NE(S.message().find("target -1 at row 1 is outside [0, 7) and is "
+                             "not -100 (ignored)"),
+            std::string::npos)
+      << S.message();
+  // No counted target in the step: a loss of 0, not 0/0.
+  std::vector<int32_t> None(R, -100);
+  ASSERT_TRUE(crossEntropy(L.data(), None.data(), R, V, &Out, 0, true).ok());
+  EXPECT_EQ(Out, 0.0);
+}
+
 // Three vocab shards: the loss from the gathered statistics equals the
 // whole-vocab loss, and each shard's gradient is its columns of the whole
 // gradient.

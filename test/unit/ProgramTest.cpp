@@ -73,8 +73,8 @@ TEST(ProgramLoader, RefusesBadMagic) {
 }
 
 TEST(ProgramLoader, RefusesOtherVersion) {
-  std::string F = encodeProgramContainer(tinyProgram().payload(), 9);
-  EXPECT_MSG(errorOf(F), "format version 9, this runtime reads version 8");
+  std::string F = encodeProgramContainer(tinyProgram().payload(), 10);
+  EXPECT_MSG(errorOf(F), "format version 10, this runtime reads version 9");
   // An older file (the flat format of versions 1 and 2; version 3, without
   // mesh.groups and per-buffer bf16; version 4, of one stage) asks to be
   // recompiled.

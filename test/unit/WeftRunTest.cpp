@@ -96,10 +96,10 @@ TEST(WeftRun, ErrorsAndExitCodes) {
   EXPECT_EQ(R.Code, 1);
   EXPECT_NE(R.Out.find("no --data given"), std::string::npos);
   std::string Bad = tinyProgram().file();
-  Bad[8] = 9; // the version is a little-endian u32 at byte 8
-  R = run(writeFile("cli_v9.wp", Bad) + " --dump");
+  Bad[8] = 10; // the version is a little-endian u32 at byte 8
+  R = run(writeFile("cli_v10.wp", Bad) + " --dump");
   EXPECT_EQ(R.Code, 1);
-  EXPECT_NE(R.Out.find("format version 9, this runtime reads version 8"),
+  EXPECT_NE(R.Out.find("format version 10, this runtime reads version 9"),
             std::string::npos)
       << R.Out;
   R = run(Prog + " --dump");

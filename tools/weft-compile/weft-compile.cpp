@@ -182,6 +182,27 @@ static cl::opt<bool> forwardOnlyArg(
         "a program that computes the logits of a batch of tokens (weft-run "
         "--input tokens.npy --output logits.npy): no loss, gradients or "
         "optimizer"));
+static cl::opt<std::string>
+    lossArg(cl::cat(compileCategory), "loss",
+            cl::desc("next-token (a decoder's, the default) or masked-lm (an "
+                     "encoder's, BERT's: --mask-token hides --mask-prob of the "
+                     "positions, which the model predicts)"),
+            cl::init("next-token"), cl::value_desc("kind"));
+static cl::opt<int64_t>
+    maskTokenArg(cl::cat(compileCategory), "mask-token",
+                 cl::desc("--loss masked-lm: the id of the mask token "
+                          "(BERT's [MASK])"),
+                 cl::init(-1), cl::value_desc("id"));
+static cl::opt<double>
+    maskProbArg(cl::cat(compileCategory), "mask-prob",
+                cl::desc("--loss masked-lm: the share of positions hidden "
+                         "and predicted (default 0.15)"),
+                cl::init(0.15), cl::value_desc("p"));
+static cl::opt<int64_t>
+    maskSeedArg(cl::cat(compileCategory), "mask-seed",
+                cl::desc("--loss masked-lm: the seed of which positions are "
+                         "hidden (default 0)"),
+                cl::init(0), cl::value_desc("n"));
 static cl::opt<std::string> onnxOutputArg(
     cl::cat(compileCategory), "onnx-output",
     cl::desc("with a model.onnx of several outputs: the one to train on (the "
@@ -388,6 +409,15 @@ int main(int argc, char **argv) {
   if (!onnxOutputArg.empty() && !StringRef(modelArg).ends_with(".onnx"))
     return fail("--onnx-output names an output of a model.onnx; '" + modelArg +
                 "' is not one");
+  if (lossArg != "next-token" && lossArg != "masked-lm")
+    return fail("--loss must be next-token or masked-lm, got '" + lossArg +
+                "'");
+  if (lossArg != "masked-lm")
+    for (cl::Option *flag : std::initializer_list<cl::Option *>{
+             &maskTokenArg, &maskProbArg, &maskSeedArg})
+      if (flag->getNumOccurrences())
+        return fail("--" + flag->ArgStr.str() +
+                    " is about --loss masked-lm, which is not given");
   if (forwardOnlyArg) {
     // What a forward-only program does not have; refused, not ignored:
     // flags given, and values a --plan row set. ZeRO-3 shards the
@@ -400,7 +430,8 @@ int main(int argc, char **argv) {
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
              &lrArg, &beta1Arg, &beta2Arg, &epsArg, &wdArg, &scheduleArg,
              &warmupArg, &totalArg, &minLrArg, &bucketMbArg, &zero3GatherArg,
-             &pipelineScheduleArg, &virtualStagesArg, &stagesArg})
+             &pipelineScheduleArg, &virtualStagesArg, &stagesArg, &lossArg,
+             &maskTokenArg, &maskProbArg, &maskSeedArg})
       if (trainingOnly.empty() && flag->getNumOccurrences())
         trainingOnly = ("--" + flag->ArgStr).str();
     if (!trainingOnly.empty())
@@ -493,6 +524,10 @@ int main(int argc, char **argv) {
                 recomputeArg + "'");
   options.recompute = recomputeArg;
   options.forwardOnly = forwardOnlyArg;
+  options.maskedLm = lossArg == "masked-lm";
+  options.masking.maskToken = maskTokenArg;
+  options.masking.maskProb = maskProbArg;
+  options.masking.seed = maskSeedArg;
   // A hand-written schedule travels to the passes in its compact form.
   std::string scheduleSpec = pipelineScheduleArg;
   if (virtualStagesArg < 1 || virtualStagesArg > 1024)

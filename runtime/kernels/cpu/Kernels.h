@@ -155,28 +155,37 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
                    int64_t Hd, void *Scratch, double Scale = 0,
                    bool Causal = true);
 
+// A target the loss ignores (PyTorch's ignore_index): a position a
+// masked-LM batch does not predict.
+constexpr int32_t IgnoreTarget = -100;
+
 // Cross entropy over Rows rows of Logits [Rows, V], summed and divided by
 // Denominator (0: Rows, the mean): a rank's share of a mean over more rows
 // (data or sequence parallelism, micro-batches) is its sum over all of them.
+// Masked (a masked-LM loss): rows whose target is IgnoreTarget add nothing
+// (their gradient is 0) and Denominator is the step's counted targets (0:
+// none, a loss of 0); more counted rows here than that is an error.
 template <typename T>
 Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
-                    int64_t V, T *Loss, int64_t Denominator = 0);
+                    int64_t V, T *Loss, int64_t Denominator = 0,
+                    bool Masked = false);
 template <typename T>
 Status crossEntropyGrad(const T *Logits, const int32_t *Targets, const T *DLoss,
                         T *DLogits, int64_t Rows, int64_t V,
-                        int64_t Denominator = 0);
+                        int64_t Denominator = 0, bool Masked = false);
 
 // Vocab-parallel cross entropy. Logits [Rows, V] hold the ids [First,
 // First + V) of Total. Stats [Rows, 3]: per row the max, the sum of
 // exp(x - max), and the target's logit when it lies in the shard, else 0.
 template <typename T>
 Status crossEntropyStats(const T *Logits, const int32_t *Targets, int64_t Rows,
-                         int64_t V, int64_t First, int64_t Total, T *Stats);
+                         int64_t V, int64_t First, int64_t Total, T *Stats,
+                         bool Masked = false);
 // Stats [K, Rows, 3] of K shards: Loss = sum over rows of the row's loss,
 // divided by Denominator.
 template <typename T>
 void crossEntropyFromStats(const T *Stats, int64_t K, int64_t Rows,
-                           int64_t Denominator, T *Loss);
+                           int64_t Denominator, T *Loss, bool Masked = false);
 // DLogits = (softmax - onehot) * DLoss / Denominator for this shard, the
 // softmax's max and sum merged from Stats [K, Rows, 3]. DLogits may alias
 // Logits.
@@ -184,7 +193,8 @@ template <typename T>
 Status crossEntropyStatsGrad(const T *Logits, const int32_t *Targets,
                              const T *Stats, int64_t K, const T *DLoss,
                              T *DLogits, int64_t Rows, int64_t V, int64_t First,
-                             int64_t Total, int64_t Denominator);
+                             int64_t Total, int64_t Denominator,
+                             bool Masked = false);
 
 /// One torch.optim.AdamW step (1-based Step) on N elements, in place.
 template <typename T>
