@@ -15,9 +15,9 @@ loss, exactly, on every layout.
    (losses equal to the printed 9 digits).
 3. The builtin gpt-tiny with a masked-LM loss (a vocab-split head on tp=2:
    the vocab-parallel cross-entropy skips ignored rows in its statistics)
-   trains like one rank on tp=2, tp=2 with sequence parallelism and with 2
+   trains like one rank on tp=2, tp=2 with sequence parallelism, with 2
    micro-batches (the step's count of hidden tokens divides every
-   micro-batch's sum).
+   micro-batch's sum) and on two pipeline stages (1F1B).
 """
 import json
 import os
@@ -99,9 +99,11 @@ def main():
     for name, flags, ranks in (
             ("tp=2", ["--mesh", "tp=2", "--layout", "megatron"], 2),
             ("tp=2 sp", ["--mesh", "tp=2", "--layout", "megatron", "--sequence-parallel"], 2),
-            ("2 micro-batches", ["--microbatches", "2"], 1)):
+            ("2 micro-batches", ["--microbatches", "2"], 1),
+            ("pp=2 1f1b", ["--mesh", "pp=2", "--microbatches", "2"], 2)):
         prog = compile_("gpt-tiny", "gpt-layout", *gpt, *flags)
-        if ranks == 2 and "cross_entropy_stats" not in run([f"{BIN}/weft-run", prog, "--dump"]):
+        if name.startswith("tp") and \
+                "cross_entropy_stats" not in run([f"{BIN}/weft-run", prog, "--dump"]):
             sys.exit(f"FAIL: gpt-tiny {name}: the head's vocab is not split")
         got = losses(prog, data, 3, ranks, load=None)
         rel = max_rel(got, one)
