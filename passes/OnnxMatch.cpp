@@ -28,6 +28,9 @@ bool wellFormed(OnnxNodeOp op) {
   for (const auto &a : kArity)
     if (op.getOpType() == a.type)
       min = a.min, max = a.max;
+  // Before opset 10 a Slice's starts, ends and axes are attributes.
+  if (op.getOpType() == "Slice" && op.getOpset() < 10)
+    min = max = 1;
   return n >= min && n <= max && op.getNumResults() >= 1;
 }
 

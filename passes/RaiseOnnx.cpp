@@ -413,9 +413,13 @@ struct Attention : NodePattern {
         return failure();
       p = guard.getInputs()[2];
     }
+    // The last axis; before opset 13 the default axis is 1 (and softmax
+    // normalizes the dims from it on, flattened: the last alone from 3).
     OnnxNodeOp softmax = nodeOf(p, "Softmax");
-    if (!softmax || (intAttr(softmax, "axis", -1) != -1 &&
-                     intAttr(softmax, "axis", -1) != 3))
+    const int64_t axis =
+        softmax ? intAttr(softmax, "axis", softmax.getOpset() >= 13 ? -1 : 1)
+                : 0;
+    if (!softmax || (axis != -1 && axis != 3))
       return failure();
     double scale = 1.0;
     // The mask is what the softmax reads: a factor after it would scale
@@ -876,8 +880,8 @@ struct Rope : NodePattern {
   // x[.., :half] (`first`) or x[.., half:], as a Slice of the last axis.
   static bool isHalf(Value v, Value x, int64_t half, bool first) {
     OnnxNodeOp slice = nodeOf(v, "Slice");
-    if (!slice || slice.getInputs()[0] != x)
-      return false;
+    if (!slice || slice.getInputs()[0] != x || slice.getInputs().size() < 3)
+      return false; // (before opset 10 the bounds are attributes)
     auto in = slice.getInputs();
     if (shapeOf(x).empty())
       return false;

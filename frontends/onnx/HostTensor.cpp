@@ -546,12 +546,14 @@ bool NodeFolder::unsqueeze(bool squeeze) {
   if (!input(0, x))
     return false;
   std::vector<int64_t> axes;
-  if (in.size() > 1 && in[1]) {
-    if (!ints(1, axes, "axes"))
-      return false;
-  } else if (const auto *a = attr("axes")) {
-    axes.assign(a->ints().begin(), a->ints().end());
-  }
+  bool fromAttr;
+  const bool given = in.size() > 1 && in[1];
+  std::string why =
+      listBeforeInput(node, opset, 13, "axes", given, fromAttr, axes);
+  if (!why.empty())
+    return fail(why);
+  if (given && !ints(1, axes, "axes"))
+    return false;
   Shape shape;
   std::string e = squeeze ? squeezeShape(x->shape, axes, shape)
                           : unsqueezeShape(x->shape, axes, shape);
@@ -612,12 +614,20 @@ bool NodeFolder::concat() {
 bool NodeFolder::slice() {
   const HostTensor *x;
   std::vector<int64_t> starts, ends, axes, steps;
-  if (!input(0, x) || !ints(1, starts, "starts") || !ints(2, ends, "ends"))
+  if (!input(0, x))
     return false;
-  if (in.size() > 3 && in[3] && !ints(3, axes, "axes"))
-    return false;
-  if (in.size() > 4 && in[4] && !ints(4, steps, "steps"))
-    return false;
+  if (opset < 10) {
+    std::string why = sliceAttrs(node, in.size(), starts, ends, axes);
+    if (!why.empty())
+      return fail(why);
+  } else {
+    if (!ints(1, starts, "starts") || !ints(2, ends, "ends"))
+      return false;
+    if (in.size() > 3 && in[3] && !ints(3, axes, "axes"))
+      return false;
+    if (in.size() > 4 && in[4] && !ints(4, steps, "steps"))
+      return false;
+  }
   SliceSpec spec;
   std::string e = sliceSpec(x->shape, starts, ends, axes, steps, spec);
   if (!e.empty())
@@ -1113,6 +1123,54 @@ std::string tensorFromProto(const onnx::TensorProto &proto, HostTensor &out,
 }
 
 bool canFold(const std::string &op) { return folders().count(op) != 0; }
+
+namespace {
+const onnx::AttributeProto *findAttribute(const onnx::NodeProto &node,
+                                          const char *key) {
+  for (const auto &x : node.attribute())
+    if (x.name() == key)
+      return &x;
+  return nullptr;
+}
+} // namespace
+
+std::string listBeforeInput(const onnx::NodeProto &node, int64_t opset,
+                            int64_t since, const char *key, bool hasInput,
+                            bool &fromAttr, std::vector<int64_t> &out) {
+  const onnx::AttributeProto *a = findAttribute(node, key);
+  fromAttr = false;
+  const std::string when = " opset " + std::to_string(since);
+  if (opset >= since)
+    return a ? std::string("takes its ") + key + " as an input from" + when +
+                   ", not as an attribute"
+             : "";
+  if (hasInput)
+    return std::string("takes its ") + key + " as an attribute before" + when +
+           ", not as an input";
+  if (a) {
+    fromAttr = true;
+    out.assign(a->ints().begin(), a->ints().end());
+  }
+  return "";
+}
+
+std::string sliceAttrs(const onnx::NodeProto &node, size_t inputs,
+                       std::vector<int64_t> &starts, std::vector<int64_t> &ends,
+                       std::vector<int64_t> &axes) {
+  if (inputs != 1)
+    return "reads " + std::to_string(inputs) +
+           " inputs; before opset 10 starts, ends and axes are attributes";
+  const onnx::AttributeProto *s = findAttribute(node, "starts"),
+                             *e = findAttribute(node, "ends"),
+                             *a = findAttribute(node, "axes");
+  if (!s || !e)
+    return "has no starts or ends attribute (required before opset 10)";
+  starts.assign(s->ints().begin(), s->ints().end());
+  ends.assign(e->ints().begin(), e->ints().end());
+  if (a)
+    axes.assign(a->ints().begin(), a->ints().end());
+  return "";
+}
 
 std::string foldNode(const onnx::NodeProto &node, int64_t opset,
                      const std::vector<const HostTensor *> &inputs,

@@ -70,6 +70,22 @@ std::string foldNode(const onnx::NodeProto &node, int64_t opset,
 bool broadcastShapes(const std::vector<int64_t> &a,
                      const std::vector<int64_t> &b, std::vector<int64_t> &out);
 
+/// A list that moved from attribute KEY to input INDEX at opset SINCE
+/// (Squeeze's and Unsqueeze's axes and Split's sizes at 13, ReduceSum's
+/// axes at 13, ReduceMean's at 18). Before SINCE, reads the attribute into
+/// Out (FromAttr: whether there was one) and refuses the input
+/// (HasInput); from SINCE on, refuses the attribute, and the caller reads
+/// the input. Returns why not, or "".
+std::string listBeforeInput(const onnx::NodeProto &node, int64_t opset,
+                            int64_t since, const char *key, bool hasInput,
+                            bool &fromAttr, std::vector<int64_t> &out);
+
+/// Slice before opset 10: starts and ends (required) and axes (optional)
+/// are attributes, and the node reads one input. Returns why not, or "".
+std::string sliceAttrs(const onnx::NodeProto &node, size_t inputs,
+                       std::vector<int64_t> &starts, std::vector<int64_t> &ends,
+                       std::vector<int64_t> &axes);
+
 } // namespace onnximport
 } // namespace weft
 

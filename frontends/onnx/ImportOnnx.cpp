@@ -32,9 +32,12 @@ using onnximport::HostType;
 using onnximport::shapeString;
 using Shape = std::vector<int64_t>;
 
-// The opsets whose definitions of the imported ops weft follows (13: axes
-// and split sizes as inputs; 18: ReduceMean's axes as an input).
-constexpr int64_t kMinOpset = 13, kMaxOpset = 20;
+// The opsets whose definitions of the imported ops weft follows: from 7
+// (numpy broadcasting of the arithmetic ops); Slice's bounds are inputs
+// from 10, Squeeze's, Unsqueeze's and ReduceSum's axes and Split's sizes
+// from 13, ReduceMean's axes from 18; before, attributes, and the import
+// reads each where its opset puts it (refusing the other place).
+constexpr int64_t kMinOpset = 7, kMaxOpset = 20;
 
 // One ONNX value: folded (a constant), a tensor of the IR, or the tensors
 // of a sequence (SplitToSequence).
@@ -278,6 +281,8 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
   for (auto [name, count] : kRequired)
     if (op == name)
       required = count;
+  if (op == "Slice" && opset < 10)
+    required = 1; // its bounds are attributes
   bool optional = op == "Slice" || op == "Gemm" || op == "Squeeze" ||
                   op == "LayerNormalization" || op == "Split" ||
                   op == "SplitToSequence" || op == "ReduceMean" ||
@@ -430,13 +435,22 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
       out[d < ax ? 0 : 1] *= shape[size_t(d)];
     return same(x.getElementType(), out);
   }
+  // A list an older opset holds as an attribute, a newer one as input 1.
+  auto listOf = [&](int64_t since, const char *key, Shape &v,
+                    bool &given) -> std::string {
+    bool input = in.size() > 1 && in[1];
+    std::string e =
+        onnximport::listBeforeInput(n, opset, since, key, input, given, v);
+    if (!e.empty())
+      return fail(e);
+    given |= input;
+    return input ? constInts(1, v, key) : "";
+  };
   if (op == "Unsqueeze" || op == "Squeeze") {
     Shape axes, out;
-    if (in.size() > 1 && in[1]) {
-      std::string e = constInts(1, axes, "axes");
-      if (!e.empty())
-        return e;
-    }
+    bool given;
+    if (std::string e = listOf(13, "axes", axes, given); !e.empty())
+      return e;
     std::string e = op == "Squeeze"
                         ? onnximport::squeezeShape(shapeIn(0), axes, out)
                         : onnximport::unsqueezeShape(shapeIn(0), axes, out);
@@ -473,15 +487,22 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
   }
   if (op == "Slice") {
     Shape starts, ends, axes, steps;
-    std::string e = constInts(1, starts, "starts");
-    if (e.empty())
-      e = constInts(2, ends, "ends");
-    if (e.empty() && in.size() > 3 && in[3])
-      e = constInts(3, axes, "axes");
-    if (e.empty() && in.size() > 4 && in[4])
-      e = constInts(4, steps, "steps");
-    if (!e.empty())
-      return e;
+    std::string e;
+    if (opset < 10) {
+      e = onnximport::sliceAttrs(n, in.size(), starts, ends, axes);
+      if (!e.empty())
+        return fail(e);
+    } else {
+      e = constInts(1, starts, "starts");
+      if (e.empty())
+        e = constInts(2, ends, "ends");
+      if (e.empty() && in.size() > 3 && in[3])
+        e = constInts(3, axes, "axes");
+      if (e.empty() && in.size() > 4 && in[4])
+        e = constInts(4, steps, "steps");
+      if (!e.empty())
+        return e;
+    }
     onnximport::SliceSpec spec;
     e = onnximport::sliceSpec(shapeIn(0), starts, ends, axes, steps, spec);
     if (!e.empty())
@@ -509,7 +530,13 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
     ax = ax < 0 ? ax + rank : ax;
     if (ax < 0 || ax >= rank)
       return fail("axis out of range");
-    if (in.size() > 1 && in[1]) {
+    bool given = false;
+    if (op == "Split")
+      if (std::string e = listOf(13, "split", sizes, given); !e.empty())
+        return e;
+    if (op == "Split" && given) {
+      // The sizes, from the attribute or input 1.
+    } else if (in.size() > 1 && in[1]) {
       std::string e = constInts(1, sizes, "split");
       if (!e.empty())
         return e;
@@ -560,21 +587,11 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
     // The axes moved from an attribute to an input (ReduceSum at opset 13,
     // ReduceMean at 18): the other place is not read (refused rather than
     // ignored).
-    const int64_t inputFrom = op == "ReduceSum" ? 13 : 18;
-    const std::string since = std::to_string(inputFrom);
-    if (opset < inputFrom && in.size() > 1)
-      return fail("takes its axes as an attribute before opset " + since +
-                  ", not as an input");
-    if (opset >= inputFrom && findAttr(n, "axes"))
-      return fail("takes its axes as an input from opset " + since +
-                  ", not as an attribute");
-    if (opset >= inputFrom && in.size() > 1 && in[1]) {
-      std::string e = constInts(1, axes, "axes");
-      if (!e.empty())
-        return e;
-    } else if (const auto *a = findAttr(n, "axes")) {
-      axes.assign(a->ints().begin(), a->ints().end());
-    }
+    bool given;
+    if (std::string e =
+            listOf(op == "ReduceSum" ? 13 : 18, "axes", axes, given);
+        !e.empty())
+      return e;
     // No axes: all of them, or none with noop_with_empty_axes (opset 18).
     if (axes.empty() && intAttr(n, "noop_with_empty_axes", 0))
       return same(x.getElementType(), shape);

@@ -12,7 +12,7 @@
   softmax_axis.onnx  a Softmax over axis 1 (moved last for weft.softmax)
   shape.onnx     a Gemm whose weight [5, 8] does not contract with [.., 8]
   declared.onnx  logits declared [2, 4, 32] where the table makes 16
-  opset.onnx     opset 11
+  opset.onnx     opset 6 (before numpy broadcasting)
   inputs.onnx    a second input, attention_mask
   domain.onnx    a node of the com.microsoft domain
   attrtype.onnx  the head's Transpose with perm as FLOATS (onnx.checker and
@@ -67,7 +67,7 @@ shape = [embed,
 rows = helper.make_node("Constant", [], ["rows"], value_ints=[-1, 8])
 save(model([rows] + shape + head("y"), [WTE, W]), f"{out}/shape.onnx")
 save(model([embed] + head(), [WTE], logits_dims=(2, 4, 32)), f"{out}/declared.onnx")
-save(model([embed] + head(), [WTE], opset=11), f"{out}/opset.onnx")
+save(model([embed] + head(), [WTE], opset=6), f"{out}/opset.onnx")
 mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [2, 4])
 save(model([embed] + head(), [WTE], extra_inputs=[mask]), f"{out}/inputs.onnx")
 fused = helper.make_node("FastGelu", ["x"], ["g"], name="fastgelu", domain="com.microsoft")
