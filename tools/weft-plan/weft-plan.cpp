@@ -71,6 +71,12 @@ static cl::opt<bool> noDpOverlapArg(
     cl::cat(planCategory), "no-dp-overlap",
     cl::desc(
         "gradient reduction does not overlap backward (Megatron-LM 2021)"));
+static cl::opt<std::string> lossArg(
+    cl::cat(planCategory), "loss",
+    cl::desc("next-token (default) or masked-lm (an encoder's, as "
+             "weft-compile --loss masked-lm: the same ops to cost, so no "
+             "mask token is asked)"),
+    cl::init("next-token"), cl::value_desc("kind"));
 static cl::opt<bool> calibrateArg(cl::cat(planCategory), "calibrate",
                                   cl::desc("measure this machine (-o FILE)"));
 static cl::opt<std::string> outputArg(cl::cat(planCategory), "o",
@@ -215,6 +221,11 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
     if (!module)
       return nullptr;
     mlir::PassManager pm(&context);
+    // A masked-LM loss costs what next-token cross-entropy does; any id
+    // serves as the mask token here.
+    if (lossArg == "masked-lm")
+      pm.addNestedPass<mlir::func::FuncOp>(
+          weft::createWeftMaskedLm(weft::WeftMaskedLmOptions{0, 0.15, 0}));
     weft::addOnnxLowering(pm);
     llvm::SourceMgr sources;
     mlir::SourceMgrDiagnosticHandler diagnostics(sources, &context);
@@ -273,6 +284,9 @@ int main(int argc, char **argv) {
                 "local) or a JSON file");
   bool fromIr = llvm::StringRef(modelArg).ends_with(".mlir") ||
                 llvm::StringRef(modelArg).ends_with(".onnx");
+  if (lossArg != "next-token" && lossArg != "masked-lm")
+    return fail("--loss must be next-token or masked-lm, got '" + lossArg +
+                "'");
   if (gpusArg <= 0 || batchArg <= 0 || (seqArg <= 0 && !fromIr) || seqArg < 0)
     return fail("--gpus, --global-batch and --seq must be positive (got " +
                 std::to_string(gpusArg) + ", " + std::to_string(batchArg) +
