@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -171,6 +172,83 @@ void TokenData::fillMaskedBlock(int64_t Step, int64_t Batch, int64_t Seq,
       else if (U < 0.9)
         In = int32_t(splitmix64(Y) % uint64_t(Vocab));
     }
+}
+
+void TokenData::fillStepBlock(int64_t Step, int64_t Batch, int64_t Seq,
+                              int64_t Row0, int64_t Rows, int64_t Col0,
+                              int64_t Cols, const MaskedLmSpec *Masked,
+                              int64_t Vocab, int32_t *Inputs,
+                              int32_t *Targets) const {
+  if (Masked)
+    fillMaskedBlock(Step, Batch, Seq, Row0, Rows, Col0, Cols, *Masked, Vocab,
+                    Inputs, Targets);
+  else
+    fillBlock(Step, Batch, Seq, Row0, Rows, Col0, Cols, Inputs, Targets);
+}
+
+int64_t TokenData::countedTargets(int64_t Step, int64_t Batch, int64_t Seq,
+                                  const MaskedLmSpec *Masked) const {
+  return Masked ? countMaskedTargets(Step, Batch, Seq, *Masked) : Batch * Seq;
+}
+
+Expected<SampleData> SampleData::fromRows(std::vector<int32_t> Tokens,
+                                          std::vector<int32_t> Targets,
+                                          int64_t Seq, int64_t Vocab,
+                                          const std::string &What) {
+  if (Seq < 1 || Tokens.empty() || Tokens.size() % size_t(Seq) != 0)
+    return Status::error(What + ": " + std::to_string(Tokens.size()) +
+                         " token ids are not rows of seq " +
+                         std::to_string(Seq));
+  if (Targets.size() != Tokens.size())
+    return Status::error(What + ": " + std::to_string(Targets.size()) +
+                         " targets for " + std::to_string(Tokens.size()) +
+                         " token ids (one target per token)");
+  for (size_t I = 0; I < Tokens.size(); ++I) {
+    auto At = [&] {
+      return " at [" + std::to_string(int64_t(I) / Seq) + ", " +
+             std::to_string(int64_t(I) % Seq) + "]";
+    };
+    if (Tokens[I] < 0 || Tokens[I] >= Vocab)
+      return Status::error(What + ": token id " + std::to_string(Tokens[I]) +
+                           At() + " is outside [0, " + std::to_string(Vocab) +
+                           ")");
+    if ((Targets[I] < 0 || Targets[I] >= Vocab) && Targets[I] != -100)
+      return Status::error(What + ": target " + std::to_string(Targets[I]) +
+                           At() + " is outside [0, " + std::to_string(Vocab) +
+                           ") and is not -100 (ignored)");
+  }
+  SampleData D;
+  D.NumRows = int64_t(Tokens.size()) / Seq;
+  D.RowLength = Seq;
+  D.Tokens = std::move(Tokens);
+  D.Targets = std::move(Targets);
+  return D;
+}
+
+int64_t SampleData::rowOf(int64_t Step, int64_t Batch, int64_t Row) const {
+  return int64_t((uint64_t(Step) * uint64_t(Batch) + uint64_t(Row)) %
+                 uint64_t(NumRows));
+}
+
+void SampleData::fillStepBlock(int64_t Step, int64_t Batch, int64_t,
+                               int64_t Row0, int64_t Rows, int64_t Col0,
+                               int64_t Cols, const MaskedLmSpec *, int64_t,
+                               int32_t *Inputs, int32_t *Targets) const {
+  for (int64_t I = 0; I < Rows; ++I) {
+    const size_t From = size_t(rowOf(Step, Batch, Row0 + I) * RowLength + Col0);
+    std::copy_n(Tokens.data() + From, Cols, Inputs + I * Cols);
+    std::copy_n(this->Targets.data() + From, Cols, Targets + I * Cols);
+  }
+}
+
+int64_t SampleData::countedTargets(int64_t Step, int64_t Batch, int64_t,
+                                   const MaskedLmSpec *) const {
+  int64_t N = 0;
+  for (int64_t R = 0; R < Batch; ++R) {
+    const int32_t *T = Targets.data() + rowOf(Step, Batch, R) * RowLength;
+    N += RowLength - std::count(T, T + RowLength, -100);
+  }
+  return N;
 }
 
 int64_t countMaskedTargets(int64_t Step, int64_t Batch, int64_t Seq,

@@ -19,8 +19,28 @@
 
 namespace weft {
 
+/// Where a step's batch comes from: a token file (TokenData) or whole
+/// samples (SampleData). Executor::loadBatch and the trainer read either.
+class BatchSource {
+public:
+  virtual ~BatchSource() = default;
+  /// The rank's block of step Step's global Batch x Seq batch: local row i
+  /// is global sample Row0+i, local column j global position Col0+j.
+  /// Masked: a masked-LM program's recipe (null for next-token), which a
+  /// token file applies and whole samples, whose targets are given, do not.
+  virtual void fillStepBlock(int64_t Step, int64_t Batch, int64_t Seq,
+                             int64_t Row0, int64_t Rows, int64_t Col0,
+                             int64_t Cols, const MaskedLmSpec *Masked,
+                             int64_t Vocab, int32_t *Inputs,
+                             int32_t *Targets) const = 0;
+  /// The targets of step Step's global batch that are not -100: a masked
+  /// loss's divisor.
+  virtual int64_t countedTargets(int64_t Step, int64_t Batch, int64_t Seq,
+                                 const MaskedLmSpec *Masked) const = 0;
+};
+
 /// A whole token file in memory, validated against the vocabulary.
-class TokenData {
+class TokenData : public BatchSource {
 public:
   /// Reads PATH and parses it (fromBytes). Refuses anything that is not a
   /// regular file (a directory, a FIFO, a device), naming the path.
@@ -66,8 +86,44 @@ public:
                        int32_t *Targets) const;
   size_t size() const { return Tokens.size(); }
 
+  void fillStepBlock(int64_t Step, int64_t Batch, int64_t Seq, int64_t Row0,
+                     int64_t Rows, int64_t Col0, int64_t Cols,
+                     const MaskedLmSpec *Masked, int64_t Vocab, int32_t *Inputs,
+                     int32_t *Targets) const override;
+  int64_t countedTargets(int64_t Step, int64_t Batch, int64_t Seq,
+                         const MaskedLmSpec *Masked) const override;
+
 private:
   std::vector<uint32_t> Tokens;
+};
+
+/// Whole samples, each Seq token ids and Seq targets (weft-run --tokens
+/// and --targets: .npy arrays [N, Seq]); a target of -100 counts for
+/// nothing (a masked loss's ignored position). Step k's sample i is row
+/// (k*Batch + i) mod N. No recipe applies: the targets are given.
+class SampleData : public BatchSource {
+public:
+  /// Refuses arrays of different sizes, rows that are not Seq long, no
+  /// rows, ids outside [0, Vocab) and targets outside it other than -100,
+  /// naming What and the [row, column].
+  static Expected<SampleData> fromRows(std::vector<int32_t> Tokens,
+                                       std::vector<int32_t> Targets,
+                                       int64_t Seq, int64_t Vocab,
+                                       const std::string &What = "samples");
+  int64_t rows() const { return NumRows; }
+
+  void fillStepBlock(int64_t Step, int64_t Batch, int64_t Seq, int64_t Row0,
+                     int64_t Rows, int64_t Col0, int64_t Cols,
+                     const MaskedLmSpec *Masked, int64_t Vocab, int32_t *Inputs,
+                     int32_t *Targets) const override;
+  int64_t countedTargets(int64_t Step, int64_t Batch, int64_t Seq,
+                         const MaskedLmSpec *Masked) const override;
+
+private:
+  std::vector<int32_t> Tokens, Targets;
+  int64_t NumRows = 0, RowLength = 0;
+  // The file row of step Step's global sample Row.
+  int64_t rowOf(int64_t Step, int64_t Batch, int64_t Row) const;
 };
 
 /// How many positions of step Step's global Batch x Seq batch M hides (the

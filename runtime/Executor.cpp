@@ -505,26 +505,22 @@ Status Executor::runTransfers(size_t A, size_t End, size_t &Next) {
   return S.withContext("schedule[" + std::to_string(A) + "] (transfers)");
 }
 
-Status Executor::loadBatch(const TokenData &Data, int64_t Step) {
+Status Executor::loadBatch(const BatchSource &Data, int64_t Step) {
   const int64_t Rows = GlobalBatch / Prog.Microbatches;
   // Staged on the host: tokens of every micro-batch, then targets (the
   // layout of the device inputs), one copy in.
   int32_t *Toks = HostInputs.data();
   int32_t *Tgts = Toks + Prog.Microbatches * InputStride;
-  const MaskedLmSpec &M = Prog.MaskedLm;
+  const MaskedLmSpec *M = Prog.MaskedLm.enabled() ? &Prog.MaskedLm : nullptr;
   for (int64_t K = 0; K < Prog.Microbatches; ++K)
-    if (M.enabled())
-      Data.fillMaskedBlock(Step, GlobalBatch, GlobalSeq, K * Rows + BatchOffset,
-                           LocalBatch, SeqOffset, LocalSeq, M, Prog.Vocab,
-                           Toks + K * InputStride, Tgts + K * InputStride);
-    else
-      Data.fillBlock(Step, GlobalBatch, GlobalSeq, K * Rows + BatchOffset,
-                     LocalBatch, SeqOffset, LocalSeq, Toks + K * InputStride,
-                     Tgts + K * InputStride);
-  // Every rank counts the whole step's hidden positions itself: the draws
-  // are a function of the position, no collective needed.
-  if (M.enabled())
-    CountedTargets = countMaskedTargets(Step, GlobalBatch, GlobalSeq, M);
+    Data.fillStepBlock(Step, GlobalBatch, GlobalSeq, K * Rows + BatchOffset,
+                       LocalBatch, SeqOffset, LocalSeq, M, Prog.Vocab,
+                       Toks + K * InputStride, Tgts + K * InputStride);
+  // Every rank counts the whole step's targets itself: a token file's
+  // masking is a function of the position, and samples are whole on every
+  // rank; no collective needed.
+  if (M)
+    CountedTargets = Data.countedTargets(Step, GlobalBatch, GlobalSeq, M);
   WEFT_RETURN_IF_ERROR(Q->copyToDevice(Tokens, HostInputs.data(),
                                        HostInputs.size() * sizeof(int32_t)));
   return Q->synchronize();

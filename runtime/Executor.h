@@ -54,7 +54,7 @@ public:
   /// Loads step Step's batch from Data: this rank's block of every
   /// micro-batch (micro-batch k holds the step's global rows
   /// [k*B/M, (k+1)*B/M)), staged on the host and copied in.
-  Status loadBatch(const TokenData &Data, int64_t Step);
+  Status loadBatch(const BatchSource &Data, int64_t Step);
   /// Sets micro-batch K's inputs from host arrays of localBatch() x
   /// localSeq() ids each (no targets in a forward-only program: null).
   Status setInputs(int64_t K, const int32_t *Tokens, const int32_t *Targets);

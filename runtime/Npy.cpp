@@ -178,7 +178,8 @@ Expected<NpyArray> readNpy(const std::string &Path) {
 
 Expected<std::vector<int32_t>> npyTokenIds(const NpyArray &A, const Shape &Want,
                                            int64_t Vocab,
-                                           const std::string &What) {
+                                           const std::string &What,
+                                           bool AllowIgnored) {
   if (A.Dims != Want)
     return Status::error(What + " has shape " + shapeText(A.Dims) +
                          ", the program reads token ids of shape " +
@@ -200,12 +201,13 @@ Expected<std::vector<int32_t>> npyTokenIds(const NpyArray &A, const Shape &Want,
       V = int64_t(U | ~uint64_t(0) << (8 * Item)); // sign-extend
     if (!Signed && Item == 8 && U > uint64_t(INT64_MAX))
       V = -1;
-    if (V < 0 || V >= Vocab)
+    if ((V < 0 || V >= Vocab) && !(AllowIgnored && V == -100))
       return Status::error(What + ": id " + std::to_string(V) + " at [" +
                            std::to_string(int64_t(I) / Want[1]) + ", " +
                            std::to_string(int64_t(I) % Want[1]) +
                            "] is outside the vocabulary [0, " +
-                           std::to_string(Vocab) + ")");
+                           std::to_string(Vocab) + ")" +
+                           (AllowIgnored ? " and is not -100 (ignored)" : ""));
     Ids[I] = int32_t(V);
   }
   return Ids;

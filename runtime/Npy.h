@@ -32,10 +32,12 @@ Expected<NpyArray> parseNpy(const std::string &Bytes, const std::string &What);
 Expected<NpyArray> readNpy(const std::string &Path);
 
 /// Token ids from a .npy of integers (any size, signed or not), as int32,
-/// checked: shape exactly Want, every id in [0, Vocab).
+/// checked: shape exactly Want, every id in [0, Vocab) (or -100, an ignored
+/// target, with AllowIgnored).
 Expected<std::vector<int32_t>> npyTokenIds(const NpyArray &A, const Shape &Want,
                                            int64_t Vocab,
-                                           const std::string &What);
+                                           const std::string &What,
+                                           bool AllowIgnored = false);
 
 /// A tensor input's bytes (format version 8) from a .npy of floats, checked:
 /// shape exactly Want; float32 for an f32 program, float32 (widened) or

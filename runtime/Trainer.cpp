@@ -13,7 +13,7 @@ double learningRate(const OptimizerSpec &O, int64_t Step) {
   return scheduledLr(O, Step);
 }
 
-Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
+Expected<std::vector<StepRecord>> train(Executor &E, const BatchSource &Data,
                                         const TrainOptions &O) {
   const Program &P = E.program();
   const double TokensPerStep = double(E.globalBatch() * E.globalSeq());
@@ -180,7 +180,7 @@ std::vector<int64_t> gradCheckIndices(int64_t N, int64_t K) {
   return Out;
 }
 
-Expected<GradCheckReport> gradCheck(Executor &E, const TokenData &Data,
+Expected<GradCheckReport> gradCheck(Executor &E, const BatchSource &Data,
                                     const GradCheckOptions &O) {
   const Program &P = E.program();
   const bool F64 = P.Type == DType::F64;

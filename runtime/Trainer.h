@@ -45,7 +45,7 @@ struct StepRecord {
 };
 
 /// Runs Steps full steps (data -> inputs, all instructions).
-Expected<std::vector<StepRecord>> train(Executor &E, const TokenData &Data,
+Expected<std::vector<StepRecord>> train(Executor &E, const BatchSource &Data,
                                         const TrainOptions &O);
 
 /// Prints the end-of-run summary of Records.
@@ -82,7 +82,7 @@ double gradCheckError(double Analytic, double Numeric, double Floor);
 std::vector<int64_t> gradCheckIndices(int64_t N, int64_t K);
 /// Analytic gradients from [0, optimizer_begin) against central differences
 /// of the loss from [0, forward_end). Parameters are restored afterwards.
-Expected<GradCheckReport> gradCheck(Executor &E, const TokenData &Data,
+Expected<GradCheckReport> gradCheck(Executor &E, const BatchSource &Data,
                                     const GradCheckOptions &O);
 
 } // namespace weft

@@ -10,7 +10,10 @@ loss, exactly, on every layout.
    weft-run does; the fixture script stored PyTorch's loss), to 1e-6
    relative in f32 and 1e-8 in f64 (the metrics' 9 digits); analytic gradients agree with central
    differences (weft-run --grad-check, f64).
-2. Over 3 AdamW steps in f64, dp=2, tp=2 (Megatron over BERT's names), tp=2
+2. Whole samples given as .npy (weft-run --tokens/--targets: the same
+   batches, built by masked_lm_batch.py) train as the token file does, on
+   one rank and dp=2; malformed ones are refused by name.
+   Over 3 AdamW steps in f64, dp=2, tp=2 (Megatron over BERT's names), tp=2
    with sequence parallelism and dp=2 with ZeRO-3 train like one rank
    (losses equal to the printed 9 digits).
 3. The builtin gpt-tiny with a masked-LM loss (a vocab-split head on tp=2:
@@ -21,6 +24,7 @@ loss, exactly, on every layout.
 """
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -28,6 +32,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from e2e_util import launch, run  # noqa: E402
+from masked_lm_batch import masked_batch  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 os.makedirs(WORK, exist_ok=True)
@@ -50,6 +55,16 @@ def losses(prog, data, steps, ranks=1, load=ONNX):
     extra = ["--load", load] if load else []
     run(launch(ranks) + [f"{BIN}/weft-run", prog, "--data", data, "--steps", str(steps),
                          "--threads", "1", "--metrics", metrics, "--quiet", *extra])
+    return [json.loads(line)["loss"] for line in open(metrics)]
+
+
+def samples_losses(prog, tokens, targets, steps, ranks=1):
+    metrics = prog + ".jsonl"
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    run(launch(ranks) + [f"{BIN}/weft-run", prog, "--tokens", tokens, "--targets", targets,
+                         "--steps", str(steps), "--threads", "1", "--metrics", metrics,
+                         "--quiet", "--load", ONNX])
     return [json.loads(line)["loss"] for line in open(metrics)]
 
 
@@ -91,6 +106,32 @@ def main():
         if not rel <= 1e-12:
             sys.exit(f"FAIL: minilm-mlm {name}: losses {got} != one rank's {one}")
         print(f"minilm-mlm {name}: trains like one rank (relative {rel:.1e})")
+
+    # 2b. Whole samples (weft-run --tokens/--targets): the recipe's batches,
+    # built here by masked_lm_batch.py, train as the token file does, on
+    # one rank and on dp=2.
+    rows = [masked_batch(REF["ids"], k, REF["batch"], REF["seq"], REF["mask_token"], 256)
+            for k in range(3)]
+    tok, tgt = os.path.join(WORK, "tok.npy"), os.path.join(WORK, "tgt.npy")
+    np.save(tok, np.concatenate([r[0] for r in rows]))
+    np.save(tgt, np.concatenate([r[1] for r in rows]).astype(np.int32))
+    for name, flags, ranks in (("one rank", [], 1), ("dp=2", ["--mesh", "dp=2"], 2)):
+        prog = compile_(ONNX, "bert-samples", *MASK, "--dtype", "f64", *flags)
+        got = samples_losses(prog, tok, tgt, 3, ranks)
+        if max_rel(got, one) > 1e-12:
+            sys.exit(f"FAIL: minilm-mlm --tokens/--targets {name}: {got} != {one}")
+        print(f"minilm-mlm --tokens/--targets {name}: trains as the token file does")
+    bad = np.load(tgt)
+    bad[1, 3] = -5
+    np.save(os.path.join(WORK, "bad.npy"), bad)
+    for args in (["--tokens", tok], ["--tokens", tok, "--targets", os.path.join(WORK, "bad.npy")],
+                 ["--tokens", tgt, "--targets", tgt],
+                 ["--tokens", tok, "--targets", tgt, "--data", data]):
+        r = subprocess.run([f"{BIN}/weft-run", os.path.join(WORK, "bert-f64.weft"), "--load",
+                            ONNX, "--steps", "1", *args], capture_output=True, text=True)
+        if r.returncode != 1:
+            sys.exit(f"FAIL: weft-run {args} exited {r.returncode}: {r.stderr}")
+        print("refused:", r.stderr.strip().splitlines()[-1].replace(WORK + "/", ""))
 
     # 3. A vocab-split head, and micro-batches.
     gpt = ["--loss", "masked-lm", "--mask-token", "1", "--mask-prob", "0.3",

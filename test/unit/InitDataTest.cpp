@@ -138,6 +138,35 @@ TEST(Data, MaskedBatchIsTheDocumentedRecipe) {
   EXPECT_EQ(countMaskedTargets(0, B, S, M), B * S);
 }
 
+// Whole samples: step k's sample i is row (k*B + i) mod N; a block takes
+// its rows' columns; the count skips -100s; bad ids are named.
+TEST(Data, SamplesByRowAndCount) {
+  const int64_t S = 3;
+  std::vector<int32_t> Tok = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<int32_t> Tgt = {-100, 2, -100, 4, 5, 6, -100, -100, -100};
+  Expected<SampleData> D = SampleData::fromRows(Tok, Tgt, S, 10);
+  ASSERT_TRUE(D.ok()) << D.message();
+  EXPECT_EQ(D->rows(), 3);
+  int32_t In[4], Tg[4];
+  // Step 1 of batch 2: rows 2 and 0 (wrapping); columns 1-2.
+  D->fillStepBlock(1, 2, S, 0, 2, 1, 2, nullptr, 10, In, Tg);
+  EXPECT_EQ(std::vector<int32_t>(In, In + 4),
+            std::vector<int32_t>({8, 9, 2, 3}));
+  EXPECT_EQ(std::vector<int32_t>(Tg, Tg + 4),
+            std::vector<int32_t>({-100, -100, 2, -100}));
+  EXPECT_EQ(D->countedTargets(1, 2, S, nullptr), 1);
+  EXPECT_EQ(D->countedTargets(0, 2, S, nullptr), 4);
+  Tgt[4] = -3;
+  Expected<SampleData> Bad = SampleData::fromRows(Tok, Tgt, S, 10);
+  ASSERT_FALSE(Bad.ok());
+  EXPECT_NE(Bad.message().find("target -3 at [1, 1] is outside [0, 10) and is "
+                               "not -100"),
+            std::string::npos)
+      << Bad.message();
+  Tok.pop_back();
+  EXPECT_FALSE(SampleData::fromRows(Tok, Tgt, S, 10).ok());
+}
+
 TEST(Data, RefusesIdAtOrAboveVocab) {
   std::string Path = writeTokens({1, 2, 3, 256, 4, 5}, "data_vocab.bin");
   Expected<TokenData> D = TokenData::open(Path, 256, 2);

@@ -48,6 +48,12 @@ options:
                     format, version 2 holding uint32 ids (weft-tokenize
                     writes it when an id exceeds 65535); sample i of
                     step k starts at token (k*batch+i)*seq, wrapping
+  --tokens FILE.npy --targets FILE.npy
+                    whole samples instead of --data: token ids and targets
+                    [N, seq] (integers; a target of -100 counts for nothing
+                    in a masked-LM program, PyTorch's ignore_index); step
+                    k's sample i is row (k*batch+i) mod N, and a masked-LM
+                    program's recipe is not applied (the targets are given)
   --seed N          seed of the deterministic parameter init (default 1234)
   --load DIR        load parameters (and, when present, optimizer state and
                     step) from DIR/*.safetensors, or from one .safetensors file
@@ -192,7 +198,7 @@ bool parseDouble(const std::string &S, double &Out) {
 
 struct Options {
   std::string Program, Data, Load, Save, Metrics, SaveGrads, Resume,
-      CheckpointDir, Trace, Device = "cpu";
+      CheckpointDir, Trace, Device = "cpu", TokensNpy, TargetsNpy;
   /// A forward-only program's --input and --output values, in order: FILE,
   /// or NAME=FILE.
   std::vector<std::string> Inputs, Outputs;
@@ -250,7 +256,8 @@ int parseArgs(int Argc, char **Argv, Options &O) {
         "--threads",      "--resume",         "--save-every",
         "--keep",         "--checkpoint-dir", "--collective-timeout",
         "--on-nonfinite", "--check-replicas", "--trace",
-        "--device",       "--input",          "--output"};
+        "--device",       "--input",          "--output",
+        "--tokens",       "--targets"};
     bool Known = false;
     for (const char *F : WithValue)
       Known |= A == F;
@@ -311,6 +318,10 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       Code = usageError(A + " needs a non-empty value");
     else if (A == "--data")
       O.Data = Value;
+    else if (A == "--tokens")
+      O.TokensNpy = Value;
+    else if (A == "--targets")
+      O.TargetsNpy = Value;
     else if (A == "--load")
       O.Load = Value;
     else if (A == "--save")
@@ -367,6 +378,30 @@ int parseArgs(int Argc, char **Argv, Options &O) {
   return -1;
 }
 
+/// --tokens and --targets: whole samples [N, seq] from two .npy files.
+Expected<SampleData> loadSamples(const Options &O, const Program &P) {
+  std::vector<int32_t> Ids[2];
+  const std::string *Paths[2] = {&O.TokensNpy, &O.TargetsNpy};
+  for (int I = 0; I < 2; ++I) {
+    Expected<NpyArray> A = readNpy(*Paths[I]);
+    if (!A.ok())
+      return A.status();
+    const std::string What =
+        std::string(I ? "--targets" : "--tokens") + " '" + *Paths[I] + "'";
+    if (A->Dims.size() != 2 || A->Dims[0] < 1 || A->Dims[1] != P.Seq)
+      return Status::error(What + " has shape " + shapeString(A->Dims) +
+                           ", expected [samples, seq=" + std::to_string(P.Seq) +
+                           "]");
+    Expected<std::vector<int32_t>> V =
+        npyTokenIds(*A, A->Dims, P.Vocab, What, /*AllowIgnored=*/I == 1);
+    if (!V.ok())
+      return V.status();
+    Ids[I] = std::move(*V);
+  }
+  return SampleData::fromRows(std::move(Ids[0]), std::move(Ids[1]), P.Seq,
+                              P.Vocab, "--tokens/--targets");
+}
+
 /// Deterministic pseudo-random tokens for --grad-check without --data.
 std::vector<uint32_t> randomTokens(const Program &P, uint64_t Seed) {
   std::vector<uint32_t> T(size_t(P.Batch * P.Seq + 1));
@@ -375,7 +410,7 @@ std::vector<uint32_t> randomTokens(const Program &P, uint64_t Seed) {
   return T;
 }
 
-int runGradCheck(Executor &E, const TokenData &Data, const Options &O,
+int runGradCheck(Executor &E, const BatchSource &Data, const Options &O,
                  int64_t StartStep) {
   GradCheckOptions G;
   G.PerParam = O.GradCheck;
@@ -415,10 +450,10 @@ int runGradCheck(Executor &E, const TokenData &Data, const Options &O,
 /// first one given, or "".
 std::string misplacedFlag(const Options &O, bool ForwardOnly) {
   static const char *const TrainingOnly[] = {
-      "--steps",          "--data",    "--save",         "--save-every",
-      "--resume",         "--metrics", "--save-grads",   "--grad-check",
-      "--checkpoint-dir", "--keep",    "--on-nonfinite", "--check-replicas",
-      "--trace"};
+      "--steps",        "--data",           "--tokens",         "--targets",
+      "--save",         "--save-every",     "--resume",         "--metrics",
+      "--save-grads",   "--grad-check",     "--checkpoint-dir", "--keep",
+      "--on-nonfinite", "--check-replicas", "--trace"};
   static const char *const ForwardOnlyFlags[] = {"--input", "--output"};
   for (const std::string &A : O.Given) {
     if (ForwardOnly) {
@@ -648,7 +683,14 @@ int main(int Argc, char **Argv) {
   if (P->forwardOnly())
     if (int Code = bindForwardFiles(*P, O, Files); Code >= 0)
       return Code;
-  if (O.Data.empty() && !O.GradCheck && !P->forwardOnly())
+  const bool Samples = !O.TokensNpy.empty() || !O.TargetsNpy.empty();
+  if (Samples && (O.TokensNpy.empty() || O.TargetsNpy.empty()))
+    return fail("--tokens and --targets come together (whole samples: ids "
+                "and their targets)");
+  if (Samples && !O.Data.empty())
+    return fail("--data and --tokens/--targets both give the batches; give "
+                "one");
+  if (O.Data.empty() && !Samples && !O.GradCheck && !P->forwardOnly())
     return fail("no --data given (a uint16 token file, see weft-tokenize)");
 
   Expected<std::unique_ptr<Communicator>> Comm = createCommunicator();
@@ -757,13 +799,22 @@ int main(int Argc, char **Argv) {
                 std::to_string(Steps) + " exceeds weft's limit of " +
                 std::to_string(kMaxCheckpointStep) + " steps");
 
-  Expected<TokenData> Data =
-      O.Data.empty()
-          ? TokenData::fromTokens(randomTokens(Prog, uint64_t(O.Seed)),
-                                  Prog.Vocab, Prog.Seq)
-          : TokenData::open(O.Data, Prog.Vocab, Prog.Seq);
-  if (!Data.ok())
-    return fail(Data.message());
+  std::unique_ptr<BatchSource> Data;
+  if (Samples) {
+    Expected<SampleData> S = loadSamples(O, Prog);
+    if (!S.ok())
+      return fail(S.message());
+    Data = std::make_unique<SampleData>(std::move(*S));
+  } else {
+    Expected<TokenData> T =
+        O.Data.empty()
+            ? TokenData::fromTokens(randomTokens(Prog, uint64_t(O.Seed)),
+                                    Prog.Vocab, Prog.Seq)
+            : TokenData::open(O.Data, Prog.Vocab, Prog.Seq);
+    if (!T.ok())
+      return fail(T.message());
+    Data = std::make_unique<TokenData>(std::move(*T));
+  }
 
   if (O.GradCheck)
     return runGradCheck(Exec, *Data, O, StartStep);
