@@ -3,7 +3,8 @@
 // `@forward(tokens, targets) -> cross_entropy(logits, targets)` keeps its
 // shape; the cross-entropy becomes `masked` (targets of -100 count for
 // nothing, the mean is over the step's counted targets) and the function
-// records how the runtime hides tokens (weft.masked_lm). The data, not the
+// records how the runtime hides tokens (weft.masked_lm), unless the
+// targets are given (given-targets: no recipe). The data, not the
 // graph, is what differs from next-token training: the runtime samples
 // each position's input and target from the dictionary's recipe
 // (runtime/Data.h, docs/program-format.md "Masked-LM batches").
@@ -45,6 +46,10 @@ struct MaskedLm : weft::impl::WeftMaskedLmBase<MaskedLm> {
           << (ret.getNumOperands() == 1 ? " not so computed" : "")
           << " (a model whose output is not logits has no masked-LM loss)";
       return signalPassFailure();
+    }
+    if (givenTargets) {
+      loss.setMasked(true);
+      return;
     }
     // Ids go into the embedding (inputs) and are predicted (targets): the
     // mask id must be a row of both.

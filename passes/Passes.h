@@ -44,8 +44,8 @@ struct TrainingPipelineOptions {
   /// A forward-only program (weft-return-logits): no autodiff, optimizer
   /// or micro-batches; it returns the logits.
   bool forwardOnly = false;
-  /// A masked-language-model loss (weft-masked-lm) instead of next-token
-  /// cross-entropy: set with its recipe, else none.
+  /// A masked loss (weft-masked-lm) instead of next-token cross-entropy:
+  /// with its masking recipe, or on given targets (masking.givenTargets).
   bool maskedLm = false;
   WeftMaskedLmOptions masking;
   std::string output; // emit the program here, if set

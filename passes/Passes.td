@@ -439,6 +439,11 @@ def WeftMaskedLm : Pass<"weft-masked-lm", "mlir::func::FuncOp"> {
     `mask-token`, 10% a random token, 10% stay; docs/program-format.md,
     "Masked-LM batches"), so the program says what it trains on.
 
+    With `given-targets` there is no recipe: the loss is masked, and the
+    caller gives every step's inputs and targets (`weft-compile --loss
+    cross-entropy`: a masked LM's batches masked elsewhere, or a decoder's
+    fine-tuning with -100 on its prompts).
+
     Refused: a `mask-token` outside the vocabulary, a probability outside
     (0, 1], a function whose result is not a cross-entropy of logits.
 
@@ -463,6 +468,9 @@ def WeftMaskedLm : Pass<"weft-masked-lm", "mlir::func::FuncOp"> {
     Option<"seed", "seed", "int64_t", "0",
            "the seed of the positions chosen (a pure function of it, the "
            "step and the position)">,
+    Option<"givenTargets", "given-targets", "bool", "false",
+           "no recipe: the caller gives each step's targets (-100 where "
+           "nothing is predicted; weft-run --tokens/--targets)">,
   ];
   let dependentDialects = ["::weft::WeftDialect"];
 }

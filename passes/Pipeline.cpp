@@ -139,11 +139,22 @@ struct PipelineFlags : public PassPipelineOptions<PipelineFlags> {
 
 void weft::registerWeftPassesAndPipelines() {
   registerWeftPasses();
-  PassPipelineRegistration<PipelineFlags>(
+  // PassPipelineRegistration's builder cannot fail; this one refuses a
+  // --loss it does not know instead of training next-token.
+  registerPassPipeline(
       "weft-training-pipeline",
       "what weft-compile runs: layout, autodiff, AdamW, propagation, "
       "partition, memory plan and (with output=FILE) emission",
-      [](OpPassManager &pm, const PipelineFlags &f) {
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> error) -> LogicalResult {
+        PipelineFlags f;
+        if (failed(f.parseFromString(text)))
+          return failure();
+        if (f.loss != "next-token" && f.loss != "masked-lm" &&
+            f.loss != "cross-entropy")
+          return error("weft-training-pipeline: loss must be next-token, "
+                       "masked-lm or cross-entropy, got '" +
+                       f.loss + "'");
         TrainingPipelineOptions o;
         o.optimizer.lr = f.lr;
         o.optimizer.beta1 = f.beta1;
@@ -170,12 +181,16 @@ void weft::registerWeftPassesAndPipelines() {
         o.pipeline = pipelineOptions(f.mesh, f.stages, f.pipelineSchedule);
         o.layout.pipelineAxis = o.pipeline.stages > 1 ? "pp" : "";
         o.forwardOnly = f.forwardOnly;
-        // weft-compile refuses other --loss values; here, masked-lm or not.
-        o.maskedLm = f.loss == "masked-lm";
+        o.maskedLm = f.loss != "next-token";
+        o.masking.givenTargets = f.loss == "cross-entropy";
         o.masking.maskToken = f.maskToken;
         o.masking.maskProb = f.maskProb;
         o.masking.seed = f.maskSeed;
         o.output = f.output;
         buildTrainingPipeline(pm, o);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> handler) {
+        handler(PipelineFlags());
       });
 }

@@ -199,6 +199,8 @@ std::string dumpProgram(const Program &P) {
     OS << "loss: masked-lm mask_token=" << P.MaskedLm.MaskToken
        << " mask_prob=" << num(P.MaskedLm.MaskProb)
        << " seed=" << P.MaskedLm.Seed << "\n";
+  else if (P.givenTargets())
+    OS << "loss: cross-entropy on given targets (-100 ignored)\n";
   OS << "instructions: " << P.Instructions.size();
   if (P.forwardOnly())
     for (const OutputSpec &Out : P.Outputs)

@@ -403,6 +403,17 @@ struct Program {
   std::vector<Instruction> Instructions;
   int64_t Loss = -1;
   MaskedLmSpec MaskedLm;
+  /// Whether its cross-entropies are masked (version 9): targets of -100
+  /// count for nothing and the mean divides by the step's counted ones.
+  /// With MaskedLm's recipe the runtime masks a token file's batches;
+  /// without (givenTargets), the caller gives inputs and targets.
+  bool maskedLoss() const {
+    for (const Instruction &I : Instructions)
+      if (I.Attrs.Masked)
+        return true;
+    return false;
+  }
+  bool givenTargets() const { return maskedLoss() && !MaskedLm.enabled(); }
   /// A forward-only program's outputs (then Loss is -1, and the program
   /// has no targets, gradients or optimizer).
   std::vector<OutputSpec> Outputs;

@@ -1037,6 +1037,17 @@ Status validateProgram(const Program &P) {
     return Status::error("loss buffer id " + std::to_string(P.Loss) +
                          " out of range [0, " +
                          std::to_string(P.Buffers.size()) + ")");
+  // A recipe hides tokens for a masked loss the program computes (beside
+  // none, it would hide them from a model trained on something else).
+  if (!P.forwardOnly() && P.Loss >= 0 && P.MaskedLm.enabled()) {
+    bool Computed = false;
+    for (const Instruction &I : P.Instructions)
+      Computed |= I.Attrs.Masked && (I.Op == OpKind::CrossEntropy ||
+                                     I.Op == OpKind::CrossEntropyFromStats);
+    if (!Computed)
+      return Status::error("the program has a masked_lm recipe but no "
+                           "masked cross_entropy computes its loss");
+  }
   if (!P.forwardOnly()) {
     const BufferSpec &L = P.Buffers[P.Loss];
     if (L.numel() != 1 || L.Type != P.Type)

@@ -131,22 +131,19 @@ Status checkDenominator(const Program &P, size_t I) {
               : ""));
 }
 
-// `masked` marks exactly the cross-entropies of a masked-LM program: a
-// next-token op in one would divide by the wrong count, and a masked op
-// without the recipe would train on batches with nothing hidden.
+// `masked` is a cross-entropy's, and every cross-entropy of a program with
+// a masked-LM recipe has it: a next-token op there would divide by the
+// wrong count. (Masked ops without the recipe train on given targets.)
 Status checkMasked(const Program &P, size_t I) {
   const Instruction &Inst = P.Instructions[I];
   if (Inst.Attrs.Masked && !isCrossEntropy(Inst.Op))
     return Status::error(
         instName(P, I) +
         " has attrs.masked, which only cross-entropy ops take");
-  if (isCrossEntropy(Inst.Op) && Inst.Attrs.Masked != P.MaskedLm.enabled())
-    return Status::error(
-        instName(P, I) +
-        (Inst.Attrs.Masked
-             ? " is masked, but the program has no masked_lm recipe"
-             : " is not masked, but the program trains a masked-LM loss "
-               "(masked_lm)"));
+  if (isCrossEntropy(Inst.Op) && !Inst.Attrs.Masked && P.MaskedLm.enabled())
+    return Status::error(instName(P, I) +
+                         " is not masked, but the program trains a masked-LM "
+                         "loss (masked_lm)");
   return Status::success();
 }
 

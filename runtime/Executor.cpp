@@ -212,6 +212,7 @@ Status Executor::bind() {
                     dtypeBytes(Prog.Buffers[size_t(Prog.Loss)].Type));
   }
   HostInputs.resize(size_t(2 * Prog.Microbatches * InputStride));
+  MaskedLoss = Prog.maskedLoss();
   auto Ref = [&](int64_t Id) {
     const BufferSpec &B = Prog.Buffers[Id];
     TensorRef R;
@@ -519,7 +520,7 @@ Status Executor::loadBatch(const BatchSource &Data, int64_t Step) {
   // Every rank counts the whole step's targets itself: a token file's
   // masking is a function of the position, and samples are whole on every
   // rank; no collective needed.
-  if (M)
+  if (MaskedLoss)
     CountedTargets = Data.countedTargets(Step, GlobalBatch, GlobalSeq, M);
   WEFT_RETURN_IF_ERROR(Q->copyToDevice(Tokens, HostInputs.data(),
                                        HostInputs.size() * sizeof(int32_t)));
@@ -533,6 +534,7 @@ Status Executor::setInputs(int64_t K, const int32_t *Toks,
                          " is not in [0, " + std::to_string(Prog.Microbatches) +
                          ")");
   const size_t Bytes = size_t(LocalBatch * LocalSeq) * sizeof(int32_t);
+  CountedTargets = -1; // a masked loss needs setCountedTargets for these
   WEFT_RETURN_IF_ERROR(Q->copyToDevice(tokens(K), Toks, Bytes));
   if (Tgts)
     WEFT_RETURN_IF_ERROR(Q->copyToDevice(targets(K), Tgts, Bytes));

@@ -58,9 +58,9 @@ public:
   /// Sets micro-batch K's inputs from host arrays of localBatch() x
   /// localSeq() ids each (no targets in a forward-only program: null).
   Status setInputs(int64_t K, const int32_t *Tokens, const int32_t *Targets);
-  /// A masked-LM program's divisor for inputs set by setInputs: the
-  /// step's counted targets over every rank and micro-batch (loadBatch
-  /// counts them itself).
+  /// A masked loss's divisor for inputs set by setInputs (which leaves it
+  /// unknown, refused by the loss): the step's counted targets over every
+  /// rank and micro-batch (loadBatch counts them itself).
   void setCountedTargets(int64_t N) { CountedTargets = N; }
   /// Sets a forward-only program's tensor input, buffer Buffer (format
   /// version 8), from host memory: exactly its bytes, of the program's
@@ -274,7 +274,8 @@ private:
   std::vector<char> LossHost;
   size_t LossCopies = 0;
   std::vector<int32_t> HostInputs; // staging for loadBatch
-  int64_t CountedTargets = 0;      // a masked-LM step's divisor
+  int64_t CountedTargets = 0;      // a masked loss's divisor this step
+  bool MaskedLoss = false;         // Prog.maskedLoss(), once
   std::vector<BoundInstruction> Bound;
   double MatmulFlops = 0;
   bool Timing = false; // profiling or tracing: spans go to Times

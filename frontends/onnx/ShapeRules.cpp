@@ -64,6 +64,8 @@ std::string reshapeTarget(const std::vector<int64_t> &in,
 std::string unsqueezeShape(const std::vector<int64_t> &in,
                            const std::vector<int64_t> &axes,
                            std::vector<int64_t> &out) {
+  if (axes.empty())
+    return "has no axes (an Unsqueeze inserts at least one dim)";
   const int64_t rank = int64_t(in.size() + axes.size());
   std::vector<bool> inserted(size_t(rank), false);
   for (int64_t a : axes) {

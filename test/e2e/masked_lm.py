@@ -21,6 +21,10 @@ loss, exactly, on every layout.
    trains like one rank on tp=2, tp=2 with sequence parallelism, with 2
    micro-batches (the step's count of hidden tokens divides every
    micro-batch's sum) and on two pipeline stages (1F1B).
+4. --loss cross-entropy (targets given, -100 ignored): the BERT export on
+   the recipe's batches trains as the masked-lm program (one rank, tp=2);
+   gpt-tiny on the next tokens trains as next-token, and with -100 on each
+   row's first half (a fine-tuning prompt) like one rank on dp=2 and tp=2.
 """
 import json
 import os
@@ -58,13 +62,14 @@ def losses(prog, data, steps, ranks=1, load=ONNX):
     return [json.loads(line)["loss"] for line in open(metrics)]
 
 
-def samples_losses(prog, tokens, targets, steps, ranks=1):
+def samples_losses(prog, tokens, targets, steps, ranks=1, load=ONNX):
     metrics = prog + ".jsonl"
     if os.path.exists(metrics):
         os.remove(metrics)
+    extra = ["--load", load] if load else []
     run(launch(ranks) + [f"{BIN}/weft-run", prog, "--tokens", tokens, "--targets", targets,
                          "--steps", str(steps), "--threads", "1", "--metrics", metrics,
-                         "--quiet", "--load", ONNX])
+                         "--quiet", *extra])
     return [json.loads(line)["loss"] for line in open(metrics)]
 
 
@@ -121,6 +126,15 @@ def main():
         if max_rel(got, one) > 1e-12:
             sys.exit(f"FAIL: minilm-mlm --tokens/--targets {name}: {got} != {one}")
         print(f"minilm-mlm --tokens/--targets {name}: trains as the token file does")
+    # --loss cross-entropy: the same batches, given, train as the recipe's
+    # program (one rank, tp=2); a token file is refused for it.
+    for name, flags, ranks in (("one rank", [], 1),
+                               ("tp=2", ["--mesh", "tp=2", "--layout", "megatron"], 2)):
+        prog = compile_(ONNX, "bert-given", "--loss", "cross-entropy", "--dtype", "f64", *flags)
+        got = samples_losses(prog, tok, tgt, 3, ranks)
+        if max_rel(got, one) > 1e-12:
+            sys.exit(f"FAIL: minilm-mlm --loss cross-entropy {name}: {got} != {one}")
+        print(f"minilm-mlm --loss cross-entropy {name}: trains as the masked-lm program does")
     bad = np.load(tgt)
     bad[1, 3] = -5
     np.save(os.path.join(WORK, "bad.npy"), bad)
@@ -151,6 +165,33 @@ def main():
         if not rel <= 1e-12:
             sys.exit(f"FAIL: gpt-tiny masked-lm {name}: losses {got} != one rank's {one}")
         print(f"gpt-tiny masked-lm {name}: trains like one rank (relative {rel:.1e})")
+    # 4. A decoder fine-tuned on given targets (--loss cross-entropy): the
+    # next tokens as targets train as next-token from the token file; -100
+    # on each row's first half (a prompt) trains like one rank on dp=2 and
+    # on tp=2's vocab-split head.
+    ce = ["--dtype", "f64", "--batch", "4", "--seq", "16"]
+    ids = np.array(REF["ids"])
+    n_rows = 3 * 4
+    x = np.stack([ids[(r * 16 + np.arange(16)) % len(ids)] for r in range(n_rows)])
+    y = np.stack([ids[(r * 16 + 1 + np.arange(16)) % len(ids)] for r in range(n_rows)])
+    np.save(tok, x)
+    np.save(tgt, y.astype(np.int32))
+    want = losses(compile_("gpt-tiny", "gpt-next", *ce), data, 3, load=None)
+    got = samples_losses(compile_("gpt-tiny", "gpt-ce", "--loss", "cross-entropy", *ce),
+                         tok, tgt, 3, load=None)
+    if max_rel(got, want) > 1e-12:
+        sys.exit(f"FAIL: gpt-tiny --loss cross-entropy on next tokens: {got} != {want}")
+    print("gpt-tiny --loss cross-entropy on the next tokens: trains as next-token does")
+    y[:, :8] = -100
+    np.save(tgt, y.astype(np.int32))
+    one = samples_losses(os.path.join(WORK, "gpt-ce.weft"), tok, tgt, 3, load=None)
+    for name, flags in (("dp=2", ["--mesh", "dp=2"]),
+                        ("tp=2", ["--mesh", "tp=2", "--layout", "megatron"])):
+        got = samples_losses(compile_("gpt-tiny", "gpt-ce-layout", "--loss", "cross-entropy",
+                                      *ce, *flags), tok, tgt, 3, 2, load=None)
+        if max_rel(got, one) > 1e-12:
+            sys.exit(f"FAIL: gpt-tiny prompt-masked {name}: {got} != one rank's {one}")
+        print(f"gpt-tiny --loss cross-entropy, prompts -100, {name}: trains like one rank")
     print("PASS: masked-LM training is BERT's loss and trains like one rank")
 
 

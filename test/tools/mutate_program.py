@@ -10,8 +10,8 @@ MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           last ten on a forward-only program; fo-pipeline on one with a
           mesh) | t-v7 | t-dtype | t-sharded | t-batch | t-dup-output |
           t-dup-input | t-train (the last seven on a program of tensor
-          inputs) | m-unmasked | m-no-recipe | m-token | m-prob | m-v8 |
-          m-attr (the last six on a masked-LM program)"""
+          inputs) | m-unmasked | m-no-recipe | m-loss | m-token | m-prob |
+          m-v8 | m-attr (the last seven on a masked-LM program)"""
 import json
 import struct
 import sys
@@ -157,10 +157,13 @@ elif mutation == "t-train":  # a training program reading a tensor input
                       "warmup_steps": 0, "total_steps": 0, "min_lr": 0.0}
     p["loss"] = 2
     p["batch"], p["seq"], p["vocab"] = 3, 4, 16
-elif mutation == "m-unmasked":  # a next-token cross-entropy in a masked-LM program
-    del first(p, "cross_entropy")["attrs"]["masked"]
-elif mutation == "m-no-recipe":  # masked cross-entropies, no recipe
+elif mutation == "m-unmasked":  # a next-token gradient in a masked-LM program
+    del first(p, "cross_entropy_grad")["attrs"]["masked"]
+elif mutation == "m-no-recipe":  # masked cross-entropies, no recipe: given targets
     del p["masked_lm"]
+elif mutation == "m-loss":  # a recipe, and no cross-entropy computes the loss
+    ce = first(p, "cross_entropy")
+    ce["op"], ce["in"], ce["attrs"] = "fill", [], {"value": 0.0}
 elif mutation == "m-token":  # a mask id outside the vocabulary
     p["masked_lm"]["mask_token"] = p["vocab"]
 elif mutation == "m-prob":

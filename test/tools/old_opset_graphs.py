@@ -107,4 +107,8 @@ refused("slice9-inputs", 9, [helper.make_node("Slice", ["x", "s", "e"], ["y"])],
         [("x", [4])], ["y"], bounds)
 refused("slice9-bounds", 9, [helper.make_node("Slice", ["x"], ["y"], axes=[0])],
         [("x", [4])], ["y"])
+refused("slice9-int-bounds", 9, [helper.make_node("Slice", ["x"], ["y"], starts=1, ends=3)],
+        [("x", [4])], ["y"])
+refused("unsqueeze11-no-axes", 11, [helper.make_node("Unsqueeze", ["x"], ["y"])],
+        [("x", [4])], ["y"])
 refused("opset6", 6, [helper.make_node("Tanh", ["x"], ["y"])], [("x", [4])], ["y"])

@@ -184,9 +184,11 @@ static cl::opt<bool> forwardOnlyArg(
         "optimizer"));
 static cl::opt<std::string>
     lossArg(cl::cat(compileCategory), "loss",
-            cl::desc("next-token (a decoder's, the default) or masked-lm (an "
+            cl::desc("next-token (a decoder's, the default), masked-lm (an "
                      "encoder's, BERT's: --mask-token hides --mask-prob of the "
-                     "positions, which the model predicts)"),
+                     "positions, which the model predicts) or cross-entropy "
+                     "(on targets weft-run is given, -100 where none: "
+                     "--tokens and --targets)"),
             cl::init("next-token"), cl::value_desc("kind"));
 static cl::opt<int64_t>
     maskTokenArg(cl::cat(compileCategory), "mask-token",
@@ -409,9 +411,10 @@ int main(int argc, char **argv) {
   if (!onnxOutputArg.empty() && !StringRef(modelArg).ends_with(".onnx"))
     return fail("--onnx-output names an output of a model.onnx; '" + modelArg +
                 "' is not one");
-  if (lossArg != "next-token" && lossArg != "masked-lm")
-    return fail("--loss must be next-token or masked-lm, got '" + lossArg +
-                "'");
+  if (lossArg != "next-token" && lossArg != "masked-lm" &&
+      lossArg != "cross-entropy")
+    return fail("--loss must be next-token, masked-lm or cross-entropy, got '" +
+                lossArg + "'");
   if (lossArg != "masked-lm")
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
              &maskTokenArg, &maskProbArg, &maskSeedArg})
@@ -524,7 +527,8 @@ int main(int argc, char **argv) {
                 recomputeArg + "'");
   options.recompute = recomputeArg;
   options.forwardOnly = forwardOnlyArg;
-  options.maskedLm = lossArg == "masked-lm";
+  options.maskedLm = lossArg != "next-token";
+  options.masking.givenTargets = lossArg == "cross-entropy";
   options.masking.maskToken = maskTokenArg;
   options.masking.maskProb = maskProbArg;
   options.masking.seed = maskSeedArg;

@@ -73,9 +73,9 @@ static cl::opt<bool> noDpOverlapArg(
         "gradient reduction does not overlap backward (Megatron-LM 2021)"));
 static cl::opt<std::string> lossArg(
     cl::cat(planCategory), "loss",
-    cl::desc("next-token (default) or masked-lm (an encoder's, as "
-             "weft-compile --loss masked-lm: the same ops to cost, so no "
-             "mask token is asked)"),
+    cl::desc("next-token (default), masked-lm or cross-entropy (as "
+             "weft-compile --loss: the same ops to cost, so no mask token "
+             "is asked)"),
     cl::init("next-token"), cl::value_desc("kind"));
 static cl::opt<bool> calibrateArg(cl::cat(planCategory), "calibrate",
                                   cl::desc("measure this machine (-o FILE)"));
@@ -223,9 +223,9 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
     mlir::PassManager pm(&context);
     // A masked-LM loss costs what next-token cross-entropy does; any id
     // serves as the mask token here.
-    if (lossArg == "masked-lm")
-      pm.addNestedPass<mlir::func::FuncOp>(
-          weft::createWeftMaskedLm(weft::WeftMaskedLmOptions{0, 0.15, 0}));
+    if (lossArg != "next-token")
+      pm.addNestedPass<mlir::func::FuncOp>(weft::createWeftMaskedLm(
+          weft::WeftMaskedLmOptions{0, 0.15, 0, false}));
     weft::addOnnxLowering(pm);
     llvm::SourceMgr sources;
     mlir::SourceMgrDiagnosticHandler diagnostics(sources, &context);
@@ -284,9 +284,10 @@ int main(int argc, char **argv) {
                 "local) or a JSON file");
   bool fromIr = llvm::StringRef(modelArg).ends_with(".mlir") ||
                 llvm::StringRef(modelArg).ends_with(".onnx");
-  if (lossArg != "next-token" && lossArg != "masked-lm")
-    return fail("--loss must be next-token or masked-lm, got '" + lossArg +
-                "'");
+  if (lossArg != "next-token" && lossArg != "masked-lm" &&
+      lossArg != "cross-entropy")
+    return fail("--loss must be next-token, masked-lm or cross-entropy, got '" +
+                lossArg + "'");
   if (gpusArg <= 0 || batchArg <= 0 || (seqArg <= 0 && !fromIr) || seqArg < 0)
     return fail("--gpus, --global-batch and --seq must be positive (got " +
                 std::to_string(gpusArg) + ", " + std::to_string(batchArg) +

@@ -690,6 +690,11 @@ int main(int Argc, char **Argv) {
   if (Samples && !O.Data.empty())
     return fail("--data and --tokens/--targets both give the batches; give "
                 "one");
+  if (P->givenTargets() && !Samples && !O.GradCheck)
+    return fail("'" + O.Program +
+                "' trains on given targets (weft-compile --loss "
+                "cross-entropy): give --tokens and --targets, not a token "
+                "file");
   if (O.Data.empty() && !Samples && !O.GradCheck && !P->forwardOnly())
     return fail("no --data given (a uint16 token file, see weft-tokenize)");
 

@@ -17,6 +17,10 @@ namespace {
 Status checkTargets(const int32_t *Targets, int64_t Rows, int64_t V,
                     const char *Op, bool Masked = false,
                     int64_t Denominator = 0) {
+  if (Masked && Denominator < 0)
+    return Status::error(std::string(Op) +
+                         ": the step's count of targets is unknown (inputs "
+                         "set without it: Executor::setCountedTargets)");
   int64_t Counted = 0;
   for (int64_t R = 0; R < Rows; ++R) {
     if (Masked && Targets[R] == IgnoreTarget)
