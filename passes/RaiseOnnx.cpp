@@ -583,6 +583,27 @@ struct Attention : NodePattern {
   }
 };
 
+// A ReduceMean of x over its last axis alone, the dim kept as 1 (the
+// import's shape says which axes it reduced; the axes, an input or an
+// attribute by opset, say it was the last).
+bool isRowMean(OnnxNodeOp mean, Value x) {
+  Shape perRow = shapeOf(x);
+  if (!mean || mean.getInputs()[0] != x || perRow.empty())
+    return false;
+  perRow.back() = 1;
+  if (shapeOf(mean.getResult(0)) != perRow)
+    return false;
+  const int64_t rank = shapeOf(x).size();
+  std::optional<SmallVector<int64_t>> axes =
+      mean.getInputs().size() > 1 ? constInts(mean.getInputs()[1])
+                                  : std::nullopt;
+  if (!axes)
+    if (auto a = mean.getAttrs().getAs<DenseI64ArrayAttr>("axes"))
+      axes = SmallVector<int64_t>(a.asArrayRef());
+  return axes && axes->size() == 1 &&
+         ((*axes)[0] == -1 || (*axes)[0] == rank - 1);
+}
+
 // RMSNorm as transformers writes it: w * (x * 1/sqrt(mean(x^2) + eps)).
 struct RmsNorm : NodePattern {
   RmsNorm(MLIRContext *ctx) : NodePattern(ctx, "Mul", 2) {}
@@ -625,28 +646,70 @@ struct RmsNorm : NodePattern {
     Value x = pow.getInputs()[0];
     if (normed.getInputs()[0] != x && normed.getInputs()[1] != x)
       return false;
-    // A mean per row, kept as a dim of 1 (the import's shape says which
-    // axes it reduced, whatever the operands say).
-    Shape perRow = shapeOf(x);
-    if (perRow.empty())
-      return false;
-    perRow.back() = 1;
-    if (shapeOf(mean.getResult(0)) != perRow)
-      return false;
-    const int64_t rank = shapeOf(x).size();
-    std::optional<SmallVector<int64_t>> axes =
-        mean.getInputs().size() > 1 ? constInts(mean.getInputs()[1])
-                                    : std::nullopt;
-    if (!axes)
-      if (auto a = mean.getAttrs().getAs<DenseI64ArrayAttr>("axes"))
-        axes = SmallVector<int64_t>(a.asArrayRef());
-    if (!axes || axes->size() != 1 ||
-        ((*axes)[0] != -1 && (*axes)[0] != rank - 1))
-      return false;
-    if (!(*e >= 0 && std::isfinite(*e)))
+    if (!isRowMean(mean, pow.getResult(0)) || !(*e >= 0 && std::isfinite(*e)))
       return false;
     eps = *e;
     return true;
+  }
+};
+
+// LayerNorm written out, as exporters write it before LayerNormalization
+// (opset 17): (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * gamma +
+// beta, over the last axis. Before BiasAdd, which would take beta's Add.
+struct LayerNormWritten : NodePattern {
+  LayerNormWritten(MLIRContext *ctx) : NodePattern(ctx, "Add", 3) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    for (int side = 0; side < 2; ++side) {
+      Value beta = op.getInputs()[1 - side];
+      OnnxNodeOp scaled = nodeOf(op.getInputs()[side], "Mul");
+      if (!scaled)
+        continue;
+      for (int g = 0; g < 2; ++g) {
+        Value gamma = scaled.getInputs()[g];
+        OnnxNodeOp div = nodeOf(scaled.getInputs()[1 - g], "Div");
+        double eps;
+        Value x = div ? normalized(div, eps) : Value();
+        if (!x || !isVector(gamma, x) || !isVector(beta, x) ||
+            x.getType() != op.getResult(0).getType())
+          continue;
+        rw.replaceOp(op, LayerNormOp::create(rw, op.getLoc(), x, gamma, beta,
+                                             rw.getF64FloatAttr(eps))
+                             .getResult());
+        return success();
+      }
+    }
+    return failure();
+  }
+  // [x.back()] of x's float type.
+  static bool isVector(Value v, Value x) {
+    return isFloat(v) && shapeOf(v) == Shape{shapeOf(x).back()} &&
+           cast<RankedTensorType>(v.getType()).getElementType() ==
+               cast<RankedTensorType>(x.getType()).getElementType();
+  }
+  // x, where div = (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps).
+  static Value normalized(OnnxNodeOp div, double &eps) {
+    OnnxNodeOp sub = nodeOf(div.getInputs()[0], "Sub");
+    OnnxNodeOp sqrt = nodeOf(div.getInputs()[1], "Sqrt");
+    if (!sub || !sqrt)
+      return nullptr;
+    Value x = sub.getInputs()[0];
+    if (shapeOf(x).empty() ||
+        !isRowMean(nodeOf(sub.getInputs()[1], "ReduceMean"), x))
+      return nullptr;
+    OnnxNodeOp add = nodeOf(sqrt.getInputs()[0], "Add");
+    OnnxNodeOp var;
+    Value epsV = otherOperand(
+        add, [&](Value m) { return bool(var = nodeOf(m, "ReduceMean")); });
+    std::optional<double> e = splat(epsV);
+    if (!var || !e || !shapeOf(epsV).empty() || !(*e >= 0 && std::isfinite(*e)))
+      return nullptr;
+    OnnxNodeOp pow = nodeOf(var.getInputs()[0], "Pow");
+    if (!pow || pow.getInputs()[0] != sub.getResult(0) ||
+        !isConstant(pow.getInputs()[1], 2.0) ||
+        !isRowMean(var, pow.getResult(0)))
+      return nullptr;
+    eps = *e;
+    return x;
   }
 };
 
@@ -1011,9 +1074,10 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
     RewritePatternSet subgraphs(ctx);
     for (const char *noop : {"Identity", "Reshape", "Transpose", "Cast"})
       subgraphs.add<NoOp>(ctx, noop, 4);
-    subgraphs.add<Gemm, Linear, RowReshapes, LayerNorm, GeluTanh, Embedding,
-                  PositionEmbedding, AddRow, Split, Attention, RmsNorm, Silu,
-                  Rope, BiasAdd, GeluErf, GeluOpset20, QuickGelu>(ctx);
+    subgraphs
+        .add<Gemm, Linear, RowReshapes, LayerNorm, LayerNormWritten, GeluTanh,
+             Embedding, PositionEmbedding, AddRow, Split, Attention, RmsNorm,
+             Silu, Rope, BiasAdd, GeluErf, GeluOpset20, QuickGelu>(ctx);
     RewritePatternSet elementwise(ctx);
     elementwise.add<Elementwise>(ctx, "Add");
     elementwise.add<Elementwise>(ctx, "Mul");

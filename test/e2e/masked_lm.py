@@ -10,7 +10,11 @@ loss, exactly, on every layout.
    weft-run does; the fixture script stored PyTorch's loss), to 1e-6
    relative in f32 and 1e-8 in f64 (the metrics' 9 digits); analytic gradients agree with central
    differences (weft-run --grad-check, f64).
-2. Whole samples given as .npy (weft-run --tokens/--targets: the same
+2. The same model exported at opset 12 by the TorchScript exporter (axes
+   as attributes, every LayerNorm written out, which the raise recognises)
+   gives PyTorch's loss, compiles to the dynamo export's program action for
+   action, and trains as it does (one rank, tp=2).
+   Whole samples given as .npy (weft-run --tokens/--targets: the same
    batches, built by masked_lm_batch.py) train as the token file does, on
    one rank and dp=2; malformed ones are refused by name.
    Over 3 AdamW steps in f64, dp=2, tp=2 (Megatron over BERT's names), tp=2
@@ -71,6 +75,13 @@ def samples_losses(prog, tokens, targets, steps, ranks=1, load=ONNX):
                          "--steps", str(steps), "--threads", "1", "--metrics", metrics,
                          "--quiet", *extra])
     return [json.loads(line)["loss"] for line in open(metrics)]
+
+
+def actions(prog):
+    """The program's instruction kinds in order (weft-run --dump)."""
+    dump = run([f"{BIN}/weft-run", prog, "--dump"]).split("\ninstructions:")[1]
+    return [line.split()[1] for line in dump.splitlines()
+            if line[:1] == " " and line.split()[0].isdigit()]
 
 
 def max_rel(a, b):
@@ -146,6 +157,28 @@ def main():
         if r.returncode != 1:
             sys.exit(f"FAIL: weft-run {args} exited {r.returncode}: {r.stderr}")
         print("refused:", r.stderr.strip().splitlines()[-1].replace(WORK + "/", ""))
+
+    # 2c. The same model exported at opset 12 by the TorchScript exporter
+    # (axes as attributes, LayerNorm written out): PyTorch's loss, the
+    # dynamo export's program action for action (parameter names aside),
+    # and its losses over 3 steps, on one rank and tp=2.
+    old = os.path.join(HERE, "fixtures", "minilm-mlm-opset12-torch-export.onnx")
+    want = json.load(open(old[:-5] + ".json"))["loss"]["float32"]
+    got = losses(compile_(old, "bert12-f32", *MASK), data, 1, load=old)[0]
+    if abs(got - want) / want > 1e-6:
+        sys.exit(f"FAIL: minilm-mlm opset 12: step-1 loss {got} != PyTorch's {want}")
+    print(f"minilm-mlm opset 12 f32: step-1 loss {got:.8f} = PyTorch's {want:.8f}")
+    mine = actions(os.path.join(WORK, "bert12-f32.weft"))
+    if len(mine) < 100 or mine != actions(os.path.join(WORK, "bert-f32.weft")):
+        sys.exit("FAIL: minilm-mlm opset 12: its program differs from the dynamo export's")
+    print("minilm-mlm opset 12: the dynamo export's program, action for action")
+    for name, flags, ranks in (("one rank", [], 1),
+                               ("tp=2", ["--mesh", "tp=2", "--layout", "megatron"], 2)):
+        got = losses(compile_(old, "bert12", *MASK, "--dtype", "f64", *flags), data, 3, ranks,
+                     load=old)
+        if max_rel(got, one) > 1e-12:
+            sys.exit(f"FAIL: minilm-mlm opset 12 {name}: {got} != the dynamo export's {one}")
+        print(f"minilm-mlm opset 12 {name}: trains as the dynamo export does")
 
     # 3. A vocab-split head, and micro-batches.
     gpt = ["--loss", "masked-lm", "--mask-token", "1", "--mask-prob", "0.3",

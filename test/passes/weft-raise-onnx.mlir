@@ -467,3 +467,55 @@ func.func @layer_norm_outputs(%x: tensor<2x8xf32>, %g: tensor<8xf32>, %b: tensor
   %z, %m2, %i2 = weft.onnx_node "LayerNormalization" "plain"(%x, %g, %b) {attrs = {axis = -1 : i64, epsilon = 1.0e-5 : f64}, opset = 17 : i64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
   return %y, %mean, %z : tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x8xf32>
 }
+
+// -----
+
+// LayerNorm as exporters write it before LayerNormalization (opset 17; the
+// TorchScript exporter at opset 12 here): (x - mean) / sqrt(var + eps) *
+// gamma + beta over the last axis raises to weft.layer_norm, before beta's
+// Add could become a bias_add.
+// CHECK-LABEL: func @layer_norm_written
+// CHECK-NEXT:  %[[G:.*]] = weft.param "ln.weight"
+// CHECK-NEXT:  %[[B:.*]] = weft.param "ln.bias"
+// CHECK-NEXT:  %[[Y:.*]] = weft.layer_norm %arg0, %[[G]], %[[B]] {eps = 9.9999997473787516E-6 : f64}
+// CHECK-NEXT:  return %[[Y]]
+func.func @layer_norm_written(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %g = weft.param "ln.weight" {init = "loaded"} : tensor<8xf32>
+  %b = weft.param "ln.bias" {init = "loaded"} : tensor<8xf32>
+  %two = weft.constant dense<2.0> : tensor<f32>
+  %eps = weft.constant dense<1.0e-5> : tensor<f32>
+  %mu = weft.onnx_node "ReduceMean" "mean"(%x) {attrs = {axes = array<i64: -1>}, opset = 12 : i64} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+  %d = weft.onnx_node "Sub" "sub"(%x, %mu) {attrs = {}, opset = 12 : i64} : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
+  %p = weft.onnx_node "Pow" "pow"(%d, %two) {attrs = {}, opset = 12 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %v = weft.onnx_node "ReduceMean" "var"(%p) {attrs = {axes = array<i64: -1>}, opset = 12 : i64} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+  %a = weft.onnx_node "Add" "add_eps"(%v, %eps) {attrs = {}, opset = 12 : i64} : (tensor<2x1xf32>, tensor<f32>) -> tensor<2x1xf32>
+  %s = weft.onnx_node "Sqrt" "sqrt"(%a) {attrs = {}, opset = 12 : i64} : (tensor<2x1xf32>) -> tensor<2x1xf32>
+  %n = weft.onnx_node "Div" "div"(%d, %s) {attrs = {}, opset = 12 : i64} : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
+  %m = weft.onnx_node "Mul" "mul"(%n, %g) {attrs = {}, opset = 12 : i64} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %y = weft.onnx_node "Add" "add"(%m, %b) {attrs = {}, opset = 12 : i64} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// Not a layer norm: the variance of x about another centre (the mean of
+// something else) stays on the generic path, its beta an ordinary bias.
+// CHECK-LABEL: func @layer_norm_other_centre
+// CHECK-NOT:   weft.layer_norm
+// CHECK:       weft.bias_add
+func.func @layer_norm_other_centre(%x: tensor<2x8xf32>, %w: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %g = weft.param "ln.weight" {init = "loaded"} : tensor<8xf32>
+  %b = weft.param "ln.bias" {init = "loaded"} : tensor<8xf32>
+  %two = weft.constant dense<2.0> : tensor<f32>
+  %eps = weft.constant dense<1.0e-5> : tensor<f32>
+  %mu = weft.onnx_node "ReduceMean" "mean"(%w) {attrs = {axes = array<i64: -1>}, opset = 12 : i64} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+  %d = weft.onnx_node "Sub" "sub"(%x, %mu) {attrs = {}, opset = 12 : i64} : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
+  %p = weft.onnx_node "Pow" "pow"(%d, %two) {attrs = {}, opset = 12 : i64} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %v = weft.onnx_node "ReduceMean" "var"(%p) {attrs = {axes = array<i64: -1>}, opset = 12 : i64} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+  %a = weft.onnx_node "Add" "add_eps"(%v, %eps) {attrs = {}, opset = 12 : i64} : (tensor<2x1xf32>, tensor<f32>) -> tensor<2x1xf32>
+  %s = weft.onnx_node "Sqrt" "sqrt"(%a) {attrs = {}, opset = 12 : i64} : (tensor<2x1xf32>) -> tensor<2x1xf32>
+  %n = weft.onnx_node "Div" "div"(%d, %s) {attrs = {}, opset = 12 : i64} : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
+  %m = weft.onnx_node "Mul" "mul"(%n, %g) {attrs = {}, opset = 12 : i64} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %y = weft.onnx_node "Add" "add"(%m, %b) {attrs = {}, opset = 12 : i64} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
