@@ -2,6 +2,7 @@
 #include "program/Program.h"
 #include "program/Hash.h"
 #include "program/JsonDepth.h"
+#include "program/UniqueNames.h"
 
 #include <nlohmann/json.hpp>
 
@@ -938,7 +939,6 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
     if (P.Outputs.empty())
       return Status::error("field 'outputs' is empty (a forward-only program "
                            "computes at least one)");
-    std::unordered_map<std::string, size_t> Seen;
     for (size_t I = 0; I < P.Outputs.size(); ++I) {
       const std::string &N = P.Outputs[I].Name;
       if (Version < 8 && N != "logits" && N != "hidden")
@@ -946,11 +946,10 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
                              N +
                              "', expected logits or hidden (other names "
                              "need format version 8)");
-      if (auto [It, New] = Seen.emplace(N, I); !New)
-        return Status::error("outputs[" + std::to_string(I) +
-                             "] repeats name '" + N + "' of outputs[" +
-                             std::to_string(It->second) + "]");
     }
+    WEFT_RETURN_IF_ERROR(
+        checkUniqueNames(P.Outputs.size(), "outputs", "",
+                         [&](size_t I) { return &P.Outputs[I].Name; }));
   }
   WEFT_RETURN_IF_ERROR(parseOptimizer(Root, P.forwardOnly(), P.Optimizer));
   WEFT_RETURN_IF_ERROR(parseMesh(Root, P.Devices));

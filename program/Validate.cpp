@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "program/Broadcast.h"
 #include "program/Program.h"
+#include "program/UniqueNames.h"
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
@@ -901,17 +902,11 @@ Status checkBuffer(const Program &P, size_t Index) {
 
 /// Tensor inputs (version 8) have names of their own: each once.
 Status checkInputNames(const Program &P) {
-  std::unordered_map<std::string, size_t> Seen;
-  for (size_t I = 0; I < P.Buffers.size(); ++I) {
-    const BufferSpec &B = P.Buffers[I];
-    if (!B.tensorInput())
-      continue;
-    if (auto [It, New] = Seen.emplace(B.Name, I); !New)
-      return Status::error("buffers[" + std::to_string(I) +
-                           "] (input) repeats the name '" + B.Name +
-                           "' of buffers[" + std::to_string(It->second) + "]");
-  }
-  return Status::success();
+  return checkUniqueNames(P.Buffers.size(), "buffers", " (input)",
+                          [&](size_t I) {
+                            const BufferSpec &B = P.Buffers[I];
+                            return B.tensorInput() ? &B.Name : nullptr;
+                          });
 }
 
 /// Version 7: a forward-only program computes whole logits from tokens,
@@ -1018,13 +1013,9 @@ Status validateProgram(const Program &P) {
           "stages[" + std::to_string(S) +
           "]: arena_bytes=" + std::to_string(P.Stages[S].ArenaBytes) +
           " exceeds the program's arena_bytes=" + std::to_string(P.ArenaBytes));
-  // By hash, not pairwise: a file of 10^5 names loaded in minutes.
-  std::unordered_map<std::string, size_t> ParamNames;
-  for (size_t I = 0; I < P.Params.size(); ++I)
-    if (auto [It, New] = ParamNames.emplace(P.Params[I].Name, I); !New)
-      return Status::error("params[" + std::to_string(I) + "] repeats name '" +
-                           P.Params[I].Name + "' of params[" +
-                           std::to_string(It->second) + "]");
+  WEFT_RETURN_IF_ERROR(
+      checkUniqueNames(P.Params.size(), "params", "",
+                       [&](size_t I) { return &P.Params[I].Name; }));
   WEFT_RETURN_IF_ERROR(checkLayouts(P));
   for (size_t I = 0; I < P.Buffers.size(); ++I)
     WEFT_RETURN_IF_ERROR(checkBuffer(P, I));

@@ -1172,10 +1172,9 @@ Importer::tensorGraph(const onnx::GraphProto &g,
         !it->second.value || it->second.value.getDefiningOp<ParamOp>())
       return what + " does not depend on the inputs (weft computes outputs "
                     "from them)";
+    // An output that is an input itself (no node between) is copied, as
+    // one behind an Identity is (weft-return-logits).
     Value v = it->second.value;
-    if (isa<BlockArgument>(v))
-      return what + " is the input itself; weft's outputs are computed by "
-                    "an op";
     if (!isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
       return what + " is not a float tensor";
     if (std::string e = checkDeclared(out); !e.empty())

@@ -6,6 +6,7 @@ into DIR (format version 8: named tensor inputs and outputs):
   tensors.onnx   x [3, 4], w [4, 5] -> y = tanh(x @ w) [3, 5] and
                  s = ReduceSum(y, axis 1) [3]: two inputs, two outputs
   identity.onnx  y = Identity(x): an output that is the input itself
+  passthru.onnx  outputs x itself (no node between) and t = tanh(x)
   double.onnx    y = exp(x) of a double x [2, 3]
   cast.onnx      y = exp(Cast(x, to=DOUBLE)) of a float x
   mixed.onnx     a float x [2, 3] beside an int64 input
@@ -42,6 +43,9 @@ save(model([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
            [axes]), f"{out}/tensors.onnx")
 save(model([helper.make_node("Identity", ["x"], ["y"], name="id")],
            [vi("x", F, [2, 3])], [vi("y", F, [2, 3])]), f"{out}/identity.onnx")
+save(model([helper.make_node("Tanh", ["x"], ["t"], name="tanh")],
+           [vi("x", F, [2, 3])], [vi("x", F, [2, 3]), vi("t", F, [2, 3])]),
+     f"{out}/passthru.onnx")
 save(model([helper.make_node("Exp", ["x"], ["y"], name="exp")],
            [vi("x", D, [2, 3])], [vi("y", D, [2, 3])]), f"{out}/double.onnx")
 save(model([helper.make_node("Cast", ["x"], ["xd"], name="to_double", to=D),
