@@ -120,10 +120,7 @@ struct NodeFolder {
     return false;
   }
   const onnx::AttributeProto *attr(const char *name) const {
-    for (const auto &a : node.attribute())
-      if (a.name() == name)
-        return &a;
-    return nullptr;
+    return findAttribute(node, name);
   }
   int64_t intAttr(const char *name, int64_t dflt) const {
     const auto *a = attr(name);
@@ -1124,7 +1121,6 @@ std::string tensorFromProto(const onnx::TensorProto &proto, HostTensor &out,
 
 bool canFold(const std::string &op) { return folders().count(op) != 0; }
 
-namespace {
 const onnx::AttributeProto *findAttribute(const onnx::NodeProto &node,
                                           const char *key) {
   for (const auto &x : node.attribute())
@@ -1132,7 +1128,6 @@ const onnx::AttributeProto *findAttribute(const onnx::NodeProto &node,
       return &x;
   return nullptr;
 }
-} // namespace
 
 std::string listBeforeInput(const onnx::NodeProto &node, int64_t opset,
                             int64_t since, const char *key, bool hasInput,

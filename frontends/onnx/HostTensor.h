@@ -15,6 +15,7 @@
 #include <vector>
 
 namespace onnx {
+class AttributeProto;
 class NodeProto;
 class TensorProto;
 } // namespace onnx
@@ -69,6 +70,10 @@ std::string foldNode(const onnx::NodeProto &node, int64_t opset,
 /// ONNX's multidirectional broadcast of two shapes; false when they do not.
 bool broadcastShapes(const std::vector<int64_t> &a,
                      const std::vector<int64_t> &b, std::vector<int64_t> &out);
+
+/// Node's attribute KEY, or null.
+const onnx::AttributeProto *findAttribute(const onnx::NodeProto &node,
+                                          const char *key);
 
 /// A list that moved from attribute KEY to input INDEX at opset SINCE
 /// (Squeeze's and Unsqueeze's axes and Split's sizes at 13, ReduceSum's

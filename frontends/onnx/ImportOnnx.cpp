@@ -110,13 +110,7 @@ int64_t intAttr(const onnx::NodeProto &n, const char *name, int64_t dflt) {
       return a.i();
   return dflt;
 }
-const onnx::AttributeProto *findAttr(const onnx::NodeProto &n,
-                                     const char *name) {
-  for (const auto &a : n.attribute())
-    if (a.name() == name)
-      return &a;
-  return nullptr;
-}
+using onnximport::findAttribute;
 
 bool isFloatElement(int code) {
   return code == onnx::TensorProto_DataType_FLOAT ||
@@ -417,7 +411,7 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
   }
   if (op == "Transpose") {
     Shape perm, out;
-    if (const auto *a = findAttr(n, "perm"))
+    if (const auto *a = findAttribute(n, "perm"))
       perm.assign(a->ints().begin(), a->ints().end());
     std::string e = onnximport::transposeShape(shapeIn(0), perm, out);
     return e.empty() ? same(x.getElementType(), out) : fail(e);
@@ -548,7 +542,7 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
         for (int64_t left = shape[ax]; left > 0; left -= chunk)
           sizes.push_back(std::min(chunk, left));
       }
-    } else if (op == "Split" && findAttr(n, "num_outputs")) {
+    } else if (op == "Split" && findAttribute(n, "num_outputs")) {
       int64_t parts = intAttr(n, "num_outputs", 1);
       if (parts < 1 || parts > shape[ax])
         return fail("num_outputs " + std::to_string(parts) + " for dim " +
@@ -790,7 +784,7 @@ std::string Importer::node(const onnx::NodeProto &n) {
   // Shape of an imported value: its static shape.
   if (op == "Shape" && !in.empty() && in[0] && !in[0]->constant) {
     HostTensor t;
-    const auto *end = findAttr(n, "end");
+    const auto *end = findAttribute(n, "end");
     onnximport::shapeTensor(
         shapeOf(in[0]->value), intAttr(n, "start", 0),
         end ? std::optional<int64_t>(end->i()) : std::nullopt, t);
