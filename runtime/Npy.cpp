@@ -199,15 +199,14 @@ Expected<std::vector<int32_t>> npyTokenIds(const NpyArray &A, const Shape &Want,
     int64_t V = int64_t(U);
     if (Signed && Item < 8 && (U >> (8 * Item - 1)) & 1)
       V = int64_t(U | ~uint64_t(0) << (8 * Item)); // sign-extend
-    if (!Signed && Item == 8 && U > uint64_t(INT64_MAX))
-      V = -1;
-    if ((V < 0 || V >= Vocab) && !(AllowIgnored && V == -100))
-      return Status::error(What + ": id " + std::to_string(V) + " at [" +
-                           std::to_string(int64_t(I) / Want[1]) + ", " +
-                           std::to_string(int64_t(I) % Want[1]) +
-                           "] is outside the vocabulary [0, " +
-                           std::to_string(Vocab) + ")" +
-                           (AllowIgnored ? " and is not -100 (ignored)" : ""));
+    const bool Huge = !Signed && Item == 8 && U > uint64_t(INT64_MAX);
+    if (Huge || ((V < 0 || V >= Vocab) && !(AllowIgnored && V == -100)))
+      return Status::error(
+          What + ": id " + (Huge ? std::to_string(U) : std::to_string(V)) +
+          " at [" + std::to_string(int64_t(I) / Want[1]) + ", " +
+          std::to_string(int64_t(I) % Want[1]) +
+          "] is outside the vocabulary [0, " + std::to_string(Vocab) + ")" +
+          (AllowIgnored ? " and is not -100 (ignored)" : ""));
     Ids[I] = int32_t(V);
   }
   return Ids;
