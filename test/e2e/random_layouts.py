@@ -20,6 +20,7 @@ nothing) so refusals are exercised.
 
 usage: random_layouts.py BIN_DIR DATA WORKDIR [--count N] [--seed S]
                          [--steps K] [--models gpt-tiny,llama-tiny]
+                         [--compile-flags '--loss masked-lm --mask-token 1']
 `make test` runs a fixed seed; a longer run: --count 200 --seed $RANDOM.
 """
 import argparse
@@ -130,10 +131,13 @@ def main():
     ap.add_argument("--seed", type=int, default=8)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--models", default="gpt-tiny,llama-tiny")
+    ap.add_argument("--compile-flags", default="",
+                    help="more weft-compile flags for every program, e.g. "
+                         "'--loss masked-lm --mask-token 1'")
     args = ap.parse_args()
     b = args.bin_dir
     common = ["--batch", str(BATCH), "--seq", str(SEQ), "--lr", "3e-3",
-              "--dtype", "f64", "--quiet"]
+              "--dtype", "f64", "--quiet"] + args.compile_flags.split()
     shutil.rmtree(args.work, ignore_errors=True)
     rng = random.Random(args.seed)
     models = args.models.split(",")
