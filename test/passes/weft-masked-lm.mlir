@@ -1,5 +1,6 @@
 // RUN: weft-opt %s -split-input-file -weft-masked-lm="mask-token=4" -verify-diagnostics | FileCheck %s
 // RUN: weft-opt %s -split-input-file -weft-masked-lm="mask-token=4" -weft-autodiff -verify-diagnostics | FileCheck %s --check-prefix=GRAD
+// RUN: weft-opt %s -split-input-file -weft-masked-lm="given-targets=true" -verify-diagnostics | FileCheck %s --check-prefix=GIVEN
 // RUN: not weft-opt %s -split-input-file -weft-masked-lm="mask-token=16" 2>&1 | FileCheck %s --check-prefix=VOCAB
 // RUN: not weft-opt %s -split-input-file -weft-masked-lm="mask-token=-1" 2>&1 | FileCheck %s --check-prefix=NOTOKEN
 // RUN: not weft-opt %s -split-input-file -weft-masked-lm="mask-token=4 mask-prob=0" 2>&1 | FileCheck %s --check-prefix=PROB
@@ -12,6 +13,11 @@
 // CHECK:       weft.cross_entropy %{{.*}}, %{{.*}} {masked}
 // The gradient is masked alike.
 // GRAD:        weft.cross_entropy_grad {{.*}} {masked}
+// Given targets (--loss cross-entropy): the loss is masked, and there is
+// no recipe: the caller gives every step's inputs and targets.
+// GIVEN-LABEL: func @forward
+// GIVEN-NOT:   weft.masked_lm
+// GIVEN:       weft.cross_entropy %{{.*}}, %{{.*}} {masked}
 // A mask id outside the vocabulary, or none, is refused by name.
 // VOCAB:       error: --mask-token=16 is not a token id of the model's vocabulary [0, 16)
 // NOTOKEN:     error: --mask-token=-1 is not a token id of the model's vocabulary [0, 16): a masked-LM loss needs the id that hides a token
