@@ -524,17 +524,18 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
     ax = ax < 0 ? ax + rank : ax;
     if (ax < 0 || ax >= rank)
       return fail("axis out of range");
+    // The sizes given: Split's (an attribute before opset 13, input 1
+    // from it), or SplitToSequence's input 1 (sizes, or one chunk size).
     bool given = false;
-    if (op == "Split")
+    if (op == "Split") {
       if (std::string e = listOf(13, "split", sizes, given); !e.empty())
         return e;
-    if (op == "Split" && given) {
-      // The sizes, from the attribute or input 1.
     } else if (in.size() > 1 && in[1]) {
+      given = true;
       std::string e = constInts(1, sizes, "split");
       if (!e.empty())
         return e;
-      if (op == "SplitToSequence" && in[1]->constant->shape.empty()) {
+      if (in[1]->constant->shape.empty()) {
         int64_t chunk = sizes[0];
         if (chunk < 1)
           return fail("split size " + std::to_string(chunk));
@@ -542,7 +543,10 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
         for (int64_t left = shape[ax]; left > 0; left -= chunk)
           sizes.push_back(std::min(chunk, left));
       }
-    } else if (op == "Split" && findAttribute(n, "num_outputs")) {
+    }
+    // None given: num_outputs parts (opset 18), the outputs' count of equal
+    // parts, or SplitToSequence's parts of 1.
+    if (!given && op == "Split" && findAttribute(n, "num_outputs")) {
       int64_t parts = intAttr(n, "num_outputs", 1);
       if (parts < 1 || parts > shape[ax])
         return fail("num_outputs " + std::to_string(parts) + " for dim " +
@@ -550,12 +554,12 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
       int64_t chunk = (shape[ax] + parts - 1) / parts;
       for (int64_t left = shape[ax]; left > 0; left -= chunk)
         sizes.push_back(std::min(chunk, left));
-    } else if (op == "Split") {
+    } else if (!given && op == "Split") {
       if (n.output_size() < 1 || shape[ax] % n.output_size())
         return fail("dim " + std::to_string(shape[ax]) + " does not split " +
                     "evenly into " + std::to_string(n.output_size()));
       sizes.assign(size_t(n.output_size()), shape[ax] / n.output_size());
-    } else {
+    } else if (!given) {
       sizes.assign(size_t(shape[ax]), 1);
     }
     int64_t total = 0;

@@ -217,6 +217,11 @@ def main():
     print("gpt-tiny --loss cross-entropy on the next tokens: trains as next-token does")
     y[:, :8] = -100
     np.save(tgt, y.astype(np.int32))
+    r = subprocess.run([f"{BIN}/weft-run", os.path.join(WORK, "gpt-next.weft"), "--tokens", tok,
+                        "--targets", tgt, "--steps", "1"], capture_output=True, text=True)
+    if r.returncode != 1:
+        sys.exit(f"FAIL: a next-token program took -100 targets: exit {r.returncode}")
+    print("refused:", r.stderr.strip().splitlines()[-1].replace(WORK + "/", ""))
     one = samples_losses(os.path.join(WORK, "gpt-ce.weft"), tok, tgt, 3, load=None)
     for name, flags in (("dp=2", ["--mesh", "dp=2"]),
                         ("tp=2", ["--mesh", "tp=2", "--layout", "megatron"])):

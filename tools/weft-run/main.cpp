@@ -398,6 +398,18 @@ Expected<SampleData> loadSamples(const Options &O, const Program &P) {
       return V.status();
     Ids[I] = std::move(*V);
   }
+  // A next-token cross-entropy counts every target: refused here, not at
+  // the first step's loss.
+  if (!P.maskedLoss())
+    if (auto It = std::find(Ids[1].begin(), Ids[1].end(), -100);
+        It != Ids[1].end()) {
+      const int64_t At = It - Ids[1].begin();
+      return Status::error(
+          "--targets '" + O.TargetsNpy + "': -100 (ignored) at [" +
+          std::to_string(At / P.Seq) + ", " + std::to_string(At % P.Seq) +
+          "], but the program's loss counts every target: compile it with "
+          "--loss cross-entropy");
+    }
   return SampleData::fromRows(std::move(Ids[0]), std::move(Ids[1]), P.Seq,
                               P.Vocab, "--tokens/--targets");
 }
