@@ -13,6 +13,7 @@
 #include "passes/NamedTensors.h"
 #include "passes/Passes.h"
 #include "passes/ShardingUtils.h"
+#include "program/Base64.h"
 #include "program/PipelineSchedule.h"
 #include "program/Program.h"
 
@@ -20,6 +21,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
 
 namespace weft {
 #define GEN_PASS_DEF_WEFTEMITPROGRAM
@@ -35,8 +38,9 @@ namespace {
 // version 4: the mesh lists its communicator groups, buffers may be bf16;
 // version 5: a stage per pipeline stage, joined by send and recv actions;
 // version 6: pack and unpack may have `blocks`; version 7: forward-only
-// programs; version 8: their named tensor inputs and outputs.
-constexpr uint32_t kFormatVersion = 9;
+// programs; version 8: their named tensor inputs and outputs; version 9:
+// masked-LM programs; version 10: constant buffers, select.
+constexpr uint32_t kFormatVersion = 10;
 
 // A pipeline stage's fragments (its schedule's virtual stages, and whether
 // its backward splits); one chunk, unsplit, for any other function.
@@ -228,6 +232,11 @@ public:
     for (Operation &op : body.without_terminator()) {
       if (isa<ParamOp>(op))
         continue;
+      if (auto c = dyn_cast<ConstantOp>(op)) {
+        if (failed(addConstant(c)))
+          return failure();
+        continue;
+      }
       // Fragments are contiguous and in table order.
       int want = fragmentOf(&op);
       if (want < 0)
@@ -358,7 +367,7 @@ public:
       for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
         Value v = ret.getOperand(i);
         if (!bufferIds.count(v) || isa<BlockArgument>(v) ||
-            v.getDefiningOp<ParamOp>())
+            v.getDefiningOp<ParamOp>() || v.getDefiningOp<ConstantOp>())
           return fn.emitError("result ")
                  << i << " is not computed by an op (an output is written by "
                  << "the forward, not an input or a parameter)";
@@ -573,6 +582,37 @@ private:
         state("grad", weft::attrname::kGradStorageSharding),
         state("adam_m", weft::attrname::kStateStorageSharding),
         state("adam_v", weft::attrname::kStateStorageSharding)};
+  }
+
+  // A float tensor known at compile time (format version 10): whole on
+  // every rank, its elements' little-endian bytes in base64.
+  LogicalResult addConstant(ConstantOp c) {
+    auto type = cast<RankedTensorType>(c.getType());
+    auto values = dyn_cast<DenseElementsAttr>(c.getValue());
+    Type element = type.getElementType();
+    if (!values || !(element.isF32() || element.isF64()))
+      return c.emitOpError("is a ")
+             << type << " constant; a program holds f32 and f64 constants";
+    std::vector<char> bytes;
+    bytes.reserve(size_t(type.getNumElements()) * (element.isF64() ? 8 : 4));
+    for (const APFloat &v : values.getValues<APFloat>()) {
+      char raw[8];
+      size_t n = element.isF64() ? 8 : 4;
+      if (element.isF64()) {
+        double d = v.convertToDouble();
+        std::memcpy(raw, &d, n);
+      } else {
+        float f = v.convertToFloat();
+        std::memcpy(raw, &f, n);
+      }
+      bytes.insert(bytes.end(), raw, raw + n);
+    }
+    bufferIds[c.getResult()] = addBuffer(
+        json::Object{{"kind", "constant"},
+                     {"shape", shapeOf(c.getResult())},
+                     {"dtype", dtypeOf(element)},
+                     {"data", weft::base64Encode(bytes.data(), bytes.size())}});
+    return success();
   }
 
   int64_t arenaBuffer(Value v, int64_t offset) {

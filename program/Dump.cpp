@@ -1,7 +1,9 @@
 //===- Dump.cpp - Readable listing of a program (weft-run --dump) ---------===//
 #include "program/Program.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 namespace weft {
@@ -19,6 +21,25 @@ std::string num(double V) {
   char B[32];
   std::snprintf(B, sizeof(B), "%g", V);
   return B;
+}
+
+// A constant's first values (all of a small one), as the file holds them.
+std::string constantValues(const BufferSpec &B) {
+  constexpr int64_t Shown = 6;
+  std::string S = "values=[";
+  const int64_t N = B.numel();
+  for (int64_t I = 0; I < std::min(N, Shown); ++I) {
+    double V;
+    if (B.Type == DType::F64) {
+      std::memcpy(&V, B.Data.data() + I * 8, 8);
+    } else {
+      float F;
+      std::memcpy(&F, B.Data.data() + I * 4, 4);
+      V = F;
+    }
+    S += (I ? ", " : "") + num(V);
+  }
+  return S + (N > Shown ? ", ... (" + std::to_string(N) + ")]" : "]");
 }
 
 std::string attrString(const Instruction &I) {
@@ -92,6 +113,9 @@ std::string attrString(const Instruction &I) {
       Add("operand=" + std::to_string(A.Operand));
     break;
   }
+  case OpKind::SelectGrad:
+    Add("operand=" + std::to_string(A.Operand));
+    break;
   case OpKind::Transpose:
     Add("perm=" + idList(A.Perm));
     break;
@@ -186,6 +210,8 @@ std::string dumpProgram(const Program &P) {
       OS << "  " << B.Name;
     else if (B.Kind == BufferKind::Arena)
       OS << "  offset=" << B.Offset;
+    else if (B.Kind == BufferKind::Constant)
+      OS << "  " << constantValues(B);
     else
       OS << "  " << P.Params[B.Param].Name;
     for (size_t A = 0; A < B.Partial.size(); ++A)

@@ -1,5 +1,6 @@
 //===- Program.cpp - Program container and JSON payload parsing -----------===//
 #include "program/Program.h"
+#include "program/Base64.h"
 #include "program/Hash.h"
 #include "program/JsonDepth.h"
 #include "program/UniqueNames.h"
@@ -75,7 +76,9 @@ const char *const OpNames[NumOpKinds] = {"embedding",
                                          "transpose",
                                          "softmax",
                                          "softmax_grad",
-                                         "batch_matmul"};
+                                         "batch_matmul",
+                                         "select",
+                                         "select_grad"};
 
 uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
   uint64_t V = 0;
@@ -409,6 +412,30 @@ Status parseParam(const json &J, size_t I, ParamSpec &P) {
   return Status::success();
 }
 
+// A constant's `data`: base64 of exactly its bytes, of the program's float
+// types (its dtype against the program's is Validate.cpp's check), whole
+// on every rank (no layout).
+Status parseConstantData(const json &J, const std::string &Ctx, BufferSpec &B) {
+  if (B.Type != DType::F32 && B.Type != DType::F64)
+    return Status::error(Ctx + ": a constant is f32 or f64, got " +
+                         dtypeName(B.Type));
+  if (B.HasLayout)
+    return Status::error(Ctx + ": a constant is whole on every rank (no "
+                               "global_shape, sharding or blocks)");
+  std::string Text;
+  WEFT_RETURN_IF_ERROR(getString(J, "data", Ctx, Text));
+  std::optional<std::vector<char>> Bytes = base64Decode(Text);
+  if (!Bytes)
+    return Status::error("field 'data' in " + Ctx + " is not base64");
+  if (int64_t(Bytes->size()) != B.bytes())
+    return Status::error("field 'data' in " + Ctx + " holds " +
+                         std::to_string(Bytes->size()) + " bytes, shape " +
+                         shapeString(B.Dims) + " of " + dtypeName(B.Type) +
+                         " needs " + std::to_string(B.bytes()));
+  B.Data = std::move(*Bytes);
+  return Status::success();
+}
+
 Status parseBuffer(const json &J, size_t I, BufferSpec &B) {
   std::string Ctx = "buffers[" + std::to_string(I) + "]";
   std::string Kind, Type;
@@ -429,6 +456,9 @@ Status parseBuffer(const json &J, size_t I, BufferSpec &B) {
   } else if (Kind == "arena") {
     B.Kind = BufferKind::Arena;
     WEFT_RETURN_IF_ERROR(getInt(J, "offset", Ctx, B.Offset));
+  } else if (Kind == "constant") {
+    B.Kind = BufferKind::Constant;
+    WEFT_RETURN_IF_ERROR(parseConstantData(J, Ctx, B));
   } else {
     if (Kind == "param")
       B.Kind = BufferKind::Param;
@@ -441,7 +471,8 @@ Status parseBuffer(const json &J, size_t I, BufferSpec &B) {
     else
       return Status::error(
           "unknown buffer kind '" + Kind + "' in " + Ctx +
-          " (expected input, param, grad, adam_m, adam_v or arena)");
+          " (expected input, param, grad, adam_m, adam_v, arena or "
+          "constant)");
     WEFT_RETURN_IF_ERROR(getInt(J, "param", Ctx, B.Param));
   }
   if (J.contains("partial")) {
@@ -591,15 +622,17 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     WEFT_RETURN_IF_ERROR(getString(*Attrs, "fn", ACtx, Fn));
     if (!parseBinaryFn(Fn, A.Binary))
       return Status::error("unknown fn '" + Fn + "' in " + ACtx +
-                           " (expected add, sub, mul or div)");
+                           " (expected add, sub, mul, div or pow)");
     if (Op == OpKind::Binary)
       return Status::success();
+    [[fallthrough]];
+  }
+  case OpKind::SelectGrad:
     WEFT_RETURN_IF_ERROR(getInt(*Attrs, "operand", ACtx, A.Operand));
     if (A.Operand != 0 && A.Operand != 1)
       return Status::error("field 'operand' in " + ACtx + " is " +
                            std::to_string(A.Operand) + ", expected 0 or 1");
     return Status::success();
-  }
   case OpKind::Transpose:
     return getIntList(*Attrs, "perm", ACtx, A.Perm);
   default:
@@ -825,6 +858,8 @@ const char *bufferKindName(BufferKind K) {
     return "adam_v";
   case BufferKind::Arena:
     return "arena";
+  case BufferKind::Constant:
+    return "constant";
   }
   return "?";
 }
@@ -956,6 +991,12 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
   WEFT_RETURN_IF_ERROR(parseArray(Root, "params", P.Params, parseParam));
   WEFT_RETURN_IF_ERROR(getInt(Root, "arena_bytes", "program", P.ArenaBytes));
   WEFT_RETURN_IF_ERROR(parseArray(Root, "buffers", P.Buffers, parseBuffer));
+  for (size_t I = 0; I < P.Buffers.size() && Version < 10; ++I)
+    if (P.Buffers[I].Kind == BufferKind::Constant)
+      return Status::error("buffers[" + std::to_string(I) +
+                           "] is a constant, which needs format version 10, "
+                           "the file is version " +
+                           std::to_string(Version));
   WEFT_RETURN_IF_ERROR(getInt(Root, "microbatches", "program", P.Microbatches));
   WEFT_RETURN_IF_ERROR(parseStages(Root, P));
   WEFT_RETURN_IF_ERROR(getInt(Root, "loss", "program", P.Loss));

@@ -29,9 +29,10 @@ namespace weft {
 /// version 8 their named tensor inputs and outputs of any name (a version-7
 /// runtime would refuse them by name), version 9 masked-language-model
 /// programs (`masked_lm`, and `masked` cross-entropies: a version-8 runtime
-/// would train them on next-token batches); older files are refused with
-/// a message to recompile.
-constexpr uint32_t ProgramFormatVersion = 9;
+/// would train them on next-token batches), version 10 constant buffers
+/// and select (a version-9 runtime would refuse them by name); older files
+/// are refused with a message to recompile.
+constexpr uint32_t ProgramFormatVersion = 10;
 constexpr uint32_t ProgramFormatMinVersion = 5;
 constexpr size_t ProgramHeaderBytes = 28;
 
@@ -41,7 +42,9 @@ enum class DType { F32, F64, I32, BF16 };
 const char *dtypeName(DType T);
 size_t dtypeBytes(DType T);
 
-enum class BufferKind { Input, Param, Grad, AdamM, AdamV, Arena };
+/// Constant (format version 10): a tensor known at compile time, whole on
+/// every rank, its values in the file; no instruction writes it.
+enum class BufferKind { Input, Param, Grad, AdamM, AdamV, Arena, Constant };
 const char *bufferKindName(BufferKind K);
 
 /// Every instruction op; the order is the dispatch-table index.
@@ -118,8 +121,13 @@ enum class OpKind {
   Softmax,       // over the last dim
   SoftmaxGrad,   // (y, dy) -> dx
   BatchMatmul,   // [b..., m, k] x [b..., k, n] (transpose flags: last 2 dims)
+  // (cond, a, b) -> cond != 0 ? a : b, broadcast (format version 10).
+  Select,
+  // (cond, dy) -> dy where in[operand] was picked, summed over the dims it
+  // was stretched along (out: its shape).
+  SelectGrad,
 };
-constexpr int NumOpKinds = static_cast<int>(OpKind::BatchMatmul) + 1;
+constexpr int NumOpKinds = static_cast<int>(OpKind::SelectGrad) + 1;
 /// True for the ops the executor runs through the communicator, not a
 /// backend: all_reduce, all_gather, reduce_scatter, slice and wait.
 bool isCollective(OpKind K);
@@ -232,6 +240,9 @@ struct BufferSpec {
   /// Version 2, grad buffers: the buffer holds this rank's unreduced
   /// contribution; the gradient is its sum over these axes' group.
   AxesList Partial;
+  /// Version 10, constant buffers: the elements' bytes (bytes() of them,
+  /// little-endian), whole on every rank.
+  std::vector<char> Data;
   int64_t numel() const { return numElements(Dims); }
   int64_t bytes() const { return numel() * int64_t(dtypeBytes(Type)); }
   /// An input the data loader fills with token ids (tokens or targets).

@@ -260,6 +260,28 @@ Status InstChecker::checkGeneric() const {
     WEFT_RETURN_IF_ERROR(shapeIs(true, 2, Full));
     return shapeIs(false, 0, in(size_t(I.Attrs.Operand)).Dims);
   }
+  case OpKind::Select: {
+    WEFT_RETURN_IF_ERROR(counts(3, 1));
+    WEFT_RETURN_IF_ERROR(floats({0, 1, 2}, {0}));
+    Shape Ab, Full;
+    if (!broadcastShapes(in(1).Dims, in(2).Dims, Ab) ||
+        !broadcastShapes(in(0).Dims, Ab, Full))
+      return fail("in[0] " + shapeString(in(0).Dims) + ", in[1] " +
+                  shapeString(in(1).Dims) + " and in[2] " +
+                  shapeString(in(2).Dims) + " do not broadcast");
+    return shapeIs(false, 0, Full);
+  }
+  case OpKind::SelectGrad:
+    WEFT_RETURN_IF_ERROR(counts(2, 1));
+    WEFT_RETURN_IF_ERROR(floats({0, 1}, {0}));
+    for (auto [Small, What] :
+         {std::pair<const Shape *, const char *>{&in(0).Dims, "in[0] (cond) "},
+          {&out(0).Dims, "out[0] "}})
+      if (!broadcastsTo(*Small, in(1).Dims))
+        return fail(std::string(What) + shapeString(*Small) +
+                    " does not broadcast to in[1] (dy) " +
+                    shapeString(in(1).Dims));
+    return Status::success();
   case OpKind::Broadcast:
   case OpKind::Reduce: {
     WEFT_RETURN_IF_ERROR(counts(1, 1));
@@ -596,6 +618,8 @@ Status InstChecker::run() {
   case OpKind::Softmax:
   case OpKind::SoftmaxGrad:
   case OpKind::BatchMatmul:
+  case OpKind::Select:
+  case OpKind::SelectGrad:
     return checkGeneric();
   case OpKind::BiasAdd:
     WEFT_RETURN_IF_ERROR(counts(2, 1));
@@ -884,6 +908,12 @@ Status checkBuffer(const Program &P, size_t Index) {
                : ""));
     return Status::success();
   }
+  case BufferKind::Constant:
+    // Its bytes and its dtype's float kind: parseConstantData.
+    if (B.Type != P.Type)
+      return Status::error(Ctx + " is " + dtypeName(B.Type) +
+                           ", expected the program's " + dtypeName(P.Type));
+    return Status::success();
   default:
     if (B.Param < 0 || B.Param >= int64_t(P.Params.size()))
       return Status::error(Ctx + " param index " + std::to_string(B.Param) +
@@ -942,8 +972,9 @@ Status checkForwardOnly(const Program &P) {
           shapeString(B.Place.Global) + ", expected [" +
           std::to_string(P.Batch) + "," + std::to_string(P.Seq) + "]");
     bool Target = B.Kind == BufferKind::Input && B.Name == "targets";
-    if (Target || (B.Kind != BufferKind::Input && B.Kind != BufferKind::Arena &&
-                   B.Kind != BufferKind::Param))
+    if (Target ||
+        (B.Kind != BufferKind::Input && B.Kind != BufferKind::Arena &&
+         B.Kind != BufferKind::Param && B.Kind != BufferKind::Constant))
       return Status::error(
           "buffers[" + std::to_string(I) + "] is " +
           (Target ? std::string("the targets input")

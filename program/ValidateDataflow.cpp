@@ -206,6 +206,9 @@ Status checkDataflow(const Program &P) {
   for (size_t I = 0; I < N; ++I) {
     const Instruction &Inst = P.Instructions[I];
     for (int64_t Id : RecvAt[I]) {
+      if (P.Buffers[size_t(Id)].Kind == BufferKind::Constant)
+        return Status::error("a recv after " + instName(P, I) + " writes " +
+                             bufferName(P, Id) + ": a constant is read only");
       if (P.Buffers[size_t(Id)].Kind != BufferKind::Arena)
         continue; // a param's value
       Interval &L = Live[size_t(Id)];
@@ -247,6 +250,10 @@ Status checkDataflow(const Program &P) {
             " once per micro-batch: only the last micro-batch's would be read");
     }
     for (int64_t Id : Inst.Out) {
+      // A constant (version 10) holds the file's values for the whole run.
+      if (P.Buffers[size_t(Id)].Kind == BufferKind::Constant)
+        return Status::error(instName(P, I) + " writes " + bufferName(P, Id) +
+                             ": a constant is read only");
       bool InPlace =
           std::find(Inst.In.begin(), Inst.In.end(), Id) != Inst.In.end();
       // adamw updates param, m and v in place by definition, and an

@@ -139,6 +139,8 @@ Status checkLayouts(const Program &P) {
       Tokens = &B;
       continue;
     }
+    if (B.Kind == BufferKind::Constant)
+      continue; // one tensor each, whole (parseConstantData)
     auto Key = std::make_pair(int(B.Kind), B.Param);
     auto [It, New] = First.emplace(Key, I);
     if (New)

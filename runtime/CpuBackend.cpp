@@ -108,6 +108,18 @@ template <typename T> struct Kernels {
                     I.In[2].as<T>(), dims(I.In[2]), I.Out[0].as<T>());
     return Status::success();
   }
+  static Status select(const BI &I, const SC &, CpuState &) {
+    cpu::select(I.In[0].as<T>(), dims(I.In[0]), I.In[1].as<T>(), dims(I.In[1]),
+                I.In[2].as<T>(), dims(I.In[2]), I.Out[0].as<T>(),
+                dims(I.Out[0]));
+    return Status::success();
+  }
+  static Status selectGrad(const BI &I, const SC &, CpuState &) {
+    cpu::selectGrad(int(I.Attrs->Operand), I.In[0].as<T>(), dims(I.In[0]),
+                    I.In[1].as<T>(), dims(I.In[1]), I.Out[0].as<T>(),
+                    dims(I.Out[0]));
+    return Status::success();
+  }
   static Status broadcast(const BI &I, const SC &, CpuState &) {
     cpu::broadcast(I.In[0].as<T>(), dims(I.In[0]), I.Out[0].as<T>(),
                    dims(I.Out[0]));
@@ -463,6 +475,8 @@ template <typename T> struct Kernels {
     Set(OpKind::PointwiseGrad, pointwiseGrad);
     Set(OpKind::Binary, binary);
     Set(OpKind::BinaryGrad, binaryGrad);
+    Set(OpKind::Select, select);
+    Set(OpKind::SelectGrad, selectGrad);
     Set(OpKind::Broadcast, broadcast);
     Set(OpKind::Reduce, reduce);
     Set(OpKind::Reshape, reshape);

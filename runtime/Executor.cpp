@@ -108,7 +108,7 @@ Status Executor::bind() {
   LocalBatch = Prog.microbatchRows();
   LocalSeq = GlobalSeq = Prog.Seq;
   for (const BufferSpec &B : Prog.Buffers) {
-    if (B.tensorInput())
+    if (B.tensorInput() || B.Kind == BufferKind::Constant)
       continue; // placed after the token inputs
     if (B.Kind == BufferKind::Input) {
       LocalBatch = B.Dims[0];
@@ -119,7 +119,7 @@ Status Executor::bind() {
                     LocalBatch;
       SeqOffset =
           Prog.Devices.shardIndex(Comm->rank(), B.Place.Sharding[1]) * LocalSeq;
-    } else if (B.Kind != BufferKind::Arena &&
+    } else if (B.Kind != BufferKind::Arena && B.Kind != BufferKind::Constant &&
                (B.StageIndex == MyStage || !holds(size_t(B.Param), B.Kind))) {
       // Another stage's tensors keep their owner's shapes and layouts
       // (checkpoints describe every tensor), without memory here.
@@ -143,19 +143,23 @@ Status Executor::bind() {
   size_t AllInputs = InputBytes * size_t(Prog.Microbatches);
   size_t TokensOff = Total, TargetsOff = Total + AllInputs;
   Total += 2 * AllInputs;
-  // A forward-only program's tensor inputs (version 8), whole, one each.
+  // A forward-only program's tensor inputs (version 8) and this stage's
+  // constants (version 10), whole, one each.
   std::vector<size_t> TensorOff(Prog.Buffers.size(), 0);
-  for (size_t I = 0; I < Prog.Buffers.size(); ++I)
-    if (Prog.Buffers[I].tensorInput()) {
-      TensorOff[I] = Total;
-      // Each is at most 2^51 bytes (the loader's bound); their sum is not.
-      if (__builtin_add_overflow(
-              Total, align64(size_t(Prog.Buffers[I].bytes())), &Total) ||
-          Total > (size_t(1) << 60))
-        return Status::error("the tensor inputs need more than 2^60 bytes "
-                             "(input '" +
-                             Prog.Buffers[I].Name + "')");
-    }
+  for (size_t I = 0; I < Prog.Buffers.size(); ++I) {
+    const BufferSpec &B = Prog.Buffers[I];
+    if (!B.tensorInput() &&
+        !(B.Kind == BufferKind::Constant && B.StageIndex == MyStage))
+      continue;
+    TensorOff[I] = Total;
+    // Each is at most 2^51 bytes (the loader's bound); their sum is not.
+    if (__builtin_add_overflow(Total, align64(size_t(B.bytes())), &Total) ||
+        Total > (size_t(1) << 60))
+      return Status::error(
+          "the tensor inputs and constants need more than 2^60 bytes "
+          "(buffers[" +
+          std::to_string(I) + "])");
+  }
   PersistentBytes = Total;
   // One arena instance per slot: the micro-batches in flight.
   const int64_t Slots = Prog.Stages.front().Slots;
@@ -190,6 +194,11 @@ Status Executor::bind() {
       break;
     case BufferKind::Arena:
       Where[I] = static_cast<char *>(Arena) + B.Offset;
+      break;
+    case BufferKind::Constant:
+      Where[I] = Base + TensorOff[I];
+      WEFT_RETURN_IF_ERROR(
+          Q->copyToDevice(Where[I], B.Data.data(), B.Data.size()));
       break;
     case BufferKind::Param:
       Where[I] = State[B.Param].Param;

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -125,6 +126,55 @@ TEST(GenericKernels, BroadcastAndReduceMatchLoops) {
     EXPECT_EQ(Up, WantUp);
     EXPECT_EQ(Down, WantDown);
   }
+}
+
+// select reads its condition, a and b through the same access classes:
+// each (C, A) pair of kShapes with B each of them too, compared bit for bit
+// with the loop; the gradient of each operand likewise. The unpicked
+// operand holds infinities: they must never reach y or a gradient.
+TEST(GenericKernels, SelectAndItsGradientMatchLoops) {
+  for (auto [SC, SA] : kShapes)
+    for (const Dims &SB : {SA, Dims{1}, SC}) {
+      Dims AB, Y;
+      ASSERT_TRUE(broadcastShapes(SA, SB, AB));
+      ASSERT_TRUE(broadcastShapes(SC, AB, Y));
+      std::vector<double> C = random(SC, 6), A = random(SA, 7),
+                          B = random(SB, 8), Dy = random(Y, 9);
+      for (size_t I = 0; I < C.size(); ++I)
+        C[I] = I % 3 == 1 ? 0.0 : C[I]; // zeros pick b
+      std::vector<double> Got(size_t(count(Y))), Want(Got.size());
+      select(C.data(), SC, A.data(), SA, B.data(), SB, Got.data(), Y);
+      forEach(Y, [&](int64_t I, const Dims &Idx) {
+        Want[I] = C[flatAt(SC, Y, Idx)] != 0 ? A[flatAt(SA, Y, Idx)]
+                                             : B[flatAt(SB, Y, Idx)];
+      });
+      EXPECT_EQ(Got, Want) << "select, ranks " << SC.size() << "/"
+                           << SA.size() << "/" << SB.size();
+      for (int Operand : {0, 1}) {
+        const Dims &SO = Operand ? SB : SA;
+        if (!broadcastsTo(SO, Y))
+          continue;
+        std::vector<double> G(size_t(count(SO))), W(G.size(), 0.0);
+        selectGrad(Operand, C.data(), SC, Dy.data(), Y, G.data(), SO);
+        forEach(Y, [&](int64_t I, const Dims &Idx) {
+          if ((C[flatAt(SC, Y, Idx)] != 0) == (Operand == 0))
+            W[flatAt(SO, Y, Idx)] += Dy[I];
+        });
+        EXPECT_EQ(G, W) << "select_grad operand " << Operand;
+      }
+    }
+}
+
+TEST(GenericKernels, SelectNeverReadsTheUnpickedInfinity) {
+  const Dims S{2, 3};
+  std::vector<double> C = {1, 0, 1, 0, 0, 1}, A = {1, 2, 3, 4, 5, 6};
+  const double Inf = std::numeric_limits<double>::infinity();
+  std::vector<double> Ninf = {-Inf}, Y(6);
+  select(C.data(), S, A.data(), S, Ninf.data(), Dims{}, Y.data(), S);
+  EXPECT_EQ(Y, (std::vector<double>{1, -Inf, 3, -Inf, -Inf, 6}));
+  std::vector<double> Dy = {1, 1, 1, 1, 1, 1}, DNinf(1);
+  selectGrad(1, C.data(), S, Dy.data(), S, DNinf.data(), Dims{});
+  EXPECT_EQ(DNinf[0], 3.0); // the three positions -inf was picked at
 }
 
 } // namespace

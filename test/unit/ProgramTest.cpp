@@ -1,9 +1,12 @@
 //===- ProgramTest.cpp - Program container, JSON and validation -----------===//
 #include "program/Program.h"
 #include "TestPrograms.h"
+#include "program/Base64.h"
 #include "program/Hash.h"
 
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 using namespace weft;
 using namespace weft::test;
@@ -27,6 +30,31 @@ TEST(Hash, Fnv1aKnownValues) {
   EXPECT_EQ(fnv1a64("", 0), 0xcbf29ce484222325ULL);
   EXPECT_EQ(fnv1a64("a", 1), 0xaf63dc4c8601ec8cULL);
   EXPECT_EQ(fnv1a64(std::string_view("foobar")), 0x85944171f73967e8ULL);
+}
+
+// RFC 4648's test vectors, both ways; every byte value round-trips; a
+// text that is not canonical base64 is refused.
+TEST(Base64, Rfc4648VectorsAndRefusals) {
+  const std::pair<const char *, const char *> Vectors[] = {
+      {"", ""},         {"f", "Zg=="},        {"fo", "Zm8="},
+      {"foo", "Zm9v"},  {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
+      {"foobar", "Zm9vYmFy"}};
+  for (auto [Plain, Coded] : Vectors) {
+    EXPECT_EQ(base64Encode(Plain, std::strlen(Plain)), Coded);
+    std::optional<std::vector<char>> Back = base64Decode(Coded);
+    ASSERT_TRUE(Back) << Coded;
+    EXPECT_EQ(std::string(Back->begin(), Back->end()), Plain);
+  }
+  std::string All;
+  for (int C = 0; C < 256; ++C)
+    All.push_back(char(C));
+  std::optional<std::vector<char>> Back =
+      base64Decode(base64Encode(All.data(), All.size()));
+  ASSERT_TRUE(Back);
+  EXPECT_EQ(std::string(Back->begin(), Back->end()), All);
+  for (const char *Bad : {"Zg=", "Zg", "Z===", "Zh==", "Zm9=", "Zm=v",
+                          "Zg==Zg==", "Zm9v!A==", "Zm 9"})
+    EXPECT_FALSE(base64Decode(Bad)) << Bad;
 }
 
 TEST(ProgramLoader, ValidTinyProgramLoads) {
@@ -73,8 +101,8 @@ TEST(ProgramLoader, RefusesBadMagic) {
 }
 
 TEST(ProgramLoader, RefusesOtherVersion) {
-  std::string F = encodeProgramContainer(tinyProgram().payload(), 10);
-  EXPECT_MSG(errorOf(F), "format version 10, this runtime reads version 9");
+  std::string F = encodeProgramContainer(tinyProgram().payload(), 11);
+  EXPECT_MSG(errorOf(F), "format version 11, this runtime reads version 10");
   // An older file (the flat format of versions 1 and 2; version 3, without
   // mesh.groups and per-buffer bf16; version 4, of one stage) asks to be
   // recompiled.

@@ -96,10 +96,10 @@ TEST(WeftRun, ErrorsAndExitCodes) {
   EXPECT_EQ(R.Code, 1);
   EXPECT_NE(R.Out.find("no --data given"), std::string::npos);
   std::string Bad = tinyProgram().file();
-  Bad[8] = 10; // the version is a little-endian u32 at byte 8
+  Bad[8] = 11; // the version is a little-endian u32 at byte 8
   R = run(writeFile("cli_v10.wp", Bad) + " --dump");
   EXPECT_EQ(R.Code, 1);
-  EXPECT_NE(R.Out.find("format version 10, this runtime reads version 9"),
+  EXPECT_NE(R.Out.find("format version 11, this runtime reads version 10"),
             std::string::npos)
       << R.Out;
   R = run(Prog + " --dump");

@@ -203,6 +203,49 @@ void binaryGrad(BinaryFn Fn, int Operand, const T *A, const Dims &AShape,
   });
 }
 
+// Only the picked operand is read: an infinity or NaN in the other one
+// never reaches y (a mask's -inf is exact).
+template <typename T>
+void select(const T *C, const Dims &CShape, const T *A, const Dims &AShape,
+            const T *B, const Dims &BShape, T *Y, const Dims &YShape) {
+  const Access AC = accessOf(CShape, YShape), AA = accessOf(AShape, YShape),
+               AB = accessOf(BShape, YShape);
+  if (AC.K != Access::Strided && AA.K != Access::Strided &&
+      AB.K != Access::Strided) {
+    const int64_t N = numel(YShape);
+#pragma omp parallel for schedule(static) if (N > ParallelGrain)
+    for (int64_t I = 0; I < N; ++I)
+      Y[I] = C[AC.at(I)] != T(0) ? A[AA.at(I)] : B[AB.at(I)];
+    return;
+  }
+  const Dims Strides[3] = {broadcastStrides(CShape, YShape),
+                           broadcastStrides(AShape, YShape),
+                           broadcastStrides(BShape, YShape)};
+  forEachIndex(YShape, Strides, [&](int64_t I, const int64_t *Off) {
+    Y[I] = C[Off[0]] != T(0) ? A[Off[1]] : B[Off[2]];
+  });
+}
+
+template <typename T>
+void selectGrad(int Operand, const T *C, const Dims &CShape, const T *Dy,
+                const Dims &YShape, T *Out, const Dims &OutShape) {
+  const bool WhenTrue = Operand == 0;
+  const Access AC = accessOf(CShape, YShape), AO = accessOf(OutShape, YShape);
+  if (AC.K != Access::Strided && AO.K != Access::Strided) {
+    sumInto(Out, OutShape, YShape, AO, [&](int64_t I) {
+      return (C[AC.at(I)] != T(0)) == WhenTrue ? Dy[I] : T(0);
+    });
+    return;
+  }
+  std::fill(Out, Out + numel(OutShape), T(0));
+  const Dims Strides[2] = {broadcastStrides(CShape, YShape),
+                           broadcastStrides(OutShape, YShape)};
+  forEachIndex(YShape, Strides, [&](int64_t I, const int64_t *Off) {
+    if ((C[Off[0]] != T(0)) == WhenTrue)
+      Out[Off[1]] += Dy[I];
+  });
+}
+
 template <typename T>
 void broadcast(const T *X, const Dims &XShape, T *Y, const Dims &YShape) {
   const Access AX = accessOf(XShape, YShape);
@@ -286,6 +329,10 @@ void softmaxGrad(const T *Y, const T *Dy, T *Dx, int64_t Rows, int64_t N) {
   template void binaryGrad<T>(BinaryFn, int, const T *, const Dims &,          \
                               const T *, const Dims &, const T *,              \
                               const Dims &, T *);                              \
+  template void select<T>(const T *, const Dims &, const T *, const Dims &,    \
+                          const T *, const Dims &, T *, const Dims &);         \
+  template void selectGrad<T>(int, const T *, const Dims &, const T *,         \
+                              const Dims &, T *, const Dims &);                \
   template void broadcast<T>(const T *, const Dims &, T *, const Dims &);      \
   template void reduce<T>(const T *, const Dims &, T *, const Dims &);         \
   template void transpose<T>(const T *, const Dims &, const Dims &, T *);      \

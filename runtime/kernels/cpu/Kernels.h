@@ -65,6 +65,15 @@ template <typename T>
 void binaryGrad(BinaryFn Fn, int Operand, const T *A, const Dims &AShape,
                 const T *B, const Dims &BShape, const T *Dy, const Dims &YShape,
                 T *Out);
+// Y = C != 0 ? A : B, all three broadcast to YShape.
+template <typename T>
+void select(const T *C, const Dims &CShape, const T *A, const Dims &AShape,
+            const T *B, const Dims &BShape, T *Y, const Dims &YShape);
+// Out (OutShape, broadcast to YShape) = Dy where operand Operand (0: A,
+// 1: B) of a select by C was picked, summed over the stretched dims.
+template <typename T>
+void selectGrad(int Operand, const T *C, const Dims &CShape, const T *Dy,
+                const Dims &YShape, T *Out, const Dims &OutShape);
 template <typename T>
 void broadcast(const T *X, const Dims &XShape, T *Y, const Dims &YShape);
 // Y (whose shape broadcasts to X's) = X summed over the stretched dims.
