@@ -103,11 +103,11 @@ LogicalResult inferBroadcast(std::optional<Location> loc, Value lhs, Value rhs,
   return success();
 }
 
-LogicalResult checkSameElement(Operation *op) {
-  if (typeOf(op->getOperand(0)).getElementType() !=
+LogicalResult checkSameElement(Operation *op, unsigned operand = 0) {
+  if (typeOf(op->getOperand(operand)).getElementType() !=
       typeOf(op->getResult(0)).getElementType())
     return op->emitOpError("changes the element type from ")
-           << typeOf(op->getOperand(0)).getElementType() << " to "
+           << typeOf(op->getOperand(operand)).getElementType() << " to "
            << typeOf(op->getResult(0)).getElementType();
   return success();
 }
@@ -160,6 +160,43 @@ LogicalResult BinaryGradOp::inferReturnTypes(MLIRContext *,
 
 LogicalResult BinaryGradOp::verify() {
   return checkBinaryFn(getLoc(), getFn());
+}
+
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  Dims shape;
+  if (failed(inferBroadcast(loc, adaptor.getA(), adaptor.getB(), shape)))
+    return failure();
+  Type element = typeOf(adaptor.getA()).getElementType();
+  if (typeOf(adaptor.getCond()).getElementType() != element)
+    return emitOptionalError(loc, "cond is ",
+                             typeOf(adaptor.getCond()).getElementType(),
+                             ", the operands ", element);
+  auto full = broadcastShape(shapeOf(adaptor.getCond()), shape);
+  if (!full)
+    return emitOptionalError(loc, "cond ", shapeStr(shapeOf(adaptor.getCond())),
+                             " and the operands' ", shapeStr(shape),
+                             " do not broadcast");
+  types.push_back(RankedTensorType::get(*full, element));
+  return success();
+}
+
+LogicalResult SelectGradOp::verify() {
+  if (getOperand() != 0 && getOperand() != 1)
+    return emitOpError("operand ") << getOperand() << " must be 0 (a) or 1 (b)";
+  ArrayRef<int64_t> dy = shapeOf(getDy());
+  for (auto [what, v] : {std::pair<const char *, Value>{"cond ", getCond()},
+                         {"result ", getResult()}})
+    if (!broadcastsTo(shapeOf(v), dy))
+      return emitOpError(what) << shapeStr(shapeOf(v))
+                               << " does not broadcast to dy " << shapeStr(dy);
+  if (typeOf(getCond()).getElementType() != typeOf(getDy()).getElementType())
+    return emitOpError("cond is ")
+           << typeOf(getCond()).getElementType() << ", dy "
+           << typeOf(getDy()).getElementType();
+  return checkSameElement(*this, 1);
 }
 
 LogicalResult BroadcastOp::verify() {
@@ -295,6 +332,27 @@ ShardingRule BinaryGradOp::getShardingRule() {
   return r;
 }
 
+ShardingRule SelectOp::getShardingRule() {
+  ShardingRule r;
+  ArrayRef<int64_t> y = shapeOf(getResult());
+  Dims full = fresh(r, y);
+  r.operands = {broadcastFactors(shapeOf(getCond()), y, full),
+                broadcastFactors(shapeOf(getA()), y, full),
+                broadcastFactors(shapeOf(getB()), y, full)};
+  r.results = {full};
+  return r;
+}
+
+// As binary_grad: a stretched dim's factor is absent from the result.
+ShardingRule SelectGradOp::getShardingRule() {
+  ShardingRule r;
+  ArrayRef<int64_t> y = shapeOf(getDy());
+  Dims full = fresh(r, y);
+  r.operands = {broadcastFactors(shapeOf(getCond()), y, full), full};
+  r.results = {broadcastFactors(shapeOf(getResult()), y, full)};
+  return r;
+}
+
 ShardingRule BroadcastOp::getShardingRule() {
   ShardingRule r;
   ArrayRef<int64_t> y = shapeOf(getResult());
@@ -405,6 +463,17 @@ LogicalResult BinaryOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
     grads.push_back(BinaryGradOp::create(b, getLoc(), getLhs(), getRhs(),
                                          dys[0], getFnAttr(),
                                          b.getI64IntegerAttr(operand)));
+  return success();
+}
+
+// The condition has no gradient; each operand gets dy where it was picked.
+LogicalResult SelectOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
+                                 SmallVectorImpl<Value> &grads) {
+  grads.push_back(Value());
+  for (int64_t operand : {0, 1})
+    grads.push_back(
+        SelectGradOp::create(b, getLoc(), getOperand(1 + operand).getType(),
+                             getCond(), dys[0], b.getI64IntegerAttr(operand)));
   return success();
 }
 

@@ -31,8 +31,8 @@ def Weft_PointwiseOp : Weft_ElementwiseForwardOp<"pointwise"> {
     `fn` is one of neg, exp, log, sqrt, reciprocal, tanh, sigmoid, relu,
     erf, sin, cos and abs, or, with `scalar` c: add (x + c), sub (x - c), rsub (c - x), mul
     (x * c), div (x / c), rdiv (c / x) and pow (x ^ c). An ONNX Add, Mul,
-    Div or Pow with a one-element constant operand lowers here; the program
-    format holds no constant tensors, so the constant becomes the attribute.
+    Div or Pow with a finite one-element constant operand lowers here, the
+    constant becoming the attribute (no buffer, no broadcast).
 
     ```mlir
     %y = weft.pointwise %x {fn = "pow", scalar = 2.0} : tensor<2x8x64xf32>
@@ -81,6 +81,50 @@ def Weft_BinaryGradOp : Weft_ComputeOp<"binary_grad"> {
   let arguments = (ins Weft_FloatTensor:$lhs, Weft_FloatTensor:$rhs,
                    Weft_FloatTensor:$dy, StrAttr:$fn, I64Attr:$operand);
   let results = (outs Weft_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Weft_SelectOp : Weft_ForwardOp<"select"> {
+  let summary = "y = cond != 0 ? a : b, with broadcasting (ONNX Where)";
+  let description = [{
+    The condition is a float tensor read as a mask: an element that is not
+    0 (NaN included) picks `a`, 0 picks `b`. ONNX's boolean condition is
+    folded at import and arrives as a constant of 0s and 1s. The unpicked
+    operand is never read, so `Where(mask, scores, -inf)` is exact where a
+    blend `mask * a + (1 - mask) * b` would make NaNs. The condition has no
+    gradient.
+
+    ```mlir
+    %y = weft.select %mask, %scores, %ninf
+        : (tensor<8x8xf32>, tensor<2x4x8x8xf32>, tensor<f32>)
+          -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Weft_FloatTensor:$cond, Weft_FloatTensor:$a,
+                   Weft_FloatTensor:$b);
+  let results = (outs Weft_FloatTensor:$result);
+}
+
+def Weft_SelectGradOp : Weft_Op<"select_grad", [Pure,
+    DeclareOpInterfaceMethods<Weft_ShardingRuleOpInterface>]> {
+  let summary = "the gradient of weft.select's operand `operand`: dy where "
+                "it was picked, summed over the dims it was broadcast along";
+  let description = [{
+    `operand` 0 is `a` (dy where cond != 0), 1 is `b` (dy where cond is 0).
+    The result has that operand's shape, which broadcasts to dy's; a split
+    stretched dim leaves a partial sum (its factor is absent from the
+    result).
+
+    ```mlir
+    %da = weft.select_grad %mask, %dy {operand = 0 : i64}
+        : (tensor<8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Weft_FloatTensor:$cond, Weft_FloatTensor:$dy,
+                   I64Attr:$operand);
+  let results = (outs Weft_FloatTensor:$result);
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

@@ -673,7 +673,10 @@ def Weft_ConstantOp : Weft_Op<"constant", [Pure, ConstantLike,
   let description = [{
     The import folds every ONNX value that depends on no input or parameter
     (shapes, position ids, the causal mask); what the raised graph still reads
-    of them is a constant.
+    of them is a constant. A float constant the generic path reads as a
+    tensor stays to the end: it is never split (weft-propagate-sharding
+    keeps it replicated), has no gradient, and the program holds it as a
+    buffer of kind `constant` (docs/program-format.md, version 10).
 
     ```mlir
     %c = weft.constant dense<5.000000e-01> : tensor<f32>

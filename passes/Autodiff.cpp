@@ -16,9 +16,12 @@ using namespace weft;
 namespace {
 // Marks every op the VJP of a forward op creates with that op's weft.layer,
 // when it has one (the planner counts each layer's backward by it).
+// It also records every op it sees created, for the sweep of unread ones.
 struct CarryLayer : OpBuilder::Listener {
   Attribute layer;
+  SmallVector<Operation *> created;
   void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    created.push_back(op);
     if (layer && !op->hasAttr(attrname::kLayer))
       op->setAttr(attrname::kLayer, layer);
   }
@@ -57,7 +60,8 @@ struct Autodiff : weft::impl::WeftAutodiffBase<Autodiff> {
         FillOp::create(b, ret.getLoc(), lossType, b.getF64FloatAttr(1.0));
 
     for (Operation *op : llvm::reverse(forward)) {
-      if (isa<ParamOp>(op))
+      // A constant's gradient goes nowhere (the sweep below drops it).
+      if (isa<ParamOp, ConstantOp>(op))
         continue;
       SmallVector<Value> resultGrads;
       bool any = false;
@@ -97,6 +101,12 @@ struct Autodiff : weft::impl::WeftAutodiffBase<Autodiff> {
                            b.getF64FloatAttr(0.0));
       ParamGradOp::create(b, param.getLoc(), param.getName(), g);
     }
+    // A VJP builds every operand's gradient; what reaches no parameter (a
+    // constant's: a mask's, a select's unpicked -inf) is read by nothing.
+    // Consumers were created after their operands: newest first.
+    for (Operation *op : llvm::reverse(carry.created))
+      if (op->getNumResults() > 0 && op->use_empty())
+        op->erase();
     return success();
   }
 };

@@ -13,6 +13,7 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
 #include <string>
 
 namespace weft {
@@ -35,12 +36,14 @@ std::string shapeStr(ArrayRef<int64_t> shape) {
   return s + "]";
 }
 
-// The one value of a constant of one element, as the op's scalar.
+// The one value of a constant of one element, as the op's scalar: finite
+// (an attribute's; an infinite one stays a constant buffer).
 std::optional<double> scalarOf(Value v) {
   auto c = v.getDefiningOp<ConstantOp>();
   if (!c || typeOf(v).getNumElements() != 1)
     return std::nullopt;
-  return splat(v);
+  std::optional<double> x = splat(v);
+  return x && std::isfinite(*x) ? x : std::nullopt;
 }
 
 class Lowering {
@@ -57,7 +60,7 @@ public:
         "Erf",      "Reciprocal", "Add",       "Sub",       "Mul",
         "Div",      "Pow",        "Softmax",   "ReduceSum", "ReduceMean",
         "MatMul",   "Gemm",       "Concat",    "Slice",     "Gather",
-        "Sin",      "Cos",        "Abs"};
+        "Sin",      "Cos",        "Abs",       "Where"};
     if (!llvm::is_contained(kLowered, t)) {
       std::string all;
       for (const char *l : kLowered)
@@ -79,8 +82,10 @@ public:
     bool dataOnly = t == "Reshape" || t == "Squeeze" || t == "Unsqueeze" ||
                     t == "Expand" || t == "ReduceSum" || t == "ReduceMean" ||
                     t == "Slice" || t == "Gather";
+    // Where's condition is a bool (where() reads it).
+    const size_t firstFloat = t == "Where" ? 1 : 0;
     for (auto [i, in] : llvm::enumerate(inputs()))
-      if ((i == 0 || !dataOnly) &&
+      if (i >= firstFloat && (i == firstFloat || !dataOnly) &&
           (!isFloat(in) || typeOf(in).getElementType() != element()))
         return refuse("input " + std::to_string(i) + " is " + typeStr(in) +
                       ", expected " + typeStr(op.getResult(0)) +
@@ -121,6 +126,8 @@ public:
       return slice();
     if (t == "Gather")
       return gather();
+    if (t == "Where")
+      return where();
     assert(t == "Gemm" && "kLowered lists an op no branch lowers");
     return gemm();
   }
@@ -188,17 +195,6 @@ private:
       return std::nullopt;
     }
     return Shape(out.begin(), out.end());
-  }
-
-  // A tensor operand that is a constant is refused: the program has none.
-  Value noConstant(Value v, unsigned i) {
-    if (v.getDefiningOp<ConstantOp>())
-      return refuse("reads a constant tensor of shape " +
-                    shapeStr(typeOf(v).getShape()) + " as input " +
-                    std::to_string(i) +
-                    "; the program format holds no constant tensors (a "
-                    "one-element constant becomes an op's scalar)");
-    return v;
   }
 
   // Concat, Slice and Gather move data along one axis; weft's split and
@@ -270,11 +266,8 @@ private:
       return refuse("has axis " + std::to_string(intAttr(op, "axis", 0)) +
                     " for rank " + std::to_string(rank));
     SmallVector<Value> parts;
-    for (auto [i, in] : llvm::enumerate(inputs())) {
-      if (!noConstant(in, unsigned(i)))
-        return nullptr;
+    for (Value in : inputs())
       parts.push_back(toLast(in, axis));
-    }
     return checked(fromLast(ConcatOp::create(b, loc, parts), axis));
   }
 
@@ -340,6 +333,39 @@ private:
     return checked(reshapeTo(x));
   }
 
+  // Where(cond, a, b). The import folds a condition that depends on no
+  // input (a causal mask); it becomes a float mask, 1 where true. One true
+  // (or false) everywhere picks its operand alone.
+  Value where() {
+    auto c = input(0).getDefiningOp<ConstantOp>();
+    auto bits =
+        c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+    if (!bits || !bits.getElementType().isInteger())
+      return refuse("selects by a condition computed from the graph's "
+                    "inputs; the generic path selects by a condition the "
+                    "import folds (one that depends on no input)");
+    SmallVector<double> mask;
+    for (const APInt &v : bits.getValues<APInt>())
+      mask.push_back(v.isZero() ? 0.0 : 1.0);
+    if (llvm::all_equal(mask)) {
+      Value picked = input(mask.front() != 0.0 ? 1 : 2);
+      if (typeOf(picked) == resultType())
+        return picked;
+      ArrayRef<int64_t> from = typeOf(picked).getShape(),
+                        to = resultType().getShape();
+      if (!broadcastsTo({from.begin(), from.end()}, {to.begin(), to.end()}))
+        return wrongShape(typeOf(picked).getShape());
+      return checked(BroadcastOp::create(b, loc, resultType(), picked));
+    }
+    auto maskType = RankedTensorType::get(bits.getType().getShape(), element());
+    SmallVector<Attribute> values;
+    for (double m : mask)
+      values.push_back(FloatAttr::get(element(), m));
+    Value cond =
+        ConstantOp::create(b, loc, DenseElementsAttr::get(maskType, values));
+    return checked(SelectOp::create(b, loc, cond, input(1), input(2)));
+  }
+
   Value transpose() {
     Shape perm = permOf(op);
     if (perm.empty())
@@ -354,11 +380,7 @@ private:
                                c ? b.getF64FloatAttr(*c) : FloatAttr());
   }
 
-  Value unary(StringRef fn) {
-    if (!noConstant(input(0), 0))
-      return nullptr;
-    return checked(fnOf(input(0), fn));
-  }
+  Value unary(StringRef fn) { return checked(fnOf(input(0), fn)); }
 
   Value pointwise(Value x, Value constant, StringRef fn, double c) {
     // A constant of higher rank (x [N] + c [1, 1]) adds leading 1s.
@@ -393,10 +415,10 @@ private:
       for (const auto &l : kLeft)
         if (t == l[0])
           return pointwise(y, x, l[1], *cx);
-      return refuse("raises a constant to a tensor power; the generic path "
-                    "lowers Pow by a one-element constant exponent only");
     }
-    if (!noConstant(x, 0) || !noConstant(y, 1) || !broadcastOf(x, y))
+    // Otherwise (a constant base, a constant of many elements) binary
+    // reads the constant as a buffer.
+    if (!broadcastOf(x, y))
       return nullptr;
     std::string fn = t.lower();
     return checked(BinaryOp::create(b, loc, x, y, b.getStringAttr(fn)));
@@ -422,8 +444,6 @@ public:
                ", expected " + typeStr(op.getResult(0)) + "'s element type");
         return {};
       }
-      if (!noConstant(in, unsigned(i)))
-        return {};
     }
     Value x = input(0);
     ArrayRef<int64_t> shape = typeOf(x).getShape();
@@ -484,8 +504,6 @@ private:
     if (rank == 0 || axis < 0 || axis >= rank)
       return refuse("normalizes over axis " + std::to_string(given) +
                     " of rank " + std::to_string(rank));
-    if (!noConstant(x, 0))
-      return nullptr;
     if (op.getOpset() >= 13)
       return checked(
           fromLast(SoftmaxOp::create(b, loc, toLast(x, axis)), axis));
@@ -557,8 +575,6 @@ private:
   // broadcast to one batch shape and multiplied per batch index.
   Value matmul() {
     Value a = input(0), w = input(1);
-    if (!noConstant(a, 0) || !noConstant(w, 1))
-      return nullptr;
     ArrayRef<int64_t> as = typeOf(a).getShape(), ws = typeOf(w).getShape();
     if (as.size() < 2 || ws.size() < 2)
       return refuse("multiplies a vector (rank 1); the generic path lowers "
@@ -599,9 +615,6 @@ private:
     auto scaled = [&](Value v, double by) {
       return by == 1.0 ? v : fnOf(v, "mul", by);
     };
-    for (unsigned i = 0; i < inputs().size(); ++i)
-      if (!noConstant(input(i), i))
-        return nullptr;
     if (typeOf(input(0)).getRank() != 2 || typeOf(input(1)).getRank() != 2)
       return refuse("multiplies operands of rank other than 2");
     bool ta = intAttr(op, "transA", 0) != 0, tb = intAttr(op, "transB", 0) != 0;
@@ -652,20 +665,23 @@ struct LowerOnnxGeneric
         result.replaceAllUsesWith(y);
       op.erase();
     }
-    bool constants = false;
-    // The scalars became attributes: their constants are dead.
+    // The scalars became attributes: their constants are dead. A float
+    // constant read as a tensor is a program buffer (kind "constant"); any
+    // other (an integer or bool one) would be refused there.
+    bool stray = false;
     fn.walk([&](ConstantOp c) {
       if (c->use_empty()) {
         c.erase();
         return;
       }
-      if (!constants)
-        c.emitError("weft-lower-onnx-generic: a folded constant is still "
-                    "read by ")
-            << *c->getUsers().begin();
-      constants = true;
+      if (isFloat(c.getResult()) || stray)
+        return;
+      c.emitError("weft-lower-onnx-generic: a folded ")
+          << c.getType() << " constant is still read by "
+          << *c->getUsers().begin();
+      stray = true;
     });
-    if (constants)
+    if (stray)
       signalPassFailure();
   }
 };

@@ -85,6 +85,17 @@ struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
         p.getResult().replaceAllUsesExcept(copy.getResult(), copy);
         continue;
       }
+      // A float constant (the generic path's, a program buffer) is read in
+      // bf16 like a parameter: one copy, the constant stays f32.
+      if (auto c = dyn_cast<ConstantOp>(op)) {
+        if (!hasElement(c.getType(), f32) || c->use_empty())
+          continue;
+        b.setInsertionPointAfter(c);
+        auto copy = CastOp::create(
+            b, c.getLoc(), withElement(c.getType(), bf16), c.getResult());
+        c.getResult().replaceAllUsesExcept(copy.getResult(), copy);
+        continue;
+      }
       if (isa<CastOp>(op))
         continue;
       // Cross-entropy infers an f32 loss from bf16 logits (its kernels

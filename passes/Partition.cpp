@@ -304,6 +304,12 @@ private:
       shard.erase();
       return success();
     }
+    // A constant is whole on every rank (weft-propagate-sharding seeds it
+    // replicated); a user wanting it split slices it locally.
+    if (auto c = dyn_cast<ConstantOp>(op)) {
+      actual[c.getResult()] = replicated(c.getResult());
+      return success();
+    }
     if (auto fill = dyn_cast<FillOp>(op)) {
       ShardingAttr s = targetOf(fill.getResult());
       actual[fill.getResult()] = s;

@@ -283,7 +283,9 @@ def WeftAutodiff : Pass<"weft-autodiff", "mlir::func::FuncOp"> {
     each op's `VjpOpInterface` builds its operands' gradients from its results';
     gradients of values used more than once are summed with `weft.add`. Each
     `weft.param` gets a `weft.param_grad` holding its gradient (zeros where the
-    loss does not depend on it).
+    loss does not depend on it). A `weft.constant` has no gradient: the ops a
+    VJP built toward one (a mask's, a select's unpicked -inf) are read by
+    nothing and are dropped, with any other gradient op nothing reads.
 
     Before:
     ```mlir
@@ -407,11 +409,13 @@ def WeftLowerOnnxGeneric : Pass<"weft-lower-onnx-generic", "mlir::func::FuncOp">
     Concat, Slice (any step) and Gather by constant indices
     along one axis, as weft.split and weft.concat of the last dim (a slice
     per run of consecutive indices, the runs concatenated; another axis is
-    transposed last and back). A one-element constant operand becomes the op's `scalar`
-    attribute; any other constant tensor, and any other node, is refused by
-    node name, op type and opset (the program format holds no constant
-    tensors). Runs after weft-raise-onnx; a module without `weft.onnx_node`s
-    is left alone.
+    transposed last and back); Where by a condition the import folded, as
+    weft.select of a float mask (1 where true). A finite one-element
+    constant operand becomes the op's `scalar` attribute; any other float
+    constant stays a `weft.constant`, which the program holds as a buffer
+    (kind `constant`, format version 10). Any other node is refused by node
+    name, op type and opset. Runs after weft-raise-onnx; a module without
+    `weft.onnx_node`s is left alone.
 
     Before:
     ```mlir

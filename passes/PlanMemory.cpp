@@ -129,7 +129,7 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
       bool perMicrobatch = !mark || mark.getValue() == "forward" ||
                            mark.getValue() == "backward" ||
                            mark.getValue() == "weight";
-      if (loopBegin < 0 && perMicrobatch && !isa<ParamOp>(op))
+      if (loopBegin < 0 && perMicrobatch && !isa<ParamOp, ConstantOp>(op))
         loopBegin = index[&op];
       loopEnd = index[&op];
     }
@@ -149,8 +149,10 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
     DenseMap<Value, int64_t> offsets;
     OpBuilder b(fn);
     for (Operation &op : body) {
-      // A stored gradient is read from its grad buffer, not the arena.
-      if (isa<ParamOp, StoredGradOp>(op) || op.getNumResults() == 0) {
+      // A stored gradient is read from its grad buffer, not the arena, and
+      // a constant from its own buffer.
+      if (isa<ParamOp, StoredGradOp, ConstantOp>(op) ||
+          op.getNumResults() == 0) {
         releaseDead(op, index[&op], lastUse, offsets, arena);
         continue;
       }

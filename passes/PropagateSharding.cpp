@@ -131,6 +131,11 @@ struct PropagateSharding
         if (auto grad = dyn_cast<ParamGradOp>(op))
           if (ShardingAttr s = paramShardings.lookup(grad.getName()))
             p.known.try_emplace(grad.getOperand(), s);
+        // A constant is whole on every rank: the program holds one copy of
+        // it (a user that wants it split slices it locally).
+        if (auto c = dyn_cast<ConstantOp>(op))
+          p.known[c.getResult()] = ShardingAttr::replicated(
+              &getContext(), cast<RankedTensorType>(c.getType()).getRank());
         if (auto shard = dyn_cast<ShardOp>(op)) {
           p.known[shard.getResult()] = shard.getSharding();
           // A constraint is a user annotation on its operand too, unless

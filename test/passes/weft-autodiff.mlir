@@ -90,3 +90,26 @@ func.func @layers_carried(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -
   %loss = weft.cross_entropy %logits, %targets {weft.layer = 1} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A constant has no gradient: the select's gradient goes to the activation
+// alone (select_grad operand 1), and the binary's gradient toward the
+// constant bias, which the VJP builds, is read by nothing and dropped.
+// CHECK-LABEL: func @constants
+// CHECK:     weft.select_grad %{{.*}}, %{{.*}} {operand = 1 : i64}
+// CHECK-NOT: weft.select_grad
+// CHECK:     weft.binary_grad %{{.*}}, %{{.*}}, %{{.*}} {fn = "add", operand = 0 : i64}
+// CHECK-NOT: weft.binary_grad
+// CHECK:     weft.param_grad "w"
+func.func @constants(%x: tensor<2x4xf32>, %t: tensor<2xi32>) -> tensor<f32> {
+  %w = weft.param "w" {init = "normal", std = 0.02} : tensor<4x4xf32>
+  %y = weft.matmul %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %bias = weft.constant dense<[0.0, 1.0, 2.0, 3.0]> : tensor<4xf32>
+  %b = weft.binary %y, %bias {fn = "add"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %keep = weft.constant dense<[1.0, 1.0, 0.0, 1.0]> : tensor<4xf32>
+  %ninf = weft.constant dense<0xFF800000> : tensor<f32>
+  %m = weft.select %keep, %ninf, %b : (tensor<4xf32>, tensor<f32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %l = weft.cross_entropy %m, %t : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -93,13 +93,63 @@ func.func @gemm_scaled(%a: tensor<4x8xf32>, %b: tensor<8x6xf32>, %c: tensor<4x6x
 
 // -----
 
-// A constant tensor (here a mask) has no place in the program: refused,
-// naming the node.
+// A constant tensor (here an additive mask) stays a weft.constant, which
+// the program holds as a buffer; so does a one-element constant that is
+// not finite (a scalar attribute must be), and a constant base of Pow.
+// CHECK-LABEL: func @constant_tensor
+// CHECK-NEXT: %[[M:.*]] = weft.constant dense<{{.*}}> : tensor<4x4xf32>
+// CHECK-NEXT: %[[NINF:.*]] = weft.constant dense<0xFF800000> : tensor<f32>
+// CHECK-NEXT: %[[TWO:.*]] = weft.constant dense<2.000000e+00> : tensor<1xf32>
+// CHECK-NEXT: %[[A:.*]] = weft.binary %arg0, %[[M]] {fn = "add"} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: %[[B:.*]] = weft.binary %[[A]], %[[NINF]] {fn = "sub"}
+// CHECK-NEXT: weft.binary %[[TWO]], %[[B]] {fn = "pow"} : (tensor<1xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
 func.func @constant_tensor(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
   %mask = weft.constant dense<[[0.0, -1.0e9, -1.0e9, -1.0e9], [0.0, 0.0, -1.0e9, -1.0e9], [0.0, 0.0, 0.0, -1.0e9], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
-  // expected-error @+1 {{ONNX node 'masked' (Add, opset 17) reads a constant tensor of shape [4, 4] as input 1; the program format holds no constant tensors}}
-  %y = weft.onnx_node "Add" "masked"(%x, %mask) {attrs = {}, opset = 17 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %ninf = weft.constant dense<0xFF800000> : tensor<f32>
+  %two = weft.constant dense<2.0> : tensor<1xf32>
+  %a = weft.onnx_node "Add" "masked"(%x, %mask) {attrs = {}, opset = 17 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %b = weft.onnx_node "Sub" "past_inf"(%a, %ninf) {attrs = {}, opset = 17 : i64} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  %y = weft.onnx_node "Pow" "exp2"(%two, %b) {attrs = {}, opset = 17 : i64} : (tensor<1xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %y : tensor<4x4xf32>
+}
+
+// -----
+
+// Where by a folded condition: a float mask of 1s and 0s, read by
+// weft.select (the unpicked -inf is never read, so no NaN is made).
+// CHECK-LABEL: func @where_mask
+// CHECK: %[[NINF:.*]] = weft.constant dense<0xFF800000> : tensor<f32>
+// CHECK: %[[C:.*]] = weft.constant dense<{{\[\[}}1.000000e+00, 0.000000e+00], [1.000000e+00, 1.000000e+00]]> : tensor<2x2xf32>
+// CHECK-NEXT: weft.select %[[C]], %arg0, %[[NINF]] : (tensor<2x2xf32>, tensor<3x2x2xf32>, tensor<f32>) -> tensor<3x2x2xf32>
+func.func @where_mask(%s: tensor<3x2x2xf32>) -> tensor<3x2x2xf32> {
+  %keep = weft.constant dense<[[true, false], [true, true]]> : tensor<2x2xi1>
+  %ninf = weft.constant dense<0xFF800000> : tensor<f32>
+  %y = weft.onnx_node "Where" "causal"(%keep, %s, %ninf) {attrs = {}, opset = 17 : i64} : (tensor<2x2xi1>, tensor<3x2x2xf32>, tensor<f32>) -> tensor<3x2x2xf32>
+  return %y : tensor<3x2x2xf32>
+}
+
+// -----
+
+// A condition true everywhere picks its operand alone (broadcast to the
+// result's shape); false everywhere, the other.
+// CHECK-LABEL: func @where_uniform
+// CHECK-NEXT: %[[B:.*]] = weft.broadcast %arg0 : tensor<4xf32> to tensor<2x4xf32>
+// CHECK-NEXT: return %[[B]], %arg1
+func.func @where_uniform(%a: tensor<4xf32>, %b: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+  %all = weft.constant dense<true> : tensor<2x1xi1>
+  %none = weft.constant dense<false> : tensor<2x4xi1>
+  %y = weft.onnx_node "Where" "all"(%all, %a, %b) {attrs = {}, opset = 17 : i64} : (tensor<2x1xi1>, tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %z = weft.onnx_node "Where" "none"(%none, %a, %b) {attrs = {}, opset = 17 : i64} : (tensor<2x4xi1>, tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %y, %z : tensor<2x4xf32>, tensor<2x4xf32>
+}
+
+// -----
+
+// A condition computed from an input is refused, naming the node.
+func.func @where_computed(%x: tensor<4xf32>, %keep: tensor<4xi1>) -> tensor<4xf32> {
+  // expected-error @+1 {{ONNX node 'relu_by_hand' (Where, opset 17) selects by a condition computed from the graph's inputs; the generic path selects by a condition the import folds}}
+  %y = weft.onnx_node "Where" "relu_by_hand"(%keep, %x, %x) {attrs = {}, opset = 17 : i64} : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
 }
 
 // -----

@@ -158,3 +158,33 @@ func.func @named_mesh(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> te
   %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A constant (a mask over the column-parallel features) is whole on every
+// rank: where the select reads the features split over tp, each rank
+// slices its block of the mask locally (no communication). The constant
+// has no gradient: no select_grad for it, nor for the -inf.
+// CHECK-LABEL: func @constant_mask
+// CHECK-DAG:   %[[MASK:.*]] = weft.constant dense<{{.*}}> : tensor<4x16xf32>
+// CHECK-DAG:   %[[NINF:.*]] = weft.constant dense<0xFF800000> : tensor<f32>
+// CHECK:       %[[BLOCK:.*]] = weft.slice %[[MASK]] {axes = ["tp"], dim = 1 : i64{{.*}}} : (tensor<4x16xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:  weft.select %[[BLOCK]], %{{.*}}, %[[NINF]] : (tensor<4x8xf32>, tensor<2x4x8xf32>, tensor<f32>) -> tensor<2x4x8xf32>
+// CHECK-COUNT-1: weft.select_grad
+// CHECK-NOT:   weft.select_grad
+// CHECK:       return
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+func.func @constant_mask(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %w1 = weft.param "fc.weight" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [[], ["tp"]]>} : tensor<8x16xf32>
+  %a = weft.matmul %x, %w1 : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %mask = weft.constant dense<1.0> : tensor<4x16xf32>
+  %ninf = weft.constant dense<0xFF800000> : tensor<f32>
+  %m = weft.select %mask, %a, %ninf : (tensor<4x16xf32>, tensor<2x4x16xf32>, tensor<f32>) -> tensor<2x4x16xf32>
+  %w2 = weft.param "proj.weight" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [["tp"], []]>} : tensor<16x8xf32>
+  %o = weft.matmul %m, %w2 : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %logits = weft.matmul %o, %wte {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

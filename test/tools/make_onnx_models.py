@@ -8,7 +8,9 @@
   truncated.onnx the first half of FIXTURE's bytes
   unknown.onnx   a Hardmax, which weft does not import
   generic.onnx   an Erf no pattern raises (no GELU around it): the generic path
-  constant.onnx  x + a constant [4, 8] (the program holds no constant tensors)
+  constant.onnx  x + a constant [4, 8] (a constant buffer of the program)
+  relu_where.onnx  Where(Greater(x, 0), x, 0): a condition computed from the
+                 input (refused)
   softmax_axis.onnx  a Softmax over axis 1 (moved last for weft.softmax)
   shape.onnx     a Gemm whose weight [5, 8] does not contract with [.., 8]
   declared.onnx  logits declared [2, 4, 32] where the table makes 16
@@ -58,6 +60,11 @@ table = helper.make_node("Constant", [], ["table"], value=numpy_helper.from_arra
     np.ones((4, 8), np.float32), "table"))
 save(model([embed, table, helper.make_node("Add", ["x", "table"], ["a"], name="plus_table")]
            + head("a"), [WTE]), f"{out}/constant.onnx")
+zero = helper.make_node("Constant", [], ["zero"], value=numpy_helper.from_array(
+    np.zeros((), np.float32), "zero"))
+save(model([embed, zero, helper.make_node("Greater", ["x", "zero"], ["pos"], name="positive"),
+            helper.make_node("Where", ["pos", "x", "zero"], ["r"], name="relu")]
+           + head("r"), [WTE]), f"{out}/relu_where.onnx")
 save(model([embed, helper.make_node("Softmax", ["x"], ["s"], name="softmax", axis=1)]
            + head("s"), [WTE]), f"{out}/softmax_axis.onnx")
 W = numpy_helper.from_array(np.zeros((5, 8), np.float32), "fc.weight")

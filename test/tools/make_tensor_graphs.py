@@ -17,6 +17,9 @@ into DIR (format version 8: named tensor inputs and outputs):
   gemm0.onnx     Gemm with beta = 0 and a C input
   mlp.onnx       y = tanh(x @ fc1.weight + fc1.bias) @ fc2.weight, s = y summed
                  over dim 1: a float input and initializers, for a tp layout
+  masked.onnx    y = Softmax(Where(keep, x + bias, -inf)) of x [2, 3, 4], keep
+                 a causal [3, 4] bool and bias a [3, 4] float (Constant
+                 nodes): constant buffers and a select (format version 10)
 """
 import os
 import sys
@@ -76,3 +79,13 @@ save(model([helper.make_node("MatMul", ["x", "fc1.weight"], ["a"], name="fc1"),
             helper.make_node("ReduceSum", ["y", "axes"], ["s"], name="sum", keepdims=0)],
            [vi("x", F, [4, 8])], [vi("y", F, [4, 8]), vi("s", F, [4])], weights + [axes]),
      f"{out}/mlp.onnx")
+keep = np.tril(np.ones((3, 4), bool))
+bias = (np.arange(12, dtype=np.float32).reshape(3, 4) / 8).astype(np.float32)
+const = lambda name, a: helper.make_node(  # noqa: E731
+    "Constant", [], [name], name=name, value=numpy_helper.from_array(a, name))
+save(model([const("keep", keep), const("bias", bias),
+            const("ninf", np.array(-np.inf, np.float32)),
+            helper.make_node("Add", ["x", "bias"], ["xb"], name="biased"),
+            helper.make_node("Where", ["keep", "xb", "ninf"], ["m"], name="causal"),
+            helper.make_node("Softmax", ["m"], ["y"], name="softmax", axis=-1)],
+           [vi("x", F, [2, 3, 4])], [vi("y", F, [2, 3, 4])]), f"{out}/masked.onnx")

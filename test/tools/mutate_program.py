@@ -11,7 +11,10 @@ MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           mesh) | t-v7 | t-dtype | t-sharded | t-batch | t-dup-output |
           t-dup-input | t-train (the last seven on a program of tensor
           inputs) | m-unmasked | m-no-recipe | m-loss | m-token | m-prob |
-          m-v8 | m-attr (the last seven on a masked-LM program)"""
+          m-v8 | m-attr (the last seven on a masked-LM program) | c-write |
+          c-base64 | c-size | c-dtype | c-layout | c-v9 (the last six on a
+          program with a constant buffer)"""
+import base64
 import json
 import struct
 import sys
@@ -172,6 +175,31 @@ elif mutation == "m-v8":  # a version-8 runtime would train next-token
     version = 8
 elif mutation == "m-attr":  # masked on an op that is no cross-entropy
     first(p, "matmul")["attrs"]["masked"] = True
+elif mutation.startswith("c-"):
+    c = next(b for b in p["buffers"] if b["kind"] == "constant" and len(b["shape"]) == 2)
+    cid = p["buffers"].index(c)
+    if mutation == "c-write":  # the select writing a constant of its shape
+        sel = first(p, "select")
+        out = p["buffers"][sel["out"][0]]
+        c["shape"] = out["shape"]
+        n = 1
+        for d in out["shape"]:
+            n *= d
+        c["data"] = base64.b64encode(bytes(4 * n)).decode()
+        sel["out"] = [cid]
+    elif mutation == "c-base64":
+        c["data"] = c["data"][:-4] + "!!!!"
+    elif mutation == "c-size":  # one element short
+        c["shape"] = [c["shape"][0], c["shape"][1] + 1]
+    elif mutation == "c-dtype":
+        c["dtype"] = "i32"
+    elif mutation == "c-layout":
+        c["global_shape"] = [2 * c["shape"][0], c["shape"][1]]
+        c["sharding"] = [["tp"], []]
+    elif mutation == "c-v9":  # a version-9 runtime knows no constants
+        version = 9
+    else:
+        sys.exit(f"unknown mutation {mutation}")
 elif mutation != "deep":
     sys.exit(f"unknown mutation {mutation}")
 payload = json.dumps(p).encode()
