@@ -84,8 +84,8 @@ LogicalResult checkPointwise(Operation *op, StringRef fnName,
 LogicalResult checkBinaryFn(std::optional<Location> loc, StringRef fnName) {
   BinaryFn fn;
   if (!parseBinaryFn(fnName.str(), fn))
-    return emitOptionalError(loc, "fn '", fnName,
-                             "' is not one of add, sub, mul, div, pow");
+    return emitOptionalError(loc, "fn '", fnName, "' is not one of ",
+                             binaryList());
   return success();
 }
 
@@ -450,8 +450,15 @@ ShardingRule BatchMatmulOp::getShardingRule() {
 // Vector-Jacobian products
 //===----------------------------------------------------------------------===//
 
+// A mask (not, isnan; eq ... or below) passes no gradient: torch's
+// comparisons are not differentiated either.
 LogicalResult PointwiseOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                     SmallVectorImpl<Value> &grads) {
+  PointwiseFn fn;
+  if (parsePointwiseFn(getFn().str(), fn) && isMaskFn(fn)) {
+    grads.push_back(Value());
+    return success();
+  }
   grads.push_back(PointwiseGradOp::create(b, getLoc(), getX(), dys[0],
                                           getFnAttr(), getScalarAttr()));
   return success();
@@ -459,6 +466,11 @@ LogicalResult PointwiseOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
 
 LogicalResult BinaryOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                  SmallVectorImpl<Value> &grads) {
+  BinaryFn fn;
+  if (parseBinaryFn(getFn().str(), fn) && isMaskFn(fn)) {
+    grads.append(2, Value());
+    return success();
+  }
   for (int64_t operand : {0, 1})
     grads.push_back(BinaryGradOp::create(b, getLoc(), getLhs(), getRhs(),
                                          dys[0], getFnAttr(),

@@ -29,7 +29,8 @@ def Weft_PointwiseOp : Weft_ElementwiseForwardOp<"pointwise"> {
   let summary = "y = fn(x), or fn(x, scalar), elementwise";
   let description = [{
     `fn` is one of neg, exp, log, sqrt, reciprocal, tanh, sigmoid, relu,
-    erf, sin, cos and abs, or, with `scalar` c: add (x + c), sub (x - c), rsub (c - x), mul
+    erf, sin, cos and abs, the masks not (1 where x is 0) and isnan (no
+    gradient), or, with `scalar` c: add (x + c), sub (x - c), rsub (c - x), mul
     (x * c), div (x / c), rdiv (c / x) and pow (x ^ c). An ONNX Add, Mul,
     Div or Pow with a finite one-element constant operand lowers here, the
     constant becoming the attribute (no buffer, no broadcast).
@@ -57,8 +58,14 @@ def Weft_PointwiseGradOp : Weft_ElementwiseOp<"pointwise_grad"> {
 }
 
 def Weft_BinaryOp : Weft_ForwardOp<"binary"> {
-  let summary = "y = lhs fn rhs with broadcasting (fn: add, sub, mul, div, pow)";
+  let summary = "y = lhs fn rhs with broadcasting (fn: add, sub, mul, div, "
+                "pow, or a mask: eq, lt, le, gt, ge, and, or)";
   let description = [{
+    A mask fn computes 1 where true and 0 where false (`and` and `or` read
+    a nonzero operand as true): ONNX's comparisons and boolean logic, whose
+    bool tensors the generic path holds as float masks. A mask has no
+    gradient.
+
     ```mlir
     %y = weft.binary %x, %s {fn = "div"}
         : (tensor<2x8x64xf32>, tensor<2x8x1xf32>) -> tensor<2x8x64xf32>

@@ -54,13 +54,21 @@ public:
   Value lower() {
     StringRef t = op.getOpType();
     static const char *const kLowered[] = {
-        "Identity", "Squeeze",    "Unsqueeze", "Reshape",   "Flatten",
-        "Cast",     "Transpose",  "Expand",    "Neg",       "Exp",
-        "Log",      "Sqrt",       "Tanh",      "Sigmoid",   "Relu",
-        "Erf",      "Reciprocal", "Add",       "Sub",       "Mul",
-        "Div",      "Pow",        "Softmax",   "ReduceSum", "ReduceMean",
-        "MatMul",   "Gemm",       "Concat",    "Slice",     "Gather",
-        "Sin",      "Cos",        "Abs",       "Where"};
+        "Identity",    "Squeeze",    "Unsqueeze",
+        "Reshape",     "Flatten",    "Cast",
+        "Transpose",   "Expand",     "Neg",
+        "Exp",         "Log",        "Sqrt",
+        "Tanh",        "Sigmoid",    "Relu",
+        "Erf",         "Reciprocal", "Add",
+        "Sub",         "Mul",        "Div",
+        "Pow",         "Softmax",    "ReduceSum",
+        "ReduceMean",  "MatMul",     "Gemm",
+        "Concat",      "Slice",      "Gather",
+        "Sin",         "Cos",        "Abs",
+        "Where",       "Equal",      "Less",
+        "LessOrEqual", "Greater",    "GreaterOrEqual",
+        "And",         "Or",         "Not",
+        "IsNaN"};
     if (!llvm::is_contained(kLowered, t)) {
       std::string all;
       for (const char *l : kLowered)
@@ -74,6 +82,8 @@ public:
     if (!wellFormed(op))
       return refuse("has " + std::to_string(inputs().size()) +
                     " inputs, not the count its op type takes");
+    if (isMaskOp(t))
+      return mask();
     if (!isFloat(op.getResult(0)))
       return refuse("computes " + typeStr(op.getResult(0)) +
                     "; the generic path computes floats (integer tensors "
@@ -333,17 +343,87 @@ private:
     return checked(reshapeTo(x));
   }
 
-  // Where(cond, a, b). The import folds a condition that depends on no
-  // input (a causal mask); it becomes a float mask, 1 where true. One true
-  // (or false) everywhere picks its operand alone.
+  // ONNX's comparisons and boolean logic, with their binary or pointwise
+  // mask fn: a bool tensor on the generic path is a float mask of its
+  // operands' float type, 1 where true.
+  static constexpr const char *kMaskOps[][2] = {
+      {"Equal", "eq"},   {"Less", "lt"},           {"LessOrEqual", "le"},
+      {"Greater", "gt"}, {"GreaterOrEqual", "ge"}, {"And", "and"},
+      {"Or", "or"},      {"Not", "not"},           {"IsNaN", "isnan"}};
+  static bool isMaskOp(StringRef t) {
+    return llvm::any_of(kMaskOps, [&](const auto &m) { return t == m[0]; });
+  }
+
+  // v as a float mask of `element`: a float operand as it is (a mask
+  // lowered before it, or a compared value), a folded bool one as 0/1.
+  Value asFloat(Value v, Type element) {
+    if (isFloat(v))
+      return typeOf(v).getElementType() == element ? v : Value();
+    auto c = v.getDefiningOp<ConstantOp>();
+    auto bits =
+        c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+    if (!bits || !bits.getElementType().isInteger(1))
+      return Value();
+    SmallVector<Attribute> values;
+    for (bool x : bits.getValues<bool>())
+      values.push_back(FloatAttr::get(element, x ? 1.0 : 0.0));
+    auto type = RankedTensorType::get(bits.getType().getShape(), element);
+    return ConstantOp::create(b, loc, DenseElementsAttr::get(type, values));
+  }
+
+  Value mask() {
+    StringRef t = op.getOpType();
+    Type element;
+    for (Value in : inputs())
+      if (!element && isFloat(in))
+        element = typeOf(in).getElementType();
+    if (!element)
+      return refuse("reads no float tensor (" + typeStr(input(0)) +
+                    "); the generic path compares floats, and the import "
+                    "folds what depends on no input");
+    SmallVector<Value> xs;
+    for (auto [i, in] : llvm::enumerate(inputs())) {
+      xs.push_back(asFloat(in, element));
+      if (!xs.back())
+        return refuse("input " + std::to_string(i) + " is " + typeStr(in) +
+                      ", expected a float tensor of the others' element "
+                      "type, or a folded bool one");
+    }
+    StringRef fn;
+    for (const auto &m : kMaskOps)
+      if (t == m[0])
+        fn = m[1];
+    Value y;
+    if (xs.size() == 1) {
+      y = fnOf(xs[0], fn);
+    } else {
+      if (!broadcastOf(xs[0], xs[1]))
+        return nullptr;
+      y = BinaryOp::create(b, loc, xs[0], xs[1], b.getStringAttr(fn));
+    }
+    if (typeOf(y).getShape() != resultType().getShape())
+      return wrongShape(typeOf(y).getShape());
+    return y;
+  }
+
+  // Where(cond, a, b). A condition computed from the inputs is a float
+  // mask (mask() lowered it); the import folds one that depends on no
+  // input (a causal mask), which becomes a float mask, 1 where true. One
+  // true (or false) everywhere picks its operand alone.
   Value where() {
+    if (isFloat(input(0))) {
+      if (typeOf(input(0)).getElementType() != element())
+        return refuse("selects by " + typeStr(input(0)) + ", expected a " +
+                      typeStr(op.getResult(0)) + " mask");
+      return checked(SelectOp::create(b, loc, input(0), input(1), input(2)));
+    }
     auto c = input(0).getDefiningOp<ConstantOp>();
     auto bits =
         c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
     if (!bits || !bits.getElementType().isInteger())
-      return refuse("selects by a condition computed from the graph's "
-                    "inputs; the generic path selects by a condition the "
-                    "import folds (one that depends on no input)");
+      return refuse("selects by " + typeStr(input(0)) +
+                    ", which is neither a comparison the generic path "
+                    "lowers nor a condition the import folds");
     SmallVector<double> mask;
     for (const APInt &v : bits.getValues<APInt>())
       mask.push_back(v.isZero() ? 0.0 : 1.0);

@@ -23,7 +23,10 @@ bool wellFormed(OnnxNodeOp op) {
                 {"ReduceMean", 1, 2}, {"ReduceSum", 1, 2},
                 {"Unsqueeze", 1, 2},  {"LayerNormalization", 2, 3},
                 {"Concat", 1, ~0u},   {"Split", 1, 2},
-                {"Squeeze", 1, 2}};
+                {"Squeeze", 1, 2},    {"Equal", 2, 2},
+                {"Less", 2, 2},       {"LessOrEqual", 2, 2},
+                {"Greater", 2, 2},    {"GreaterOrEqual", 2, 2},
+                {"And", 2, 2},        {"Or", 2, 2}};
   unsigned n = op.getInputs().size(), min = 1, max = 1;
   for (const auto &a : kArity)
     if (op.getOpType() == a.type)

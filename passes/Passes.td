@@ -409,8 +409,11 @@ def WeftLowerOnnxGeneric : Pass<"weft-lower-onnx-generic", "mlir::func::FuncOp">
     Concat, Slice (any step) and Gather by constant indices
     along one axis, as weft.split and weft.concat of the last dim (a slice
     per run of consecutive indices, the runs concatenated; another axis is
-    transposed last and back); Where by a condition the import folded, as
-    weft.select of a float mask (1 where true). A finite one-element
+    transposed last and back); Equal, Less, LessOrEqual, Greater,
+    GreaterOrEqual, And, Or, Not and IsNaN of floats as masks (binary and
+    pointwise mask fns: 1 where true, of the operands' float type; a folded
+    bool operand becomes a 0/1 constant); Where by such a mask, or by a
+    condition the import folded, as weft.select. A finite one-element
     constant operand becomes the op's `scalar` attribute; any other float
     constant stays a `weft.constant`, which the program holds as a buffer
     (kind `constant`, format version 10). Any other node is refused by node

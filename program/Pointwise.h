@@ -28,6 +28,9 @@ enum class PointwiseFn {
   Sin,
   Cos,
   Abs,
+  // Masks (format version 10): 1 where true, 0 where false; no gradient.
+  Not,   // x == 0
+  IsNan, // "isnan"
   // With a scalar c:
   AddScalar,  // "add": x + c
   SubScalar,  // "sub": x - c
@@ -38,7 +41,13 @@ enum class PointwiseFn {
   PowScalar,  // "pow": x ^ c
 };
 
-enum class BinaryFn { Add, Sub, Mul, Div, Pow };
+/// Eq to Or (format version 10) compute masks: 1 where true, 0 where
+/// false (And and Or read a nonzero operand as true), with no gradient.
+enum class BinaryFn { Add, Sub, Mul, Div, Pow, Eq, Lt, Le, Gt, Ge, And, Or };
+
+/// Whether Fn computes a 0/1 mask (a comparison or boolean logic): the
+/// generic path's form of ONNX's bool tensors. Nothing differentiates it.
+inline bool isMaskFn(BinaryFn Fn) { return Fn >= BinaryFn::Eq; }
 
 struct PointwiseName {
   const char *Name;
@@ -59,6 +68,8 @@ inline const PointwiseName *pointwiseNames(size_t &Count) {
       {"sin", PointwiseFn::Sin},
       {"cos", PointwiseFn::Cos},
       {"abs", PointwiseFn::Abs},
+      {"not", PointwiseFn::Not},
+      {"isnan", PointwiseFn::IsNan},
       {"add", PointwiseFn::AddScalar},
       {"sub", PointwiseFn::SubScalar},
       {"rsub", PointwiseFn::RsubScalar},
@@ -69,6 +80,10 @@ inline const PointwiseName *pointwiseNames(size_t &Count) {
   };
   Count = sizeof(Table) / sizeof(Table[0]);
   return Table;
+}
+
+inline bool isMaskFn(PointwiseFn Fn) {
+  return Fn == PointwiseFn::Not || Fn == PointwiseFn::IsNan;
 }
 
 /// Whether Fn reads a scalar operand (the `scalar` attribute).
@@ -99,14 +114,23 @@ inline std::string pointwiseList() {
 /// The binary fns' names, in BinaryFn's order (the one table the parser
 /// and --dump read).
 inline const char *binaryFnName(BinaryFn Fn) {
-  static const char *const Names[] = {"add", "sub", "mul", "div", "pow"};
-  static_assert(sizeof(Names) / sizeof(Names[0]) == int(BinaryFn::Pow) + 1,
+  static const char *const Names[] = {"add", "sub", "mul", "div", "pow", "eq",
+                                      "lt",  "le",  "gt",  "ge",  "and", "or"};
+  static_assert(sizeof(Names) / sizeof(Names[0]) == int(BinaryFn::Or) + 1,
                 "a name per BinaryFn");
   return Names[int(Fn)];
 }
 
+/// "add, sub, ..., or", for messages.
+inline std::string binaryList() {
+  std::string S;
+  for (int I = 0; I <= int(BinaryFn::Or); ++I)
+    S += (I ? ", " : "") + std::string(binaryFnName(BinaryFn(I)));
+  return S;
+}
+
 inline bool parseBinaryFn(const std::string &Name, BinaryFn &Out) {
-  for (int I = 0; I <= int(BinaryFn::Pow); ++I)
+  for (int I = 0; I <= int(BinaryFn::Or); ++I)
     if (Name == binaryFnName(BinaryFn(I))) {
       Out = BinaryFn(I);
       return true;
@@ -141,6 +165,10 @@ template <typename T> inline T pointwise(PointwiseFn Fn, T X, T C) {
     return std::cos(X);
   case PointwiseFn::Abs:
     return std::abs(X);
+  case PointwiseFn::Not:
+    return T(X == T(0));
+  case PointwiseFn::IsNan:
+    return T(std::isnan(X));
   case PointwiseFn::AddScalar:
     return X + C;
   case PointwiseFn::SubScalar:
@@ -190,6 +218,9 @@ template <typename T> inline T pointwiseGrad(PointwiseFn Fn, T X, T C, T Dy) {
     return Dy * std::cos(X);
   case PointwiseFn::Cos:
     return -Dy * std::sin(X);
+  case PointwiseFn::Not:
+  case PointwiseFn::IsNan:
+    return T(0);         // a mask is flat wherever it is differentiable
   case PointwiseFn::Abs: // sign(x), 0 at 0 (PyTorch's)
     return X > T(0) ? Dy : X < T(0) ? -Dy : T(0);
   case PointwiseFn::AddScalar:
@@ -224,6 +255,20 @@ template <typename T> inline T binary(BinaryFn Fn, T A, T B) {
     return A / B;
   case BinaryFn::Pow:
     return std::pow(A, B);
+  case BinaryFn::Eq:
+    return T(A == B);
+  case BinaryFn::Lt:
+    return T(A < B);
+  case BinaryFn::Le:
+    return T(A <= B);
+  case BinaryFn::Gt:
+    return T(A > B);
+  case BinaryFn::Ge:
+    return T(A >= B);
+  case BinaryFn::And:
+    return T(A != T(0) && B != T(0));
+  case BinaryFn::Or:
+    return T(A != T(0) || B != T(0));
   }
   return A;
 }
@@ -246,6 +291,14 @@ inline T binaryGrad(BinaryFn Fn, int Operand, T A, T B, T Dy) {
     if (Operand == 0)
       return B == T(0) ? T(0) : Dy * B * std::pow(A, B - T(1));
     return A == T(0) && B >= T(0) ? T(0) : Dy * std::pow(A, B) * std::log(A);
+  case BinaryFn::Eq:
+  case BinaryFn::Lt:
+  case BinaryFn::Le:
+  case BinaryFn::Gt:
+  case BinaryFn::Ge:
+  case BinaryFn::And:
+  case BinaryFn::Or:
+    return T(0); // a mask is flat wherever it is differentiable
   }
   return Dy;
 }

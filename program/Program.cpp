@@ -622,7 +622,7 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     WEFT_RETURN_IF_ERROR(getString(*Attrs, "fn", ACtx, Fn));
     if (!parseBinaryFn(Fn, A.Binary))
       return Status::error("unknown fn '" + Fn + "' in " + ACtx +
-                           " (expected add, sub, mul, div or pow)");
+                           " (expected " + binaryList() + ")");
     if (Op == OpKind::Binary)
       return Status::success();
     [[fallthrough]];

@@ -22,7 +22,7 @@ func.func @valid(%x: tensor<2x8x64xf32>, %s: tensor<2x8x1xf32>) {
 // -----
 
 func.func @pointwise_unknown(%x: tensor<4xf32>) {
-  // expected-error @+1 {{fn 'gelu' is not one of neg, exp, log, sqrt, reciprocal, tanh, sigmoid, relu, erf, sin, cos, abs, add, sub, rsub, mul, div, rdiv, pow}}
+  // expected-error @+1 {{fn 'gelu' is not one of neg, exp, log, sqrt, reciprocal, tanh, sigmoid, relu, erf, sin, cos, abs, not, isnan, add, sub, rsub, mul, div, rdiv, pow}}
   %y = weft.pointwise %x {fn = "gelu"} : tensor<4xf32>
   return
 }
@@ -55,7 +55,7 @@ func.func @binary_no_broadcast(%a: tensor<2x8xf32>, %b: tensor<3x8xf32>) {
 // -----
 
 func.func @binary_unknown(%a: tensor<2x8xf32>) {
-  // expected-error @+1 {{fn 'max' is not one of add, sub, mul, div, pow}}
+  // expected-error @+1 {{fn 'max' is not one of add, sub, mul, div, pow, eq, lt, le, gt, ge, and, or}}
   %y = weft.binary %a, %a {fn = "max"} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return
 }

@@ -145,11 +145,54 @@ func.func @where_uniform(%a: tensor<4xf32>, %b: tensor<2x4xf32>) -> (tensor<2x4x
 
 // -----
 
-// A condition computed from an input is refused, naming the node.
-func.func @where_computed(%x: tensor<4xf32>, %keep: tensor<4xi1>) -> tensor<4xf32> {
-  // expected-error @+1 {{ONNX node 'relu_by_hand' (Where, opset 17) selects by a condition computed from the graph's inputs; the generic path selects by a condition the import folds}}
-  %y = weft.onnx_node "Where" "relu_by_hand"(%keep, %x, %x) {attrs = {}, opset = 17 : i64} : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// Comparisons and boolean logic computed from inputs are float masks
+// (binary or pointwise mask fns, 1 where true); a folded bool operand
+// becomes a 0/1 constant of the others' float type; Where selects by the
+// mask.
+// CHECK-LABEL: func @computed_masks
+// CHECK-DAG: %[[EQ:.*]] = weft.binary %arg0, %arg1 {fn = "eq"}
+// CHECK-DAG: %[[LT:.*]] = weft.binary %arg0, %arg1 {fn = "lt"}
+// CHECK-DAG: %[[LE:.*]] = weft.binary %arg0, %arg1 {fn = "le"}
+// CHECK-DAG: %[[GE:.*]] = weft.binary %arg0, %arg1 {fn = "ge"}
+// CHECK-DAG: %[[ODD:.*]] = weft.constant dense<[0.000000e+00, 1.000000e+00, 0.000000e+00, 1.000000e+00]> : tensor<4xf32>
+// CHECK-DAG: %[[OR:.*]] = weft.binary %[[EQ]], %[[LT]] {fn = "or"}
+// CHECK-DAG: %[[AND:.*]] = weft.binary %[[OR]], %[[ODD]] {fn = "and"}
+// CHECK-DAG: %[[NOT:.*]] = weft.pointwise %[[LE]] {fn = "not"}
+// CHECK-DAG: weft.select %[[AND]], %arg0, %arg1
+// CHECK-DAG: weft.select %[[NOT]], %arg0, %arg1
+// CHECK-DAG: weft.select %[[GE]], %arg1, %arg0
+func.func @computed_masks(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %odd = weft.constant dense<[false, true, false, true]> : tensor<4xi1>
+  %eq = weft.onnx_node "Equal" "eq"(%x, %y) {attrs = {}, opset = 17 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  %lt = weft.onnx_node "Less" "lt"(%x, %y) {attrs = {}, opset = 17 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  %le = weft.onnx_node "LessOrEqual" "le"(%x, %y) {attrs = {}, opset = 17 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  %ge = weft.onnx_node "GreaterOrEqual" "ge"(%x, %y) {attrs = {}, opset = 17 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  %or = weft.onnx_node "Or" "or"(%eq, %lt) {attrs = {}, opset = 17 : i64} : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  %and = weft.onnx_node "And" "and"(%or, %odd) {attrs = {}, opset = 17 : i64} : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  %not = weft.onnx_node "Not" "not"(%le) {attrs = {}, opset = 17 : i64} : (tensor<4xi1>) -> tensor<4xi1>
+  %z = weft.onnx_node "Where" "pick"(%and, %x, %y) {attrs = {}, opset = 17 : i64} : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %w = weft.onnx_node "Where" "pick_not"(%not, %x, %y) {attrs = {}, opset = 17 : i64} : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %v = weft.onnx_node "Where" "pick_ge"(%ge, %y, %x) {attrs = {}, opset = 17 : i64} : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %z, %w, %v : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// A bool that is neither a comparison lowered here nor folded (an input)
+// is refused, naming the node; so is a comparison of integers.
+func.func @where_bool_input(%x: tensor<4xf32>, %keep: tensor<4xi1>) -> tensor<4xf32> {
+  // expected-error @+1 {{ONNX node 'by_input' (Where, opset 17) selects by tensor<4xi1>, which is neither a comparison the generic path lowers nor a condition the import folds}}
+  %y = weft.onnx_node "Where" "by_input"(%keep, %x, %x) {attrs = {}, opset = 17 : i64} : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @compare_ints(%ids: tensor<4xi64>) -> tensor<4xi1> {
+  %pad = weft.constant dense<0> : tensor<i64>
+  // expected-error @+1 {{ONNX node 'is_pad' (Equal, opset 17) reads no float tensor (tensor<4xi64>); the generic path compares floats, and the import folds what depends on no input}}
+  %y = weft.onnx_node "Equal" "is_pad"(%ids, %pad) {attrs = {}, opset = 17 : i64} : (tensor<4xi64>, tensor<i64>) -> tensor<4xi1>
+  return %y : tensor<4xi1>
 }
 
 // -----

@@ -80,8 +80,8 @@ TEST(GenericKernels, BinaryAndItsGradientMatchLoops) {
       auto Positive = Signed;
       for (double &V : Positive)
         V = std::abs(V) + 0.5;
-      for (BinaryFn Fn : {BinaryFn::Add, BinaryFn::Sub, BinaryFn::Mul,
-                          BinaryFn::Div, BinaryFn::Pow}) {
+      for (int F = 0; F <= int(BinaryFn::Or); ++F) {
+        const BinaryFn Fn = BinaryFn(F);
         const auto &A = Fn == BinaryFn::Pow ? Positive : Signed;
         std::vector<double> Got(size_t(count(Y))), Want(Got.size());
         binary(Fn, A.data(), SA, B.data(), SB, Got.data(), Y);
@@ -148,8 +148,8 @@ TEST(GenericKernels, SelectAndItsGradientMatchLoops) {
         Want[I] = C[flatAt(SC, Y, Idx)] != 0 ? A[flatAt(SA, Y, Idx)]
                                              : B[flatAt(SB, Y, Idx)];
       });
-      EXPECT_EQ(Got, Want) << "select, ranks " << SC.size() << "/"
-                           << SA.size() << "/" << SB.size();
+      EXPECT_EQ(Got, Want) << "select, ranks " << SC.size() << "/" << SA.size()
+                           << "/" << SB.size();
       for (int Operand : {0, 1}) {
         const Dims &SO = Operand ? SB : SA;
         if (!broadcastsTo(SO, Y))
@@ -163,6 +163,32 @@ TEST(GenericKernels, SelectAndItsGradientMatchLoops) {
         EXPECT_EQ(G, W) << "select_grad operand " << Operand;
       }
     }
+}
+
+// ONNX's comparisons and boolean logic as masks: 1 where true, 0 where
+// false, NaN compared false (as IEEE and ONNX), any nonzero read as true.
+TEST(GenericKernels, MaskFnsComputeOnesAndZeros) {
+  const double NaN = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> A = {1, 2, 3, NaN, 0, -2}, B = {2, 2, 2, 1, 0, 5};
+  const Dims S{6};
+  auto run = [&](BinaryFn Fn) {
+    std::vector<double> Y(6);
+    binary(Fn, A.data(), S, B.data(), S, Y.data(), S);
+    return Y;
+  };
+  using V = std::vector<double>;
+  EXPECT_EQ(run(BinaryFn::Eq), (V{0, 1, 0, 0, 1, 0}));
+  EXPECT_EQ(run(BinaryFn::Lt), (V{1, 0, 0, 0, 0, 1}));
+  EXPECT_EQ(run(BinaryFn::Le), (V{1, 1, 0, 0, 1, 1}));
+  EXPECT_EQ(run(BinaryFn::Gt), (V{0, 0, 1, 0, 0, 0}));
+  EXPECT_EQ(run(BinaryFn::Ge), (V{0, 1, 1, 0, 1, 0}));
+  EXPECT_EQ(run(BinaryFn::And), (V{1, 1, 1, 1, 0, 1}));
+  EXPECT_EQ(run(BinaryFn::Or), (V{1, 1, 1, 1, 0, 1}));
+  std::vector<double> Not(6), Nan(6);
+  pointwise(PointwiseFn::Not, 0.0, A.data(), Not.data(), 6);
+  pointwise(PointwiseFn::IsNan, 0.0, A.data(), Nan.data(), 6);
+  EXPECT_EQ(Not, (V{0, 0, 0, 0, 1, 0}));
+  EXPECT_EQ(Nan, (V{0, 0, 0, 1, 0, 0}));
 }
 
 TEST(GenericKernels, SelectNeverReadsTheUnpickedInfinity) {

@@ -135,6 +135,7 @@ void pointwiseGradLoop(const T *X, const T *Dy, T *Dx, int64_t N, T C) {
 #define WEFT_EACH_POINTWISE_FN(CASE)                                           \
   CASE(Neg) CASE(Exp) CASE(Log) CASE(Sqrt) CASE(Reciprocal) CASE(Tanh)         \
   CASE(Sigmoid) CASE(Relu) CASE(Erf) CASE(Sin) CASE(Cos) CASE(Abs)             \
+  CASE(Not) CASE(IsNan)                                                        \
   CASE(AddScalar) CASE(SubScalar)                                              \
   CASE(RsubScalar) CASE(MulScalar) CASE(DivScalar) CASE(RdivScalar)            \
   CASE(PowScalar)
