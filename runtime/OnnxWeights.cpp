@@ -4,6 +4,8 @@
 #include "program/OnnxExternalData.h"
 
 #ifdef WEFT_HAVE_ONNX
+#include "program/TorchExportSignature.h"
+
 #include <google/protobuf/io/coded_stream.h>
 #include <onnx/onnx_pb.h>
 #endif
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <type_traits>
 
@@ -169,12 +172,16 @@ Expected<SafetensorsFile> parseOnnxInitializers(const std::string &Bytes,
   const fs::path ModelDir = fs::path(Path).parent_path();
   nlohmann::json Header = nlohmann::json::object();
   std::string Data;
+  // What the compiler folded: integer and boolean constants, buffers.
+  const std::set<std::string> Buffers =
+      torchExportBuffers<onnx::GraphProto, onnx::StringStringEntryProto>(G);
   for (const onnx::TensorProto &T : G.initializer()) {
     const std::string What =
         "ONNX model '" + Path + "': initializer '" + T.name() + "'";
     Dtype D{};
-    if (!floatType(T.data_type(), D) || isOnnxBuffer(T.name()))
-      continue; // integer and boolean constants, buffers: no weights
+    if (!floatType(T.data_type(), D) || isOnnxBuffer(T.name()) ||
+        Buffers.count(T.name()))
+      continue; // no weights
     if (T.name().empty())
       return Status::error("ONNX model '" + Path +
                            "': a float initializer has no name");

@@ -5,6 +5,7 @@
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/ShapeRules.h"
 #include "program/OnnxBuffers.h"
+#include "program/TorchExportSignature.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -844,12 +845,15 @@ std::string Importer::run(const onnx::ModelProto &model,
   if (g.sparse_initializer_size())
     return "sparse initializer '" + g.sparse_initializer(0).values().name() +
            "' is not supported";
-  // Float initializers are parameters; others fold as constants.
+  // Float initializers are parameters; others fold as constants, and so
+  // do the buffers a torch export's signature names (not trained).
+  const std::set<std::string> buffers =
+      torchExportBuffers<onnx::GraphProto, onnx::StringStringEntryProto>(g);
   for (const auto &t : g.initializer()) {
     HostType ht;
     bool isFloat = t.data_type() == onnx::TensorProto_DataType_FLOAT ||
                    t.data_type() == onnx::TensorProto_DataType_DOUBLE;
-    if (isFloat && !isOnnxBuffer(t.name())) {
+    if (isFloat && !isOnnxBuffer(t.name()) && !buffers.count(t.name())) {
       for (int64_t d : t.dims())
         if (d <= 0)
           return "initializer '" + t.name() + "' has dim " + std::to_string(d);

@@ -210,7 +210,7 @@ def variants():
 
 def generic(fixture="generic-tiny", want_ops=("reduce", "binary", "pointwise", "softmax",
                                             "attention", "matmul"), absent=(),
-            layouts=("dp=2", "tp=2 generic mlp", "dp=2 zero3")):
+            layouts=("dp=2", "tp=2 generic mlp", "dp=2 zero3"), buffers=()):
     """A model no Hugging Face class builds (fixtures/export_generic_onnx.py):
     its written-out norms, relu^2-sigmoid MLP and softmax feature gate
     match no raise pattern and train on the generic path (weft.reduce,
@@ -218,7 +218,8 @@ def generic(fixture="generic-tiny", want_ops=("reduce", "binary", "pointwise", "
     PyTorch's, and dp=2, tp=2 (the MLP split by a user's layout) and dp=2
     ZeRO-3 train like one rank. generic-window-tiny's attention (ALiBi
     bias, sliding window) is generic too: its bias and mask are constant
-    buffers, the mask's Where a weft.select."""
+    buffers, the mask's Where a weft.select; its ALiBi slopes, registered
+    buffers the export's signature names, are constants, not weights."""
     onnx = os.path.join(FIXTURES, f"{fixture}-torch-export.onnx")
     work = os.path.join(WORK, fixture)
     os.makedirs(work, exist_ok=True)
@@ -229,6 +230,15 @@ def generic(fixture="generic-tiny", want_ops=("reduce", "binary", "pointwise", "
         sys.exit(f"FAIL: {fixture}: expected {want_ops} and no {absent}, got {ops}")
     print(f"{fixture}: ops " + ", ".join(f"{k} {v}" for k, v in ops.items()))
     want = torch_loss(fixture, f"{fixture}-torch-export", work)["loss"]
+    if buffers:
+        dump = run([f"{BIN}/weft-run", os.path.join(work, "f32.weft"), "--dump"])
+        params = [line.split()[1] for line in dump.split("params:")[1].split(
+            "arena_bytes:")[0].splitlines()[1:] if line.strip()]
+        trained = [p for p in params if any(b in p for b in buffers)]
+        if trained:
+            sys.exit(f"FAIL: {fixture}: buffers trained as parameters: {trained}")
+        print(f"{fixture}: {len(params)} parameters; buffers {', '.join(buffers)} "
+              f"are constants, not weights")
     # bf16 storage (f32 compute) on the generic ops too: near PyTorch's f32.
     toks = os.path.join(work, "ids.bin")
     got = losses(compile_(onnx, os.path.join(work, "bf16.weft"), "--dtype", "bf16"),
@@ -323,7 +333,7 @@ def main():
     generic()
     generic("generic-window-tiny", ("constant", "select", "batch_matmul", "softmax"),
             ("attention",), ("dp=2", "tp=2 generic mlp", "tp=2 generic qkv", "dp=2 zero3",
-                             "pp=2 1f1b"))
+                             "pp=2 1f1b"), buffers=("h.0.slopes", "h.1.slopes"))
     encoders()
     print("PASS: imported ONNX models train as PyTorch, the builtin frontend and one rank")
 

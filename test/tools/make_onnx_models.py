@@ -9,8 +9,13 @@
   unknown.onnx   a Hardmax, which weft does not import
   generic.onnx   an Erf no pattern raises (no GELU around it): the generic path
   constant.onnx  x + a constant [4, 8] (a constant buffer of the program)
-  relu_where.onnx  Where(Greater(x, 0), x, 0): a condition computed from the
-                 input (refused)
+  relu_where.onnx  Where(And(Not(IsNaN(x)), Greater(x, 0)), x, 0): a
+                 condition computed from the input, relu for finite x
+  relu.onnx      Relu(x), to train beside relu_where.onnx
+  buffer.onnx    x * scale, scale [8] an initializer torch.export's graph
+                 signature calls a BUFFER (in the graph's metadata_props,
+                 field 16 from ONNX IR 10, written here by hand)
+  unmarked.onnx  the same without the signature: scale is a weight
   softmax_axis.onnx  a Softmax over axis 1 (moved last for weft.softmax)
   shape.onnx     a Gemm whose weight [5, 8] does not contract with [.., 8]
   declared.onnx  logits declared [2, 4, 32] where the table makes 16
@@ -26,7 +31,7 @@ import os
 import sys
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper, save
+from onnx import GraphProto, StringStringEntryProto, TensorProto, helper, numpy_helper, save
 
 out, fixture = sys.argv[1], sys.argv[2]
 os.makedirs(out, exist_ok=True)
@@ -62,9 +67,14 @@ save(model([embed, table, helper.make_node("Add", ["x", "table"], ["a"], name="p
            + head("a"), [WTE]), f"{out}/constant.onnx")
 zero = helper.make_node("Constant", [], ["zero"], value=numpy_helper.from_array(
     np.zeros((), np.float32), "zero"))
-save(model([embed, zero, helper.make_node("Greater", ["x", "zero"], ["pos"], name="positive"),
-            helper.make_node("Where", ["pos", "x", "zero"], ["r"], name="relu")]
+save(model([embed, zero, helper.make_node("IsNaN", ["x"], ["nan"], name="nan"),
+            helper.make_node("Not", ["nan"], ["ok"], name="ok"),
+            helper.make_node("Greater", ["x", "zero"], ["pos"], name="positive"),
+            helper.make_node("And", ["ok", "pos"], ["keep"], name="keep"),
+            helper.make_node("Where", ["keep", "x", "zero"], ["r"], name="relu")]
            + head("r"), [WTE]), f"{out}/relu_where.onnx")
+save(model([embed, helper.make_node("Relu", ["x"], ["r"], name="relu")] + head("r"), [WTE]),
+     f"{out}/relu.onnx")
 save(model([embed, helper.make_node("Softmax", ["x"], ["s"], name="softmax", axis=1)]
            + head("s"), [WTE]), f"{out}/softmax_axis.onnx")
 W = numpy_helper.from_array(np.zeros((5, 8), np.float32), "fc.weight")
@@ -96,3 +106,31 @@ save(model([embed, helper.make_node("MatMul", ["x", "proj"], ["logits"], name="p
 two = model([embed] + head(), [WTE])
 two.graph.output.insert(0, helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 8]))
 save(two, f"{out}/two-outputs.onnx")
+
+
+def with_signature(m, text):
+    """m with the dynamo exporter's graph signature in its graph's
+    metadata_props (field 16, which ONNX 1.12's GraphProto does not know:
+    appended as raw bytes, kept by protobuf as an unknown field)."""
+    entry = StringStringEntryProto(
+        key="pkg.torch.export.ExportedProgram.graph_signature", value=text).SerializeToString()
+    n, size = len(entry), b""
+    while True:
+        size += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+        n >>= 7
+        if not n:
+            break
+    g = GraphProto()
+    g.ParseFromString(m.graph.SerializeToString() + b"\x82\x01" + size + entry)
+    m.graph.CopyFrom(g)
+    return m
+
+
+SCALE = numpy_helper.from_array(np.linspace(0.5, 2.0, 8).astype(np.float32), "scale")
+scaled = [embed, helper.make_node("Mul", ["x", "scale"], ["s"], name="scaled")] + head("s")
+save(with_signature(model(scaled, [WTE, SCALE]),
+                    "\n# inputs\np_wte: PARAMETER target='wte'\n"
+                    "b_scale: BUFFER target='scale' persistent=True\n"
+                    "input_ids: USER_INPUT\n\n# outputs\nlogits: USER_OUTPUT\n"),
+     f"{out}/buffer.onnx")
+save(model(scaled, [WTE, SCALE]), f"{out}/unmarked.onnx")
