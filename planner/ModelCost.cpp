@@ -106,7 +106,8 @@ void walkForward(Operation &op, PartCost &cost, Walk &w) {
     cost.params += p.getType().getNumElements();
     return;
   }
-  if (isa<func::ReturnOp, FillOp>(op))
+  // A constant is read, not computed (its reader counts the bytes).
+  if (isa<func::ReturnOp, FillOp, ConstantOp>(op))
     return;
   bool anySplit = llvm::any_of(op.getOperands(),
                                [&](Value v) { return w.split.contains(v); });
@@ -152,7 +153,7 @@ void walkForward(Operation &op, PartCost &cost, Walk &w) {
 }
 
 void walkBackward(Operation &op, PartCost &cost, const Elems &elems) {
-  if (isa<func::ReturnOp, FillOp, ParamGradOp>(op))
+  if (isa<func::ReturnOp, FillOp, ParamGradOp, ConstantOp>(op))
     return;
   if (auto mm = dyn_cast<MatmulOp>(op))
     cost.backwardGemmFlops += matmulFlops(mm);
@@ -234,7 +235,7 @@ bool analyzeModule(ModuleOp source, ModelCost &cost, std::string &error) {
   Block &body = fn.getBody().front();
   LayerMap layers;
   int64_t numLayers = -1;
-  ModelDims dims;
+  ModelDims dims, generic;
   dims.name = fn.getSymName().str();
   if (auto name = fn->getAttrOfType<StringAttr>(attrname::kModel))
     dims.name = name.str();
@@ -256,16 +257,27 @@ bool analyzeModule(ModuleOp source, ModelCost &cost, std::string &error) {
       dims.numHeads = at.getNumHeads();
       if (!dims.hidden)
         dims.hidden = lastDim(at->getOperand(0));
+    } else if (auto bm = dyn_cast<BatchMatmulOp>(op);
+               bm && layer >= 0 && !generic.numHeads) {
+      // Attention on the generic path (one no pattern raised): its scores
+      // are a batched product [batch, heads, seq, seq].
+      auto y = cast<RankedTensorType>(bm.getType());
+      if (y.getRank() == 4 && y.getShape()[0] == batch &&
+          y.getShape()[2] == seq && y.getShape()[3] == seq)
+        generic.numHeads = y.getShape()[1];
     } else if (isa<EmbeddingOp>(op))
       dims.hidden = lastDim(op.getResult(0));
     else if (auto ce = dyn_cast<CrossEntropyOp>(op))
       dims.vocab = lastDim(ce->getOperand(0));
   }
+  if (!dims.numHeads)
+    dims.numHeads = generic.numHeads;
   if (numLayers < 1 || !dims.numHeads || !dims.hidden || !dims.vocab) {
     error = "the planner reads transformer language models: weft.params "
             "marked with layers 0..L (found L = " +
             std::to_string(numLayers) +
-            "), a weft.embedding, weft.attention in the layers and a "
+            "), a weft.embedding, attention in the layers (weft.attention, "
+            "or the generic path's scores [batch, heads, seq, seq]) and a "
             "weft.cross_entropy of the logits";
     return false;
   }
