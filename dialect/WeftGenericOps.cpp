@@ -308,15 +308,19 @@ ShardingRule PointwiseGradOp::getShardingRule() {
   return r;
 }
 
-// lhs, rhs -> y: each operand dim carries y's factor unless it is stretched.
-ShardingRule BinaryOp::getShardingRule() {
+// Operands broadcast to y: each operand dim carries y's factor unless it is
+// stretched.
+static ShardingRule broadcastRule(ValueRange operands, Value y) {
   ShardingRule r;
-  ArrayRef<int64_t> y = shapeOf(getResult());
-  Dims full = fresh(r, y);
-  r.operands = {broadcastFactors(shapeOf(getLhs()), y, full),
-                broadcastFactors(shapeOf(getRhs()), y, full)};
+  Dims full = fresh(r, shapeOf(y));
+  for (Value v : operands)
+    r.operands.push_back(broadcastFactors(shapeOf(v), shapeOf(y), full));
   r.results = {full};
   return r;
+}
+
+ShardingRule BinaryOp::getShardingRule() {
+  return broadcastRule(getOperands(), getResult());
 }
 
 // The stretched dims' factors are absent from the result: a split one leaves
@@ -333,14 +337,7 @@ ShardingRule BinaryGradOp::getShardingRule() {
 }
 
 ShardingRule SelectOp::getShardingRule() {
-  ShardingRule r;
-  ArrayRef<int64_t> y = shapeOf(getResult());
-  Dims full = fresh(r, y);
-  r.operands = {broadcastFactors(shapeOf(getCond()), y, full),
-                broadcastFactors(shapeOf(getA()), y, full),
-                broadcastFactors(shapeOf(getB()), y, full)};
-  r.results = {full};
-  return r;
+  return broadcastRule(getOperands(), getResult());
 }
 
 // As binary_grad: a stretched dim's factor is absent from the result.

@@ -68,7 +68,8 @@ public:
         "Where",       "Equal",      "Less",
         "LessOrEqual", "Greater",    "GreaterOrEqual",
         "And",         "Or",         "Not",
-        "IsNaN"};
+        "IsNaN",       "Max",        "Min",
+        "Clip"};
     if (!llvm::is_contained(kLowered, t)) {
       std::string all;
       for (const char *l : kLowered)
@@ -84,6 +85,11 @@ public:
                     " inputs, not the count its op type takes");
     if (isMaskOp(t))
       return mask();
+    if (resultType().getElementType().isInteger(1))
+      return refuse("computes " + typeStr(op.getResult(0)) +
+                    "; the generic path computes bools as masks of "
+                    "comparisons and boolean logic only (a view, copy or "
+                    "cast of one the inputs compute is not lowered)");
     if (!isFloat(op.getResult(0)))
       return refuse("computes " + typeStr(op.getResult(0)) +
                     "; the generic path computes floats (integer tensors "
@@ -138,6 +144,10 @@ public:
       return gather();
     if (t == "Where")
       return where();
+    if (t == "Max" || t == "Min")
+      return extremum();
+    if (t == "Clip")
+      return clip();
     assert(t == "Gemm" && "kLowered lists an op no branch lowers");
     return gemm();
   }
@@ -343,6 +353,52 @@ private:
     return checked(reshapeTo(x));
   }
 
+  // Max and Min of two, as torch.maximum and torch.minimum (NaN if either
+  // operand is; a tie sends half the gradient to each); of one, the input.
+  Value extremum() {
+    if (inputs().size() == 1)
+      return checked(input(0));
+    if (inputs().size() != 2)
+      return refuse("takes " + std::to_string(inputs().size()) +
+                    " inputs; the generic path lowers " + op.getOpType().str() +
+                    " of one or two");
+    if (!broadcastOf(input(0), input(1)))
+      return nullptr;
+    return checked(BinaryOp::create(b, loc, input(0), input(1),
+                                    b.getStringAttr(op.getOpType().lower())));
+  }
+
+  // Clip(x, min, max) as torch.clamp, the gradient dy where neither bound
+  // binds (the bounds included). A bound the import resolved (a constant)
+  // is a pointwise clamp_min or clamp_max by that scalar (finite); one the
+  // inputs compute is a select: y < min ? min : y, which sends the
+  // gradient to the bound where it binds, as torch does.
+  Value clip() {
+    Value y = input(0);
+    unsigned next = 1; // the import refuses a max without a min input
+    for (StringRef bound : {"min", "max"}) {
+      const bool isMin = bound == "min";
+      auto c = op.getAttrs().getAs<FloatAttr>(bound);
+      // Before opset 11 the bounds are attributes; from 11, inputs.
+      Value given = op.getOpset() >= 11 && next < inputs().size()
+                        ? input(next++)
+                        : Value();
+      if (c) {
+        double v = c.getValueAsDouble();
+        if (!std::isfinite(v))
+          return refuse(("has " + bound + " " + std::to_string(v) +
+                         "; the generic path clips by finite bounds")
+                            .str());
+        y = fnOf(y, isMin ? "clamp_min" : "clamp_max", v);
+      } else if (given) {
+        Value binds = BinaryOp::create(b, loc, y, given,
+                                       b.getStringAttr(isMin ? "lt" : "gt"));
+        y = SelectOp::create(b, loc, binds, given, y);
+      }
+    }
+    return checked(y);
+  }
+
   // ONNX's comparisons and boolean logic, with their binary or pointwise
   // mask fn: a bool tensor on the generic path is a float mask of its
   // operands' float type, 1 where true.
@@ -373,6 +429,10 @@ private:
 
   Value mask() {
     StringRef t = op.getOpType();
+    if (llvm::any_of(op->getUsers(),
+                     [](Operation *u) { return isa<func::ReturnOp>(u); }))
+      return refuse("is a graph output of bools; weft's outputs are float "
+                    "tensors");
     Type element;
     for (Value in : inputs())
       if (!element && isFloat(in))

@@ -76,24 +76,14 @@ struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
                  << p.getType()
                  << "; mixed precision keeps f32 master weights (build the "
                     "model in f32)";
-        if (p->use_empty())
-          continue;
-        // One bf16 copy per parameter, read by all its users.
-        b.setInsertionPointAfter(p);
-        auto copy = CastOp::create(
-            b, p.getLoc(), withElement(p.getType(), bf16), p.getResult());
-        p.getResult().replaceAllUsesExcept(copy.getResult(), copy);
+        readInBf16(b, p.getResult(), bf16);
         continue;
       }
       // A float constant (the generic path's, a program buffer) is read in
       // bf16 like a parameter: one copy, the constant stays f32.
       if (auto c = dyn_cast<ConstantOp>(op)) {
-        if (!hasElement(c.getType(), f32) || c->use_empty())
-          continue;
-        b.setInsertionPointAfter(c);
-        auto copy = CastOp::create(
-            b, c.getLoc(), withElement(c.getType(), bf16), c.getResult());
-        c.getResult().replaceAllUsesExcept(copy.getResult(), copy);
+        if (hasElement(c.getType(), f32))
+          readInBf16(b, c.getResult(), bf16);
         continue;
       }
       if (isa<CastOp>(op))
@@ -123,6 +113,16 @@ struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
         return ret.emitOpError("returns ")
                << v.getType() << "; the loss must stay f32";
     return success();
+  }
+
+  /// One bf16 copy of v (a parameter, a constant), read by all its users.
+  static void readInBf16(OpBuilder &b, Value v, Type bf16) {
+    if (v.use_empty())
+      return;
+    b.setInsertionPointAfterValue(v);
+    auto copy =
+        CastOp::create(b, v.getLoc(), withElement(v.getType(), bf16), v);
+    v.replaceAllUsesExcept(copy.getResult(), copy);
   }
 
   /// Op's results take the types its (already converted) operands imply;

@@ -26,7 +26,9 @@ bool wellFormed(OnnxNodeOp op) {
                 {"Squeeze", 1, 2},    {"Equal", 2, 2},
                 {"Less", 2, 2},       {"LessOrEqual", 2, 2},
                 {"Greater", 2, 2},    {"GreaterOrEqual", 2, 2},
-                {"And", 2, 2},        {"Or", 2, 2}};
+                {"And", 2, 2},        {"Or", 2, 2},
+                {"Max", 1, ~0u},      {"Min", 1, ~0u},
+                {"Clip", 1, 3}};
   unsigned n = op.getInputs().size(), min = 1, max = 1;
   for (const auto &a : kArity)
     if (op.getOpType() == a.type)

@@ -39,15 +39,38 @@ enum class PointwiseFn {
   DivScalar,  // "div": x / c
   RdivScalar, // "rdiv": c / x
   PowScalar,  // "pow": x ^ c
+  // Format version 10, torch.clamp's halves (its gradient: dy where the
+  // bound does not bind, the bound itself included):
+  ClampMin, // "clamp_min": x < c ? c : x
+  ClampMax, // "clamp_max": x > c ? c : x
 };
 
 /// Eq to Or (format version 10) compute masks: 1 where true, 0 where
 /// false (And and Or read a nonzero operand as true), with no gradient.
-enum class BinaryFn { Add, Sub, Mul, Div, Pow, Eq, Lt, Le, Gt, Ge, And, Or };
+/// Max and Min (version 10) are torch.maximum and torch.minimum: NaN if
+/// either operand is, and a tie sends half the gradient to each operand.
+enum class BinaryFn {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Eq,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  And,
+  Or,
+  Max,
+  Min
+};
 
 /// Whether Fn computes a 0/1 mask (a comparison or boolean logic): the
 /// generic path's form of ONNX's bool tensors. Nothing differentiates it.
-inline bool isMaskFn(BinaryFn Fn) { return Fn >= BinaryFn::Eq; }
+inline bool isMaskFn(BinaryFn Fn) {
+  return Fn >= BinaryFn::Eq && Fn <= BinaryFn::Or;
+}
 
 struct PointwiseName {
   const char *Name;
@@ -77,6 +100,8 @@ inline const PointwiseName *pointwiseNames(size_t &Count) {
       {"div", PointwiseFn::DivScalar},
       {"rdiv", PointwiseFn::RdivScalar},
       {"pow", PointwiseFn::PowScalar},
+      {"clamp_min", PointwiseFn::ClampMin},
+      {"clamp_max", PointwiseFn::ClampMax},
   };
   Count = sizeof(Table) / sizeof(Table[0]);
   return Table;
@@ -114,9 +139,10 @@ inline std::string pointwiseList() {
 /// The binary fns' names, in BinaryFn's order (the one table the parser
 /// and --dump read).
 inline const char *binaryFnName(BinaryFn Fn) {
-  static const char *const Names[] = {"add", "sub", "mul", "div", "pow", "eq",
-                                      "lt",  "le",  "gt",  "ge",  "and", "or"};
-  static_assert(sizeof(Names) / sizeof(Names[0]) == int(BinaryFn::Or) + 1,
+  static const char *const Names[] = {"add", "sub", "mul", "div", "pow",
+                                      "eq",  "lt",  "le",  "gt",  "ge",
+                                      "and", "or",  "max", "min"};
+  static_assert(sizeof(Names) / sizeof(Names[0]) == int(BinaryFn::Min) + 1,
                 "a name per BinaryFn");
   return Names[int(Fn)];
 }
@@ -124,13 +150,13 @@ inline const char *binaryFnName(BinaryFn Fn) {
 /// "add, sub, ..., or", for messages.
 inline std::string binaryList() {
   std::string S;
-  for (int I = 0; I <= int(BinaryFn::Or); ++I)
+  for (int I = 0; I <= int(BinaryFn::Min); ++I)
     S += (I ? ", " : "") + std::string(binaryFnName(BinaryFn(I)));
   return S;
 }
 
 inline bool parseBinaryFn(const std::string &Name, BinaryFn &Out) {
-  for (int I = 0; I <= int(BinaryFn::Or); ++I)
+  for (int I = 0; I <= int(BinaryFn::Min); ++I)
     if (Name == binaryFnName(BinaryFn(I))) {
       Out = BinaryFn(I);
       return true;
@@ -185,6 +211,10 @@ template <typename T> inline T pointwise(PointwiseFn Fn, T X, T C) {
     // x^2 as PyTorch computes it (a product; pow rounds the same or 1 ulp
     // apart).
     return C == T(2) ? X * X : std::pow(X, C);
+  case PointwiseFn::ClampMin:
+    return X < C ? C : X;
+  case PointwiseFn::ClampMax:
+    return X > C ? C : X;
   }
   return X;
 }
@@ -239,6 +269,10 @@ template <typename T> inline T pointwiseGrad(PointwiseFn Fn, T X, T C, T Dy) {
     if (C == T(0))
       return T(0);
     return C == T(2) ? Dy * C * X : Dy * C * std::pow(X, C - T(1));
+  case PointwiseFn::ClampMin: // torch.clamp: dy where x >= c (NaN: 0)
+    return X >= C ? Dy : T(0);
+  case PointwiseFn::ClampMax:
+    return X <= C ? Dy : T(0);
   }
   return Dy;
 }
@@ -269,6 +303,10 @@ template <typename T> inline T binary(BinaryFn Fn, T A, T B) {
     return T(A != T(0) && B != T(0));
   case BinaryFn::Or:
     return T(A != T(0) || B != T(0));
+  case BinaryFn::Max:
+    return std::isnan(A) || std::isnan(B) ? A + B : A > B ? A : B;
+  case BinaryFn::Min:
+    return std::isnan(A) || std::isnan(B) ? A + B : A < B ? A : B;
   }
   return A;
 }
@@ -299,6 +337,17 @@ inline T binaryGrad(BinaryFn Fn, int Operand, T A, T B, T Dy) {
   case BinaryFn::And:
   case BinaryFn::Or:
     return T(0); // a mask is flat wherever it is differentiable
+  case BinaryFn::Max:
+  case BinaryFn::Min: {
+    // torch.maximum's backward: dy/2 to each at a tie, else dy to the one
+    // picked (to both where a NaN compares neither way).
+    if (A == B)
+      return Dy / T(2);
+    const bool Max = Fn == BinaryFn::Max;
+    const bool Loses =
+        Operand == 0 ? (Max ? A < B : A > B) : (Max ? A > B : A < B);
+    return Loses ? T(0) : Dy;
+  }
   }
   return Dy;
 }

@@ -172,15 +172,16 @@ Expected<SafetensorsFile> parseOnnxInitializers(const std::string &Bytes,
   const fs::path ModelDir = fs::path(Path).parent_path();
   nlohmann::json Header = nlohmann::json::object();
   std::string Data;
-  // What the compiler folded: integer and boolean constants, buffers.
-  const std::set<std::string> Buffers =
-      torchExportBuffers<onnx::GraphProto, onnx::StringStringEntryProto>(G);
+  // What the compiler folded: integer and boolean constants, and what a
+  // torch export's signature does not call a PARAMETER.
+  const TorchExportSignature Signature =
+      torchExportSignature<onnx::GraphProto, onnx::StringStringEntryProto>(G);
   for (const onnx::TensorProto &T : G.initializer()) {
     const std::string What =
         "ONNX model '" + Path + "': initializer '" + T.name() + "'";
     Dtype D{};
     if (!floatType(T.data_type(), D) || isOnnxBuffer(T.name()) ||
-        Buffers.count(T.name()))
+        !Signature.isWeight(T.name()))
       continue; // no weights
     if (T.name().empty())
       return Status::error("ONNX model '" + Path +

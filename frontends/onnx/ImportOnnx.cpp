@@ -279,7 +279,7 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
   if (op == "Slice" && opset < 10)
     required = 1; // its bounds are attributes
   bool optional = op == "Slice" || op == "Gemm" || op == "Squeeze" ||
-                  op == "LayerNormalization" || op == "Split" ||
+                  op == "Clip" || op == "LayerNormalization" || op == "Split" ||
                   op == "SplitToSequence" || op == "ReduceMean" ||
                   op == "ReduceSum" || op == "Unsqueeze";
   if (in.size() < required)
@@ -329,9 +329,15 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
     binary |= op == o;
   for (const char *o : kCompare)
     compare |= op == o;
+  // Max and Min of one input are that input (weft lowers one or two).
+  if ((op == "Max" || op == "Min") && in.size() == 1)
+    return same(x.getElementType(), shapeIn(0));
   if (binary || compare || op == "Where") {
     if (in.size() != (op == "Where" ? 3u : 2u))
-      return fail("takes " + std::to_string(in.size()) + " inputs");
+      return fail("takes " + std::to_string(in.size()) + " inputs" +
+                  (op == "Max" || op == "Min" ? "; weft imports it of one "
+                                                "or two"
+                                              : ""));
     // ONNX's one type T (Pow may raise to another).
     size_t a = op == "Where" ? 1 : 0;
     if (op != "Pow" &&
@@ -507,6 +513,31 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
         {b.getNamedAttr("start", b.getDenseI64ArrayAttr(spec.start)),
          b.getNamedAttr("step", b.getDenseI64ArrayAttr(spec.step))});
     return same(x.getElementType(), spec.shape);
+  }
+  if (op == "Clip") {
+    // The bounds, resolved for the lowering as attributes `min` and `max`
+    // (before opset 11 they are attributes already; absent: unbounded).
+    if (!isa<FloatType>(x.getElementType()))
+      return fail("clips " + shapeString(shapeIn(0)) +
+                  " of a type that is not float");
+    if (opset >= 11) {
+      SmallVector<NamedAttribute> bounds;
+      for (size_t i = 1; i < in.size() && i < 3; ++i) {
+        if (!in[i])
+          continue;
+        const char *what = i == 1 ? "min" : "max";
+        RankedTensorType t = typeOf(i);
+        if (t.getNumElements() != 1 || t.getElementType() != x.getElementType())
+          return fail(std::string(what) + " (input " + std::to_string(i) +
+                      ") is not one element of the input's type");
+        // A constant bound is resolved; another is read as a tensor.
+        if (in[i]->constant)
+          bounds.push_back(b.getNamedAttr(
+              what, b.getF64FloatAttr(in[i]->constant->reals[0])));
+      }
+      attrs = b.getDictionaryAttr(bounds);
+    }
+    return same(x.getElementType(), shapeIn(0));
   }
   if (op == "Gather") {
     Shape data = shapeIn(0), idx = shapeIn(1);
@@ -846,14 +877,20 @@ std::string Importer::run(const onnx::ModelProto &model,
     return "sparse initializer '" + g.sparse_initializer(0).values().name() +
            "' is not supported";
   // Float initializers are parameters; others fold as constants, and so
-  // do the buffers a torch export's signature names (not trained).
-  const std::set<std::string> buffers =
-      torchExportBuffers<onnx::GraphProto, onnx::StringStringEntryProto>(g);
+  // does what a torch export's signature does not call a PARAMETER (its
+  // buffers and constant tensors, which PyTorch does not train).
+  const TorchExportSignature signature =
+      torchExportSignature<onnx::GraphProto, onnx::StringStringEntryProto>(g);
+  if (!signature.Mutated.empty())
+    return "buffer '" + *signature.Mutated.begin() +
+           "' is updated by the forward (the export's signature says "
+           "BUFFER_MUTATION); weft holds buffers constant: export the model "
+           "in eval mode";
   for (const auto &t : g.initializer()) {
     HostType ht;
     bool isFloat = t.data_type() == onnx::TensorProto_DataType_FLOAT ||
                    t.data_type() == onnx::TensorProto_DataType_DOUBLE;
-    if (isFloat && !isOnnxBuffer(t.name()) && !buffers.count(t.name())) {
+    if (isFloat && !isOnnxBuffer(t.name()) && signature.isWeight(t.name())) {
       for (int64_t d : t.dims())
         if (d <= 0)
           return "initializer '" + t.name() + "' has dim " + std::to_string(d);

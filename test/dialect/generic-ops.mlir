@@ -55,8 +55,8 @@ func.func @binary_no_broadcast(%a: tensor<2x8xf32>, %b: tensor<3x8xf32>) {
 // -----
 
 func.func @binary_unknown(%a: tensor<2x8xf32>) {
-  // expected-error @+1 {{fn 'max' is not one of add, sub, mul, div, pow, eq, lt, le, gt, ge, and, or}}
-  %y = weft.binary %a, %a {fn = "max"} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  // expected-error @+1 {{fn 'atan2' is not one of add, sub, mul, div, pow, eq, lt, le, gt, ge, and, or, max, min}}
+  %y = weft.binary %a, %a {fn = "atan2"} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return
 }
 

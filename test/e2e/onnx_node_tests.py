@@ -48,7 +48,8 @@ SUPPORTED = {
     "Unsqueeze", "Squeeze", "Flatten", "Expand", "Split", "Slice", "Concat",
     "Gather", "Where", "Equal", "And", "LessOrEqual", "Constant",
     "ConstantOfShape", "Cos", "Sin", "Range", "Shape", "Exp", "Log",
-    "Reciprocal", "Identity", "Trilu", "Abs",
+    "Reciprocal", "Identity", "Trilu", "Abs", "Less", "Greater",
+    "GreaterOrEqual", "Or", "Not", "IsNaN", "Max", "Min", "Clip",
 }
 RTOL, ATOL = 1e-5, 1e-6
 

@@ -188,11 +188,20 @@ func.func @where_bool_input(%x: tensor<4xf32>, %keep: tensor<4xi1>) -> tensor<4x
 
 // -----
 
-func.func @compare_ints(%ids: tensor<4xi64>) -> tensor<4xi1> {
+func.func @compare_ints(%ids: tensor<4xi64>, %x: tensor<4xf32>) -> tensor<4xf32> {
   %pad = weft.constant dense<0> : tensor<i64>
   // expected-error @+1 {{ONNX node 'is_pad' (Equal, opset 17) reads no float tensor (tensor<4xi64>); the generic path compares floats, and the import folds what depends on no input}}
-  %y = weft.onnx_node "Equal" "is_pad"(%ids, %pad) {attrs = {}, opset = 17 : i64} : (tensor<4xi64>, tensor<i64>) -> tensor<4xi1>
-  return %y : tensor<4xi1>
+  %m = weft.onnx_node "Equal" "is_pad"(%ids, %pad) {attrs = {}, opset = 17 : i64} : (tensor<4xi64>, tensor<i64>) -> tensor<4xi1>
+  %y = weft.onnx_node "Where" "pick"(%m, %x, %x) {attrs = {}, opset = 17 : i64} : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @bool_output(%x: tensor<4xf32>) -> tensor<4xi1> {
+  // expected-error @+1 {{ONNX node 'positive' (Greater, opset 17) is a graph output of bools; weft's outputs are float tensors}}
+  %m = weft.onnx_node "Greater" "positive"(%x, %x) {attrs = {}, opset = 17 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  return %m : tensor<4xi1>
 }
 
 // -----
@@ -399,4 +408,48 @@ func.func @layer_norm_int_scale(%x: tensor<2x4xf32>, %w: tensor<4xi64>) -> tenso
   // expected-error @+1 {{ONNX node 'ln' (LayerNormalization, opset 17) input 1 is tensor<4xi64>, expected tensor<2x4xf32>'s element type}}
   %y = weft.onnx_node "LayerNormalization" "ln"(%x, %w) {attrs = {axis = -1 : i64}, opset = 17 : i64} : (tensor<2x4xf32>, tensor<4xi64>) -> tensor<2x4xf32>
   return %y : tensor<2x4xf32>
+}
+
+// -----
+
+// Max and Min of two are torch.maximum and torch.minimum (binary max and
+// min: a tie sends half the gradient to each); of one, the input. Clip is
+// torch.clamp: by resolved constant bounds (the import writes them as
+// attributes from opset 11; before, they are attributes), pointwise
+// clamp_min then clamp_max; by a bound the inputs compute, a select.
+// CHECK-LABEL: func @extrema
+// CHECK-NEXT: %[[MAX:.*]] = weft.binary %arg0, %arg1 {fn = "max"}
+// CHECK-NEXT: %[[MIN:.*]] = weft.binary %[[MAX]], %arg1 {fn = "min"}
+// CHECK-NEXT: %[[LO:.*]] = weft.pointwise %[[MIN]] {fn = "clamp_min", scalar = -5.000000e-01 : f64}
+// CHECK-NEXT: %[[HI:.*]] = weft.pointwise %[[LO]] {fn = "clamp_max", scalar = 5.000000e-01 : f64}
+// CHECK-NEXT: %[[OLD:.*]] = weft.pointwise %[[HI]] {fn = "clamp_max", scalar = 2.000000e+00 : f64}
+// CHECK-NEXT: %[[BINDS:.*]] = weft.binary %[[OLD]], %arg2 {fn = "lt"}
+// CHECK-NEXT: weft.select %[[BINDS]], %arg2, %[[OLD]]
+func.func @extrema(%x: tensor<4xf32>, %y: tensor<4xf32>, %lo: tensor<f32>) -> tensor<4xf32> {
+  %half = weft.constant dense<5.000000e-01> : tensor<f32>
+  %nhalf = weft.constant dense<-5.000000e-01> : tensor<f32>
+  %a = weft.onnx_node "Max" "max"(%x, %y) {attrs = {}, opset = 17 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %b = weft.onnx_node "Min" "min"(%a, %y) {attrs = {}, opset = 17 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %one = weft.onnx_node "Max" "one"(%b) {attrs = {}, opset = 17 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  %c = weft.onnx_node "Clip" "clip"(%one, %nhalf, %half) {attrs = {min = -5.000000e-01 : f64, max = 5.000000e-01 : f64}, opset = 17 : i64} : (tensor<4xf32>, tensor<f32>, tensor<f32>) -> tensor<4xf32>
+  %d = weft.onnx_node "Clip" "old"(%c) {attrs = {max = 2.000000e+00 : f32}, opset = 6 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  %e = weft.onnx_node "Clip" "by_input"(%d, %lo) {attrs = {}, opset = 17 : i64} : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %e : tensor<4xf32>
+}
+
+// -----
+
+// Max of three, and a Clip by an infinite bound, are refused by node.
+func.func @max3(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{ONNX node 'max3' (Max, opset 17) takes 3 inputs; the generic path lowers Max of one or two}}
+  %y = weft.onnx_node "Max" "max3"(%x, %x, %x) {attrs = {}, opset = 17 : i64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @clip_inf(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{ONNX node 'relu6ish' (Clip, opset 17) has max inf; the generic path clips by finite bounds}}
+  %y = weft.onnx_node "Clip" "relu6ish"(%x) {attrs = {min = 0.0 : f64, max = 0x7FF0000000000000 : f64}, opset = 17 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
 }

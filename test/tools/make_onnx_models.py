@@ -12,10 +12,15 @@
   relu_where.onnx  Where(And(Not(IsNaN(x)), Greater(x, 0)), x, 0): a
                  condition computed from the input, relu for finite x
   relu.onnx      Relu(x), to train beside relu_where.onnx
+  clamp.onnx     Max(c, -x) + Min(c, x), c = Clip(x, mean(x), 0.5): torch's
+                 maximum, minimum and clamp, by a computed and a constant
+                 bound, for a gradient check
   buffer.onnx    x * scale, scale [8] an initializer torch.export's graph
                  signature calls a BUFFER (in the graph's metadata_props,
                  field 16 from ONNX IR 10, written here by hand)
   unmarked.onnx  the same without the signature: scale is a weight
+  lifted.onnx    the same, scale a CONSTANT_TENSOR (torch's lifted constant)
+  mutated.onnx   the same, the forward updating scale (BUFFER_MUTATION)
   softmax_axis.onnx  a Softmax over axis 1 (moved last for weft.softmax)
   shape.onnx     a Gemm whose weight [5, 8] does not contract with [.., 8]
   declared.onnx  logits declared [2, 4, 32] where the table makes 16
@@ -134,3 +139,23 @@ save(with_signature(model(scaled, [WTE, SCALE]),
                     "input_ids: USER_INPUT\n\n# outputs\nlogits: USER_OUTPUT\n"),
      f"{out}/buffer.onnx")
 save(model(scaled, [WTE, SCALE]), f"{out}/unmarked.onnx")
+save(with_signature(model(scaled, [WTE, SCALE]),
+                    "\n# inputs\np_wte: PARAMETER target='wte'\n"
+                    "c_scale: CONSTANT_TENSOR target='scale'\n"
+                    "input_ids: USER_INPUT\n\n# outputs\nlogits: USER_OUTPUT\n"),
+     f"{out}/lifted.onnx")
+save(with_signature(model(scaled, [WTE, SCALE]),
+                    "\n# inputs\np_wte: PARAMETER target='wte'\n"
+                    "b_scale: BUFFER target='scale' persistent=True\n"
+                    "input_ids: USER_INPUT\n\n# outputs\n"
+                    "scale_1: BUFFER_MUTATION target='scale'\nlogits: USER_OUTPUT\n"),
+     f"{out}/mutated.onnx")
+
+half = numpy_helper.from_array(np.array(0.5, np.float32), "half")
+save(model([embed, helper.make_node("ReduceMean", ["x"], ["lo"], name="mean", keepdims=0),
+            helper.make_node("Clip", ["x", "lo", "half"], ["c"], name="clip"),
+            helper.make_node("Neg", ["x"], ["nx"], name="neg"),
+            helper.make_node("Max", ["c", "nx"], ["hi"], name="max"),
+            helper.make_node("Min", ["c", "x"], ["low"], name="min"),
+            helper.make_node("Add", ["hi", "low"], ["r"], name="sum")] + head("r"),
+           [WTE, half]), f"{out}/clamp.onnx")

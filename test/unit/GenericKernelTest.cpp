@@ -80,7 +80,7 @@ TEST(GenericKernels, BinaryAndItsGradientMatchLoops) {
       auto Positive = Signed;
       for (double &V : Positive)
         V = std::abs(V) + 0.5;
-      for (int F = 0; F <= int(BinaryFn::Or); ++F) {
+      for (int F = 0; F <= int(BinaryFn::Min); ++F) {
         const BinaryFn Fn = BinaryFn(F);
         const auto &A = Fn == BinaryFn::Pow ? Positive : Signed;
         std::vector<double> Got(size_t(count(Y))), Want(Got.size());
@@ -189,6 +189,33 @@ TEST(GenericKernels, MaskFnsComputeOnesAndZeros) {
   pointwise(PointwiseFn::IsNan, 0.0, A.data(), Nan.data(), 6);
   EXPECT_EQ(Not, (V{0, 0, 0, 0, 1, 0}));
   EXPECT_EQ(Nan, (V{0, 0, 0, 1, 0, 0}));
+}
+
+// Max and Min as torch.maximum/minimum (NaN wins; a tie halves the
+// gradient), clamp_min and clamp_max as torch.clamp's halves (the bound
+// itself passes the gradient; NaN passes none).
+TEST(GenericKernels, ExtremaAndClampsAsTorch) {
+  const double NaN = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(weft::binary<double>(BinaryFn::Max, 1, 2), 2);
+  EXPECT_EQ(weft::binary<double>(BinaryFn::Min, 1, 2), 1);
+  EXPECT_TRUE(std::isnan(weft::binary<double>(BinaryFn::Max, NaN, 2)));
+  EXPECT_TRUE(std::isnan(weft::binary<double>(BinaryFn::Min, 2, NaN)));
+  for (BinaryFn Fn : {BinaryFn::Max, BinaryFn::Min})
+    for (int Op : {0, 1})
+      EXPECT_EQ(weft::binaryGrad<double>(Fn, Op, 3, 3, 1), 0.5);
+  EXPECT_EQ(weft::binaryGrad<double>(BinaryFn::Max, 0, 1, 2, 1), 0);
+  EXPECT_EQ(weft::binaryGrad<double>(BinaryFn::Max, 1, 1, 2, 1), 1);
+  EXPECT_EQ(weft::binaryGrad<double>(BinaryFn::Min, 0, 1, 2, 1), 1);
+  EXPECT_EQ(weft::binaryGrad<double>(BinaryFn::Min, 1, 1, 2, 1), 0);
+  using P = PointwiseFn;
+  EXPECT_EQ(weft::pointwise<double>(P::ClampMin, -1, 0), 0);
+  EXPECT_EQ(weft::pointwise<double>(P::ClampMax, 3, 2), 2);
+  EXPECT_EQ(weft::pointwiseGrad<double>(P::ClampMin, 0, 0, 1), 1);
+  EXPECT_EQ(weft::pointwiseGrad<double>(P::ClampMin, -1, 0, 1), 0);
+  EXPECT_EQ(weft::pointwiseGrad<double>(P::ClampMax, 2, 2, 1), 1);
+  EXPECT_EQ(weft::pointwiseGrad<double>(P::ClampMax, 3, 2, 1), 0);
+  EXPECT_TRUE(std::isnan(weft::pointwise<double>(P::ClampMin, NaN, 0)));
+  EXPECT_EQ(weft::pointwiseGrad<double>(P::ClampMin, NaN, 0, 1), 0);
 }
 
 TEST(GenericKernels, SelectNeverReadsTheUnpickedInfinity) {

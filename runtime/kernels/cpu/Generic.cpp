@@ -138,7 +138,7 @@ void pointwiseGradLoop(const T *X, const T *Dy, T *Dx, int64_t N, T C) {
   CASE(Not) CASE(IsNan)                                                        \
   CASE(AddScalar) CASE(SubScalar)                                              \
   CASE(RsubScalar) CASE(MulScalar) CASE(DivScalar) CASE(RdivScalar)            \
-  CASE(PowScalar)
+  CASE(PowScalar) CASE(ClampMin) CASE(ClampMax)
 // clang-format on
 
 template <typename T>
