@@ -12,6 +12,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 
+#include <cmath>
+
 namespace weft {
 #define GEN_PASS_DEF_WEFTMIXEDPRECISION
 #include "passes/Passes.h.inc"
@@ -82,8 +84,10 @@ struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
       // A float constant (the generic path's, a program buffer) is read in
       // bf16 like a parameter: one copy, the constant stays f32.
       if (auto c = dyn_cast<ConstantOp>(op)) {
-        if (hasElement(c.getType(), f32))
+        if (hasElement(c.getType(), f32)) {
+          saturateToBf16(c);
           readInBf16(b, c.getResult(), bf16);
+        }
         continue;
       }
       if (isa<CastOp>(op))
@@ -113,6 +117,29 @@ struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
         return ret.emitOpError("returns ")
                << v.getType() << "; the loss must stay f32";
     return success();
+  }
+
+  /// A finite value past bf16's range would round to an infinity in the
+  /// copy: HF's mask fill finfo(float32).min becomes -inf, and a row it
+  /// masks whole becomes NaN where torch's is uniform. Such values become
+  /// bf16's largest finite magnitude (they would round there or past it).
+  static void saturateToBf16(ConstantOp c) {
+    constexpr double kBf16Max = 3.3895313892515355e38; // 0x7f7f
+    auto values = dyn_cast<DenseFPElementsAttr>(c.getValue());
+    if (!values || llvm::none_of(values.getValues<APFloat>(), [&](APFloat v) {
+          double x = v.convertToDouble();
+          return std::isfinite(x) && std::abs(x) > kBf16Max;
+        }))
+      return;
+    SmallVector<float> saturated;
+    for (APFloat v : values.getValues<APFloat>()) {
+      double x = v.convertToDouble();
+      saturated.push_back(float(std::isfinite(x) && std::abs(x) > kBf16Max
+                                    ? std::copysign(kBf16Max, x)
+                                    : x));
+    }
+    c.setValueAttr(DenseElementsAttr::get(cast<ShapedType>(c.getType()),
+                                          ArrayRef<float>(saturated)));
   }
 
   /// One bf16 copy of v (a parameter, a constant), read by all its users.

@@ -85,3 +85,23 @@ func.func @generic(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tenso
   %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A constant is read through one bf16 copy like a parameter. A finite
+// value past bf16's range (HF's mask fill, finfo(float32).min) saturates
+// to bf16's largest magnitude rather than round to an infinity in the
+// copy; an infinity stays one.
+// CHECK-LABEL: func @constant_fill
+// CHECK:      %[[C:.*]] = weft.constant dense<[-3.38953139E+38, 0xFF800000, 1.000000e+00, 3.38953139E+38]> : tensor<4xf32>
+// CHECK-NEXT: %[[C16:.*]] = weft.cast %[[C]] : tensor<4xf32> to tensor<4xbf16>
+// CHECK:      weft.binary %{{.*}}, %[[C16]] {fn = "add"} : (tensor<2x4x4xbf16>, tensor<4xbf16>) -> tensor<2x4x4xbf16>
+func.func @constant_fill(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x4xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x4xf32>, tensor<2x4xi32>) -> tensor<2x4x4xf32>
+  %fill = weft.constant dense<[-3.40282347E+38, 0xFF800000, 1.0, 3.40282347E+38]> : tensor<4xf32>
+  %m = weft.binary %x, %fill {fn = "add"} : (tensor<2x4x4xf32>, tensor<4xf32>) -> tensor<2x4x4xf32>
+  %logits = weft.matmul %m, %wte {transpose_b = true} : (tensor<2x4x4xf32>, tensor<16x4xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
