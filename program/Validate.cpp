@@ -230,6 +230,27 @@ Status InstChecker::checkMatmul() const {
 
 // The generic path's ops (docs/design.md decision 20).
 Status InstChecker::checkGeneric() const {
+  // Version 10 added select and the mask, extremum and clamp fns: a
+  // version-9 runtime would refuse them by name.
+  const bool Pw = I.Op == OpKind::Pointwise || I.Op == OpKind::PointwiseGrad;
+  const bool Bin = I.Op == OpKind::Binary || I.Op == OpKind::BinaryGrad;
+  const bool New = I.Op == OpKind::Select || I.Op == OpKind::SelectGrad ||
+                   (Bin && I.Attrs.Binary >= BinaryFn::Eq) ||
+                   (Pw && (isMaskFn(I.Attrs.Pointwise) ||
+                           I.Attrs.Pointwise == PointwiseFn::ClampMin ||
+                           I.Attrs.Pointwise == PointwiseFn::ClampMax));
+  if (New && P.Version < 10) {
+    std::string What = opName(I.Op);
+    if (Bin)
+      What = std::string("fn ") + binaryFnName(I.Attrs.Binary);
+    size_t N;
+    const PointwiseName *T = pointwiseNames(N);
+    for (size_t K = 0; Pw && K < N; ++K)
+      if (T[K].Fn == I.Attrs.Pointwise)
+        What = std::string("fn ") + T[K].Name;
+    return fail(What + " needs format version 10, the file is version " +
+                std::to_string(P.Version));
+  }
   switch (I.Op) {
   case OpKind::Pointwise:
   case OpKind::Softmax:

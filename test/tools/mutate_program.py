@@ -13,7 +13,8 @@ MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           inputs) | m-unmasked | m-no-recipe | m-loss | m-token | m-prob |
           m-v8 | m-attr (the last seven on a masked-LM program) | c-write |
           c-base64 | c-size | c-dtype | c-layout | c-v9 (the last six on a
-          program with a constant buffer)"""
+          program with a constant buffer) | s-v9 (a program with a select
+          and no constant, written as version 9)"""
 import base64
 import json
 import struct
@@ -175,6 +176,8 @@ elif mutation == "m-v8":  # a version-8 runtime would train next-token
     version = 8
 elif mutation == "m-attr":  # masked on an op that is no cross-entropy
     first(p, "matmul")["attrs"]["masked"] = True
+elif mutation == "s-v9":  # a version-9 runtime knows no select
+    version = 9
 elif mutation.startswith("c-"):
     c = next(b for b in p["buffers"] if b["kind"] == "constant" and len(b["shape"]) == 2)
     cid = p["buffers"].index(c)
