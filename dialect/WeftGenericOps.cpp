@@ -308,46 +308,34 @@ ShardingRule PointwiseGradOp::getShardingRule() {
   return r;
 }
 
-// Operands broadcast to y: each operand dim carries y's factor unless it is
-// stretched.
-static ShardingRule broadcastRule(ValueRange operands, Value y) {
+// Operands and result broadcast to `full`'s shape: each dim carries full's
+// factor unless it is stretched. A gradient's stretched dims are absent
+// from its result: a split one leaves a partial sum.
+static ShardingRule broadcastRule(ValueRange operands, Value full,
+                                  Value result) {
   ShardingRule r;
-  Dims full = fresh(r, shapeOf(y));
+  ArrayRef<int64_t> shape = shapeOf(full);
+  Dims factors = fresh(r, shape);
   for (Value v : operands)
-    r.operands.push_back(broadcastFactors(shapeOf(v), shapeOf(y), full));
-  r.results = {full};
+    r.operands.push_back(broadcastFactors(shapeOf(v), shape, factors));
+  r.results = {broadcastFactors(shapeOf(result), shape, factors)};
   return r;
 }
 
 ShardingRule BinaryOp::getShardingRule() {
-  return broadcastRule(getOperands(), getResult());
+  return broadcastRule(getOperands(), getResult(), getResult());
 }
 
-// The stretched dims' factors are absent from the result: a split one leaves
-// a partial sum.
 ShardingRule BinaryGradOp::getShardingRule() {
-  ShardingRule r;
-  ArrayRef<int64_t> y = shapeOf(getDy());
-  Dims full = fresh(r, y);
-  Dims lhs = broadcastFactors(shapeOf(getLhs()), y, full);
-  Dims rhs = broadcastFactors(shapeOf(getRhs()), y, full);
-  r.operands = {lhs, rhs, full};
-  r.results = {getOperand() == 0 ? lhs : rhs};
-  return r;
+  return broadcastRule(getOperands(), getDy(), getResult());
 }
 
 ShardingRule SelectOp::getShardingRule() {
-  return broadcastRule(getOperands(), getResult());
+  return broadcastRule(getOperands(), getResult(), getResult());
 }
 
-// As binary_grad: a stretched dim's factor is absent from the result.
 ShardingRule SelectGradOp::getShardingRule() {
-  ShardingRule r;
-  ArrayRef<int64_t> y = shapeOf(getDy());
-  Dims full = fresh(r, y);
-  r.operands = {broadcastFactors(shapeOf(getCond()), y, full), full};
-  r.results = {broadcastFactors(shapeOf(getResult()), y, full)};
-  return r;
+  return broadcastRule(getOperands(), getDy(), getResult());
 }
 
 ShardingRule BroadcastOp::getShardingRule() {

@@ -466,29 +466,17 @@ private:
     return y;
   }
 
-  // Where(cond, a, b). A condition computed from the inputs is a float
-  // mask (mask() lowered it); the import folds one that depends on no
-  // input (a causal mask), which becomes a float mask, 1 where true. One
-  // true (or false) everywhere picks its operand alone.
+  // Where(cond, a, b). The condition is a float mask: one mask() lowered
+  // (computed from the inputs), or a bool the import folded (a causal
+  // mask), as 0/1. A folded one true (or false) everywhere picks its
+  // operand alone.
   Value where() {
-    if (isFloat(input(0))) {
-      if (typeOf(input(0)).getElementType() != element())
-        return refuse("selects by " + typeStr(input(0)) + ", expected a " +
-                      typeStr(op.getResult(0)) + " mask");
-      return checked(SelectOp::create(b, loc, input(0), input(1), input(2)));
-    }
     auto c = input(0).getDefiningOp<ConstantOp>();
     auto bits =
         c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
-    if (!bits || !bits.getElementType().isInteger())
-      return refuse("selects by " + typeStr(input(0)) +
-                    ", which is neither a comparison the generic path "
-                    "lowers nor a condition the import folds");
-    SmallVector<double> mask;
-    for (const APInt &v : bits.getValues<APInt>())
-      mask.push_back(v.isZero() ? 0.0 : 1.0);
-    if (llvm::all_equal(mask)) {
-      Value picked = input(mask.front() != 0.0 ? 1 : 2);
+    if (bits && bits.getElementType().isInteger(1) &&
+        llvm::all_equal(bits.getValues<bool>())) {
+      Value picked = input(*bits.getValues<bool>().begin() ? 1 : 2);
       if (typeOf(picked) == resultType())
         return picked;
       ArrayRef<int64_t> from = typeOf(picked).getShape(),
@@ -497,12 +485,12 @@ private:
         return wrongShape(typeOf(picked).getShape());
       return checked(BroadcastOp::create(b, loc, resultType(), picked));
     }
-    auto maskType = RankedTensorType::get(bits.getType().getShape(), element());
-    SmallVector<Attribute> values;
-    for (double m : mask)
-      values.push_back(FloatAttr::get(element(), m));
-    Value cond =
-        ConstantOp::create(b, loc, DenseElementsAttr::get(maskType, values));
+    Value cond = asFloat(input(0), element());
+    if (!cond)
+      return refuse("selects by " + typeStr(input(0)) +
+                    ", which is neither a " + typeStr(op.getResult(0)) +
+                    " mask of a comparison the generic path lowers nor a "
+                    "condition the import folds");
     return checked(SelectOp::create(b, loc, cond, input(1), input(2)));
   }
 

@@ -181,7 +181,7 @@ func.func @computed_masks(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32
 // A bool that is neither a comparison lowered here nor folded (an input)
 // is refused, naming the node; so is a comparison of integers.
 func.func @where_bool_input(%x: tensor<4xf32>, %keep: tensor<4xi1>) -> tensor<4xf32> {
-  // expected-error @+1 {{ONNX node 'by_input' (Where, opset 17) selects by tensor<4xi1>, which is neither a comparison the generic path lowers nor a condition the import folds}}
+  // expected-error @+1 {{ONNX node 'by_input' (Where, opset 17) selects by tensor<4xi1>, which is neither a tensor<4xf32> mask of a comparison the generic path lowers nor a condition the import folds}}
   %y = weft.onnx_node "Where" "by_input"(%keep, %x, %x) {attrs = {}, opset = 17 : i64} : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %y : tensor<4xf32>
 }

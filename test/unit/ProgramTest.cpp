@@ -36,8 +36,12 @@ TEST(Hash, Fnv1aKnownValues) {
 // text that is not canonical base64 is refused.
 TEST(Base64, Rfc4648VectorsAndRefusals) {
   const std::pair<const char *, const char *> Vectors[] = {
-      {"", ""},         {"f", "Zg=="},        {"fo", "Zm8="},
-      {"foo", "Zm9v"},  {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
+      {"", ""},
+      {"f", "Zg=="},
+      {"fo", "Zm8="},
+      {"foo", "Zm9v"},
+      {"foob", "Zm9vYg=="},
+      {"fooba", "Zm9vYmE="},
       {"foobar", "Zm9vYmFy"}};
   for (auto [Plain, Coded] : Vectors) {
     EXPECT_EQ(base64Encode(Plain, std::strlen(Plain)), Coded);
