@@ -140,7 +140,7 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
                     << value;
     return success();
   }
-  if (name == an::kVocab) {
+  if (name == an::kVocab || name == an::kLabels) {
     auto v = dyn_cast<IntegerAttr>(value);
     if (!isa<func::FuncOp>(op) || !v || v.getInt() < 1 ||
         v.getInt() > INT32_MAX)

@@ -259,10 +259,16 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
       if (fn.getArgAttr(arg.getArgNumber(), weft::attrname::kInput))
         continue;
       std::string name = arg.getArgNumber() == 0 ? "tokens" : "targets";
-      if (failed(checkDims(fn, name + " (batch x seq)", type.getShape(), dims)))
+      // A classifier's targets, one per sample, are the batch dim alone.
+      DimAxes argDims = dims;
+      if (type.getRank() == 1 && arg.getArgNumber() == 1)
+        argDims.resize(1);
+      if (failed(checkDims(
+              fn, name + (argDims.size() == 1 ? " (batch)" : " (batch x seq)"),
+              type.getShape(), argDims)))
         return failure();
       fn.setArgAttr(arg.getArgNumber(), weft::attrname::kSharding,
-                    toAttr(dims));
+                    toAttr(argDims));
     }
     return success();
   }

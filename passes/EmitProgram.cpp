@@ -40,7 +40,7 @@ namespace {
 // version 6: pack and unpack may have `blocks`; version 7: forward-only
 // programs; version 8: their named tensor inputs and outputs; version 9:
 // masked-LM programs; version 10: constant buffers, select.
-constexpr uint32_t kFormatVersion = 10;
+constexpr uint32_t kFormatVersion = 11;
 
 // A pipeline stage's fragments (its schedule's virtual stages, and whether
 // its backward splits); one chunk, unsplit, for any other function.
@@ -338,7 +338,15 @@ public:
     // The step's batch: `microbatches` of the function's.
     program["batch"] = global(0) * microbatches;
     program["seq"] = global(1);
-    program["vocab"] = vocab.value_or(0);
+    // A loss on labels (weft.labels): the token ids' bound is the
+    // embedding's, the cross-entropy's width the labels' (classes).
+    if (auto labels = fn->getAttrOfType<IntegerAttr>(weft::attrname::kLabels);
+        labels && vocab) {
+      program["vocab"] = labels.getInt();
+      program["classes"] = *vocab;
+    } else {
+      program["vocab"] = vocab.value_or(0);
+    }
     program["optimizer"] = optimizerJson();
     if (!mesh.axes.empty()) {
       json::Array axes;
@@ -1093,6 +1101,8 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
         out["masked_lm"] = std::move(*m);
       if (s + 1 == n) {
         out["vocab"] = std::move(*p.get("vocab"));
+        if (json::Value *classes = p.get("classes"))
+          out["classes"] = std::move(*classes);
         json::Value pp = json::Array{axis.str()};
         if (!llvm::is_contained(groups, pp))
           groups.push_back(std::move(pp));

@@ -166,8 +166,10 @@ std::string dumpProgram(const Program &P) {
   std::ostringstream OS;
   const OptimizerSpec &O = P.Optimizer;
   OS << "program: model " << P.Model << " | dtype " << dtypeName(P.Type)
-     << " | batch " << P.Batch << " | seq " << P.Seq << " | vocab " << P.Vocab
-     << "\n";
+     << " | batch " << P.Batch << " | seq " << P.Seq << " | vocab " << P.Vocab;
+  if (P.Classes)
+    OS << " | classes " << P.Classes;
+  OS << "\n";
   if (P.forwardOnly())
     OS << "optimizer: none (a forward-only program)\n";
   else
@@ -226,7 +228,9 @@ std::string dumpProgram(const Program &P) {
        << " mask_prob=" << num(P.MaskedLm.MaskProb)
        << " seed=" << P.MaskedLm.Seed << "\n";
   else if (P.givenTargets())
-    OS << "loss: cross-entropy on given targets (-100 ignored)\n";
+    OS << "loss: cross-entropy on given targets (-100 ignored"
+       << (P.sampleTargets() ? "; one per sample" : "")
+       << (P.Classes ? "; labels of the classes" : "") << ")\n";
   OS << "instructions: " << P.Instructions.size();
   if (P.forwardOnly())
     for (const OutputSpec &Out : P.Outputs)

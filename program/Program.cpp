@@ -914,17 +914,21 @@ void resolveLayouts(Program &P) {
     if (B.Kind == BufferKind::Input) {
       // Without global_shape: `batch`/`seq` are the global sizes when the
       // local shape is their block, the local sizes when it equals them.
+      // Targets of one per sample (version 11) are [batch] alone.
+      const size_t Rank = B.Dims.size() == 1 ? 1 : 2;
       Layout L = B.Place;
-      L.Sharding.resize(2);
-      L.Blocks.assign(2, 1);
+      L.Sharding.resize(Rank);
+      L.Blocks.assign(Rank, 1);
       // An input holds one micro-batch (checkSchedule refuses a batch that
       // the micro-batch count does not divide).
       const int64_t Rows = P.microbatchRows();
+      Shape Local{Rows, P.Seq};
+      Local.resize(Rank);
       if (!B.HasLayout || L.Global == B.Dims) {
-        L.Global = {Rows, P.Seq};
-        if (B.Dims == Shape{Rows, P.Seq})
-          L.Global = {Rows * P.Devices.count(L.Sharding[0]),
-                      P.Seq * P.Devices.count(L.Sharding[1])};
+        L.Global = Local;
+        if (B.Dims == Local)
+          for (size_t D = 0; D < Rank; ++D)
+            L.Global[D] *= P.Devices.count(L.Sharding[D]);
       }
       B.Place = L;
       continue;
@@ -964,6 +968,18 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
   WEFT_RETURN_IF_ERROR(getInt(Root, "batch", "program", P.Batch));
   WEFT_RETURN_IF_ERROR(getInt(Root, "seq", "program", P.Seq));
   WEFT_RETURN_IF_ERROR(getInt(Root, "vocab", "program", P.Vocab));
+  // Version 11: the targets' bound when they are not token ids.
+  if (Root.contains("classes")) {
+    if (Version < 11)
+      return Status::error("field 'classes' (targets that are not token "
+                           "ids) needs format version 11, the file is "
+                           "version " +
+                           std::to_string(Version));
+    WEFT_RETURN_IF_ERROR(getInt(Root, "classes", "program", P.Classes));
+    if (P.Classes < 1 || P.Classes > INT32_MAX)
+      return Status::error("classes=" + std::to_string(P.Classes) +
+                           " is not 1 to 2^31-1 (targets are int32)");
+  }
   // Version 7: a forward-only program names its outputs.
   if (Root.contains("outputs")) {
     if (Version < 7)

@@ -30,9 +30,11 @@ namespace weft {
 /// runtime would refuse them by name), version 9 masked-language-model
 /// programs (`masked_lm`, and `masked` cross-entropies: a version-8 runtime
 /// would train them on next-token batches), version 10 constant buffers
-/// and select (a version-9 runtime would refuse them by name); older files
-/// are refused with a message to recompile.
-constexpr uint32_t ProgramFormatVersion = 10;
+/// and select (a version-9 runtime would refuse them by name), version 11
+/// `classes` and one target per sample (a sequence classifier's; a
+/// version-10 runtime would read [batch] targets as [batch, seq]); older
+/// files are refused with a message to recompile.
+constexpr uint32_t ProgramFormatVersion = 11;
 constexpr uint32_t ProgramFormatMinVersion = 5;
 constexpr size_t ProgramHeaderBytes = 28;
 
@@ -406,6 +408,11 @@ struct Program {
   /// The token ids' [batch, seq] and their bound; all 0 in a forward-only
   /// program that reads tensor inputs only (version 8).
   int64_t Batch = 0, Seq = 0, Vocab = 0;
+  /// Version 11: the bound of the targets when it is not the vocabulary (a
+  /// classifier's classes); 0: absent, the targets are token ids.
+  int64_t Classes = 0;
+  /// The targets' bound: [0, targetBound()) or -100 where ignored.
+  int64_t targetBound() const { return Classes ? Classes : Vocab; }
   OptimizerSpec Optimizer;
   std::vector<ParamSpec> Params;
   int64_t ArenaBytes = 0;
@@ -429,6 +436,14 @@ struct Program {
   /// has no targets, gradients or optimizer).
   std::vector<OutputSpec> Outputs;
   bool forwardOnly() const { return !Outputs.empty(); }
+  /// Version 11: one target per sample (a sequence classifier's: the
+  /// targets input is [batch/microbatches], not [batch/microbatches, seq]).
+  bool sampleTargets() const {
+    for (const BufferSpec &B : Buffers)
+      if (B.Kind == BufferKind::Input && B.Name == "targets")
+        return B.Dims.size() == 1;
+    return false;
+  }
   /// Whether the program reads token ids (every training program does).
   bool readsTokens() const {
     for (const BufferSpec &B : Buffers)

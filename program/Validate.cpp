@@ -902,10 +902,26 @@ Status checkBuffer(const Program &P, size_t Index) {
       // Repeated names: checkInputNames, once for all inputs.
       return Status::success();
     }
+    // Version 11: one target per sample, on given targets (a token file
+    // has no labels of samples).
+    if (B.Type == DType::I32 && B.Dims.size() == 1 && B.Name == "targets") {
+      if (P.Version < 11)
+        return Status::error(Ctx + " 'targets' is " + shapeString(B.Dims) +
+                             ": one target per sample needs format version "
+                             "11, the file is version " +
+                             std::to_string(P.Version));
+      if (!P.givenTargets())
+        return Status::error(Ctx + " 'targets' is " + shapeString(B.Dims) +
+                             " (one per sample), but the program's "
+                             "cross-entropy is not on given targets (masked, "
+                             "without masked_lm)");
+      return Status::success();
+    }
     if (B.Type != DType::I32 || B.Dims.size() != 2)
       return Status::error(Ctx + " '" + B.Name + "' is " + dtypeName(B.Type) +
                            " " + shapeString(B.Dims) + ", expected i32 " +
-                           shapeString(Shape{P.microbatchRows(), P.Seq}));
+                           shapeString(Shape{P.microbatchRows(), P.Seq}) +
+                           (B.Name == "targets" ? " (or one per sample)" : ""));
     // The block of [batch/microbatches, seq]: checkLayouts.
     return Status::success();
   case BufferKind::Arena: {
@@ -1055,6 +1071,15 @@ Status validateProgram(const Program &P) {
                          ", vocab=" + std::to_string(P.Vocab) +
                          " must be positive (vocab at most 2^31-1: ids are "
                          "int32)");
+  // Targets bounded other than by the vocabulary come from the caller: a
+  // token file's targets are token ids.
+  if (P.Classes && (P.forwardOnly() || !P.givenTargets()))
+    return Status::error(
+        "classes=" + std::to_string(P.Classes) +
+        (P.forwardOnly() ? " in a forward-only program, which has no targets"
+                         : " bounds targets that are not token ids, but the "
+                           "program's cross-entropy is not on given targets "
+                           "(masked, without masked_lm)"));
   if (P.ArenaBytes < 0)
     return Status::error("arena_bytes=" + std::to_string(P.ArenaBytes) +
                          " is negative");

@@ -110,13 +110,14 @@ Status checkInputUse(const Program &P, size_t I) {
 }
 
 // A cross-entropy is a mean over every row of the global batch: its
-// denominator is batch*seq, or 0 (the local rows) when this rank holds them
-// all.
+// denominator is batch*seq (batch with one target per sample), or 0 (the
+// local rows) when this rank holds them all.
 Status checkDenominator(const Program &P, size_t I) {
   const Instruction &Inst = P.Instructions[I];
   if (!isCrossEntropy(Inst.Op) || Inst.Op == OpKind::CrossEntropyStats)
     return Status::success();
-  int64_t Rows = P.Batch * P.Seq, Local = -1;
+  const bool PerSample = P.sampleTargets();
+  int64_t Rows = PerSample ? P.Batch : P.Batch * P.Seq, Local = -1;
   for (const BufferSpec &B : P.Buffers)
     if (B.Kind == BufferKind::Input && B.Name == "targets")
       Local = B.numel();
@@ -125,8 +126,10 @@ Status checkDenominator(const Program &P, size_t I) {
     return Status::success();
   return Status::error(
       instName(P, I) + " has denominator " + std::to_string(D) + ", expected " +
-      std::to_string(Rows) + " (batch " + std::to_string(P.Batch) + " x seq " +
-      std::to_string(P.Seq) + " rows)" +
+      std::to_string(Rows) +
+      (PerSample ? " (batch " + std::to_string(P.Batch) + " samples)"
+                 : " (batch " + std::to_string(P.Batch) + " x seq " +
+                       std::to_string(P.Seq) + " rows)") +
       (D == 0 ? " since this rank holds " + std::to_string(Local) + " of them"
               : ""));
 }

@@ -119,24 +119,36 @@ Status checkLayouts(const Program &P) {
       continue;
     }
     if (B.Kind == BufferKind::Input) {
-      if (B.Place.Blocks != std::vector<int64_t>{1, 1})
+      // [batch, seq], or (version 11) targets of one per sample: [batch].
+      const size_t Rank = B.Dims.size() == 1 ? 1 : 2;
+      if (B.Place.Blocks != std::vector<int64_t>(Rank, 1))
         return Status::error(Ctx + ": inputs take no blocks");
       // An input holds one micro-batch.
       const int64_t Rows = P.microbatchRows();
       Shape Local{Rows, P.Seq};
-      Shape Global{Rows * P.Devices.count(B.Place.Sharding[0]),
-                   P.Seq * P.Devices.count(B.Place.Sharding[1])};
+      Local.resize(Rank);
+      Shape Global = Local;
+      for (size_t D = 0; D < Rank; ++D)
+        Global[D] *= P.Devices.count(B.Place.Sharding[D]);
       if (B.Place.Global != Local && B.Place.Global != Global)
         return Status::error(
             Ctx + ": global shape " + shapeString(B.Place.Global) +
-            " is neither [batch/microbatches, seq] = " + shapeString(Local) +
-            " nor its " + shapeString(Global) + " over the input's shards");
-      if (Tokens && (Tokens->Dims != B.Dims ||
-                     Tokens->Place.Sharding != B.Place.Sharding))
+            " is neither " +
+            (Rank == 1 ? "[batch/microbatches]" : "[batch/microbatches, seq]") +
+            " = " + shapeString(Local) + " nor its " + shapeString(Global) +
+            " over the input's shards");
+      // The inputs' rows are the same samples: alike in rows and their
+      // split (and in columns, both of a sequence).
+      if (Tokens && (Tokens->Dims[0] != B.Dims[0] ||
+                     Tokens->Place.Sharding[0] != B.Place.Sharding[0] ||
+                     (Rank == 2 && Tokens->Dims.size() == 2 &&
+                      (Tokens->Dims != B.Dims ||
+                       Tokens->Place.Sharding != B.Place.Sharding))))
         return Status::error(Ctx + " " + shapeString(B.Dims) +
                              " is sharded unlike the other input " +
                              shapeString(Tokens->Dims));
-      Tokens = &B;
+      if (!Tokens || Rank == 2)
+        Tokens = &B;
       continue;
     }
     if (B.Kind == BufferKind::Constant)

@@ -194,32 +194,39 @@ int64_t TokenData::countedTargets(int64_t Step, int64_t Batch, int64_t Seq,
 Expected<SampleData> SampleData::fromRows(std::vector<int32_t> Tokens,
                                           std::vector<int32_t> Targets,
                                           int64_t Seq, int64_t Vocab,
+                                          int64_t Classes, bool PerSample,
                                           const std::string &What) {
   if (Seq < 1 || Tokens.empty() || Tokens.size() % size_t(Seq) != 0)
     return Status::error(What + ": " + std::to_string(Tokens.size()) +
                          " token ids are not rows of seq " +
                          std::to_string(Seq));
-  if (Targets.size() != Tokens.size())
+  const size_t Rows = Tokens.size() / size_t(Seq);
+  if (Targets.size() != (PerSample ? Rows : Tokens.size()))
     return Status::error(What + ": " + std::to_string(Targets.size()) +
                          " targets for " + std::to_string(Tokens.size()) +
-                         " token ids (one target per token)");
-  for (size_t I = 0; I < Tokens.size(); ++I) {
-    auto At = [&] {
-      return " at [" + std::to_string(int64_t(I) / Seq) + ", " +
-             std::to_string(int64_t(I) % Seq) + "]";
-    };
+                         " token ids" +
+                         (PerSample ? " in " + std::to_string(Rows) +
+                                          " samples (one target per sample)"
+                                    : " (one target per token)"));
+  auto At = [&](size_t I, size_t Len) {
+    return " at [" + std::to_string(I / Len) +
+           (Len > 1 ? ", " + std::to_string(I % Len) : "") + "]";
+  };
+  for (size_t I = 0; I < Tokens.size(); ++I)
     if (Tokens[I] < 0 || Tokens[I] >= Vocab)
       return Status::error(What + ": token id " + std::to_string(Tokens[I]) +
-                           At() + " is outside [0, " + std::to_string(Vocab) +
-                           ")");
-    if ((Targets[I] < 0 || Targets[I] >= Vocab) && Targets[I] != -100)
+                           At(I, size_t(Seq)) + " is outside [0, " +
+                           std::to_string(Vocab) + ")");
+  for (size_t I = 0; I < Targets.size(); ++I)
+    if ((Targets[I] < 0 || Targets[I] >= Classes) && Targets[I] != -100)
       return Status::error(What + ": target " + std::to_string(Targets[I]) +
-                           At() + " is outside [0, " + std::to_string(Vocab) +
+                           At(I, PerSample ? 1 : size_t(Seq)) +
+                           " is outside [0, " + std::to_string(Classes) +
                            ") and is not -100 (ignored)");
-  }
   SampleData D;
-  D.NumRows = int64_t(Tokens.size()) / Seq;
+  D.NumRows = int64_t(Rows);
   D.RowLength = Seq;
+  D.PerSample = PerSample;
   D.Tokens = std::move(Tokens);
   D.Targets = std::move(Targets);
   return D;
@@ -235,18 +242,23 @@ void SampleData::fillStepBlock(int64_t Step, int64_t Batch, int64_t,
                                int64_t Cols, const MaskedLmSpec *, int64_t,
                                int32_t *Inputs, int32_t *Targets) const {
   for (int64_t I = 0; I < Rows; ++I) {
-    const size_t From = size_t(rowOf(Step, Batch, Row0 + I) * RowLength + Col0);
+    const int64_t Row = rowOf(Step, Batch, Row0 + I);
+    const size_t From = size_t(Row * RowLength + Col0);
     std::copy_n(Tokens.data() + From, Cols, Inputs + I * Cols);
-    std::copy_n(this->Targets.data() + From, Cols, Targets + I * Cols);
+    if (PerSample)
+      Targets[I] = this->Targets[size_t(Row)];
+    else
+      std::copy_n(this->Targets.data() + From, Cols, Targets + I * Cols);
   }
 }
 
 int64_t SampleData::countedTargets(int64_t Step, int64_t Batch, int64_t,
                                    const MaskedLmSpec *) const {
   int64_t N = 0;
+  const int64_t Len = PerSample ? 1 : RowLength;
   for (int64_t R = 0; R < Batch; ++R) {
-    const int32_t *T = Targets.data() + rowOf(Step, Batch, R) * RowLength;
-    N += RowLength - std::count(T, T + RowLength, -100);
+    const int32_t *T = Targets.data() + rowOf(Step, Batch, R) * Len;
+    N += Len - std::count(T, T + Len, -100);
   }
   return N;
 }

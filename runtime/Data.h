@@ -37,6 +37,9 @@ public:
   /// loss's divisor.
   virtual int64_t countedTargets(int64_t Step, int64_t Batch, int64_t Seq,
                                  const MaskedLmSpec *Masked) const = 0;
+  /// Whether fillStepBlock writes one target per sample (Rows of them, a
+  /// classifier's labels) rather than Rows x Cols.
+  virtual bool sampleTargets() const { return false; }
 };
 
 /// A whole token file in memory, validated against the vocabulary.
@@ -97,20 +100,24 @@ private:
   std::vector<uint32_t> Tokens;
 };
 
-/// Whole samples, each Seq token ids and Seq targets (weft-run --tokens
-/// and --targets: .npy arrays [N, Seq]); a target of -100 counts for
-/// nothing (a masked loss's ignored position). Step k's sample i is row
-/// (k*Batch + i) mod N. No recipe applies: the targets are given.
+/// Whole samples, each Seq token ids and Seq targets, or one target per
+/// sample (weft-run --tokens and --targets: .npy arrays [N, Seq], and [N,
+/// Seq] or [N]); a target of -100 counts for nothing (a masked loss's
+/// ignored position). Step k's sample i is row (k*Batch + i) mod N. No
+/// recipe applies: the targets are given.
 class SampleData : public BatchSource {
 public:
-  /// Refuses arrays of different sizes, rows that are not Seq long, no
-  /// rows, ids outside [0, Vocab) and targets outside it other than -100,
-  /// naming What and the [row, column].
+  /// Refuses arrays of different rows, rows that are not Seq long, no
+  /// rows, ids outside [0, Vocab) and targets outside [0, Classes) other
+  /// than -100, naming What and the [row, column]. PerSample: Targets holds
+  /// one per row.
   static Expected<SampleData> fromRows(std::vector<int32_t> Tokens,
                                        std::vector<int32_t> Targets,
                                        int64_t Seq, int64_t Vocab,
+                                       int64_t Classes, bool PerSample,
                                        const std::string &What = "samples");
   int64_t rows() const { return NumRows; }
+  bool sampleTargets() const override { return PerSample; }
 
   void fillStepBlock(int64_t Step, int64_t Batch, int64_t Seq, int64_t Row0,
                      int64_t Rows, int64_t Col0, int64_t Cols,
@@ -122,6 +129,7 @@ public:
 private:
   std::vector<int32_t> Tokens, Targets;
   int64_t NumRows = 0, RowLength = 0;
+  bool PerSample = false;
   // The file row of step Step's global sample Row.
   int64_t rowOf(int64_t Step, int64_t Batch, int64_t Row) const;
 };

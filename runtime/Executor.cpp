@@ -111,6 +111,8 @@ Status Executor::bind() {
     if (B.tensorInput() || B.Kind == BufferKind::Constant)
       continue; // placed after the token inputs
     if (B.Kind == BufferKind::Input) {
+      if (B.Dims.size() == 1)
+        continue; // one target per sample: the tokens' rows (checkLayouts)
       LocalBatch = B.Dims[0];
       LocalSeq = B.Dims[1];
       GlobalBatch = B.Place.Global[0] * Prog.Microbatches;
@@ -522,6 +524,13 @@ Status Executor::loadBatch(const BatchSource &Data, int64_t Step) {
   int32_t *Toks = HostInputs.data();
   int32_t *Tgts = Toks + Prog.Microbatches * InputStride;
   const MaskedLmSpec *M = Prog.MaskedLm.enabled() ? &Prog.MaskedLm : nullptr;
+  if (Data.sampleTargets() != Prog.sampleTargets())
+    return Status::error(
+        Prog.sampleTargets()
+            ? "the program reads one target per sample (a classifier's), but "
+              "the batches hold one per token"
+            : "the batches hold one target per sample, but the program reads "
+              "one per token");
   for (int64_t K = 0; K < Prog.Microbatches; ++K)
     Data.fillStepBlock(Step, GlobalBatch, GlobalSeq, K * Rows + BatchOffset,
                        LocalBatch, SeqOffset, LocalSeq, M, Prog.Vocab,
@@ -546,7 +555,9 @@ Status Executor::setInputs(int64_t K, const int32_t *Toks,
   CountedTargets = -1; // a masked loss needs setCountedTargets for these
   WEFT_RETURN_IF_ERROR(Q->copyToDevice(tokens(K), Toks, Bytes));
   if (Tgts)
-    WEFT_RETURN_IF_ERROR(Q->copyToDevice(targets(K), Tgts, Bytes));
+    WEFT_RETURN_IF_ERROR(Q->copyToDevice(
+        targets(K), Tgts,
+        Prog.sampleTargets() ? size_t(LocalBatch) * sizeof(int32_t) : Bytes));
   return Q->synchronize();
 }
 

@@ -56,7 +56,8 @@ public:
   /// [k*B/M, (k+1)*B/M)), staged on the host and copied in.
   Status loadBatch(const BatchSource &Data, int64_t Step);
   /// Sets micro-batch K's inputs from host arrays of localBatch() x
-  /// localSeq() ids each (no targets in a forward-only program: null).
+  /// localSeq() ids each, localBatch() targets when the program reads one
+  /// per sample (no targets in a forward-only program: null).
   Status setInputs(int64_t K, const int32_t *Tokens, const int32_t *Targets);
   /// A masked loss's divisor for inputs set by setInputs (which leaves it
   /// unknown, refused by the loss): the step's counted targets over every

@@ -179,11 +179,13 @@ Expected<NpyArray> readNpy(const std::string &Path) {
 Expected<std::vector<int32_t>> npyTokenIds(const NpyArray &A, const Shape &Want,
                                            int64_t Vocab,
                                            const std::string &What,
-                                           bool AllowIgnored) {
+                                           bool AllowIgnored,
+                                           const std::string &Bound) {
   if (A.Dims != Want)
     return Status::error(What + " has shape " + shapeText(A.Dims) +
                          ", the program reads token ids of shape " +
-                         shapeText(Want) + " [batch, seq]");
+                         shapeText(Want) +
+                         (Want.size() > 1 ? " [batch, seq]" : " [batch]"));
   const size_t Item = itemSize(A.Descr);
   if (!Item)
     return Status::error(What + ": dtype '" + A.Descr + "' is not an integer");
@@ -200,12 +202,15 @@ Expected<std::vector<int32_t>> npyTokenIds(const NpyArray &A, const Shape &Want,
     if (Signed && Item < 8 && (U >> (8 * Item - 1)) & 1)
       V = int64_t(U | ~uint64_t(0) << (8 * Item)); // sign-extend
     const bool Huge = !Signed && Item == 8 && U > uint64_t(INT64_MAX);
+    // [row, column], or [row] for one label per sample.
+    const int64_t Cols = Want.size() > 1 ? Want[1] : 1;
     if (Huge || ((V < 0 || V >= Vocab) && !(AllowIgnored && V == -100)))
       return Status::error(
-          What + ": id " + (Huge ? std::to_string(U) : std::to_string(V)) +
-          " at [" + std::to_string(int64_t(I) / Want[1]) + ", " +
-          std::to_string(int64_t(I) % Want[1]) +
-          "] is outside the vocabulary [0, " + std::to_string(Vocab) + ")" +
+          What + ": " + (Want.size() > 1 ? "id " : "label ") +
+          (Huge ? std::to_string(U) : std::to_string(V)) + " at [" +
+          std::to_string(int64_t(I) / Cols) +
+          (Want.size() > 1 ? ", " + std::to_string(int64_t(I) % Cols) : "") +
+          "] is outside " + Bound + " [0, " + std::to_string(Vocab) + ")" +
           (AllowIgnored ? " and is not -100 (ignored)" : ""));
     Ids[I] = int32_t(V);
   }

@@ -33,11 +33,12 @@ Expected<NpyArray> readNpy(const std::string &Path);
 
 /// Token ids from a .npy of integers (any size, signed or not), as int32,
 /// checked: shape exactly Want, every id in [0, Vocab) (or -100, an ignored
-/// target, with AllowIgnored).
-Expected<std::vector<int32_t>> npyTokenIds(const NpyArray &A, const Shape &Want,
-                                           int64_t Vocab,
-                                           const std::string &What,
-                                           bool AllowIgnored = false);
+/// target, with AllowIgnored). Bound names the range in messages (labels
+/// of a classifier are bounded by its classes).
+Expected<std::vector<int32_t>>
+npyTokenIds(const NpyArray &A, const Shape &Want, int64_t Vocab,
+            const std::string &What, bool AllowIgnored = false,
+            const std::string &Bound = "the vocabulary");
 
 /// A tensor input's bytes (format version 8) from a .npy of floats, checked:
 /// shape exactly Want; float32 for an f32 program, float32 (widened) or

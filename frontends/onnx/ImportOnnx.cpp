@@ -186,6 +186,8 @@ std::string Importer::graphInput(const onnx::ValueInfoProto &input,
   const char *flags[] = {"--batch", "--seq"};
   for (int d = 0; d < 2; ++d) {
     const auto &dim = tt.shape().dim(d);
+    if (d == 0 && !want[0] && !dim.has_dim_value())
+      want[0] = options.symbolicBatch;
     if (dim.has_dim_value() && want[d] && dim.dim_value() != want[d])
       return what + " has dim " + std::to_string(d) + " = " +
              std::to_string(dim.dim_value()) + " in the model, but " +
@@ -954,8 +956,9 @@ std::string Importer::run(const onnx::ModelProto &model,
   const auto &dims = inputs[0]->type().tensor_type().shape();
   int64_t batch = options.batch, seq = options.seq;
   if (dims.dim_size() == 2) {
-    if (!batch && dims.dim(0).has_dim_value())
-      batch = dims.dim(0).dim_value();
+    if (!batch)
+      batch = dims.dim(0).has_dim_value() ? dims.dim(0).dim_value()
+                                          : options.symbolicBatch;
     if (!seq && dims.dim(1).has_dim_value())
       seq = dims.dim(1).dim_value();
   }
@@ -995,9 +998,15 @@ std::string Importer::run(const onnx::ModelProto &model,
            "' does not depend on the input; weft trains on logits";
   Value logits = it->second.value;
   auto lt = cast<RankedTensorType>(logits.getType());
-  if (lt.getRank() != 3 || lt.getShape()[0] != ids.getShape()[0] ||
-      lt.getShape()[1] != ids.getShape()[1] ||
-      !isa<FloatType>(lt.getElementType()))
+  // A classifier's scores, one row per sample: trained on given labels.
+  const bool perSample = !options.forwardOnly && options.givenTargets &&
+                         lt.getRank() == 2 &&
+                         lt.getShape()[0] == ids.getShape()[0] &&
+                         isa<FloatType>(lt.getElementType());
+  if (!perSample &&
+      (lt.getRank() != 3 || lt.getShape()[0] != ids.getShape()[0] ||
+       lt.getShape()[1] != ids.getShape()[1] ||
+       !isa<FloatType>(lt.getElementType())))
     return "graph output '" + outName + "' has type " +
            [&] {
              std::string s;
@@ -1007,8 +1016,13 @@ std::string Importer::run(const onnx::ModelProto &model,
            }() +
            (options.forwardOnly
                 ? "; weft computes outputs [batch, seq, N] of float type"
+            : options.givenTargets
+                ? "; weft trains cross-entropy on given targets over scores "
+                  "[batch, classes] (one target per sample) or [batch, seq, "
+                  "classes] of float type"
                 : "; weft trains next-token cross-entropy on logits [batch, "
-                  "seq, vocab]");
+                  "seq, vocab] (a classifier's [batch, classes] trains with "
+                  "--loss cross-entropy on given targets)");
   // Next-token cross-entropy reads the output as scores over the
   // vocabulary: the rows of the table the input ids index. A model without
   // its LM head (hidden states) would otherwise train as if each hidden
@@ -1042,15 +1056,37 @@ std::string Importer::run(const onnx::ModelProto &model,
     // program bounds token ids by the table.
     fn->setAttr(attrname::kVocab, b.getI64IntegerAttr(*vocab));
     fn.setType(b.getFunctionType(args, {logits.getType()}));
-  } else if (lt.getShape()[2] != *vocab)
-    return "graph output '" + outName + "' is [" +
-           std::to_string(lt.getShape()[0]) + ", " +
-           std::to_string(lt.getShape()[1]) + ", " +
-           std::to_string(lt.getShape()[2]) + "], but the token embedding '" +
-           table + "' has " + std::to_string(*vocab) +
-           " rows: the output is not logits over the vocabulary (a model "
-           "without its LM head?); weft trains next-token cross-entropy on "
-           "logits";
+  } else if (perSample || lt.getShape()[2] != *vocab) {
+    // Given targets are labels of the output's classes, not token ids:
+    // the program bounds them by those (format version 11).
+    if (options.givenTargets) {
+      fn->setAttr(attrname::kLabels, b.getI64IntegerAttr(*vocab));
+      if (options.notes)
+        options.notes->push_back(
+            "graph output '" + outName + "' scores " +
+            std::to_string(lt.getShape().back()) + " classes" +
+            (perSample ? " per sample" : " per token") +
+            ": the --targets of weft-run are labels in [0, " +
+            std::to_string(lt.getShape().back()) + ") or -100, " +
+            (perSample ? "[samples]" : "[samples, seq]"));
+      if (perSample) {
+        auto labels =
+            RankedTensorType::get({ids.getShape()[0]}, b.getI32Type());
+        body->getArgument(1).setType(labels);
+        args[1] = labels;
+        fn.setType(b.getFunctionType(args, fn.getResultTypes()));
+      }
+    } else
+      return "graph output '" + outName + "' is [" +
+             std::to_string(lt.getShape()[0]) + ", " +
+             std::to_string(lt.getShape()[1]) + ", " +
+             std::to_string(lt.getShape()[2]) + "], but the token embedding '" +
+             table + "' has " + std::to_string(*vocab) +
+             " rows: the output is not logits over the vocabulary (a model "
+             "without its LM head?); weft trains next-token cross-entropy on "
+             "logits (a token classifier's scores train with --loss "
+             "cross-entropy on given targets)";
+  }
   // Shapes the model declares (its output, value_info) must be the ones
   // weft computed: a mismatch is an initializer of another shape.
   if (std::string e = checkDeclared(g.output(chosen)); !e.empty())

@@ -26,12 +26,20 @@ struct OnnxImportOptions {
   /// Binds the input's first (batch) and second (sequence) dims; 0: take
   /// the model's own (refused where the model leaves the dim symbolic).
   int64_t batch = 0, seq = 0;
+  /// Binds the batch dim only where the model leaves it symbolic (weft-plan:
+  /// its costs are per sequence); 0: refused there unless `batch` is set.
+  int64_t symbolicBatch = 0;
   /// Computes in f64 (weights and activations), whatever the model's type.
   bool f64 = false;
   /// `@forward(tokens) -> output` (any [batch, seq, N] output, an encoder's
   /// hidden states too), for a forward-only program; else `@forward(tokens,
   /// targets) -> loss` with next-token cross-entropy on logits.
   bool forwardOnly = false;
+  /// Training on given targets (weft-compile --loss cross-entropy): the
+  /// output may also be a classifier's, [batch, classes] (one target per
+  /// sample) or [batch, seq, classes] of classes other than the
+  /// vocabulary (a token classifier's).
+  bool givenTargets = false;
   /// The graph output the program computes (the logits to train on, or
   /// the forward-only output); empty: the only one (forward-only: the
   /// first).

@@ -14,7 +14,9 @@ MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           m-v8 | m-attr (the last seven on a masked-LM program) | c-write |
           c-base64 | c-size | c-dtype | c-layout | c-v9 (the last six on a
           program with a constant buffer) | s-v9 (a program with a select
-          and no constant, written as version 9)"""
+          and no constant, written as version 9) | k-v10 | k-v10-labels |
+          k-classes | k-unmasked | k-denominator | k-rows (the last six on a
+          sequence classifier's program: classes, one label per sample)"""
 import base64
 import json
 import struct
@@ -201,6 +203,25 @@ elif mutation.startswith("c-"):
         c["sharding"] = [["tp"], []]
     elif mutation == "c-v9":  # a version-9 runtime knows no constants
         version = 9
+    else:
+        sys.exit(f"unknown mutation {mutation}")
+elif mutation.startswith("k-"):
+    labels = next(b for b in p["buffers"] if b["kind"] == "input" and b["name"] == "targets")
+    if mutation == "k-v10":  # a version-10 runtime knows no classes
+        version = 10
+    elif mutation == "k-v10-labels":  # ... and reads [batch] targets as [batch, seq]
+        del p["classes"]
+        version = 10
+    elif mutation == "k-classes":
+        p["classes"] = 0
+    elif mutation == "k-unmasked":  # labels, but a next-token loss
+        del p["classes"]
+        for i in instructions(p):
+            i.get("attrs", {}).pop("masked", None)
+    elif mutation == "k-denominator":  # the tokens' count, not the samples'
+        first(p, "cross_entropy")["attrs"]["denominator"] = p["batch"] * p["seq"]
+    elif mutation == "k-rows":  # fewer labels than samples
+        labels["shape"] = [labels["shape"][0] - 1]
     else:
         sys.exit(f"unknown mutation {mutation}")
 elif mutation != "deep":

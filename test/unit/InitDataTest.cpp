@@ -144,7 +144,7 @@ TEST(Data, SamplesByRowAndCount) {
   const int64_t S = 3;
   std::vector<int32_t> Tok = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   std::vector<int32_t> Tgt = {-100, 2, -100, 4, 5, 6, -100, -100, -100};
-  Expected<SampleData> D = SampleData::fromRows(Tok, Tgt, S, 10);
+  Expected<SampleData> D = SampleData::fromRows(Tok, Tgt, S, 10, 10, false);
   ASSERT_TRUE(D.ok()) << D.message();
   EXPECT_EQ(D->rows(), 3);
   int32_t In[4], Tg[4];
@@ -157,14 +157,46 @@ TEST(Data, SamplesByRowAndCount) {
   EXPECT_EQ(D->countedTargets(1, 2, S, nullptr), 1);
   EXPECT_EQ(D->countedTargets(0, 2, S, nullptr), 4);
   Tgt[4] = -3;
-  Expected<SampleData> Bad = SampleData::fromRows(Tok, Tgt, S, 10);
+  Expected<SampleData> Bad = SampleData::fromRows(Tok, Tgt, S, 10, 10, false);
   ASSERT_FALSE(Bad.ok());
   EXPECT_NE(Bad.message().find("target -3 at [1, 1] is outside [0, 10) and is "
                                "not -100"),
             std::string::npos)
       << Bad.message();
   Tok.pop_back();
-  EXPECT_FALSE(SampleData::fromRows(Tok, Tgt, S, 10).ok());
+  EXPECT_FALSE(SampleData::fromRows(Tok, Tgt, S, 10, 10, false).ok());
+}
+
+// One target per sample (a classifier's labels): a block's rows take their
+// sample's label whatever its columns; bounded by the classes, not the
+// vocabulary.
+TEST(Data, SampleTargetsPerRow) {
+  const int64_t S = 3;
+  std::vector<int32_t> Tok = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<int32_t> Tgt = {1, -100, 0};
+  Expected<SampleData> D = SampleData::fromRows(Tok, Tgt, S, 10, 2, true);
+  ASSERT_TRUE(D.ok()) << D.message();
+  EXPECT_TRUE(D->sampleTargets());
+  int32_t In[4], Tg[2] = {7, 7};
+  // Step 1 of batch 2: rows 2 and 0; columns 1-2 of the tokens.
+  D->fillStepBlock(1, 2, S, 0, 2, 1, 2, nullptr, 10, In, Tg);
+  EXPECT_EQ(std::vector<int32_t>(In, In + 4),
+            std::vector<int32_t>({8, 9, 2, 3}));
+  EXPECT_EQ(std::vector<int32_t>(Tg, Tg + 2), std::vector<int32_t>({0, 1}));
+  EXPECT_EQ(D->countedTargets(1, 2, S, nullptr), 2);
+  EXPECT_EQ(D->countedTargets(0, 2, S, nullptr), 1);
+  Tgt[2] = 2; // a token id, but not a class
+  Expected<SampleData> Bad = SampleData::fromRows(Tok, Tgt, S, 10, 2, true);
+  ASSERT_FALSE(Bad.ok());
+  EXPECT_NE(Bad.message().find("target 2 at [2] is outside [0, 2)"),
+            std::string::npos)
+      << Bad.message();
+  Tgt.pop_back();
+  Bad = SampleData::fromRows(Tok, Tgt, S, 10, 2, true);
+  ASSERT_FALSE(Bad.ok());
+  EXPECT_NE(Bad.message().find("2 targets for 9 token ids in 3 samples"),
+            std::string::npos)
+      << Bad.message();
 }
 
 TEST(Data, RefusesIdAtOrAboveVocab) {

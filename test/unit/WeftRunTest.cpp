@@ -96,10 +96,10 @@ TEST(WeftRun, ErrorsAndExitCodes) {
   EXPECT_EQ(R.Code, 1);
   EXPECT_NE(R.Out.find("no --data given"), std::string::npos);
   std::string Bad = tinyProgram().file();
-  Bad[8] = 11; // the version is a little-endian u32 at byte 8
-  R = run(writeFile("cli_v10.wp", Bad) + " --dump");
+  Bad[8] = 12; // the version is a little-endian u32 at byte 8
+  R = run(writeFile("cli_v12.wp", Bad) + " --dump");
   EXPECT_EQ(R.Code, 1);
-  EXPECT_NE(R.Out.find("format version 11, this runtime reads version 10"),
+  EXPECT_NE(R.Out.find("format version 12, this runtime reads version 11"),
             std::string::npos)
       << R.Out;
   R = run(Prog + " --dump");

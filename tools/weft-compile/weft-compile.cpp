@@ -188,7 +188,9 @@ static cl::opt<std::string>
                      "encoder's, BERT's: --mask-token hides --mask-prob of the "
                      "positions, which the model predicts) or cross-entropy "
                      "(on targets weft-run is given, -100 where none: "
-                     "--tokens and --targets)"),
+                     "--tokens and --targets; the output may be a "
+                     "classifier's [batch, classes], one label per sample, "
+                     "or [batch, seq, classes])"),
             cl::init("next-token"), cl::value_desc("kind"));
 static cl::opt<int64_t>
     maskTokenArg(cl::cat(compileCategory), "mask-token",
@@ -318,6 +320,7 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
     name = llvm::sys::path::stem(model).str();
     weft::OnnxImportOptions options;
     options.forwardOnly = forwardOnlyArg;
+    options.givenTargets = lossArg == "cross-entropy";
     options.output = onnxOutputArg;
     // The model's own [batch, seq] unless the flags bind them.
     if (batchArg.getNumOccurrences() || !planArg.empty())

@@ -217,6 +217,10 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
     // The imported graph, lowered to weft's ops as weft-compile does.
     weft::OnnxImportOptions options;
     options.seq = seqArg;
+    // Costs are per sequence: a symbolic batch dim is one sample.
+    options.symbolicBatch = 1;
+    // A classifier's output trains on given labels (--loss cross-entropy).
+    options.givenTargets = lossArg == "cross-entropy";
     auto module = weft::importOnnx(context, modelArg, options, error);
     if (!module)
       return nullptr;
@@ -225,7 +229,7 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
     // serves as the mask token here.
     if (lossArg != "next-token")
       pm.addNestedPass<mlir::func::FuncOp>(weft::createWeftMaskedLm(
-          weft::WeftMaskedLmOptions{0, 0.15, 0, false}));
+          weft::WeftMaskedLmOptions{0, 0.15, 0, options.givenTargets}));
     weft::addOnnxLowering(pm);
     llvm::SourceMgr sources;
     mlir::SourceMgrDiagnosticHandler diagnostics(sources, &context);

@@ -378,29 +378,40 @@ int parseArgs(int Argc, char **Argv, Options &O) {
   return -1;
 }
 
-/// --tokens and --targets: whole samples [N, seq] from two .npy files.
-Expected<SampleData> loadSamples(const Options &O, const Program &P) {
+/// --tokens and --targets: whole samples [N, seq] from two .npy files, the
+/// targets [N] when the program reads one per sample (a classifier's).
+/// MaskedLoss: the whole program's (a pipeline stage's view may hold no
+/// cross-entropy).
+Expected<SampleData> loadSamples(const Options &O, const Program &P,
+                                 bool MaskedLoss) {
   std::vector<int32_t> Ids[2];
   const std::string *Paths[2] = {&O.TokensNpy, &O.TargetsNpy};
+  const bool PerSample = P.sampleTargets();
   for (int I = 0; I < 2; ++I) {
     Expected<NpyArray> A = readNpy(*Paths[I]);
     if (!A.ok())
       return A.status();
     const std::string What =
         std::string(I ? "--targets" : "--tokens") + " '" + *Paths[I] + "'";
-    if (A->Dims.size() != 2 || A->Dims[0] < 1 || A->Dims[1] != P.Seq)
-      return Status::error(What + " has shape " + shapeString(A->Dims) +
-                           ", expected [samples, seq=" + std::to_string(P.Seq) +
-                           "]");
+    const bool Labels = I == 1 && PerSample;
+    if (A->Dims.size() != (Labels ? 1u : 2u) || A->Dims[0] < 1 ||
+        (!Labels && A->Dims[1] != P.Seq))
+      return Status::error(
+          What + " has shape " + shapeString(A->Dims) + ", expected " +
+          (Labels ? std::string("[samples] (the program's loss reads one "
+                                "target per sample)")
+                  : "[samples, seq=" + std::to_string(P.Seq) + "]"));
     Expected<std::vector<int32_t>> V =
-        npyTokenIds(*A, A->Dims, P.Vocab, What, /*AllowIgnored=*/I == 1);
+        npyTokenIds(*A, A->Dims, I ? P.targetBound() : P.Vocab, What,
+                    /*AllowIgnored=*/I == 1,
+                    I && P.Classes ? "the classes" : "the vocabulary");
     if (!V.ok())
       return V.status();
     Ids[I] = std::move(*V);
   }
   // A next-token cross-entropy counts every target: refused here, not at
   // the first step's loss.
-  if (!P.maskedLoss())
+  if (!MaskedLoss)
     if (auto It = std::find(Ids[1].begin(), Ids[1].end(), -100);
         It != Ids[1].end()) {
       const int64_t At = It - Ids[1].begin();
@@ -411,7 +422,8 @@ Expected<SampleData> loadSamples(const Options &O, const Program &P) {
           "--loss cross-entropy");
     }
   return SampleData::fromRows(std::move(Ids[0]), std::move(Ids[1]), P.Seq,
-                              P.Vocab, "--tokens/--targets");
+                              P.Vocab, P.targetBound(), PerSample,
+                              "--tokens/--targets");
 }
 
 /// Deterministic pseudo-random tokens for --grad-check without --data.
@@ -420,6 +432,21 @@ std::vector<uint32_t> randomTokens(const Program &P, uint64_t Seed) {
   for (size_t I = 0; I < T.size(); ++I)
     T[I] = uint32_t(splitmix64(splitmix64(Seed) + I) % uint64_t(P.Vocab));
   return T;
+}
+
+/// --grad-check without data for a program whose targets are not the next
+/// tokens (classes, or one per sample): one batch of pseudo-random samples
+/// and targets within their bounds.
+Expected<SampleData> randomSamples(const Program &P, uint64_t Seed) {
+  std::vector<uint32_t> T = randomTokens(P, Seed);
+  std::vector<int32_t> Tokens(T.begin(), T.end() - 1), Targets;
+  const int64_t N = P.sampleTargets() ? P.Batch : P.Batch * P.Seq;
+  for (int64_t I = 0; I < N; ++I)
+    Targets.push_back(int32_t(splitmix64(splitmix64(Seed + 1) + uint64_t(I)) %
+                              uint64_t(P.targetBound())));
+  return SampleData::fromRows(std::move(Tokens), std::move(Targets), P.Seq,
+                              P.Vocab, P.targetBound(), P.sampleTargets(),
+                              "--grad-check samples");
 }
 
 int runGradCheck(Executor &E, const BatchSource &Data, const Options &O,
@@ -707,6 +734,13 @@ int main(int Argc, char **Argv) {
                 "' trains on given targets (weft-compile --loss "
                 "cross-entropy): give --tokens and --targets, not a token "
                 "file");
+  // A token file's targets are its next tokens: not a classifier's labels.
+  if (!O.Data.empty() && (P->Classes || P->sampleTargets()))
+    return fail("'" + O.Program +
+                "' trains on targets that are not token ids (" +
+                (P->sampleTargets() ? std::string("one per sample")
+                                    : std::to_string(P->Classes) + " classes") +
+                "): give --tokens and --targets, not a token file");
   if (O.Data.empty() && !Samples && !O.GradCheck && !P->forwardOnly())
     return fail("no --data given (a uint16 token file, see weft-tokenize)");
 
@@ -745,6 +779,7 @@ int main(int Argc, char **Argv) {
       return fail("--device cuda: " + B.message());
     Device = std::move(*B);
   }
+  const bool MaskedLoss = P->maskedLoss();
   Expected<std::unique_ptr<Executor>> E =
       Executor::create(P.take(), std::move(Device), Comm->get());
   if (!E.ok())
@@ -817,8 +852,11 @@ int main(int Argc, char **Argv) {
                 std::to_string(kMaxCheckpointStep) + " steps");
 
   std::unique_ptr<BatchSource> Data;
-  if (Samples) {
-    Expected<SampleData> S = loadSamples(O, Prog);
+  const bool RandomSamples =
+      !Samples && O.Data.empty() && (Prog.Classes || Prog.sampleTargets());
+  if (Samples || RandomSamples) {
+    Expected<SampleData> S = Samples ? loadSamples(O, Prog, MaskedLoss)
+                                     : randomSamples(Prog, uint64_t(O.Seed));
     if (!S.ok())
       return fail(S.message());
     Data = std::make_unique<SampleData>(std::move(*S));
