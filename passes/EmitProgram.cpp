@@ -396,12 +396,15 @@ public:
       if (!vocabAttr)
         return fn.emitError("returns its outputs but has no weft.vocab: run "
                             "weft-return-logits first");
-      // Scores over the vocabulary, or an encoder's hidden states.
-      const int64_t n =
-          cast<RankedTensorType>(logits.getType()).getShape().back();
+      // Scores over the vocabulary, an encoder's hidden states, or one row
+      // per sample (a classifier's scores, a pooled embedding: version 11).
+      auto type = cast<RankedTensorType>(logits.getType());
+      const int64_t n = type.getShape().back();
       program["vocab"] = vocabAttr.getInt();
       program["outputs"] = json::Array{
-          json::Object{{"name", n == vocabAttr.getInt() ? "logits" : "hidden"},
+          json::Object{{"name", type.getRank() == 2       ? "samples"
+                                : n == vocabAttr.getInt() ? "logits"
+                                                          : "hidden"},
                        {"buffer", bufferIds.lookup(logits)}}};
     }
     return success();

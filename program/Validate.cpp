@@ -1030,10 +1030,14 @@ Status checkForwardOnly(const Program &P) {
     // logits: scores over the vocabulary; hidden: an encoder's states;
     // another name, or any in a program of tensor inputs alone (version
     // 8): any tensor the forward computes.
+    // samples: one row per sample (a classifier's scores).
     const bool Logits = Tokens && P.Outputs[I].Name == "logits";
     const bool Hidden = Tokens && P.Outputs[I].Name == "hidden";
+    const bool Samples = Tokens && P.Outputs[I].Name == "samples";
     const bool Fits =
-        (!Logits && !Hidden) ||
+        (!Logits && !Hidden && !Samples) ||
+        (Samples && B.Dims.size() == 2 && B.Dims[0] == P.Batch &&
+         B.Dims[1] >= 1) ||
         (B.Dims.size() == 3 && B.Dims[0] == P.Batch && B.Dims[1] == P.Seq &&
          (Logits ? B.Dims[2] == P.Vocab : B.Dims[2] >= 1));
     if (B.Kind != BufferKind::Arena || !Fits ||
@@ -1042,7 +1046,8 @@ Status checkForwardOnly(const Program &P) {
           Ctx + " (" + P.Outputs[I].Name + ") is buffer " + std::to_string(Id) +
           ", " + bufferKindName(B.Kind) + " " + dtypeName(B.Type) + " " +
           shapeString(B.Dims) + ", expected an arena buffer" +
-          (Logits || Hidden
+          (Samples ? " [" + std::to_string(P.Batch) + ",N] [batch, N]"
+           : Logits || Hidden
                ? " [" + std::to_string(P.Batch) + "," + std::to_string(P.Seq) +
                      "," +
                      (Logits ? std::to_string(P.Vocab) + "] [batch, seq, vocab]"

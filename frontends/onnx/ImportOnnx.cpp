@@ -998,12 +998,14 @@ std::string Importer::run(const onnx::ModelProto &model,
            "' does not depend on the input; weft trains on logits";
   Value logits = it->second.value;
   auto lt = cast<RankedTensorType>(logits.getType());
-  // A classifier's scores, one row per sample: trained on given labels.
-  const bool perSample = !options.forwardOnly && options.givenTargets &&
+  // One row per sample (a classifier's scores, a pooled embedding):
+  // computed forward-only, or trained on given labels.
+  const bool rowOutput = (options.forwardOnly || options.givenTargets) &&
                          lt.getRank() == 2 &&
                          lt.getShape()[0] == ids.getShape()[0] &&
                          isa<FloatType>(lt.getElementType());
-  if (!perSample &&
+  const bool perSample = rowOutput && !options.forwardOnly;
+  if (!rowOutput &&
       (lt.getRank() != 3 || lt.getShape()[0] != ids.getShape()[0] ||
        lt.getShape()[1] != ids.getShape()[1] ||
        !isa<FloatType>(lt.getElementType())))
@@ -1015,7 +1017,8 @@ std::string Importer::run(const onnx::ModelProto &model,
              return s;
            }() +
            (options.forwardOnly
-                ? "; weft computes outputs [batch, seq, N] of float type"
+                ? "; weft computes outputs [batch, seq, N] or [batch, N] of "
+                  "float type"
             : options.givenTargets
                 ? "; weft trains cross-entropy on given targets over scores "
                   "[batch, classes] (one target per sample) or [batch, seq, "

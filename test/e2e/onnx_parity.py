@@ -20,6 +20,12 @@ states):
   3. the forward-only program on a mesh (dp=2, tp=2 with the vocab-split
      head, tp=2 with sequence parallelism) gives one rank's logits (f64,
      1e-12 x max |logit|).
+And for the classifier exports (minilm-cls-tiny: BertForSequenceClassification,
+scores [batch, 3]; minilm-tok-tiny: BertForTokenClassification, [batch,
+seq, 5]), the forward-only scores are onnxruntime's (1e-5 of the largest),
+the --loss cross-entropy program's step-1 loss is the cross-entropy of
+onnxruntime's scores against the labels (-100 ignored), to 1e-5 relative,
+and dp=2 and tp=2 forward-only give one rank's scores.
 And for the BertForMaskedLM export (minilm-mlm-tiny), the masked-LM
 program's step-1 loss is the cross-entropy of onnxruntime's logits over
 the hidden positions of weft-run's masked batch (masked_lm_batch.py), to
@@ -96,7 +102,7 @@ def weft_logits(onnx, ids, work, name, ranks=1, *flags):
     np.save(os.path.join(work, "ids.npy"), ids.astype(np.int32))
     out = os.path.join(work, f"{name}.npy")
     # MiniLM's file holds the pooler, which its first output does not read.
-    unused = ["--allow-unused-tensors"] if "minilm" in onnx else []
+    unused = ["--allow-unused-tensors"] if "minilm-tiny" in onnx else []
     run(launch(ranks) + [f"{BIN}/weft-run", prog, "--load", onnx, "--threads", "1",
                          "--input", os.path.join(work, "ids.npy"), "--output", out, "--quiet",
                          *unused])
@@ -204,10 +210,56 @@ def masked_lm(python):
                  f"{fixture} masked-lm, {micro} micro-batch(es)")
 
 
+def classifiers(python):
+    """A classifier's scores, forward-only, and its loss on labels."""
+    for fixture in ("minilm-cls-tiny", "minilm-tok-tiny"):
+        onnx = os.path.join(FIXTURES, f"{fixture}-torch-export.onnx")
+        ref = json.load(open(os.path.join(FIXTURES, f"{fixture}-torch-export.json")))
+        work = os.path.join(WORK, fixture)
+        os.makedirs(work, exist_ok=True)
+        b = ref["batch"]
+        ids, labels = np.array(ref["tokens"]), np.array(ref["labels"])
+        theirs = ort_logits(python, onnx, ids[:b], os.path.join(work, "ort.npy"))
+        flags = ["--batch", str(b)]
+        mine = weft_logits(onnx, ids[:b], work, "f32", 1, *flags)
+        err = float(np.abs(mine - theirs).max()) / float(np.abs(theirs).max())
+        if mine.shape != theirs.shape or not err <= 1e-5:
+            sys.exit(f"FAIL: {fixture}: scores {mine.shape} differ from onnxruntime's "
+                     f"{theirs.shape} by {err:.1e} of their largest")
+        print(f"{fixture} f32: scores {list(mine.shape)} = onnxruntime's (max error "
+              f"{err:.1e} of max |value|)")
+        # The loss on the labels, -100 ignored (PyTorch's CrossEntropyLoss).
+        z = theirs.astype(np.float64).reshape(-1, theirs.shape[-1])
+        t = labels[:b].reshape(-1)
+        z = z - z.max(axis=1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        keep = t != -100
+        want = float(-logp[np.arange(len(z))[keep], t[keep]].mean())
+        tok, lab = os.path.join(work, "tok.npy"), os.path.join(work, "lab.npy")
+        np.save(tok, ids)
+        np.save(lab, labels)
+        prog = os.path.join(work, "train.weft")
+        run([f"{BIN}/weft-compile", onnx, "-o", prog, "--quiet", "--loss", "cross-entropy",
+             *flags])
+        metrics = prog + ".jsonl"
+        run([f"{BIN}/weft-run", prog, "--tokens", tok, "--targets", lab, "--steps", "1",
+             "--threads", "1", "--load", onnx, "--metrics", metrics, "--quiet"])
+        got = json.loads(open(metrics).readline())["loss"]
+        rel = abs(got - want) / abs(want)
+        if not rel <= 1e-5:
+            sys.exit(f"FAIL: {fixture}: step-1 loss {got} != cross-entropy of "
+                     f"onnxruntime's scores {want} (relative {rel:.1e})")
+        print(f"{fixture}: step-1 loss {got:.6f} = cross-entropy of onnxruntime's scores "
+              f"on the labels {want:.6f} (relative {rel:.1e})")
+        layouts_like_one_rank(onnx, ids[:b], work, flags, ["dp=2", "tp=2"], fixture,
+                              "scores")
+
+
 def main():
     python = ort_python()
     for fixture, (flags, layouts) in MODELS.items():
         check(python, fixture, flags, layouts)
+    classifiers(python)
     masked_lm(python)
     print("PASS: weft's logits and losses are onnxruntime's; forward-only layouts = one rank")
 
