@@ -29,7 +29,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from e2e_util import launch, run  # noqa: E402
+from e2e_util import expect_close, launch, run  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 os.makedirs(WORK, exist_ok=True)
@@ -71,12 +71,7 @@ def torch_loss(name, model, ref, tok, lab):
         prog = compile_(model, f"{name}-{dtype}", *GIVEN, "--dtype", dtype, "--batch", "2")
         got = losses(prog, model, tok, lab, 1)[0]
         want = ref["loss"]["float32" if dtype == "f32" else "float64"]
-        rel = abs(got - want) / abs(want)
-        if not rel <= tol:
-            sys.exit(f"FAIL: {name} {dtype}: step-1 loss {got} != PyTorch's {want} "
-                     f"(relative {rel:.1e})")
-        print(f"{name} {dtype}: step-1 loss {got:.8f} = PyTorch's {want:.8f} "
-              f"(relative {rel:.1e})")
+        expect_close(f"{name} {dtype}: step-1 loss", got, want, tol, "PyTorch's")
 
 
 def layouts(name, model, tok, lab, cases, batch=2):

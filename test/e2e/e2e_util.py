@@ -30,3 +30,12 @@ def run(cmd, timeout=600):
 def launch(ranks):
     """The command prefix that starts `ranks` processes."""
     return MPIRUN + ["-np", str(ranks)] if ranks > 1 else []
+
+
+def expect_close(what, got, want, tol, reference):
+    """Exits naming `what` unless got is want to `tol` relative; prints the
+    agreement with `reference` (whose value want is) otherwise."""
+    rel = abs(got - want) / abs(want)
+    if not rel <= tol:
+        sys.exit(f"FAIL: {what}: {got} != {reference} {want} (relative {rel:.1e})")
+    print(f"{what} {got:.8f} = {reference} {want:.8f} (relative {rel:.1e})")

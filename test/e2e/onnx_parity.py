@@ -117,13 +117,19 @@ def cross_entropy(logits, targets):
     return float(-logp[np.arange(len(z)), targets.reshape(-1)].mean())
 
 
-def first_loss(onnx, ids_stream, work, flags):
+def token_file(ids_stream, work):
+    """weft-run's arguments reading ids_stream as a token file."""
     toks = os.path.join(work, "ids.bin")
     np.array(ids_stream, dtype="<u2").tofile(toks)
+    return ["--data", toks]
+
+
+def first_loss(onnx, data, work, flags):
+    """Step 1's loss of the training program, on weft-run's data args."""
     prog = os.path.join(work, "train.weft")
     run([f"{BIN}/weft-compile", onnx, "-o", prog, "--quiet", *flags])
     metrics = prog + ".jsonl"
-    run([f"{BIN}/weft-run", prog, "--data", toks, "--steps", "1", "--threads", "1",
+    run([f"{BIN}/weft-run", prog, *data, "--steps", "1", "--threads", "1",
          "--load", onnx, "--metrics", metrics, "--quiet"])
     return json.loads(open(metrics).readline())["loss"]
 
@@ -160,19 +166,20 @@ def check(python, fixture, flags, layouts):
     # 2. Step 1's loss against the cross-entropy of onnxruntime's logits
     # (an encoder's hidden states have no loss).
     if not encoder:
-        step_one(onnx, stream, work, flags, cross_entropy(theirs, targets), fixture)
+        step_one(onnx, token_file(stream, work), work, flags,
+                 cross_entropy(theirs, targets), fixture)
 
     # 3. Layouts, f64, against one rank.
     layouts_like_one_rank(onnx, ids, work, flags, layouts, fixture, what)
 
 
-def step_one(onnx, stream, work, flags, want, fixture):
-    got = first_loss(onnx, stream, work, flags)
+def step_one(onnx, data, work, flags, want, fixture, what="logits"):
+    got = first_loss(onnx, data, work, flags)
     rel = abs(got - want) / abs(want)
     if not rel <= 1e-5:
         sys.exit(f"FAIL: {fixture}: step-1 loss {got} != cross-entropy of onnxruntime's "
-                 f"logits {want} (relative {rel:.1e})")
-    print(f"{fixture}: step-1 loss {got:.6f} = cross-entropy of onnxruntime's logits "
+                 f"{what} {want} (relative {rel:.1e})")
+    print(f"{fixture}: step-1 loss {got:.6f} = cross-entropy of onnxruntime's {what} "
           f"{want:.6f} (relative {rel:.1e})")
 
 
@@ -206,7 +213,8 @@ def masked_lm(python):
             for k in range(micro)])
         flags = ["--loss", "masked-lm", "--mask-token", str(mask),
                  "--microbatches", str(micro)]
-        step_one(onnx, ref["ids"], work, flags, masked_cross_entropy(logits, targets),
+        step_one(onnx, token_file(ref["ids"], work), work, flags,
+                 masked_cross_entropy(logits, targets),
                  f"{fixture} masked-lm, {micro} micro-batch(es)")
 
 
@@ -238,19 +246,8 @@ def classifiers(python):
         tok, lab = os.path.join(work, "tok.npy"), os.path.join(work, "lab.npy")
         np.save(tok, ids)
         np.save(lab, labels)
-        prog = os.path.join(work, "train.weft")
-        run([f"{BIN}/weft-compile", onnx, "-o", prog, "--quiet", "--loss", "cross-entropy",
-             *flags])
-        metrics = prog + ".jsonl"
-        run([f"{BIN}/weft-run", prog, "--tokens", tok, "--targets", lab, "--steps", "1",
-             "--threads", "1", "--load", onnx, "--metrics", metrics, "--quiet"])
-        got = json.loads(open(metrics).readline())["loss"]
-        rel = abs(got - want) / abs(want)
-        if not rel <= 1e-5:
-            sys.exit(f"FAIL: {fixture}: step-1 loss {got} != cross-entropy of "
-                     f"onnxruntime's scores {want} (relative {rel:.1e})")
-        print(f"{fixture}: step-1 loss {got:.6f} = cross-entropy of onnxruntime's scores "
-              f"on the labels {want:.6f} (relative {rel:.1e})")
+        step_one(onnx, ["--tokens", tok, "--targets", lab], work,
+                 ["--loss", "cross-entropy", *flags], want, fixture, "scores on the labels")
         layouts_like_one_rank(onnx, ids[:b], work, flags, ["dp=2", "tp=2"], fixture,
                               "scores")
 
