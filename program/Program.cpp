@@ -916,9 +916,13 @@ void resolveLayouts(Program &P) {
       // local shape is their block, the local sizes when it equals them.
       // Targets of one per sample (version 11) are [batch] alone.
       const size_t Rank = B.Dims.size() == 1 ? 1 : 2;
+      // Sharding and blocks the file states stay as written (checkLayouts
+      // refuses another rank, and blocks).
       Layout L = B.Place;
-      L.Sharding.resize(Rank);
-      L.Blocks.assign(Rank, 1);
+      if (L.Sharding.empty())
+        L.Sharding.assign(Rank, {});
+      if (L.Blocks.empty())
+        L.Blocks.assign(Rank, 1);
       // An input holds one micro-batch (checkSchedule refuses a batch that
       // the micro-batch count does not divide).
       const int64_t Rows = P.microbatchRows();
@@ -926,7 +930,8 @@ void resolveLayouts(Program &P) {
       Local.resize(Rank);
       if (!B.HasLayout || L.Global == B.Dims) {
         L.Global = Local;
-        if (B.Dims == Local)
+        // A sharding of another rank stays for checkLayouts to refuse.
+        if (B.Dims == Local && L.Sharding.size() == Rank)
           for (size_t D = 0; D < Rank; ++D)
             L.Global[D] *= P.Devices.count(L.Sharding[D]);
       }

@@ -915,6 +915,15 @@ Status checkBuffer(const Program &P, size_t Index) {
                              " (one per sample), but the program's "
                              "cross-entropy is not on given targets (masked, "
                              "without masked_lm)");
+      // The samples' rows and their split are the tokens'.
+      if (std::none_of(P.Buffers.begin(), P.Buffers.end(),
+                       [](const BufferSpec &T) {
+                         return T.Kind == BufferKind::Input &&
+                                T.Name == "tokens" && T.Dims.size() == 2;
+                       }))
+        return Status::error(Ctx + " 'targets' is " + shapeString(B.Dims) +
+                             " (one per sample), but the program reads no "
+                             "tokens [batch, seq] whose samples they label");
       return Status::success();
     }
     if (B.Type != DType::I32 || B.Dims.size() != 2)

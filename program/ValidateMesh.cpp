@@ -72,6 +72,7 @@ Status checkLayouts(const Program &P) {
   // Buffers of one kind and param are one tensor: same shape and layout.
   std::map<std::pair<int, int64_t>, size_t> First;
   const BufferSpec *Tokens = nullptr;
+  std::map<std::string, const BufferSpec *> Named; // inputs by name
   for (size_t I = 0; I < P.Buffers.size(); ++I) {
     const BufferSpec &B = P.Buffers[I];
     std::string Ctx =
@@ -137,6 +138,14 @@ Status checkLayouts(const Program &P) {
             (Rank == 1 ? "[batch/microbatches]" : "[batch/microbatches, seq]") +
             " = " + shapeString(Local) + " nor its " + shapeString(Global) +
             " over the input's shards");
+      // Inputs of one name are one tensor (several stages may read it).
+      if (auto [It, New] = Named.emplace(B.Name, &B);
+          !New && (It->second->Dims != B.Dims ||
+                   It->second->Place.Sharding != B.Place.Sharding))
+        return Status::error(Ctx + " " + shapeString(B.Dims) +
+                             " differs in shape or sharding from another '" +
+                             B.Name + "' input " +
+                             shapeString(It->second->Dims));
       // The inputs' rows are the same samples: alike in rows and their
       // split (and in columns, both of a sequence).
       if (Tokens && (Tokens->Dims[0] != B.Dims[0] ||

@@ -1024,8 +1024,8 @@ std::string Importer::run(const onnx::ModelProto &model,
                   "[batch, classes] (one target per sample) or [batch, seq, "
                   "classes] of float type"
                 : "; weft trains next-token cross-entropy on logits [batch, "
-                  "seq, vocab] (a classifier's [batch, classes] trains with "
-                  "--loss cross-entropy on given targets)");
+                  "seq, vocab] (a classifier's [batch, classes] trains on "
+                  "given labels: --loss cross-entropy --classes N)");
   // Next-token cross-entropy reads the output as scores over the
   // vocabulary: the rows of the table the input ids index. A model without
   // its LM head (hidden states) would otherwise train as if each hidden
@@ -1054,6 +1054,10 @@ std::string Importer::run(const onnx::ModelProto &model,
   if (!vocab)
     return "no initializer is indexed by the input ids ('" + inputs[0]->name() +
            "'): weft finds the vocabulary from the token embedding table";
+  if (options.classes && options.classes != lt.getShape().back())
+    return "graph output '" + outName + "' scores " +
+           std::to_string(lt.getShape().back()) + " classes, not --classes " +
+           std::to_string(options.classes);
   if (options.forwardOnly) {
     // Whatever the output is (logits, or an encoder's hidden states), the
     // program bounds token ids by the table.
@@ -1061,7 +1065,29 @@ std::string Importer::run(const onnx::ModelProto &model,
     fn.setType(b.getFunctionType(args, {logits.getType()}));
   } else if (perSample || lt.getShape()[2] != *vocab) {
     // Given targets are labels of the output's classes, not token ids:
-    // the program bounds them by those (format version 11).
+    // the program bounds them by those (format version 11). The classes
+    // are stated: hidden states (a model without its LM head) are no
+    // classifier's scores.
+    const int64_t classes = lt.getShape().back();
+    std::string shape = perSample
+                            ? "[" + std::to_string(lt.getShape()[0]) + ", " +
+                                  std::to_string(classes) + "]"
+                            : "[" + std::to_string(lt.getShape()[0]) + ", " +
+                                  std::to_string(lt.getShape()[1]) + ", " +
+                                  std::to_string(classes) + "]";
+    if (options.givenTargets && options.classes != classes)
+      return "graph output '" + outName + "' is " + shape +
+             (options.classes
+                  ? ", not scores over --classes " +
+                        std::to_string(options.classes)
+                  : ", not logits over the vocabulary (the token embedding '" +
+                        table + "' has " + std::to_string(*vocab) +
+                        " rows): if it is a classifier's scores, state its " +
+                        std::to_string(classes) + " classes with --classes " +
+                        std::to_string(classes) + " (labels in [0, " +
+                        std::to_string(classes) +
+                        ")); hidden states (a model without its LM head) "
+                        "are not");
     if (options.givenTargets) {
       fn->setAttr(attrname::kLabels, b.getI64IntegerAttr(*vocab));
       if (options.notes)
@@ -1087,8 +1113,8 @@ std::string Importer::run(const onnx::ModelProto &model,
              table + "' has " + std::to_string(*vocab) +
              " rows: the output is not logits over the vocabulary (a model "
              "without its LM head?); weft trains next-token cross-entropy on "
-             "logits (a token classifier's scores train with --loss "
-             "cross-entropy on given targets)";
+             "logits (a token classifier's scores train on given labels: "
+             "--loss cross-entropy --classes N)";
   }
   // Shapes the model declares (its output, value_info) must be the ones
   // weft computed: a mismatch is an initializer of another shape.

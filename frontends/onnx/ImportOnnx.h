@@ -40,6 +40,11 @@ struct OnnxImportOptions {
   /// sample) or [batch, seq, classes] of classes other than the
   /// vocabulary (a token classifier's).
   bool givenTargets = false;
+  /// With givenTargets: the classes of a classifier's output, which must be
+  /// its last dim (weft-compile --classes). An output that is not logits
+  /// over the vocabulary trains only so: stated, not guessed (a model
+  /// without its LM head would otherwise train as a classifier).
+  int64_t classes = 0;
   /// The graph output the program computes (the logits to train on, or
   /// the forward-only output); empty: the only one (forward-only: the
   /// first).

@@ -613,12 +613,14 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
     }
     OpNames[I.Index] = opName(I.Op);
     // The CUDA cross-entropy kernels divide by a static denominator and
-    // read every target: a masked-LM loss (format version 9) runs on CPUs.
+    // read every target: a masked cross-entropy (format version 9: a
+    // masked-LM loss, or one on given targets) runs on CPUs.
     if (I.Attrs->Masked)
       return Status::error(describeInstruction(I) +
-                           " is a masked-LM loss, which the CUDA backend does "
-                           "not run yet (it needs -100 targets skipped and "
-                           "the step's count as divisor): run it with "
+                           " is a masked cross-entropy (a masked-LM loss or "
+                           "one on given targets), which the CUDA backend "
+                           "does not run yet (it needs -100 targets skipped "
+                           "and the step's count as divisor): run it with "
                            "--device cpu");
     auto P = std::make_unique<Plan>();
     Expected<KernelChoice> Choice = chooseKernel(I);

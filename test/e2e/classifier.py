@@ -17,8 +17,11 @@ given labels) is PyTorch's, exactly, on every layout.
    logits [batch, seq, 5], 5 classes where the vocabulary has 256) trains
    with PyTorch's loss, and like one rank on dp=2 and tp=2.
 4. Refused by name: labels of the wrong shape or outside the classes, a
-   token file for a classifier, and a classifier's output without --loss
-   cross-entropy (next-token or masked-LM training).
+   token file for a classifier, a classifier's output without --loss
+   cross-entropy (next-token or masked-LM training), and one whose classes
+   are not stated (--classes) or are stated wrong: an output that is not
+   logits over the vocabulary trains as a classifier only when the user
+   says it is one (hidden states of a model without its LM head are not).
 """
 import json
 import os
@@ -34,7 +37,12 @@ from e2e_util import expect_close, launch, run  # noqa: E402
 BIN, WORK = sys.argv[1], sys.argv[2]
 os.makedirs(WORK, exist_ok=True)
 FIXTURES = os.path.join(HERE, "fixtures")
-GIVEN = ["--loss", "cross-entropy"]
+CLASSES = {"minilm-cls": "3", "minilm-tok": "5"}
+
+
+def given(name):
+    """--loss cross-entropy on the classifier's stated classes."""
+    return ["--loss", "cross-entropy", "--classes", CLASSES[name]]
 
 
 def compile_(model, name, *flags):
@@ -68,7 +76,7 @@ def fixture(stem):
 
 def torch_loss(name, model, ref, tok, lab):
     for dtype, tol in (("f32", 1e-6), ("f64", 1e-8)):
-        prog = compile_(model, f"{name}-{dtype}", *GIVEN, "--dtype", dtype, "--batch", "2")
+        prog = compile_(model, f"{name}-{dtype}", *given(name), "--dtype", dtype, "--batch", "2")
         got = losses(prog, model, tok, lab, 1)[0]
         want = ref["loss"]["float32" if dtype == "f32" else "float64"]
         expect_close(f"{name} {dtype}: step-1 loss", got, want, tol, "PyTorch's")
@@ -77,10 +85,11 @@ def torch_loss(name, model, ref, tok, lab):
 def layouts(name, model, tok, lab, cases, batch=2):
     """Each case trains as one rank does on the same --batch."""
     rows = ["--batch", str(batch)]
-    one = losses(compile_(model, f"{name}-one", *GIVEN, "--dtype", "f64", *rows),
+    one = losses(compile_(model, f"{name}-one", *given(name), "--dtype", "f64", *rows),
                  model, tok, lab, 3)
     for case, flags, ranks in cases:
-        prog = compile_(model, f"{name}-layout", *GIVEN, "--dtype", "f64", *rows, *flags)
+        prog = compile_(model, f"{name}-layout", *given(name), "--dtype", "f64", *rows,
+                        *flags)
         got = losses(prog, model, tok, lab, 3, ranks)
         rel = max_rel(got, one)
         if not rel <= 1e-12:
@@ -139,7 +148,8 @@ def main():
     refused(run_ + ["--tokens", tok, "--targets", tlab], "per-token labels")
     refused(run_ + ["--tokens", tok, "--targets", os.path.join(WORK, "bad.npy")], "label 3")
     refused(run_ + ["--data", data], "a token file")
-    for flags in ([], ["--loss", "masked-lm", "--mask-token", "4"]):
+    for flags in ([], ["--loss", "masked-lm", "--mask-token", "4"],
+                  ["--loss", "cross-entropy"], ["--loss", "cross-entropy", "--classes", "4"]):
         refused([f"{BIN}/weft-compile", model, "-o", os.path.join(WORK, "x.weft"), "--batch",
                  "2", *flags],
                 f"weft-compile {flags}")

@@ -247,7 +247,8 @@ def classifiers(python):
         np.save(tok, ids)
         np.save(lab, labels)
         step_one(onnx, ["--tokens", tok, "--targets", lab], work,
-                 ["--loss", "cross-entropy", *flags], want, fixture, "scores on the labels")
+                 ["--loss", "cross-entropy", "--classes", str(theirs.shape[-1]), *flags],
+                 want, fixture, "scores on the labels")
         layouts_like_one_rank(onnx, ids[:b], work, flags, ["dp=2", "tp=2"], fixture,
                               "scores")
 

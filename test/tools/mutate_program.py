@@ -15,7 +15,8 @@ MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           c-base64 | c-size | c-dtype | c-layout | c-v9 (the last six on a
           program with a constant buffer) | s-v9 (a program with a select
           and no constant, written as version 9) | k-v10 | k-v10-labels |
-          k-classes | k-unmasked | k-denominator | k-rows (the last six on a
+          k-classes | k-unmasked | k-denominator | k-rows | k-sharding (the
+          last seven on a
           sequence classifier's program: classes, one label per sample)"""
 import base64
 import json
@@ -222,6 +223,8 @@ elif mutation.startswith("k-"):
         first(p, "cross_entropy")["attrs"]["denominator"] = p["batch"] * p["seq"]
     elif mutation == "k-rows":  # fewer labels than samples
         labels["shape"] = [labels["shape"][0] - 1]
+    elif mutation == "k-sharding":  # a seq dim's split on [batch] labels
+        labels["sharding"] = [[], ["tp"]]
     else:
         sys.exit(f"unknown mutation {mutation}")
 elif mutation != "deep":

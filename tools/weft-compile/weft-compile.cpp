@@ -192,6 +192,13 @@ static cl::opt<std::string>
                      "classifier's [batch, classes], one label per sample, "
                      "or [batch, seq, classes])"),
             cl::init("next-token"), cl::value_desc("kind"));
+static cl::opt<int64_t> classesArg(
+    cl::cat(compileCategory), "classes",
+    cl::desc("--loss cross-entropy on a classifier's output (a model.onnx's "
+             "[batch, classes] or [batch, seq, classes] scores): its number "
+             "of classes, stated (the output's last dim; the labels are in "
+             "[0, classes))"),
+    cl::init(0), cl::value_desc("n"));
 static cl::opt<int64_t>
     maskTokenArg(cl::cat(compileCategory), "mask-token",
                  cl::desc("--loss masked-lm: the id of the mask token "
@@ -321,6 +328,7 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
     weft::OnnxImportOptions options;
     options.forwardOnly = forwardOnlyArg;
     options.givenTargets = lossArg == "cross-entropy";
+    options.classes = classesArg;
     options.output = onnxOutputArg;
     // The model's own [batch, seq] unless the flags bind them.
     if (batchArg.getNumOccurrences() || !planArg.empty())
@@ -418,6 +426,14 @@ int main(int argc, char **argv) {
       lossArg != "cross-entropy")
     return fail("--loss must be next-token, masked-lm or cross-entropy, got '" +
                 lossArg + "'");
+  if (classesArg.getNumOccurrences() &&
+      (lossArg != "cross-entropy" || !StringRef(modelArg).ends_with(".onnx")))
+    return fail("--classes states a model.onnx classifier's classes for "
+                "--loss cross-entropy, which is not given");
+  if (classesArg.getNumOccurrences() &&
+      (classesArg < 1 || classesArg > INT32_MAX))
+    return fail("--classes must be 1 to 2^31-1, got " +
+                std::to_string(classesArg));
   if (lossArg != "masked-lm")
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
              &maskTokenArg, &maskProbArg, &maskSeedArg})

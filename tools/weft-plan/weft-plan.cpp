@@ -77,6 +77,11 @@ static cl::opt<std::string> lossArg(
              "weft-compile --loss: the same ops to cost, so no mask token "
              "is asked)"),
     cl::init("next-token"), cl::value_desc("kind"));
+static cl::opt<int64_t> classesArg(
+    cl::cat(planCategory), "classes",
+    cl::desc("--loss cross-entropy on a classifier's output: its classes, "
+             "as weft-compile --classes"),
+    cl::init(0), cl::value_desc("n"));
 static cl::opt<bool> calibrateArg(cl::cat(planCategory), "calibrate",
                                   cl::desc("measure this machine (-o FILE)"));
 static cl::opt<std::string> outputArg(cl::cat(planCategory), "o",
@@ -221,6 +226,7 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
     options.symbolicBatch = 1;
     // A classifier's output trains on given labels (--loss cross-entropy).
     options.givenTargets = lossArg == "cross-entropy";
+    options.classes = classesArg;
     auto module = weft::importOnnx(context, modelArg, options, error);
     if (!module)
       return nullptr;
