@@ -33,10 +33,11 @@ inline constexpr llvm::StringLiteral kMaskedLm = "weft.masked_lm";
 /// a forward-only function, by weft-return-logits: the program's bound on
 /// token ids, whatever the function returns.
 inline constexpr llvm::StringLiteral kVocab = "weft.vocab";
-/// On a training function whose loss reads labels, not token ids (a
-/// classifier's, trained on given targets), by the ONNX import: the token
-/// embedding table's rows (a positive integer), the program's bound on
-/// token ids; the loss's classes bound the labels (program `classes`).
+/// On a training function whose loss reads labels or float targets, not
+/// token ids (a classifier's or a regression's), by the ONNX import: the
+/// token embedding table's rows (a positive integer), the program's bound
+/// on token ids; a cross-entropy's classes bound the labels (program
+/// `classes`).
 inline constexpr llvm::StringLiteral kLabels = "weft.labels";
 
 /// On an op: the program fragment it belongs to ("prologue" or

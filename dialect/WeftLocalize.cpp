@@ -68,6 +68,17 @@ void CrossEntropyOp::localize(const ShardingRule &rule, const FactorSplit &) {
                    Builder(getContext()).getI64IntegerAttr(globalRows(rule)));
 }
 
+// A mean over every element of every rank: each divides by all of them.
+void MseLossOp::localize(const ShardingRule &rule, const FactorSplit &) {
+  (*this)->setAttr("denominator",
+                   Builder(getContext()).getI64IntegerAttr(globalRows(rule)));
+}
+
+void MseLossGradOp::localize(const ShardingRule &rule, const FactorSplit &) {
+  (*this)->setAttr("denominator",
+                   Builder(getContext()).getI64IntegerAttr(globalRows(rule)));
+}
+
 void CrossEntropyGradOp::localize(const ShardingRule &rule,
                                   const FactorSplit &) {
   (*this)->setAttr("denominator",

@@ -354,9 +354,42 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+// pred and target: one shape, one float type.
+static LogicalResult checkMse(std::optional<Location> loc, Value pred,
+                              Value target) {
+  auto p = typeOf(pred), t = typeOf(target);
+  if (p != t)
+    return emitOptionalError(loc, "pred ", shapeStr(p.getShape()), " of ",
+                             p.getElementType(), " and target ",
+                             shapeStr(t.getShape()), " of ", t.getElementType(),
+                             " must have one shape and float type");
+  return success();
+}
+
+LogicalResult MseLossOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  if (failed(checkMse(loc, adaptor.getPred(), adaptor.getTarget())))
+    return failure();
+  types.push_back(
+      RankedTensorType::get({}, typeOf(adaptor.getPred()).getElementType()));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Backward ops
 //===----------------------------------------------------------------------===//
+
+LogicalResult MseLossGradOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  if (failed(checkMse(loc, adaptor.getPred(), adaptor.getTarget())))
+    return failure();
+  types.push_back(adaptor.getPred().getType());
+  return success();
+}
 
 LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext *,
                                                 std::optional<Location> loc,

@@ -384,6 +384,21 @@ def Weft_CrossEntropyOp : Weft_ForwardOp<"cross_entropy",
   let results = (outs Weft_Scalar:$loss);
 }
 
+def Weft_MseLossOp : Weft_ForwardOp<"mse_loss",
+    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
+  let summary = "mean squared error of a prediction against float targets";
+  let description = [{
+    The mean over every element of `(pred - target)^2`: PyTorch's
+    `MSELoss()`, a regression head's loss (Hugging Face's
+    `num_labels=1`). `pred` and `target` have one shape and one float type
+    (weft-mixed-precision computes it on an f32 copy of a bf16 `pred`).
+    Split over ranks, each sums its elements and divides by all of them
+    (`denominator`, set by weft-partition): a partial sum.
+  }];
+  let arguments = (ins Weft_FloatTensor:$pred, Weft_FloatTensor:$target);
+  let results = (outs Weft_Scalar:$loss);
+}
+
 //===----------------------------------------------------------------------===//
 // Backward ops (built by the VJPs above)
 //===----------------------------------------------------------------------===//
@@ -478,6 +493,14 @@ def Weft_CrossEntropyGradOp : Weft_ComputeOp<"cross_entropy_grad",
   let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
                    Weft_Scalar:$dloss, UnitAttr:$masked);
   let results = (outs Weft_FloatTensor:$dlogits);
+}
+
+def Weft_MseLossGradOp : Weft_ComputeOp<"mse_loss_grad",
+    [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
+  let summary = "dpred = 2 (pred - target) * dloss / elements";
+  let arguments = (ins Weft_FloatTensor:$pred, Weft_FloatTensor:$target,
+                   Weft_Scalar:$dloss);
+  let results = (outs Weft_FloatTensor:$dpred);
 }
 
 //===----------------------------------------------------------------------===//

@@ -300,6 +300,24 @@ ShardingRule CrossEntropyOp::getShardingRule() {
   return r;
 }
 
+// pred[l...], target[l...] -> [] (l!: a partial sum).
+ShardingRule MseLossOp::getShardingRule() {
+  ShardingRule r;
+  Dims l = fresh(r, shapeOf(getPred()));
+  r.operands = {l, l};
+  r.results = {{}};
+  return r;
+}
+
+// pred[l...], target[l...], dloss[] -> [l...].
+ShardingRule MseLossGradOp::getShardingRule() {
+  ShardingRule r;
+  Dims l = fresh(r, shapeOf(getPred()));
+  r.operands = {l, l, {}};
+  r.results = {l};
+  return r;
+}
+
 // logits[l..., V], targets[l...], dloss[] -> [l..., V]  (a split V: see
 // cross_entropy)
 ShardingRule CrossEntropyGradOp::getShardingRule() {

@@ -178,6 +178,14 @@ LogicalResult CrossEntropyOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult MseLossOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
+                                  SmallVectorImpl<Value> &grads) {
+  grads.push_back(
+      MseLossGradOp::create(b, getLoc(), getPred(), getTarget(), dys[0]));
+  grads.push_back(nullptr); // the targets are data
+  return success();
+}
+
 LogicalResult ShardOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                 SmallVectorImpl<Value> &grads) {
   grads.push_back(ShardOp::create(b, getLoc(), dys[0], getShardingAttr()));

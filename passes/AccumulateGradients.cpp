@@ -172,7 +172,7 @@ struct AccumulateGradients
   LogicalResult scaleDenominators(func::FuncOp fn, OpBuilder &b) {
     auto result = fn.walk([&](Operation *op) -> WalkResult {
       if (!isa<CrossEntropyOp, CrossEntropyGradOp, CrossEntropyFromStatsOp,
-               CrossEntropyStatsGradOp>(op))
+               CrossEntropyStatsGradOp, MseLossOp, MseLossGradOp>(op))
         return WalkResult::advance();
       int64_t rows;
       if (auto d = op->getAttrOfType<IntegerAttr>("denominator")) {

@@ -259,13 +259,22 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
       if (fn.getArgAttr(arg.getArgNumber(), weft::attrname::kInput))
         continue;
       std::string name = arg.getArgNumber() == 0 ? "tokens" : "targets";
-      // A classifier's targets, one per sample, are the batch dim alone.
+      // A classifier's targets, one per sample, are the batch dim alone; a
+      // regression's float targets are split along the rows only (a
+      // reader split along another dim slices its block locally).
+      const bool floats = isa<FloatType>(type.getElementType());
       DimAxes argDims = dims;
-      if (type.getRank() == 1 && arg.getArgNumber() == 1)
+      if (arg.getArgNumber() == 1 && floats && type.getRank() >= 1) {
+        argDims.assign(type.getRank(), {});
+        argDims[0] = dims[0];
+      } else if (type.getRank() == 1 && arg.getArgNumber() == 1) {
         argDims.resize(1);
-      if (failed(checkDims(
-              fn, name + (argDims.size() == 1 ? " (batch)" : " (batch x seq)"),
-              type.getShape(), argDims)))
+      }
+      if (failed(checkDims(fn,
+                           name + (floats                ? " (batch x ...)"
+                                   : argDims.size() == 1 ? " (batch)"
+                                                         : " (batch x seq)"),
+                           type.getShape(), argDims)))
         return failure();
       fn.setArgAttr(arg.getArgNumber(), weft::attrname::kSharding,
                     toAttr(argDims));

@@ -338,12 +338,13 @@ public:
     // The step's batch: `microbatches` of the function's.
     program["batch"] = global(0) * microbatches;
     program["seq"] = global(1);
-    // A loss on labels (weft.labels): the token ids' bound is the
-    // embedding's, the cross-entropy's width the labels' (classes).
-    if (auto labels = fn->getAttrOfType<IntegerAttr>(weft::attrname::kLabels);
-        labels && vocab) {
+    // A loss on labels or float targets (weft.labels): the token ids'
+    // bound is the embedding's, a cross-entropy's width the labels'
+    // (classes; a regression has none).
+    if (auto labels = fn->getAttrOfType<IntegerAttr>(weft::attrname::kLabels)) {
       program["vocab"] = labels.getInt();
-      program["classes"] = *vocab;
+      if (vocab)
+        program["classes"] = *vocab;
     } else {
       program["vocab"] = vocab.value_or(0);
     }

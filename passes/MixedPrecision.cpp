@@ -92,6 +92,19 @@ struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
       }
       if (isa<CastOp>(op))
         continue;
+      // A regression's loss compares with the program's f32 targets: on an
+      // f32 copy of the prediction (exact), the loss f32.
+      if (auto mse = dyn_cast<MseLossOp>(op)) {
+        auto t = cast<RankedTensorType>(mse.getPred().getType());
+        if (hasElement(t, bf16)) {
+          b.setInsertionPoint(mse);
+          mse.getPredMutable().assign(CastOp::create(b, mse.getLoc(),
+                                                     withElement(t, f32),
+                                                     mse.getPred())
+                                          .getResult());
+        }
+        continue;
+      }
       // Cross-entropy infers an f32 loss from bf16 logits (its kernels
       // reduce in f32), so the logits need no f32 copy.
       if (failed(retype(op, f32, bf16)))

@@ -151,9 +151,9 @@ void weft::registerWeftPassesAndPipelines() {
         if (failed(f.parseFromString(text)))
           return failure();
         if (f.loss != "next-token" && f.loss != "masked-lm" &&
-            f.loss != "cross-entropy")
+            f.loss != "cross-entropy" && f.loss != "mse")
           return error("weft-training-pipeline: loss must be next-token, "
-                       "masked-lm or cross-entropy, got '" +
+                       "masked-lm, cross-entropy or mse, got '" +
                        f.loss + "'");
         TrainingPipelineOptions o;
         o.optimizer.lr = f.lr;
@@ -181,7 +181,8 @@ void weft::registerWeftPassesAndPipelines() {
         o.pipeline = pipelineOptions(f.mesh, f.stages, f.pipelineSchedule);
         o.layout.pipelineAxis = o.pipeline.stages > 1 ? "pp" : "";
         o.forwardOnly = f.forwardOnly;
-        o.maskedLm = f.loss != "next-token";
+        // mse: the model's own weft.mse_loss, nothing to mask.
+        o.maskedLm = f.loss == "masked-lm" || f.loss == "cross-entropy";
         o.masking.givenTargets = f.loss == "cross-entropy";
         o.masking.maskToken = f.maskToken;
         o.masking.maskProb = f.maskProb;

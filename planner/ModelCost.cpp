@@ -267,8 +267,8 @@ bool analyzeModule(ModuleOp source, ModelCost &cost, std::string &error) {
         generic.numHeads = y.getShape()[1];
     } else if (isa<EmbeddingOp>(op))
       dims.hidden = lastDim(op.getResult(0));
-    else if (auto ce = dyn_cast<CrossEntropyOp>(op))
-      dims.vocab = lastDim(ce->getOperand(0));
+    else if (isa<CrossEntropyOp, MseLossOp>(op))
+      dims.vocab = lastDim(op.getOperand(0)); // the loss's width
   }
   if (!dims.numHeads)
     dims.numHeads = generic.numHeads;
@@ -278,7 +278,8 @@ bool analyzeModule(ModuleOp source, ModelCost &cost, std::string &error) {
             std::to_string(numLayers) +
             "), a weft.embedding, attention in the layers (weft.attention, "
             "or the generic path's scores [batch, heads, seq, seq]) and a "
-            "weft.cross_entropy of the logits";
+            "weft.cross_entropy of the logits (or a regression's "
+            "weft.mse_loss)";
     return false;
   }
   dims.numLayers = numLayers;

@@ -227,6 +227,9 @@ std::string dumpProgram(const Program &P) {
     OS << "loss: masked-lm mask_token=" << P.MaskedLm.MaskToken
        << " mask_prob=" << num(P.MaskedLm.MaskProb)
        << " seed=" << P.MaskedLm.Seed << "\n";
+  else if (const BufferSpec *F = P.floatTargets())
+    OS << "loss: mse on float targets " << shapeString(F->Dims)
+       << " (a regression's)\n";
   else if (P.givenTargets())
     OS << "loss: cross-entropy on given targets (-100 ignored"
        << (P.sampleTargets() ? "; one per sample" : "")

@@ -78,7 +78,9 @@ const char *const OpNames[NumOpKinds] = {"embedding",
                                          "softmax_grad",
                                          "batch_matmul",
                                          "select",
-                                         "select_grad"};
+                                         "select_grad",
+                                         "mse_loss",
+                                         "mse_loss_grad"};
 
 uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
   uint64_t V = 0;
@@ -522,6 +524,8 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     return getInt(*Attrs, "dim", ACtx, A.Dim);
   case OpKind::CrossEntropy:
   case OpKind::CrossEntropyGrad:
+  case OpKind::MseLoss:
+  case OpKind::MseLossGrad:
     if (Attrs->contains("denominator"))
       return getInt(*Attrs, "denominator", ACtx, A.Denominator);
     return Status::success();
@@ -898,6 +902,16 @@ std::string shapeString(const Shape &S) {
   return R + "]";
 }
 
+Shape unsplitInputShape(const Program &P, const BufferSpec &B) {
+  const int64_t Rows = P.microbatchRows();
+  if (B.Type != DType::I32 && !B.Dims.empty()) {
+    Shape S = B.Dims;
+    S[0] = Rows;
+    return S;
+  }
+  return B.Dims.size() == 1 ? Shape{Rows} : Shape{Rows, P.Seq};
+}
+
 /// Buffers without their own layout: params and same-shaped grad/adam
 /// buffers take the param's; inputs are blocks of [batch/microbatches, seq].
 void resolveLayouts(Program &P) {
@@ -914,8 +928,10 @@ void resolveLayouts(Program &P) {
     if (B.Kind == BufferKind::Input) {
       // Without global_shape: `batch`/`seq` are the global sizes when the
       // local shape is their block, the local sizes when it equals them.
-      // Targets of one per sample (version 11) are [batch] alone.
-      const size_t Rank = B.Dims.size() == 1 ? 1 : 2;
+      // Labels of one per sample (version 11) are [batch] alone, float
+      // targets [batch, ...].
+      Shape Local = unsplitInputShape(P, B);
+      const size_t Rank = Local.size();
       // Sharding and blocks the file states stay as written (checkLayouts
       // refuses another rank, and blocks).
       Layout L = B.Place;
@@ -925,9 +941,6 @@ void resolveLayouts(Program &P) {
         L.Blocks.assign(Rank, 1);
       // An input holds one micro-batch (checkSchedule refuses a batch that
       // the micro-batch count does not divide).
-      const int64_t Rows = P.microbatchRows();
-      Shape Local{Rows, P.Seq};
-      Local.resize(Rank);
       if (!B.HasLayout || L.Global == B.Dims) {
         L.Global = Local;
         // A sharding of another rank stays for checkLayouts to refuse.

@@ -128,8 +128,13 @@ enum class OpKind {
   // (cond, dy) -> dy where in[operand] was picked, summed over the dims it
   // was stretched along (out: its shape).
   SelectGrad,
+  // (pred, target) -> mean((pred - target)^2) over the step's elements, and
+  // (pred, target, dloss) -> dpred (format version 11: a regression loss on
+  // float targets; attrs.denominator as cross_entropy's).
+  MseLoss,
+  MseLossGrad,
 };
-constexpr int NumOpKinds = static_cast<int>(OpKind::SelectGrad) + 1;
+constexpr int NumOpKinds = static_cast<int>(OpKind::MseLossGrad) + 1;
 /// True for the ops the executor runs through the communicator, not a
 /// backend: all_reduce, all_gather, reduce_scatter, slice and wait.
 bool isCollective(OpKind K);
@@ -286,7 +291,7 @@ struct OpAttrs {
   // Version 2.
   AxesList Axes;           // collectives, slice and block_transpose
   int64_t Dim = 0;         // all_gather, reduce_scatter, slice, block_transpose
-  int64_t Denominator = 0; // cross_entropy(_grad); 0: the local row count
+  int64_t Denominator = 0; // cross_entropy(_grad), mse_loss(_grad); 0: local
   /// Cross-entropy ops of a masked-LM loss (version 9): a target of -100
   /// counts for nothing and the mean is over the step's counted targets.
   bool Masked = false;
@@ -441,8 +446,17 @@ struct Program {
   bool sampleTargets() const {
     for (const BufferSpec &B : Buffers)
       if (B.Kind == BufferKind::Input && B.Name == "targets")
-        return B.Dims.size() == 1;
+        return B.Dims.size() == 1 && B.Type == DType::I32;
     return false;
+  }
+  /// Version 11: float targets (a regression's: [batch/microbatches,
+  /// ...] of the program's float dtype, the shape of what mse_loss
+  /// compares them with); null when the targets are ids or labels.
+  const BufferSpec *floatTargets() const {
+    for (const BufferSpec &B : Buffers)
+      if (B.Kind == BufferKind::Input && B.Name == "targets")
+        return B.Type == DType::I32 ? nullptr : &B;
+    return nullptr;
   }
   /// Whether the program reads token ids (every training program does).
   bool readsTokens() const {
@@ -469,6 +483,12 @@ struct Program {
   }
   Mesh Devices; // empty: one rank
 };
+
+/// An input buffer's shape for one micro-batch on one rank holding it
+/// whole: tokens and per-token targets [batch/microbatches, seq], per-sample
+/// labels [batch/microbatches], float targets [batch/microbatches, ...] with
+/// the buffer's own trailing dims (split along the rows only).
+Shape unsplitInputShape(const Program &P, const BufferSpec &B);
 
 /// Stage S of a validated program, as a program of one stage: its
 /// instructions renumbered from 0, every buffer (ids kept; those of other

@@ -791,6 +791,32 @@ Status InstChecker::run() {
   case OpKind::CrossEntropyFromStats:
   case OpKind::CrossEntropyStatsGrad:
     return checkVocabParallel();
+  case OpKind::MseLoss:
+  case OpKind::MseLossGrad: {
+    // (pred, target[, dloss]) of the program's float dtype, one shape.
+    bool Grad = I.Op == OpKind::MseLossGrad;
+    if (P.Version < 11)
+      return fail(std::string(opName(I.Op)) +
+                  " needs format version 11, the file is version " +
+                  std::to_string(P.Version));
+    WEFT_RETURN_IF_ERROR(Grad ? counts(3, 1) : counts(2, 1));
+    if (I.Attrs.Denominator < 0)
+      return fail("attrs.denominator=" + std::to_string(I.Attrs.Denominator) +
+                  " must be positive");
+    for (size_t K = 0; K < I.In.size(); ++K)
+      if (in(K).Type != P.Type)
+        return fail(name(true, K) + " is " + dtypeName(in(K).Type) +
+                    ", expected the program's " + dtypeName(P.Type));
+    if (out(0).Type != P.Type)
+      return fail(name(false, 0) + " is " + dtypeName(out(0).Type) +
+                  ", expected the program's " + dtypeName(P.Type));
+    WEFT_RETURN_IF_ERROR(shapeIs(true, 1, in(0).Dims));
+    if (Grad) {
+      WEFT_RETURN_IF_ERROR(scalar(true, 2, "dloss"));
+      return shapeIs(false, 0, in(0).Dims);
+    }
+    return scalar(false, 0, "loss");
+  }
   case OpKind::Fill:
     return counts(0, 1);
   case OpKind::Accumulate:
@@ -924,6 +950,30 @@ Status checkBuffer(const Program &P, size_t Index) {
         return Status::error(Ctx + " 'targets' is " + shapeString(B.Dims) +
                              " (one per sample), but the program reads no "
                              "tokens [batch, seq] whose samples they label");
+      return Status::success();
+    }
+    // Version 11: float targets, a regression's (mse_loss reads them).
+    if (B.Type != DType::I32 && B.Name == "targets") {
+      if (P.Version < 11 || B.Type != P.Type || B.Dims.empty())
+        return Status::error(
+            Ctx + " 'targets' is " + dtypeName(B.Type) + " " +
+            shapeString(B.Dims) +
+            (P.Version < 11
+                 ? ": float targets need format version 11, the file is "
+                   "version " +
+                       std::to_string(P.Version)
+                 : ", expected i32 ids or labels, or float targets [batch, "
+                   "...] of the program's " +
+                       std::string(dtypeName(P.Type))));
+      if (std::none_of(P.Buffers.begin(), P.Buffers.end(),
+                       [](const BufferSpec &T) {
+                         return T.Kind == BufferKind::Input &&
+                                T.Name == "tokens" && T.Dims.size() == 2;
+                       }))
+        return Status::error(Ctx + " 'targets' is " + dtypeName(B.Type) + " " +
+                             shapeString(B.Dims) +
+                             ", but the program reads no tokens [batch, seq] "
+                             "whose samples they belong to");
       return Status::success();
     }
     if (B.Type != DType::I32 || B.Dims.size() != 2)

@@ -89,6 +89,10 @@ bool isCrossEntropy(OpKind K) {
          K == OpKind::CrossEntropyStatsGrad;
 }
 
+bool isMse(OpKind K) {
+  return K == OpKind::MseLoss || K == OpKind::MseLossGrad;
+}
+
 // Which input an op may read: embeddings look up tokens, cross-entropies
 // compare with targets.
 Status checkInputUse(const Program &P, size_t I) {
@@ -96,7 +100,7 @@ Status checkInputUse(const Program &P, size_t I) {
   const char *Want = nullptr;
   if (Inst.Op == OpKind::Embedding || Inst.Op == OpKind::EmbeddingGrad)
     Want = "tokens";
-  else if (isCrossEntropy(Inst.Op))
+  else if (isCrossEntropy(Inst.Op) || isMse(Inst.Op))
     Want = "targets";
   if (!Want)
     return Status::success();
@@ -114,10 +118,15 @@ Status checkInputUse(const Program &P, size_t I) {
 // local rows) when this rank holds them all.
 Status checkDenominator(const Program &P, size_t I) {
   const Instruction &Inst = P.Instructions[I];
-  if (!isCrossEntropy(Inst.Op) || Inst.Op == OpKind::CrossEntropyStats)
+  if ((!isCrossEntropy(Inst.Op) && !isMse(Inst.Op)) ||
+      Inst.Op == OpKind::CrossEntropyStats)
     return Status::success();
   const bool PerSample = P.sampleTargets();
   int64_t Rows = PerSample ? P.Batch : P.Batch * P.Seq, Local = -1;
+  // A regression's mean is over every element of the step's targets.
+  const BufferSpec *Floats = P.floatTargets();
+  if (isMse(Inst.Op) && Floats)
+    Rows = P.Batch * (numElements(Floats->Dims) / Floats->Dims[0]);
   for (const BufferSpec &B : P.Buffers)
     if (B.Kind == BufferKind::Input && B.Name == "targets")
       Local = B.numel();
@@ -127,9 +136,10 @@ Status checkDenominator(const Program &P, size_t I) {
   return Status::error(
       instName(P, I) + " has denominator " + std::to_string(D) + ", expected " +
       std::to_string(Rows) +
-      (PerSample ? " (batch " + std::to_string(P.Batch) + " samples)"
-                 : " (batch " + std::to_string(P.Batch) + " x seq " +
-                       std::to_string(P.Seq) + " rows)") +
+      (isMse(Inst.Op) ? " (the step's target elements)"
+       : PerSample    ? " (batch " + std::to_string(P.Batch) + " samples)"
+                      : " (batch " + std::to_string(P.Batch) + " x seq " +
+                         std::to_string(P.Seq) + " rows)") +
       (D == 0 ? " since this rank holds " + std::to_string(Local) + " of them"
               : ""));
 }

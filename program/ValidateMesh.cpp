@@ -120,24 +120,32 @@ Status checkLayouts(const Program &P) {
       continue;
     }
     if (B.Kind == BufferKind::Input) {
-      // [batch, seq], or (version 11) targets of one per sample: [batch].
-      const size_t Rank = B.Dims.size() == 1 ? 1 : 2;
+      // [batch, seq], or (version 11) labels of one per sample, [batch],
+      // or float targets, [batch, ...] split along the rows only. An input
+      // holds one micro-batch.
+      const Shape Local = unsplitInputShape(P, B);
+      const size_t Rank = Local.size();
+      const bool Floats = B.Type != DType::I32;
       if (B.Place.Blocks != std::vector<int64_t>(Rank, 1))
         return Status::error(Ctx + ": inputs take no blocks");
-      // An input holds one micro-batch.
-      const int64_t Rows = P.microbatchRows();
-      Shape Local{Rows, P.Seq};
-      Local.resize(Rank);
+      for (size_t D = 1; Floats && D < Rank; ++D)
+        if (!B.Place.Sharding[D].empty())
+          return Status::error(Ctx +
+                               ": float targets are split along their "
+                               "rows only, but dim " +
+                               std::to_string(D) + " is split over " +
+                               axesString(B.Place.Sharding[D]));
       Shape Global = Local;
       for (size_t D = 0; D < Rank; ++D)
         Global[D] *= P.Devices.count(B.Place.Sharding[D]);
       if (B.Place.Global != Local && B.Place.Global != Global)
-        return Status::error(
-            Ctx + ": global shape " + shapeString(B.Place.Global) +
-            " is neither " +
-            (Rank == 1 ? "[batch/microbatches]" : "[batch/microbatches, seq]") +
-            " = " + shapeString(Local) + " nor its " + shapeString(Global) +
-            " over the input's shards");
+        return Status::error(Ctx + ": global shape " +
+                             shapeString(B.Place.Global) + " is neither " +
+                             (Floats      ? "[batch/microbatches, ...]"
+                              : Rank == 1 ? "[batch/microbatches]"
+                                          : "[batch/microbatches, seq]") +
+                             " = " + shapeString(Local) + " nor its " +
+                             shapeString(Global) + " over the input's shards");
       // Inputs of one name are one tensor (several stages may read it).
       if (auto [It, New] = Named.emplace(B.Name, &B);
           !New && (It->second->Dims != B.Dims ||
@@ -150,13 +158,13 @@ Status checkLayouts(const Program &P) {
       // split (and in columns, both of a sequence).
       if (Tokens && (Tokens->Dims[0] != B.Dims[0] ||
                      Tokens->Place.Sharding[0] != B.Place.Sharding[0] ||
-                     (Rank == 2 && Tokens->Dims.size() == 2 &&
+                     (Rank == 2 && !Floats && Tokens->Dims.size() == 2 &&
                       (Tokens->Dims != B.Dims ||
                        Tokens->Place.Sharding != B.Place.Sharding))))
         return Status::error(Ctx + " " + shapeString(B.Dims) +
                              " is sharded unlike the other input " +
                              shapeString(Tokens->Dims));
-      if (!Tokens || Rank == 2)
+      if (!Tokens || (Rank == 2 && !Floats))
         Tokens = &B;
       continue;
     }

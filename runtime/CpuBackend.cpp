@@ -427,6 +427,32 @@ template <typename T> struct Kernels {
     return Status::success();
   }
 
+  // mean((pred - target)^2): this rank's squared errors over the step's
+  // element count (the loss is partial over the ranks that split them).
+  static Status mseLoss(const BI &I, const SC &, CpuState &) {
+    const T *P = I.In[0].as<T>(), *Y = I.In[1].as<T>();
+    const int64_t N = I.In[0].Numel;
+    const int64_t D = I.Attrs->Denominator ? I.Attrs->Denominator : N;
+    double Sum = 0;
+    for (int64_t K = 0; K < N; ++K) {
+      const double E = double(P[K]) - double(Y[K]);
+      Sum += E * E;
+    }
+    *I.Out[0].as<T>() = T(Sum / double(D));
+    return Status::success();
+  }
+  // dpred = 2 (pred - target) dloss / count.
+  static Status mseLossGrad(const BI &I, const SC &, CpuState &) {
+    const T *P = I.In[0].as<T>(), *Y = I.In[1].as<T>();
+    const int64_t N = I.In[0].Numel;
+    const int64_t D = I.Attrs->Denominator ? I.Attrs->Denominator : N;
+    const T Scale = T(2.0 * double(*I.In[2].as<T>()) / double(D));
+    T *G = I.Out[0].as<T>();
+    for (int64_t K = 0; K < N; ++K)
+      G[K] = (P[K] - Y[K]) * Scale;
+    return Status::success();
+  }
+
   static std::array<KernelFn<T>, NumOpKinds> table() {
     std::array<KernelFn<T>, NumOpKinds> Tab{};
     auto Set = [&](OpKind K, KernelFn<T> F) { Tab[int(K)] = F; };
@@ -477,6 +503,8 @@ template <typename T> struct Kernels {
     Set(OpKind::BinaryGrad, binaryGrad);
     Set(OpKind::Select, select);
     Set(OpKind::SelectGrad, selectGrad);
+    Set(OpKind::MseLoss, mseLoss);
+    Set(OpKind::MseLossGrad, mseLossGrad);
     Set(OpKind::Broadcast, broadcast);
     Set(OpKind::Reduce, reduce);
     Set(OpKind::Reshape, reshape);

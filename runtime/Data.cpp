@@ -232,6 +232,46 @@ Expected<SampleData> SampleData::fromRows(std::vector<int32_t> Tokens,
   return D;
 }
 
+Expected<SampleData> SampleData::fromFloatRows(std::vector<int32_t> Tokens,
+                                               std::vector<char> Targets,
+                                               size_t RowBytes, int64_t Seq,
+                                               int64_t Vocab,
+                                               const std::string &What) {
+  if (Seq < 1 || Tokens.empty() || Tokens.size() % size_t(Seq) != 0)
+    return Status::error(What + ": " + std::to_string(Tokens.size()) +
+                         " token ids are not rows of seq " +
+                         std::to_string(Seq));
+  const size_t Rows = Tokens.size() / size_t(Seq);
+  if (RowBytes == 0 || Targets.size() != Rows * RowBytes)
+    return Status::error(What + ": " + std::to_string(Targets.size()) +
+                         " bytes of targets for " + std::to_string(Rows) +
+                         " samples of " + std::to_string(RowBytes) +
+                         " bytes each");
+  for (size_t I = 0; I < Tokens.size(); ++I)
+    if (Tokens[I] < 0 || Tokens[I] >= Vocab)
+      return Status::error(What + ": token id " + std::to_string(Tokens[I]) +
+                           " at [" + std::to_string(I / size_t(Seq)) + ", " +
+                           std::to_string(I % size_t(Seq)) +
+                           "] is outside [0, " + std::to_string(Vocab) + ")");
+  SampleData D;
+  D.NumRows = int64_t(Rows);
+  D.RowLength = Seq;
+  D.Tokens = std::move(Tokens);
+  D.FloatTargets = std::move(Targets);
+  D.RowBytes = RowBytes;
+  return D;
+}
+
+void SampleData::fillFloatTargets(int64_t Step, int64_t Batch, int64_t Row0,
+                                  int64_t Rows, void *Out) const {
+  char *To = static_cast<char *>(Out);
+  for (int64_t I = 0; I < Rows; ++I)
+    std::memcpy(To + size_t(I) * RowBytes,
+                FloatTargets.data() +
+                    size_t(rowOf(Step, Batch, Row0 + I)) * RowBytes,
+                RowBytes);
+}
+
 int64_t SampleData::rowOf(int64_t Step, int64_t Batch, int64_t Row) const {
   return int64_t((uint64_t(Step) * uint64_t(Batch) + uint64_t(Row)) %
                  uint64_t(NumRows));
@@ -245,6 +285,8 @@ void SampleData::fillStepBlock(int64_t Step, int64_t Batch, int64_t,
     const int64_t Row = rowOf(Step, Batch, Row0 + I);
     const size_t From = size_t(Row * RowLength + Col0);
     std::copy_n(Tokens.data() + From, Cols, Inputs + I * Cols);
+    if (RowBytes)
+      continue; // float targets: fillFloatTargets
     if (PerSample)
       Targets[I] = this->Targets[size_t(Row)];
     else

@@ -40,6 +40,13 @@ public:
   /// Whether fillStepBlock writes one target per sample (Rows of them, a
   /// classifier's labels) rather than Rows x Cols.
   virtual bool sampleTargets() const { return false; }
+  /// Float targets (a regression's): the bytes of one sample's, 0 when
+  /// the targets are ids or labels.
+  virtual size_t floatTargetRowBytes() const { return 0; }
+  /// The float targets of step Step's global samples Row0 .. Row0+Rows, one
+  /// row of floatTargetRowBytes() each, to Out.
+  virtual void fillFloatTargets(int64_t, int64_t, int64_t, int64_t,
+                                void *) const {}
 };
 
 /// A whole token file in memory, validated against the vocabulary.
@@ -116,8 +123,19 @@ public:
                                        int64_t Seq, int64_t Vocab,
                                        int64_t Classes, bool PerSample,
                                        const std::string &What = "samples");
+  /// Whole samples with float targets (a regression's): RowBytes of them
+  /// per sample, in the program's dtype. Refuses ids outside [0, Vocab) and
+  /// targets that are not whole rows of the samples.
+  static Expected<SampleData> fromFloatRows(std::vector<int32_t> Tokens,
+                                            std::vector<char> Targets,
+                                            size_t RowBytes, int64_t Seq,
+                                            int64_t Vocab,
+                                            const std::string &What);
   int64_t rows() const { return NumRows; }
   bool sampleTargets() const override { return PerSample; }
+  size_t floatTargetRowBytes() const override { return RowBytes; }
+  void fillFloatTargets(int64_t Step, int64_t Batch, int64_t Row0, int64_t Rows,
+                        void *Out) const override;
 
   void fillStepBlock(int64_t Step, int64_t Batch, int64_t Seq, int64_t Row0,
                      int64_t Rows, int64_t Col0, int64_t Cols,
@@ -130,6 +148,8 @@ private:
   std::vector<int32_t> Tokens, Targets;
   int64_t NumRows = 0, RowLength = 0;
   bool PerSample = false;
+  std::vector<char> FloatTargets; // RowBytes per sample
+  size_t RowBytes = 0;
   // The file row of step Step's global sample Row.
   int64_t rowOf(int64_t Step, int64_t Batch, int64_t Row) const;
 };

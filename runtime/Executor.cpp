@@ -111,8 +111,8 @@ Status Executor::bind() {
     if (B.tensorInput() || B.Kind == BufferKind::Constant)
       continue; // placed after the token inputs
     if (B.Kind == BufferKind::Input) {
-      if (B.Dims.size() == 1)
-        continue; // one target per sample: the tokens' rows (checkLayouts)
+      if (B.Dims.size() == 1 || B.Type != DType::I32)
+        continue; // labels or float targets: the tokens' rows (checkLayouts)
       LocalBatch = B.Dims[0];
       LocalSeq = B.Dims[1];
       GlobalBatch = B.Place.Global[0] * Prog.Microbatches;
@@ -139,8 +139,12 @@ Status Executor::bind() {
       if (holds(P, StateSpecs[P][size_t(K)].Kind))
         Total += align64(size_t(StateSpecs[P][size_t(K)].numel()) * Elem);
     }
-  // Inputs: one slot per micro-batch, tokens then targets.
-  size_t InputBytes = align64(size_t(LocalBatch * LocalSeq) * 4);
+  // Inputs: one slot per micro-batch, tokens then targets (float targets,
+  // a regression's, may be larger than the tokens).
+  const BufferSpec *FloatTargets = Prog.floatTargets();
+  size_t InputBytes = align64(
+      std::max(size_t(LocalBatch * LocalSeq) * 4,
+               FloatTargets ? size_t(FloatTargets->bytes()) : size_t(0)));
   InputStride = int64_t(InputBytes / 4);
   size_t AllInputs = InputBytes * size_t(Prog.Microbatches);
   size_t TokensOff = Total, TargetsOff = Total + AllInputs;
@@ -531,10 +535,28 @@ Status Executor::loadBatch(const BatchSource &Data, int64_t Step) {
               "the batches hold one per token"
             : "the batches hold one target per sample, but the program reads "
               "one per token");
-  for (int64_t K = 0; K < Prog.Microbatches; ++K)
+  const BufferSpec *FloatTargets = Prog.floatTargets();
+  const size_t RowBytes =
+      FloatTargets ? size_t(FloatTargets->bytes() / FloatTargets->Dims[0]) : 0;
+  if (Data.floatTargetRowBytes() != RowBytes)
+    return Status::error(
+        "the program reads " +
+        (RowBytes ? std::to_string(RowBytes) +
+                        " bytes of float targets per sample (a regression's)"
+                  : std::string("integer targets")) +
+        ", but the batches hold " +
+        (Data.floatTargetRowBytes()
+             ? std::to_string(Data.floatTargetRowBytes()) +
+                   " bytes of float targets per sample"
+             : std::string("integer targets")));
+  for (int64_t K = 0; K < Prog.Microbatches; ++K) {
     Data.fillStepBlock(Step, GlobalBatch, GlobalSeq, K * Rows + BatchOffset,
                        LocalBatch, SeqOffset, LocalSeq, M, Prog.Vocab,
                        Toks + K * InputStride, Tgts + K * InputStride);
+    if (RowBytes)
+      Data.fillFloatTargets(Step, GlobalBatch, K * Rows + BatchOffset,
+                            LocalBatch, Tgts + K * InputStride);
+  }
   // Every rank counts the whole step's targets itself: a token file's
   // masking is a function of the position, and samples are whole on every
   // rank; no collective needed.
@@ -554,10 +576,13 @@ Status Executor::setInputs(int64_t K, const int32_t *Toks,
   const size_t Bytes = size_t(LocalBatch * LocalSeq) * sizeof(int32_t);
   CountedTargets = -1; // a masked loss needs setCountedTargets for these
   WEFT_RETURN_IF_ERROR(Q->copyToDevice(tokens(K), Toks, Bytes));
+  const BufferSpec *FloatTargets = Prog.floatTargets();
   if (Tgts)
     WEFT_RETURN_IF_ERROR(Q->copyToDevice(
         targets(K), Tgts,
-        Prog.sampleTargets() ? size_t(LocalBatch) * sizeof(int32_t) : Bytes));
+        FloatTargets           ? size_t(FloatTargets->bytes())
+        : Prog.sampleTargets() ? size_t(LocalBatch) * sizeof(int32_t)
+                               : Bytes));
   return Q->synchronize();
 }
 

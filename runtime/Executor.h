@@ -57,7 +57,8 @@ public:
   Status loadBatch(const BatchSource &Data, int64_t Step);
   /// Sets micro-batch K's inputs from host arrays of localBatch() x
   /// localSeq() ids each, localBatch() targets when the program reads one
-  /// per sample (no targets in a forward-only program: null).
+  /// per sample, the float targets' bytes for a regression (no targets in a
+  /// forward-only program: null).
   Status setInputs(int64_t K, const int32_t *Tokens, const int32_t *Targets);
   /// A masked loss's divisor for inputs set by setInputs (which leaves it
   /// unknown, refused by the loss): the step's counted targets over every

@@ -1005,7 +1005,20 @@ std::string Importer::run(const onnx::ModelProto &model,
                          lt.getShape()[0] == ids.getShape()[0] &&
                          isa<FloatType>(lt.getElementType());
   const bool perSample = rowOutput && !options.forwardOnly;
-  if (!rowOutput &&
+  // A regression trains any [batch, ...] float output on float targets.
+  const bool regression = options.regression && !options.forwardOnly;
+  auto typeText = [&] {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << lt;
+    return s;
+  };
+  if (regression &&
+      (lt.getRank() < 1 || lt.getShape()[0] != ids.getShape()[0] ||
+       !isa<FloatType>(lt.getElementType())))
+    return "graph output '" + outName + "' has type " + typeText() +
+           "; --loss mse trains an output [batch, ...] of float type";
+  if (!regression && !rowOutput &&
       (lt.getRank() != 3 || lt.getShape()[0] != ids.getShape()[0] ||
        lt.getShape()[1] != ids.getShape()[1] ||
        !isa<FloatType>(lt.getElementType())))
@@ -1063,6 +1076,13 @@ std::string Importer::run(const onnx::ModelProto &model,
     // program bounds token ids by the table.
     fn->setAttr(attrname::kVocab, b.getI64IntegerAttr(*vocab));
     fn.setType(b.getFunctionType(args, {logits.getType()}));
+  } else if (regression) {
+    // Float targets of the output's own shape; the token ids keep the
+    // embedding's bound (format version 11).
+    fn->setAttr(attrname::kLabels, b.getI64IntegerAttr(*vocab));
+    body->getArgument(1).setType(lt);
+    args[1] = lt;
+    fn.setType(b.getFunctionType(args, fn.getResultTypes()));
   } else if (perSample || lt.getShape()[2] != *vocab) {
     // Given targets are labels of the output's classes, not token ids:
     // the program bounds them by those (format version 11). The classes
@@ -1127,8 +1147,13 @@ std::string Importer::run(const onnx::ModelProto &model,
     func::ReturnOp::create(b, loc, logits);
     return "";
   }
-  Value loss = CrossEntropyOp::create(b, NameLoc::get(b.getStringAttr("loss")),
-                                      logits, body->getArgument(1));
+  Location lossLoc = NameLoc::get(b.getStringAttr("loss"));
+  Value loss =
+      regression
+          ? MseLossOp::create(b, lossLoc, logits, body->getArgument(1))
+                .getResult()
+          : CrossEntropyOp::create(b, lossLoc, logits, body->getArgument(1))
+                .getResult();
   func::ReturnOp::create(b, loc, loss);
   return "";
 }

@@ -45,6 +45,10 @@ struct OnnxImportOptions {
   /// over the vocabulary trains only so: stated, not guessed (a model
   /// without its LM head would otherwise train as a classifier).
   int64_t classes = 0;
+  /// A regression (weft-compile --loss mse): the output, [batch, ...] of any
+  /// shape, trains by its mean squared error against float targets of its
+  /// shape (`@forward(tokens, targets: like the output) -> mse_loss`).
+  bool regression = false;
   /// The graph output the program computes (the logits to train on, or
   /// the forward-only output); empty: the only one (forward-only: the
   /// first).

@@ -92,6 +92,15 @@ func.func @split_sizes(%x: tensor<2x8x192xf32>) {
 
 // -----
 
+func.func @mse_shapes(%p: tensor<2x1xf32>, %y: tensor<2xf32>) {
+  // expected-error @+2 {{pred [2, 1] of 'f32' and target [2] of 'f32' must have one shape and float type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %l = weft.mse_loss %p, %y : (tensor<2x1xf32>, tensor<2xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
 func.func @cross_entropy_targets(%l: tensor<2x8x256xf32>, %t: tensor<2x7xi32>) {
   // expected-error @+2 {{logits [2, 8, 256] must be targets [2, 7] plus a vocab dim}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -95,6 +95,16 @@ func.func @attention(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<
   return %g#0 : tensor<2x8x64xf32>
 }
 
+// A regression's loss: pred and float targets of one shape.
+// CHECK-LABEL: func @mse
+// CHECK: weft.mse_loss %{{.*}}, %{{.*}} : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<f32>
+// CHECK: weft.mse_loss_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x1xf32>, tensor<2x1xf32>, tensor<f32>) -> tensor<2x1xf32>
+func.func @mse(%p: tensor<2x1xf32>, %y: tensor<2x1xf32>) -> tensor<2x1xf32> {
+  %l = weft.mse_loss %p, %y : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<f32>
+  %d = weft.mse_loss_grad %p, %y, %l : (tensor<2x1xf32>, tensor<2x1xf32>, tensor<f32>) -> tensor<2x1xf32>
+  return %d : tensor<2x1xf32>
+}
+
 // CHECK-LABEL: func @loss_and_optimizer
 // CHECK: weft.cross_entropy %{{.*}}, %{{.*}} : (tensor<2x8x256xf32>, tensor<2x8xi32>) -> tensor<f32>
 // CHECK: weft.cross_entropy_grad

@@ -105,3 +105,23 @@ func.func @constant_fill(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) ->
   %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A regression's loss compares the bf16 prediction with the program's f32
+// targets: on one f32 copy of the prediction, the loss f32; its gradient
+// is f32 and casts back to the bf16 backward.
+// CHECK-LABEL: func @mse
+// CHECK:      %[[P:.*]] = weft.gelu %{{.*}} : tensor<2x1xbf16>
+// CHECK-NEXT: %[[P32:.*]] = weft.cast %[[P]] : tensor<2x1xbf16> to tensor<2x1xf32>
+// CHECK-NEXT: %[[L:.*]] = weft.mse_loss %[[P32]], %arg0 : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<f32>
+// CHECK-NEXT: return %[[L]] : tensor<f32>
+// GRAD-LABEL: func @mse
+// GRAD:      %[[D:.*]] = weft.mse_loss_grad %{{.*}}, %arg0, %{{.*}} : (tensor<2x1xf32>, tensor<2x1xf32>, tensor<f32>) -> tensor<2x1xf32>
+// GRAD-NEXT: weft.cast %[[D]] : tensor<2x1xf32> to tensor<2x1xbf16>
+func.func @mse(%y: tensor<2x1xf32>) -> tensor<f32> {
+  %w = weft.param "w" {init = "normal", std = 0.02} : tensor<2x1xf32>
+  %p = weft.gelu %w : tensor<2x1xf32>
+  %l = weft.mse_loss %p, %y : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

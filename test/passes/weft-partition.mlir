@@ -188,3 +188,21 @@ func.func @constant_mask(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) ->
   %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A regression's loss on data-parallel rows: each rank sums its squared
+// errors over all 8 elements of the global batch (denominator), the loss an
+// all-reduce of the partial sums; its gradient needs no collective.
+// CHECK-LABEL: func @mse_rows
+// CHECK:       %[[L:.*]] = weft.mse_loss %{{.*}}, %arg0 {denominator = 8 : i64} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<f32>
+// CHECK-NEXT:  weft.all_reduce %[[L]] {axes = ["dp"]
+// CHECK:       weft.mse_loss_grad %{{.*}}, %arg0, %{{.*}} {denominator = 8 : i64} : (tensor<2x2xf32>, tensor<2x2xf32>, tensor<f32>) -> tensor<2x2xf32>
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @mse_rows(%y: tensor<4x2xf32> {weft.sharding = #weft.sharding<dims = [["dp"], []]>}) -> tensor<f32> {
+  %w = weft.param "w" {init = "normal", std = 0.02} : tensor<2xf32>
+  %b = weft.broadcast %w : tensor<2xf32> to tensor<4x2xf32>
+  %p = weft.gelu %b : tensor<4x2xf32>
+  %l = weft.mse_loss %p, %y : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

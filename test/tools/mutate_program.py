@@ -17,7 +17,9 @@ MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           and no constant, written as version 9) | k-v10 | k-v10-labels |
           k-classes | k-unmasked | k-denominator | k-rows | k-sharding (the
           last seven on a
-          sequence classifier's program: classes, one label per sample)"""
+          sequence classifier's program: classes, one label per sample) |
+          r-v10 | r-int | r-denominator (the last three on a regression's
+          program: float targets, mse_loss)"""
 import base64
 import json
 import struct
@@ -225,6 +227,16 @@ elif mutation.startswith("k-"):
         labels["shape"] = [labels["shape"][0] - 1]
     elif mutation == "k-sharding":  # a seq dim's split on [batch] labels
         labels["sharding"] = [[], ["tp"]]
+    else:
+        sys.exit(f"unknown mutation {mutation}")
+elif mutation.startswith("r-"):
+    y = next(b for b in p["buffers"] if b["kind"] == "input" and b["name"] == "targets")
+    if mutation == "r-v10":  # a version-10 runtime knows no float targets
+        version = 10
+    elif mutation == "r-int":  # ids where the loss compares floats
+        y["dtype"] = "i32"
+    elif mutation == "r-denominator":  # the samples, not their elements
+        first(p, "mse_loss")["attrs"]["denominator"] = 1
     else:
         sys.exit(f"unknown mutation {mutation}")
 elif mutation != "deep":

@@ -199,6 +199,37 @@ TEST(Data, SampleTargetsPerRow) {
       << Bad.message();
 }
 
+// Float targets (a regression's): a block's rows take their sample's
+// bytes; the tokens as ever; rows that are not whole samples are refused.
+TEST(Data, FloatTargetsPerRow) {
+  const int64_t S = 2;
+  std::vector<int32_t> Tok = {1, 2, 3, 4, 5, 6};
+  std::vector<float> Y = {0.5f, -1.f, 2.f, 3.f, -4.f, 8.f}; // [3, 2]
+  std::vector<char> Bytes(reinterpret_cast<char *>(Y.data()),
+                          reinterpret_cast<char *>(Y.data() + Y.size()));
+  Expected<SampleData> D =
+      SampleData::fromFloatRows(Tok, Bytes, 2 * sizeof(float), S, 10, "y");
+  ASSERT_TRUE(D.ok()) << D.message();
+  EXPECT_EQ(D->floatTargetRowBytes(), 2 * sizeof(float));
+  EXPECT_FALSE(D->sampleTargets());
+  int32_t In[4];
+  float Out[4];
+  // Step 1 of batch 2: rows 2 and 0.
+  D->fillStepBlock(1, 2, S, 0, 2, 0, 2, nullptr, 10, In, nullptr);
+  D->fillFloatTargets(1, 2, 0, 2, Out);
+  EXPECT_EQ(std::vector<int32_t>(In, In + 4),
+            std::vector<int32_t>({5, 6, 1, 2}));
+  EXPECT_EQ(std::vector<float>(Out, Out + 4),
+            std::vector<float>({-4.f, 8.f, 0.5f, -1.f}));
+  Bytes.pop_back();
+  Expected<SampleData> Bad =
+      SampleData::fromFloatRows(Tok, Bytes, 2 * sizeof(float), S, 10, "y");
+  ASSERT_FALSE(Bad.ok());
+  EXPECT_NE(Bad.message().find("23 bytes of targets for 3 samples of 8 bytes"),
+            std::string::npos)
+      << Bad.message();
+}
+
 TEST(Data, RefusesIdAtOrAboveVocab) {
   std::string Path = writeTokens({1, 2, 3, 256, 4, 5}, "data_vocab.bin");
   Expected<TokenData> D = TokenData::open(Path, 256, 2);

@@ -190,7 +190,9 @@ static cl::opt<std::string>
                      "(on targets weft-run is given, -100 where none: "
                      "--tokens and --targets; the output may be a "
                      "classifier's [batch, classes], one label per sample, "
-                     "or [batch, seq, classes])"),
+                     "or [batch, seq, classes]) or mse (a model.onnx output's "
+                     "mean squared error against float targets weft-run is "
+                     "given: a regression head's, PyTorch's MSELoss)"),
             cl::init("next-token"), cl::value_desc("kind"));
 static cl::opt<int64_t> classesArg(
     cl::cat(compileCategory), "classes",
@@ -329,6 +331,7 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
     options.forwardOnly = forwardOnlyArg;
     options.givenTargets = lossArg == "cross-entropy";
     options.classes = classesArg;
+    options.regression = lossArg == "mse";
     options.output = onnxOutputArg;
     // The model's own [batch, seq] unless the flags bind them.
     if (batchArg.getNumOccurrences() || !planArg.empty())
@@ -423,9 +426,14 @@ int main(int argc, char **argv) {
     return fail("--onnx-output names an output of a model.onnx; '" + modelArg +
                 "' is not one");
   if (lossArg != "next-token" && lossArg != "masked-lm" &&
-      lossArg != "cross-entropy")
-    return fail("--loss must be next-token, masked-lm or cross-entropy, got '" +
+      lossArg != "cross-entropy" && lossArg != "mse")
+    return fail("--loss must be next-token, masked-lm, cross-entropy or mse, "
+                "got '" +
                 lossArg + "'");
+  if (lossArg == "mse" && !StringRef(modelArg).ends_with(".onnx"))
+    return fail("--loss mse trains a model.onnx's output against float "
+                "targets; '" +
+                modelArg + "' is not one");
   if (classesArg.getNumOccurrences() &&
       (lossArg != "cross-entropy" || !StringRef(modelArg).ends_with(".onnx")))
     return fail("--classes states a model.onnx classifier's classes for "
@@ -546,7 +554,7 @@ int main(int argc, char **argv) {
                 recomputeArg + "'");
   options.recompute = recomputeArg;
   options.forwardOnly = forwardOnlyArg;
-  options.maskedLm = lossArg != "next-token";
+  options.maskedLm = lossArg == "masked-lm" || lossArg == "cross-entropy";
   options.masking.givenTargets = lossArg == "cross-entropy";
   options.masking.maskToken = maskTokenArg;
   options.masking.maskProb = maskProbArg;

@@ -73,7 +73,7 @@ static cl::opt<bool> noDpOverlapArg(
         "gradient reduction does not overlap backward (Megatron-LM 2021)"));
 static cl::opt<std::string> lossArg(
     cl::cat(planCategory), "loss",
-    cl::desc("next-token (default), masked-lm or cross-entropy (as "
+    cl::desc("next-token (default), masked-lm, cross-entropy or mse (as "
              "weft-compile --loss: the same ops to cost, so no mask token "
              "is asked)"),
     cl::init("next-token"), cl::value_desc("kind"));
@@ -227,13 +227,14 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
     // A classifier's output trains on given labels (--loss cross-entropy).
     options.givenTargets = lossArg == "cross-entropy";
     options.classes = classesArg;
+    options.regression = lossArg == "mse";
     auto module = weft::importOnnx(context, modelArg, options, error);
     if (!module)
       return nullptr;
     mlir::PassManager pm(&context);
     // A masked-LM loss costs what next-token cross-entropy does; any id
     // serves as the mask token here.
-    if (lossArg != "next-token")
+    if (lossArg == "masked-lm" || lossArg == "cross-entropy")
       pm.addNestedPass<mlir::func::FuncOp>(weft::createWeftMaskedLm(
           weft::WeftMaskedLmOptions{0, 0.15, 0, options.givenTargets}));
     weft::addOnnxLowering(pm);
@@ -295,8 +296,9 @@ int main(int argc, char **argv) {
   bool fromIr = llvm::StringRef(modelArg).ends_with(".mlir") ||
                 llvm::StringRef(modelArg).ends_with(".onnx");
   if (lossArg != "next-token" && lossArg != "masked-lm" &&
-      lossArg != "cross-entropy")
-    return fail("--loss must be next-token, masked-lm or cross-entropy, got '" +
+      lossArg != "cross-entropy" && lossArg != "mse")
+    return fail("--loss must be next-token, masked-lm, cross-entropy or mse, "
+                "got '" +
                 lossArg + "'");
   if (gpusArg <= 0 || batchArg <= 0 || (seqArg <= 0 && !fromIr) || seqArg < 0)
     return fail("--gpus, --global-batch and --seq must be positive (got " +

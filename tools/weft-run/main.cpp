@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -383,7 +384,58 @@ int parseArgs(int Argc, char **Argv, Options &O) {
 /// MaskedLoss: the whole program's (a pipeline stage's view may hold no
 /// cross-entropy).
 Expected<SampleData> loadSamples(const Options &O, const Program &P,
+                                 bool MaskedLoss);
+
+/// --tokens [N, seq] and --targets [N, ...] floats (a regression's: the
+/// shape of each sample's output), finite.
+Expected<SampleData> loadFloatSamples(const Options &O, const Program &P,
+                                      const BufferSpec &Targets) {
+  Expected<NpyArray> T = readNpy(O.TokensNpy), Y = readNpy(O.TargetsNpy);
+  if (!T.ok())
+    return T.status();
+  if (!Y.ok())
+    return Y.status();
+  const std::string TWhat = "--tokens '" + O.TokensNpy + "'",
+                    YWhat = "--targets '" + O.TargetsNpy + "'";
+  if (T->Dims.size() != 2 || T->Dims[0] < 1 || T->Dims[1] != P.Seq)
+    return Status::error(TWhat + " has shape " + shapeString(T->Dims) +
+                         ", expected [samples, seq=" + std::to_string(P.Seq) +
+                         "]");
+  Expected<std::vector<int32_t>> Ids = npyTokenIds(*T, T->Dims, P.Vocab, TWhat);
+  if (!Ids.ok())
+    return Ids.status();
+  Shape Want = Targets.Dims;
+  Want[0] = T->Dims[0];
+  Expected<std::vector<char>> Bytes =
+      npyFloats(*Y, Want, P.Type == DType::F64, YWhat);
+  if (!Bytes.ok())
+    return Status::error(Bytes.message() +
+                         " (float targets: one row of the output's shape per "
+                         "sample)");
+  const size_t Elem = dtypeBytes(P.Type), N = Bytes->size() / Elem;
+  for (size_t I = 0; I < N; ++I) {
+    double V;
+    if (Elem == 8) {
+      std::memcpy(&V, Bytes->data() + I * 8, 8);
+    } else {
+      float F;
+      std::memcpy(&F, Bytes->data() + I * 4, 4);
+      V = F;
+    }
+    if (!std::isfinite(V))
+      return Status::error(YWhat + ": target " + std::to_string(V) +
+                           " at flat index " + std::to_string(I) +
+                           " is not finite");
+  }
+  return SampleData::fromFloatRows(std::move(*Ids), std::move(*Bytes),
+                                   size_t(Targets.bytes() / Targets.Dims[0]),
+                                   P.Seq, P.Vocab, "--tokens/--targets");
+}
+
+Expected<SampleData> loadSamples(const Options &O, const Program &P,
                                  bool MaskedLoss) {
+  if (const BufferSpec *Floats = P.floatTargets())
+    return loadFloatSamples(O, P, *Floats);
   std::vector<int32_t> Ids[2];
   const std::string *Paths[2] = {&O.TokensNpy, &O.TargetsNpy};
   const bool PerSample = P.sampleTargets();
@@ -440,6 +492,22 @@ std::vector<uint32_t> randomTokens(const Program &P, uint64_t Seed) {
 Expected<SampleData> randomSamples(const Program &P, uint64_t Seed) {
   std::vector<uint32_t> T = randomTokens(P, Seed);
   std::vector<int32_t> Tokens(T.begin(), T.end() - 1), Targets;
+  // A regression's: floats in [-1, 1), in the program's dtype.
+  if (const BufferSpec *F = P.floatTargets()) {
+    const size_t RowBytes = size_t(F->bytes() / F->Dims[0]);
+    const size_t Elem = dtypeBytes(P.Type);
+    std::vector<char> Bytes(size_t(P.Batch) * RowBytes);
+    for (size_t I = 0; I < Bytes.size() / Elem; ++I) {
+      const double V =
+          double(splitmix64(splitmix64(Seed + 1) + I) >> 11) * 0x1p-52 - 1.0;
+      const float F32 = float(V);
+      std::memcpy(Bytes.data() + I * Elem,
+                  Elem == 8 ? static_cast<const void *>(&V) : &F32, Elem);
+    }
+    return SampleData::fromFloatRows(std::move(Tokens), std::move(Bytes),
+                                     RowBytes, P.Seq, P.Vocab,
+                                     "--grad-check samples");
+  }
   const int64_t N = P.sampleTargets() ? P.Batch : P.Batch * P.Seq;
   for (int64_t I = 0; I < N; ++I)
     Targets.push_back(int32_t(splitmix64(splitmix64(Seed + 1) + uint64_t(I)) %
@@ -729,18 +797,19 @@ int main(int Argc, char **Argv) {
   if (Samples && !O.Data.empty())
     return fail("--data and --tokens/--targets both give the batches; give "
                 "one");
-  if (P->givenTargets() && !Samples && !O.GradCheck)
-    return fail("'" + O.Program +
-                "' trains on given targets (weft-compile --loss "
-                "cross-entropy): give --tokens and --targets, not a token "
-                "file");
-  // A token file's targets are its next tokens: not a classifier's labels.
-  if (!O.Data.empty() && (P->Classes || P->sampleTargets()))
-    return fail("'" + O.Program +
-                "' trains on targets that are not token ids (" +
-                (P->sampleTargets() ? std::string("one per sample")
-                                    : std::to_string(P->Classes) + " classes") +
+  if ((P->givenTargets() || P->floatTargets()) && !Samples && !O.GradCheck)
+    return fail("'" + O.Program + "' trains on given targets (weft-compile " +
+                (P->floatTargets() ? "--loss mse" : "--loss cross-entropy") +
                 "): give --tokens and --targets, not a token file");
+  // A token file's targets are its next tokens: not a classifier's labels.
+  if (!O.Data.empty() &&
+      (P->Classes || P->sampleTargets() || P->floatTargets()))
+    return fail(
+        "'" + O.Program + "' trains on targets that are not token ids (" +
+        (P->floatTargets()    ? std::string("floats, a regression's")
+         : P->sampleTargets() ? std::string("one per sample")
+                              : std::to_string(P->Classes) + " classes") +
+        "): give --tokens and --targets, not a token file");
   if (O.Data.empty() && !Samples && !O.GradCheck && !P->forwardOnly())
     return fail("no --data given (a uint16 token file, see weft-tokenize)");
 
@@ -853,7 +922,8 @@ int main(int Argc, char **Argv) {
 
   std::unique_ptr<BatchSource> Data;
   const bool RandomSamples =
-      !Samples && O.Data.empty() && (Prog.Classes || Prog.sampleTargets());
+      !Samples && O.Data.empty() &&
+      (Prog.Classes || Prog.sampleTargets() || Prog.floatTargets());
   if (Samples || RandomSamples) {
     Expected<SampleData> S = Samples ? loadSamples(O, Prog, MaskedLoss)
                                      : randomSamples(Prog, uint64_t(O.Seed));
