@@ -802,7 +802,7 @@ Status InstChecker::run() {
     WEFT_RETURN_IF_ERROR(Grad ? counts(3, 1) : counts(2, 1));
     if (I.Attrs.Denominator < 0)
       return fail("attrs.denominator=" + std::to_string(I.Attrs.Denominator) +
-                  " must be positive");
+                  " must be non-negative (0: the local elements)");
     for (size_t K = 0; K < I.In.size(); ++K)
       if (in(K).Type != P.Type)
         return fail(name(true, K) + " is " + dtypeName(in(K).Type) +
@@ -1117,6 +1117,48 @@ Status checkForwardOnly(const Program &P) {
   return Status::success();
 }
 
+/// The targets' kind against the loss that reads them, before their
+/// layouts (whose messages would otherwise speak of another kind): float
+/// targets (a regression's) are read by mse ops alone, of rank >= 1, in a
+/// program with no cross-entropy; mse ops read float targets.
+Status checkTargetsKind(const Program &P) {
+  const BufferSpec *T = nullptr;
+  int64_t Id = -1;
+  for (size_t I = 0; I < P.Buffers.size() && !T; ++I)
+    if (P.Buffers[I].Kind == BufferKind::Input &&
+        P.Buffers[I].Name == "targets")
+      T = &P.Buffers[size_t(Id = int64_t(I))];
+  if (!T)
+    return Status::success();
+  const std::string Ctx = "buffers[" + std::to_string(Id) +
+                          "] (input) 'targets' " + dtypeName(T->Type) + " " +
+                          shapeString(T->Dims);
+  const bool Floats = T->Type != DType::I32;
+  if (Floats && T->Dims.empty())
+    return Status::error(Ctx +
+                         ": float targets are [batch, ...], not a scalar");
+  for (size_t I = 0; I < P.Instructions.size(); ++I) {
+    const Instruction &Inst = P.Instructions[I];
+    const bool Mse =
+        Inst.Op == OpKind::MseLoss || Inst.Op == OpKind::MseLossGrad;
+    if (Mse && !Floats && std::count(Inst.In.begin(), Inst.In.end(), Id))
+      return Status::error(Ctx + ": " + opName(Inst.Op) + " (instruction " +
+                           std::to_string(I) +
+                           ") reads it, but a regression's targets are floats "
+                           "of the program's dtype");
+    if (Floats && (Inst.Op == OpKind::CrossEntropy ||
+                   Inst.Op == OpKind::CrossEntropyGrad ||
+                   Inst.Op == OpKind::CrossEntropyStats ||
+                   Inst.Op == OpKind::CrossEntropyFromStats ||
+                   Inst.Op == OpKind::CrossEntropyStatsGrad))
+      return Status::error(Ctx +
+                           ": float targets are a regression's, but "
+                           "instruction " +
+                           std::to_string(I) + " is a " + opName(Inst.Op));
+  }
+  return Status::success();
+}
+
 } // namespace
 
 Status validateProgram(const Program &P) {
@@ -1157,6 +1199,7 @@ Status validateProgram(const Program &P) {
   WEFT_RETURN_IF_ERROR(
       checkUniqueNames(P.Params.size(), "params", "",
                        [&](size_t I) { return &P.Params[I].Name; }));
+  WEFT_RETURN_IF_ERROR(checkTargetsKind(P));
   WEFT_RETURN_IF_ERROR(checkLayouts(P));
   for (size_t I = 0; I < P.Buffers.size(); ++I)
     WEFT_RETURN_IF_ERROR(checkBuffer(P, I));

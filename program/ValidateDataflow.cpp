@@ -124,12 +124,16 @@ Status checkDenominator(const Program &P, size_t I) {
   const bool PerSample = P.sampleTargets();
   int64_t Rows = PerSample ? P.Batch : P.Batch * P.Seq, Local = -1;
   // A regression's mean is over every element of the step's targets.
-  const BufferSpec *Floats = P.floatTargets();
-  if (isMse(Inst.Op) && Floats)
-    Rows = P.Batch * (numElements(Floats->Dims) / Floats->Dims[0]);
   for (const BufferSpec &B : P.Buffers)
     if (B.Kind == BufferKind::Input && B.Name == "targets")
       Local = B.numel();
+  const BufferSpec *Floats = P.floatTargets();
+  if (isMse(Inst.Op) && Floats && !Floats->Dims.empty()) {
+    Rows = P.Batch * (numElements(Floats->Dims) / Floats->Dims[0]);
+    // Its own operand: a sequence-split reader reads a slice of the input.
+    if (!Inst.In.empty())
+      Local = P.Buffers[size_t(Inst.In[0])].numel();
+  }
   int64_t D = Inst.Attrs.Denominator;
   if (D == Rows || (D == 0 && Local == Rows))
     return Status::success();

@@ -71,7 +71,14 @@ Status checkLayouts(const Program &P) {
         "params[" + std::to_string(I) + "] '" + P.Params[I].Name + "'"));
   // Buffers of one kind and param are one tensor: same shape and layout.
   std::map<std::pair<int, int64_t>, size_t> First;
+  // The rows every input's are compared with: the first i32 input of
+  // [batch, seq] (whichever order the file lists them in).
   const BufferSpec *Tokens = nullptr;
+  for (const BufferSpec &B : P.Buffers)
+    if (!Tokens && B.Kind == BufferKind::Input && !B.tensorInput() &&
+        B.Type == DType::I32 && B.Dims.size() == 2 &&
+        B.Place.Sharding.size() == 2)
+      Tokens = &B;
   std::map<std::string, const BufferSpec *> Named; // inputs by name
   for (size_t I = 0; I < P.Buffers.size(); ++I) {
     const BufferSpec &B = P.Buffers[I];
@@ -156,16 +163,15 @@ Status checkLayouts(const Program &P) {
                              shapeString(It->second->Dims));
       // The inputs' rows are the same samples: alike in rows and their
       // split (and in columns, both of a sequence).
-      if (Tokens && (Tokens->Dims[0] != B.Dims[0] ||
-                     Tokens->Place.Sharding[0] != B.Place.Sharding[0] ||
-                     (Rank == 2 && !Floats && Tokens->Dims.size() == 2 &&
-                      (Tokens->Dims != B.Dims ||
-                       Tokens->Place.Sharding != B.Place.Sharding))))
+      if (Tokens && Tokens != &B &&
+          (Tokens->Dims[0] != B.Dims[0] ||
+           Tokens->Place.Sharding[0] != B.Place.Sharding[0] ||
+           (Rank == 2 && !Floats &&
+            (Tokens->Dims != B.Dims ||
+             Tokens->Place.Sharding != B.Place.Sharding))))
         return Status::error(Ctx + " " + shapeString(B.Dims) +
                              " is sharded unlike the other input " +
                              shapeString(Tokens->Dims));
-      if (!Tokens || (Rank == 2 && !Floats))
-        Tokens = &B;
       continue;
     }
     if (B.Kind == BufferKind::Constant)

@@ -296,6 +296,8 @@ void SampleData::fillStepBlock(int64_t Step, int64_t Batch, int64_t,
 
 int64_t SampleData::countedTargets(int64_t Step, int64_t Batch, int64_t,
                                    const MaskedLmSpec *) const {
+  if (RowBytes)
+    return 0; // float targets: no masked loss reads them (the loader)
   int64_t N = 0;
   const int64_t Len = PerSample ? 1 : RowLength;
   for (int64_t R = 0; R < Batch; ++R) {
