@@ -191,16 +191,39 @@ int64_t TokenData::countedTargets(int64_t Step, int64_t Batch, int64_t Seq,
   return Masked ? countMaskedTargets(Step, Batch, Seq, *Masked) : Batch * Seq;
 }
 
+namespace {
+// " at [row, column]" of flat index I in rows of Len ("[row]" for Len 1).
+std::string at(size_t I, size_t Len) {
+  return " at [" + std::to_string(I / Len) +
+         (Len > 1 ? ", " + std::to_string(I % Len) : "") + "]";
+}
+
+// Whole samples' token ids: rows of Seq, each id in [0, Vocab). Their rows,
+// or an error naming What and the [row, column].
+Expected<size_t> tokenRows(const std::vector<int32_t> &Tokens, int64_t Seq,
+                           int64_t Vocab, const std::string &What) {
+  if (Seq < 1 || Tokens.empty() || Tokens.size() % size_t(Seq) != 0)
+    return Status::error(What + ": " + std::to_string(Tokens.size()) +
+                         " token ids are not rows of seq " +
+                         std::to_string(Seq));
+  for (size_t I = 0; I < Tokens.size(); ++I)
+    if (Tokens[I] < 0 || Tokens[I] >= Vocab)
+      return Status::error(What + ": token id " + std::to_string(Tokens[I]) +
+                           at(I, size_t(Seq)) + " is outside [0, " +
+                           std::to_string(Vocab) + ")");
+  return Tokens.size() / size_t(Seq);
+}
+} // namespace
+
 Expected<SampleData> SampleData::fromRows(std::vector<int32_t> Tokens,
                                           std::vector<int32_t> Targets,
                                           int64_t Seq, int64_t Vocab,
                                           int64_t Classes, bool PerSample,
                                           const std::string &What) {
-  if (Seq < 1 || Tokens.empty() || Tokens.size() % size_t(Seq) != 0)
-    return Status::error(What + ": " + std::to_string(Tokens.size()) +
-                         " token ids are not rows of seq " +
-                         std::to_string(Seq));
-  const size_t Rows = Tokens.size() / size_t(Seq);
+  Expected<size_t> R = tokenRows(Tokens, Seq, Vocab, What);
+  if (!R.ok())
+    return R.status();
+  const size_t Rows = *R;
   if (Targets.size() != (PerSample ? Rows : Tokens.size()))
     return Status::error(What + ": " + std::to_string(Targets.size()) +
                          " targets for " + std::to_string(Tokens.size()) +
@@ -208,19 +231,10 @@ Expected<SampleData> SampleData::fromRows(std::vector<int32_t> Tokens,
                          (PerSample ? " in " + std::to_string(Rows) +
                                           " samples (one target per sample)"
                                     : " (one target per token)"));
-  auto At = [&](size_t I, size_t Len) {
-    return " at [" + std::to_string(I / Len) +
-           (Len > 1 ? ", " + std::to_string(I % Len) : "") + "]";
-  };
-  for (size_t I = 0; I < Tokens.size(); ++I)
-    if (Tokens[I] < 0 || Tokens[I] >= Vocab)
-      return Status::error(What + ": token id " + std::to_string(Tokens[I]) +
-                           At(I, size_t(Seq)) + " is outside [0, " +
-                           std::to_string(Vocab) + ")");
   for (size_t I = 0; I < Targets.size(); ++I)
     if ((Targets[I] < 0 || Targets[I] >= Classes) && Targets[I] != -100)
       return Status::error(What + ": target " + std::to_string(Targets[I]) +
-                           At(I, PerSample ? 1 : size_t(Seq)) +
+                           at(I, PerSample ? 1 : size_t(Seq)) +
                            " is outside [0, " + std::to_string(Classes) +
                            ") and is not -100 (ignored)");
   SampleData D;
@@ -237,22 +251,15 @@ Expected<SampleData> SampleData::fromFloatRows(std::vector<int32_t> Tokens,
                                                size_t RowBytes, int64_t Seq,
                                                int64_t Vocab,
                                                const std::string &What) {
-  if (Seq < 1 || Tokens.empty() || Tokens.size() % size_t(Seq) != 0)
-    return Status::error(What + ": " + std::to_string(Tokens.size()) +
-                         " token ids are not rows of seq " +
-                         std::to_string(Seq));
-  const size_t Rows = Tokens.size() / size_t(Seq);
+  Expected<size_t> R = tokenRows(Tokens, Seq, Vocab, What);
+  if (!R.ok())
+    return R.status();
+  const size_t Rows = *R;
   if (RowBytes == 0 || Targets.size() != Rows * RowBytes)
     return Status::error(What + ": " + std::to_string(Targets.size()) +
                          " bytes of targets for " + std::to_string(Rows) +
                          " samples of " + std::to_string(RowBytes) +
                          " bytes each");
-  for (size_t I = 0; I < Tokens.size(); ++I)
-    if (Tokens[I] < 0 || Tokens[I] >= Vocab)
-      return Status::error(What + ": token id " + std::to_string(Tokens[I]) +
-                           " at [" + std::to_string(I / size_t(Seq)) + ", " +
-                           std::to_string(I % size_t(Seq)) +
-                           "] is outside [0, " + std::to_string(Vocab) + ")");
   SampleData D;
   D.NumRows = int64_t(Rows);
   D.RowLength = Seq;
