@@ -1036,9 +1036,12 @@ std::string Importer::run(const onnx::ModelProto &model,
                 ? "; weft trains cross-entropy on given targets over scores "
                   "[batch, classes] (one target per sample) or [batch, seq, "
                   "classes] of float type"
-                : "; weft trains next-token cross-entropy on logits [batch, "
-                  "seq, vocab] (a classifier's [batch, classes] trains on "
-                  "given labels: --loss cross-entropy --classes N)");
+                : std::string("; weft trains ") +
+                      (options.maskedLm ? "masked-LM" : "next-token") +
+                      " cross-entropy on logits [batch, seq, vocab] (a "
+                      "classifier's [batch, classes] trains on given labels: "
+                      "--loss cross-entropy --classes N; a regression's "
+                      "output: --loss mse)");
   // Next-token cross-entropy reads the output as scores over the
   // vocabulary: the rows of the table the input ids index. A model without
   // its LM head (hidden states) would otherwise train as if each hidden
@@ -1132,9 +1135,10 @@ std::string Importer::run(const onnx::ModelProto &model,
              std::to_string(lt.getShape()[2]) + "], but the token embedding '" +
              table + "' has " + std::to_string(*vocab) +
              " rows: the output is not logits over the vocabulary (a model "
-             "without its LM head?); weft trains next-token cross-entropy on "
-             "logits (a token classifier's scores train on given labels: "
-             "--loss cross-entropy --classes N)";
+             "without its LM head?); weft trains " +
+             (options.maskedLm ? "masked-LM" : "next-token") +
+             " cross-entropy on logits (a token classifier's scores train on "
+             "given labels: --loss cross-entropy --classes N)";
   }
   // Shapes the model declares (its output, value_info) must be the ones
   // weft computed: a mismatch is an initializer of another shape.

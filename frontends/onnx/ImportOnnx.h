@@ -49,6 +49,9 @@ struct OnnxImportOptions {
   /// shape, trains by its mean squared error against float targets of its
   /// shape (`@forward(tokens, targets: like the output) -> mse_loss`).
   bool regression = false;
+  /// Only for messages: the cross-entropy trained is a masked-LM one
+  /// (weft-compile --loss masked-lm), not next-token.
+  bool maskedLm = false;
   /// The graph output the program computes (the logits to train on, or
   /// the forward-only output); empty: the only one (forward-only: the
   /// first).

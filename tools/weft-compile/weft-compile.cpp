@@ -332,6 +332,7 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
     options.givenTargets = lossArg == "cross-entropy";
     options.classes = classesArg;
     options.regression = lossArg == "mse";
+    options.maskedLm = lossArg == "masked-lm";
     options.output = onnxOutputArg;
     // The model's own [batch, seq] unless the flags bind them.
     if (batchArg.getNumOccurrences() || !planArg.empty())

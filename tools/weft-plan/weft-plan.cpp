@@ -228,6 +228,7 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
     options.givenTargets = lossArg == "cross-entropy";
     options.classes = classesArg;
     options.regression = lossArg == "mse";
+    options.maskedLm = lossArg == "masked-lm";
     auto module = weft::importOnnx(context, modelArg, options, error);
     if (!module)
       return nullptr;
