@@ -301,6 +301,15 @@ int main(int argc, char **argv) {
     return fail("--loss must be next-token, masked-lm, cross-entropy or mse, "
                 "got '" +
                 lossArg + "'");
+  // The ONNX import's flags, as weft-compile refuses them elsewhere.
+  const bool onnx = llvm::StringRef(modelArg).ends_with(".onnx");
+  if (lossArg == "mse" && !onnx)
+    return fail("--loss mse plans a model.onnx's output against float "
+                "targets; '" +
+                modelArg + "' is not one");
+  if (classesArg.getNumOccurrences() && (lossArg != "cross-entropy" || !onnx))
+    return fail("--classes states a model.onnx classifier's classes for "
+                "--loss cross-entropy, which is not given");
   if (gpusArg <= 0 || batchArg <= 0 || (seqArg <= 0 && !fromIr) || seqArg < 0)
     return fail("--gpus, --global-batch and --seq must be positive (got " +
                 std::to_string(gpusArg) + ", " + std::to_string(batchArg) +
