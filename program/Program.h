@@ -31,9 +31,10 @@ namespace weft {
 /// programs (`masked_lm`, and `masked` cross-entropies: a version-8 runtime
 /// would train them on next-token batches), version 10 constant buffers
 /// and select (a version-9 runtime would refuse them by name), version 11
-/// `classes` and one target per sample (a sequence classifier's; a
-/// version-10 runtime would read [batch] targets as [batch, seq]); older
-/// files are refused with a message to recompile.
+/// `classes`, one target per sample (a sequence classifier's; a version-10
+/// runtime would read [batch] targets as [batch, seq]), float targets and
+/// mse_loss (a regression's); older files are refused with a message to
+/// recompile.
 constexpr uint32_t ProgramFormatVersion = 11;
 constexpr uint32_t ProgramFormatMinVersion = 5;
 constexpr size_t ProgramHeaderBytes = 28;
@@ -135,6 +136,16 @@ enum class OpKind {
   MseLossGrad,
 };
 constexpr int NumOpKinds = static_cast<int>(OpKind::MseLossGrad) + 1;
+/// The ops that compare logits with the targets (plain or vocab-parallel),
+/// and those that compare a prediction with float targets.
+inline bool isCrossEntropy(OpKind K) {
+  return K == OpKind::CrossEntropy || K == OpKind::CrossEntropyGrad ||
+         K == OpKind::CrossEntropyStats || K == OpKind::CrossEntropyFromStats ||
+         K == OpKind::CrossEntropyStatsGrad;
+}
+inline bool isMseLoss(OpKind K) {
+  return K == OpKind::MseLoss || K == OpKind::MseLossGrad;
+}
 /// True for the ops the executor runs through the communicator, not a
 /// backend: all_reduce, all_gather, reduce_scatter, slice and wait.
 bool isCollective(OpKind K);
@@ -444,18 +455,21 @@ struct Program {
   /// Version 11: one target per sample (a sequence classifier's: the
   /// targets input is [batch/microbatches], not [batch/microbatches, seq]).
   bool sampleTargets() const {
-    for (const BufferSpec &B : Buffers)
-      if (B.Kind == BufferKind::Input && B.Name == "targets")
-        return B.Dims.size() == 1 && B.Type == DType::I32;
-    return false;
+    const BufferSpec *T = targets();
+    return T && T->Dims.size() == 1 && T->Type == DType::I32;
   }
   /// Version 11: float targets (a regression's: [batch/microbatches,
   /// ...] of the program's float dtype, the shape of what mse_loss
   /// compares them with); null when the targets are ids or labels.
   const BufferSpec *floatTargets() const {
+    const BufferSpec *T = targets();
+    return T && T->Type != DType::I32 ? T : nullptr;
+  }
+  /// The (first) targets input; null in a forward-only program.
+  const BufferSpec *targets() const {
     for (const BufferSpec &B : Buffers)
       if (B.Kind == BufferKind::Input && B.Name == "targets")
-        return B.Type == DType::I32 ? nullptr : &B;
+        return &B;
     return nullptr;
   }
   /// Whether the program reads token ids (every training program does).

@@ -895,6 +895,16 @@ Status InstChecker::run() {
   return fail("unhandled op");
 }
 
+/// Whether the program reads tokens [batch, seq]: the samples that labels
+/// or float targets belong to.
+bool readsTokenRows(const Program &P) {
+  return std::any_of(P.Buffers.begin(), P.Buffers.end(),
+                     [](const BufferSpec &T) {
+                       return T.Kind == BufferKind::Input &&
+                              T.Name == "tokens" && T.Dims.size() == 2;
+                     });
+}
+
 Status checkBuffer(const Program &P, size_t Index) {
   const BufferSpec &B = P.Buffers[Index];
   std::string Ctx =
@@ -942,11 +952,7 @@ Status checkBuffer(const Program &P, size_t Index) {
                              "cross-entropy is not on given targets (masked, "
                              "without masked_lm)");
       // The samples' rows and their split are the tokens'.
-      if (std::none_of(P.Buffers.begin(), P.Buffers.end(),
-                       [](const BufferSpec &T) {
-                         return T.Kind == BufferKind::Input &&
-                                T.Name == "tokens" && T.Dims.size() == 2;
-                       }))
+      if (!readsTokenRows(P))
         return Status::error(Ctx + " 'targets' is " + shapeString(B.Dims) +
                              " (one per sample), but the program reads no "
                              "tokens [batch, seq] whose samples they label");
@@ -954,7 +960,7 @@ Status checkBuffer(const Program &P, size_t Index) {
     }
     // Version 11: float targets, a regression's (mse_loss reads them).
     if (B.Type != DType::I32 && B.Name == "targets") {
-      if (P.Version < 11 || B.Type != P.Type || B.Dims.empty())
+      if (P.Version < 11 || B.Type != P.Type) // rank >= 1: checkTargetsKind
         return Status::error(
             Ctx + " 'targets' is " + dtypeName(B.Type) + " " +
             shapeString(B.Dims) +
@@ -965,11 +971,7 @@ Status checkBuffer(const Program &P, size_t Index) {
                  : ", expected i32 ids or labels, or float targets [batch, "
                    "...] of the program's " +
                        std::string(dtypeName(P.Type))));
-      if (std::none_of(P.Buffers.begin(), P.Buffers.end(),
-                       [](const BufferSpec &T) {
-                         return T.Kind == BufferKind::Input &&
-                                T.Name == "tokens" && T.Dims.size() == 2;
-                       }))
+      if (!readsTokenRows(P))
         return Status::error(Ctx + " 'targets' is " + dtypeName(B.Type) + " " +
                              shapeString(B.Dims) +
                              ", but the program reads no tokens [batch, seq] "
@@ -1122,14 +1124,10 @@ Status checkForwardOnly(const Program &P) {
 /// targets (a regression's) are read by mse ops alone, of rank >= 1, in a
 /// program with no cross-entropy; mse ops read float targets.
 Status checkTargetsKind(const Program &P) {
-  const BufferSpec *T = nullptr;
-  int64_t Id = -1;
-  for (size_t I = 0; I < P.Buffers.size() && !T; ++I)
-    if (P.Buffers[I].Kind == BufferKind::Input &&
-        P.Buffers[I].Name == "targets")
-      T = &P.Buffers[size_t(Id = int64_t(I))];
+  const BufferSpec *T = P.targets();
   if (!T)
     return Status::success();
+  const int64_t Id = T - P.Buffers.data();
   const std::string Ctx = "buffers[" + std::to_string(Id) +
                           "] (input) 'targets' " + dtypeName(T->Type) + " " +
                           shapeString(T->Dims);
@@ -1139,18 +1137,13 @@ Status checkTargetsKind(const Program &P) {
                          ": float targets are [batch, ...], not a scalar");
   for (size_t I = 0; I < P.Instructions.size(); ++I) {
     const Instruction &Inst = P.Instructions[I];
-    const bool Mse =
-        Inst.Op == OpKind::MseLoss || Inst.Op == OpKind::MseLossGrad;
-    if (Mse && !Floats && std::count(Inst.In.begin(), Inst.In.end(), Id))
+    if (isMseLoss(Inst.Op) && !Floats &&
+        std::count(Inst.In.begin(), Inst.In.end(), Id))
       return Status::error(Ctx + ": " + opName(Inst.Op) + " (instruction " +
                            std::to_string(I) +
                            ") reads it, but a regression's targets are floats "
                            "of the program's dtype");
-    if (Floats && (Inst.Op == OpKind::CrossEntropy ||
-                   Inst.Op == OpKind::CrossEntropyGrad ||
-                   Inst.Op == OpKind::CrossEntropyStats ||
-                   Inst.Op == OpKind::CrossEntropyFromStats ||
-                   Inst.Op == OpKind::CrossEntropyStatsGrad))
+    if (Floats && isCrossEntropy(Inst.Op))
       return Status::error(Ctx +
                            ": float targets are a regression's, but "
                            "instruction " +

@@ -83,16 +83,6 @@ Status checkInFlight(const Program &P, size_t I, std::vector<InFlight> &Open) {
   return Status::success();
 }
 
-bool isCrossEntropy(OpKind K) {
-  return K == OpKind::CrossEntropy || K == OpKind::CrossEntropyGrad ||
-         K == OpKind::CrossEntropyStats || K == OpKind::CrossEntropyFromStats ||
-         K == OpKind::CrossEntropyStatsGrad;
-}
-
-bool isMse(OpKind K) {
-  return K == OpKind::MseLoss || K == OpKind::MseLossGrad;
-}
-
 // Which input an op may read: embeddings look up tokens, cross-entropies
 // compare with targets.
 Status checkInputUse(const Program &P, size_t I) {
@@ -100,7 +90,7 @@ Status checkInputUse(const Program &P, size_t I) {
   const char *Want = nullptr;
   if (Inst.Op == OpKind::Embedding || Inst.Op == OpKind::EmbeddingGrad)
     Want = "tokens";
-  else if (isCrossEntropy(Inst.Op) || isMse(Inst.Op))
+  else if (isCrossEntropy(Inst.Op) || isMseLoss(Inst.Op))
     Want = "targets";
   if (!Want)
     return Status::success();
@@ -118,17 +108,17 @@ Status checkInputUse(const Program &P, size_t I) {
 // local rows) when this rank holds them all.
 Status checkDenominator(const Program &P, size_t I) {
   const Instruction &Inst = P.Instructions[I];
-  if ((!isCrossEntropy(Inst.Op) && !isMse(Inst.Op)) ||
+  const bool Mse = isMseLoss(Inst.Op);
+  if ((!isCrossEntropy(Inst.Op) && !Mse) ||
       Inst.Op == OpKind::CrossEntropyStats)
     return Status::success();
   const bool PerSample = P.sampleTargets();
   int64_t Rows = PerSample ? P.Batch : P.Batch * P.Seq, Local = -1;
+  if (const BufferSpec *T = P.targets())
+    Local = T->numel();
   // A regression's mean is over every element of the step's targets.
-  for (const BufferSpec &B : P.Buffers)
-    if (B.Kind == BufferKind::Input && B.Name == "targets")
-      Local = B.numel();
   const BufferSpec *Floats = P.floatTargets();
-  if (isMse(Inst.Op) && Floats && !Floats->Dims.empty()) {
+  if (Mse && Floats && !Floats->Dims.empty()) {
     Rows = P.Batch * (numElements(Floats->Dims) / Floats->Dims[0]);
     // Its own operand: a sequence-split reader reads a slice of the input.
     if (!Inst.In.empty())
@@ -140,9 +130,9 @@ Status checkDenominator(const Program &P, size_t I) {
   return Status::error(
       instName(P, I) + " has denominator " + std::to_string(D) + ", expected " +
       std::to_string(Rows) +
-      (isMse(Inst.Op) ? " (the step's target elements)"
-       : PerSample    ? " (batch " + std::to_string(P.Batch) + " samples)"
-                      : " (batch " + std::to_string(P.Batch) + " x seq " +
+      (Mse         ? " (the step's target elements)"
+       : PerSample ? " (batch " + std::to_string(P.Batch) + " samples)"
+                   : " (batch " + std::to_string(P.Batch) + " x seq " +
                          std::to_string(P.Seq) + " rows)") +
       (D == 0 ? " since this rank holds " + std::to_string(Local) + " of them"
               : ""));

@@ -1022,13 +1022,7 @@ std::string Importer::run(const onnx::ModelProto &model,
       (lt.getRank() != 3 || lt.getShape()[0] != ids.getShape()[0] ||
        lt.getShape()[1] != ids.getShape()[1] ||
        !isa<FloatType>(lt.getElementType())))
-    return "graph output '" + outName + "' has type " +
-           [&] {
-             std::string s;
-             llvm::raw_string_ostream os(s);
-             os << lt;
-             return s;
-           }() +
+    return "graph output '" + outName + "' has type " + typeText() +
            (options.forwardOnly
                 ? "; weft computes outputs [batch, seq, N] or [batch, N] of "
                   "float type"
@@ -1091,35 +1085,26 @@ std::string Importer::run(const onnx::ModelProto &model,
     // the program bounds them by those (format version 11). The classes
     // are stated: hidden states (a model without its LM head) are no
     // classifier's scores.
+    // (A --classes other than the width is refused above.)
     const int64_t classes = lt.getShape().back();
-    std::string shape = perSample
-                            ? "[" + std::to_string(lt.getShape()[0]) + ", " +
-                                  std::to_string(classes) + "]"
-                            : "[" + std::to_string(lt.getShape()[0]) + ", " +
-                                  std::to_string(lt.getShape()[1]) + ", " +
-                                  std::to_string(classes) + "]";
-    if (options.givenTargets && options.classes != classes)
+    const std::string shape = shapeString(shapeOf(logits));
+    if (options.givenTargets && !options.classes)
       return "graph output '" + outName + "' is " + shape +
-             (options.classes
-                  ? ", not scores over --classes " +
-                        std::to_string(options.classes)
-                  : ", not logits over the vocabulary (the token embedding '" +
-                        table + "' has " + std::to_string(*vocab) +
-                        " rows): if it is a classifier's scores, state its " +
-                        std::to_string(classes) + " classes with --classes " +
-                        std::to_string(classes) + " (labels in [0, " +
-                        std::to_string(classes) +
-                        ")); hidden states (a model without its LM head) "
-                        "are not");
+             ", not logits over the vocabulary (the token embedding '" + table +
+             "' has " + std::to_string(*vocab) +
+             " rows): if it is a classifier's scores, state its " +
+             std::to_string(classes) + " classes with --classes " +
+             std::to_string(classes) + " (labels in [0, " +
+             std::to_string(classes) +
+             ")); hidden states (a model without its LM head) are not";
     if (options.givenTargets) {
       fn->setAttr(attrname::kLabels, b.getI64IntegerAttr(*vocab));
       if (options.notes)
         options.notes->push_back(
-            "graph output '" + outName + "' scores " +
-            std::to_string(lt.getShape().back()) + " classes" +
-            (perSample ? " per sample" : " per token") +
+            "graph output '" + outName + "' scores " + std::to_string(classes) +
+            " classes" + (perSample ? " per sample" : " per token") +
             ": the --targets of weft-run are labels in [0, " +
-            std::to_string(lt.getShape().back()) + ") or -100, " +
+            std::to_string(classes) + ") or -100, " +
             (perSample ? "[samples]" : "[samples, seq]"));
       if (perSample) {
         auto labels =
@@ -1129,11 +1114,9 @@ std::string Importer::run(const onnx::ModelProto &model,
         fn.setType(b.getFunctionType(args, fn.getResultTypes()));
       }
     } else
-      return "graph output '" + outName + "' is [" +
-             std::to_string(lt.getShape()[0]) + ", " +
-             std::to_string(lt.getShape()[1]) + ", " +
-             std::to_string(lt.getShape()[2]) + "], but the token embedding '" +
-             table + "' has " + std::to_string(*vocab) +
+      return "graph output '" + outName + "' is " + shape +
+             ", but the token embedding '" + table + "' has " +
+             std::to_string(*vocab) +
              " rows: the output is not logits over the vocabulary (a model "
              "without its LM head?); weft trains " +
              (options.maskedLm ? "masked-LM" : "next-token") +

@@ -379,33 +379,31 @@ int parseArgs(int Argc, char **Argv, Options &O) {
   return -1;
 }
 
-/// --tokens and --targets: whole samples [N, seq] from two .npy files, the
-/// targets [N] when the program reads one per sample (a classifier's).
-/// MaskedLoss: the whole program's (a pipeline stage's view may hold no
-/// cross-entropy).
-Expected<SampleData> loadSamples(const Options &O, const Program &P,
-                                 bool MaskedLoss);
-
-/// --tokens [N, seq] and --targets [N, ...] floats (a regression's: the
-/// shape of each sample's output), finite.
-Expected<SampleData> loadFloatSamples(const Options &O, const Program &P,
-                                      const BufferSpec &Targets) {
-  Expected<NpyArray> T = readNpy(O.TokensNpy), Y = readNpy(O.TargetsNpy);
-  if (!T.ok())
-    return T.status();
-  if (!Y.ok())
-    return Y.status();
-  const std::string TWhat = "--tokens '" + O.TokensNpy + "'",
-                    YWhat = "--targets '" + O.TargetsNpy + "'";
-  if (T->Dims.size() != 2 || T->Dims[0] < 1 || T->Dims[1] != P.Seq)
-    return Status::error(TWhat + " has shape " + shapeString(T->Dims) +
+/// --tokens: whole samples' ids [N, seq].
+Expected<std::vector<int32_t>> loadTokenRows(const Options &O,
+                                             const Program &P) {
+  Expected<NpyArray> A = readNpy(O.TokensNpy);
+  if (!A.ok())
+    return A.status();
+  const std::string What = "--tokens '" + O.TokensNpy + "'";
+  if (A->Dims.size() != 2 || A->Dims[0] < 1 || A->Dims[1] != P.Seq)
+    return Status::error(What + " has shape " + shapeString(A->Dims) +
                          ", expected [samples, seq=" + std::to_string(P.Seq) +
                          "]");
-  Expected<std::vector<int32_t>> Ids = npyTokenIds(*T, T->Dims, P.Vocab, TWhat);
-  if (!Ids.ok())
-    return Ids.status();
+  return npyTokenIds(*A, A->Dims, P.Vocab, What);
+}
+
+/// --targets [N, ...] floats (a regression's: the shape of each sample's
+/// output), finite, beside the samples' Ids.
+Expected<SampleData> loadFloatSamples(const Options &O, const Program &P,
+                                      const BufferSpec &Targets,
+                                      std::vector<int32_t> Ids) {
+  Expected<NpyArray> Y = readNpy(O.TargetsNpy);
+  if (!Y.ok())
+    return Y.status();
+  const std::string YWhat = "--targets '" + O.TargetsNpy + "'";
   Shape Want = Targets.Dims;
-  Want[0] = T->Dims[0];
+  Want[0] = int64_t(Ids.size()) / P.Seq;
   Expected<std::vector<char>> Bytes =
       npyFloats(*Y, Want, P.Type == DType::F64, YWhat);
   if (!Bytes.ok())
@@ -427,40 +425,42 @@ Expected<SampleData> loadFloatSamples(const Options &O, const Program &P,
                            " at flat index " + std::to_string(I) +
                            " is not finite");
   }
-  return SampleData::fromFloatRows(std::move(*Ids), std::move(*Bytes),
+  return SampleData::fromFloatRows(std::move(Ids), std::move(*Bytes),
                                    size_t(Targets.bytes() / Targets.Dims[0]),
                                    P.Seq, P.Vocab, "--tokens/--targets");
 }
 
+/// --tokens and --targets: whole samples [N, seq] from two .npy files, the
+/// targets [N] when the program reads one per sample (a classifier's),
+/// floats when it is a regression's. MaskedLoss: the whole program's (a
+/// pipeline stage's view may hold no cross-entropy).
 Expected<SampleData> loadSamples(const Options &O, const Program &P,
                                  bool MaskedLoss) {
-  if (const BufferSpec *Floats = P.floatTargets())
-    return loadFloatSamples(O, P, *Floats);
   std::vector<int32_t> Ids[2];
-  const std::string *Paths[2] = {&O.TokensNpy, &O.TargetsNpy};
+  Expected<std::vector<int32_t>> Tokens = loadTokenRows(O, P);
+  if (!Tokens.ok())
+    return Tokens.status();
+  Ids[0] = std::move(*Tokens);
+  if (const BufferSpec *Floats = P.floatTargets())
+    return loadFloatSamples(O, P, *Floats, std::move(Ids[0]));
+  Expected<NpyArray> A = readNpy(O.TargetsNpy);
+  if (!A.ok())
+    return A.status();
+  const std::string What = "--targets '" + O.TargetsNpy + "'";
   const bool PerSample = P.sampleTargets();
-  for (int I = 0; I < 2; ++I) {
-    Expected<NpyArray> A = readNpy(*Paths[I]);
-    if (!A.ok())
-      return A.status();
-    const std::string What =
-        std::string(I ? "--targets" : "--tokens") + " '" + *Paths[I] + "'";
-    const bool Labels = I == 1 && PerSample;
-    if (A->Dims.size() != (Labels ? 1u : 2u) || A->Dims[0] < 1 ||
-        (!Labels && A->Dims[1] != P.Seq))
-      return Status::error(
-          What + " has shape " + shapeString(A->Dims) + ", expected " +
-          (Labels ? std::string("[samples] (the program's loss reads one "
-                                "target per sample)")
-                  : "[samples, seq=" + std::to_string(P.Seq) + "]"));
-    Expected<std::vector<int32_t>> V =
-        npyTokenIds(*A, A->Dims, I ? P.targetBound() : P.Vocab, What,
-                    /*AllowIgnored=*/I == 1,
-                    I && P.Classes ? "the classes" : "the vocabulary");
-    if (!V.ok())
-      return V.status();
-    Ids[I] = std::move(*V);
-  }
+  if (A->Dims.size() != (PerSample ? 1u : 2u) || A->Dims[0] < 1 ||
+      (!PerSample && A->Dims[1] != P.Seq))
+    return Status::error(
+        What + " has shape " + shapeString(A->Dims) + ", expected " +
+        (PerSample ? std::string("[samples] (the program's loss reads one "
+                                 "target per sample)")
+                   : "[samples, seq=" + std::to_string(P.Seq) + "]"));
+  Expected<std::vector<int32_t>> V =
+      npyTokenIds(*A, A->Dims, P.targetBound(), What, /*AllowIgnored=*/true,
+                  P.Classes ? "the classes" : "the vocabulary");
+  if (!V.ok())
+    return V.status();
+  Ids[1] = std::move(*V);
   // A next-token cross-entropy counts every target: refused here, not at
   // the first step's loss.
   if (!MaskedLoss)
