@@ -457,6 +457,41 @@ Status writeCheckpoint(const CheckpointSnapshot &S, const std::string &Dir,
   return writeManifest(Dir, S.Step, S.M, S.WorldSize, Names, WaitSeconds);
 }
 
+Status checkSaveTarget(const std::string &Dir) {
+  std::error_code EC;
+  fs::file_status St = fs::status(Dir, EC);
+  if (!fs::exists(St))
+    return Status::success();
+  if (!fs::is_directory(St))
+    return Status::error("--save '" + Dir + "' is not a directory");
+  bool Manifest = fs::exists(fs::path(Dir) / "manifest.json", EC);
+  std::string Other;
+  size_t Entries = 0;
+  for (fs::directory_iterator It(Dir, EC), End; !EC && It != End;
+       It.increment(EC)) {
+    ++Entries;
+    if (Other.empty() && It->is_directory(EC))
+      Other = It->path().filename().string() + "/";
+  }
+  if (EC)
+    return Status::error("cannot list --save '" + Dir + "': " + EC.message());
+  if (Entries == 0 || (Manifest && Other.empty()))
+    return Status::success();
+  if (Other.empty())
+    for (fs::directory_iterator It(Dir, EC), End; !EC && It != End;
+         It.increment(EC)) {
+      Other = It->path().filename().string();
+      break;
+    }
+  return Status::error(
+      "--save '" + Dir + "' holds '" + Other +
+      "', which is not a weft checkpoint's (" +
+      (Manifest ? "a checkpoint holds no folders" : "it has no manifest.json") +
+      "): a save replaces its folder whole, so weft will not save there; "
+      "--save-every's step-* checkpoints live in --checkpoint-dir, and "
+      "--save takes a folder of its own");
+}
+
 Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step,
                       double WaitSeconds) {
   std::string Trimmed = Dir;
@@ -465,7 +500,9 @@ Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step,
   const std::string Staging = Trimmed + ".partial";
   // Rank 0 clears what an interrupted save left before anyone writes.
   Status S = Status::success();
-  if (E.rank() == 0) {
+  if (E.rank() == 0)
+    S = checkSaveTarget(Trimmed);
+  if (E.rank() == 0 && S.ok()) {
     std::error_code EC;
     fs::remove_all(Staging, EC);
     if (EC)

@@ -35,7 +35,14 @@ snapshotCheckpoint(const Executor &E, int64_t Step,
 Status writeCheckpoint(const CheckpointSnapshot &S, const std::string &Dir,
                        double WaitSeconds);
 
-/// Saves a complete checkpoint into DIR, collectively. The files are written
+/// Whether Dir may receive a --save: absent, empty, or a weft checkpoint
+/// (a manifest.json and plain files, no folders). A save replaces Dir
+/// whole, so a folder holding anything else (the step-* checkpoints of
+/// --save-every, a user's files) is refused, naming what it holds.
+Status checkSaveTarget(const std::string &Dir);
+
+/// Saves a complete checkpoint into DIR, collectively (Dir must pass
+/// checkSaveTarget). The files are written
 /// into DIR.partial and then exchanged with DIR atomically, so a save killed
 /// at any instant leaves DIR as it was.
 Status saveCheckpoint(const Executor &E, const std::string &Dir, int64_t Step,

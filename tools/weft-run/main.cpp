@@ -372,6 +372,11 @@ int parseArgs(int Argc, char **Argv, Options &O) {
                       "checkpoints included");
   if (O.SaveEvery && O.CheckpointDir.empty())
     return usageError("--save-every needs --checkpoint-dir (or --resume)");
+  // Before any step runs: a save that would delete other checkpoints (or
+  // any file not a checkpoint's) is refused, never done at the end.
+  if (!O.Save.empty())
+    if (Status S = checkSaveTarget(O.Save); !S.ok())
+      return usageError(S.message());
   if (O.Steps > kMaxCheckpointStep)
     return usageError("--steps " + std::to_string(O.Steps) +
                       " exceeds weft's limit of " +
