@@ -83,6 +83,10 @@ inline constexpr llvm::StringLiteral kOutput = "weft.output";
 // Shardings (#weft.sharding), by weft-apply-layout and weft-propagate-sharding.
 /// On a param or a function argument: how its value is laid out.
 inline constexpr llvm::StringLiteral kSharding = "weft.sharding";
+/// On a weft.param: its tensor-parallel role (a #weft.tp_role), by
+/// weft-infer-tp-roles from the graph's structure, or by a frontend or a
+/// user; weft-apply-layout's megatron layout splits by it.
+inline constexpr llvm::StringLiteral kTpRole = "weft.tp_role";
 /// On an op: one sharding per result.
 inline constexpr llvm::StringLiteral kShardings = "weft.shardings";
 /// On a param: how its stored value, gradient and Adam state are laid out

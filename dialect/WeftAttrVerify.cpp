@@ -97,6 +97,23 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
         return failure();
     return success();
   }
+  if (name == an::kTpRole) {
+    auto role = dyn_cast<TpRoleAttr>(value);
+    auto param = dyn_cast<ParamOp>(op);
+    if (!param)
+      return fail() << "belongs on a weft.param";
+    if (!role)
+      return fail() << "must be a #weft.tp_role, got " << value;
+    ArrayRef<int64_t> shape = param.getType().getShape();
+    if (role.getDim() >= int64_t(shape.size()))
+      return fail() << "splits dim " << role.getDim() << " of a "
+                    << param.getType() << " of rank " << shape.size();
+    if (shape[role.getDim()] % role.getBlocks() != 0)
+      return fail() << "has " << role.getBlocks() << " blocks, which do not "
+                    << "divide dim " << role.getDim() << " (size "
+                    << shape[role.getDim()] << ")";
+    return success();
+  }
   for (StringRef storage :
        {an::kStorage, an::kGradStorage, an::kStateStorage, an::kStorageSharding,
         an::kGradStorageSharding, an::kStateStorageSharding})

@@ -53,3 +53,18 @@ ShardingAttr ShardingAttr::get(MLIRContext *ctx,
   return get(ctx, b.getArrayAttr(dimAttrs), b.getStrArrayAttr(partial),
              anyBlocks ? b.getDenseI64ArrayAttr(blocks) : DenseI64ArrayAttr());
 }
+
+LogicalResult
+TpRoleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                   StringRef kind, int64_t dim, int64_t blocks) {
+  if (kind != "column" && kind != "row" && kind != "vocab" &&
+      kind != "replicated")
+    return emitError() << "tp_role kind must be column, row, vocab or "
+                          "replicated, got '"
+                       << kind << "'";
+  if (dim < 0)
+    return emitError() << "tp_role dim must be >= 0, got " << dim;
+  if (blocks < 1)
+    return emitError() << "tp_role blocks must be >= 1, got " << blocks;
+  return success();
+}

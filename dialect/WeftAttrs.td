@@ -49,4 +49,38 @@ def Weft_ShardingAttr : AttrDef<Weft_Dialect, "Sharding"> {
   }];
 }
 
+def Weft_TpRoleAttr : AttrDef<Weft_Dialect, "TpRole"> {
+  let mnemonic = "tp_role";
+  let summary = "how tensor parallelism splits a parameter (Megatron's roles)";
+  let description = [{
+    A parameter's role in a tensor-parallel layer, read from the graph's
+    structure by `weft-infer-tp-roles` (or written by a frontend or a user):
+    `column` (a linear layer whose output features are split: q, k, v, an
+    MLP's up projection, and their biases), `row` (one whose input features
+    are split and whose output is summed: attention's output projection, an
+    MLP's down projection), `vocab` (the token embedding and the LM head,
+    split over the vocabulary) or `replicated` (whole on every rank, never
+    inferred over). `dim` is the parameter's dim that the role splits;
+    `blocks` how many equal blocks that dim holds, each split separately
+    (GPT-2's fused QKV: 3). `--layout megatron` splits each parameter over
+    `tp` by its role.
+
+    ```mlir
+    %w = weft.param "h.0.attn.c_attn.weight" {weft.tp_role =
+        #weft.tp_role<kind = "column", dim = 1, blocks = 3>} : tensor<64x192xf32>
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"column, row, vocab or replicated">:$kind,
+    DefaultValuedParameter<"int64_t", "0">:$dim,
+    DefaultValuedParameter<"int64_t", "1">:$blocks
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Whether the role splits the parameter (not `replicated`).
+    bool splits() const { return getKind() != "replicated"; }
+  }];
+}
+
 #endif // WEFT_ATTRS_TD

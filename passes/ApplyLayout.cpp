@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 #include "passes/ShardingUtils.h"
 #include "program/JsonDepth.h"
+#include "program/Program.h"
 #include "llvm/ADT/StringSet.h"
 
 #include "mlir/IR/Builders.h"
@@ -21,68 +22,6 @@ using namespace weft;
 
 namespace {
 using DimAxes = SmallVector<SmallVector<std::string>>;
-
-// Megatron-LM's split of GPT-2 and Llama blocks: (name suffix, dim, blocks).
-// Column-parallel layers split their output features, row-parallel layers
-// their input features. GPT-2's Conv1D weights are [in, out], Llama's
-// nn.Linear weights [out, in].
-struct MegatronRule {
-  const char *suffix;
-  int64_t dim;
-  int64_t blocks;
-};
-const MegatronRule kMegatron[] = {
-    {".attn.c_attn.weight", 1, 3},
-    {".attn.c_attn.bias", 0, 3},
-    {".attn.c_proj.weight", 0, 1},
-    {".mlp.c_fc.weight", 1, 1},
-    {".mlp.c_fc.bias", 0, 1},
-    {".mlp.c_proj.weight", 0, 1},
-    {".self_attn.q_proj.weight", 0, 1},
-    {".self_attn.k_proj.weight", 0, 1},
-    {".self_attn.v_proj.weight", 0, 1},
-    {".self_attn.o_proj.weight", 1, 1},
-    {".mlp.gate_proj.weight", 0, 1},
-    {".mlp.up_proj.weight", 0, 1},
-    {".mlp.down_proj.weight", 1, 1},
-    // Column-parallel biases (Llama attention_bias / mlp_bias, Qwen2) split
-    // with their weights' output dim; row-parallel ones (o_proj, down_proj)
-    // stay whole and are added after the all-reduce.
-    {".self_attn.q_proj.bias", 0, 1},
-    {".self_attn.k_proj.bias", 0, 1},
-    {".self_attn.v_proj.bias", 0, 1},
-    {".mlp.gate_proj.bias", 0, 1},
-    {".mlp.up_proj.bias", 0, 1},
-    // DistilBERT (nn.Linear, [out, in]): q/k/v and lin1 column-parallel
-    // with their biases, out_lin and lin2 row-parallel.
-    {".attention.q_lin.weight", 0, 1},
-    {".attention.q_lin.bias", 0, 1},
-    {".attention.k_lin.weight", 0, 1},
-    {".attention.k_lin.bias", 0, 1},
-    {".attention.v_lin.weight", 0, 1},
-    {".attention.v_lin.bias", 0, 1},
-    {".attention.out_lin.weight", 1, 1},
-    {".ffn.lin1.weight", 0, 1},
-    {".ffn.lin1.bias", 0, 1},
-    {".ffn.lin2.weight", 1, 1},
-    // BERT / MiniLM (nn.Linear): query/key/value and intermediate
-    // column-parallel with their biases; attention.output.dense and
-    // output.dense row-parallel.
-    {".attention.self.query.weight", 0, 1},
-    {".attention.self.query.bias", 0, 1},
-    {".attention.self.key.weight", 0, 1},
-    {".attention.self.key.bias", 0, 1},
-    {".attention.self.value.weight", 0, 1},
-    {".attention.self.value.bias", 0, 1},
-    {".attention.output.dense.weight", 1, 1},
-    {".intermediate.dense.weight", 0, 1},
-    {".intermediate.dense.bias", 0, 1},
-    {".output.dense.weight", 1, 1},
-};
-
-// Megatron's vocab-parallel embedding and LM head: split the vocab dim.
-const char *const kMegatronVocab[] = {
-    "transformer.wte.weight", "model.embed_tokens.weight", "lm_head.weight"};
 
 struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
   using WeftApplyLayoutBase::WeftApplyLayoutBase;
@@ -175,26 +114,12 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
   }
 
   LogicalResult parseMesh(ModuleOp module) {
-    if (mesh.empty())
-      return module.emitError("weft-apply-layout needs mesh=AXIS=N[,AXIS=N]");
-    SmallVector<StringRef> parts;
-    StringRef(mesh).split(parts, ',');
-    for (StringRef part : parts) {
-      auto [rawName, rawSize] = part.split('=');
-      StringRef name = rawName.trim(), size = rawSize.trim();
-      int64_t n;
-      bool identifier =
-          !name.empty() && !isdigit(name.front()) &&
-          llvm::all_of(name, [](char c) { return isalnum(c) || c == '_'; });
-      if (!identifier || size.getAsInteger(10, n) || n < 1)
-        return module.emitError("bad mesh axis '")
-               << part
-               << "': expected NAME=SIZE, NAME letters, digits and _, SIZE "
-                  ">= 1";
-      if (meshInfo.size(name) != 0)
-        return module.emitError("mesh axis '") << name << "' appears twice";
-      meshInfo.axes.push_back(name.str());
-      meshInfo.sizes.push_back(n);
+    weft::Mesh parsed;
+    if (weft::Status st = weft::parseMeshSpec(mesh, parsed); !st.ok())
+      return module.emitError("weft-apply-layout: ") << st.message();
+    for (auto [axis, size] : llvm::zip(parsed.Axes, parsed.Dims)) {
+      meshInfo.axes.push_back(axis);
+      meshInfo.sizes.push_back(size);
     }
     return success();
   }
@@ -291,23 +216,24 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
       ArrayRef<int64_t> shape = p.getType().getShape();
       DimAxes dims(shape.size());
       SmallVector<int64_t> blocks(shape.size(), 1);
-      if (layout == "megatron" && tp > 1) {
-        for (const MegatronRule &rule : kMegatron)
-          if (name.ends_with(rule.suffix)) {
-            dims[rule.dim] = {"tp"};
-            blocks[rule.dim] = rule.blocks;
-          }
-        if (llvm::is_contained(kMegatronVocab, name)) {
+      // Megatron's layout splits by the role weft-infer-tp-roles read
+      // from the graph (or a frontend or user declared): never by name.
+      auto role = p->getAttrOfType<TpRoleAttr>(weft::attrname::kTpRole);
+      if (layout == "megatron" && tp > 1 && role && role.splits()) {
+        int64_t d = role.getDim();
+        if (role.getKind() != "vocab") {
+          dims[d] = {"tp"};
+          blocks[d] = role.getBlocks();
+        } else if (shape[d] % tp == 0) {
+          dims[d] = {"tp"};
+        } else {
           // Megatron-LM pads the vocab to a multiple of tp; weft does not
           // change the model, so an indivisible vocab stays replicated.
-          if (shape[0] % tp == 0)
-            dims[0] = {"tp"};
-          else
-            llvm::WithColor::warning(llvm::errs(), "weft")
-                << "tp=" << tp << " does not divide the vocab (" << shape[0]
-                << ") of " << name
-                << ": it stays replicated, with no vocab-parallel embedding "
-                   "or cross-entropy\n";
+          llvm::WithColor::warning(llvm::errs(), "weft")
+              << "tp=" << tp << " does not divide the vocab (" << shape[d]
+              << ") of " << name
+              << ": it stays replicated, with no vocab-parallel embedding "
+                 "or cross-entropy\n";
         }
       }
       std::string matchedBy;
@@ -330,10 +256,9 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
         // blocks), as Megatron's: attention needs whole heads of all three
         // on a rank, and a plain split could never be resharded into that.
         blocks.assign(shape.size(), 1);
-        for (const MegatronRule &rule : kMegatron)
-          if (rule.blocks > 1 && name.ends_with(rule.suffix) &&
-              size_t(rule.dim) < dims.size() && !dims[rule.dim].empty())
-            blocks[rule.dim] = rule.blocks;
+        if (role && role.getBlocks() > 1 &&
+            size_t(role.getDim()) < dims.size() && !dims[role.getDim()].empty())
+          blocks[role.getDim()] = role.getBlocks();
       }
       if (failed(checkDims(p, "parameter " + name.str(), shape, dims, blocks)))
         return WalkResult::interrupt();
@@ -449,6 +374,12 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
     if (!root)
       return module.emitError("layout file '")
              << layout << "' must be an object";
+    if (root->empty())
+      return module.emitError("layout file '")
+             << layout
+             << "' is empty ({}): it names no params, inputs, zero or "
+                "sequence_parallel, so it would lay out nothing; use "
+                "--layout data for the batch split alone";
     auto readDims = [&](const llvm::json::Value &v, DimAxes &out) -> bool {
       auto *arr = v.getAsArray();
       if (!arr)

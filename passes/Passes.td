@@ -4,16 +4,46 @@
 
 include "mlir/Pass/PassBase.td"
 
+def WeftInferTpRoles : Pass<"weft-infer-tp-roles", "mlir::ModuleOp"> {
+  let summary = "Reads each parameter's tensor-parallel role from the graph";
+  let description = [{
+    Marks the parameters Megatron-style tensor parallelism splits with
+    `weft.tp_role` (`#weft.tp_role<kind = "column" | "row" | "vocab", dim,
+    blocks>`), from the structure of the forward graph alone, never from
+    parameter names (passes/TpRoles.h has the rules):
+    - a matmul of a norm's output by a weight starts a column-parallel
+      region (its output features split, with its bias);
+    - the region runs through activations, swiglu, rope, a fused QKV split
+      (in equal blocks) and attention, and ends at row-parallel matmuls
+      (input features split, output all-reduced);
+    - any other use of a region's value leaves the region whole;
+    - the LM head (a norm's output times a [vocab, d] table, straight into
+      the cross-entropy) and the token embedding split over the vocabulary.
+    A role already declared on a parameter stands. `--layout megatron`
+    (weft-apply-layout) splits each parameter over `tp` by its role.
+
+    ```mlir
+    %h = weft.layer_norm %x, %g, %b {eps = 1.0e-05 : f64} : ...
+    %w = weft.param "anything" ... : tensor<64x256xf32>
+    // becomes: weft.param "anything" {weft.tp_role =
+    //            #weft.tp_role<kind = "column", dim = 1>}
+    %u = weft.matmul %h, %w : (tensor<2x8x64xf32>, tensor<64x256xf32>) -> ...
+    ```
+  }];
+  let dependentDialects = ["::weft::WeftDialect"];
+}
+
 def WeftApplyLayout : Pass<"weft-apply-layout", "mlir::ModuleOp"> {
   let summary = "Declares the mesh and annotates parameters and inputs";
   let description = [{
     Creates `weft.mesh @mesh` from `mesh` (e.g. `dp=2,tp=2`; the last axis is
     innermost) and annotates the forward program:
     - inputs (`tokens`, `targets`) split along the batch over `dp`;
-    - with `layout=megatron`, the Megatron-LM split of GPT-2 and Llama blocks:
-      QKV, MLP up and gate projections column-parallel over `tp`, attention-out
-      and MLP down projections row-parallel (GPT-2's fused QKV is split in 3
-      blocks so each rank holds its heads' q, k and v);
+    - with `layout=megatron`, each parameter split over `tp` by its
+      `weft.tp_role` (weft-infer-tp-roles): column-parallel layers along
+      their output features, row-parallel ones along their input features,
+      the token embedding and LM head along the vocabulary (GPT-2's fused
+      QKV in 3 blocks so each rank holds its heads' q, k and v);
     - a layout file (JSON) instead: `{"params": {GLOB: [[axes], ...]},
       "inputs": [[axes], [axes]], "zero": N, "sequence_parallel": B}`;
     - `sequence-parallel`: `weft.shard` of the residual stream along the

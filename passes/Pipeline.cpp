@@ -1,5 +1,7 @@
 //===- Pipeline.cpp - the training pipeline and pass registration ---------===//
 #include "passes/Passes.h"
+#include "passes/TrainingFlags.h"
+#include "program/Program.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -30,6 +32,10 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
     addOnnxLowering(pm);
   if (name == "forward" && o.forwardOnly)
     pm.addNestedPass<func::FuncOp>(createWeftReturnLogits());
+  // Megatron's layout splits by structural roles; a layout file's split
+  // of a fused QKV dim takes its blocks from them.
+  if (name == "layout" && sharded && o.layout.layout != "data")
+    pm.addPass(createWeftInferTpRoles());
   if (name == "layout" && sharded)
     pm.addPass(createWeftApplyLayout(o.layout));
   if (name == "autodiff" && o.computeDtype != "f32")
@@ -79,14 +85,11 @@ weft::WeftCutStagesOptions weft::pipelineOptions(llvm::StringRef mesh,
   WeftCutStagesOptions o;
   o.boundaries = boundaries.str();
   o.schedule = schedule.str();
-  SmallVector<StringRef> axes;
-  mesh.split(axes, ',');
-  for (StringRef a : axes) {
-    auto [name, size] = a.split('=');
-    int64_t n;
-    if (name.trim() == "pp" && !size.trim().getAsInteger(10, n))
-      o.stages = n;
-  }
+  // A mesh that does not parse has no stages; weft-apply-layout refuses it.
+  weft::Mesh parsed;
+  if (!mesh.empty() && weft::parseMeshSpec(mesh.str(), parsed).ok() &&
+      parsed.axisIndex("pp") >= 0)
+    o.stages = parsed.Dims[size_t(parsed.axisIndex("pp"))];
   return o;
 }
 
@@ -128,6 +131,11 @@ struct PipelineFlags : public PassPipelineOptions<PipelineFlags> {
   Option<std::string> recompute{*this, "recompute", llvm::cl::init("none")};
   Option<std::string> pipelineSchedule{*this, "pipeline-schedule",
                                        llvm::cl::init("1f1b")};
+  Option<int64_t> virtualStages{*this, "virtual-stages", llvm::cl::init(1)};
+  Option<int64_t> classes{*this, "classes", llvm::cl::init(0)};
+  Option<bool> onnxModel{*this, "onnx-model", llvm::cl::init(false),
+                         llvm::cl::desc("the module is an imported model.onnx "
+                                        "(--loss mse and --classes need one)")};
   Option<std::string> output{*this, "output", llvm::cl::init("")};
   Option<bool> forwardOnly{*this, "forward-only", llvm::cl::init(false)};
   Option<std::string> loss{*this, "loss", llvm::cl::init("next-token")};
@@ -150,44 +158,55 @@ void weft::registerWeftPassesAndPipelines() {
         PipelineFlags f;
         if (failed(f.parseFromString(text)))
           return failure();
-        if (f.loss != "next-token" && f.loss != "masked-lm" &&
-            f.loss != "cross-entropy" && f.loss != "mse")
-          return error("weft-training-pipeline: loss must be next-token, "
-                       "masked-lm, cross-entropy or mse, got '" +
-                       f.loss + "'");
+        // weft-compile's flags, checked and mapped by the same function.
+        TrainingFlags t;
+        t.lr = f.lr;
+        t.beta1 = f.beta1;
+        t.beta2 = f.beta2;
+        t.eps = f.eps;
+        t.weightDecay = f.weightDecay;
+        t.schedule = f.schedule;
+        t.warmupSteps = f.warmupSteps;
+        t.totalSteps = f.totalSteps;
+        t.minLr = f.minLr;
+        t.mesh = f.mesh;
+        t.layout = f.layout;
+        t.zero = f.zero;
+        t.sequenceParallel = f.sequenceParallel;
+        t.bucketMb = double(f.bucketBytes) / 1048576.0;
+        t.zeroBucketMb = double(f.zeroBucketBytes) / 1048576.0;
+        t.prefetchOps = f.prefetchOps;
+        t.microbatches = f.microbatches;
+        t.zero3Gather = f.zero3Gather;
+        t.dtype = f.dtype;
+        t.recompute = f.recompute;
+        t.stages = f.stages;
+        t.pipelineSchedule = f.pipelineSchedule;
+        t.virtualStages = f.virtualStages;
+        t.forwardOnly = f.forwardOnly;
+        t.loss = f.loss;
+        t.classes = f.classes;
+        t.maskToken = f.maskToken;
+        t.maskProb = f.maskProb;
+        t.maskSeed = f.maskSeed;
+        t.output = f.output;
+        t.onnxModel = f.onnxModel;
+        auto note = [&](const auto &option) {
+          if (option.hasValue())
+            t.given.insert(option.ArgStr.str());
+        };
+        note(f.lr), note(f.beta1), note(f.beta2), note(f.eps);
+        note(f.weightDecay), note(f.schedule), note(f.warmupSteps);
+        note(f.totalSteps), note(f.minLr), note(f.mesh), note(f.bucketBytes);
+        note(f.zero3Gather), note(f.pipelineSchedule), note(f.virtualStages);
+        note(f.stages), note(f.loss), note(f.classes), note(f.maskToken);
+        note(f.maskProb), note(f.maskSeed);
+        // weft-opt spells --bucket-mb in bytes.
+        if (t.given.erase("bucket-bytes"))
+          t.given.insert("bucket-mb");
         TrainingPipelineOptions o;
-        o.optimizer.lr = f.lr;
-        o.optimizer.beta1 = f.beta1;
-        o.optimizer.beta2 = f.beta2;
-        o.optimizer.eps = f.eps;
-        o.optimizer.weightDecay = f.weightDecay;
-        o.optimizer.schedule = f.schedule;
-        o.optimizer.warmupSteps = f.warmupSteps;
-        o.optimizer.totalSteps = f.totalSteps;
-        o.optimizer.minLr = f.minLr;
-        o.layout.mesh = f.mesh;
-        o.layout.layout = f.layout;
-        o.layout.zero = f.zero;
-        o.layout.sequenceParallel = f.sequenceParallel;
-        o.bucketBytes = f.bucketBytes;
-        o.zeroBucketBytes = f.zeroBucketBytes;
-        o.prefetchOps = f.prefetchOps;
-        o.microbatches = f.microbatches;
-        o.gatherParamsOnce = f.zero3Gather != "microbatch";
-        // weft-mixed-precision refuses anything but f32 and bf16.
-        o.computeDtype = f.dtype;
-        o.recompute = f.recompute;
-        // The mesh's pp axis, if any, holds the stages.
-        o.pipeline = pipelineOptions(f.mesh, f.stages, f.pipelineSchedule);
-        o.layout.pipelineAxis = o.pipeline.stages > 1 ? "pp" : "";
-        o.forwardOnly = f.forwardOnly;
-        // mse: the model's own weft.mse_loss, nothing to mask.
-        o.maskedLm = f.loss == "masked-lm" || f.loss == "cross-entropy";
-        o.masking.givenTargets = f.loss == "cross-entropy";
-        o.masking.maskToken = f.maskToken;
-        o.masking.maskProb = f.maskProb;
-        o.masking.seed = f.maskSeed;
-        o.output = f.output;
+        if (std::string problem = buildTrainingOptions(t, o); !problem.empty())
+          return error("weft-training-pipeline: " + problem);
         buildTrainingPipeline(pm, o);
         return success();
       },

@@ -5,6 +5,7 @@
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
 #include "passes/StageBalance.h"
+#include "passes/TpRoles.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -95,6 +96,9 @@ struct Walk {
   Elems elems;
   std::vector<PartCost> parts;
   llvm::DenseSet<Value> split; // values computed inside a TP region
+  // The roles megatron splits by (weft-infer-tp-roles' rules), so a GEMM
+  // is costed as the layout splits it.
+  llvm::DenseMap<Operation *, TpRoleAttr> roles;
   PartCost &at(int64_t layer) {
     return parts[size_t(
         std::clamp<int64_t>(layer + 1, 0, int64_t(parts.size()) - 1))];
@@ -118,7 +122,10 @@ void walkForward(Operation &op, PartCost &cost, Walk &w) {
     g.n = result.getShape().back();
     g.k = a.getShape().back();
     g.rowsPerSeq = result.getNumElements() / g.n; // divided by batch later
-    g.split = w.split.contains(mm.getA()) ? TpSplit::Row : TpSplit::Column;
+    TpRoleAttr role = w.roles.lookup(mm.getB().getDefiningOp());
+    g.split = !role || !role.splits() ? TpSplit::None
+              : role.getKind() == "row" ? TpSplit::Row
+                                        : TpSplit::Column;
     if (g.split == TpSplit::Column)
       w.split.insert(mm.getResult());
     cost.gemms.push_back(g);
@@ -303,6 +310,7 @@ bool analyzeModule(ModuleOp source, ModelCost &cost, std::string &error) {
   cutToTwoLayers(*tp->module, numLayers);
 
   Walk w;
+  w.roles = inferTpRoles(fn);
   w.parts.assign(size_t(numLayers + 2), PartCost{});
   w.elems.batch = batch;
   for (auto p : body.getOps<ParamOp>())

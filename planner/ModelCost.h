@@ -30,11 +30,9 @@ namespace weft::cost {
 
 /// How Megatron tensor parallelism splits a GEMM: column-parallel splits N
 /// (QKV, MLP up/gate, the vocab-parallel head), row-parallel splits K (the
-/// attention output and MLP down projections). Read from the IR: a matmul
-/// whose left operand is computed from a column-parallel result is
-/// row-parallel.
-/// How tensor parallelism splits a GEMM: its n (Column), its k (Row), or
-/// not at all (None: the generic path's batch_matmul on whole operands).
+/// attention output and MLP down projections), None leaves it whole (a
+/// weight with no role, the generic path's batch_matmul). Read from the
+/// weight's role (passes/TpRoles.h), the one definition the layout uses.
 enum class TpSplit { Column, Row, None };
 
 /// One forward GEMM `[rowsPerSeq * batch, k] x [k, n]`.

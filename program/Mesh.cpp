@@ -78,6 +78,43 @@ std::vector<int64_t> Mesh::group(int64_t Rank,
   return Out;
 }
 
+Status parseMeshSpec(const std::string &Text, Mesh &M) {
+  M = Mesh();
+  if (Text.empty())
+    return Status::error("the mesh is empty: expected AXIS=N[,AXIS=N...], "
+                         "e.g. dp=2,tp=2");
+  size_t Start = 0;
+  while (Start <= Text.size()) {
+    size_t Comma = Text.find(',', Start);
+    std::string Part = Text.substr(
+        Start, Comma == std::string::npos ? std::string::npos : Comma - Start);
+    size_t Eq = Part.find('=');
+    std::string Name = Part.substr(0, Eq);
+    std::string Size = Eq == std::string::npos ? "" : Part.substr(Eq + 1);
+    bool Identifier = !Name.empty() && !(Name[0] >= '0' && Name[0] <= '9');
+    for (char C : Name)
+      Identifier &= (C >= 'a' && C <= 'z') || (C >= 'A' && C <= 'Z') ||
+                    (C >= '0' && C <= '9') || C == '_';
+    bool Digits = !Size.empty() && Size.size() <= 7;
+    for (char C : Size)
+      Digits &= C >= '0' && C <= '9';
+    if (!Identifier || !Digits || std::stoll(Size) < 1)
+      return Status::error(
+          "bad mesh axis '" + Part + "' in '" + Text +
+          "': expected NAME=SIZE (NAME letters, digits and _, SIZE 1 to "
+          "2^20, no spaces)");
+    if (M.axisIndex(Name) >= 0)
+      return Status::error("mesh axis '" + Name + "' appears twice in '" +
+                           Text + "'");
+    M.Axes.push_back(Name);
+    M.Dims.push_back(std::stoll(Size));
+    if (Comma == std::string::npos)
+      break;
+    Start = Comma + 1;
+  }
+  return checkMesh(M);
+}
+
 bool Layout::sharded() const {
   for (const AxesList &A : Sharding)
     if (!A.empty())

@@ -552,6 +552,12 @@ Status checkLayouts(const Program &P);
 /// A mesh's axes (named once, not empty) and sizes (1 to 2^20 each, at most
 /// 2^20 ranks in all).
 Status checkMesh(const Mesh &M);
+/// The mesh a user writes (--mesh, weft-opt's mesh=): "AXIS=N[,AXIS=N...]",
+/// the last axis innermost; names of letters, digits and _ (not starting
+/// with a digit), sizes 1 to 2^20, each axis once, no spaces. The one
+/// parser of that spelling: weft-compile, weft-opt's passes and the
+/// pipeline options all read a mesh through it.
+Status parseMeshSpec(const std::string &Text, Mesh &M);
 /// One tensor's layout against a mesh, without a local shape (a checkpoint's
 /// layout.json): axes of the mesh, each used once, and every dim divisible
 /// into its blocks x shards, with no overflow.

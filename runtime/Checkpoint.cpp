@@ -457,6 +457,23 @@ Status writeCheckpoint(const CheckpointSnapshot &S, const std::string &Dir,
   return writeManifest(Dir, S.Step, S.M, S.WorldSize, Names, WaitSeconds);
 }
 
+namespace {
+// The files a checkpoint holds (writeCheckpoint): the manifest, trainer
+// state, mesh layout, each rank's part note and safetensors.
+bool isCheckpointFile(const std::string &Name) {
+  auto Ends = [&](const std::string &Suffix) {
+    return Name.size() >= Suffix.size() &&
+           Name.compare(Name.size() - Suffix.size(), Suffix.size(), Suffix) ==
+               0;
+  };
+  return Name == "manifest.json" || Name == "trainer_state.json" ||
+         Name == "layout.json" ||
+         (Name.rfind("rank-", 0) == 0 && Ends(".json")) ||
+         ((Name.rfind("model", 0) == 0 || Name.rfind("optimizer", 0) == 0) &&
+          Ends(".safetensors"));
+}
+} // namespace
+
 Status checkSaveTarget(const std::string &Dir) {
   std::error_code EC;
   fs::file_status St = fs::status(Dir, EC);
@@ -466,27 +483,25 @@ Status checkSaveTarget(const std::string &Dir) {
     return Status::error("--save '" + Dir + "' is not a directory");
   bool Manifest = fs::exists(fs::path(Dir) / "manifest.json", EC);
   std::string Other;
-  size_t Entries = 0;
   for (fs::directory_iterator It(Dir, EC), End; !EC && It != End;
        It.increment(EC)) {
-    ++Entries;
-    if (Other.empty() && It->is_directory(EC))
-      Other = It->path().filename().string() + "/";
+    std::string Name = It->path().filename().string();
+    bool Folder = It->is_directory(EC);
+    if (Folder || !Manifest || !isCheckpointFile(Name)) {
+      Other = Name + (Folder ? "/" : "");
+      break;
+    }
   }
   if (EC)
     return Status::error("cannot list --save '" + Dir + "': " + EC.message());
-  if (Entries == 0 || (Manifest && Other.empty()))
-    return Status::success();
   if (Other.empty())
-    for (fs::directory_iterator It(Dir, EC), End; !EC && It != End;
-         It.increment(EC)) {
-      Other = It->path().filename().string();
-      break;
-    }
+    return Status::success();
   return Status::error(
       "--save '" + Dir + "' holds '" + Other +
       "', which is not a weft checkpoint's (" +
-      (Manifest ? "a checkpoint holds no folders" : "it has no manifest.json") +
+      (Manifest ? "a checkpoint holds its manifest, state and safetensors "
+                  "only"
+                : "it has no manifest.json") +
       "): a save replaces its folder whole, so weft will not save there; "
       "--save-every's step-* checkpoints live in --checkpoint-dir, and "
       "--save takes a folder of its own");

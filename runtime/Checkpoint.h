@@ -36,7 +36,7 @@ Status writeCheckpoint(const CheckpointSnapshot &S, const std::string &Dir,
                        double WaitSeconds);
 
 /// Whether Dir may receive a --save: absent, empty, or a weft checkpoint
-/// (a manifest.json and plain files, no folders). A save replaces Dir
+/// (a manifest.json beside a checkpoint's own files only). A save replaces Dir
 /// whole, so a folder holding anything else (the step-* checkpoints of
 /// --save-every, a user's files) is refused, naming what it holds.
 Status checkSaveTarget(const std::string &Dir);

@@ -112,6 +112,56 @@ func.func @storage_axis() -> tensor<4x8xf32> {
 
 // -----
 
+// A tensor-parallel role (weft-infer-tp-roles) splits a dim the parameter
+// has, in blocks that divide it, and names a known kind; it belongs on a
+// weft.param. The well-formed one verifies.
+func.func @tp_role_ok() -> tensor<8x12xf32> {
+  %w = weft.param "w" {init = "zeros", weft.tp_role = #weft.tp_role<kind = "column", dim = 1, blocks = 3>} : tensor<8x12xf32>
+  return %w : tensor<8x12xf32>
+}
+
+// -----
+
+func.func @tp_role_dim() -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.tp_role splits dim 2 of a 'tensor<4x8xf32>' of rank 2}}
+  %w = weft.param "w" {init = "zeros", weft.tp_role = #weft.tp_role<kind = "row", dim = 2>} : tensor<4x8xf32>
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @tp_role_blocks() -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.tp_role has 3 blocks, which do not divide dim 1 (size 8)}}
+  %w = weft.param "w" {init = "zeros", weft.tp_role = #weft.tp_role<kind = "column", dim = 1, blocks = 3>} : tensor<4x8xf32>
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @tp_role_kind() -> tensor<4x8xf32> {
+  // expected-error @+1 {{tp_role kind must be column, row, vocab or replicated, got 'diagonal'}}
+  %w = weft.param "w" {init = "zeros", weft.tp_role = #weft.tp_role<kind = "diagonal">} : tensor<4x8xf32>
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @tp_role_not_param(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.tp_role belongs on a weft.param}}
+  %y = weft.gelu %x {weft.tp_role = #weft.tp_role<kind = "row">} : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @tp_role_type() -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.tp_role must be a #weft.tp_role, got "row"}}
+  %w = weft.param "w" {init = "zeros", weft.tp_role = "row"} : tensor<4x8xf32>
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
 func.func @global_shape() -> tensor<4x8xf32> {
   // expected-error @+1 {{weft.global_shape must be a weft.param's global shape, one size per dim, got array<i64: 8>}}
   %w = weft.param "w" {init = "zeros", weft.global_shape = array<i64: 8>} : tensor<4x8xf32>

@@ -148,10 +148,11 @@ def predicted_comm(bin_dir, model, common, flags):
     return totals
 
 
-def train(bin_dir, prog, ranks, data, work, steps):
-    """Runs STEPS steps (metrics, final params) and 1 step (gradients)."""
+def train(bin_dir, prog, ranks, data, work, steps, load=None):
+    """Runs STEPS steps (metrics, final params) and 1 step (gradients),
+    from the weights in `load` if given (a model.onnx's)."""
     base = launch(ranks) + [f"{bin_dir}/weft-run", prog, "--data", data, "--threads", "1",
-                     "--quiet"]
+                     "--quiet"] + (["--load", load] if load else [])
     run(base + ["--steps", str(steps), "--metrics", f"{work}/m.jsonl",
                 "--save", f"{work}/final"])
     run(base + ["--steps", "1", "--save-grads", f"{work}/g1"])

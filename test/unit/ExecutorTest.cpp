@@ -226,8 +226,11 @@ TEST(Executor, SaveGradsInTheCheckpointDirIsNotLoadedAsParams) {
   ASSERT_TRUE(train(*E, patternData(16, 4), O).ok());
   std::string Dir = ::testing::TempDir() + "weft_ckpt_grads";
   std::filesystem::remove_all(Dir);
-  ASSERT_TRUE(saveGradients(*E, Dir).ok());
+  // Gradients written into a checkpoint's folder after it (a save into a
+  // folder holding them is refused: it would delete them).
   ASSERT_TRUE(saveCheckpoint(*E, Dir, 1).ok());
+  ASSERT_TRUE(saveGradients(*E, Dir).ok());
+  EXPECT_FALSE(saveCheckpoint(*E, Dir, 1).ok());
   auto F = makeExecutor(tinyProgram(), 77);
   ASSERT_TRUE(loadCheckpoint(*F, Dir).ok());
   EXPECT_EQ(allParams(*E), allParams(*F));

@@ -16,6 +16,7 @@
 #endif
 #include "passes/Explain.h"
 #include "passes/Passes.h"
+#include "passes/TrainingFlags.h"
 #include "program/JsonDepth.h"
 #include "program/PipelineSchedule.h"
 
@@ -317,6 +318,54 @@ std::string applyPlan() {
   return "";
 }
 
+// The training flags as the user wrote them (and a --plan row set them).
+weft::TrainingFlags flags() {
+  weft::TrainingFlags f;
+  f.lr = lrArg;
+  f.beta1 = beta1Arg;
+  f.beta2 = beta2Arg;
+  f.eps = epsArg;
+  f.weightDecay = wdArg;
+  f.schedule = scheduleArg;
+  f.warmupSteps = warmupArg;
+  f.totalSteps = totalArg;
+  f.minLr = minLrArg;
+  f.mesh = meshArg;
+  f.layout = layoutArg;
+  f.zero = zeroArg;
+  f.sequenceParallel = spArg;
+  f.bucketMb = bucketMbArg;
+  f.zeroBucketMb = zeroBucketMbArg;
+  f.prefetchOps = prefetchArg;
+  f.microbatches = microbatchesArg;
+  f.zero3Gather = zero3GatherArg;
+  f.dtype = dtypeArg;
+  f.recompute = recomputeArg;
+  f.stages = stagesArg;
+  f.pipelineSchedule = pipelineScheduleArg;
+  f.virtualStages = virtualStagesArg;
+  f.forwardOnly = forwardOnlyArg;
+  f.loss = lossArg;
+  f.classes = classesArg;
+  f.maskToken = maskTokenArg;
+  f.maskProb = maskProbArg;
+  f.maskSeed = maskSeedArg;
+  f.onnxModel = StringRef(modelArg).ends_with(".onnx");
+  f.model = modelArg;
+  for (cl::Option *flag : std::initializer_list<cl::Option *>{
+           &lrArg, &beta1Arg, &beta2Arg, &epsArg, &wdArg, &scheduleArg,
+           &warmupArg, &totalArg, &minLrArg, &meshArg, &bucketMbArg,
+           &zero3GatherArg, &pipelineScheduleArg, &virtualStagesArg,
+           &stagesArg, &lossArg, &classesArg, &maskTokenArg, &maskProbArg,
+           &maskSeedArg})
+    if (flag->getNumOccurrences())
+      f.given.insert(flag->ArgStr.str());
+  // A --plan row's pipeline is asked for as if by flags.
+  if (!planArg.empty() && !stagesArg.empty())
+    f.given.insert("stages");
+  return f;
+}
+
 OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
                                 std::string &name, std::string &error) {
   StringRef model = modelArg;
@@ -391,8 +440,6 @@ int main(int argc, char **argv) {
     if (!problem.empty())
       return fail(problem);
   }
-  if (dtypeArg != "f32" && dtypeArg != "f64" && dtypeArg != "bf16")
-    return fail("--dtype must be f32, f64 or bf16, got '" + dtypeArg + "'");
   if (!emitMlirArg.empty() &&
       !llvm::is_contained(llvm::ArrayRef<const char *>(
                               weft::kTrainingStages, weft::kNumTrainingStages),
@@ -400,82 +447,21 @@ int main(int argc, char **argv) {
     return fail("unknown --emit-mlir stage '" + emitMlirArg +
                 "' (expected forward, layout, autodiff, optimizer, propagate, "
                 "partition or plan-memory)");
-  // Checked before the conversion to bytes below (a double past int64 or a
-  // NaN would make that conversion undefined).
-  for (auto [flag, mb] :
-       {std::pair<const char *, double>{"--bucket-mb", bucketMbArg},
-        {"--zero-bucket-mb", zeroBucketMbArg}})
-    if (!(mb >= 0 && mb <= 1048576)) {
-      std::string got;
-      llvm::raw_string_ostream(got) << llvm::format("%g", mb);
-      return fail(std::string(flag) + " must be 0 to 1048576 (1 TiB), got " +
-                  got);
-    }
-  if (microbatchesArg < 1 || microbatchesArg > (int64_t(1) << 20))
-    return fail("--microbatches must be 1 to 2^20, got " +
-                std::to_string(microbatchesArg));
-  if (zero3GatherArg != "step" && zero3GatherArg != "microbatch")
-    return fail("--zero3-gather must be step or microbatch, got '" +
-                zero3GatherArg + "'");
-  if (batchArg >= 1 && batchArg % microbatchesArg != 0)
-    return fail("--batch " + std::to_string(batchArg) +
-                " is not divisible into --microbatches " +
-                std::to_string(microbatchesArg) + " micro-batches");
   if (outputArg.empty() && emitMlirArg.empty() && !explainArg)
     return fail("no output: give -o FILE, --emit-mlir=STAGE or --explain");
   if (!onnxOutputArg.empty() && !StringRef(modelArg).ends_with(".onnx"))
     return fail("--onnx-output names an output of a model.onnx; '" + modelArg +
                 "' is not one");
-  if (lossArg != "next-token" && lossArg != "masked-lm" &&
-      lossArg != "cross-entropy" && lossArg != "mse")
-    return fail("--loss must be next-token, masked-lm, cross-entropy or mse, "
-                "got '" +
-                lossArg + "'");
-  if (lossArg == "mse" && !StringRef(modelArg).ends_with(".onnx"))
-    return fail("--loss mse trains a model.onnx's output against float "
-                "targets; '" +
-                modelArg + "' is not one");
-  if (classesArg.getNumOccurrences() &&
-      (lossArg != "cross-entropy" || !StringRef(modelArg).ends_with(".onnx")))
-    return fail("--classes states a model.onnx classifier's classes for "
-                "--loss cross-entropy, which is not given");
-  if (classesArg.getNumOccurrences() &&
-      (classesArg < 1 || classesArg > INT32_MAX))
-    return fail("--classes must be 1 to 2^31-1, got " +
-                std::to_string(classesArg));
-  if (lossArg != "masked-lm")
-    for (cl::Option *flag : std::initializer_list<cl::Option *>{
-             &maskTokenArg, &maskProbArg, &maskSeedArg})
-      if (flag->getNumOccurrences())
-        return fail("--" + flag->ArgStr.str() +
-                    " is about --loss masked-lm, which is not given");
-  if (forwardOnlyArg) {
-    // What a forward-only program does not have; refused, not ignored:
-    // flags given, and values a --plan row set. ZeRO-3 shards the
-    // parameters themselves (gathered per use), which is inference's memory
-    // too; stages 1 and 2 shard what only training has.
-    std::string trainingOnly = microbatchesArg != 1           ? "--microbatches"
-                               : recomputeArg != "none"       ? "--recompute"
-                               : zeroArg == 1 || zeroArg == 2 ? "--zero 1/2"
-                                                              : "";
-    for (cl::Option *flag : std::initializer_list<cl::Option *>{
-             &lrArg, &beta1Arg, &beta2Arg, &epsArg, &wdArg, &scheduleArg,
-             &warmupArg, &totalArg, &minLrArg, &bucketMbArg, &zero3GatherArg,
-             &pipelineScheduleArg, &virtualStagesArg, &stagesArg, &lossArg,
-             &maskTokenArg, &maskProbArg, &maskSeedArg})
-      if (trainingOnly.empty() && flag->getNumOccurrences())
-        trainingOnly = ("--" + flag->ArgStr).str();
-    if (!trainingOnly.empty())
-      return fail(trainingOnly +
-                  " is about training; a --forward-only program has no "
-                  "gradients or optimizer state");
-    if (weft::pipelineOptions(meshArg, "", "").stages > 1)
-      return fail("--forward-only does not cut pipeline stages: the --mesh "
-                  "pp axis must be 1");
-  }
-  bool sharded = !meshArg.empty();
-  if (!sharded && (zeroArg != 0 || spArg || layoutArg != "data"))
-    return fail("--layout, --zero and --sequence-parallel need --mesh");
+  // Every training flag is checked and mapped by the pipeline library
+  // (passes/TrainingFlags.h), as weft-opt's and weft-plan's are.
+  weft::TrainingPipelineOptions options;
+  if (std::string problem = weft::buildTrainingOptions(flags(), options);
+      !problem.empty())
+    return fail(problem);
+  if (batchArg >= 1 && batchArg % microbatchesArg != 0)
+    return fail("--batch " + std::to_string(batchArg) +
+                " is not divisible into --microbatches " +
+                std::to_string(microbatchesArg) + " micro-batches");
 
   DialectRegistry registry;
   registry.insert<weft::WeftDialect, func::FuncDialect>();
@@ -516,6 +502,19 @@ int main(int argc, char **argv) {
       modelSeq = ids.getShape()[1];
     }
   });
+  // A .mlir model's shapes are its own: a --batch or --seq that differs is
+  // refused, never ignored (an ONNX model refuses one likewise).
+  if (StringRef(modelArg).ends_with(".mlir"))
+    for (auto [flag, asked, own] :
+         {std::tuple<cl::Option *, int64_t, int64_t>{&batchArg, batchArg,
+                                                     modelBatch},
+          {&seqArg, seqArg, modelSeq}})
+      if (flag->getNumOccurrences() && asked != own)
+        return fail("--" + flag->ArgStr.str() + " " + std::to_string(asked) +
+                    " differs from the " + flag->ArgStr.str() + " of '" +
+                    modelArg + "' (" + std::to_string(own) +
+                    ", its token ids' shape): a weft IR model's shapes are "
+                    "fixed; emit it again at that size, or drop the flag");
   // A .mlir model can carry any shape: refuse sizes whose byte counts would
   // overflow before any pass computes one.
   if (failed(weft::checkTensorSizes(*module)))
@@ -524,93 +523,6 @@ int main(int argc, char **argv) {
     if (!fn->hasAttr(weft::attrname::kModel))
       fn->setAttr(weft::attrname::kModel, StringAttr::get(&context, name));
   });
-
-  weft::TrainingPipelineOptions options;
-  options.optimizer.lr = lrArg;
-  options.optimizer.beta1 = beta1Arg;
-  options.optimizer.beta2 = beta2Arg;
-  options.optimizer.eps = epsArg;
-  options.optimizer.weightDecay = wdArg;
-  options.optimizer.schedule = scheduleArg;
-  options.optimizer.warmupSteps = warmupArg;
-  options.optimizer.totalSteps = totalArg;
-  options.optimizer.minLr = minLrArg;
-  if (sharded) {
-    options.layout.mesh = meshArg;
-    options.layout.layout = layoutArg;
-    options.layout.zero = zeroArg;
-    options.layout.sequenceParallel = spArg;
-  }
-  options.bucketBytes = int64_t(bucketMbArg * 1048576.0);
-  options.zeroBucketBytes = int64_t(zeroBucketMbArg * 1048576.0);
-  options.prefetchOps = prefetchArg;
-  options.microbatches = microbatchesArg;
-  options.gatherParamsOnce = zero3GatherArg == "step";
-  // bf16: the model is built in f32 (its master weights) and
-  // weft-mixed-precision makes its activations bf16.
-  options.computeDtype = dtypeArg == "bf16" ? "bf16" : "f32";
-  if (recomputeArg != "none" && recomputeArg != "selective" &&
-      recomputeArg != "full")
-    return fail("--recompute must be none, selective or full, got '" +
-                recomputeArg + "'");
-  options.recompute = recomputeArg;
-  options.forwardOnly = forwardOnlyArg;
-  options.maskedLm = lossArg == "masked-lm" || lossArg == "cross-entropy";
-  options.masking.givenTargets = lossArg == "cross-entropy";
-  options.masking.maskToken = maskTokenArg;
-  options.masking.maskProb = maskProbArg;
-  options.masking.seed = maskSeedArg;
-  // A hand-written schedule travels to the passes in its compact form.
-  std::string scheduleSpec = pipelineScheduleArg;
-  if (virtualStagesArg < 1 || virtualStagesArg > 1024)
-    return fail("--virtual-stages must be 1 to 1024, got " +
-                std::to_string(virtualStagesArg));
-  const bool interleaved = scheduleSpec == "interleaved";
-  const bool json = StringRef(scheduleSpec).ends_with(".json");
-  if (interleaved != (virtualStagesArg > 1) && !json)
-    return fail(interleaved
-                    ? "--pipeline-schedule interleaved needs "
-                      "--virtual-stages V of 2 or more"
-                    : "--virtual-stages " + std::to_string(virtualStagesArg) +
-                          " needs --pipeline-schedule interleaved "
-                          "(or a JSON schedule naming chunks)");
-  if (interleaved)
-    scheduleSpec = "interleaved:" + std::to_string(virtualStagesArg);
-  options.pipeline = weft::pipelineOptions(meshArg, stagesArg, scheduleSpec);
-  if (options.pipeline.stages > 1)
-    options.layout.pipelineAxis = "pp";
-  else if (!stagesArg.empty() || pipelineScheduleArg.getNumOccurrences() ||
-           virtualStagesArg > 1)
-    return fail(std::string(!stagesArg.empty()     ? "--stages"
-                            : virtualStagesArg > 1 ? "--virtual-stages"
-                                                   : "--pipeline-schedule") +
-                " needs a pp axis of 2 or more in --mesh");
-  if (interleaved && microbatchesArg % options.pipeline.stages != 0)
-    return fail("--pipeline-schedule interleaved runs micro-batches in "
-                "rounds of pp: --microbatches " +
-                std::to_string(microbatchesArg) + " is not a multiple of pp=" +
-                std::to_string(options.pipeline.stages));
-  if (json) {
-    auto text = llvm::MemoryBuffer::getFile(scheduleSpec);
-    if (!text)
-      return fail("cannot read --pipeline-schedule '" + scheduleSpec +
-                  "': " + text.getError().message());
-    weft::PipelineSchedule custom;
-    if (weft::Status s = weft::parsePipelineScheduleJson(
-            (*text)->getBuffer().str(), options.pipeline.stages,
-            microbatchesArg, virtualStagesArg, custom);
-        !s.ok())
-      return fail("--pipeline-schedule '" + scheduleSpec + "': " + s.message());
-    scheduleSpec = weft::pipelineScheduleSpec(custom);
-  } else if (weft::PipelineSchedule parsed;
-             !weft::parsePipelineSchedule(scheduleSpec, parsed).ok() ||
-             parsed.Kind == weft::PipelineScheduleKind::Custom) {
-    return fail("--pipeline-schedule: unknown pipeline schedule '" +
-                pipelineScheduleArg +
-                "' (expected gpipe, 1f1b, interleaved, zb-h1 or a .json "
-                "file)");
-  }
-  options.pipeline.schedule = scheduleSpec;
 
   // The library's pipeline, in one pass manager (with the standard
   // --mlir-* pass-manager flags), split in two only to print a stage.

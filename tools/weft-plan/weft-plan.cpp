@@ -13,6 +13,7 @@
 #include "Calibrate.h"
 #include "dialect/WeftDialect.h"
 #include "frontends/builtin/BuildModel.h"
+#include "passes/TrainingFlags.h"
 #include "planner/Search.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -296,20 +297,17 @@ int main(int argc, char **argv) {
                 "local) or a JSON file");
   bool fromIr = llvm::StringRef(modelArg).ends_with(".mlir") ||
                 llvm::StringRef(modelArg).ends_with(".onnx");
-  if (lossArg != "next-token" && lossArg != "masked-lm" &&
-      lossArg != "cross-entropy" && lossArg != "mse")
-    return fail("--loss must be next-token, masked-lm, cross-entropy or mse, "
-                "got '" +
-                lossArg + "'");
-  // The ONNX import's flags, as weft-compile refuses them elsewhere.
-  const bool onnx = llvm::StringRef(modelArg).ends_with(".onnx");
-  if (lossArg == "mse" && !onnx)
-    return fail("--loss mse plans a model.onnx's output against float "
-                "targets; '" +
-                modelArg + "' is not one");
-  if (classesArg.getNumOccurrences() && (lossArg != "cross-entropy" || !onnx))
-    return fail("--classes states a model.onnx classifier's classes for "
-                "--loss cross-entropy, which is not given");
+  // The ONNX import's flags, checked as weft-compile and weft-opt check
+  // them (passes/TrainingFlags.h).
+  weft::TrainingFlags lossFlags;
+  lossFlags.loss = lossArg;
+  lossFlags.classes = classesArg;
+  lossFlags.onnxModel = llvm::StringRef(modelArg).ends_with(".onnx");
+  lossFlags.model = modelArg;
+  if (classesArg.getNumOccurrences())
+    lossFlags.given.insert("classes");
+  if (std::string problem = weft::checkLossFlags(lossFlags); !problem.empty())
+    return fail(problem);
   if (gpusArg <= 0 || batchArg <= 0 || (seqArg <= 0 && !fromIr) || seqArg < 0)
     return fail("--gpus, --global-batch and --seq must be positive (got " +
                 std::to_string(gpusArg) + ", " + std::to_string(batchArg) +
