@@ -208,8 +208,9 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       auto [lo, hi] = range.split('-');
       int64_t first, last;
       if (lo.trim().getAsInteger(10, first) ||
-          (hi.empty() ? (last = first, false)
-                      : hi.trim().getAsInteger(10, last)) ||
+          // "3" is one layer; "3-" names no last layer.
+          (!range.contains('-') ? (last = first, false)
+                                : hi.trim().getAsInteger(10, last)) ||
           first != next || last < first || last >= numLayers)
         return fn.emitError("--stages '")
                << boundaries << "': range '" << range

@@ -932,7 +932,11 @@ std::string Importer::run(const onnx::ModelProto &model,
            "forward-only, float tensor inputs";
   }
   // The output the program computes: the one named by --onnx-output, else
-  // the only one (forward-only: the first, with a note).
+  // the only one (forward-only: the first, with a note). A graph without
+  // outputs computes nothing to train on (the ONNX checker refuses it too).
+  if (g.output_size() == 0)
+    return "the graph declares no outputs (graph.output is empty): weft "
+           "trains on, or computes, a graph output";
   std::string outputs;
   int chosen = options.output.empty() ? 0 : -1;
   for (int i = 0; i < g.output_size(); ++i) {

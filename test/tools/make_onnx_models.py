@@ -26,6 +26,7 @@
   declared.onnx  logits declared [2, 4, 32] where the table makes 16
   opset.onnx     opset 6 (before numpy broadcasting)
   inputs.onnx    a second input, attention_mask
+  no_outputs.onnx  the bigram with no graph outputs
   domain.onnx    a node of the com.microsoft domain
   attrtype.onnx  the head's Transpose with perm as FLOATS (onnx.checker and
                  onnxruntime refuse it; read as the default it would be
@@ -159,3 +160,8 @@ save(model([embed, helper.make_node("ReduceMean", ["x"], ["lo"], name="mean", ke
             helper.make_node("Min", ["c", "x"], ["low"], name="min"),
             helper.make_node("Add", ["hi", "low"], ["r"], name="sum")] + head("r"),
            [WTE, half]), f"{out}/clamp.onnx")
+
+# no_outputs.onnx: a graph that declares no outputs (it crashed the importer).
+no_out = model([embed] + head(), [WTE])
+del no_out.graph.output[:]
+save(no_out, f"{out}/no_outputs.onnx")
