@@ -233,3 +233,26 @@ TEST(Blas, CoreToForceFollowsCpuidNotTheModelName) {
   EXPECT_EQ(blasCoreToForce("Zen", false, true), "");
   EXPECT_EQ(blasCoreToForce("Prescott", false, false), ""); // no AVX2
 }
+
+// Threads per rank share the node's cores: 4 ranks unbound on 2 cores take
+// one each (each taking both ran 33x slower); a rank bound to its own
+// cores uses them; one rank alone takes them all.
+TEST(Threads, EachRankTakesItsShareOfTheNode) {
+  EXPECT_EQ(weft::cpu::threadsThatFit(2, 2, 4), 1);
+  EXPECT_EQ(weft::cpu::threadsThatFit(2, 2, 1), 2);
+  EXPECT_EQ(weft::cpu::threadsThatFit(16, 16, 4), 4);
+  EXPECT_EQ(weft::cpu::threadsThatFit(1, 16, 4), 1);  // bound to one core
+  EXPECT_EQ(weft::cpu::threadsThatFit(16, 16, 32), 1);
+  EXPECT_EQ(weft::cpu::threadsThatFit(16, 16, 0), 16); // no launcher count
+}
+
+TEST(Threads, OversubscriptionIsWarnedAboutNamingTheCount) {
+  EXPECT_EQ(weft::cpu::oversubscriptionWarning(1, 2, 4), "");
+  EXPECT_EQ(weft::cpu::oversubscriptionWarning(2, 4, 2), "");
+  std::string W = weft::cpu::oversubscriptionWarning(2, 2, 4);
+  EXPECT_NE(W.find("--threads 2 x 4 ranks on this node = 8 threads on 2 "
+                   "cores"),
+            std::string::npos)
+      << W;
+  EXPECT_NE(W.find("each rank takes 1 thread"), std::string::npos) << W;
+}

@@ -33,6 +33,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace weft;
@@ -123,7 +124,8 @@ options:
   --share-gpu       ranks share the node's GPUs (L modulo their count) and
                     talk through MPI with host-staged buffers (for tests on
                     a one-GPU machine: NCCL refuses two ranks on one GPU)
-  --threads N       worker threads (default: all cores); GEMMs are split
+  --threads N       worker threads (default: this rank's share of the node's
+                    cores, cores / ranks on the node); GEMMs are split
                     across them, OpenBLAS itself always runs single-threaded
   --dump            print the program readably and exit
 
@@ -843,6 +845,17 @@ int main(int Argc, char **Argv) {
   if (O.GradCheck && (*Comm)->size() > 1)
     return fail("--grad-check runs on one rank (world size is " +
                 std::to_string((*Comm)->size()) + ")");
+  // Without --threads each rank takes its share of the node's cores; a
+  // choice that oversubscribes them is warned about (once per node).
+  if (const int HardwareCores =
+          int(std::max(1u, std::thread::hardware_concurrency()));
+      O.Threads > 0 && cpu::localRanks() >= 1) {
+    const char *LocalRank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    std::string W = cpu::oversubscriptionWarning(int(O.Threads), HardwareCores,
+                                                 cpu::localRanks());
+    if (!W.empty() && (!LocalRank || std::string(LocalRank) == "0"))
+      std::cerr << "weft-run: warning: " << W << "\n";
+  }
   cpu::setNumThreads(int(O.Threads));
   if (std::string W = cpu::blasKernelWarning(); !W.empty() && Root)
     std::cerr << "weft-run: warning: " << W << "\n";

@@ -247,9 +247,24 @@ void restartWithRightBlasKernels(char **Argv);
 /// the first).
 std::string blasRestartNote();
 
-/// Sets the OpenMP thread count (N <= 0: all cores); OpenBLAS stays serial.
+/// Sets the OpenMP thread count (N <= 0: threadsThatFit this node); OpenBLAS
+/// stays serial.
 void setNumThreads(int N);
 int numThreads();
+/// The ranks the launcher started on this node (Open MPI's
+/// OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS), 1 without one.
+int localRanks();
+/// The cores this process may run on (its affinity mask: a launcher that
+/// binds ranks to cores gives each its own).
+int usableCores();
+/// Threads per rank that fit the node: the usable cores shared by the
+/// node's ranks, at least 1. N ranks unbound on C cores get C / N each
+/// (4 ranks on 2 cores, each with all cores, ran 33x slower).
+int threadsThatFit(int UsableCores, int HardwareCores, int LocalRanks);
+/// A warning when Threads (> 1) per rank times the node's ranks exceed
+/// its cores ("" when they fit).
+std::string oversubscriptionWarning(int Threads, int HardwareCores,
+                                    int LocalRanks);
 
 } // namespace weft::cpu
 

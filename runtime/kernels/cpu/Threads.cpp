@@ -11,6 +11,7 @@
 #include "runtime/kernels/cpu/Kernels.h"
 
 #include <omp.h>
+#include <sched.h>
 #include <unistd.h>
 
 #ifdef WEFT_BLAS_BLIS
@@ -18,6 +19,8 @@
 #endif
 
 #include <algorithm>
+#include <cstdint>
+#include <string>
 #include <cstdlib>
 #include <thread>
 
@@ -25,7 +28,9 @@ namespace weft::cpu {
 
 void setNumThreads(int N) {
   if (N <= 0)
-    N = int(std::max(1u, std::thread::hardware_concurrency()));
+    N = threadsThatFit(usableCores(),
+                       int(std::max(1u, std::thread::hardware_concurrency())),
+                       localRanks());
   omp_set_num_threads(N);
   serialBlas();
 }
@@ -50,6 +55,50 @@ std::string blasName() {
 }
 
 int numThreads() { return omp_get_max_threads(); }
+
+int localRanks() {
+  for (const char *Var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char *V = std::getenv(Var)) {
+      char *End = nullptr;
+      long N = std::strtol(V, &End, 10);
+      if (End != V && *End == '\0' && N >= 1 && N <= (1 << 20))
+        return int(N);
+    }
+  return 1;
+}
+
+int usableCores() {
+  cpu_set_t Set;
+  CPU_ZERO(&Set);
+  if (sched_getaffinity(0, sizeof(Set), &Set) == 0 && CPU_COUNT(&Set) > 0)
+    return CPU_COUNT(&Set);
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int threadsThatFit(int UsableCores, int HardwareCores, int LocalRanks) {
+  // A rank bound to its own cores uses them; ranks sharing every core
+  // share them out.
+  int Share = std::max(1, HardwareCores / std::max(1, LocalRanks));
+  return std::max(1, std::min(UsableCores, Share));
+}
+
+std::string oversubscriptionWarning(int Threads, int HardwareCores,
+                                    int LocalRanks) {
+  // One thread a rank is the least there is: more ranks than cores is the
+  // launcher's choice, not --threads'.
+  if (Threads <= 1 || int64_t(Threads) * LocalRanks <= HardwareCores)
+    return "";
+  return "--threads " + std::to_string(Threads) + " x " +
+         std::to_string(LocalRanks) + " rank" + (LocalRanks > 1 ? "s" : "") +
+         " on this node = " + std::to_string(int64_t(Threads) * LocalRanks) +
+         " threads on " + std::to_string(HardwareCores) +
+         " cores: oversubscribed, every step waits on descheduled threads "
+         "(4 ranks x 2 threads on 2 cores ran 33x slower); without --threads "
+         "each rank takes " +
+         std::to_string(threadsThatFit(HardwareCores, HardwareCores,
+                                       LocalRanks)) +
+         " thread(s)";
+}
 
 std::string blasCoreToForce(const std::string &Core, bool Avx512, bool Avx2) {
   static const char *const PreAvx[] = {"Prescott",   "Core2",   "Penryn",
