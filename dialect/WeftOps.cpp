@@ -434,8 +434,8 @@ LogicalResult AddRowOp::verify() {
     return emitOpError("table ")
            << t << " must be [rows, " << x.getShape().back() << "] of " << x
            << "'s element type";
-  if (getRow() < 0 || getRow() >= t.getShape()[0])
-    return emitOpError("row ") << getRow() << " is outside the table's "
+  if (int64_t(getRow()) < 0 || int64_t(getRow()) >= t.getShape()[0])
+    return emitOpError("row ") << int64_t(getRow()) << " is outside the table's "
                                << t.getShape()[0] << " rows";
   return success();
 }
@@ -450,10 +450,10 @@ LogicalResult RowGradOp::inferReturnTypes(MLIRContext *,
 }
 
 LogicalResult RowGradOp::verify() {
-  if (cast<RankedTensorType>(getV().getType()).getRank() != 1 || getRow() < 0 ||
-      getRow() >= getRows())
+  if (cast<RankedTensorType>(getV().getType()).getRank() != 1 ||
+      int64_t(getRow()) < 0 || int64_t(getRow()) >= int64_t(getRows()))
     return emitOpError("places a vector at row ")
-           << getRow() << " of " << getRows() << " rows";
+           << int64_t(getRow()) << " of " << int64_t(getRows()) << " rows";
   return success();
 }
 
@@ -547,9 +547,10 @@ LogicalResult CrossEntropyFromStatsOp::inferReturnTypes(
   if (stats.getRank() < 2 || stats.getShape().back() != 3)
     return emitOptionalError(loc, "stats ", shapeStr(stats.getShape()),
                              " must be [K, rows..., 3]");
-  if (adaptor.getDenominator() < 1)
+  // I64Attr's getter is unsigned: -1 would read as 2^64-1.
+  if (int64_t(adaptor.getDenominator()) < 1)
     return emitOptionalError(loc, "denominator must be positive, got ",
-                             adaptor.getDenominator());
+                             int64_t(adaptor.getDenominator()));
   types.push_back(RankedTensorType::get({}, stats.getElementType()));
   return success();
 }
@@ -561,9 +562,10 @@ LogicalResult CrossEntropyStatsGradOp::inferReturnTypes(
       failed(checkStats(loc, adaptor.getStats(),
                         typeOf(adaptor.getTargets()).getShape())))
     return failure();
-  if (adaptor.getDenominator() < 1)
+  // I64Attr's getter is unsigned: -1 would read as 2^64-1.
+  if (int64_t(adaptor.getDenominator()) < 1)
     return emitOptionalError(loc, "denominator must be positive, got ",
-                             adaptor.getDenominator());
+                             int64_t(adaptor.getDenominator()));
   types.push_back(adaptor.getLogits().getType());
   return success();
 }

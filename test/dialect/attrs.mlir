@@ -267,3 +267,172 @@ func.func @empty_output(%x: tensor<2x3xf32> {weft.input = "x"}) -> (tensor<2x3xf
   %y = weft.pointwise %x {fn = "exp"} : tensor<2x3xf32>
   return %y : tensor<2x3xf32>
 }
+
+// -----
+
+// Function-level and op-level attributes the pipeline passes write, all well
+// formed: the positive case for the negatives below.
+weft.mesh @mesh {axes = ["dp", "pp"], shape = array<i64: 2, 2>}
+func.func @stage_ok(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.mesh = @mesh, weft.microbatches = 4 : i64, weft.vocab = 256 : i64, weft.labels = 2 : i64, weft.masked_lm = {mask_token = 103 : i64, mask_prob = 1.5e-01 : f64, seed = 0 : i64}, weft.stage = 0 : i64, weft.num_stages = 2 : i64, weft.pipeline_axis = "pp", weft.pipeline_schedule = "1f1b", weft.stage_layers = "0-1", weft.optimizer = {lr = 1.0e-03 : f64}} {
+  %w = weft.param "w" {init = "zeros", weft.replica, weft.global_shape = array<i64: 4, 8>} : tensor<4x8xf32>
+  %y = weft.add %x, %w {weft.fragment = "forward", weft.chunk = 1 : i64} : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// A sharding's blocks count equal blocks of a dim: at least one each.
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @block_count(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.shardings[0] has a block count 0 < 1}}
+  %y = weft.gelu %x {weft.shardings = [#weft.sharding<dims = [["dp"], []], blocks = [1, 0]>]} : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// Only a ranked tensor is sharded.
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+// expected-error @+1 {{argument 0's weft.sharding shards a 'f32', not a ranked tensor}}
+func.func @scalar_arg(%x: f32 {weft.sharding = #weft.sharding<dims = []>}) -> f32 {
+  return %x : f32
+}
+
+// -----
+
+// Each dim of a sharding is a list of axis names.
+weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2, 2>}
+func.func @dim_not_a_list(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.shardings[0] dim 1 must be a list of axis names}}
+  %y = weft.gelu %x {weft.shardings = [#weft.sharding<dims = [["dp"], "tp"]>]} : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @partial_not_a_name(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.shardings[0] partial holds 1 : i64, not an axis name}}
+  %y = weft.gelu %x {weft.shardings = [#weft.sharding<dims = [[], []], partial = [1]>]} : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// weft.sharding describes an op's single result; a function has none.
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+// expected-error @+1 {{weft.sharding needs an op of one result, this one has 0}}
+func.func @sharding_on_a_function() attributes {weft.sharding = #weft.sharding<dims = []>} {
+  return
+}
+
+// -----
+
+func.func @global_shape_size() -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.global_shape has a size 0 < 1}}
+  %w = weft.param "w" {init = "zeros", weft.global_shape = array<i64: 0, 8>} : tensor<4x8xf32>
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{weft.microbatches must be a function's micro-batch count, 1 to 2^20, got 0 : i64}}
+func.func @microbatches(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.microbatches = 0 : i64} {
+  return %x : tensor<4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{weft.vocab must be a function's vocabulary, 1 to 2^31-1, got 2147483648 : i64}}
+func.func @vocab(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.vocab = 2147483648 : i64} {
+  return %x : tensor<4x8xf32>
+}
+
+// -----
+
+// weft.labels (a classifier's label count) is checked as weft.vocab is, and
+// only on a function.
+func.func @labels_on_an_op(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.labels must be a function's vocabulary, 1 to 2^31-1, got 2 : i64}}
+  %y = weft.gelu %x {weft.labels = 2 : i64} : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// A masking probability of 0 masks nothing.
+// expected-error @+1 {{weft.masked_lm must be a function's {mask_token (0 to 2^31-1), mask_prob (in (0, 1]), seed (>= 0)}}
+func.func @masked_lm(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.masked_lm = {mask_token = 103 : i64, mask_prob = 0.0 : f64, seed = 0 : i64}} {
+  return %x : tensor<4x8xf32>
+}
+
+// -----
+
+// A function names its mesh by symbol, not by string.
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+// expected-error @+1 {{weft.mesh must be a function's mesh, a symbol, got "mesh"}}
+func.func @mesh_string(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.mesh = "mesh"} {
+  return %x : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @fragment(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.fragment must be "prologue", "forward", "backward", "weight" or "optimizer", got "middle"}}
+  %y = weft.gelu %x {weft.fragment = "middle"} : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// A model chunk belongs to a forward or backward op, not a weight-gradient one.
+func.func @chunk(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.chunk must be the model chunk (0 to 1023) of an op in a forward or backward fragment, got 1 : i64}}
+  %y = weft.gelu %x {weft.fragment = "weight", weft.chunk = 1 : i64} : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @replica_on_an_op(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.replica must be a unit attribute on a weft.param, got unit}}
+  %y = weft.gelu %x {weft.replica} : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{weft.stage must be a function's stage index or count (0 to 2^20), got -1 : i64}}
+func.func @stage(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.stage = -1 : i64} {
+  return %x : tensor<4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{weft.pipeline_schedule must be a function's string, got 1 : i64}}
+func.func @schedule(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.pipeline_schedule = 1 : i64} {
+  return %x : tensor<4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{weft.optimizer must be a dictionary, got "adamw"}}
+func.func @optimizer(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.optimizer = "adamw"} {
+  return %x : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @tp_role_negative_dim() -> tensor<4x8xf32> {
+  // expected-error @+1 {{tp_role dim must be >= 0, got -1}}
+  %w = weft.param "w" {init = "zeros", weft.tp_role = #weft.tp_role<kind = "row", dim = -1>} : tensor<4x8xf32>
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @tp_role_zero_blocks() -> tensor<4x8xf32> {
+  // expected-error @+1 {{tp_role blocks must be >= 1, got 0}}
+  %w = weft.param "w" {init = "zeros", weft.tp_role = #weft.tp_role<kind = "column", dim = 1, blocks = 0>} : tensor<4x8xf32>
+  return %w : tensor<4x8xf32>
+}

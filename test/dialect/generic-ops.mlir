@@ -118,3 +118,144 @@ func.func @batch_matmul_batch(%a: tensor<2x4x8xf32>, %b: tensor<3x8x4xf32>) {
   %y = weft.batch_matmul %a, %b : (tensor<2x4x8xf32>, tensor<3x8x4xf32>) -> tensor<2x4x4xf32>
   return
 }
+
+// -----
+
+// The gradients' ops and select, well formed.
+func.func @grads_well_formed(%c: tensor<8xf32>, %a: tensor<2x8xf32>, %b: tensor<8xf32>, %dy: tensor<2x8xf32>) {
+  %s = weft.select %c, %a, %b : (tensor<8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %ga = weft.select_grad %c, %dy {operand = 0} : (tensor<8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %gb = weft.select_grad %c, %dy {operand = 1} : (tensor<8xf32>, tensor<2x8xf32>) -> tensor<8xf32>
+  %gl = weft.binary_grad %a, %b, %dy {fn = "mul", operand = 0} : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %gp = weft.pointwise_grad %a, %dy {fn = "pow", scalar = 3.0} : tensor<2x8xf32>
+  %y = weft.softmax %a : tensor<2x8xf32>
+  %gs = weft.softmax_grad %y, %dy : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @pointwise_infinite_scalar(%x: tensor<4xf32>) {
+  // expected-error @+1 {{scalar INF must be finite}}
+  %y = weft.pointwise %x {fn = "pow", scalar = 0x7FF0000000000000 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @binary_element(%a: tensor<2x8xf32>, %b: tensor<8xf64>) {
+  // expected-error @+2 {{operands mix element types 'f32' and 'f64'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.binary %a, %b {fn = "add"} : (tensor<2x8xf32>, tensor<8xf64>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @binary_grad_operand(%a: tensor<2x8xf32>, %b: tensor<8xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error @+2 {{operand 2 must be 0 (lhs) or 1 (rhs)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.binary_grad %a, %b, %dy {fn = "mul", operand = 2} : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @select_cond_element(%c: tensor<8xf64>, %a: tensor<2x8xf32>) {
+  // expected-error @+2 {{cond is 'f64', the operands 'f32'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.select %c, %a, %a : (tensor<8xf64>, tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @select_cond_broadcast(%c: tensor<3xf32>, %a: tensor<2x8xf32>) {
+  // expected-error @+2 {{cond [3] and the operands' [2, 8] do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.select %c, %a, %a : (tensor<3xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @select_grad_operand(%c: tensor<8xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error @+1 {{operand 2 must be 0 (a) or 1 (b)}}
+  %g = weft.select_grad %c, %dy {operand = 2} : (tensor<8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @select_grad_cond(%c: tensor<3xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error @+1 {{cond [3] does not broadcast to dy [2, 8]}}
+  %g = weft.select_grad %c, %dy {operand = 0} : (tensor<3xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @select_grad_result(%c: tensor<8xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error @+1 {{result [4, 8] does not broadcast to dy [2, 8]}}
+  %g = weft.select_grad %c, %dy {operand = 0} : (tensor<8xf32>, tensor<2x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @select_grad_cond_element(%c: tensor<8xf64>, %dy: tensor<2x8xf32>) {
+  // expected-error @+1 {{cond is 'f64', dy 'f32'}}
+  %g = weft.select_grad %c, %dy {operand = 0} : (tensor<8xf64>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @select_grad_element(%c: tensor<8xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error @+1 {{changes the element type from 'f32' to 'f64'}}
+  %g = weft.select_grad %c, %dy {operand = 0} : (tensor<8xf32>, tensor<2x8xf32>) -> tensor<2x8xf64>
+  return
+}
+
+// -----
+
+func.func @softmax_scalar(%x: tensor<f32>) {
+  // expected-error @+1 {{'weft.softmax' op needs rank >= 1: the softmax is over the last dim}}
+  %y = weft.softmax %x : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @softmax_grad_scalar(%y: tensor<f32>) {
+  // expected-error @+1 {{'weft.softmax_grad' op needs rank >= 1: the softmax is over the last dim}}
+  %g = weft.softmax_grad %y, %y : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @transpose_perm_size(%x: tensor<2x8xf32>) {
+  // expected-error @+2 {{perm has 3 entries, x has rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.transpose %x {perm = array<i64: 1, 0, 2>} : (tensor<2x8xf32>) -> tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @batch_matmul_element(%a: tensor<2x4x8xf32>, %b: tensor<2x8x4xf64>) {
+  // expected-error @+2 {{operands mix element types 'f32' and 'f64'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.batch_matmul %a, %b : (tensor<2x4x8xf32>, tensor<2x8x4xf64>) -> tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @batch_matmul_contracting(%a: tensor<2x4x8xf32>, %b: tensor<2x7x4xf32>) {
+  // expected-error @+2 {{contracting dims differ: a [2, 4, 8] gives K=8, b [2, 7, 4] gives K=7}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.batch_matmul %a, %b : (tensor<2x4x8xf32>, tensor<2x7x4xf32>) -> tensor<2x4x4xf32>
+  return
+}

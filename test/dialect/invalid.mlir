@@ -280,3 +280,369 @@ func.func @row_grad_out_of_range(%v: tensor<8xf32>) -> tensor<2x8xf32> {
   %t = weft.row_grad %v {row = 3 : i64, rows = 2 : i64} : (tensor<8xf32>) -> tensor<2x8xf32>
   return %t : tensor<2x8xf32>
 }
+
+// -----
+
+// A parameter's shape is known at compile time: the runtime allocates it.
+func.func @param_dynamic_shape() {
+  // expected-error @+1 {{parameter 'w' needs a static shape}}
+  %w = weft.param "w" {init = "zeros"} : tensor<?x4xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_table_rank(%t: tensor<256xf32>, %ids: tensor<2x8xi32>) {
+  // expected-error @+2 {{table must be [vocab, dim], got [256]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.embedding %t, %ids : (tensor<256xf32>, tensor<2x8xi32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @position_embedding_rank(%x: tensor<8x64xf32>, %p: tensor<16x64xf32>) {
+  // expected-error @+2 {{expects x [batch, seq, dim] and table [positions, dim]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.position_embedding %x, %p : (tensor<8x64xf32>, tensor<16x64xf32>) -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @position_embedding_width(%x: tensor<2x8x64xf32>, %p: tensor<16x32xf32>) {
+  // expected-error @+2 {{table dim 32 differs from x dim 64}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.position_embedding %x, %p : (tensor<2x8x64xf32>, tensor<16x32xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @position_embedding_element(%x: tensor<2x8x64xf32>, %p: tensor<16x64xf64>) {
+  // expected-error @+2 {{operands mix element types 'f32' and 'f64'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.position_embedding %x, %p : (tensor<2x8x64xf32>, tensor<16x64xf64>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_rank(%a: tensor<64xf32>, %b: tensor<64x16xf32>) {
+  // expected-error @+2 {{operands must have rank >= 2, got [64] and [64, 16]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.matmul %a, %b : (tensor<64xf32>, tensor<64x16xf32>) -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @split_empty_slice(%x: tensor<2x8x192xf32>) {
+  // expected-error @+2 {{sizes[0]=0 must be positive}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y:2 = weft.split %x {sizes = array<i64: 0, 192>} : (tensor<2x8x192xf32>) -> (tensor<2x8x0xf32>, tensor<2x8x192xf32>)
+  return
+}
+
+// -----
+
+func.func @concat_nothing() {
+  // expected-error @+2 {{needs at least one input}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.concat : () -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @concat_leading_dims(%a: tensor<2x8x4xf32>, %b: tensor<2x7x4xf32>) {
+  // expected-error @+2 {{input 1 has type 'tensor<2x7x4xf32>', leading dims must match input 0's 'tensor<2x8x4xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.concat %a, %b : (tensor<2x8x4xf32>, tensor<2x7x4xf32>) -> tensor<2x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @rope_rank(%x: tensor<8x16xf32>) {
+  // expected-error @+2 {{x must be [batch, seq, heads*head_dim], got [8, 16]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.rope %x {num_heads = 4, theta = 10000.0} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @rope_heads_do_not_divide(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{num_heads=3 does not divide x's features=16}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.rope %x {num_heads = 3, theta = 10000.0} : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// A rope's scale (yarn's attention factor) multiplies every element.
+func.func @rope_scale(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{scale=0.000000e+00 must be finite and positive}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.rope %x {num_heads = 4, theta = 10000.0, scale = 0.0} : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_rank(%q: tensor<8x64xf32>) {
+  // expected-error @+2 {{q, k and v must be [batch, seq, features]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.attention %q, %q, %q {num_heads = 4, num_kv_heads = 4} : (tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_zero_heads(%q: tensor<2x8x64xf32>) {
+  // expected-error @+2 {{num_heads=0 and num_kv_heads=4 must be positive}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.attention %q, %q, %q {num_heads = 0, num_kv_heads = 4} : (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_seq(%q: tensor<2x8x64xf32>, %k: tensor<2x4x64xf32>) {
+  // expected-error @+2 {{k has shape [2, 4, 64] but q has [2, 8, 64]: batch and seq must agree}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.attention %q, %k, %k {num_heads = 4, num_kv_heads = 4} : (tensor<2x8x64xf32>, tensor<2x4x64xf32>, tensor<2x4x64xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_dy(%dy: tensor<2x8x32xf32>, %q: tensor<2x8x64xf32>) {
+  // expected-error @+2 {{dy must have q's type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %g:3 = weft.attention_grad %dy, %q, %q, %q {num_heads = 4, num_kv_heads = 4} : (tensor<2x8x32xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>)
+  return
+}
+
+// -----
+
+func.func @embedding_grad_ids(%dy: tensor<2x8x64xf32>, %ids: tensor<2x7xi32>) {
+  // expected-error @+2 {{dy [2, 8, 64] must be ids [2, 7] plus a dim}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %g = weft.embedding_grad %dy, %ids {vocab = 256} : (tensor<2x8x64xf32>, tensor<2x7xi32>) -> tensor<256x64xf32>
+  return
+}
+
+// -----
+
+func.func @position_embedding_grad_positions(%dy: tensor<2x8x64xf32>) {
+  // expected-error @+2 {{dy must be [batch, seq, dim] with seq <= positions=4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %g = weft.position_embedding_grad %dy {positions = 4} : (tensor<2x8x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+func.func @swiglu_grad_types(%dy: tensor<2x8xf32>, %gate: tensor<2x4xf32>) {
+  // expected-error @+2 {{dy, gate and up must have one type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %g:2 = weft.swiglu_grad %dy, %gate, %dy : (tensor<2x8xf32>, tensor<2x4xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+  return
+}
+
+// -----
+
+// The vocab-parallel cross-entropy ops (weft-partition makes them per rank),
+// well formed: K = 2 shards of statistics for targets [2, 4].
+func.func @cross_entropy_stats_ok(%l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>, %d: tensor<f32>) {
+  %s = weft.cross_entropy_stats %l, %t {vocab_axes = ["tp"]} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<1x2x4x3xf32>
+  %all = weft.fill {value = 0.0} : tensor<2x2x4x3xf32>
+  %loss = weft.cross_entropy_from_stats %all {denominator = 8} : (tensor<2x2x4x3xf32>) -> tensor<f32>
+  %g = weft.cross_entropy_stats_grad %l, %t, %all, %d {vocab_axes = ["tp"], denominator = 8} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2x2x4x3xf32>, tensor<f32>) -> tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_from_stats_shape(%s: tensor<2x8x2xf32>) {
+  // expected-error @+2 {{stats [2, 8, 2] must be [K, rows..., 3]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %loss = weft.cross_entropy_from_stats %s {denominator = 8} : (tensor<2x8x2xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_from_stats_denominator(%s: tensor<2x8x3xf32>) {
+  // expected-error @+2 {{denominator must be positive, got 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %loss = weft.cross_entropy_from_stats %s {denominator = 0} : (tensor<2x8x3xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// A negative one too (the attribute's getter is unsigned: -1 verified).
+func.func @cross_entropy_from_stats_negative(%s: tensor<2x8x3xf32>) {
+  // expected-error @+2 {{denominator must be positive, got -1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %loss = weft.cross_entropy_from_stats %s {denominator = -1} : (tensor<2x8x3xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_stats_grad_stats(%l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>, %s: tensor<2x4x2x3xf32>, %d: tensor<f32>) {
+  // expected-error @+2 {{stats [2, 4, 2, 3] must be [K] + the targets' shape [2, 4] + [3]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %g = weft.cross_entropy_stats_grad %l, %t, %s, %d {vocab_axes = ["tp"], denominator = 8} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2x4x2x3xf32>, tensor<f32>) -> tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_stats_grad_denominator(%l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>, %s: tensor<2x2x4x3xf32>, %d: tensor<f32>) {
+  // expected-error @+2 {{denominator must be positive, got 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %g = weft.cross_entropy_stats_grad %l, %t, %s, %d {vocab_axes = ["tp"], denominator = 0} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2x2x4x3xf32>, tensor<f32>) -> tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_stats_grad_negative(%l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>, %s: tensor<2x2x4x3xf32>, %d: tensor<f32>) {
+  // expected-error @+2 {{denominator must be positive, got -5}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %g = weft.cross_entropy_stats_grad %l, %t, %s, %d {vocab_axes = ["tp"], denominator = -5} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2x2x4x3xf32>, tensor<f32>) -> tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{has 2 axes but 1 sizes}}
+weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2>}
+
+// -----
+
+// expected-error @+1 {{axis 'tp' has size 0, expected >= 1}}
+weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2, 0>}
+
+// -----
+
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @no_axes(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{needs at least one mesh axis}}
+  %y = weft.all_reduce %x {axes = []} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @all_gather_dim(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{dim 2 is out of range for rank 2}}
+  %y = weft.all_gather %x {axes = ["dp"], dim = 2} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// A slice keeps the operand's rank.
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @slice_rank(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{dim 0 is out of range for rank 2}}
+  %y = weft.slice %x {axes = ["dp"], dim = 0} : (tensor<4x8xf32>) -> tensor<2x8x1xf32>
+  return
+}
+
+// -----
+
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @all_reduce_type(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{result type must equal the operand type}}
+  %y = weft.all_reduce %x {axes = ["dp"]} : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+  return
+}
+
+// -----
+
+// pack and unpack, well formed: 4 + 6 elements, 2 blocks.
+func.func @pack_ok(%a: tensor<2x2xf32>, %b: tensor<6xf32>) {
+  %p = weft.pack %a, %b {blocks = 2} : (tensor<2x2xf32>, tensor<6xf32>) -> tensor<10xf32>
+  %u:2 = weft.unpack %p {blocks = 2} : (tensor<10xf32>) -> (tensor<2x2xf32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+func.func @pack_not_flat(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'weft.pack' op packed buffer must be 1-D, got 'tensor<2x2xf32>'}}
+  %p = weft.pack %a : (tensor<4xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @pack_element(%a: tensor<4xf64>) {
+  // expected-error @+1 {{'weft.pack' op mixes element types 'f64' and 'f32'}}
+  %p = weft.pack %a : (tensor<4xf64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @unpack_count(%p: tensor<8xf32>) {
+  // expected-error @+1 {{'weft.unpack' op packed buffer has 8 elements, the pieces 6}}
+  %u:2 = weft.unpack %p : (tensor<8xf32>) -> (tensor<2xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// ODS-generated checks (operand, result and attribute constraints, traits).
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @all_reduce_no_axes_attr(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{requires attribute 'axes'}}
+  %y = weft.all_reduce %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @param_integer() {
+  // expected-error @+1 {{result #0 must be ranked tensor of 32-bit float or 64-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  %w = weft.param "w" {init = "zeros"} : tensor<4xi32>
+  return
+}
+
+// -----
+
+// A loss gradient's dloss is a scalar (0-D).
+func.func @cross_entropy_grad_dloss(%l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>, %d: tensor<2xf32>) {
+  // expected-error @+1 {{operand #2 must be 0D tensor of 32-bit float or 64-bit float or bfloat16 type values, but got 'tensor<2xf32>'}}
+  %g = weft.cross_entropy_grad %l, %t, %d : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2xf32>) -> tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
+// The custom syntax gives an elementwise op one type; the generic one can
+// write two.
+func.func @gelu_types(%x: tensor<4xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %y = "weft.gelu"(%x) : (tensor<4xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+// Collective axes are mesh axis names (strings).
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @all_reduce_axes_not_strings(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{attribute 'axes' failed to satisfy constraint: string array attribute}}
+  %y = weft.all_reduce %x {axes = [1]} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
