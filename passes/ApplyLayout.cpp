@@ -12,6 +12,9 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/WithColor.h"
 
+#include <mutex>
+#include <set>
+
 namespace weft {
 #define GEN_PASS_DEF_WEFTAPPLYLAYOUT
 #include "passes/Passes.h.inc"
@@ -21,6 +24,15 @@ using namespace mlir;
 using namespace weft;
 
 namespace {
+// A warning the same process has printed is not printed again (the planner
+// runs this pass on one model at each tp, with and without SP).
+bool warnOnce(const std::string &key) {
+  static std::mutex mutex;
+  static std::set<std::string> printed;
+  std::lock_guard<std::mutex> lock(mutex);
+  return printed.insert(key).second;
+}
+
 using DimAxes = SmallVector<SmallVector<std::string>>;
 
 struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
@@ -229,7 +241,8 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
         } else {
           // Megatron-LM pads the vocab to a multiple of tp; weft does not
           // change the model, so an indivisible vocab stays replicated.
-          llvm::WithColor::warning(llvm::errs(), "weft")
+          if (warnOnce("tp=" + std::to_string(tp) + " " + name.str()))
+            llvm::WithColor::warning(llvm::errs(), "weft")
               << "tp=" << tp << " does not divide the vocab (" << shape[d]
               << ") of " << name
               << ": it stays replicated, with no vocab-parallel embedding "
@@ -359,7 +372,10 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
                  int64_t &zeroStage, bool &sp) {
     auto buffer = llvm::MemoryBuffer::getFile(layout);
     if (!buffer)
-      return module.emitError("cannot read layout file '") << layout << "'";
+      return module.emitError("--layout '")
+             << layout << "' is not data or megatron, and not a layout file "
+             << "weft can read (" << buffer.getError().message()
+             << "): give data, megatron or a layout JSON file";
     std::string deep = jsonDepthError((*buffer)->getBuffer().str(),
                                       "layout file '" + layout + "'");
     if (!deep.empty())

@@ -165,14 +165,21 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
   auto allow = [](const auto &fixed, auto value) {
     return !fixed || *fixed == value;
   };
-  std::string lastReason;
+  // Why layouts were rejected, each once, in the order met: the one that
+  // matters may come before others (a fixed schedule the model cannot run,
+  // then the tp values the heads refuse).
+  std::vector<std::string> reasons;
+  auto reject = [&](std::string why) {
+    if (std::find(reasons.begin(), reasons.end(), why) == reasons.end())
+      reasons.push_back(std::move(why));
+  };
   std::set<int64_t> batchRejects; // dp values the global batch rejected
   for (int64_t tp : divisors(o.gpus)) {
     if (!allow(f.tp, tp))
       continue;
     if (c.numHeads % tp != 0) {
-      lastReason = "tp=" + std::to_string(tp) +
-                   " does not divide num_heads=" + std::to_string(c.numHeads);
+      reject("tp=" + std::to_string(tp) +
+             " does not divide num_heads=" + std::to_string(c.numHeads));
       continue;
     }
     for (int64_t pp : divisors(o.gpus / tp)) {
@@ -181,8 +188,8 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
       // Uneven stages are fine (weft-cut-stages balances them, as Llama 3
       // 405B put 126 layers on 16 stages); each stage needs a layer.
       if (c.numLayers < pp) {
-        lastReason = "pp=" + std::to_string(pp) +
-                     " exceeds num_layers=" + std::to_string(c.numLayers);
+        reject("pp=" + std::to_string(pp) +
+               " exceeds num_layers=" + std::to_string(c.numLayers));
         continue;
       }
       int64_t dp = o.gpus / (tp * pp);
@@ -190,9 +197,9 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
         continue;
       if (o.globalBatch % dp != 0) {
         batchRejects.insert(dp);
-        lastReason = "dp=" + std::to_string(dp) +
-                     " does not divide the global batch " +
-                     std::to_string(o.globalBatch);
+        reject("dp=" + std::to_string(dp) +
+               " does not divide the global batch " +
+               std::to_string(o.globalBatch));
         continue;
       }
       int64_t perReplica = o.globalBatch / dp;
@@ -206,10 +213,36 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
         if (allow(f.schedule, Schedule::OneFOneB) &&
             allow(f.virtualStages, int64_t(1)))
           schedules.push_back({Schedule::OneFOneB, 1});
-        if (pp > 1 && m % pp == 0 && allow(f.schedule, Schedule::Interleaved))
-          for (int64_t v = 2; v <= c.numLayers / pp; ++v)
-            if (c.numLayers % (pp * v) == 0 && allow(f.virtualStages, v))
-              schedules.push_back({Schedule::Interleaved, v});
+        // Interleaved: M a multiple of pp, the layers in pp * V equal
+        // chunks, and no tied embedding past two stages (its gradient
+        // would travel from the head's chunk to stage 0's against the
+        // schedule's direction: weft-cut-stages refuses it).
+        // Why interleaving is impossible matters when it was asked for.
+        const bool askedInterleaved = f.schedule.has_value();
+        if (pp > 1 && allow(f.schedule, Schedule::Interleaved)) {
+          if (m % pp != 0) {
+            if (askedInterleaved)
+              reject("interleaved on pp=" + std::to_string(pp) + " needs " +
+                   "the micro-batches (" + std::to_string(m) +
+                   ") a multiple of pp");
+          } else if (pp > 2 && model.lastTiedParams > 0) {
+            if (askedInterleaved)
+              reject("interleaved on pp=" + std::to_string(pp) +
+                   " cannot carry the tied embedding's gradient from the "
+                   "head to stage 0 (weft-compile refuses it: pp=2, or "
+                   "1F1B)");
+          } else
+            for (int64_t v = 2; v <= c.numLayers / pp; ++v)
+              if (allow(f.virtualStages, v)) {
+                if (c.numLayers % (pp * v) == 0)
+                  schedules.push_back({Schedule::Interleaved, v});
+                else if (f.virtualStages)
+                  reject("interleaved v=" + std::to_string(v) + " on pp=" +
+                         std::to_string(pp) + " needs num_layers=" +
+                         std::to_string(c.numLayers) +
+                         " divisible by pp*v=" + std::to_string(pp * v));
+              }
+        }
         for (auto [schedule, v] : schedules)
           for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
             if (!allow(f.zero, zero))
@@ -226,7 +259,7 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
                 Estimate est = estimate(model, hw, l, o.globalBatch, o.tokens);
                 ++r.evaluated;
                 if (!est.error.empty()) { // weft cannot partition it so
-                  lastReason = est.error;
+                  reject(est.error);
                   continue;
                 }
                 ++r.valid;
@@ -255,8 +288,14 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
       r.error += ": --fix mb=" + std::to_string(*f.microBatch) +
                  " divides no replica's share of the global batch " +
                  std::to_string(o.globalBatch);
-    } else if (!lastReason.empty())
-      r.error += " (last rejected: " + lastReason + ")";
+    } else if (!reasons.empty()) {
+      std::string all;
+      for (size_t i = 0; i < reasons.size() && i < 6; ++i)
+        all += (i ? "; " : "") + reasons[i];
+      if (reasons.size() > 6)
+        all += "; and " + std::to_string(reasons.size() - 6) + " more";
+      r.error += " (rejected: " + all + ")";
+    }
     return r;
   }
   if (r.ranked.empty()) {

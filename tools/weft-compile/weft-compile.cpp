@@ -16,6 +16,7 @@
 #endif
 #include "passes/Explain.h"
 #include "passes/Passes.h"
+#include "passes/ToolDiagnostics.h"
 #include "passes/TrainingFlags.h"
 #include "program/JsonDepth.h"
 #include "program/PipelineSchedule.h"
@@ -470,6 +471,9 @@ int main(int argc, char **argv) {
   context.loadAllAvailableDialects();
   llvm::SourceMgr sources;
   SourceMgrDiagnosticHandler diagnostics(sources, &context);
+  // Diagnostics without a file location read "weft-compile: error:", not
+  // "<unknown>:0: error:".
+  weft::ToolDiagnostics toolDiagnostics(context, "weft-compile");
 
   std::string name, error;
   OwningOpRef<ModuleOp> module = loadModel(context, sources, name, error);

@@ -13,6 +13,7 @@
 #include "Calibrate.h"
 #include "dialect/WeftDialect.h"
 #include "frontends/builtin/BuildModel.h"
+#include "passes/ToolDiagnostics.h"
 #include "passes/TrainingFlags.h"
 #include "planner/Search.h"
 
@@ -156,8 +157,9 @@ void printTable(const std::vector<Estimate> &rows, size_t top) {
     std::string sched = scheduleName(l.schedule);
     if (l.schedule == Schedule::Interleaved)
       sched += "(v=" + std::to_string(l.virtualStages) + ")";
-    std::printf("%4lld %3lld %3lld %3lld %5lld %-13s %4d %2d %-9s %9.3f %9.3f "
-                "%9.3f %9.3f %8.1f %4s %9.3f %5.3f %10.0f %8.1f\n",
+    // Three significant digits: a tiny model's millisecond step is not 0.
+    std::printf("%4lld %3lld %3lld %3lld %5lld %-13s %4d %2d %-9s %9.3g %9.3g "
+                "%9.3g %9.3g %8.3g %4s %9.3g %5.3f %10.0f %8.3g\n",
                 (long long)l.dp, (long long)l.tp, (long long)l.pp,
                 (long long)l.microBatch, (long long)l.numMicroBatches,
                 sched.c_str(), l.zero, int(l.sequenceParallel),
@@ -212,6 +214,7 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
   if (path.ends_with(".mlir")) {
     llvm::SourceMgr sources;
     mlir::SourceMgrDiagnosticHandler diagnostics(sources, &context);
+    weft::ToolDiagnostics toolDiagnostics(context, "weft-plan");
     auto module =
         mlir::parseSourceFile<mlir::ModuleOp>(path, sources, &context);
     if (!module)
@@ -242,10 +245,16 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
     weft::addOnnxLowering(pm);
     llvm::SourceMgr sources;
     mlir::SourceMgrDiagnosticHandler diagnostics(sources, &context);
+    weft::ToolDiagnostics toolDiagnostics(context, "weft-plan");
     if (mlir::failed(pm.run(*module))) {
       error = "cannot plan '" + modelArg +
-              "': its graph does not lower to "
-              "weft's ops (diagnostics above)";
+              "': its graph does not lower to weft's ops (above)" +
+              (lossArg == "next-token"
+                   ? std::string("; weft-plan plans an encoder with --loss "
+                                 "masked-lm, a classifier with --loss "
+                                 "cross-entropy --classes N, a regression "
+                                 "with --loss mse")
+                   : std::string());
       return nullptr;
     }
     return module;
@@ -308,10 +317,20 @@ int main(int argc, char **argv) {
     lossFlags.given.insert("classes");
   if (std::string problem = weft::checkLossFlags(lossFlags); !problem.empty())
     return fail(problem);
-  if (gpusArg <= 0 || batchArg <= 0 || (seqArg <= 0 && !fromIr) || seqArg < 0)
-    return fail("--gpus, --global-batch and --seq must be positive (got " +
-                std::to_string(gpusArg) + ", " + std::to_string(batchArg) +
-                ", " + std::to_string(seqArg) + ")");
+  if (seqArg <= 0 && !fromIr)
+    return fail(std::string(seqArg.getNumOccurrences()
+                                ? "--seq must be positive, got " +
+                                      std::to_string(seqArg)
+                                : "no --seq") +
+                ": a preset or config.json is planned at the sequence length "
+                "--seq gives (a .onnx or .mlir model has its own)");
+  for (auto [flag, value] :
+       {std::pair<const char *, int64_t>{"--gpus", gpusArg},
+        {"--global-batch", batchArg},
+        {"--seq", seqArg}})
+    if (value < 0 || (value == 0 && std::string(flag) != "--seq"))
+      return fail(std::string(flag) + " must be positive, got " +
+                  std::to_string(value));
   HardwareResult hw = resolveHardware(clusterArg);
   if (!hw.ok())
     return fail(hw.error);
@@ -328,6 +347,7 @@ int main(int argc, char **argv) {
   ModelCost model;
   {
     mlir::MLIRContext context;
+    context.printOpOnDiagnostic(false);
     context.loadDialect<weft::WeftDialect, mlir::func::FuncDialect>();
     mlir::OwningOpRef<mlir::ModuleOp> module = loadModel(context, error);
     if (!module || !analyzeModule(*module, model, error))
