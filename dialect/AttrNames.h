@@ -83,6 +83,16 @@ inline constexpr llvm::StringLiteral kOutput = "weft.output";
 // Shardings (#weft.sharding), by weft-apply-layout and weft-propagate-sharding.
 /// On a param or a function argument: how its value is laid out.
 inline constexpr llvm::StringLiteral kSharding = "weft.sharding";
+/// On a collective (all_reduce, all_gather, reduce_scatter): a unit
+/// attribute, by weft-bucket-gradients and weft-prefetch-params: the
+/// collective starts where it stands and is awaited before its result's
+/// first use (the program's *_start and wait), so its input stays live
+/// until then (weft-plan-memory).
+inline constexpr llvm::StringLiteral kAsync = "weft.async";
+/// On a weft.adamw: the mesh axes its parameter's optimizer state is split
+/// over (a list of axis names of the mesh in scope), by weft-partition;
+/// the update gathers the parameter over them (ZeRO).
+inline constexpr llvm::StringLiteral kShardAxes = "weft.shard_axes";
 /// On a weft.param: its tensor-parallel role (a #weft.tp_role), by
 /// weft-infer-tp-roles from the graph's structure, or by a frontend or a
 /// user; weft-apply-layout's megatron layout splits by it.

@@ -97,6 +97,30 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
         return failure();
     return success();
   }
+  if (name == an::kAsync) {
+    if (!isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(op))
+      return fail() << "belongs on an all_reduce, all_gather or "
+                       "reduce_scatter";
+    if (!isa<UnitAttr>(value))
+      return fail() << "must be a unit attribute, got " << value;
+    return success();
+  }
+  if (name == an::kShardAxes) {
+    if (!isa<AdamWOp>(op))
+      return fail() << "belongs on a weft.adamw";
+    auto axes = dyn_cast<ArrayAttr>(value);
+    if (!axes ||
+        !llvm::all_of(axes, [](Attribute a) { return isa<StringAttr>(a); }))
+      return fail() << "must be a list of mesh axis names, got " << value;
+    MeshOp mesh = meshFor(op);
+    for (Attribute a : axes) {
+      StringRef axis = cast<StringAttr>(a).getValue();
+      if (!mesh || mesh.axisSize(axis) < 0)
+        return fail() << "names axis '" << axis
+                      << "', which the mesh in scope does not have";
+    }
+    return success();
+  }
   if (name == an::kTpRole) {
     auto role = dyn_cast<TpRoleAttr>(value);
     auto param = dyn_cast<ParamOp>(op);

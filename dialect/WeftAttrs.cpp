@@ -54,9 +54,8 @@ ShardingAttr ShardingAttr::get(MLIRContext *ctx,
              anyBlocks ? b.getDenseI64ArrayAttr(blocks) : DenseI64ArrayAttr());
 }
 
-LogicalResult
-TpRoleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                   StringRef kind, int64_t dim, int64_t blocks) {
+LogicalResult TpRoleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 StringRef kind, int64_t dim, int64_t blocks) {
   if (kind != "column" && kind != "row" && kind != "vocab" &&
       kind != "replicated")
     return emitError() << "tp_role kind must be column, row, vocab or "

@@ -8,6 +8,7 @@
 #include "dialect/WeftDialect.h"
 #include "program/Broadcast.h"
 #include "program/Pointwise.h"
+#include "program/ShapeString.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -25,10 +26,7 @@ RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 ArrayRef<int64_t> shapeOf(Value v) { return typeOf(v).getShape(); }
 
 std::string shapeStr(ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  for (auto [i, d] : llvm::enumerate(shape))
-    s += (i ? ", " : "") + std::to_string(d);
-  return s + "]";
+  return weft::shapeString(shape.data(), shape.size(), /*Spaced=*/true);
 }
 
 // NumPy's broadcast of two shapes (program/Broadcast.h).

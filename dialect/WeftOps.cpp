@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/WeftDialect.h"
 #include "program/Activation.h"
+#include "program/ShapeString.h"
 
 #include <cmath>
 
@@ -23,10 +24,7 @@ namespace {
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
 std::string shapeStr(ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  for (auto [i, d] : llvm::enumerate(shape))
-    s += (i ? ", " : "") + std::to_string(d);
-  return s + "]";
+  return weft::shapeString(shape.data(), shape.size(), /*Spaced=*/true);
 }
 
 int64_t rowsOf(ArrayRef<int64_t> shape) {
@@ -435,8 +433,9 @@ LogicalResult AddRowOp::verify() {
            << t << " must be [rows, " << x.getShape().back() << "] of " << x
            << "'s element type";
   if (int64_t(getRow()) < 0 || int64_t(getRow()) >= t.getShape()[0])
-    return emitOpError("row ") << int64_t(getRow()) << " is outside the table's "
-                               << t.getShape()[0] << " rows";
+    return emitOpError("row ")
+           << int64_t(getRow()) << " is outside the table's " << t.getShape()[0]
+           << " rows";
   return success();
 }
 

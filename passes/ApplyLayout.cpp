@@ -243,10 +243,10 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
           // change the model, so an indivisible vocab stays replicated.
           if (warnOnce("tp=" + std::to_string(tp) + " " + name.str()))
             llvm::WithColor::warning(llvm::errs(), "weft")
-              << "tp=" << tp << " does not divide the vocab (" << shape[d]
-              << ") of " << name
-              << ": it stays replicated, with no vocab-parallel embedding "
-                 "or cross-entropy\n";
+                << "tp=" << tp << " does not divide the vocab (" << shape[d]
+                << ") of " << name
+                << ": it stays replicated, with no vocab-parallel embedding "
+                   "or cross-entropy\n";
         }
       }
       std::string matchedBy;

@@ -133,7 +133,7 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
       reason = why.getValue().str() + ", " + reason;
     auto reduce = AllReduceOp::create(b, loc, usedType, parts.getResult(0),
                                       op.getAxes(), b.getStringAttr(reason));
-    reduce->setAttr("async", b.getBoolAttr(true));
+    reduce->setAttr(weft::attrname::kAsync, b.getUnitAttr());
     Operation *store = *op->getUsers().begin();
     b.setInsertionPoint(store);
     Value zeros = FillOp::create(b, loc, restType, b.getF64FloatAttr(0.0));
@@ -354,7 +354,7 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
     if (group.size() == 1 || bucketBytes <= 0) {
       for (AllReduceOp op : group) {
         op->moveBefore(b.getInsertionBlock(), b.getInsertionPoint());
-        op->setAttr("async", b.getBoolAttr(true));
+        op->setAttr(weft::attrname::kAsync, b.getUnitAttr());
       }
       return;
     }
@@ -372,7 +372,7 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
                          " bytes)";
     auto reduce = AllReduceOp::create(
         b, loc, flat, packed, group.front().getAxes(), b.getStringAttr(reason));
-    reduce->setAttr("async", b.getBoolAttr(true));
+    reduce->setAttr(weft::attrname::kAsync, b.getUnitAttr());
 
     // Unpack where the first of the bucket's gradients is stored; the stores
     // follow it (all stores come before the optimizer).

@@ -52,15 +52,6 @@ FragmentKeys fragmentKeysOf(func::FuncOp fn) {
   return FragmentKeys::of(s);
 }
 
-uint64_t fnv1a64(StringRef bytes) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
 json::Array shapeOf(Value v) {
   json::Array shape;
   for (int64_t d : cast<RankedTensorType>(v.getType()).getShape())
@@ -696,8 +687,7 @@ private:
       outs.push_back(arenaBuffer(r, offset));
     json::Object attrs = attrsOf(&op);
     // An asynchronous collective is a start, completed by a wait.
-    bool start = attrs.getBoolean("async").value_or(false);
-    attrs.erase("async");
+    bool start = op.hasAttr(weft::attrname::kAsync);
     pushInstruction(json::Object{
         {"op", std::string(weft::opName(kind)) + (start ? "_start" : "")},
         {"in", idsOf(op.getOperands())},
@@ -784,7 +774,7 @@ private:
     auto &state = paramState[p.getName()];
     int64_t param = bufferIds.lookup(adam.getParam()), grad = state[0];
     json::Object attrs{{"weight_decay", adam.getWeightDecay()}};
-    auto axes = adam->getAttrOfType<ArrayAttr>("shard_axes");
+    auto axes = adam->getAttrOfType<ArrayAttr>(weft::attrname::kShardAxes);
     json::Array names;
     if (axes) {
       for (Attribute a : axes)
@@ -912,15 +902,8 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
           << output << "': " << ec.message();
       return signalPassFailure();
     }
-    auto writeLE = [&](uint64_t v, int bytes) {
-      for (int i = 0; i < bytes; ++i)
-        os << char((v >> (8 * i)) & 0xff);
-    };
-    os << "WEFTPROG";
-    writeLE(version, 4);
-    writeLE(payload.size(), 8);
-    writeLE(fnv1a64(payload), 8);
-    os << payload;
+    // The format's one container writer (magic, version, size, hash).
+    os << weft::encodeProgramContainer(payload, version);
   }
 
   // One program of several stages (format version 5): each stage function

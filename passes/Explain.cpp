@@ -109,7 +109,8 @@ SmallVector<Collective> collectivesOf(Operation *root) {
     else if (auto rs = dyn_cast<ReduceScatterOp>(op))
       add("reduce_scatter", rs.getAxes(), rs.getX().getType(), why);
     else if (auto adam = dyn_cast<AdamWOp>(op)) {
-      if (auto axes = adam->getAttrOfType<ArrayAttr>("shard_axes")) {
+      if (auto axes =
+              adam->getAttrOfType<ArrayAttr>(weft::attrname::kShardAxes)) {
         auto p = adam.getParam().getDefiningOp<ParamOp>();
         // ZeRO-1: the unreduced gradient is reduce-scattered into the block.
         auto grad = p->getAttrOfType<ShardingAttr>(

@@ -219,9 +219,9 @@ llvm::DenseMap<Operation *, TpRoleAttr> weft::inferTpRoles(func::FuncOp fn) {
     if (reg.poisoned || !reg.closed)
       continue;
     for (const Regions::Entry &e : reg.entries)
-      roles[e.param] = role(e.kind, e.dim, r.blocks.lookup(e.param) > 1
-                                               ? r.blocks.lookup(e.param)
-                                               : 1);
+      roles[e.param] =
+          role(e.kind, e.dim,
+               r.blocks.lookup(e.param) > 1 ? r.blocks.lookup(e.param) : 1);
   }
   // The LM head and the token tables split over the vocabulary, if every
   // use of the head's weight is the head or a token lookup (tied).

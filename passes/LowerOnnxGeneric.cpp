@@ -10,6 +10,7 @@
 #include "passes/OnnxMatch.h"
 #include "passes/Passes.h"
 #include "program/Broadcast.h"
+#include "program/ShapeString.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -30,10 +31,7 @@ namespace {
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
 std::string shapeStr(ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  for (auto [i, d] : llvm::enumerate(shape))
-    s += (i ? ", " : "") + std::to_string(d);
-  return s + "]";
+  return weft::shapeString(shape.data(), shape.size(), /*Spaced=*/true);
 }
 
 // The one value of a constant of one element, as the op's scalar: finite

@@ -399,7 +399,7 @@ private:
              << describe(param);
     SmallVector<StringRef> axes(extra.begin() + have.size(), extra.end());
     b.setInsertionPoint(adam);
-    adam->setAttr("shard_axes", b.getStrArrayAttr(axes));
+    adam->setAttr(weft::attrname::kShardAxes, b.getStrArrayAttr(axes));
     return success();
   }
 

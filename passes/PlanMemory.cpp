@@ -110,7 +110,8 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
         last = std::max(last, index.lookup(body.findAncestorOpInBlock(*user)));
         // An asynchronous collective reads its input until its result is
         // first used (docs/program-format.md): keep the input's bytes alive.
-        if (isa<AllReduceOp, AllGatherOp>(user) && user->hasAttr("async"))
+        if (isa<AllReduceOp, AllGatherOp>(user) &&
+            user->hasAttr(weft::attrname::kAsync))
           last = std::max(last, lastUse(user->getResult(0)));
       }
       return last;

@@ -1,4 +1,5 @@
 //===- PrefetchParams.cpp - weft-prefetch-params --------------------------===//
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
 
@@ -55,7 +56,7 @@ struct PrefetchParams : weft::impl::WeftPrefetchParamsBase<PrefetchParams> {
         if (pack)
           gather->moveAfter(pack);
       }
-      gather->setAttr("async", b.getBoolAttr(true));
+      gather->setAttr(weft::attrname::kAsync, b.getUnitAttr());
     }
   }
 };

@@ -50,17 +50,17 @@ weft::ToolDiagnostics::ToolDiagnostics(MLIRContext &context, std::string tool)
     : ScopedDiagnosticHandler(&context) {
   // Registered last, so asked first; a failure passes the diagnostic on.
   setHandler([tool](Diagnostic &d) -> LogicalResult {
-        if (hasFile(d.getLocation()))
-          return failure();
-        auto print = [&](Diagnostic &one) {
-          std::string name = nameOf(one.getLocation());
-          llvm::errs() << tool << ": " << severity(one.getSeverity()) << ": "
-                       << (name.empty() ? "" : "at '" + name + "': ")
-                       << one.str() << "\n";
-        };
-        print(d);
-        for (Diagnostic &note : d.getNotes())
-          print(note);
-        return success();
+    if (hasFile(d.getLocation()))
+      return failure();
+    auto print = [&](Diagnostic &one) {
+      std::string name = nameOf(one.getLocation());
+      llvm::errs() << tool << ": " << severity(one.getSeverity()) << ": "
+                   << (name.empty() ? "" : "at '" + name + "': ") << one.str()
+                   << "\n";
+    };
+    print(d);
+    for (Diagnostic &note : d.getNotes())
+      print(note);
+    return success();
   });
 }

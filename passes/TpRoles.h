@@ -38,7 +38,8 @@ namespace weft {
 ///   into a cross-entropy (or returned as logits), V the rows of a token
 ///   embedding's table, is the LM head; it and the token tables split over
 ///   the vocabulary (tied or untied).
-llvm::DenseMap<mlir::Operation *, TpRoleAttr> inferTpRoles(mlir::func::FuncOp fn);
+llvm::DenseMap<mlir::Operation *, TpRoleAttr>
+inferTpRoles(mlir::func::FuncOp fn);
 
 } // namespace weft
 

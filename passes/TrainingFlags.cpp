@@ -42,9 +42,9 @@ std::string weft::buildTrainingOptions(const TrainingFlags &f,
     return "--dtype must be f32, f64 or bf16, got '" + f.dtype + "'";
   // Checked before the conversion to bytes (a double past int64 or a NaN
   // would make it undefined).
-  for (auto [flag, mb] : {std::pair<const char *, double>{"--bucket-mb",
-                                                           f.bucketMb},
-                          {"--zero-bucket-mb", f.zeroBucketMb}})
+  for (auto [flag, mb] :
+       {std::pair<const char *, double>{"--bucket-mb", f.bucketMb},
+        {"--zero-bucket-mb", f.zeroBucketMb}})
     if (!(mb >= 0 && mb <= 1048576))
       return std::string(flag) + " must be 0 to 1048576 (1 TiB), got " +
              number(mb);
@@ -82,15 +82,15 @@ std::string weft::buildTrainingOptions(const TrainingFlags &f,
     // What a forward-only program does not have: refused, not ignored.
     // ZeRO-3 shards the parameters themselves (inference's memory too);
     // stages 1 and 2 shard what only training has.
-    std::string trainingOnly = f.microbatches != 1        ? "--microbatches"
-                               : f.recompute != "none"    ? "--recompute"
+    std::string trainingOnly = f.microbatches != 1          ? "--microbatches"
+                               : f.recompute != "none"      ? "--recompute"
                                : f.zero == 1 || f.zero == 2 ? "--zero 1/2"
-                                                           : "";
+                                                            : "";
     for (const char *flag :
          {"lr", "beta1", "beta2", "adam-eps", "weight-decay", "schedule",
           "warmup-steps", "total-steps", "min-lr", "bucket-mb", "zero3-gather",
-          "pipeline-schedule", "virtual-stages", "stages", "loss",
-          "mask-token", "mask-prob", "mask-seed"})
+          "pipeline-schedule", "virtual-stages", "stages", "loss", "mask-token",
+          "mask-prob", "mask-seed"})
       if (trainingOnly.empty() && f.given.count(flag))
         trainingOnly = std::string("--") + flag;
     if (!trainingOnly.empty())
@@ -110,8 +110,7 @@ std::string weft::buildTrainingOptions(const TrainingFlags &f,
   if (interleaved != (f.virtualStages > 1) && !custom)
     return interleaved ? "--pipeline-schedule interleaved needs "
                          "--virtual-stages V of 2 or more"
-                       : "--virtual-stages " +
-                             std::to_string(f.virtualStages) +
+                       : "--virtual-stages " + std::to_string(f.virtualStages) +
                              " needs --pipeline-schedule interleaved (or a "
                              "JSON schedule naming chunks)";
   std::string scheduleSpec = f.pipelineSchedule;
@@ -125,17 +124,17 @@ std::string weft::buildTrainingOptions(const TrainingFlags &f,
            "' (expected gpipe, 1f1b, interleaved, zb-h1 or a .json file)";
   if (pp <= 1 && (f.given.count("stages") ||
                   f.given.count("pipeline-schedule") || f.virtualStages > 1))
-    return std::string(f.given.count("stages")  ? "--stages"
-                       : f.virtualStages > 1     ? "--virtual-stages"
-                                                 : "--pipeline-schedule") +
+    return std::string(f.given.count("stages") ? "--stages"
+                       : f.virtualStages > 1   ? "--virtual-stages"
+                                               : "--pipeline-schedule") +
            " needs a pp axis of 2 or more in --mesh";
   if (f.given.count("stages") && f.stages.empty())
     return "--stages is empty: expected each stage's layers, as 0-5,6-11";
   if (interleaved && f.microbatches % pp != 0)
     return "--pipeline-schedule interleaved runs micro-batches in rounds of "
            "pp: --microbatches " +
-           std::to_string(f.microbatches) + " is not a multiple of pp=" +
-           std::to_string(pp);
+           std::to_string(f.microbatches) +
+           " is not a multiple of pp=" + std::to_string(pp);
   if (json) {
     // Each stage's runs, {"stages": [["F0", "B0", ...], ...]}: travels to
     // the passes in its compact form.
@@ -144,9 +143,9 @@ std::string weft::buildTrainingOptions(const TrainingFlags &f,
       return "cannot read --pipeline-schedule '" + f.pipelineSchedule +
              "': " + text.getError().message();
     PipelineSchedule parsed;
-    if (Status s = parsePipelineScheduleJson((*text)->getBuffer().str(), pp,
-                                             f.microbatches, f.virtualStages,
-                                             parsed);
+    if (Status s =
+            parsePipelineScheduleJson((*text)->getBuffer().str(), pp,
+                                      f.microbatches, f.virtualStages, parsed);
         !s.ok())
       return "--pipeline-schedule '" + f.pipelineSchedule + "': " + s.message();
     scheduleSpec = pipelineScheduleSpec(parsed);

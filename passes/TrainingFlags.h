@@ -24,7 +24,7 @@ struct TrainingFlags {
   int64_t warmupSteps = 0, totalSteps = 0;
   double minLr = 0.0;
   // The layout.
-  std::string mesh;          // empty: one rank
+  std::string mesh; // empty: one rank
   std::string layout = "data";
   int64_t zero = 0;
   bool sequenceParallel = false;

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/CostModel.h"
+#include "program/PipelineSchedule.h"
 
 #include <algorithm>
 #include <array>
@@ -47,11 +48,6 @@ double ringGatherSeconds(double bytes, int64_t n, const LinkTier &link) {
     return 0;
   return double(n - 1) / n * bytes / link.bytesPerSecond() +
          double(n - 1) * link.latencySeconds();
-}
-
-double bubbleFraction(int64_t p, int64_t m, int64_t v) {
-  double idle = double(p - 1) / double(v);
-  return idle / (double(m) + idle);
 }
 
 double zeroBytesPerParam(int stage, int64_t d) {
@@ -254,7 +250,8 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   }
   double perMb = stageCompute + tpStage + p2pMb;
   double idle = double(l.pp - 1) / v;
-  r.bubbleFraction = bubbleFraction(l.pp, m, v);
+  // The idle fraction of an ideal pipeline: the schedule library's formula.
+  r.bubbleFraction = weft::pipelineBubble(l.pp, m, v);
   r.computeS = m * stageCompute;
   r.tpCommS = m * tpStage + tpPerStep;
   r.p2pS = m * p2pMb;

@@ -77,8 +77,6 @@ struct Estimate {
 double ringAllReduceSeconds(double bytes, int64_t n, const LinkTier &link);
 /// All-gather or reduce-scatter: half of that.
 double ringGatherSeconds(double bytes, int64_t n, const LinkTier &link);
-/// Pipeline bubble fraction (p-1)/v / (m + (p-1)/v).
-double bubbleFraction(int64_t p, int64_t m, int64_t v);
 /// Bytes per parameter of training state per GPU under ZeRO on d ranks
 /// (bf16 params + grads, fp32 master + Adam m, v): 16, 4 + 12/d, 2 + 14/d,
 /// 16/d.

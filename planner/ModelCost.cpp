@@ -123,7 +123,7 @@ void walkForward(Operation &op, PartCost &cost, Walk &w) {
     g.k = a.getShape().back();
     g.rowsPerSeq = result.getNumElements() / g.n; // divided by batch later
     TpRoleAttr role = w.roles.lookup(mm.getB().getDefiningOp());
-    g.split = !role || !role.splits() ? TpSplit::None
+    g.split = !role || !role.splits()   ? TpSplit::None
               : role.getKind() == "row" ? TpSplit::Row
                                         : TpSplit::Column;
     if (g.split == TpSplit::Column)

@@ -223,23 +223,23 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
           if (m % pp != 0) {
             if (askedInterleaved)
               reject("interleaved on pp=" + std::to_string(pp) + " needs " +
-                   "the micro-batches (" + std::to_string(m) +
-                   ") a multiple of pp");
+                     "the micro-batches (" + std::to_string(m) +
+                     ") a multiple of pp");
           } else if (pp > 2 && model.lastTiedParams > 0) {
             if (askedInterleaved)
               reject("interleaved on pp=" + std::to_string(pp) +
-                   " cannot carry the tied embedding's gradient from the "
-                   "head to stage 0 (weft-compile refuses it: pp=2, or "
-                   "1F1B)");
+                     " cannot carry the tied embedding's gradient from the "
+                     "head to stage 0 (weft-compile refuses it: pp=2, or "
+                     "1F1B)");
           } else
             for (int64_t v = 2; v <= c.numLayers / pp; ++v)
               if (allow(f.virtualStages, v)) {
                 if (c.numLayers % (pp * v) == 0)
                   schedules.push_back({Schedule::Interleaved, v});
                 else if (f.virtualStages)
-                  reject("interleaved v=" + std::to_string(v) + " on pp=" +
-                         std::to_string(pp) + " needs num_layers=" +
-                         std::to_string(c.numLayers) +
+                  reject("interleaved v=" + std::to_string(v) +
+                         " on pp=" + std::to_string(pp) +
+                         " needs num_layers=" + std::to_string(c.numLayers) +
                          " divisible by pp*v=" + std::to_string(pp * v));
               }
         }

@@ -896,9 +896,13 @@ Status checkShapeSize(const Shape &S, const std::string &What, bool AllowZero) {
 }
 
 std::string shapeString(const Shape &S) {
+  return shapeString(S.data(), S.size(), /*Spaced=*/false);
+}
+
+std::string shapeString(const int64_t *Dims, size_t Count, bool Spaced) {
   std::string R = "[";
-  for (size_t I = 0; I < S.size(); ++I)
-    R += (I ? "," : "") + std::to_string(S[I]);
+  for (size_t I = 0; I < Count; ++I)
+    R += (I ? (Spaced ? ", " : ",") : "") + std::to_string(Dims[I]);
   return R + "]";
 }
 

@@ -11,6 +11,7 @@
 #include "program/Activation.h"
 #include "program/Hyperparams.h"
 #include "program/Pointwise.h"
+#include "program/ShapeString.h"
 #include "program/Status.h"
 
 #include <cstdint>

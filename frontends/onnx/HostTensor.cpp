@@ -2,6 +2,7 @@
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/ShapeRules.h"
 #include "program/OnnxExternalData.h"
+#include "program/ShapeString.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -21,10 +22,7 @@ namespace {
 using Shape = std::vector<int64_t>;
 
 std::string shapeStr(const Shape &s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
+  return weft::shapeString(s.data(), s.size(), /*Spaced=*/true);
 }
 
 // The element count of `s`, or -1 past kMaxFoldedElements (or negative dims).

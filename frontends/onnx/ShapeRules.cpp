@@ -1,6 +1,7 @@
 //===- ShapeRules.cpp - ONNX shape rules ----------------------------------===//
 #include "frontends/onnx/ShapeRules.h"
 #include "frontends/onnx/HostTensor.h"
+#include "program/ShapeString.h"
 
 #include <algorithm>
 
@@ -8,10 +9,7 @@ namespace weft {
 namespace onnximport {
 
 std::string shapeString(const std::vector<int64_t> &s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
+  return weft::shapeString(s.data(), s.size(), /*Spaced=*/true);
 }
 
 namespace {

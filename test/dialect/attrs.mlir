@@ -112,6 +112,64 @@ func.func @storage_axis() -> tensor<4x8xf32> {
 
 // -----
 
+// An asynchronous collective (weft.async, by weft-bucket-gradients and
+// weft-prefetch-params) is a unit attribute on a collective; the axes an
+// AdamW's state is split over (weft.shard_axes, by weft-partition) are the
+// mesh's. The well-formed ones verify.
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @async_ok(%x: tensor<16xf32>) -> tensor<16xf32> attributes {weft.mesh = @mesh} {
+  %y = weft.all_reduce %x {axes = ["dp"], weft.async} : (tensor<16xf32>) -> tensor<16xf32>
+  %w = weft.param "w" {init = "zeros"} : tensor<4x4xf32>
+  weft.adamw %w {weight_decay = true, weft.shard_axes = ["dp"]} : tensor<4x4xf32>
+  return %y : tensor<16xf32>
+}
+
+// -----
+
+func.func @async_on_compute(%x: tensor<16xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{weft.async belongs on an all_reduce, all_gather or reduce_scatter}}
+  %y = weft.gelu %x {weft.async} : tensor<16xf32>
+  return %y : tensor<16xf32>
+}
+
+// -----
+
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @async_bool(%x: tensor<16xf32>) -> tensor<16xf32> attributes {weft.mesh = @mesh} {
+  // expected-error @+1 {{weft.async must be a unit attribute, got true}}
+  %y = weft.all_reduce %x {axes = ["dp"], weft.async = true} : (tensor<16xf32>) -> tensor<16xf32>
+  return %y : tensor<16xf32>
+}
+
+// -----
+
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @shard_axes_unknown() attributes {weft.mesh = @mesh} {
+  %w = weft.param "w" {init = "zeros"} : tensor<4x4xf32>
+  // expected-error @+1 {{weft.shard_axes names axis 'tp', which the mesh in scope does not have}}
+  weft.adamw %w {weight_decay = true, weft.shard_axes = ["tp"]} : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @shard_axes_type() {
+  %w = weft.param "w" {init = "zeros"} : tensor<4x4xf32>
+  // expected-error @+1 {{weft.shard_axes must be a list of mesh axis names, got 3 : i64}}
+  weft.adamw %w {weight_decay = true, weft.shard_axes = 3} : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @shard_axes_not_adamw(%x: tensor<16xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{weft.shard_axes belongs on a weft.adamw}}
+  %y = weft.gelu %x {weft.shard_axes = ["dp"]} : tensor<16xf32>
+  return %y : tensor<16xf32>
+}
+
+// -----
+
 // A tensor-parallel role (weft-infer-tp-roles) splits a dim the parameter
 // has, in blocks that divide it, and names a known kind; it belongs on a
 // weft.param. The well-formed one verifies.

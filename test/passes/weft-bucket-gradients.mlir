@@ -11,9 +11,9 @@
 // CHECK-NEXT: %[[GC:.*]] = weft.gelu %arg2
 // CHECK-NEXT: %[[GB:.*]] = weft.gelu %arg1
 // CHECK-NEXT: %[[P:.*]] = weft.pack %[[GD]], %[[GC]], %[[GB]] : (tensor<16xf32>, tensor<16xf32>, tensor<4x4xf32>) -> tensor<48xf32>
-// CHECK-NEXT: %[[R:.*]] = weft.all_reduce %[[P]] {async = true, axes = ["dp"], reason = "gradient bucket of 3 tensors (192 bytes)"}
+// CHECK-NEXT: %[[R:.*]] = weft.all_reduce %[[P]] {axes = ["dp"], reason = "gradient bucket of 3 tensors (192 bytes)", weft.async}
 // CHECK-NEXT: %[[GA:.*]] = weft.gelu %arg0
-// CHECK-NEXT: %[[RA:.*]] = weft.all_reduce %[[GA]] {async = true, axes = ["dp"]}
+// CHECK-NEXT: %[[RA:.*]] = weft.all_reduce %[[GA]] {axes = ["dp"], weft.async}
 // CHECK:      weft.all_reduce %arg4 {axes = ["dp"]}
 // CHECK:      weft.param_grad "a", %[[RA]]
 // CHECK-NEXT: %[[U:.*]]:3 = weft.unpack %[[R]]
@@ -21,7 +21,7 @@
 // CHECK-NEXT: weft.param_grad "c", %[[U]]#1
 // CHECK-NEXT: weft.param_grad "b", %[[U]]#2
 // OFF-NOT:    weft.pack
-// OFF-COUNT-4: {async = true
+// OFF-COUNT-4: weft.async
 weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
 func.func @step(%xa: tensor<16xf32>, %xb: tensor<4x4xf32>, %xc: tensor<16xf32>, %xd: tensor<16xf32>, %l: tensor<f32>) -> tensor<f32> {
   %gd = weft.gelu %xd : tensor<16xf32>
@@ -56,12 +56,12 @@ func.func @step(%xa: tensor<16xf32>, %xb: tensor<4x4xf32>, %xc: tensor<16xf32>, 
 // CHECK:      %[[G:.*]] = weft.position_embedding_grad %arg0
 // CHECK-NEXT: %[[F:.*]] = weft.pack %[[G]] : (tensor<8x4xf32>) -> tensor<32xf32>
 // CHECK-NEXT: %[[U:.*]]:2 = weft.unpack %[[F]] : (tensor<32xf32>) -> (tensor<3x4xf32>, tensor<5x4xf32>)
-// CHECK-NEXT: %[[R:.*]] = weft.all_reduce %[[U]]#0 {async = true, axes = ["dp"], reason = "gradient rows 0..3 of 8 (the rest are zero)"} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+// CHECK-NEXT: %[[R:.*]] = weft.all_reduce %[[U]]#0 {axes = ["dp"], reason = "gradient rows 0..3 of 8 (the rest are zero)", weft.async} : (tensor<3x4xf32>) -> tensor<3x4xf32>
 // CHECK:      %[[Z:.*]] = weft.fill {value = 0.000000e+00 : f64} : tensor<5x4xf32>
 // CHECK-NEXT: %[[J:.*]] = weft.pack %[[R]], %[[Z]] : (tensor<3x4xf32>, tensor<5x4xf32>) -> tensor<32xf32>
 // CHECK-NEXT: %[[W:.*]] = weft.unpack %[[J]] : (tensor<32xf32>) -> tensor<8x4xf32>
 // CHECK-NEXT: weft.param_grad "wpe", %[[W]]
-// CHECK:      weft.all_reduce %{{.*}} {async = true, axes = ["tp"], reason = "gradient rows 0..4 of 8 (the rest are zero)"} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK:      weft.all_reduce %{{.*}} {axes = ["tp"], reason = "gradient rows 0..4 of 8 (the rest are zero)", weft.async} : (tensor<4x4xf32>) -> tensor<4x4xf32>
 weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2, 2>}
 func.func @position_rows(%dy: tensor<2x3x4xf32>, %dys: tensor<2x2x4xf32>) {
   %wpe = weft.param "wpe" {init = "zeros"} : tensor<8x4xf32>
@@ -82,14 +82,14 @@ func.func @position_rows(%dy: tensor<2x3x4xf32>, %dys: tensor<2x2x4xf32>) {
 // CHECK:      weft.stored_grad "wpe" {weft.fragment = "optimizer"}
 // CHECK-NEXT: weft.pack %{{.*}} {weft.fragment = "optimizer"}
 // CHECK-NEXT: weft.unpack %{{.*}} {weft.fragment = "optimizer"}
-// CHECK-NEXT: weft.all_reduce %{{.*}} {async = true, axes = ["dp"], reason = "gradient rows 0..3 of 8 (the rest are zero)", weft.fragment = "optimizer"}
+// CHECK-NEXT: weft.all_reduce %{{.*}} {axes = ["dp"], reason = "gradient rows 0..3 of 8 (the rest are zero)", weft.async, weft.fragment = "optimizer"}
 // CHECK-NEXT: weft.fill {value = 0.000000e+00 : f64, weft.fragment = "optimizer"}
 // CHECK-NEXT: weft.pack %{{.*}} {weft.fragment = "optimizer"}
 // CHECK-NEXT: weft.unpack %{{.*}} {weft.fragment = "optimizer"}
 // CHECK-NEXT: weft.param_grad "wpe", %{{.*}} {weft.fragment = "optimizer"}
 // Negative: a stored gradient that is not (only) a position table's keeps
 // its whole reduction.
-// CHECK:      weft.all_reduce %{{.*}} {async = true, axes = ["dp"], weft.fragment = "optimizer"} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+// CHECK:      weft.all_reduce %{{.*}} {axes = ["dp"], weft.async, weft.fragment = "optimizer"} : (tensor<8x4xf32>) -> tensor<8x4xf32>
 weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
 func.func @position_rows_accumulated(%dy: tensor<2x3x4xf32>, %x: tensor<8x4xf32>) {
   %wpe = weft.param "wpe" {init = "zeros"} : tensor<8x4xf32>

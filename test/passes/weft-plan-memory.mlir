@@ -75,15 +75,15 @@ func.func @best_fit(%x: tensor<64xf32>, %y: tensor<16xf32>) -> (tensor<64xf32>, 
 // -----
 
 // An asynchronous all-reduce reads its input until its result is first used,
-// so the silu may not take the gelu's bytes (it would without `async`).
+// so the silu may not take the gelu's bytes (it would without `weft.async`).
 // CHECK-LABEL: func @async_all_reduce
 // CHECK:       weft.gelu %{{.*}} {weft.offsets = array<i64: 0>}
-// CHECK:       weft.all_reduce %{{.*}} {async = true, axes = ["dp"], weft.offsets = array<i64: 64>}
+// CHECK:       weft.all_reduce %{{.*}} {axes = ["dp"], weft.async, weft.offsets = array<i64: 64>}
 // CHECK:       weft.silu %{{.*}} {weft.offsets = array<i64: 128>}
 weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
 func.func @async_all_reduce(%x: tensor<16xf32>) -> tensor<16xf32> {
   %0 = weft.gelu %x : tensor<16xf32>
-  %1 = weft.all_reduce %0 {async = true, axes = ["dp"]} : (tensor<16xf32>) -> tensor<16xf32>
+  %1 = weft.all_reduce %0 {axes = ["dp"], weft.async} : (tensor<16xf32>) -> tensor<16xf32>
   %2 = weft.silu %x : tensor<16xf32>
   %3 = weft.add %1, %2 : tensor<16xf32>
   return %3 : tensor<16xf32>

@@ -4,7 +4,7 @@
 // above the parameter it gathers. Other gathers are left alone.
 // CHECK-LABEL: func @prefetch
 // CHECK:      %[[W:.*]] = weft.param "w"
-// CHECK-NEXT: %[[G:.*]] = weft.all_gather %[[W]] {async = true, axes = ["dp"], dim = 0 : i64}
+// CHECK-NEXT: %[[G:.*]] = weft.all_gather %[[W]] {axes = ["dp"], dim = 0 : i64, weft.async}
 // CHECK-NEXT: weft.gelu
 // CHECK-NEXT: weft.silu
 // CHECK-NEXT: weft.matmul %{{.*}}, %[[G]]
@@ -30,7 +30,7 @@ func.func @prefetch(%x: tensor<2x4x8xf32>) -> tensor<4x4x8xf32> {
 // CHECK-LABEL: func @prefetch_bucket
 // CHECK:      %[[V:.*]] = weft.param "v"
 // CHECK-NEXT: %[[P:.*]] = weft.pack %{{.*}}, %[[V]]
-// CHECK-NEXT: %[[G:.*]] = weft.all_gather %[[P]] {async = true, axes = ["dp"], dim = 0 : i64}
+// CHECK-NEXT: %[[G:.*]] = weft.all_gather %[[P]] {axes = ["dp"], dim = 0 : i64, weft.async}
 // CHECK-NEXT: weft.gelu
 // CHECK-NEXT: weft.silu
 // CHECK-NEXT: %[[U:.*]]:2 = weft.unpack %[[G]] {blocks = 2 : i64}

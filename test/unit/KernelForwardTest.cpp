@@ -241,7 +241,7 @@ TEST(Threads, EachRankTakesItsShareOfTheNode) {
   EXPECT_EQ(weft::cpu::threadsThatFit(2, 2, 4), 1);
   EXPECT_EQ(weft::cpu::threadsThatFit(2, 2, 1), 2);
   EXPECT_EQ(weft::cpu::threadsThatFit(16, 16, 4), 4);
-  EXPECT_EQ(weft::cpu::threadsThatFit(1, 16, 4), 1);  // bound to one core
+  EXPECT_EQ(weft::cpu::threadsThatFit(1, 16, 4), 1); // bound to one core
   EXPECT_EQ(weft::cpu::threadsThatFit(16, 16, 32), 1);
   EXPECT_EQ(weft::cpu::threadsThatFit(16, 16, 0), 16); // no launcher count
 }

@@ -353,12 +353,27 @@ weft::TrainingFlags flags() {
   f.maskSeed = maskSeedArg;
   f.onnxModel = StringRef(modelArg).ends_with(".onnx");
   f.model = modelArg;
-  for (cl::Option *flag : std::initializer_list<cl::Option *>{
-           &lrArg, &beta1Arg, &beta2Arg, &epsArg, &wdArg, &scheduleArg,
-           &warmupArg, &totalArg, &minLrArg, &meshArg, &bucketMbArg,
-           &zero3GatherArg, &pipelineScheduleArg, &virtualStagesArg,
-           &stagesArg, &lossArg, &classesArg, &maskTokenArg, &maskProbArg,
-           &maskSeedArg})
+  for (cl::Option *flag :
+       std::initializer_list<cl::Option *>{&lrArg,
+                                           &beta1Arg,
+                                           &beta2Arg,
+                                           &epsArg,
+                                           &wdArg,
+                                           &scheduleArg,
+                                           &warmupArg,
+                                           &totalArg,
+                                           &minLrArg,
+                                           &meshArg,
+                                           &bucketMbArg,
+                                           &zero3GatherArg,
+                                           &pipelineScheduleArg,
+                                           &virtualStagesArg,
+                                           &stagesArg,
+                                           &lossArg,
+                                           &classesArg,
+                                           &maskTokenArg,
+                                           &maskProbArg,
+                                           &maskSeedArg})
     if (flag->getNumOccurrences())
       f.given.insert(flag->ArgStr.str());
   // A --plan row's pipeline is asked for as if by flags.
@@ -509,10 +524,9 @@ int main(int argc, char **argv) {
   // A .mlir model's shapes are its own: a --batch or --seq that differs is
   // refused, never ignored (an ONNX model refuses one likewise).
   if (StringRef(modelArg).ends_with(".mlir"))
-    for (auto [flag, asked, own] :
-         {std::tuple<cl::Option *, int64_t, int64_t>{&batchArg, batchArg,
-                                                     modelBatch},
-          {&seqArg, seqArg, modelSeq}})
+    for (auto [flag, asked, own] : {std::tuple<cl::Option *, int64_t, int64_t>{
+                                        &batchArg, batchArg, modelBatch},
+                                    {&seqArg, seqArg, modelSeq}})
       if (flag->getNumOccurrences() && asked != own)
         return fail("--" + flag->ArgStr.str() + " " + std::to_string(asked) +
                     " differs from the " + flag->ArgStr.str() + " of '" +

@@ -20,8 +20,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <string>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 namespace weft::cpu {
@@ -95,8 +95,8 @@ std::string oversubscriptionWarning(int Threads, int HardwareCores,
          " cores: oversubscribed, every step waits on descheduled threads "
          "(4 ranks x 2 threads on 2 cores ran 33x slower); without --threads "
          "each rank takes " +
-         std::to_string(threadsThatFit(HardwareCores, HardwareCores,
-                                       LocalRanks)) +
+         std::to_string(
+             threadsThatFit(HardwareCores, HardwareCores, LocalRanks)) +
          " thread(s)";
 }
 
