@@ -85,7 +85,7 @@ static cl::opt<int64_t> virtualStagesArg(
 static cl::opt<std::string> stagesArg(
     cl::cat(compileCategory), "stages",
     cl::desc("with a pp axis in --mesh: the layers of each pipeline stage, "
-             "as 0-5,6-11 (default: even)"),
+             "as 0-5,6-11 (default: balanced by each layer's FLOPs)"),
     cl::init(""));
 static cl::opt<std::string> recomputeArg(
     cl::cat(compileCategory), "recompute",
@@ -450,7 +450,10 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "weft-compile: a GPT-2 / Llama model (preset, config.json, ONNX or weft "
-      "IR) to a weft training-step program\n");
+      "IR) to a weft training-step program\n\n"
+      "  MLIR's pass-manager flags are accepted too (--mlir-timing,\n"
+      "  --mlir-print-ir-after=PASS, --mlir-pass-statistics, ...):\n"
+      "  --help-hidden lists them.\n");
   if (!planArg.empty()) {
     std::string problem = applyPlan();
     if (!problem.empty())
