@@ -51,12 +51,6 @@ struct TrainingPipelineOptions {
   std::string output; // emit the program here, if set
 };
 
-/// weft-cut-stages' options for a --mesh spec: stages = the size of its
-/// "pp" axis (1 without one), with the given boundaries and schedule.
-WeftCutStagesOptions pipelineOptions(llvm::StringRef mesh,
-                                     llvm::StringRef boundaries,
-                                     llvm::StringRef schedule);
-
 /// The stages of the pipeline in order, as --emit-mlir names them; a stage
 /// of a one-rank pipeline may add no pass.
 extern const char *const kTrainingStages[];

@@ -10,7 +10,7 @@ def WeftInferTpRoles : Pass<"weft-infer-tp-roles", "mlir::ModuleOp"> {
     Marks the parameters Megatron-style tensor parallelism splits with
     `weft.tp_role` (`#weft.tp_role<kind = "column" | "row" | "vocab", dim,
     blocks>`), from the structure of the forward graph alone, never from
-    parameter names (passes/TpRoles.h has the rules):
+    parameter names (passes/sharding/TpRoles.h has the rules):
     - a matmul of a norm's output by a weight starts a column-parallel
       region (its output features split, with its bias);
     - the region runs through activations, swiglu, rope, a fused QKV split

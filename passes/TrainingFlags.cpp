@@ -183,8 +183,11 @@ std::string weft::buildTrainingOptions(const TrainingFlags &f,
   o.masking.maskToken = f.maskToken;
   o.masking.maskProb = f.maskProb;
   o.masking.seed = f.maskSeed;
-  o.pipeline = pipelineOptions(f.mesh, f.stages, scheduleSpec);
-  o.layout.pipelineAxis = o.pipeline.stages > 1 ? "pp" : "";
+  // weft-cut-stages' options: the mesh's pp axis holds the stages.
+  o.pipeline.stages = pp;
+  o.pipeline.boundaries = f.stages;
+  o.pipeline.schedule = scheduleSpec;
+  o.layout.pipelineAxis = pp > 1 ? "pp" : "";
   o.output = f.output;
   return "";
 }

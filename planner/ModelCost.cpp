@@ -4,8 +4,8 @@
 #include "dialect/LayerMap.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
-#include "passes/StageBalance.h"
-#include "passes/TpRoles.h"
+#include "passes/pipeline/StageBalance.h"
+#include "passes/sharding/TpRoles.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"

@@ -1,7 +1,7 @@
 //===- InferTpRoles.cpp - weft-infer-tp-roles: roles from structure -------===//
 #include "dialect/AttrNames.h"
 #include "passes/Passes.h"
-#include "passes/TpRoles.h"
+#include "passes/sharding/TpRoles.h"
 
 #include "mlir/IR/Builders.h"
 

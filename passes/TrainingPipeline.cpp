@@ -1,7 +1,6 @@
-//===- Pipeline.cpp - the training pipeline and pass registration ---------===//
+//===- TrainingPipeline.cpp - the training pipeline and pass registration -===//
 #include "passes/Passes.h"
 #include "passes/TrainingFlags.h"
-#include "program/Program.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -77,20 +76,6 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
   }
   if (name == "plan-memory")
     pm.addNestedPass<func::FuncOp>(createWeftPlanMemory());
-}
-
-weft::WeftCutStagesOptions weft::pipelineOptions(llvm::StringRef mesh,
-                                                 llvm::StringRef boundaries,
-                                                 llvm::StringRef schedule) {
-  WeftCutStagesOptions o;
-  o.boundaries = boundaries.str();
-  o.schedule = schedule.str();
-  // A mesh that does not parse has no stages; weft-apply-layout refuses it.
-  weft::Mesh parsed;
-  if (!mesh.empty() && weft::parseMeshSpec(mesh.str(), parsed).ok() &&
-      parsed.axisIndex("pp") >= 0)
-    o.stages = parsed.Dims[size_t(parsed.axisIndex("pp"))];
-  return o;
 }
 
 void weft::buildTrainingPipeline(OpPassManager &pm,

@@ -15,9 +15,9 @@
 #include "dialect/AttrNames.h"
 #include "dialect/LayerMap.h"
 #include "dialect/WeftDialect.h"
-#include "passes/FragmentKeys.h"
+#include "passes/pipeline/FragmentKeys.h"
 #include "passes/Passes.h"
-#include "passes/StageBalance.h"
+#include "passes/pipeline/StageBalance.h"
 #include "program/PipelineSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -41,7 +41,7 @@ using namespace weft;
 namespace {
 namespace an = weft::attrname;
 
-// An op's phase (passes/FragmentKeys.h; kWeight: the weight-gradient half
+// An op's phase (passes/pipeline/FragmentKeys.h; kWeight: the weight-gradient half
 // of a split backward (ZB-H1), which the rank functions' backward ops not on
 // the way to a sent gradient get), or none (params).
 using Phase = FragmentPhase;
@@ -440,7 +440,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
   int64_t rankOf(int64_t v) const { return v % ranks; }
   int64_t chunkOf(int64_t v) const { return v / ranks; }
 
-  // A rank's fragments in table order (passes/FragmentKeys.h).
+  // A rank's fragments in table order (passes/pipeline/FragmentKeys.h).
   FragmentKeys keys() const { return {chunks, split}; }
   int64_t fragmentKey(Phase p, int64_t chunk) const {
     return keys().key(p, chunk);

@@ -2,7 +2,7 @@
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
-#include "passes/ShardingUtils.h"
+#include "passes/sharding/ShardingUtils.h"
 
 #include "mlir/IR/Builders.h"
 

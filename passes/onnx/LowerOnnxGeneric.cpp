@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/WeftDialect.h"
-#include "passes/OnnxMatch.h"
+#include "passes/onnx/OnnxMatch.h"
 #include "passes/Passes.h"
 #include "program/Broadcast.h"
 #include "program/ShapeString.h"

@@ -1,5 +1,5 @@
 //===- OnnxMatch.cpp - matching imported ONNX subgraphs -------------------===//
-#include "passes/OnnxMatch.h"
+#include "passes/onnx/OnnxMatch.h"
 
 using namespace mlir;
 

@@ -1,7 +1,7 @@
 //===- ApplyLayout.cpp - weft-apply-layout: mesh + declared shardings -----===//
 #include "dialect/AttrNames.h"
 #include "passes/Passes.h"
-#include "passes/ShardingUtils.h"
+#include "passes/sharding/ShardingUtils.h"
 #include "program/JsonDepth.h"
 #include "program/Program.h"
 #include "llvm/ADT/StringSet.h"

@@ -1,7 +1,7 @@
 //===- PropagateSharding.cpp - weft-propagate-sharding --------------------===//
 #include "dialect/AttrNames.h"
 #include "passes/Passes.h"
-#include "passes/ShardingUtils.h"
+#include "passes/sharding/ShardingUtils.h"
 
 #include "mlir/IR/Builders.h"
 

@@ -1,8 +1,8 @@
 //===- Explain.cpp - collectives and memory of a partitioned step ---------===//
-#include "passes/Explain.h"
+#include "passes/analysis/Explain.h"
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
-#include "passes/ShardingUtils.h"
+#include "passes/sharding/ShardingUtils.h"
 #include "program/PipelineSchedule.h"
 
 #include "llvm/Support/Format.h"

@@ -1,5 +1,5 @@
 //===- StageBalance.cpp - cutting layers into balanced stages -------------===//
-#include "passes/StageBalance.h"
+#include "passes/pipeline/StageBalance.h"
 
 #include <algorithm>
 #include <cmath>

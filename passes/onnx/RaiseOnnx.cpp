@@ -24,7 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/WeftDialect.h"
-#include "passes/OnnxMatch.h"
+#include "passes/onnx/OnnxMatch.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"

@@ -1,7 +1,7 @@
 //===- Partition.cpp - weft-partition: the per-rank program ---------------===//
 #include "dialect/AttrNames.h"
 #include "passes/Passes.h"
-#include "passes/ShardingUtils.h"
+#include "passes/sharding/ShardingUtils.h"
 
 #include "mlir/IR/Builders.h"
 

@@ -1,5 +1,5 @@
 //===- ShardingUtils.cpp - factor assignment and local types --------------===//
-#include "passes/ShardingUtils.h"
+#include "passes/sharding/ShardingUtils.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
