@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
+#include "program/PipelineSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -255,6 +256,19 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
       return fail() << "must be a function's stage index or count (0 to "
                        "2^20), got "
                     << value;
+    return success();
+  }
+  // The schedule travels as its compact spelling ("1f1b",
+  // "interleaved:2", "custom:..."): verified by the schedule library's own
+  // parser where it is written, so every reader may trust it.
+  if (name == an::kPipelineSchedule && isa<func::FuncOp>(op) &&
+      isa<StringAttr>(value)) {
+    weft::PipelineSchedule parsed;
+    if (weft::Status s =
+            weft::parsePipelineSchedule(cast<StringAttr>(value).str(), parsed);
+        !s.ok())
+      return fail() << "'" << cast<StringAttr>(value).getValue()
+                    << "' is not a pipeline schedule: " << s.message();
     return success();
   }
   if (name == an::kPipelineAxis || name == an::kPipelineSchedule ||

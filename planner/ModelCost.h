@@ -32,7 +32,8 @@ namespace weft::cost {
 /// (QKV, MLP up/gate, the vocab-parallel head), row-parallel splits K (the
 /// attention output and MLP down projections), None leaves it whole (a
 /// weight with no role, the generic path's batch_matmul). Read from the
-/// weight's role (passes/sharding/TpRoles.h), the one definition the layout uses.
+/// weight's role (passes/sharding/TpRoles.h), the one definition the layout
+/// uses.
 enum class TpSplit { Column, Row, None };
 
 /// One forward GEMM `[rowsPerSeq * batch, k] x [k, n]`.
@@ -99,8 +100,8 @@ struct ModelCost {
   std::vector<PartCost> layers;
 
   /// Layers of each of `chunks` contiguous pipeline chunks, cut as
-  /// weft-cut-stages cuts them (passes/pipeline/StageBalance.h: by forward FLOPs,
-  /// the embeddings on the first chunk, the head on the last).
+  /// weft-cut-stages cuts them (passes/pipeline/StageBalance.h: by forward
+  /// FLOPs, the embeddings on the first chunk, the head on the last).
   const std::vector<int64_t> &chunkLayers(int64_t chunks) const;
 
   /// The collectives weft's passes emit over tp = `tp` (TensorParallel.h),

@@ -16,7 +16,7 @@
 #include <string>
 
 // The formulas below run on the host and, compiled by nvcc, in the CUDA
-// kernels (runtime/kernels/cuda): one definition of each activation.
+// kernels (runtime/cuda/kernels): one definition of each activation.
 #ifdef __CUDACC__
 #define WEFT_HOST_DEVICE __host__ __device__
 #else

@@ -20,13 +20,15 @@
 
 namespace weft {
 
-/// Reads the Want bytes an external tensor stores into Out. Returns "" or
-/// the error, starting with What. The location must be a file beside the
-/// model (in ModelDir): no absolute path, no "..".
+/// Reads the Want bytes an external tensor stores into *Out (or, with Out
+/// null, checks only that they are there: weft-compile's check of the
+/// weights it does not read). Returns "" or the error, starting with What.
+/// The location must be a file beside the model (in ModelDir): no absolute
+/// path, no "..".
 template <typename TensorProto>
 std::string readOnnxExternalData(const TensorProto &T, uint64_t Want,
                                  const std::filesystem::path &ModelDir,
-                                 const std::string &What, std::string &Out) {
+                                 const std::string &What, std::string *Out) {
   std::string Location;
   uint64_t Offset = 0, Length = Want;
   bool HasLength = false;
@@ -63,9 +65,11 @@ std::string readOnnxExternalData(const TensorProto &T, uint64_t Want,
     return What + ": external data bytes [" + std::to_string(Offset) + ", " +
            std::to_string(Offset + Want) + ") past the end of '" + Location +
            "' (" + std::to_string(Size) + " bytes)";
-  Out.resize(size_t(Want));
+  if (!Out)
+    return "";
+  Out->resize(size_t(Want));
   In.seekg(std::streamoff(Offset));
-  In.read(Out.data(), std::streamsize(Want));
+  In.read(Out->data(), std::streamsize(Want));
   return In ? "" : What + ": cannot read its external data";
 }
 

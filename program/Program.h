@@ -409,7 +409,7 @@ struct OutputSpec {
 };
 
 /// How a masked-language-model program's batches hide tokens (version 9;
-/// runtime/Data.h samples them, docs/program-format.md "Masked-LM
+/// runtime/data/Data.h samples them, docs/program-format.md "Masked-LM
 /// batches"). MaskToken < 0: a next-token program.
 struct MaskedLmSpec {
   int64_t MaskToken = -1;

@@ -15,8 +15,8 @@
 
 #include "program/Program.h"
 #include "program/Status.h"
+#include "runtime/AdamWParams.h"
 #include "runtime/Queue.h"
-#include "runtime/kernels/AdamWParams.h"
 
 #include <cstddef>
 #include <memory>

@@ -17,9 +17,9 @@
 
 #include "program/Program.h"
 #include "runtime/Backend.h"
-#include "runtime/Data.h"
-#include "runtime/Timeline.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/data/Data.h"
+#include "runtime/trace/Timeline.h"
 
 #include <algorithm>
 #include <array>

@@ -2,8 +2,8 @@
 #ifndef WEFT_RUNTIME_TRAINER_H
 #define WEFT_RUNTIME_TRAINER_H
 
-#include "runtime/Data.h"
 #include "runtime/Executor.h"
+#include "runtime/data/Data.h"
 
 #include <functional>
 #include <ostream>

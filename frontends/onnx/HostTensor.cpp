@@ -1042,7 +1042,7 @@ std::string tensorFromProto(const onnx::TensorProto &proto, HostTensor &out,
         : out.type == HostType::I32 || out.type == HostType::F32 ? 4
                                                                  : 8;
     std::string e = readOnnxExternalData(proto, uint64_t(n) * width, modelDir,
-                                         what, stored);
+                                         what, &stored);
     if (!e.empty())
       return e;
   }

@@ -5,6 +5,7 @@
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/ShapeRules.h"
 #include "program/OnnxBuffers.h"
+#include "program/OnnxExternalData.h"
 #include "program/TorchExportSignature.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,6 +29,38 @@ using namespace mlir;
 
 namespace weft {
 namespace {
+// That a weight's values are all there, where the model says, without
+// reading them (weft-run --load reads them): one of raw_data, the typed
+// field or external data, of its shape's size; external data in a file
+// beside the model, no further (ONNX's rule: no absolute path, no "..").
+std::string checkWeightDataIn(const onnx::TensorProto &t,
+                              const std::string &modelDir) {
+  const std::string what = "initializer '" + t.name() + "'";
+  uint64_t numel = 1;
+  for (int64_t d : t.dims())
+    if (d <= 0 || __builtin_mul_overflow(numel, uint64_t(d), &numel) ||
+        numel > (uint64_t(1) << 48))
+      return what + " has " + std::to_string(t.dims_size()) +
+             " dims whose product is not a size weft holds";
+  const bool f64 = t.data_type() == onnx::TensorProto_DataType_DOUBLE;
+  const uint64_t want = numel * (f64 ? 8 : 4);
+  const int typed = f64 ? t.double_data_size() : t.float_data_size();
+  const bool external =
+      t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL;
+  if (int(t.has_raw_data()) + int(typed > 0) + int(external) > 1)
+    return what + " holds its values in more than one of raw_data, " +
+           (f64 ? "double_data" : "float_data") +
+           " and external data: which the model means is ambiguous";
+  if (external)
+    return weft::readOnnxExternalData(t, want, modelDir, what, nullptr);
+  if (t.has_raw_data() && t.raw_data().size() != want)
+    return what + ": raw_data holds " + std::to_string(t.raw_data().size()) +
+           " bytes, expected " + std::to_string(want) + " for its shape";
+  if (!t.has_raw_data() && uint64_t(typed) != numel)
+    return what + ": holds " + std::to_string(typed) + " values, expected " +
+           std::to_string(numel) + " for its shape";
+  return "";
+}
 using onnximport::HostTensor;
 using onnximport::HostType;
 using onnximport::shapeString;
@@ -867,6 +900,11 @@ std::string Importer::node(const onnx::NodeProto &n) {
 std::string Importer::run(const onnx::ModelProto &model,
                           const std::string &name,
                           OwningOpRef<ModuleOp> &module) {
+  // IR versions 3 (ONNX 1.0, opset 7) to 12: a 0 (unset) or a version
+  // past ONNX's would have the fields read in another meaning.
+  if (model.ir_version() < 3 || model.ir_version() > 12)
+    return "the model's ir_version is " + std::to_string(model.ir_version()) +
+           "; weft reads ONNX IR versions 3 to 12";
   for (const auto &o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx")
       opset = o.version();
@@ -888,14 +926,23 @@ std::string Importer::run(const onnx::ModelProto &model,
            "' is updated by the forward (the export's signature says "
            "BUFFER_MUTATION); weft holds buffers constant: export the model "
            "in eval mode";
+  std::set<std::string> initializerNames;
   for (const auto &t : g.initializer()) {
     HostType ht;
+    if (!initializerNames.insert(t.name()).second)
+      return "initializer '" + t.name() +
+             "' appears twice in graph.initializer: which values the model "
+             "holds is ambiguous";
     bool isFloat = t.data_type() == onnx::TensorProto_DataType_FLOAT ||
                    t.data_type() == onnx::TensorProto_DataType_DOUBLE;
     if (isFloat && !isOnnxBuffer(t.name()) && signature.isWeight(t.name())) {
       for (int64_t d : t.dims())
         if (d <= 0)
           return "initializer '" + t.name() + "' has dim " + std::to_string(d);
+      // Its values are read by weft-run --load; that they are all there,
+      // and where the model says, is checked now.
+      if (std::string e = checkWeightDataIn(t, modelDir); !e.empty())
+        return e;
       params[t.name()] = &t;
       continue;
     }

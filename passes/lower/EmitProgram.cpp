@@ -9,9 +9,9 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
-#include "passes/pipeline/FragmentKeys.h"
 #include "passes/NamedTensors.h"
 #include "passes/Passes.h"
+#include "passes/pipeline/FragmentKeys.h"
 #include "passes/sharding/ShardingUtils.h"
 #include "program/Base64.h"
 #include "program/PipelineSchedule.h"

@@ -7,7 +7,7 @@
 // targets are given (given-targets: no recipe). The data, not the
 // graph, is what differs from next-token training: the runtime samples
 // each position's input and target from the dictionary's recipe
-// (runtime/Data.h, docs/program-format.md "Masked-LM batches").
+// (runtime/data/Data.h, docs/program-format.md "Masked-LM batches").
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"

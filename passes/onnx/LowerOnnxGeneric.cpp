@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/WeftDialect.h"
-#include "passes/onnx/OnnxMatch.h"
 #include "passes/Passes.h"
+#include "passes/onnx/OnnxMatch.h"
 #include "program/Broadcast.h"
 #include "program/ShapeString.h"
 

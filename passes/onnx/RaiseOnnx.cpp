@@ -24,8 +24,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/WeftDialect.h"
-#include "passes/onnx/OnnxMatch.h"
 #include "passes/Passes.h"
+#include "passes/onnx/OnnxMatch.h"
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"

@@ -15,8 +15,8 @@
 #include "dialect/AttrNames.h"
 #include "dialect/LayerMap.h"
 #include "dialect/WeftDialect.h"
-#include "passes/pipeline/FragmentKeys.h"
 #include "passes/Passes.h"
+#include "passes/pipeline/FragmentKeys.h"
 #include "passes/pipeline/StageBalance.h"
 #include "program/PipelineSchedule.h"
 
@@ -41,9 +41,9 @@ using namespace weft;
 namespace {
 namespace an = weft::attrname;
 
-// An op's phase (passes/pipeline/FragmentKeys.h; kWeight: the weight-gradient half
-// of a split backward (ZB-H1), which the rank functions' backward ops not on
-// the way to a sent gradient get), or none (params).
+// An op's phase (passes/pipeline/FragmentKeys.h; kWeight: the weight-gradient
+// half of a split backward (ZB-H1), which the rank functions' backward ops not
+// on the way to a sent gradient get), or none (params).
 using Phase = FragmentPhase;
 constexpr int kNoPhase = kOptimizer + 1;
 const char *const *const kPhaseNames = kFragmentPhaseNames;

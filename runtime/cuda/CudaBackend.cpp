@@ -1,8 +1,8 @@
 //===- CudaBackend.cpp - Bound instructions on a CUDA device -------------===//
 //
-// The CUDA twin of runtime/CpuBackend.cpp: device memory from cudaMalloc,
+// The CUDA twin of runtime/cpu/CpuBackend.cpp: device memory from cudaMalloc,
 // a queue per CUDA stream (runtime/cuda/CudaQueue.h), GEMMs on cuBLASLt and
-// every other op on weft's own kernels (runtime/kernels/cuda).
+// every other op on weft's own kernels (runtime/cuda/kernels).
 //
 // prepare() makes a plan per instruction once: its kernel, chosen by its
 // operands' dtypes, its cuBLASLt plan, its rope frequencies on the device,
@@ -19,7 +19,7 @@
 #include "runtime/cuda/CudaQueue.h"
 #include "runtime/cuda/HostPlans.h"
 #include "runtime/cuda/PluginImpl.h"
-#include "runtime/kernels/cuda/Kernels.h"
+#include "runtime/cuda/kernels/Kernels.h"
 
 #include <algorithm>
 #include <array>

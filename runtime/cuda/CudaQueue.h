@@ -12,7 +12,7 @@
 
 #include "program/Status.h"
 #include "runtime/Queue.h"
-#include "runtime/kernels/cuda/Kernels.h"
+#include "runtime/cuda/kernels/Kernels.h"
 
 #include <cuda_runtime_api.h>
 

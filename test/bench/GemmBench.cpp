@@ -11,7 +11,7 @@
 //   weft-bench-gemm [--threads N] [--reps R]
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/kernels/cpu/Kernels.h"
+#include "runtime/cpu/kernels/Kernels.h"
 
 #include <cblas.h>
 

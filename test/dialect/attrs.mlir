@@ -170,6 +170,14 @@ func.func @shard_axes_not_adamw(%x: tensor<16xf32>) -> tensor<16xf32> {
 
 // -----
 
+// A stage function's schedule is verified by the schedule library's parser.
+// expected-error @+1 {{weft.pipeline_schedule 'zigzag' is not a pipeline schedule}}
+func.func @schedule_unknown() attributes {weft.pipeline_schedule = "zigzag"} {
+  return
+}
+
+// -----
+
 // A tensor-parallel role (weft-infer-tp-roles) splits a dim the parameter
 // has, in blocks that divide it, and names a known kind; it belongs on a
 // weft.param. The well-formed one verifies.

@@ -5,7 +5,7 @@
 // parsed and checked as loadCheckpoint does before it reads any tensor).
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/CheckpointManifest.h"
+#include "runtime/checkpoint/CheckpointManifest.h"
 
 #include <cstdint>
 #include <string>

@@ -6,7 +6,7 @@
 // never read.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/OnnxWeights.h"
+#include "runtime/checkpoint/OnnxWeights.h"
 
 #include <vector>
 

@@ -4,7 +4,7 @@
 // checkpoint or --init-from load would.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Safetensors.h"
+#include "runtime/checkpoint/Safetensors.h"
 
 #include <vector>
 

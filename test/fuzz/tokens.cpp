@@ -4,7 +4,7 @@
 // the file. A file that loads is sampled as weft-run samples batches.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Data.h"
+#include "runtime/data/Data.h"
 
 #include <vector>
 

@@ -18,7 +18,7 @@
 #include "program/Program.h"
 #include "runtime/Backend.h"
 #include "runtime/Queue.h"
-#include "runtime/kernels/cuda/Kernels.h"
+#include "runtime/cuda/kernels/Kernels.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>

@@ -27,6 +27,8 @@
   opset.onnx     opset 6 (before numpy broadcasting)
   inputs.onnx    a second input, attention_mask
   no_outputs.onnx  the bigram with no graph outputs
+  ir0/ir99.onnx, both_data.onnx, short_weights.onnx, duplicate_weights.onnx,
+  external_{escape,absolute,missing}.onnx: malformed headers and weights
   domain.onnx    a node of the com.microsoft domain
   attrtype.onnx  the head's Transpose with perm as FLOATS (onnx.checker and
                  onnxruntime refuse it; read as the default it would be
@@ -165,3 +167,26 @@ save(model([embed, helper.make_node("ReduceMean", ["x"], ["lo"], name="mean", ke
 no_out = model([embed] + head(), [WTE])
 del no_out.graph.output[:]
 save(no_out, f"{out}/no_outputs.onnx")
+
+# Malformed weights and headers, each refused by weft-compile by name (they
+# were accepted and refused only by weft-run --load, or not at all).
+for version, label in ((0, "ir0"), (99, "ir99")):
+    m = model([embed] + head(), [WTE])
+    m.ir_version = version
+    save(m, f"{out}/{label}.onnx")
+both = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "wte")
+both.float_data.extend([0.0] * 128)  # raw_data and float_data at once
+save(model([embed] + head(), [both]), f"{out}/both_data.onnx")
+short = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "wte")
+short.raw_data = short.raw_data[:100]  # truncated
+save(model([embed] + head(), [short]), f"{out}/short_weights.onnx")
+save(model([embed] + head(), [WTE, WTE]), f"{out}/duplicate_weights.onnx")
+for location, label in (("../../../../etc/passwd", "escape"), ("/dev/zero", "absolute"),
+                        ("missing.bin", "missing")):
+    ext = TensorProto()
+    ext.name, ext.data_type = "wte", TensorProto.FLOAT
+    ext.dims.extend([16, 8])
+    ext.data_location = TensorProto.EXTERNAL
+    entry = ext.external_data.add()
+    entry.key, entry.value = "location", location
+    save(model([embed] + head(), [ext]), f"{out}/external_{label}.onnx")

@@ -6,13 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "TestPrograms.h"
-#include "runtime/Checkpoint.h"
-#include "runtime/CheckpointManifest.h"
 #include "runtime/DurableFile.h"
-#include "runtime/PeriodicCheckpoints.h"
-#include "runtime/Safetensors.h"
 #include "runtime/Trainer.h"
 #include "runtime/TrainingChecks.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/CheckpointManifest.h"
+#include "runtime/checkpoint/PeriodicCheckpoints.h"
+#include "runtime/checkpoint/Safetensors.h"
 
 #include <gtest/gtest.h>
 

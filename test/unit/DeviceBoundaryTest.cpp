@@ -11,9 +11,9 @@
 //===----------------------------------------------------------------------===//
 #include "HostState.h"
 #include "TestPrograms.h"
-#include "runtime/Checkpoint.h"
 #include "runtime/Trainer.h"
 #include "runtime/TrainingChecks.h"
+#include "runtime/checkpoint/Checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>

@@ -1,9 +1,9 @@
 //===- ExecutorTest.cpp - End-to-end runs of hand-built programs ----------===//
 #include "runtime/Executor.h"
 #include "TestPrograms.h"
-#include "runtime/Checkpoint.h"
-#include "runtime/Safetensors.h"
 #include "runtime/Trainer.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/Safetensors.h"
 
 #include <gtest/gtest.h>
 

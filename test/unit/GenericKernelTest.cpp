@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "program/Broadcast.h"
-#include "runtime/kernels/cpu/Kernels.h"
+#include "runtime/cpu/kernels/Kernels.h"
 
 #include <gtest/gtest.h>
 

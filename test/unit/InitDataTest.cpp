@@ -1,7 +1,7 @@
 //===- InitDataTest.cpp - Deterministic init and the token data loader ----===//
 #include "program/Hash.h"
-#include "runtime/Data.h"
 #include "runtime/Init.h"
+#include "runtime/data/Data.h"
 
 #include <gtest/gtest.h>
 

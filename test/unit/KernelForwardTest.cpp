@@ -1,6 +1,6 @@
 //===- KernelForwardTest.cpp - f32 kernels against naive f64 loops --------===//
-#include "runtime/kernels/cpu/FastMath.h"
-#include "runtime/kernels/cpu/Kernels.h"
+#include "runtime/cpu/kernels/FastMath.h"
+#include "runtime/cpu/kernels/Kernels.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 // a central difference of L with h = 1e-6.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/kernels/cpu/Kernels.h"
+#include "runtime/cpu/kernels/Kernels.h"
 
 #include <gtest/gtest.h>
 

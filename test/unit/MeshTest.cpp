@@ -7,9 +7,9 @@
 //===----------------------------------------------------------------------===//
 #include "HostState.h"
 #include "program/Shard.h"
-#include "runtime/Data.h"
 #include "runtime/Executor.h"
 #include "runtime/Trainer.h"
+#include "runtime/data/Data.h"
 #include "test/unit/MeshPrograms.h"
 #include "test/unit/TestPrograms.h"
 

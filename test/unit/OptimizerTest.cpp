@@ -1,6 +1,6 @@
 //===- OptimizerTest.cpp - AdamW step and learning-rate schedule ----------===//
 #include "runtime/Trainer.h"
-#include "runtime/kernels/cpu/Kernels.h"
+#include "runtime/cpu/kernels/Kernels.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
 //===- RobustnessTest.cpp - Mutated programs are refused or run, never crash
 //===//
 #include "TestPrograms.h"
-#include "runtime/Data.h"
 #include "runtime/Executor.h"
-#include "runtime/Safetensors.h"
 #include "runtime/Trainer.h"
-#include "runtime/kernels/cpu/FastMath.h"
+#include "runtime/checkpoint/Safetensors.h"
+#include "runtime/cpu/kernels/FastMath.h"
+#include "runtime/data/Data.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 //===- SafetensorsTest.cpp - safetensors read/write -----------------------===//
-#include "runtime/Safetensors.h"
+#include "runtime/checkpoint/Safetensors.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #define WEFT_TEST_UNIT_TESTPROGRAMS_H
 
 #include "program/Program.h"
-#include "runtime/Data.h"
+#include "runtime/data/Data.h"
 
 #include <nlohmann/json.hpp>
 

@@ -5,7 +5,8 @@
 // MODEL is a preset name, a Hugging Face style config.json, an ONNX file
 // (torch.onnx.export of GPT-2 / Llama; frontends/onnx), or a .mlir file
 // holding a forward function in weft IR. The stages are the passes of
-// passes/TrainingPipeline.cpp; --emit-mlir=STAGE prints the IR after one of them.
+// passes/TrainingPipeline.cpp; --emit-mlir=STAGE prints the IR after one of
+// them.
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
@@ -14,10 +15,10 @@
 #ifdef WEFT_HAVE_ONNX_IMPORT
 #include "frontends/onnx/ImportOnnx.h"
 #endif
-#include "passes/analysis/Explain.h"
 #include "passes/Passes.h"
 #include "passes/ToolDiagnostics.h"
 #include "passes/TrainingFlags.h"
+#include "passes/analysis/Explain.h"
 #include "program/JsonDepth.h"
 #include "program/PipelineSchedule.h"
 

@@ -4,7 +4,7 @@
 // in order, as a little-endian uint16 token (vocabulary 256).
 // weft-tokenize --ids IDS.txt -o OUT.bin writes token ids another tokenizer
 // produced (decimal, whitespace separated): raw uint16 when every id fits,
-// else llm.c's version-2 format with uint32 ids (runtime/Data.h).
+// else llm.c's version-2 format with uint32 ids (runtime/data/Data.h).
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>

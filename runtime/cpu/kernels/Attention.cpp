@@ -1,0 +1,169 @@
+//===- Attention.cpp - multi-head (GQA) attention and its gradient --------===//
+//
+// Per (batch, head) the scores are computed in row blocks of RowBlock queries:
+// causal, block [i0,i1) needs keys [0,i1) only, which skips most of the
+// masked upper triangle; bidirectional (an encoder's), it reads every key.
+// GEMMs read Q/K/V in place in the [B,S,H*hd] layout through their leading
+// dimension. The (batch, head) loop is the parallel one; BLAS runs
+// single-threaded (as always, see Threads.cpp). Scratch per thread: one block
+// of probabilities and one of their gradients.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/kernels/Blas.h"
+#include "runtime/cpu/kernels/FastMath.h"
+#include "runtime/cpu/kernels/Kernels.h"
+#include "runtime/cpu/kernels/Parallel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+namespace weft::cpu {
+
+namespace {
+
+constexpr int64_t RowBlock = 64;
+
+/// Softmax of rows [I0, I1) of a scores block (row r of the block holds query
+/// I0+r; columns [0, KEnd) are valid), masking keys after the query when
+/// causal (KEnd = I1 then), else over all KEnd keys.
+template <typename T>
+inline void softmaxRows(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
+                        bool Causal) {
+  for (int64_t I = I0; I < I1; ++I) {
+    T *Row = P + (I - I0) * Ld;
+    int64_t N = Causal ? I + 1 : KEnd;
+    T M = rowMax(Row, N);
+    T Sum = T(0);
+    for (int64_t J = 0; J < N; ++J) {
+      Row[J] = vexp(Row[J] - M);
+      Sum += Row[J];
+    }
+    T Inv = T(1) / Sum;
+    for (int64_t J = 0; J < N; ++J)
+      Row[J] *= Inv;
+    for (int64_t J = N; J < KEnd; ++J)
+      Row[J] = T(0);
+  }
+}
+
+WEFT_SIMD_CLONES void softmaxRowsF(float *P, int64_t Ld, int64_t I0, int64_t I1,
+                                   int64_t KEnd, bool Causal) {
+  softmaxRows(P, Ld, I0, I1, KEnd, Causal);
+}
+
+template <typename T>
+void softmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
+                  bool Causal) {
+  if constexpr (std::is_same_v<T, float>)
+    softmaxRowsF(P, Ld, I0, I1, KEnd, Causal);
+  else
+    softmaxRows(P, Ld, I0, I1, KEnd, Causal);
+}
+
+} // namespace
+
+template <typename T>
+void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
+               int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
+               double ScaleAttr, bool Causal) {
+  const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
+  const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
+  const int64_t Blk = std::min(RowBlock, S);
+  const bool Parallel = double(B * H) * S * S * Hd > 1e6;
+#pragma omp parallel for schedule(dynamic, 1) if (Parallel)
+  for (int64_t BH = 0; BH < B * H; ++BH) {
+    int64_t Bi = BH / H, Hh = BH % H, Kh = Hh / Group;
+    T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * 2 * Blk * S;
+    const T *Qp = Q + Bi * S * Ldq + Hh * Hd;
+    const T *Kp = K + Bi * S * Ldk + Kh * Hd;
+    const T *Vp = V + Bi * S * Ldk + Kh * Hd;
+    T *Yp = Y + Bi * S * Ldq + Hh * Hd;
+    for (int64_t I0 = 0; I0 < S; I0 += Blk) {
+      int64_t I1 = std::min(S, I0 + Blk), KEnd = Causal ? I1 : S;
+      gemm(false, true, I1 - I0, KEnd, Hd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk,
+           T(0), P, S);
+      softmaxBlock(P, S, I0, I1, KEnd, Causal);
+      gemm(false, false, I1 - I0, Hd, KEnd, T(1), P, S, Vp, Ldk, T(0),
+           Yp + I0 * Ldq, Ldq);
+    }
+  }
+}
+
+// Parallel over (batch, kv head): the query heads of a group accumulate into
+// the same dK/dV slice, so one task owns the whole group.
+template <typename T>
+void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
+                   T *Dk, T *Dv, int64_t B, int64_t S, int64_t H, int64_t Hkv,
+                   int64_t Hd, void *Scratch, double ScaleAttr, bool Causal) {
+  const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
+  const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
+  const int64_t Blk = std::min(RowBlock, S);
+  const bool Parallel = double(B * H) * S * S * Hd > 1e6;
+#pragma omp parallel for schedule(dynamic, 1) if (Parallel)
+  for (int64_t BK = 0; BK < B * Hkv; ++BK) {
+    int64_t Bi = BK / Hkv, Kh = BK % Hkv;
+    T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * 2 * Blk * S;
+    T *DP = P + Blk * S;
+    const T *Kp = K + Bi * S * Ldk + Kh * Hd;
+    const T *Vp = V + Bi * S * Ldk + Kh * Hd;
+    T *Dkp = Dk + Bi * S * Ldk + Kh * Hd;
+    T *Dvp = Dv + Bi * S * Ldk + Kh * Hd;
+    for (int64_t I = 0; I < S; ++I)
+      for (int64_t C = 0; C < Hd; ++C) {
+        Dkp[I * Ldk + C] = T(0);
+        Dvp[I * Ldk + C] = T(0);
+      }
+    for (int64_t Hh = Kh * Group; Hh < (Kh + 1) * Group; ++Hh) {
+      const T *Qp = Q + Bi * S * Ldq + Hh * Hd;
+      const T *Dyp = Dy + Bi * S * Ldq + Hh * Hd;
+      T *Dqp = Dq + Bi * S * Ldq + Hh * Hd;
+      for (int64_t I0 = 0; I0 < S; I0 += Blk) {
+        int64_t I1 = std::min(S, I0 + Blk), M = I1 - I0, KEnd = Causal ? I1 : S;
+        gemm(false, true, M, KEnd, Hd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk, T(0),
+             P, S);
+        softmaxBlock(P, S, I0, I1, KEnd, Causal);
+        // dV[0:kend] += P^T dY[i0:i1]
+        gemm(true, false, KEnd, Hd, M, T(1), P, S, Dyp + I0 * Ldq, Ldq, T(1),
+             Dvp, Ldk);
+        // dP = dY V^T
+        gemm(false, true, M, KEnd, Hd, T(1), Dyp + I0 * Ldq, Ldq, Vp, Ldk, T(0),
+             DP, S);
+        // dS = P (dP - rowsum(P dP)), in place in DP (P is 0 where masked).
+        for (int64_t I = I0; I < I1; ++I) {
+          T *PR = P + (I - I0) * S, *DR = DP + (I - I0) * S;
+          T Dot = T(0);
+          for (int64_t J = 0, N = Causal ? I + 1 : KEnd; J < N; ++J)
+            Dot += PR[J] * DR[J];
+          for (int64_t J = 0; J < KEnd; ++J)
+            DR[J] = PR[J] * (DR[J] - Dot);
+        }
+        // dQ[i0:i1] = scale dS K[0:kend]; dK[0:kend] += scale dS^T Q[i0:i1]
+        gemm(false, false, M, Hd, KEnd, Scale, DP, S, Kp, Ldk, T(0),
+             Dqp + I0 * Ldq, Ldq);
+        gemm(true, false, KEnd, Hd, M, Scale, DP, S, Qp + I0 * Ldq, Ldq, T(1),
+             Dkp, Ldk);
+      }
+    }
+  }
+}
+
+template void attention<float>(const float *, const float *, const float *,
+                               float *, int64_t, int64_t, int64_t, int64_t,
+                               int64_t, void *, double, bool);
+template void attention<double>(const double *, const double *, const double *,
+                                double *, int64_t, int64_t, int64_t, int64_t,
+                                int64_t, void *, double, bool);
+template void attentionGrad<float>(const float *, const float *, const float *,
+                                   const float *, float *, float *, float *,
+                                   int64_t, int64_t, int64_t, int64_t, int64_t,
+                                   void *, double, bool);
+template void attentionGrad<double>(const double *, const double *,
+                                    const double *, const double *, double *,
+                                    double *, double *, int64_t, int64_t,
+                                    int64_t, int64_t, int64_t, void *, double,
+                                    bool);
+
+} // namespace weft::cpu

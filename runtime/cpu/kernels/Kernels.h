@@ -1,0 +1,271 @@
+//===- Kernels.h - CPU kernels, one per program op ------------*- C++ -*-===//
+//
+// Plain functions on raw pointers, templated on the float type (float and
+// double are instantiated). Shapes were validated at load; kernels only check
+// data (ids, targets). Row-major throughout. Kernels that need scratch take it
+// preallocated so the step loop never allocates: see the *ScratchBytes
+// helpers.
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_RUNTIME_KERNELS_CPU_KERNELS_H
+#define WEFT_RUNTIME_KERNELS_CPU_KERNELS_H
+
+#include "program/Activation.h"
+#include "program/Pointwise.h"
+#include "program/Status.h"
+#include "runtime/AdamWParams.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace weft::cpu {
+
+// Embeddings. The table [V, D] holds the ids [First, First + V) of a vocab
+// of Total ids (a vocab-parallel shard; First = 0 and Total = V otherwise):
+// ids outside [0, Total) are an error, ids outside the shard give zero rows
+// (and add nothing to the gradient).
+template <typename T>
+Status embedding(const T *Table, int64_t V, int64_t D, const int32_t *Ids,
+                 int64_t N, T *Y, int64_t First, int64_t Total);
+template <typename T>
+Status embeddingGrad(const T *Dy, const int32_t *Ids, int64_t N, int64_t V,
+                     int64_t D, T *DTable, int64_t First, int64_t Total);
+template <typename T>
+void positionEmbedding(const T *X, const T *Table, T *Y, int64_t B, int64_t S,
+                       int64_t D);
+// DTable [P,D]: rows [First, First+S) get the sum over the batch of Dy
+// [B,S,D]; every other row is zero (First: the rank's first position under
+// sequence parallelism).
+template <typename T>
+void positionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t S,
+                           int64_t P, int64_t D, int64_t First = 0);
+
+// C[M,N] = op(A) op(B); A is [M,K] ([K,M] when TransA), B is [K,N] ([N,K]
+// when TransB).
+template <typename T>
+void matmul(const T *A, const T *B, T *C, int64_t M, int64_t N, int64_t K,
+            bool TransA, bool TransB);
+
+// The generic path (Generic.cpp; docs/design.md decision 20). Shapes are
+// full row-major shapes; Broadcast.h's rules (validated at load).
+using Dims = std::vector<int64_t>;
+template <typename T>
+void pointwise(PointwiseFn Fn, double C, const T *X, T *Y, int64_t N);
+template <typename T>
+void pointwiseGrad(PointwiseFn Fn, double C, const T *X, const T *Dy, T *Dx,
+                   int64_t N);
+template <typename T>
+void binary(BinaryFn Fn, const T *A, const Dims &AShape, const T *B,
+            const Dims &BShape, T *Y, const Dims &YShape);
+// The gradient of operand Operand (0: A, 1: B) of Y = A fn B, summed over
+// the dims it was stretched along; Out has that operand's shape.
+template <typename T>
+void binaryGrad(BinaryFn Fn, int Operand, const T *A, const Dims &AShape,
+                const T *B, const Dims &BShape, const T *Dy, const Dims &YShape,
+                T *Out);
+// Y = C != 0 ? A : B, all three broadcast to YShape.
+template <typename T>
+void select(const T *C, const Dims &CShape, const T *A, const Dims &AShape,
+            const T *B, const Dims &BShape, T *Y, const Dims &YShape);
+// Out (OutShape, broadcast to YShape) = Dy where operand Operand (0: A,
+// 1: B) of a select by C was picked, summed over the stretched dims.
+template <typename T>
+void selectGrad(int Operand, const T *C, const Dims &CShape, const T *Dy,
+                const Dims &YShape, T *Out, const Dims &OutShape);
+template <typename T>
+void broadcast(const T *X, const Dims &XShape, T *Y, const Dims &YShape);
+// Y (whose shape broadcasts to X's) = X summed over the stretched dims.
+template <typename T>
+void reduce(const T *X, const Dims &XShape, T *Y, const Dims &YShape);
+template <typename T>
+void transpose(const T *X, const Dims &XShape, const Dims &Perm, T *Y);
+template <typename T> void softmax(const T *X, T *Y, int64_t Rows, int64_t N);
+template <typename T>
+void softmaxGrad(const T *Y, const T *Dy, T *Dx, int64_t Rows, int64_t N);
+
+// Elementwise and row-broadcast.
+template <typename T>
+void biasAdd(const T *X, const T *Bias, T *Y, int64_t Rows, int64_t N);
+template <typename T>
+void reduceRows(const T *X, T *Y, int64_t Rows, int64_t N);
+template <typename T> void add(const T *A, const T *B, T *Y, int64_t N);
+template <typename T> void mul(const T *A, const T *B, T *Y, int64_t N);
+template <typename T> void fill(T *Y, int64_t N, double Value);
+void copyBytes(const void *X, void *Y, size_t Bytes);
+
+// Split X [Rows, N] along columns into Parts[k] [Rows, Sizes[k]]; concat is
+// the inverse.
+template <typename T>
+void split(const T *X, int64_t Rows, int64_t N, T *const *Parts,
+           const int64_t *Sizes, int64_t NumParts);
+template <typename T>
+void concat(const T *const *Parts, const int64_t *Sizes, int64_t NumParts,
+            int64_t Rows, int64_t N, T *Y);
+
+// Norms. The grads need Rows*2 doubles of scratch (per-row statistics).
+inline size_t normGradScratchBytes(int64_t Rows) {
+  return size_t(Rows) * 2 * sizeof(double);
+}
+template <typename T>
+void layerNorm(const T *X, const T *Gamma, const T *Beta, T *Y, int64_t Rows,
+               int64_t D, double Eps);
+template <typename T>
+void layerNormGrad(const T *Dy, const T *X, const T *Gamma, T *Dx, T *DGamma,
+                   T *DBeta, int64_t Rows, int64_t D, double Eps,
+                   void *Scratch);
+template <typename T>
+void rmsNorm(const T *X, const T *Gamma, T *Y, int64_t Rows, int64_t D,
+             double Eps);
+template <typename T>
+void rmsNormGrad(const T *Dy, const T *X, const T *Gamma, T *Dx, T *DGamma,
+                 int64_t Rows, int64_t D, double Eps, void *Scratch);
+
+// Activations.
+template <typename T> void gelu(const T *X, T *Y, int64_t N);
+template <typename T> void geluGrad(const T *Dy, const T *X, T *Dx, int64_t N);
+template <typename T> void silu(const T *X, T *Y, int64_t N);
+template <typename T> void siluGrad(const T *Dy, const T *X, T *Dx, int64_t N);
+template <typename T> void swiglu(const T *Gate, const T *Up, T *Y, int64_t N);
+template <typename T>
+void swigluGrad(const T *Dy, const T *Gate, const T *Up, T *DGate, T *DUp,
+                int64_t N);
+
+// transformers' ACT2FN activation K elementwise, and dx = dy * K'(x)
+// (program/Activation.h; computed in double precision).
+template <typename T> void act(Activation K, const T *X, T *Y, int64_t N);
+template <typename T>
+void actGrad(Activation K, const T *Dy, const T *X, T *Dx, int64_t N);
+
+// Rotary position embedding on X [B,S,H*Hd] (HF rotate_half convention):
+// pair i turns by pos * f_i, f_i = InvFreq[i] or Theta^(-2i/Hd) when InvFreq
+// is null, and the result is multiplied by Scale (in both directions).
+template <typename T>
+void rope(const T *X, T *Y, int64_t B, int64_t S, int64_t H, int64_t Hd,
+          double Theta, bool Inverse, const double *InvFreq = nullptr,
+          double Scale = 1.0);
+
+// Causal attention of scores Scale * q.k (Scale 0: 1/sqrt(Hd)).
+// Q, Y: [B,S,H*Hd]; K, V: [B,S,Hkv*Hd]. Scratch holds two
+// blocks of min(S,64) x S elements per thread (Threads = omp_get_max_threads()
+// when the kernel runs).
+inline size_t attentionScratchBytes(int64_t S, size_t ElemBytes, int Threads) {
+  int64_t Blk = S < 64 ? S : 64;
+  return size_t(Threads) * 2 * size_t(Blk) * size_t(S) * ElemBytes;
+}
+template <typename T>
+void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
+               int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
+               double Scale = 0, bool Causal = true);
+template <typename T>
+void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
+                   T *Dk, T *Dv, int64_t B, int64_t S, int64_t H, int64_t Hkv,
+                   int64_t Hd, void *Scratch, double Scale = 0,
+                   bool Causal = true);
+
+// A target the loss ignores (PyTorch's ignore_index): a position a
+// masked-LM batch does not predict.
+constexpr int32_t IgnoreTarget = -100;
+
+// Cross entropy over Rows rows of Logits [Rows, V], summed and divided by
+// Denominator (0: Rows, the mean): a rank's share of a mean over more rows
+// (data or sequence parallelism, micro-batches) is its sum over all of them.
+// Masked (a masked-LM loss): rows whose target is IgnoreTarget add nothing
+// (their gradient is 0) and Denominator is the step's counted targets (0:
+// none, a loss of 0); more counted rows here than that is an error.
+template <typename T>
+Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
+                    int64_t V, T *Loss, int64_t Denominator = 0,
+                    bool Masked = false);
+template <typename T>
+Status crossEntropyGrad(const T *Logits, const int32_t *Targets, const T *DLoss,
+                        T *DLogits, int64_t Rows, int64_t V,
+                        int64_t Denominator = 0, bool Masked = false);
+
+// Vocab-parallel cross entropy. Logits [Rows, V] hold the ids [First,
+// First + V) of Total. Stats [Rows, 3]: per row the max, the sum of
+// exp(x - max), and the target's logit when it lies in the shard, else 0.
+template <typename T>
+Status crossEntropyStats(const T *Logits, const int32_t *Targets, int64_t Rows,
+                         int64_t V, int64_t First, int64_t Total, T *Stats,
+                         bool Masked = false);
+// Stats [K, Rows, 3] of K shards: Loss = sum over rows of the row's loss,
+// divided by Denominator.
+template <typename T>
+void crossEntropyFromStats(const T *Stats, int64_t K, int64_t Rows,
+                           int64_t Denominator, T *Loss, bool Masked = false);
+// DLogits = (softmax - onehot) * DLoss / Denominator for this shard, the
+// softmax's max and sum merged from Stats [K, Rows, 3]. DLogits may alias
+// Logits.
+template <typename T>
+Status crossEntropyStatsGrad(const T *Logits, const int32_t *Targets,
+                             const T *Stats, int64_t K, const T *DLoss,
+                             T *DLogits, int64_t Rows, int64_t V, int64_t First,
+                             int64_t Total, int64_t Denominator,
+                             bool Masked = false);
+
+/// One torch.optim.AdamW step (1-based Step) on N elements, in place.
+template <typename T>
+void adamw(T *Param, const T *Grad, T *M, T *V, int64_t N,
+           const AdamWParams &P);
+
+/// bfloat16 storage (program/Bf16.h): Y = X widened (exact) or rounded to
+/// nearest even.
+void widenBf16(const uint16_t *X, float *Y, int64_t N);
+void narrowToBf16(const float *X, uint16_t *Y, int64_t N);
+
+/// Index of the first NaN or infinity among X[0, N), or -1.
+template <typename T> int64_t firstNonFinite(const T *X, int64_t N);
+
+/// Keeps the BLAS library single-threaded: weft splits GEMMs over its own
+/// OpenMP threads (Threads.cpp).
+void serialBlas();
+/// The GEMM library and its kernels, e.g. "OpenBLAS Zen" or "BLIS zen3".
+std::string blasName();
+
+/// A warning when OpenBLAS picked pre-AVX kernels on a CPU with AVX2 or
+/// AVX-512 (a VM that masks its CPU model defeats OpenBLAS's dynamic-arch
+/// detection: GPT-2 124M steps then take 4-5x longer); empty otherwise. The
+/// first form asks this process's OpenBLAS and CPU.
+std::string blasKernelWarning();
+std::string blasKernelWarning(const std::string &Core, bool Avx512, bool Avx2);
+/// The OPENBLAS_CORETYPE that gives OpenBLAS its AVX2 or AVX-512 kernels
+/// when it chose pre-AVX ones (Core) on a CPU whose cpuid has them, else
+/// "". The first form asks this process, and returns "" when the user set
+/// OPENBLAS_CORETYPE. OpenBLAS reads the variable once, when it loads:
+/// weft-run restarts itself with it set.
+std::string blasCoreToForce();
+std::string blasCoreToForce(const std::string &Core, bool Avx512, bool Avx2);
+/// Restarts this program (execv of /proc/self/exe with Argv) with
+/// OPENBLAS_CORETYPE = blasCoreToForce() when that is not empty, once
+/// (WEFT_BLAS_RESTARTED marks the restarted process). Call first in main,
+/// before MPI or threads start. Returns if no restart is needed or exec
+/// failed (then blasKernelWarning says what to set).
+void restartWithRightBlasKernels(char **Argv);
+/// What a restarted process says (empty otherwise, and on MPI ranks but
+/// the first).
+std::string blasRestartNote();
+
+/// Sets the OpenMP thread count (N <= 0: threadsThatFit this node); OpenBLAS
+/// stays serial.
+void setNumThreads(int N);
+int numThreads();
+/// The ranks the launcher started on this node (Open MPI's
+/// OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS), 1 without one.
+int localRanks();
+/// The cores this process may run on (its affinity mask: a launcher that
+/// binds ranks to cores gives each its own).
+int usableCores();
+/// Threads per rank that fit the node: the usable cores shared by the
+/// node's ranks, at least 1. N ranks unbound on C cores get C / N each
+/// (4 ranks on 2 cores, each with all cores, ran 33x slower).
+int threadsThatFit(int UsableCores, int HardwareCores, int LocalRanks);
+/// A warning when Threads (> 1) per rank times the node's ranks exceed
+/// its cores ("" when they fit).
+std::string oversubscriptionWarning(int Threads, int HardwareCores,
+                                    int LocalRanks);
+
+} // namespace weft::cpu
+
+#endif // WEFT_RUNTIME_KERNELS_CPU_KERNELS_H

@@ -1,0 +1,225 @@
+//===- Threads.cpp - One thread pool: OpenMP (OpenBLAS kept serial) -------===//
+//
+// OpenBLAS (the pthreads build) has its own worker pool whose threads spin
+// after each call; next to OpenMP's workers they oversubscribe the cores and
+// every kernel after a GEMM slows down several-fold. So OpenBLAS always runs
+// single-threaded and the runtime parallelises GEMMs itself, by output
+// blocks, on the OpenMP pool.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/kernels/Blas.h"
+#include "runtime/cpu/kernels/Kernels.h"
+
+#include <omp.h>
+#include <sched.h>
+#include <unistd.h>
+
+#ifdef WEFT_BLAS_BLIS
+#include <blis.h>
+#endif
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+namespace weft::cpu {
+
+void setNumThreads(int N) {
+  if (N <= 0)
+    N = threadsThatFit(usableCores(),
+                       int(std::max(1u, std::thread::hardware_concurrency())),
+                       localRanks());
+  omp_set_num_threads(N);
+  serialBlas();
+}
+
+void serialBlas() {
+#if defined(WEFT_BLAS_BLIS)
+  bli_thread_set_num_threads(1);
+#elif defined(WEFT_HAVE_OPENBLAS)
+  openblas_set_num_threads(1);
+#endif
+}
+
+std::string blasName() {
+#if defined(WEFT_BLAS_BLIS)
+  return std::string("BLIS ") + bli_arch_string(bli_arch_query_id());
+#elif defined(WEFT_HAVE_OPENBLAS)
+  const char *Core = openblas_get_corename();
+  return std::string("OpenBLAS ") + (Core ? Core : "?");
+#else
+  return "reference loops";
+#endif
+}
+
+int numThreads() { return omp_get_max_threads(); }
+
+int localRanks() {
+  for (const char *Var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char *V = std::getenv(Var)) {
+      char *End = nullptr;
+      long N = std::strtol(V, &End, 10);
+      if (End != V && *End == '\0' && N >= 1 && N <= (1 << 20))
+        return int(N);
+    }
+  return 1;
+}
+
+int usableCores() {
+  cpu_set_t Set;
+  CPU_ZERO(&Set);
+  if (sched_getaffinity(0, sizeof(Set), &Set) == 0 && CPU_COUNT(&Set) > 0)
+    return CPU_COUNT(&Set);
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int threadsThatFit(int UsableCores, int HardwareCores, int LocalRanks) {
+  // A rank bound to its own cores uses them; ranks sharing every core
+  // share them out.
+  int Share = std::max(1, HardwareCores / std::max(1, LocalRanks));
+  return std::max(1, std::min(UsableCores, Share));
+}
+
+std::string oversubscriptionWarning(int Threads, int HardwareCores,
+                                    int LocalRanks) {
+  // One thread a rank is the least there is: more ranks than cores is the
+  // launcher's choice, not --threads'.
+  if (Threads <= 1 || int64_t(Threads) * LocalRanks <= HardwareCores)
+    return "";
+  return "--threads " + std::to_string(Threads) + " x " +
+         std::to_string(LocalRanks) + " rank" + (LocalRanks > 1 ? "s" : "") +
+         " on this node = " + std::to_string(int64_t(Threads) * LocalRanks) +
+         " threads on " + std::to_string(HardwareCores) +
+         " cores: oversubscribed, every step waits on descheduled threads "
+         "(4 ranks x 2 threads on 2 cores ran 33x slower); without --threads "
+         "each rank takes " +
+         std::to_string(
+             threadsThatFit(HardwareCores, HardwareCores, LocalRanks)) +
+         " thread(s)";
+}
+
+std::string blasCoreToForce(const std::string &Core, bool Avx512, bool Avx2) {
+  static const char *const PreAvx[] = {"Prescott",   "Core2",   "Penryn",
+                                       "Dunnington", "Nehalem", "Atom"};
+  if (!Avx512 && !Avx2)
+    return "";
+  bool Generic = false;
+  for (const char *C : PreAvx)
+    Generic |= Core == C;
+  if (!Generic)
+    return "";
+  return Avx512 ? "SkylakeX" : "Haswell";
+}
+
+std::string blasKernelWarning(const std::string &Core, bool Avx512, bool Avx2) {
+  std::string Want = blasCoreToForce(Core, Avx512, Avx2);
+  if (Want.empty())
+    return "";
+  return "OpenBLAS chose its '" + Core + "' kernels on a CPU with " +
+         (Avx512 ? "AVX-512" : "AVX2") +
+         " (the CPU model is probably masked by a VM): matrix products run "
+         "several times slower. Start weft-run with OPENBLAS_CORETYPE=" +
+         Want + " set in its environment";
+}
+
+#if defined(WEFT_HAVE_OPENBLAS) && !defined(WEFT_BLAS_BLIS)
+std::string blasKernelWarning() {
+  const char *Core = openblas_get_corename();
+  return blasKernelWarning(Core ? Core : "",
+                           __builtin_cpu_supports("avx512f") != 0,
+                           __builtin_cpu_supports("avx2") != 0);
+}
+
+std::string blasCoreToForce() {
+  if (std::getenv("OPENBLAS_CORETYPE"))
+    return ""; // the user's choice stands
+  const char *Core = openblas_get_corename();
+  return blasCoreToForce(Core ? Core : "",
+                         __builtin_cpu_supports("avx512f") != 0,
+                         __builtin_cpu_supports("avx2") != 0);
+}
+
+void restartWithRightBlasKernels(char **Argv) {
+  if (std::getenv("WEFT_BLAS_RESTARTED"))
+    return;
+  std::string Core = blasCoreToForce();
+  if (Core.empty())
+    return;
+  setenv("OPENBLAS_CORETYPE", Core.c_str(), 1);
+  setenv("WEFT_BLAS_RESTARTED", Core.c_str(), 1);
+  execv("/proc/self/exe", Argv);
+  unsetenv("OPENBLAS_CORETYPE"); // exec failed: carry on, and warn
+}
+#else
+std::string blasKernelWarning() {
+#ifdef WEFT_BLAS_BLIS
+  return ""; // no OpenBLAS core to check
+#else
+  return "this weft-run was built without OpenBLAS "
+         "(WEFT_ALLOW_REFERENCE_BLAS): "
+         "matrix products on the CPU run as plain loops, many times slower";
+#endif
+}
+
+std::string blasCoreToForce() { return ""; }
+
+void restartWithRightBlasKernels(char **) {}
+#endif
+
+#ifdef WEFT_HAVE_OPENBLAS
+namespace {
+// Makes sure the BLAS is serial even when setNumThreads is never called.
+struct SerialBlasAtStartup {
+  SerialBlasAtStartup() { serialBlas(); }
+} SerialBlas;
+} // namespace
+#endif
+
+std::string blasRestartNote() {
+  const char *Core = std::getenv("WEFT_BLAS_RESTARTED");
+  const char *Rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!Core || (Rank && std::string(Rank) != "0"))
+    return "";
+  return std::string("OpenBLAS had chosen pre-AVX kernels on this CPU (its "
+                     "model is probably masked by a VM); restarted with "
+                     "OPENBLAS_CORETYPE=") +
+         Core;
+}
+
+template <typename T>
+void parallelGemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K, const T *A,
+                  const T *B, T *C) {
+  const int64_t Lda = TA ? M : K, Ldb = TB ? K : N;
+  int Threads = omp_get_max_threads();
+  // Below ~4 MFLOP a parallel region costs more than it saves.
+  if (Threads == 1 || omp_in_parallel() || double(M) * N * K < 2e6) {
+    gemm(TA, TB, M, N, K, T(1), A, Lda, B, Ldb, T(0), C, N);
+    return;
+  }
+  const bool SplitM = M >= N;
+  const int64_t Dim = SplitM ? M : N;
+  // Blocks are multiples of 16 so every call keeps full-width micro-kernels.
+  int64_t Chunk = (Dim + Threads - 1) / Threads;
+  Chunk = (Chunk + 15) / 16 * 16;
+  const int64_t NumChunks = (Dim + Chunk - 1) / Chunk;
+#pragma omp parallel for schedule(static, 1) num_threads(int(NumChunks))
+  for (int64_t Ci = 0; Ci < NumChunks; ++Ci) {
+    int64_t Lo = Ci * Chunk, Len = std::min(Chunk, Dim - Lo);
+    if (SplitM) {
+      const T *Ab = TA ? A + Lo : A + Lo * Lda;
+      gemm(TA, TB, Len, N, K, T(1), Ab, Lda, B, Ldb, T(0), C + Lo * N, N);
+    } else {
+      const T *Bb = TB ? B + Lo * Ldb : B + Lo;
+      gemm(TA, TB, M, Len, K, T(1), A, Lda, Bb, Ldb, T(0), C + Lo, N);
+    }
+  }
+}
+
+template void parallelGemm<float>(bool, bool, int64_t, int64_t, int64_t,
+                                  const float *, const float *, float *);
+template void parallelGemm<double>(bool, bool, int64_t, int64_t, int64_t,
+                                   const double *, const double *, double *);
+
+} // namespace weft::cpu
