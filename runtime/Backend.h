@@ -100,6 +100,9 @@ class Backend {
 public:
   virtual ~Backend() = default;
   virtual const char *name() const = 0;
+  /// The ops this backend has no kernel for at dtype T (runtime/
+  /// KernelTable.h): prepare() refuses an instruction of one by name.
+  virtual std::vector<OpKind> missingKernels(DType T) const = 0;
   /// Zeroed (and therefore pre-faulted) 64-byte-aligned device memory.
   virtual void *allocate(size_t Bytes) = 0;
   virtual void release(void *Ptr) = 0;

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Backend.h"
+#include "runtime/KernelTable.h"
 #include "runtime/cpu/kernels/Kernels.h"
 
 #include <omp.h>
@@ -453,9 +454,10 @@ template <typename T> struct Kernels {
     return Status::success();
   }
 
-  static std::array<KernelFn<T>, NumOpKinds> table() {
-    std::array<KernelFn<T>, NumOpKinds> Tab{};
-    auto Set = [&](OpKind K, KernelFn<T> F) { Tab[int(K)] = F; };
+  // The one op-to-kernel table (runtime/KernelTable.h), filled here.
+  static KernelTable<KernelFn<T>> table() {
+    KernelTable<KernelFn<T>> Tab;
+    auto Set = [&](OpKind K, KernelFn<T> F) { Tab.set(K, F); };
     Set(OpKind::Embedding, embedding);
     Set(OpKind::EmbeddingGrad, embeddingGrad);
     Set(OpKind::PositionEmbedding, positionEmbedding);
@@ -524,6 +526,9 @@ public:
     release(WidenScratch);
   }
   const char *name() const override { return "cpu"; }
+  std::vector<OpKind> missingKernels(DType) const override {
+    return Table.missing();
+  }
 
   void *allocate(size_t Bytes) override {
     size_t Rounded = (std::max<size_t>(Bytes, 1) + 63) / 64 * 64;
@@ -549,9 +554,9 @@ public:
     size_t Need = 0;
     int Threads = omp_get_max_threads();
     for (const BoundInstruction &I : Insts) {
-      if (!Table[int(I.Op)])
-        return Status::error(std::string("op ") + opName(I.Op) +
-                             " has no CPU kernel");
+      if (!Table[I.Op])
+        return Status::error(missingKernelMessage(
+            std::string("op ") + opName(I.Op), "CPU", "", Table.missing()));
       switch (I.Op) {
       case OpKind::Attention:
       case OpKind::AttentionGrad: {
@@ -584,7 +589,7 @@ public:
              Queue &) override {
     if (I.Index < Widen.size() && Widen[I.Index])
       return runWidened(I, Ctx, *Widen[I.Index]);
-    return Table[int(I.Op)](I, Ctx, State);
+    return Table[I.Op](I, Ctx, State);
   }
   Status findNonFinite(const void *Data, int64_t N, DType Type, Queue &,
                        int64_t &At, double &Value) override {
@@ -659,7 +664,7 @@ private:
     for (size_t K = 0; K < I.Out.size(); ++K)
       if (W.At.OutAt[K] >= 0)
         W.BI.Out[K].Data = S + W.At.OutAt[K];
-    WEFT_RETURN_IF_ERROR(Table[int(I.Op)](W.BI, Ctx, State));
+    WEFT_RETURN_IF_ERROR(Table[I.Op](W.BI, Ctx, State));
     for (size_t K = 0; K < I.Out.size(); ++K)
       if (W.At.OutAt[K] >= 0)
         cpu::narrowToBf16(S + W.At.OutAt[K], I.Out[K].as<uint16_t>(),
@@ -667,7 +672,7 @@ private:
     return Status::success();
   }
 
-  std::array<KernelFn<T>, NumOpKinds> Table;
+  KernelTable<KernelFn<T>> Table;
   CpuState State;
   std::vector<std::unique_ptr<Widened>> Widen; // by instruction index
   void *WidenScratch = nullptr;

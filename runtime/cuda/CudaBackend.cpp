@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Backend.h"
+#include "runtime/KernelTable.h"
 #include "runtime/cuda/CudaMatmul.h"
 #include "runtime/cuda/CudaQueue.h"
 #include "runtime/cuda/HostPlans.h"
@@ -298,9 +299,11 @@ template <typename T> struct Kernels {
                  I);
   }
 
-  static std::array<KernelFn, NumOpKinds> table() {
-    std::array<KernelFn, NumOpKinds> Tab{};
-    auto Set = [&](OpKind K, KernelFn F) { Tab[int(K)] = F; };
+  // The one op-to-kernel table (runtime/KernelTable.h), filled here; the
+  // byte-moving ops (Bytes::of) run whatever the dtype.
+  static KernelTable<KernelFn> table() {
+    KernelTable<KernelFn> Tab;
+    auto Set = [&](OpKind K, KernelFn F) { Tab.set(K, F); };
     Set(OpKind::Embedding, embedding);
     Set(OpKind::EmbeddingGrad, embeddingGrad);
     Set(OpKind::PositionEmbedding, positionEmbedding);
@@ -478,6 +481,13 @@ public:
     Tables[0] = Kernels<float>::table();
     Tables[1] = Kernels<double>::table();
     Tables[2] = Kernels<bf16>::table();
+    for (KernelTable<KernelFn> &Table : Tables)
+      for (int K = 0; K < NumOpKinds; ++K)
+        if (KernelFn F = Bytes::of(OpKind(K)))
+          Table.set(OpKind(K), F);
+  }
+  std::vector<OpKind> missingKernels(DType T) const override {
+    return Tables[tableOf(T)].missing();
   }
   ~CudaBackend() override {
     Plans.clear();
@@ -560,7 +570,7 @@ private:
   }
   Expected<size_t> kernelScratch(const BI &I, DType T) const;
 
-  std::array<std::array<KernelFn, NumOpKinds>, 3> Tables;
+  std::array<KernelTable<KernelFn>, 3> Tables;
   cublasLtHandle_t Lt = nullptr;
   void *ErrorSlot = nullptr, *NonFiniteAt = nullptr, *Workspace = nullptr;
   void *Scratch = nullptr;
@@ -630,7 +640,7 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
     if (Choice->How == KernelChoice::Bytes) {
       P->Fn = Bytes::of(I.Op);
     } else {
-      P->Fn = Tables[tableOf(T)][int(I.Op)];
+      P->Fn = Tables[tableOf(T)][I.Op];
       if (Choice->How == KernelChoice::Widen) {
         P->Widen = true;
         P->Copy = I;
@@ -639,8 +649,8 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
       }
     }
     if (!P->Fn)
-      return Status::error(describeInstruction(I) + " has no CUDA kernel for " +
-                           dtypeName(T));
+      return Status::error(missingKernelMessage(
+          describeInstruction(I), "CUDA", dtypeName(T), missingKernels(T)));
     Expected<size_t> Need = kernelScratch(I, T);
     if (!Need.ok())
       return Need.status();

@@ -90,6 +90,9 @@ public:
       munmap(P, N);
   }
   const char *name() const override { return "guarded-cpu"; }
+  std::vector<OpKind> missingKernels(DType T) const override {
+    return Inner->missingKernels(T);
+  }
   void *allocate(size_t Bytes) override {
     const size_t Page = size_t(sysconf(_SC_PAGESIZE));
     size_t N = (std::max<size_t>(Bytes, 1) + Page - 1) / Page * Page;

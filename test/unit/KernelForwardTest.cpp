@@ -1,10 +1,13 @@
 //===- KernelForwardTest.cpp - f32 kernels against naive f64 loops --------===//
+#include "runtime/Backend.h"
+#include "runtime/KernelTable.h"
 #include "runtime/cpu/kernels/FastMath.h"
 #include "runtime/cpu/kernels/Kernels.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -255,4 +258,37 @@ TEST(Threads, OversubscriptionIsWarnedAboutNamingTheCount) {
             std::string::npos)
       << W;
   EXPECT_NE(W.find("each rank takes 1 thread"), std::string::npos) << W;
+}
+
+// The one op-to-kernel table: the CPU backend runs every op the program
+// format has but the communicator's collectives, in f32 and f64; what a
+// table lacks is listed in the op table's order, and a refusal names the
+// op and every other one the backend lacks.
+TEST(KernelTable, TheCpuBackendLacksNoOp) {
+  for (weft::DType T : {weft::DType::F32, weft::DType::F64}) {
+    std::unique_ptr<weft::Backend> B = weft::createCpuBackend(T);
+    EXPECT_TRUE(B->missingKernels(T).empty());
+  }
+}
+
+TEST(KernelTable, MissingOpsAreListedAndNamedInTheRefusal) {
+  using Fn = int (*)();
+  weft::KernelTable<Fn> Table;
+  Fn One = [] { return 1; };
+  for (int K = 0; K < weft::NumOpKinds; ++K)
+    if (weft::OpKind(K) != weft::OpKind::Softmax &&
+        weft::OpKind(K) != weft::OpKind::MseLoss)
+      Table.set(weft::OpKind(K), One);
+  std::vector<weft::OpKind> Missing = Table.missing();
+  ASSERT_EQ(Missing.size(), 2u);
+  std::string M = weft::missingKernelMessage("instructions[7] (softmax)",
+                                             "CUDA", "f32", Missing);
+  EXPECT_NE(M.find("instructions[7] (softmax) has no CUDA kernel for f32 (the "
+                   "CUDA backend lacks: "),
+            std::string::npos)
+      << M;
+  EXPECT_NE(M.find("softmax"), std::string::npos);
+  EXPECT_NE(M.find("mse_loss"), std::string::npos);
+  EXPECT_FALSE(Table[weft::OpKind::Softmax]);
+  EXPECT_FALSE(weft::backendRunsOp(weft::OpKind::AllReduce));
 }
