@@ -18,6 +18,7 @@
 #include "runtime/cuda/CudaRanks.h"
 #include "runtime/data/Data.h"
 #include "runtime/data/Npy.h"
+#include "runtime/data/Samples.h"
 #include "runtime/trace/Trace.h"
 
 #include <unistd.h>
@@ -384,144 +385,6 @@ int parseArgs(int Argc, char **Argv, Options &O) {
                       " exceeds weft's limit of " +
                       std::to_string(kMaxCheckpointStep) + " steps");
   return -1;
-}
-
-/// --tokens: whole samples' ids [N, seq].
-Expected<std::vector<int32_t>> loadTokenRows(const Options &O,
-                                             const Program &P) {
-  Expected<NpyArray> A = readNpy(O.TokensNpy);
-  if (!A.ok())
-    return A.status();
-  const std::string What = "--tokens '" + O.TokensNpy + "'";
-  if (A->Dims.size() != 2 || A->Dims[0] < 1 || A->Dims[1] != P.Seq)
-    return Status::error(What + " has shape " + shapeString(A->Dims) +
-                         ", expected [samples, seq=" + std::to_string(P.Seq) +
-                         "]");
-  return npyTokenIds(*A, A->Dims, P.Vocab, What);
-}
-
-/// --targets [N, ...] floats (a regression's: the shape of each sample's
-/// output), finite, beside the samples' Ids.
-Expected<SampleData> loadFloatSamples(const Options &O, const Program &P,
-                                      const BufferSpec &Targets,
-                                      std::vector<int32_t> Ids) {
-  Expected<NpyArray> Y = readNpy(O.TargetsNpy);
-  if (!Y.ok())
-    return Y.status();
-  const std::string YWhat = "--targets '" + O.TargetsNpy + "'";
-  Shape Want = Targets.Dims;
-  Want[0] = int64_t(Ids.size()) / P.Seq;
-  Expected<std::vector<char>> Bytes =
-      npyFloats(*Y, Want, P.Type == DType::F64, YWhat);
-  if (!Bytes.ok())
-    return Status::error(Bytes.message() +
-                         " (float targets: one row of the output's shape per "
-                         "sample)");
-  const size_t Elem = dtypeBytes(P.Type), N = Bytes->size() / Elem;
-  for (size_t I = 0; I < N; ++I) {
-    double V;
-    if (Elem == 8) {
-      std::memcpy(&V, Bytes->data() + I * 8, 8);
-    } else {
-      float F;
-      std::memcpy(&F, Bytes->data() + I * 4, 4);
-      V = F;
-    }
-    if (!std::isfinite(V))
-      return Status::error(YWhat + ": target " + std::to_string(V) +
-                           " at flat index " + std::to_string(I) +
-                           " is not finite");
-  }
-  return SampleData::fromFloatRows(std::move(Ids), std::move(*Bytes),
-                                   size_t(Targets.bytes() / Targets.Dims[0]),
-                                   P.Seq, P.Vocab, "--tokens/--targets");
-}
-
-/// --tokens and --targets: whole samples [N, seq] from two .npy files, the
-/// targets [N] when the program reads one per sample (a classifier's),
-/// floats when it is a regression's. MaskedLoss: the whole program's (a
-/// pipeline stage's view may hold no cross-entropy).
-Expected<SampleData> loadSamples(const Options &O, const Program &P,
-                                 bool MaskedLoss) {
-  std::vector<int32_t> Ids[2];
-  Expected<std::vector<int32_t>> Tokens = loadTokenRows(O, P);
-  if (!Tokens.ok())
-    return Tokens.status();
-  Ids[0] = std::move(*Tokens);
-  if (const BufferSpec *Floats = P.floatTargets())
-    return loadFloatSamples(O, P, *Floats, std::move(Ids[0]));
-  Expected<NpyArray> A = readNpy(O.TargetsNpy);
-  if (!A.ok())
-    return A.status();
-  const std::string What = "--targets '" + O.TargetsNpy + "'";
-  const bool PerSample = P.sampleTargets();
-  if (A->Dims.size() != (PerSample ? 1u : 2u) || A->Dims[0] < 1 ||
-      (!PerSample && A->Dims[1] != P.Seq))
-    return Status::error(
-        What + " has shape " + shapeString(A->Dims) + ", expected " +
-        (PerSample ? std::string("[samples] (the program's loss reads one "
-                                 "target per sample)")
-                   : "[samples, seq=" + std::to_string(P.Seq) + "]"));
-  Expected<std::vector<int32_t>> V =
-      npyTokenIds(*A, A->Dims, P.targetBound(), What, /*AllowIgnored=*/true,
-                  P.Classes ? "the classes" : "the vocabulary");
-  if (!V.ok())
-    return V.status();
-  Ids[1] = std::move(*V);
-  // A next-token cross-entropy counts every target: refused here, not at
-  // the first step's loss.
-  if (!MaskedLoss)
-    if (auto It = std::find(Ids[1].begin(), Ids[1].end(), -100);
-        It != Ids[1].end()) {
-      const int64_t At = It - Ids[1].begin();
-      return Status::error(
-          "--targets '" + O.TargetsNpy + "': -100 (ignored) at [" +
-          std::to_string(At / P.Seq) + ", " + std::to_string(At % P.Seq) +
-          "], but the program's loss counts every target: compile it with "
-          "--loss cross-entropy");
-    }
-  return SampleData::fromRows(std::move(Ids[0]), std::move(Ids[1]), P.Seq,
-                              P.Vocab, P.targetBound(), PerSample,
-                              "--tokens/--targets");
-}
-
-/// Deterministic pseudo-random tokens for --grad-check without --data.
-std::vector<uint32_t> randomTokens(const Program &P, uint64_t Seed) {
-  std::vector<uint32_t> T(size_t(P.Batch * P.Seq + 1));
-  for (size_t I = 0; I < T.size(); ++I)
-    T[I] = uint32_t(splitmix64(splitmix64(Seed) + I) % uint64_t(P.Vocab));
-  return T;
-}
-
-/// --grad-check without data for a program whose targets are not the next
-/// tokens (classes, or one per sample): one batch of pseudo-random samples
-/// and targets within their bounds.
-Expected<SampleData> randomSamples(const Program &P, uint64_t Seed) {
-  std::vector<uint32_t> T = randomTokens(P, Seed);
-  std::vector<int32_t> Tokens(T.begin(), T.end() - 1), Targets;
-  // A regression's: floats in [-1, 1), in the program's dtype.
-  if (const BufferSpec *F = P.floatTargets()) {
-    const size_t RowBytes = size_t(F->bytes() / F->Dims[0]);
-    const size_t Elem = dtypeBytes(P.Type);
-    std::vector<char> Bytes(size_t(P.Batch) * RowBytes);
-    for (size_t I = 0; I < Bytes.size() / Elem; ++I) {
-      const double V =
-          double(splitmix64(splitmix64(Seed + 1) + I) >> 11) * 0x1p-52 - 1.0;
-      const float F32 = float(V);
-      std::memcpy(Bytes.data() + I * Elem,
-                  Elem == 8 ? static_cast<const void *>(&V) : &F32, Elem);
-    }
-    return SampleData::fromFloatRows(std::move(Tokens), std::move(Bytes),
-                                     RowBytes, P.Seq, P.Vocab,
-                                     "--grad-check samples");
-  }
-  const int64_t N = P.sampleTargets() ? P.Batch : P.Batch * P.Seq;
-  for (int64_t I = 0; I < N; ++I)
-    Targets.push_back(int32_t(splitmix64(splitmix64(Seed + 1) + uint64_t(I)) %
-                              uint64_t(P.targetBound())));
-  return SampleData::fromRows(std::move(Tokens), std::move(Targets), P.Seq,
-                              P.Vocab, P.targetBound(), P.sampleTargets(),
-                              "--grad-check samples");
 }
 
 int runGradCheck(Executor &E, const BatchSource &Data, const Options &O,
@@ -943,8 +806,9 @@ int main(int Argc, char **Argv) {
       !Samples && O.Data.empty() &&
       (Prog.Classes || Prog.sampleTargets() || Prog.floatTargets());
   if (Samples || RandomSamples) {
-    Expected<SampleData> S = Samples ? loadSamples(O, Prog, MaskedLoss)
-                                     : randomSamples(Prog, uint64_t(O.Seed));
+    Expected<SampleData> S =
+        Samples ? loadSamples(O.TokensNpy, O.TargetsNpy, Prog, MaskedLoss)
+                : randomSamples(Prog, uint64_t(O.Seed));
     if (!S.ok())
       return fail(S.message());
     Data = std::make_unique<SampleData>(std::move(*S));

@@ -1,0 +1,43 @@
+//===- Samples.h - whole samples from .npy files, or drawn ------*- C++ -*-===//
+//
+// The sample readers of weft-run: token rows and targets (labels, one per
+// sample, or a regression's floats) from .npy files (--tokens, --targets),
+// and pseudo-random ones for --grad-check without data.
+//
+//===----------------------------------------------------------------------===//
+#ifndef WEFT_RUNTIME_DATA_SAMPLES_H
+#define WEFT_RUNTIME_DATA_SAMPLES_H
+
+#include "program/Program.h"
+#include "program/Status.h"
+#include "runtime/data/Data.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace weft {
+
+/// --tokens: whole samples' ids [N, seq], each below the vocabulary.
+Expected<std::vector<int32_t>> loadTokenRows(const std::string &TokensNpy,
+                                             const Program &P);
+
+/// --tokens and --targets: whole samples [N, seq] from two .npy files, the
+/// targets [N] when the program reads one per sample (a classifier's),
+/// floats when it is a regression's. MaskedLoss: the whole program's (a
+/// pipeline stage's view may hold no cross-entropy); without it a -100
+/// target is refused.
+Expected<SampleData> loadSamples(const std::string &TokensNpy,
+                                 const std::string &TargetsNpy,
+                                 const Program &P, bool MaskedLoss);
+
+/// Deterministic pseudo-random tokens (Batch * Seq + 1) below the vocabulary.
+std::vector<uint32_t> randomTokens(const Program &P, uint64_t Seed);
+
+/// One batch of pseudo-random samples and targets within their bounds, for
+/// a program whose targets are not the next tokens (--grad-check).
+Expected<SampleData> randomSamples(const Program &P, uint64_t Seed);
+
+} // namespace weft
+
+#endif // WEFT_RUNTIME_DATA_SAMPLES_H
