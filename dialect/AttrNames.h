@@ -59,7 +59,7 @@ inline constexpr llvm::StringLiteral kLayer = "weft.layer";
 /// trains, read here and received updated once per step (weft-cut-stages).
 inline constexpr llvm::StringLiteral kReplica = "weft.replica";
 /// On a stage's function (weft-cut-stages): its index, the stage count, the
-/// mesh axis they lie on, and the schedule kind.
+/// mesh axis they lie on, and the schedule (a #weft.schedule).
 inline constexpr llvm::StringLiteral kStage = "weft.stage";
 inline constexpr llvm::StringLiteral kNumStages = "weft.num_stages";
 inline constexpr llvm::StringLiteral kPipelineAxis = "weft.pipeline_axis";

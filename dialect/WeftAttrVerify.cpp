@@ -11,7 +11,6 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
-#include "program/PipelineSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -258,21 +257,13 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
                     << value;
     return success();
   }
-  // The schedule travels as its compact spelling ("1f1b",
-  // "interleaved:2", "custom:..."): verified by the schedule library's own
-  // parser where it is written, so every reader may trust it.
-  if (name == an::kPipelineSchedule && isa<func::FuncOp>(op) &&
-      isa<StringAttr>(value)) {
-    weft::PipelineSchedule parsed;
-    if (weft::Status s =
-            weft::parsePipelineSchedule(cast<StringAttr>(value).str(), parsed);
-        !s.ok())
-      return fail() << "'" << cast<StringAttr>(value).getValue()
-                    << "' is not a pipeline schedule: " << s.message();
-    return success();
-  }
-  if (name == an::kPipelineAxis || name == an::kPipelineSchedule ||
-      name == an::kStageLayers)
+  if (name == an::kPipelineSchedule)
+    return isa<func::FuncOp>(op) && isa<PipelineScheduleAttr>(value)
+               ? success()
+               : LogicalResult(fail() << "must be a function's "
+                                         "#weft.schedule, got "
+                                      << value);
+  if (name == an::kPipelineAxis || name == an::kStageLayers)
     return isa<func::FuncOp>(op) && isa<StringAttr>(value)
                ? success()
                : LogicalResult(fail()

@@ -1,5 +1,6 @@
 //===- WeftAttrs.cpp - the sharding attribute's helpers -------------------===//
 #include "dialect/WeftDialect.h"
+#include "program/PipelineSchedule.h"
 
 using namespace mlir;
 using namespace weft;
@@ -65,5 +66,52 @@ LogicalResult TpRoleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "tp_role dim must be >= 0, got " << dim;
   if (blocks < 1)
     return emitError() << "tp_role blocks must be >= 1, got " << blocks;
+  return success();
+}
+
+std::string PipelineScheduleAttr::spec() const {
+  if (getKind() == "interleaved")
+    return "interleaved:" + std::to_string(getVirtualStages());
+  if (getKind() == "custom")
+    return "custom:" + getRuns().str();
+  return getKind().str();
+}
+
+PipelineScheduleAttr PipelineScheduleAttr::fromSpec(MLIRContext *ctx,
+                                                    StringRef spec) {
+  weft::PipelineSchedule parsed;
+  if (!weft::parsePipelineSchedule(spec.str(), parsed).ok())
+    return {};
+  StringRef kind = weft::pipelineScheduleName(parsed.Kind);
+  StringRef runs = spec.starts_with("custom:") ? spec.drop_front(7) : "";
+  int64_t chunks = parsed.Kind == weft::PipelineScheduleKind::Interleaved
+                       ? parsed.VirtualStages
+                       : 1;
+  return get(ctx, kind, chunks, runs);
+}
+
+LogicalResult
+PipelineScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                             StringRef kind, int64_t virtualStages,
+                             StringRef runs) {
+  if (kind != "gpipe" && kind != "1f1b" && kind != "interleaved" &&
+      kind != "zb-h1" && kind != "custom")
+    return emitError() << "schedule kind must be gpipe, 1f1b, interleaved, "
+                          "zb-h1 or custom, got '"
+                       << kind << "'";
+  if ((kind == "interleaved") != (virtualStages > 1) || virtualStages < 1)
+    return emitError() << "schedule '" << kind << "' with virtual_stages "
+                       << virtualStages
+                       << ": interleaved needs 2 or more, the others 1";
+  if ((kind == "custom") != !runs.empty())
+    return emitError() << "schedule '" << kind << "' "
+                       << (runs.empty() ? "needs its runs" : "takes no runs");
+  weft::PipelineSchedule parsed;
+  std::string spec = kind == "interleaved"
+                         ? "interleaved:" + std::to_string(virtualStages)
+                     : kind == "custom" ? "custom:" + runs.str()
+                                        : kind.str();
+  if (weft::Status s = weft::parsePipelineSchedule(spec, parsed); !s.ok())
+    return emitError() << "schedule: " << s.message();
   return success();
 }

@@ -83,4 +83,40 @@ def Weft_TpRoleAttr : AttrDef<Weft_Dialect, "TpRole"> {
   }];
 }
 
+def Weft_PipelineScheduleAttr : AttrDef<Weft_Dialect, "PipelineSchedule"> {
+  let mnemonic = "schedule";
+  let summary = "a pipeline schedule: its kind, chunks, and a user's runs";
+  let description = [{
+    What weft-cut-stages writes on each stage function (`weft.pipeline_schedule`)
+    and emission and `--explain` read: `kind` is `gpipe`, `1f1b`,
+    `interleaved` (with `virtual_stages` >= 2 model chunks per stage),
+    `zb-h1` (backwards split into input and weight gradients) or `custom`
+    (a user's order: `runs`, each stage's runs separated by `|`, "F0.1" for
+    micro-batch 0's forward of chunk 1, "W0" its weight gradients). The
+    schedule library (program/PipelineSchedule.h) verifies it.
+
+    ```mlir
+    #weft.schedule<kind = "1f1b">
+    #weft.schedule<kind = "interleaved", virtual_stages = 2>
+    #weft.schedule<kind = "custom", runs = "F0 F1 B0 B1|F0 B0 F1 B1">
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"gpipe, 1f1b, interleaved, zb-h1 or custom">:$kind,
+    DefaultValuedParameter<"int64_t", "1">:$virtual_stages,
+    StringRefParameter<"a custom schedule's runs", "\"\"">:$runs
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The compact spelling the schedule library reads ("interleaved:2",
+    /// "custom:F0 B0|...").
+    std::string spec() const;
+    /// The attribute of a compact spelling (one parsePipelineSchedule
+    /// reads), or null.
+    static PipelineScheduleAttr fromSpec(::mlir::MLIRContext *ctx,
+                                         ::llvm::StringRef spec);
+  }];
+}
+
 #endif // WEFT_ATTRS_TD

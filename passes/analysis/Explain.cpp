@@ -323,9 +323,9 @@ PipelineShape pipelineShape(ArrayRef<func::FuncOp> stages) {
   func::FuncOp first = stages.front();
   if (auto a = first->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
     p.m = a.getInt();
-  if (auto name =
-          first->getAttrOfType<StringAttr>(weft::attrname::kPipelineSchedule))
-    (void)parsePipelineSchedule(name.str(), p.kind);
+  if (auto schedule = first->getAttrOfType<PipelineScheduleAttr>(
+          weft::attrname::kPipelineSchedule))
+    (void)parsePipelineSchedule(schedule.spec(), p.kind);
   return p;
 }
 

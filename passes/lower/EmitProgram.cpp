@@ -46,8 +46,9 @@ constexpr uint32_t kFormatVersion = 11;
 // its backward splits); one chunk, unsplit, for any other function.
 FragmentKeys fragmentKeysOf(func::FuncOp fn) {
   weft::PipelineSchedule s;
-  auto name = fn->getAttrOfType<StringAttr>(weft::attrname::kPipelineSchedule);
-  if (!name || !weft::parsePipelineSchedule(name.str(), s).ok())
+  auto attr = fn->getAttrOfType<PipelineScheduleAttr>(
+      weft::attrname::kPipelineSchedule);
+  if (!attr || !weft::parsePipelineSchedule(attr.spec(), s).ok())
     return {};
   return FragmentKeys::of(s);
 }
@@ -882,9 +883,9 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
         weft::parseProgramJson(payload, version);
     if (!loaded.ok()) {
       // A hand-written pipeline schedule is the user's to fix.
-      auto schedule = fns.front()->getAttrOfType<StringAttr>(
+      auto schedule = fns.front()->getAttrOfType<PipelineScheduleAttr>(
           weft::attrname::kPipelineSchedule);
-      if (schedule && schedule.getValue().starts_with("custom:"))
+      if (schedule && schedule.getKind() == "custom")
         fns.front().emitError("the hand-written pipeline schedule is "
                               "refused: ")
             << loaded.status().message();
@@ -929,11 +930,11 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
     }
     auto axis =
         fns.front()->getAttrOfType<StringAttr>(weft::attrname::kPipelineAxis);
-    auto scheduleName = fns.front()->getAttrOfType<StringAttr>(
+    auto scheduleAttr = fns.front()->getAttrOfType<PipelineScheduleAttr>(
         weft::attrname::kPipelineSchedule);
     weft::PipelineSchedule kind;
-    if (!axis || !scheduleName ||
-        !weft::parsePipelineSchedule(scheduleName.str(), kind).ok())
+    if (!axis || !scheduleAttr ||
+        !weft::parsePipelineSchedule(scheduleAttr.spec(), kind).ok())
       return fns.front().emitError("a pipeline stage needs "
                                    "weft.pipeline_axis and a known "
                                    "weft.pipeline_schedule");

@@ -119,7 +119,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
       clone->setAttr(an::kStage, b.getI64IntegerAttr(s));
       clone->setAttr(an::kNumStages, b.getI64IntegerAttr(ranks));
       clone->setAttr(an::kPipelineAxis, b.getStringAttr(axis));
-      clone->setAttr(an::kPipelineSchedule, b.getStringAttr(schedule));
+      clone->setAttr(an::kPipelineSchedule,
+                     PipelineScheduleAttr::fromSpec(b.getContext(), schedule));
       // Each chunk's layers: "0-1,4-5".
       std::string layers;
       for (int64_t c = 0; c < chunks; ++c) {

@@ -170,9 +170,45 @@ func.func @shard_axes_not_adamw(%x: tensor<16xf32>) -> tensor<16xf32> {
 
 // -----
 
-// A stage function's schedule is verified by the schedule library's parser.
-// expected-error @+1 {{weft.pipeline_schedule 'zigzag' is not a pipeline schedule}}
-func.func @schedule_unknown() attributes {weft.pipeline_schedule = "zigzag"} {
+// A stage function's schedule is a #weft.schedule, verified by the
+// schedule library: a kind it knows, chunks only when interleaved, runs
+// only (and always) when custom, and runs it can read.
+func.func @schedule_ok() attributes {weft.pipeline_schedule = #weft.schedule<kind = "custom", runs = "F0 F1 B0 B1|F0 B0 F1 B1">} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{schedule kind must be gpipe, 1f1b, interleaved, zb-h1 or custom, got 'zigzag'}}
+func.func @schedule_kind() attributes {weft.pipeline_schedule = #weft.schedule<kind = "zigzag">} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{schedule 'interleaved' with virtual_stages 1: interleaved needs 2 or more, the others 1}}
+func.func @schedule_chunks() attributes {weft.pipeline_schedule = #weft.schedule<kind = "interleaved">} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{schedule 'custom' needs its runs}}
+func.func @schedule_runs() attributes {weft.pipeline_schedule = #weft.schedule<kind = "custom">} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{schedule: malformed pipeline run 'X9'}}
+func.func @schedule_bad_run() attributes {weft.pipeline_schedule = #weft.schedule<kind = "custom", runs = "F0 X9">} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{weft.pipeline_schedule must be a function's #weft.schedule, got "1f1b"}}
+func.func @schedule_string() attributes {weft.pipeline_schedule = "1f1b"} {
   return
 }
 
@@ -339,7 +375,7 @@ func.func @empty_output(%x: tensor<2x3xf32> {weft.input = "x"}) -> (tensor<2x3xf
 // Function-level and op-level attributes the pipeline passes write, all well
 // formed: the positive case for the negatives below.
 weft.mesh @mesh {axes = ["dp", "pp"], shape = array<i64: 2, 2>}
-func.func @stage_ok(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.mesh = @mesh, weft.microbatches = 4 : i64, weft.vocab = 256 : i64, weft.labels = 2 : i64, weft.masked_lm = {mask_token = 103 : i64, mask_prob = 1.5e-01 : f64, seed = 0 : i64}, weft.stage = 0 : i64, weft.num_stages = 2 : i64, weft.pipeline_axis = "pp", weft.pipeline_schedule = "1f1b", weft.stage_layers = "0-1", weft.optimizer = {lr = 1.0e-03 : f64}} {
+func.func @stage_ok(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.mesh = @mesh, weft.microbatches = 4 : i64, weft.vocab = 256 : i64, weft.labels = 2 : i64, weft.masked_lm = {mask_token = 103 : i64, mask_prob = 1.5e-01 : f64, seed = 0 : i64}, weft.stage = 0 : i64, weft.num_stages = 2 : i64, weft.pipeline_axis = "pp", weft.pipeline_schedule = #weft.schedule<kind = "1f1b">, weft.stage_layers = "0-1", weft.optimizer = {lr = 1.0e-03 : f64}} {
   %w = weft.param "w" {init = "zeros", weft.replica, weft.global_shape = array<i64: 4, 8>} : tensor<4x8xf32>
   %y = weft.add %x, %w {weft.fragment = "forward", weft.chunk = 1 : i64} : tensor<4x8xf32>
   return %y : tensor<4x8xf32>
@@ -475,7 +511,7 @@ func.func @stage(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.stage 
 
 // -----
 
-// expected-error @+1 {{weft.pipeline_schedule must be a function's string, got 1 : i64}}
+// expected-error @+1 {{weft.pipeline_schedule must be a function's #weft.schedule, got 1 : i64}}
 func.func @schedule(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.pipeline_schedule = 1 : i64} {
   return %x : tensor<4x8xf32>
 }

@@ -9,7 +9,7 @@
 // for its chunk 1, which sends layer 2's back to stage 1's chunk 1.
 //
 // CHECK-LABEL: func.func @step_stage0
-// CHECK-SAME:  weft.pipeline_schedule = "interleaved:2", weft.stage = 0 : i64, weft.stage_layers = "0,2"
+// CHECK-SAME:  weft.pipeline_schedule = #weft.schedule<kind = "interleaved", virtual_stages = 2>, weft.stage = 0 : i64, weft.stage_layers = "0,2"
 // CHECK:       %[[X:.*]] = weft.embedding {{.*}}{weft.chunk = 0 : i64, weft.fragment = "forward"}
 // CHECK-NEXT:  %[[H0:.*]] = weft.matmul %[[X]]
 // CHECK-NEXT:  weft.send %[[H0]] {peer = 1 : i64, weft.chunk = 0 : i64, weft.fragment = "forward"}

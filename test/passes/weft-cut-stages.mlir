@@ -10,7 +10,7 @@
 // Only the last stage returns the loss.
 //
 // CHECK-LABEL: func.func @step_stage0(%{{[^)]*}}) attributes
-// CHECK-SAME:  weft.num_stages = 2 : i64, weft.pipeline_axis = "pp", weft.pipeline_schedule = "1f1b", weft.stage = 0 : i64
+// CHECK-SAME:  weft.num_stages = 2 : i64, weft.pipeline_axis = "pp", weft.pipeline_schedule = #weft.schedule<kind = "1f1b">, weft.stage = 0 : i64
 // CHECK-NOT:   weft.param "h.1.w"
 // CHECK:       %[[X:.*]] = weft.embedding {{.*}}weft.fragment = "forward"
 // CHECK-NEXT:  %[[H0:.*]] = weft.matmul %[[X]], %{{.*}} {weft.fragment = "forward"}
