@@ -234,10 +234,19 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
     }
     int64_t n = groupSize(group.front().getAxes(), mesh);
     OpBuilder b(&getContext());
-    if (Operation *def = lastDefinition(pieces))
+    // After the pieces and not before the first collective (the group is in
+    // its inputs' order): a ZB-H1 stage
+    // reduces norm weights' gradients, made by the backward's ops, in the
+    // weight fragment, which begins after the backward.
+    Operation *def = lastDefinition(pieces);
+    Operation *earliest = group.front();
+    for (ReduceScatterOp op : group)
+      if (op->isBeforeInBlock(earliest))
+        earliest = op;
+    if (def && earliest->isBeforeInBlock(def))
       b.setInsertionPointAfter(def);
     else
-      b.setInsertionPointToStart(group.front()->getBlock());
+      b.setInsertionPoint(earliest);
     Location loc = group.back().getLoc();
     Type elem = group.front().getType().getElementType();
     auto packed = PackOp::create(
@@ -251,6 +260,16 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
     auto unpack = UnpackOp::create(b, loc, shards, reduce.getResult(), 1);
     inFragmentOf(group.front(), {packed.getOperation(), reduce.getOperation(),
                                  unpack.getOperation()});
+    // A store that ran before the last piece was made now follows the
+    // unpack (stores come before the optimizer, in the same fragment).
+    Operation *after = unpack;
+    for (ReduceScatterOp op : group) {
+      Operation *store = *op->getUsers().begin();
+      if (store->isBeforeInBlock(unpack)) {
+        store->moveAfter(after);
+        after = store;
+      }
+    }
     replaceByPieces(group, unpack);
   }
 

@@ -44,10 +44,18 @@ struct PrefetchParams : weft::impl::WeftPrefetchParamsBase<PrefetchParams> {
       SmallPtrSet<Operation *, 8> sources;
       for (Value v : first->getOperands())
         sources.insert(v.getDefiningOp());
+      // Nor out of its fragment: a pipeline stage's ops (and the prologue's
+      // fills) are marked, and fragments run in order (weft-emit-program).
+      auto sameFragment = [&](Operation *op) {
+        return op->getAttr(attrname::kFragment) ==
+                   first->getAttr(attrname::kFragment) &&
+               op->getAttr(attrname::kChunk) ==
+                   first->getAttr(attrname::kChunk);
+      };
       Operation *to = first;
       for (int64_t i = 0; i < distance; ++i) {
         Operation *prev = to->getPrevNode();
-        if (!prev || sources.contains(prev))
+        if (!prev || sources.contains(prev) || !sameFragment(prev))
           break;
         to = prev;
       }
