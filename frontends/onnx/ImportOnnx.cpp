@@ -4,6 +4,7 @@
 #include "dialect/WeftDialect.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/ShapeRules.h"
+#include "frontends/onnx/TwinTables.h"
 #include "program/OnnxBuffers.h"
 #include "program/OnnxExternalData.h"
 #include "program/TorchExportSignature.h"
@@ -129,6 +130,8 @@ private:
                           const std::string &name,
                           OwningOpRef<ModuleOp> &module);
   std::string checkDeclared(const onnx::ValueInfoProto &info);
+  std::string twinTables(Block *body, const std::string &table);
+  std::string frozenWeights(Block *body, int64_t hidden);
   std::string node(const onnx::NodeProto &n);
   std::string emit(const onnx::NodeProto &n,
                    const std::vector<const Slot *> &in);
@@ -1115,6 +1118,13 @@ std::string Importer::run(const onnx::ModelProto &model,
   if (!vocab)
     return "no initializer is indexed by the input ids ('" + inputs[0]->name() +
            "'): weft finds the vocabulary from the token embedding table";
+  if (std::string e = twinTables(body, table); !e.empty())
+    return e;
+  if (std::string e = frozenWeights(
+          body,
+          cast<RankedTensorType>(paramValues[table].getType()).getShape()[1]);
+      !e.empty())
+    return e;
   if (options.classes && options.classes != lt.getShape().back())
     return "graph output '" + outName + "' scores " +
            std::to_string(lt.getShape().back()) + " classes, not --classes " +
@@ -1193,6 +1203,137 @@ std::string Importer::run(const onnx::ModelProto &model,
           : CrossEntropyOp::create(b, lossLoc, logits, body->getArgument(1))
                 .getResult();
   func::ReturnOp::create(b, loc, loss);
+  return "";
+}
+
+// Float constants shaped and used like weights: torch.onnx's optimize=True
+// folds a parameter whose use does not depend on the input (GPT-2's
+// position table, gathered at arange(seq)) into such a constant, which
+// weft would hold fixed while PyTorch trains it. A table (two or more dims
+// over 1) entering a MatMul or Gemm beside a computed value, gathered by a
+// computed index, or added to the hidden states (its last dim the token
+// embedding's) is refused by name; a mask (0 and large negatives) or a
+// fill (one value) is not.
+std::string Importer::frozenWeights(Block *body, int64_t hidden) {
+  if (options.freezeConstants)
+    return "";
+  auto computed = [](Value v) { return !v.getDefiningOp<ConstantOp>(); };
+  std::string error;
+  body->walk([&](ConstantOp c) {
+    auto type = cast<RankedTensorType>(c.getType());
+    if (!error.empty() || !isa<FloatType>(type.getElementType()) ||
+        llvm::count_if(type.getShape(), [](int64_t d) { return d > 1; }) < 2)
+      return;
+    // A fill (every value equal) is no trained table.
+    auto values = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (values &&
+        (values.isSplat() || llvm::all_equal(values.getValues<APFloat>())))
+      return;
+    const bool maskLike =
+        values && llvm::all_of(values.getValues<APFloat>(), [](APFloat x) {
+          double d = x.convertToDouble();
+          return d == 0.0 || d <= -1e4;
+        });
+    for (OpOperand &use : c->getUses()) {
+      auto node = dyn_cast<OnnxNodeOp>(use.getOwner());
+      if (!node)
+        continue;
+      StringRef op = node.getOpType();
+      const bool beside = llvm::any_of(node->getOperands(), computed);
+      std::string how;
+      if ((op == "MatMul" || op == "Gemm") && beside)
+        how = "enters a " + op.str() + " beside a computed value";
+      else if (op == "Gather" && use.getOperandNumber() == 0 && beside)
+        how = "is gathered by a computed index";
+      else if ((op == "Add" || op == "Sub") && beside && !maskLike &&
+               type.getShape().back() == hidden)
+        how = "is added to the hidden states";
+      if (how.empty())
+        continue;
+      std::string name = "";
+      if (auto loc = dyn_cast<NameLoc>(c.getLoc()))
+        name = loc.getName().str();
+      error = "float constant '" + name + "' " +
+              shapeString(Shape(type.getShape())) + " " + how + " (node '" +
+              node.getNode().str() +
+              "') like a weight, but is no parameter: weft would hold it "
+              "fixed while the rest trains (torch.onnx's default "
+              "optimize=True folds a parameter into such a constant). Export "
+              "with optimize=False, or give --freeze-constants to keep it "
+              "fixed on purpose";
+      return;
+    }
+  });
+  return error;
+}
+
+// A parameter holding the token embedding's values again, as stored or
+// transposed (a TorchScript export's copy of a tied head): refused until
+// the user says which model is meant; tied, its uses read the table (through
+// a Transpose where the copy was transposed).
+std::string Importer::twinTables(Block *body, const std::string &table) {
+  auto tableIt = paramValues.find(table);
+  if (tableIt == paramValues.end())
+    return "";
+  auto tableOp = tableIt->second.getDefiningOp<ParamOp>();
+  std::vector<std::string> names;
+  for (const auto &entry : paramValues)
+    if (entry.getKey() != table)
+      names.push_back(entry.getKey().str());
+  std::sort(names.begin(), names.end());
+  for (const std::string &name : names) {
+    onnximport::Twin twin;
+    if (std::string e =
+            onnximport::twinOf(*params[table], *params[name], modelDir, twin);
+        !e.empty())
+      return e;
+    if (twin == onnximport::Twin::None)
+      continue;
+    const bool transposed = twin == onnximport::Twin::Transposed;
+    const std::string pair = "initializer '" + name +
+                             "' holds the values of "
+                             "the token embedding '" +
+                             table + "'" + (transposed ? " transposed" : "");
+    using Tables = OnnxImportOptions::TwinTables;
+    if (options.twinTables == Tables::Ask)
+      return pair +
+             ": an exporter's copy of a tied head (torch.onnx's TorchScript "
+             "exporter writes one) or two tensors that start equal? Say which "
+             "model is meant: --tie-embeddings trains them as one tensor "
+             "(tie_word_embeddings), --untie-embeddings as two";
+    if (options.twinTables == Tables::Untie) {
+      if (options.notes)
+        options.notes->push_back(pair + ": trained as a second tensor "
+                                        "(--untie-embeddings)");
+      continue;
+    }
+    // Tied: the table is read from the start of the function.
+    tableOp->moveBefore(body, body->begin());
+    Value tied = tableOp;
+    if (transposed) {
+      b.setInsertionPointAfter(tableOp);
+      auto type = cast<RankedTensorType>(tableOp.getType());
+      tied =
+          OnnxNodeOp::create(b, NameLoc::get(b.getStringAttr(name)),
+                             TypeRange{RankedTensorType::get(
+                                 {type.getShape()[1], type.getShape()[0]},
+                                 type.getElementType())},
+                             ValueRange{tableOp}, b.getStringAttr("Transpose"),
+                             b.getStringAttr(name), b.getI64IntegerAttr(opset),
+                             b.getDictionaryAttr(b.getNamedAttr(
+                                 "perm", b.getDenseI64ArrayAttr({1, 0}))))
+              .getResult(0);
+    }
+    Operation *copy = paramValues[name].getDefiningOp();
+    copy->getResult(0).replaceAllUsesWith(tied);
+    copy->erase();
+    paramValues.erase(name);
+    params.erase(name);
+    if (options.notes)
+      options.notes->push_back(pair + ": trained as the table itself "
+                                      "(--tie-embeddings)");
+  }
+  b.setInsertionPointToEnd(body);
   return "";
 }
 

@@ -56,6 +56,20 @@ struct OnnxImportOptions {
   /// the forward-only output); empty: the only one (forward-only: the
   /// first).
   std::string output;
+  /// What an initializer holding the token embedding's values again (a
+  /// TorchScript export writes a tied head as such a copy, often
+  /// transposed) means: Ask refuses the model until one of the others is
+  /// given; Tie trains the two as one tensor (tie_word_embeddings), Untie as
+  /// two, each starting from the same values (weft-compile
+  /// --tie-embeddings / --untie-embeddings).
+  enum class TwinTables { Ask, Tie, Untie };
+  TwinTables twinTables = TwinTables::Ask;
+  /// Float constants shaped and used like weights (a table added to the
+  /// hidden states, a matrix entering a MatMul or Gemm, a table gathered by
+  /// the token ids: what torch.onnx's optimize=True folds a parameter
+  /// into) are refused unless this says they stay fixed on purpose
+  /// (weft-compile --freeze-constants).
+  bool freezeConstants = false;
   /// Where the import says what it chose that the user should know (a
   /// forward-only import of a graph with several outputs computes the
   /// first); may be null.

@@ -214,9 +214,25 @@ bool isDerivedBuffer(const std::string &Name) {
          EndsWith(".rotary_emb.inv_freq");
 }
 
+/// Whether X (of shape DA) holds Y's values (of shape DB), as stored or
+/// transposed.
+bool sameOrTransposed(const Shape &DA, const std::vector<double> &X,
+                      const Shape &DB, const std::vector<double> &Y) {
+  if (DA == DB)
+    return X == Y;
+  if (DA.size() != 2 || DB.size() != 2 || DA[0] != DB[1] || DA[1] != DB[0])
+    return false;
+  for (int64_t R = 0; R < DA[0]; ++R)
+    for (int64_t C = 0; C < DA[1]; ++C)
+      if (X[size_t(R * DA[1] + C)] != Y[size_t(C * DA[0] + R)])
+        return false;
+  return true;
+}
+
 /// Refuses (or, with AllowUnused, reports) the tensors of a checkpoint the
 /// program did not load. `Equal(A, B)` tells whether two tensors hold the
-/// same values (an lm_head.weight saved beside the embedding it is tied to).
+/// same values, as stored or one the other transposed (an lm_head.weight
+/// saved beside the embedding it is tied to).
 Status checkUnused(const std::vector<std::string> &All,
                    const std::set<std::string> &Used, const std::string &Path,
                    const LoadOptions &Options,
@@ -226,14 +242,11 @@ Status checkUnused(const std::vector<std::string> &All,
   for (const std::string &Name : All) {
     if (Used.count(Name) || isDerivedBuffer(Name))
       continue;
-    if (Name == "lm_head.weight") {
-      bool Tied = false;
-      for (const char *Embedding : {"transformer.wte.weight", "wte.weight",
-                                    "model.embed_tokens.weight"})
-        Tied |= Used.count(Embedding) && Equal(Name, Embedding);
-      if (Tied)
-        continue;
-    }
+    // A copy of a tensor the program reads (a tied head saved beside its
+    // embedding, or written transposed by an ONNX exporter) is that tensor.
+    if (std::any_of(Used.begin(), Used.end(),
+                    [&](const std::string &U) { return Equal(Name, U); }))
+      continue;
     Unused.push_back(Name);
   }
   if (Unused.empty())
@@ -291,8 +304,14 @@ Expected<int64_t> loadSharded(Executor &E, const fs::path &Dir,
       [&](const std::string &A, const std::string &B) {
         std::vector<char> X, Y;
         Shape DA, DB;
-        return assemble(*C, A, DType::F64, X, DA).ok() &&
-               assemble(*C, B, DType::F64, Y, DB).ok() && DA == DB && X == Y;
+        if (!assemble(*C, A, DType::F64, X, DA).ok() ||
+            !assemble(*C, B, DType::F64, Y, DB).ok() ||
+            numElements(DA) != numElements(DB))
+          return false;
+        std::vector<double> XA(size_t(numElements(DA))), YB(XA.size());
+        std::memcpy(XA.data(), X.data(), XA.size() * sizeof(double));
+        std::memcpy(YB.data(), Y.data(), YB.size() * sizeof(double));
+        return sameOrTransposed(DA, XA, DB, YB);
       }));
   return readStep(Dir);
 }
@@ -369,13 +388,14 @@ Expected<int64_t> loadFlat(Executor &E, const fs::path &Dir,
       All, Used, Path, Options,
       [&](const std::string &A, const std::string &B) {
         Found FA = lookup(Files, A), FB = lookup(Files, B);
-        if (!FA.Tensor || !FB.Tensor || FA.Tensor->Dims != FB.Tensor->Dims)
+        if (!FA.Tensor || !FB.Tensor ||
+            numElements(FA.Tensor->Dims) != numElements(FB.Tensor->Dims))
           return false;
         size_t N = size_t(numElements(FA.Tensor->Dims));
         std::vector<double> X(N), Y(N);
         return FA.File->convert(*FA.Tensor, DType::F64, X.data()).ok() &&
                FB.File->convert(*FB.Tensor, DType::F64, Y.data()).ok() &&
-               X == Y;
+               sameOrTransposed(FA.Tensor->Dims, X, FB.Tensor->Dims, Y);
       }));
   return readStep(Dir);
 }

@@ -179,6 +179,20 @@ static cl::opt<bool> allowUnknownKeysArg(
     cl::desc("warn about config.json keys weft does not know, instead of "
              "refusing the config (the model may then differ from what the "
              "config describes)"));
+static cl::opt<bool> tieEmbeddingsArg(
+    cl::cat(compileCategory), "tie-embeddings",
+    cl::desc("model.onnx: an initializer holding the token embedding's values "
+             "(a TorchScript export's copy of a tied head) is the table "
+             "itself: train them as one tensor"));
+static cl::opt<bool> untieEmbeddingsArg(
+    cl::cat(compileCategory), "untie-embeddings",
+    cl::desc("model.onnx: an initializer holding the token embedding's values "
+             "is a second tensor that starts equal: train them as two"));
+static cl::opt<bool> freezeConstantsArg(
+    cl::cat(compileCategory), "freeze-constants",
+    cl::desc("model.onnx: keep float constants that are shaped and used like "
+             "weights (what torch.onnx's optimize=True folds a parameter "
+             "into) fixed, untrained, instead of refusing the model"));
 static cl::opt<bool> forwardOnlyArg(
     cl::cat(compileCategory), "forward-only",
     cl::desc(
@@ -406,6 +420,16 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, llvm::SourceMgr &sources,
     if (seqArg.getNumOccurrences() || !planArg.empty())
       options.seq = seqArg;
     options.f64 = dtypeArg == "f64";
+    if (tieEmbeddingsArg && untieEmbeddingsArg) {
+      error = "--tie-embeddings and --untie-embeddings ask for two models: "
+              "give one";
+      return nullptr;
+    }
+    options.twinTables =
+        tieEmbeddingsArg     ? weft::OnnxImportOptions::TwinTables::Tie
+        : untieEmbeddingsArg ? weft::OnnxImportOptions::TwinTables::Untie
+                             : weft::OnnxImportOptions::TwinTables::Ask;
+    options.freezeConstants = freezeConstantsArg;
     std::vector<std::string> notes;
     options.notes = &notes;
     auto module = weft::importOnnx(context, modelArg, options, error);

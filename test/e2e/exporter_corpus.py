@@ -1,0 +1,104 @@
+"""ONNX files made the way users make them train as PyTorch says.
+
+  exporter_corpus.py BINDIR WORKDIR
+
+fixtures/corpus/ holds tiny Hugging Face models (random weights, transformers
+4.46, torch 2.15) exported by both torch.onnx exporters: TorchScript
+(`dynamo=False`, opsets 14 and 17) and dynamo (opset 18, optimize=False),
+with PyTorch's loss on the fixture's tokens in each .json
+(fixtures/export_exporter_corpus.py made them; it regenerates them where
+torch is installable). For each committed export:
+  1. f32: weft's first loss on the json's tokens is PyTorch's (1e-5
+     relative);
+  2. f64: the TorchScript export trains like the dynamo export of the same
+     model (4 steps, losses 1e-9 relative): a tied head that the TorchScript
+     exporter writes as a transposed copy trains tied (--tie-embeddings);
+  3. f64: dp=2 trains like one rank (and tp=2 megatron where the graph
+     raises to weft's layers).
+The exporter traps (a copy of a tied head, a position table folded into a
+constant by optimize=True) are refused by name: test/tools/onnx-traps.test.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_util import launch, run  # noqa: E402
+
+BIN, WORK = sys.argv[1], sys.argv[2]
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "corpus")
+os.makedirs(WORK, exist_ok=True)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# fixture -> (compile flags, the dynamo export it trains like, layouts)
+FIXTURES = {
+    "gpt2-ts17": (["--tie-embeddings"], "gpt2-dyn18",
+                  [["dp=2"], ["tp=2", "--layout", "megatron"]]),
+    "gpt2-dyn18": ([], None, [["dp=2"], ["tp=2", "--layout", "megatron"]]),
+    "qwen2-tied-ts14": (["--tie-embeddings"], None, [["dp=2"]]),
+    "llama3rope-ts17": ([], "llama3rope-dyn18", [["dp=2"]]),
+    "llama3rope-dyn18": ([], None, [["dp=2"], ["tp=2", "--layout", "megatron"]]),
+    "mistral-sw8-ts14": ([], None, [["dp=2"]]),
+    "bert-cls-ts17": (["--loss", "cross-entropy", "--classes", "3"], None, [["dp=2"]]),
+}
+
+
+def inputs(name, meta):
+    """weft-run's data flags for the json's tokens (and labels)."""
+    w = f"{WORK}/{name}"
+    if "labels" in meta:
+        np.save(f"{w}.tok.npy", np.array(meta["tokens"], dtype=np.int64))
+        np.save(f"{w}.lab.npy", np.array(meta["labels"], dtype=np.int64))
+        return ["--tokens", f"{w}.tok.npy", "--targets", f"{w}.lab.npy"]
+    np.array(meta["ids"], dtype="<u2").tofile(f"{w}.ids.bin")
+    return ["--data", f"{w}.ids.bin"]
+
+
+def losses(name, flags, dtype, steps, mesh=None):
+    meta = json.load(open(f"{CORPUS}/{name}.json"))
+    onnx = f"{CORPUS}/{name}.onnx"
+    tag = f"{name}-{dtype}-{'-'.join(mesh or ['one'])}".replace("=", "")
+    prog = f"{WORK}/{tag}.weft"
+    layout = ["--mesh"] + mesh if mesh else []
+    run([f"{BIN}/weft-compile", onnx, "--batch", str(meta["batch"]), "--seq",
+         str(meta["seq"]), "--dtype", dtype, "--quiet", "-o", prog] + flags + layout)
+    metrics = f"{WORK}/{tag}.jsonl"
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    ranks = int(mesh[0].split("=")[1]) if mesh else 1
+    run(launch(ranks) + [f"{BIN}/weft-run", prog, "--steps", str(steps), "--threads",
+                         "1", "--load", onnx, "--metrics", metrics, "--quiet"] +
+        inputs(name, meta))
+    return meta, [json.loads(line)["loss"] for line in open(metrics)]
+
+
+def rel(a, b):
+    return max(abs(x - y) / abs(y) for x, y in zip(a, b))
+
+
+failures = []
+for name, (flags, twin, layouts) in FIXTURES.items():
+    meta, first = losses(name, flags, "f32", 1)
+    err = abs(first[0] - meta["loss"]) / abs(meta["loss"])
+    print(f"{name}: {meta['exporter']} opset {meta['opset']}: loss {first[0]:.7f}, "
+          f"PyTorch {meta['loss']:.7f} (rel {err:.1e})")
+    if err > 1e-5:
+        failures.append(f"{name}: first loss {first[0]} vs PyTorch {meta['loss']}")
+    _, one = losses(name, flags, "f64", 4)
+    if twin:
+        _, other = losses(twin, FIXTURES[twin][0], "f64", 4)
+        e = rel(one, other)
+        print(f"  trains like {twin} (4 f64 steps): rel {e:.1e}")
+        if e > 1e-9:
+            failures.append(f"{name}: trains unlike {twin}: {one} vs {other}")
+    for mesh in layouts:
+        _, got = losses(name, flags, "f64", 4, mesh)
+        e = rel(got, one)
+        print(f"  {' '.join(mesh)} trains like one rank: rel {e:.1e}")
+        if e > 1e-9:
+            failures.append(f"{name} on {' '.join(mesh)}: {got} vs one rank {one}")
+if failures:
+    sys.exit("FAIL:\n  " + "\n  ".join(failures))
+print(f"PASS: {len(FIXTURES)} exports")
