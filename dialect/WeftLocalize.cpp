@@ -36,17 +36,36 @@ void setAxes(Operation *op, StringRef name, ArrayRef<StringRef> axes) {
 }
 } // namespace
 
+/// Per dim of an operand, the mesh axes its factor is split over (the
+/// runtime's global offsets of a dropout mask).
+static ArrayAttr dimAxes(MLIRContext *ctx, ArrayRef<int64_t> factors,
+                         const FactorSplit &s) {
+  Builder b(ctx);
+  SmallVector<Attribute> out;
+  for (int64_t f : factors)
+    out.push_back(b.getStrArrayAttr(axesOf(s, f)));
+  return b.getArrayAttr(out);
+}
+
 // Heads split over the features' factor: each rank runs its heads.
 void AttentionOp::localize(const ShardingRule &rule, const FactorSplit &s) {
   int64_t c = shards(s, rule.operands[0][2]);
   setNumHeads(getNumHeads() / c);
   setNumKvHeads(getNumKvHeads() / c);
+  if (getDropoutAttr())
+    setDimAxesAttr(dimAxes(getContext(), rule.operands[0], s));
 }
 
 void AttentionGradOp::localize(const ShardingRule &rule, const FactorSplit &s) {
   int64_t c = shards(s, rule.operands[1][2]);
   setNumHeads(getNumHeads() / c);
   setNumKvHeads(getNumKvHeads() / c);
+  if (getDropoutAttr())
+    setDimAxesAttr(dimAxes(getContext(), rule.operands[1], s));
+}
+
+void DropoutOp::localize(const ShardingRule &rule, const FactorSplit &s) {
+  setDimAxesAttr(dimAxes(getContext(), rule.operands[0], s));
 }
 
 void RopeOp::localize(const ShardingRule &rule, const FactorSplit &s) {

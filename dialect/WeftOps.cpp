@@ -581,6 +581,58 @@ LogicalResult verifyActivation(Operation *op, StringRef kind) {
 } // namespace
 
 LogicalResult ActOp::verify() { return verifyActivation(*this, getKind()); }
+
+// A drop probability in (0, 1): 0 is no dropout (no op), 1 would drop all.
+static LogicalResult verifyDropout(Operation *op, double p, StringRef what) {
+  if (!(p > 0.0 && p < 1.0))
+    return op->emitOpError() << what << " = " << p << ", expected 0 < p < 1";
+  return success();
+}
+
+// dim_axes: one list of mesh axis names per dim of `x`.
+static LogicalResult verifyDimAxes(Operation *op, ArrayAttr dimAxes, Value x) {
+  if (!dimAxes)
+    return success();
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  if (int64_t(dimAxes.size()) != rank)
+    return op->emitOpError("dim_axes has ")
+           << dimAxes.size() << " entries, expected " << rank
+           << " (one per dim of " << x.getType() << ")";
+  for (auto [i, axes] : llvm::enumerate(dimAxes)) {
+    auto list = dyn_cast<ArrayAttr>(axes);
+    if (!list ||
+        !llvm::all_of(list, [](Attribute a) { return isa<StringAttr>(a); }))
+      return op->emitOpError("dim_axes[")
+             << i << "] = " << axes << ", expected a list of axis names";
+  }
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  if (failed(verifyDropout(*this, getP().convertToDouble(), "p")))
+    return failure();
+  return verifyDimAxes(*this, getDimAxesAttr(), getX());
+}
+
+template <typename AttnOp>
+static LogicalResult verifyAttentionDropout(AttnOp op) {
+  if (!op.getDropoutAttr()) {
+    if (op.getDropoutSiteAttr() || op.getDimAxesAttr())
+      return op.emitOpError("has dropout_site or dim_axes without dropout");
+    return success();
+  }
+  if (failed(
+          verifyDropout(op, op.getDropoutAttr().getValueAsDouble(), "dropout")))
+    return failure();
+  if (!op.getDropoutSiteAttr())
+    return op.emitOpError("has dropout but no dropout_site");
+  return verifyDimAxes(op, op.getDimAxesAttr(), op.getQ());
+}
+
+LogicalResult AttentionOp::verify() { return verifyAttentionDropout(*this); }
+LogicalResult AttentionGradOp::verify() {
+  return verifyAttentionDropout(*this);
+}
 LogicalResult ActGradOp::verify() { return verifyActivation(*this, getKind()); }
 
 #include "dialect/WeftOps.cpp.inc"

@@ -294,6 +294,30 @@ def Weft_GeluOp : Weft_ElementwiseForwardOp<"gelu"> {
   let results = (outs Weft_FloatTensor:$result);
 }
 
+def Weft_DropoutOp : Weft_ElementwiseOp<"dropout", [
+    DeclareOpInterfaceMethods<Weft_VjpOpInterface>,
+    DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
+  let summary = "inverted dropout with a mask keyed by global coordinates";
+  let description = [{
+    `y = x * keep / (1 - p)`, where element e keeps when the Philox-4x32 draw
+    of (seed, step, `site`, e's index in the global tensor) is at least
+    `p * 2^32` (program/Dropout.h). `site` numbers the model's dropout
+    points (the frontend's), so recomputation, pipeline stages and every
+    layout draw exactly one rank's mask. The gradient is the same op on
+    `dy`. After weft-partition, `dim_axes` lists per dim the mesh axes it is
+    split over, from which the runtime learns the rank's global offsets.
+
+    ```mlir
+    %y = weft.dropout %x {p = 1.000000e-01 : f64, site = 3 : i64}
+        : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Weft_FloatTensor:$x, F64Attr:$p, I64Attr:$site,
+                   OptionalAttr<ArrayAttr>:$dim_axes);
+  let results = (outs Weft_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Weft_ActOp : Weft_ElementwiseForwardOp<"act"> {
   let summary = "an activation of transformers' ACT2FN, by name";
   let description = [{
@@ -359,12 +383,18 @@ def Weft_AttentionOp : Weft_ForwardOp<"attention",
     scale_attn_by_inverse_layer_idx a further 1/(layer_idx + 1)). Query head
     h reads key/value head `h / (H / Hkv)`; `H == Hkv` is multi-head
     attention. With `bidirectional` there is no mask: every query reads
-    every key (an encoder's attention, BERT's).
+    every key (an encoder's attention, BERT's). With `dropout` p, the
+    probabilities [B, H, S, S] drop as weft.dropout's elements do, keyed by
+    `dropout_site` and their global (sample, head, query, key); `dim_axes`
+    (after weft-partition) gives q's dims' mesh axes.
   }];
   let arguments = (ins Weft_FloatTensor:$q, Weft_FloatTensor:$k,
                    Weft_FloatTensor:$v, I64Attr:$num_heads,
                    I64Attr:$num_kv_heads, OptionalAttr<F64Attr>:$scale,
-                   UnitAttr:$bidirectional);
+                   UnitAttr:$bidirectional, OptionalAttr<F64Attr>:$dropout,
+                   OptionalAttr<I64Attr>:$dropout_site,
+                   OptionalAttr<ArrayAttr>:$dim_axes);
+  let hasVerifier = 1;
   let results = (outs Weft_FloatTensor:$result);
 }
 
@@ -481,7 +511,11 @@ def Weft_AttentionGradOp : Weft_ComputeOp<"attention_grad",
   let arguments = (ins Weft_FloatTensor:$dy, Weft_FloatTensor:$q,
                    Weft_FloatTensor:$k, Weft_FloatTensor:$v,
                    I64Attr:$num_heads, I64Attr:$num_kv_heads,
-                   OptionalAttr<F64Attr>:$scale, UnitAttr:$bidirectional);
+                   OptionalAttr<F64Attr>:$scale, UnitAttr:$bidirectional,
+                   OptionalAttr<F64Attr>:$dropout,
+                   OptionalAttr<I64Attr>:$dropout_site,
+                   OptionalAttr<ArrayAttr>:$dim_axes);
+  let hasVerifier = 1;
   let results = (outs Weft_FloatTensor:$dq, Weft_FloatTensor:$dk,
                  Weft_FloatTensor:$dv);
 }

@@ -139,6 +139,14 @@ LogicalResult GeluOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+// The same mask, scaled the same: the op itself on dy.
+LogicalResult DropoutOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
+                                  SmallVectorImpl<Value> &grads) {
+  grads.push_back(DropoutOp::create(b, getLoc(), dys[0], getPAttr(),
+                                    getSiteAttr(), ArrayAttr()));
+  return success();
+}
+
 LogicalResult SiluOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                SmallVectorImpl<Value> &grads) {
   grads.push_back(SiluGradOp::create(b, getLoc(), dys[0], getX()));
@@ -163,9 +171,10 @@ LogicalResult RopeOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
 
 LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                     SmallVectorImpl<Value> &grads) {
-  auto g = AttentionGradOp::create(b, getLoc(), dys[0], getQ(), getK(), getV(),
-                                   getNumHeadsAttr(), getNumKvHeadsAttr(),
-                                   getScaleAttr(), getBidirectionalAttr());
+  auto g = AttentionGradOp::create(
+      b, getLoc(), dys[0], getQ(), getK(), getV(), getNumHeadsAttr(),
+      getNumKvHeadsAttr(), getScaleAttr(), getBidirectionalAttr(),
+      getDropoutAttr(), getDropoutSiteAttr(), ArrayAttr());
   grads.append({g.getDq(), g.getDk(), g.getDv()});
   return success();
 }

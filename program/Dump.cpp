@@ -84,7 +84,13 @@ std::string attrString(const Instruction &I) {
     Add("num_heads=" + std::to_string(A.NumHeads) +
         " num_kv_heads=" + std::to_string(A.NumKvHeads) +
         (A.AttnScale > 0 ? " scale=" + num(A.AttnScale) : "") +
-        (A.Bidirectional ? " bidirectional=true" : ""));
+        (A.Bidirectional ? " bidirectional=true" : "") +
+        (A.DropP > 0 ? " dropout=" + num(A.DropP) +
+                           " dropout_site=" + std::to_string(A.DropSite)
+                     : ""));
+    break;
+  case OpKind::Dropout:
+    Add("p=" + num(A.DropP) + " site=" + std::to_string(A.DropSite));
     break;
   case OpKind::Split:
     Add("sizes=" + idList(A.Sizes));
@@ -145,6 +151,12 @@ std::string attrString(const Instruction &I) {
   AddAxes("seq_axes", A.SeqAxes);
   AddAxes("vocab_axes", A.VocabAxes);
   AddAxes("shard_axes", A.ShardAxes);
+  if (!A.DimAxes.empty()) {
+    std::string D;
+    for (const AxesList &Axes : A.DimAxes)
+      D += (D.empty() ? "" : ",") + axesString(Axes);
+    Add("dim_axes=[" + D + "]");
+  }
   if (A.Denominator > 0)
     Add("denominator=" + std::to_string(A.Denominator));
   if (A.Masked)

@@ -80,7 +80,8 @@ const char *const OpNames[NumOpKinds] = {"embedding",
                                          "select",
                                          "select_grad",
                                          "mse_loss",
-                                         "mse_loss_grad"};
+                                         "mse_loss_grad",
+                                         "dropout"};
 
 uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
   uint64_t V = 0;
@@ -267,6 +268,45 @@ Status getAxes(const json &Obj, const char *Key, const std::string &Ctx,
                            " must be an array of axis names, got " + V->dump());
     Out.push_back(E.get<std::string>());
   }
+  return Status::success();
+}
+
+/// dim_axes (version 12): per dim, a list of axis names.
+Status getDimAxes(const json &Obj, const std::string &Ctx,
+                  std::vector<AxesList> &Out) {
+  Out.clear();
+  if (!Obj.contains("dim_axes"))
+    return Status::success();
+  const json &V = Obj["dim_axes"];
+  if (!V.is_array())
+    return Status::error("field 'dim_axes' in " + Ctx +
+                         " must be an array of lists of axis names, got " +
+                         V.dump());
+  for (const json &Dim : V) {
+    AxesList Axes;
+    if (!Dim.is_array())
+      return Status::error("field 'dim_axes' in " + Ctx +
+                           " must be an array of lists of axis names, got " +
+                           V.dump());
+    for (const json &E : Dim) {
+      if (!E.is_string())
+        return Status::error("field 'dim_axes' in " + Ctx +
+                             " must be an array of lists of axis names, got " +
+                             V.dump());
+      Axes.push_back(E.get<std::string>());
+    }
+    Out.push_back(std::move(Axes));
+  }
+  return Status::success();
+}
+
+/// A drop probability: 0 < p < 1.
+Status getDropP(const json &Obj, const char *Key, const std::string &Ctx,
+                double &Out) {
+  WEFT_RETURN_IF_ERROR(getNumber(Obj, Key, Ctx, Out));
+  if (!(Out > 0.0 && Out < 1.0))
+    return Status::error("field '" + std::string(Key) + "' in " + Ctx + " is " +
+                         std::to_string(Out) + ", expected 0 < p < 1");
   return Status::success();
 }
 
@@ -586,8 +626,17 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
                              " must be finite and positive");
     }
     WEFT_RETURN_IF_ERROR(optBool("bidirectional", A.Bidirectional));
+    if (Attrs->contains("dropout")) {
+      WEFT_RETURN_IF_ERROR(getDropP(*Attrs, "dropout", ACtx, A.DropP));
+      WEFT_RETURN_IF_ERROR(getInt(*Attrs, "dropout_site", ACtx, A.DropSite));
+      WEFT_RETURN_IF_ERROR(getDimAxes(*Attrs, ACtx, A.DimAxes));
+    }
     WEFT_RETURN_IF_ERROR(getInt(*Attrs, "num_heads", ACtx, A.NumHeads));
     return getInt(*Attrs, "num_kv_heads", ACtx, A.NumKvHeads);
+  case OpKind::Dropout:
+    WEFT_RETURN_IF_ERROR(getDropP(*Attrs, "p", ACtx, A.DropP));
+    WEFT_RETURN_IF_ERROR(getInt(*Attrs, "site", ACtx, A.DropSite));
+    return getDimAxes(*Attrs, ACtx, A.DimAxes);
   case OpKind::Split:
     return getIntList(*Attrs, "sizes", ACtx, A.Sizes);
   case OpKind::AddRow:

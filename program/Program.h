@@ -36,7 +36,7 @@ namespace weft {
 /// runtime would read [batch] targets as [batch, seq]), float targets and
 /// mse_loss (a regression's); older files are refused with a message to
 /// recompile.
-constexpr uint32_t ProgramFormatVersion = 11;
+constexpr uint32_t ProgramFormatVersion = 12;
 constexpr uint32_t ProgramFormatMinVersion = 5;
 constexpr size_t ProgramHeaderBytes = 28;
 
@@ -135,8 +135,11 @@ enum class OpKind {
   // float targets; attrs.denominator as cross_entropy's).
   MseLoss,
   MseLossGrad,
+  // y = x * keep / (1 - p), keep drawn from (seed, step, site, the element's
+  // global index) (format version 12; program/Dropout.h). Its own gradient.
+  Dropout,
 };
-constexpr int NumOpKinds = static_cast<int>(OpKind::MseLossGrad) + 1;
+constexpr int NumOpKinds = static_cast<int>(OpKind::Dropout) + 1;
 /// The ops that compare logits with the targets (plain or vocab-parallel),
 /// and those that compare a prediction with float targets.
 inline bool isCrossEntropy(OpKind K) {
@@ -316,6 +319,12 @@ struct OpAttrs {
   /// all_reduce, all_gather written *_start: they only start, and a later
   /// `wait` on their output completes them (docs/program-format.md).
   bool Async = false;
+  /// dropout: p and the site; attention(_grad): `dropout` p (0: none) and
+  /// `dropout_site` (format version 12). dim_axes: per dim of the input (of
+  /// q for attention), the mesh axes it is split over.
+  double DropP = 0.0;
+  int64_t DropSite = 0;
+  std::vector<AxesList> DimAxes;
 };
 
 struct Instruction {

@@ -148,6 +148,8 @@ private:
   Status checkGeneric() const;
   Status checkBatchMatmul() const;
   Status checkAxes(const AxesList &A, const char *What) const;
+  /// dim_axes: none, or one known list of axes per dim of X.
+  Status checkDimAxes(const BufferSpec &X) const;
   /// checkAxes, and a communicator group must be in mesh.groups.
   Status checkGroup(const AxesList &A, const char *What) const;
   Status checkCollective() const;
@@ -370,6 +372,19 @@ Status InstChecker::checkBatchMatmul() const {
   Want.push_back(M);
   Want.push_back(N);
   return shapeIs(false, 0, Want);
+}
+
+Status InstChecker::checkDimAxes(const BufferSpec &X) const {
+  const std::vector<AxesList> &D = I.Attrs.DimAxes;
+  if (D.empty())
+    return Status::success();
+  if (D.size() != X.Dims.size())
+    return fail("attrs.dim_axes has " + std::to_string(D.size()) +
+                " entries, expected " + std::to_string(X.Dims.size()) +
+                " (one per dim of " + shapeString(X.Dims) + ")");
+  for (const AxesList &A : D)
+    WEFT_RETURN_IF_ERROR(checkAxes(A, "dim_axes"));
+  return Status::success();
 }
 
 Status InstChecker::checkAxes(const AxesList &A, const char *What) const {
@@ -766,9 +781,23 @@ Status InstChecker::run() {
     return shapeIs(false, 0, X.Dims);
   }
   case OpKind::Attention:
-    return checkAttention(false);
   case OpKind::AttentionGrad:
-    return checkAttention(true);
+    WEFT_RETURN_IF_ERROR(checkAttention(I.Op == OpKind::AttentionGrad));
+    if (I.Attrs.DropP > 0 && P.Version < 12)
+      return fail("attention dropout needs format version 12, the file is "
+                  "version " +
+                  std::to_string(P.Version));
+    return I.Attrs.DropP > 0
+               ? checkDimAxes(in(I.Op == OpKind::Attention ? 0 : 1))
+               : Status::success();
+  case OpKind::Dropout:
+    if (P.Version < 12)
+      return fail("dropout needs format version 12, the file is version " +
+                  std::to_string(P.Version));
+    WEFT_RETURN_IF_ERROR(counts(1, 1));
+    WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+    WEFT_RETURN_IF_ERROR(shapeIs(false, 0, in(0).Dims));
+    return checkDimAxes(in(0));
   case OpKind::CrossEntropy:
   case OpKind::CrossEntropyGrad: {
     bool Grad = I.Op == OpKind::CrossEntropyGrad;

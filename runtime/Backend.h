@@ -13,6 +13,7 @@
 #ifndef WEFT_RUNTIME_BACKEND_H
 #define WEFT_RUNTIME_BACKEND_H
 
+#include "program/Dropout.h"
 #include "program/Program.h"
 #include "program/Status.h"
 #include "runtime/AdamWParams.h"
@@ -45,6 +46,12 @@ struct BoundInstruction {
   int64_t VocabFirst = 0, VocabTotal = 0;
   /// Ops with `seq_axes`: the rank's first global position. Set at load.
   int64_t SeqFirst = 0;
+  /// dropout, and attention(_grad) with dropout: per dim of the input (q),
+  /// the rank's first global index and the global size, and the step's rows
+  /// per micro-batch (micro-batch k's first row is k * MicrobatchRows +
+  /// DimFirst[0]). Set at load (MeshOps.cpp).
+  std::vector<int64_t> DimFirst, DimTotal;
+  int64_t MicrobatchRows = 0;
 };
 
 /// "instructions[3] (embedding)", for messages.
@@ -91,7 +98,14 @@ struct StepContext {
   /// A masked-LM program: the targets of the step's global batch that are
   /// not ignored (the loss's divisor), set by the executor per batch.
   int64_t CountedTargets = 0;
+  /// Dropout masks: the run's seed (weft-run --seed) and the micro-batch
+  /// being run (0 outside per-micro-batch fragments).
+  uint64_t Seed = 0;
+  int64_t Microbatch = 0;
 };
+
+/// The mask of a dropout site at this step (program/Dropout.h).
+DropoutKey dropoutKey(const BoundInstruction &I, const StepContext &Ctx);
 
 /// The AdamW step an `adamw` instruction takes at this step.
 AdamWParams adamwParams(const BoundInstruction &I, const StepContext &Ctx);

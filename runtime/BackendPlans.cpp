@@ -20,6 +20,16 @@ AdamWParams adamwParams(const BoundInstruction &I, const StepContext &Ctx) {
                      I.Attrs->WeightDecay};
 }
 
+DropoutKey dropoutKey(const BoundInstruction &I, const StepContext &Ctx) {
+  DropoutKey K;
+  K.Seed = Ctx.Seed;
+  K.Step = Ctx.Step;
+  K.Site = I.Attrs->DropSite;
+  K.Threshold = dropoutThreshold(I.Attrs->DropP);
+  K.Scale = 1.0 / (1.0 - I.Attrs->DropP);
+  return K;
+}
+
 WideningPlan planBf16Widening(const BoundInstruction &I, int64_t AlignFloats) {
   WideningPlan P;
   std::vector<std::pair<const void *, int64_t>> Seen; // in place: one slot

@@ -413,6 +413,8 @@ Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
   CurrentStep = Ctx.Step;
   StepContext Here = Ctx;
   Here.CountedTargets = CountedTargets;
+  Here.Microbatch = std::max<int64_t>(BoundMicrobatch, 0);
+  Here.Seed = DropoutSeed;
   for (int64_t K = Begin; K < End; ++K) {
     int64_t T0 = Timing ? Timeline::nowNs() : 0;
     Status S = runInstruction(size_t(K), Here);

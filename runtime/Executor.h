@@ -119,6 +119,9 @@ public:
   int64_t localBatch() const { return LocalBatch; }
   int64_t localSeq() const { return LocalSeq; }
   int64_t batchOffset() const { return BatchOffset; }
+  /// The seed of the program's dropout masks (weft-run --seed): with the
+  /// step it keys every mask (program/Dropout.h).
+  void setDropoutSeed(uint64_t Seed) { DropoutSeed = Seed; }
   int64_t seqOffset() const { return SeqOffset; }
 
   /// Bytes sent by collectives since the last reset, per "<op>/<axes>" key
@@ -223,6 +226,7 @@ private:
   Communicator *Comm = nullptr;
   std::vector<std::array<BufferSpec, 4>> StateSpecs;
   int64_t LocalBatch = 0, LocalSeq = 0, BatchOffset = 0, SeqOffset = 0;
+  uint64_t DropoutSeed = 0;
   int64_t GlobalBatch = 0, GlobalSeq = 0;
   std::vector<MeshStep> Steps; // parallel to Bound
   bool HasMeshSteps = false;

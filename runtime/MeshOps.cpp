@@ -155,6 +155,24 @@ Status Executor::planMeshSteps() {
         WEFT_RETURN_IF_ERROR(Reserve(X));
       break;
     }
+    case OpKind::Dropout:
+    case OpKind::Attention:
+    case OpKind::AttentionGrad: {
+      if (A.DropP <= 0)
+        break;
+      // Global coordinates of the rank's block: dim 0 holds one
+      // micro-batch's rows of the step's batch.
+      const Shape &X = BI.In[BI.Op == OpKind::AttentionGrad ? 1 : 0].Spec->Dims;
+      BI.DimFirst.assign(X.size(), 0);
+      BI.DimTotal = X;
+      for (size_t D = 0; D < X.size() && D < A.DimAxes.size(); ++D) {
+        BI.DimFirst[D] = M.shardIndex(Comm->rank(), A.DimAxes[D]) * X[D];
+        BI.DimTotal[D] = M.count(A.DimAxes[D]) * X[D];
+      }
+      BI.MicrobatchRows = BI.DimTotal[0];
+      BI.DimTotal[0] *= Prog.Microbatches;
+      break;
+    }
     case OpKind::Embedding:
     case OpKind::EmbeddingGrad:
     case OpKind::CrossEntropyStats:

@@ -42,6 +42,22 @@ public:
     return MatmulOp::create(b, loc, x, w, false, transposeB);
   }
   Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
+  // Dropout at a numbered site (program/Dropout.h keys masks by it): the
+  // embeddings' is site 0, layer i's attention probabilities, attention
+  // output and MLP output sites 3i+1, 3i+2 and 3i+3.
+  Value dropout(Value x, double p, int64_t site) {
+    if (p <= 0.0)
+      return x;
+    return DropoutOp::create(b, loc, x, b.getF64FloatAttr(p),
+                             b.getI64IntegerAttr(site), ArrayAttr());
+  }
+  // The attention's dropout of its probabilities, as attributes.
+  FloatAttr attnDropoutP() const {
+    return c.attnDropout > 0 ? b.getF64FloatAttr(c.attnDropout) : nullptr;
+  }
+  IntegerAttr attnDropoutSite(int64_t i) const {
+    return c.attnDropout > 0 ? b.getI64IntegerAttr(3 * i + 1) : nullptr;
+  }
   // The config's activation kind (program/Activation.h; the config reader
   // has refused names it does not know).
   Activation activation() const {
@@ -65,6 +81,7 @@ public:
     Value wpe = normal("transformer.wpe.weight", {c.maxPositions, d}, std);
     Value x = EmbeddingOp::create(b, loc, wte, tokens);
     x = PositionEmbeddingOp::create(b, loc, x, wpe);
+    x = dropout(x, c.embdDropout, 0);
     auto layerNorm = [&](Value in, const std::string &prefix) -> Value {
       Value g = ones(prefix + ".weight", d), beta = zeros(prefix + ".bias", d);
       return LayerNormOp::create(b, loc, in, g, beta, epsAttr);
@@ -92,14 +109,17 @@ public:
       FloatAttr scaleAttr = c.scaleAttnWeights && !c.scaleAttnByInverseLayerIdx
                                 ? nullptr
                                 : b.getF64FloatAttr(scale);
-      Value a = AttentionOp::create(b, loc, parts.getResult(0),
-                                    parts.getResult(1), parts.getResult(2),
-                                    b.getI64IntegerAttr(c.numHeads),
-                                    b.getI64IntegerAttr(c.numHeads), scaleAttr);
-      x = add(x, linear(a, p + ".attn.c_proj", d, projStd));
+      Value a = AttentionOp::create(
+          b, loc, parts.getResult(0), parts.getResult(1), parts.getResult(2),
+          b.getI64IntegerAttr(c.numHeads), b.getI64IntegerAttr(c.numHeads),
+          scaleAttr, UnitAttr(), attnDropoutP(), attnDropoutSite(i),
+          ArrayAttr());
+      x = add(x, dropout(linear(a, p + ".attn.c_proj", d, projStd),
+                         c.residDropout, 3 * i + 2));
       h = layerNorm(x, p + ".ln_2");
       Value f = activate(linear(h, p + ".mlp.c_fc", c.intermediate, std));
-      x = add(x, linear(f, p + ".mlp.c_proj", d, projStd));
+      x = add(x, dropout(linear(f, p + ".mlp.c_proj", d, projStd),
+                         c.residDropout, 3 * i + 3));
     }
     layer = layers;
     x = layerNorm(x, "transformer.ln_f");
@@ -147,8 +167,10 @@ public:
                          b.getBoolAttr(false), invFreq, ropeScale);
       k = RopeOp::create(b, loc, k, b.getI64IntegerAttr(c.numKvHeads), theta,
                          b.getBoolAttr(false), invFreq, ropeScale);
-      Value a = AttentionOp::create(b, loc, q, k, v, c.numHeads, c.numKvHeads,
-                                    /*scale=*/nullptr);
+      Value a = AttentionOp::create(
+          b, loc, q, k, v, b.getI64IntegerAttr(c.numHeads),
+          b.getI64IntegerAttr(c.numKvHeads), /*scale=*/nullptr, UnitAttr(),
+          attnDropoutP(), attnDropoutSite(i), ArrayAttr());
       x = add(x, linear(a, p + ".self_attn.o_proj", d, c.outBias));
       h = rmsNorm(x, p + ".post_attention_layernorm.weight");
       Value gate = linear(h, p + ".mlp.gate_proj", c.intermediate, c.mlpBias);

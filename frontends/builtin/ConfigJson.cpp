@@ -175,18 +175,15 @@ public:
     return v->get<std::string>();
   }
 
-  /// A dropout probability: weft trains without dropout, so only 0 is
-  /// implemented. `dflt` is transformers' value when the key is absent.
-  void noDropout(const std::string &key, double dflt) {
-    bool given = present(key);
+  /// A dropout probability in [0, 1) (PyTorch's nn.Dropout refuses others;
+  /// 1 would drop everything). `dflt` is transformers' value when the key
+  /// is absent.
+  double dropout(const std::string &key, double dflt) {
     double p = real(key, dflt);
-    if (p == 0.0 || !error.empty())
-      return;
-    fail(given
-             ? "key '" + key + "' = " + number(p) +
-                   ": weft trains without dropout; only 0.0 is supported"
-             : "key '" + key + "' is absent, which transformers reads as " +
-                   number(p) + ": weft trains without dropout; set it to 0.0");
+    if (error.empty() && !(p >= 0.0 && p < 1.0))
+      fail("key '" + key + "' = " + number(p) +
+           ": a dropout probability must be at least 0 and below 1");
+    return p;
   }
 
   /// An ACT2FN activation name weft implements (program/Activation.h).
@@ -254,8 +251,9 @@ void readGpt2(KeyReader &in, ModelConfig &c) {
   c.initStd = in.real("initializer_range", 0.02);
   c.tieEmbeddings = in.boolean("tie_word_embeddings", true);
   c.activation = in.activation("activation_function", "gelu_new");
-  for (const char *key : {"resid_pdrop", "embd_pdrop", "attn_pdrop"})
-    in.noDropout(key, 0.1);
+  c.residDropout = in.dropout("resid_pdrop", 0.1);
+  c.embdDropout = in.dropout("embd_pdrop", 0.1);
+  c.attnDropout = in.dropout("attn_pdrop", 0.1);
   c.scaleAttnWeights = in.boolean("scale_attn_weights", true);
   c.scaleAttnByInverseLayerIdx =
       in.boolean("scale_attn_by_inverse_layer_idx", false);
@@ -441,7 +439,7 @@ void readLlama(KeyReader &in, ModelConfig &c) {
   c.initStd = in.real("initializer_range", 0.02);
   c.tieEmbeddings = in.boolean("tie_word_embeddings", false);
   c.activation = in.activation("hidden_act", "silu");
-  in.noDropout("attention_dropout", 0.0);
+  c.attnDropout = in.dropout("attention_dropout", 0.0);
   readRope(in, c);
   if (c.modelType == "llama") {
     bool bias = in.boolean("attention_bias", false);

@@ -62,6 +62,12 @@ struct ModelConfig {
   /// 1/(layer_idx + 1) (scale_attn_by_inverse_layer_idx).
   bool scaleAttnWeights = true;
   bool scaleAttnByInverseLayerIdx = false;
+  /// Dropout probabilities in [0, 1): GPT-2's embd_pdrop (after the token
+  /// and position embeddings), resid_pdrop (each block's attention and MLP
+  /// output) and attn_pdrop (the attention probabilities); Llama's
+  /// attention_dropout is attnDropout. Training programs apply them
+  /// (weft.dropout, program/Dropout.h); forward-only ones do not.
+  double embdDropout = 0.0, residDropout = 0.0, attnDropout = 0.0;
 
   /// Per-head features: headDim when set, else hidden / numHeads.
   int64_t headDimOrDefault() const {

@@ -21,13 +21,16 @@ int64_t bytesOf(Value v) {
 }
 
 // Whether collective `op` may join a bucket started by `first`: over the
-// same axes, of the same element type, in the same fragment.
+// same axes, of the same element type, in the same fragment (of the same
+// model chunk, under an interleaved schedule).
 template <typename CollectiveOp>
 bool sameBucket(CollectiveOp first, CollectiveOp op) {
   return first.getAxes() == op.getAxes() &&
          first.getType().getElementType() == op.getType().getElementType() &&
          first->getAttr(weft::attrname::kFragment) ==
-             op->getAttr(weft::attrname::kFragment);
+             op->getAttr(weft::attrname::kFragment) &&
+         first->getAttr(weft::attrname::kChunk) ==
+             op->getAttr(weft::attrname::kChunk);
 }
 
 // An all-reduce whose only use stores a parameter's gradient.
@@ -55,9 +58,10 @@ int64_t groupSize(ArrayAttr axes, const MeshInfo &mesh) {
 // Ops made in place of `from` run in its fragment (with micro-batches, a
 // reduction deferred to the optimizer fragment stays there).
 void inFragmentOf(Operation *from, ArrayRef<Operation *> made) {
-  if (Attribute fragment = from->getAttr(weft::attrname::kFragment))
-    for (Operation *op : made)
-      op->setAttr(weft::attrname::kFragment, fragment);
+  for (StringRef name : {weft::attrname::kFragment, weft::attrname::kChunk})
+    if (Attribute value = from->getAttr(name))
+      for (Operation *op : made)
+        op->setAttr(name, value);
 }
 
 // The bucket's collectives, each replaced by its piece of `unpack`.

@@ -40,7 +40,7 @@ namespace {
 // version 6: pack and unpack may have `blocks`; version 7: forward-only
 // programs; version 8: their named tensor inputs and outputs; version 9:
 // masked-LM programs; version 10: constant buffers, select.
-constexpr uint32_t kFormatVersion = 11;
+constexpr uint32_t kFormatVersion = 12;
 
 // A pipeline stage's fragments (its schedule's virtual stages, and whether
 // its backward splits); one chunk, unsplit, for any other function.
@@ -70,7 +70,8 @@ std::string dtypeOf(Type element) {
   return "f32";
 }
 
-// Op attributes as JSON: bools, integers, floats, strings and i64 arrays.
+// Op attributes as JSON: bools, integers, floats, strings, i64 arrays and
+// (dim_axes) lists of lists of axis names.
 json::Object attrsOf(Operation *op) {
   json::Object attrs;
   for (NamedAttribute a : op->getAttrs()) {
@@ -97,6 +98,13 @@ json::Object attrsOf(Operation *op) {
       for (Attribute item : arr)
         if (auto str = dyn_cast<StringAttr>(item))
           items.push_back(str.str());
+        else if (auto inner = dyn_cast<ArrayAttr>(item)) { // dim_axes
+          json::Array names;
+          for (Attribute name : inner)
+            if (auto str = dyn_cast<StringAttr>(name))
+              names.push_back(str.str());
+          items.push_back(std::move(names));
+        }
       attrs[name] = std::move(items);
     }
   }

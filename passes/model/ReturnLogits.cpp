@@ -4,7 +4,8 @@
 // the value the returned cross-entropy reads is returned instead, the
 // cross-entropy is erased and the targets argument dropped. What a
 // forward-only program (weft-compile --forward-only) computes is then the
-// model's logits, and nothing reads targets it no longer has. A function
+// model's logits, and nothing reads targets it no longer has; it runs as
+// in evaluation, without dropout. A function
 // a frontend already built forward-only (named tensors, an encoder's
 // hidden states) is kept.
 //
@@ -64,6 +65,15 @@ struct ReturnLogits : weft::impl::WeftReturnLogitsBase<ReturnLogits> {
           << " not computed by weft.cross_entropy: no logits to return";
       return signalPassFailure();
     }
+    // A forward-only run is evaluation: no dropout (nn.Dropout in eval mode).
+    fn.walk([](DropoutOp drop) {
+      drop.getResult().replaceAllUsesWith(drop.getX());
+      drop.erase();
+    });
+    fn.walk([](AttentionOp attention) {
+      attention.removeDropoutAttr();
+      attention.removeDropoutSiteAttr();
+    });
     BlockArgument targets = fn.getArgument(1);
     if (loss.getTargets() != targets) {
       loss.emitOpError("compares the logits with a value other than the "

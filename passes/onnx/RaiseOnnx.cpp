@@ -463,8 +463,11 @@ struct Attention : NodePattern {
     FloatAttr scaleAttr = std::fabs(scale - standard) <= 1e-6 * standard
                               ? nullptr
                               : rw.getF64FloatAttr(scale);
-    rw.replaceOp(op, AttentionOp::create(rw, op.getLoc(), q, k, v, heads,
-                                         kvHeads, scaleAttr, !causal)
+    rw.replaceOp(op, AttentionOp::create(
+                         rw, op.getLoc(), q, k, v, rw.getI64IntegerAttr(heads),
+                         rw.getI64IntegerAttr(kvHeads), scaleAttr,
+                         causal ? UnitAttr() : rw.getUnitAttr(), FloatAttr(),
+                         IntegerAttr(), ArrayAttr())
                          .getResult());
     return success();
   }

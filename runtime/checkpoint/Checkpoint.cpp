@@ -214,10 +214,13 @@ bool isDerivedBuffer(const std::string &Name) {
          EndsWith(".rotary_emb.inv_freq");
 }
 
-/// Whether X (of shape DA) holds Y's values (of shape DB), as stored or
-/// transposed.
+/// Whether the 2-D table X (of shape DA) holds Y's values (of shape DB), as
+/// stored or transposed. A table of one value (zeros, ones) is nobody's copy.
 bool sameOrTransposed(const Shape &DA, const std::vector<double> &X,
                       const Shape &DB, const std::vector<double> &Y) {
+  if (DA.size() != 2 || X.empty() ||
+      std::all_of(X.begin(), X.end(), [&](double V) { return V == X[0]; }))
+    return false;
   if (DA == DB)
     return X == Y;
   if (DA.size() != 2 || DB.size() != 2 || DA[0] != DB[1] || DA[1] != DB[0])

@@ -294,23 +294,47 @@ template <typename T> struct Kernels {
               I.Attrs->Scale);
     return Status::success();
   }
-  static Status attention(const BI &I, const SC &, CpuState &S) {
+  // The probabilities' dropout (none when p is 0): the rank's first global
+  // sample (this micro-batch's) and head, and the heads of every rank.
+  static const cpu::AttentionDropout *
+  attentionDropout(const BI &I, const SC &Ctx, int64_t HeadDim,
+                   cpu::AttentionDropout &D) {
+    if (I.Attrs->DropP <= 0)
+      return nullptr;
+    D.Key = dropoutKey(I, Ctx);
+    D.BatchFirst = I.DimFirst[0] + Ctx.Microbatch * I.MicrobatchRows;
+    D.HeadFirst = I.DimFirst[2] / HeadDim;
+    D.Heads = I.DimTotal[2] / HeadDim;
+    return &D;
+  }
+  static Status attention(const BI &I, const SC &Ctx, CpuState &S) {
     const Shape &D = I.In[0].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
+    cpu::AttentionDropout Drop;
     cpu::attention(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
                    I.Out[0].as<T>(), D[0], D[1], H, I.Attrs->NumKvHeads,
                    D[2] / H, S.Scratch, I.Attrs->AttnScale,
-                   !I.Attrs->Bidirectional);
+                   !I.Attrs->Bidirectional,
+                   attentionDropout(I, Ctx, D[2] / H, Drop));
     return Status::success();
   }
-  static Status attentionGrad(const BI &I, const SC &, CpuState &S) {
+  static Status attentionGrad(const BI &I, const SC &Ctx, CpuState &S) {
     const Shape &D = I.In[1].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
-    cpu::attentionGrad(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
-                       I.In[3].as<T>(), I.Out[0].as<T>(), I.Out[1].as<T>(),
-                       I.Out[2].as<T>(), D[0], D[1], H, I.Attrs->NumKvHeads,
-                       D[2] / H, S.Scratch, I.Attrs->AttnScale,
-                       !I.Attrs->Bidirectional);
+    cpu::AttentionDropout Drop;
+    cpu::attentionGrad(
+        I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(), I.In[3].as<T>(),
+        I.Out[0].as<T>(), I.Out[1].as<T>(), I.Out[2].as<T>(), D[0], D[1], H,
+        I.Attrs->NumKvHeads, D[2] / H, S.Scratch, I.Attrs->AttnScale,
+        !I.Attrs->Bidirectional, attentionDropout(I, Ctx, D[2] / H, Drop));
+    return Status::success();
+  }
+  static Status dropout(const BI &I, const SC &Ctx, CpuState &) {
+    // Placed at load (MeshOps.cpp): this micro-batch's rows of the step.
+    std::vector<int64_t> First = I.DimFirst;
+    First[0] += Ctx.Microbatch * I.MicrobatchRows;
+    cpu::dropout(I.In[0].as<T>(), I.Out[0].as<T>(), I.In[0].Spec->Dims, First,
+                 I.DimTotal, dropoutKey(I, Ctx));
     return Status::success();
   }
   // A masked-LM loss divides by the step's counted targets (the executor
@@ -478,6 +502,7 @@ template <typename T> struct Kernels {
     Set(OpKind::RmsNorm, rmsNorm);
     Set(OpKind::RmsNormGrad, rmsNormGrad);
     Set(OpKind::Gelu, gelu);
+    Set(OpKind::Dropout, dropout);
     Set(OpKind::GeluGrad, geluGrad);
     Set(OpKind::Act, act);
     Set(OpKind::ActGrad, actGrad);

@@ -646,3 +646,29 @@ func.func @all_reduce_axes_not_strings(%x: tensor<4x8xf32>) {
   %y = weft.all_reduce %x {axes = [1]} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   return
 }
+
+// -----
+
+// Dropout: 0 < p < 1 (0 is no op, 1 would drop everything), and dim_axes
+// holds one list of axis names per dim.
+func.func @dropout_p_one(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'weft.dropout' op p = 1.000000e+00, expected 0 < p < 1}}
+  %y = weft.dropout %x {p = 1.0 : f64, site = 0 : i64} : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_dim_axes_rank(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'weft.dropout' op dim_axes has 1 entries, expected 2 (one per dim of 'tensor<2x8xf32>')}}
+  %y = weft.dropout %x {p = 0.1 : f64, site = 0 : i64, dim_axes = [["dp"]]} : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_dropout_without_site(%q: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{'weft.attention' op has dropout but no dropout_site}}
+  %y = weft.attention %q, %q, %q {num_heads = 2 : i64, num_kv_heads = 2 : i64, dropout = 0.1 : f64} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  return
+}

@@ -146,3 +146,13 @@ func.func @bf16(%x: tensor<2x8xbf16>, %w: tensor<8x4xf32>) -> tensor<2x4xf32> {
   %y32 = weft.cast %y : tensor<2x4xbf16> to tensor<2x4xf32>
   return %y32 : tensor<2x4xf32>
 }
+
+// Dropout with its site (and, after weft-partition, each dim's mesh axes).
+// CHECK-LABEL: func.func @dropout
+// CHECK: weft.dropout %{{.*}} {p = 1.000000e-01 : f64, site = 3 : i64} : tensor<2x8x64xf32>
+// CHECK: weft.dropout %{{.*}} {dim_axes = {{\[\["dp"\], \[\], \[\]\]}}, p = 1.000000e-01 : f64, site = 3 : i64}
+func.func @dropout(%x: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
+  %0 = weft.dropout %x {p = 0.1 : f64, site = 3 : i64} : tensor<2x8x64xf32>
+  %1 = weft.dropout %0 {p = 0.1 : f64, site = 3 : i64, dim_axes = [["dp"], [], []]} : tensor<2x8x64xf32>
+  return %1 : tensor<2x8x64xf32>
+}

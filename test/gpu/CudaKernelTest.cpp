@@ -411,17 +411,17 @@ int main(int Argc, char **Argv) {
 }
 
 // The ops the CUDA backend has no kernel for (runtime/KernelTable.h), the
-// same in f32, f64 and bf16: the generic path's ops and the regression
-// loss. A program using one is refused at load, naming it and these; a
+// same in f32, f64 and bf16: the generic path's ops, the regression loss
+// and dropout. A program using one is refused at load, naming it and these; a
 // kernel added or lost changes this list.
 TEST(CudaKernels, TheOpsTheBackendLacksAreTheListedOnes) {
   Expected<std::unique_ptr<Backend>> Gpu = createCudaBackend(DType::F32);
   ASSERT_TRUE(Gpu.ok()) << Gpu.message();
   const std::set<std::string> Want = {
-      "batch_matmul", "binary",        "binary_grad", "broadcast",
-      "mse_loss",     "mse_loss_grad", "pointwise",   "pointwise_grad",
-      "reduce",       "reshape",       "select",      "select_grad",
-      "softmax",      "softmax_grad",  "transpose"};
+      "batch_matmul",   "binary",   "binary_grad",   "broadcast",
+      "dropout",        "mse_loss", "mse_loss_grad", "pointwise",
+      "pointwise_grad", "reduce",   "reshape",       "select",
+      "select_grad",    "softmax",  "softmax_grad",  "transpose"};
   for (DType T : {DType::F32, DType::F64, DType::BF16}) {
     std::set<std::string> Got;
     for (OpKind K : (*Gpu)->missingKernels(T))

@@ -57,7 +57,8 @@ options:
                     in a masked-LM program, PyTorch's ignore_index); step
                     k's sample i is row (k*batch+i) mod N, and a masked-LM
                     program's recipe is not applied (the targets are given)
-  --seed N          seed of the deterministic parameter init (default 1234)
+  --seed N          seed of the deterministic parameter init and of the
+                    dropout masks (default 1234)
   --load DIR        load parameters (and, when present, optimizer state and
                     step) from DIR/*.safetensors, or from one .safetensors file
                     or .onnx model (its float initializers, by name)
@@ -736,6 +737,7 @@ int main(int Argc, char **Argv) {
     return fail(E.message());
   Executor &Exec = **E;
   const Program &Prog = Exec.program();
+  Exec.setDropoutSeed(uint64_t(O.Seed));
   if (Status S = Exec.initParams(uint64_t(O.Seed)); !S.ok())
     return fail(S.message());
   Exec.setProfiling(std::getenv("WEFT_PROFILE") != nullptr);

@@ -65,10 +65,25 @@ void softmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
 
 } // namespace
 
+// Scales probabilities [I0, I1) x [0, KEnd) of head (Bi, Hh) by their
+// dropout factors: 0, or 1 / (1 - p).
+template <typename T>
+void dropRows(T *P, int64_t Ld, int64_t Bi, int64_t Hh, int64_t S, int64_t I0,
+              int64_t I1, int64_t KEnd, const AttentionDropout &D) {
+  const uint64_t Head =
+      uint64_t((D.BatchFirst + Bi) * D.Heads + D.HeadFirst + Hh);
+  for (int64_t I = I0; I < I1; ++I) {
+    const uint64_t Row = (Head * uint64_t(S) + uint64_t(I)) * uint64_t(S);
+    T *R = P + (I - I0) * Ld;
+    for (int64_t J = 0; J < KEnd; ++J)
+      R[J] *= T(D.Key.factor(Row + uint64_t(J)));
+  }
+}
+
 template <typename T>
 void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
                int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
-               double ScaleAttr, bool Causal) {
+               double ScaleAttr, bool Causal, const AttentionDropout *Drop) {
   const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
   const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
   const int64_t Blk = std::min(RowBlock, S);
@@ -86,6 +101,8 @@ void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
       gemm(false, true, I1 - I0, KEnd, Hd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk,
            T(0), P, S);
       softmaxBlock(P, S, I0, I1, KEnd, Causal);
+      if (Drop)
+        dropRows(P, S, Bi, Hh, S, I0, I1, KEnd, *Drop);
       gemm(false, false, I1 - I0, Hd, KEnd, T(1), P, S, Vp, Ldk, T(0),
            Yp + I0 * Ldq, Ldq);
     }
@@ -97,7 +114,8 @@ void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
 template <typename T>
 void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
                    T *Dk, T *Dv, int64_t B, int64_t S, int64_t H, int64_t Hkv,
-                   int64_t Hd, void *Scratch, double ScaleAttr, bool Causal) {
+                   int64_t Hd, void *Scratch, double ScaleAttr, bool Causal,
+                   const AttentionDropout *Drop) {
   const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
   const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
   const int64_t Blk = std::min(RowBlock, S);
@@ -125,12 +143,16 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
         gemm(false, true, M, KEnd, Hd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk, T(0),
              P, S);
         softmaxBlock(P, S, I0, I1, KEnd, Causal);
-        // dV[0:kend] += P^T dY[i0:i1]
-        gemm(true, false, KEnd, Hd, M, T(1), P, S, Dyp + I0 * Ldq, Ldq, T(1),
-             Dvp, Ldk);
-        // dP = dY V^T
+        // dV[0:kend] += P^T dY[i0:i1] (with dropout: the dropped P's, once
+        // dS no longer needs P below)
+        if (!Drop)
+          gemm(true, false, KEnd, Hd, M, T(1), P, S, Dyp + I0 * Ldq, Ldq, T(1),
+               Dvp, Ldk);
+        // dP = dY V^T (with dropout: its gradient through the mask)
         gemm(false, true, M, KEnd, Hd, T(1), Dyp + I0 * Ldq, Ldq, Vp, Ldk, T(0),
              DP, S);
+        if (Drop)
+          dropRows(DP, S, Bi, Hh, S, I0, I1, KEnd, *Drop);
         // dS = P (dP - rowsum(P dP)), in place in DP (P is 0 where masked).
         for (int64_t I = I0; I < I1; ++I) {
           T *PR = P + (I - I0) * S, *DR = DP + (I - I0) * S;
@@ -145,6 +167,11 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
              Dqp + I0 * Ldq, Ldq);
         gemm(true, false, KEnd, Hd, M, Scale, DP, S, Qp + I0 * Ldq, Ldq, T(1),
              Dkp, Ldk);
+        if (Drop) {
+          dropRows(P, S, Bi, Hh, S, I0, I1, KEnd, *Drop);
+          gemm(true, false, KEnd, Hd, M, T(1), P, S, Dyp + I0 * Ldq, Ldq, T(1),
+               Dvp, Ldk);
+        }
       }
     }
   }
@@ -152,18 +179,21 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
 
 template void attention<float>(const float *, const float *, const float *,
                                float *, int64_t, int64_t, int64_t, int64_t,
-                               int64_t, void *, double, bool);
+                               int64_t, void *, double, bool,
+                               const AttentionDropout *);
 template void attention<double>(const double *, const double *, const double *,
                                 double *, int64_t, int64_t, int64_t, int64_t,
-                                int64_t, void *, double, bool);
+                                int64_t, void *, double, bool,
+                                const AttentionDropout *);
 template void attentionGrad<float>(const float *, const float *, const float *,
                                    const float *, float *, float *, float *,
                                    int64_t, int64_t, int64_t, int64_t, int64_t,
-                                   void *, double, bool);
+                                   void *, double, bool,
+                                   const AttentionDropout *);
 template void attentionGrad<double>(const double *, const double *,
                                     const double *, const double *, double *,
                                     double *, double *, int64_t, int64_t,
                                     int64_t, int64_t, int64_t, void *, double,
-                                    bool);
+                                    bool, const AttentionDropout *);
 
 } // namespace weft::cpu

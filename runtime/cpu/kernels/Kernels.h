@@ -11,6 +11,7 @@
 #define WEFT_RUNTIME_KERNELS_CPU_KERNELS_H
 
 #include "program/Activation.h"
+#include "program/Dropout.h"
 #include "program/Pointwise.h"
 #include "program/Status.h"
 #include "runtime/AdamWParams.h"
@@ -154,15 +155,31 @@ inline size_t attentionScratchBytes(int64_t S, size_t ElemBytes, int Threads) {
   int64_t Blk = S < 64 ? S : 64;
   return size_t(Threads) * 2 * size_t(Blk) * size_t(S) * ElemBytes;
 }
+/// Dropout of the attention probabilities [B, H, S, S]: probability
+/// (b, h, i, j) of the rank's block is global element
+/// (((BatchFirst + b) * Heads + HeadFirst + h) * S + i) * S + j of the mask.
+struct AttentionDropout {
+  DropoutKey Key;
+  int64_t BatchFirst = 0, HeadFirst = 0, Heads = 0;
+};
 template <typename T>
 void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
                int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
-               double Scale = 0, bool Causal = true);
+               double Scale = 0, bool Causal = true,
+               const AttentionDropout *Drop = nullptr);
 template <typename T>
 void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
                    T *Dk, T *Dv, int64_t B, int64_t S, int64_t H, int64_t Hkv,
                    int64_t Hd, void *Scratch, double Scale = 0,
-                   bool Causal = true);
+                   bool Causal = true, const AttentionDropout *Drop = nullptr);
+
+/// y = x * keep / (1 - p) over a tensor of local shape Local whose element
+/// at local coordinates c is the global element First + c of a tensor of
+/// shape Total (program/Dropout.h keys the mask by its row-major index).
+template <typename T>
+void dropout(const T *X, T *Y, const std::vector<int64_t> &Local,
+             const std::vector<int64_t> &First,
+             const std::vector<int64_t> &Total, const DropoutKey &Key);
 
 // A target the loss ignores (PyTorch's ignore_index): a position a
 // masked-LM batch does not predict.

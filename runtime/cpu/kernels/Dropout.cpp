@@ -1,0 +1,53 @@
+//===- Dropout.cpp - inverted dropout by global coordinates ---------------===//
+//
+// The mask of each element is a pure function of its global index
+// (program/Dropout.h), so the rows are independent: parallel over rows of
+// the last dim, each row's base index computed once.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/kernels/Kernels.h"
+#include "runtime/cpu/kernels/Parallel.h"
+
+namespace weft::cpu {
+
+template <typename T>
+void dropout(const T *X, T *Y, const std::vector<int64_t> &Local,
+             const std::vector<int64_t> &First,
+             const std::vector<int64_t> &Total, const DropoutKey &Key) {
+  const size_t R = Local.size();
+  const int64_t Last = Local[R - 1];
+  int64_t Rows = 1;
+  for (size_t D = 0; D + 1 < R; ++D)
+    Rows *= Local[D];
+  forChunks(Rows, 16, [&](int64_t Begin, int64_t End) {
+    for (int64_t Row = Begin; Row < End; ++Row) {
+      // The global index of the row's first element: its coordinates,
+      // offset by the rank's block, read in the global shape.
+      uint64_t Index = 0;
+      int64_t Rest = Row;
+      uint64_t Stride = uint64_t(Total[R - 1]);
+      Index += uint64_t(First[R - 1]);
+      for (size_t D = R - 1; D-- > 0;) {
+        int64_t C = Rest % Local[D];
+        Rest /= Local[D];
+        Index += uint64_t(First[D] + C) * Stride;
+        Stride *= uint64_t(Total[D]);
+      }
+      const T *Xr = X + Row * Last;
+      T *Yr = Y + Row * Last;
+      for (int64_t J = 0; J < Last; ++J)
+        Yr[J] = Xr[J] * T(Key.factor(Index + uint64_t(J)));
+    }
+  });
+}
+
+template void dropout<float>(const float *, float *,
+                             const std::vector<int64_t> &,
+                             const std::vector<int64_t> &,
+                             const std::vector<int64_t> &, const DropoutKey &);
+template void dropout<double>(const double *, double *,
+                              const std::vector<int64_t> &,
+                              const std::vector<int64_t> &,
+                              const std::vector<int64_t> &, const DropoutKey &);
+
+} // namespace weft::cpu
