@@ -221,11 +221,16 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context,
     problem = "batch=" + std::to_string(options.batch) +
               " x seq=" + std::to_string(options.seq) +
               " makes activations of more than 1e18 bytes";
-  if (problem.empty() && config.family == ModelFamily::Gpt2 &&
-      options.seq > config.maxPositions)
-    problem = "seq=" + std::to_string(options.seq) +
-              " exceeds n_positions=" + std::to_string(config.maxPositions) +
-              " of " + config.name;
+  // GPT-2 has no position past its table; a RoPE model computes any, but
+  // positions past its config's context were never trained (a longer
+  // context is a rope_scaling, which sets the new length; dynamic scaling
+  // is the one meant to run past it).
+  if (problem.empty() && options.seq > config.maxPositions &&
+      config.ropeScaling.type != "dynamic")
+    problem = "seq=" + std::to_string(options.seq) + " exceeds " +
+              (config.family == ModelFamily::Gpt2 ? "n_positions"
+                                                  : "max_position_embeddings") +
+              "=" + std::to_string(config.maxPositions) + " of " + config.name;
   if (problem.empty() && config.slidingWindow > 0 &&
       options.seq > config.slidingWindow)
     problem =

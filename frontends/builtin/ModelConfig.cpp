@@ -1,6 +1,8 @@
 //===- ModelConfig.cpp - presets and config.json parsing ------------------===//
 #include "frontends/builtin/ModelConfig.h"
 
+#include <cmath>
+
 #include <climits>
 #include <fstream>
 #include <map>
@@ -179,10 +181,18 @@ std::string validateConfig(const ModelConfig &c) {
   if (!gpt && c.headDimOrDefault() % 2 != 0)
     return "head_dim=" + std::to_string(c.headDimOrDefault()) +
            " must be even for rotary embeddings";
-  if (!(c.normEps > 0))
-    return "norm epsilon must be positive";
-  if (!gpt && !(c.ropeTheta > 0))
-    return "rope_theta must be positive";
+  // Domains: an epsilon past 1 swamps the variance it guards, a theta of 1
+  // or less gives every pair the same or a growing frequency, one token
+  // leaves cross-entropy nothing to predict.
+  if (!(c.normEps > 0 && c.normEps <= 1))
+    return key("layer_norm_epsilon", "rms_norm_eps") + "=" +
+           std::to_string(c.normEps) + " must be in (0, 1]";
+  if (!gpt && !(c.ropeTheta > 1 && std::isfinite(c.ropeTheta)))
+    return "rope_theta=" + std::to_string(c.ropeTheta) +
+           " must be finite and above 1";
+  if (c.vocab < 2)
+    return "vocab_size=" + std::to_string(c.vocab) +
+           " must be at least 2 (one token leaves nothing to predict)";
   return "";
 }
 

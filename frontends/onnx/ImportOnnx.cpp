@@ -3,6 +3,7 @@
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "frontends/onnx/HostTensor.h"
+#include "frontends/onnx/OpSchemaCheck.h"
 #include "frontends/onnx/ShapeRules.h"
 #include "frontends/onnx/TwinTables.h"
 #include "program/OnnxBuffers.h"
@@ -129,7 +130,8 @@ private:
                           const std::vector<const onnx::ValueInfoProto *> &in,
                           const std::string &name,
                           OwningOpRef<ModuleOp> &module);
-  std::string checkDeclared(const onnx::ValueInfoProto &info);
+  std::string checkDeclared(const onnx::ValueInfoProto &info,
+                            bool isOutput = false);
   std::string twinTables(Block *body, const std::string &table);
   std::string frozenWeights(Block *body, int64_t hidden);
   std::string node(const onnx::NodeProto &n);
@@ -796,6 +798,9 @@ std::string Importer::node(const onnx::NodeProto &n) {
     return nodeName(n) + ": has no output";
   if (std::string e = checkAttributes(n, nodeName(n)); !e.empty())
     return e;
+  if (std::string e = onnximport::checkNodeAttributes(n, opset, nodeName(n));
+      !e.empty())
+    return e;
   // SSA: an output names a new value (a redefinition would leave readers
   // of a materialised constant with the old one).
   for (const std::string &out : n.output())
@@ -1186,7 +1191,8 @@ std::string Importer::run(const onnx::ModelProto &model,
   }
   // Shapes the model declares (its output, value_info) must be the ones
   // weft computed: a mismatch is an initializer of another shape.
-  if (std::string e = checkDeclared(g.output(chosen)); !e.empty())
+  if (std::string e = checkDeclared(g.output(chosen), /*isOutput=*/true);
+      !e.empty())
     return e;
   for (const auto &info : g.value_info())
     if (std::string e = checkDeclared(info); !e.empty())
@@ -1339,12 +1345,30 @@ std::string Importer::twinTables(Block *body, const std::string &table) {
 
 // The shapes the model declares for a value (an output, value_info) must
 // be the ones weft computed: a mismatch is an initializer of another shape.
-std::string Importer::checkDeclared(const onnx::ValueInfoProto &info) {
+std::string Importer::checkDeclared(const onnx::ValueInfoProto &info,
+                                    bool isOutput) {
   auto slot = slots.find(info.name());
   if (slot == slots.end() || !slot->second.value ||
       !info.type().has_tensor_type() || !info.type().tensor_type().has_shape())
     return "";
   Shape got = shapeOf(slot->second.value);
+  // A float value declared of an integer or bool type: another model than
+  // the one that declared it (comparisons computed from the input are
+  // float masks inside weft, so only float-typed declarations are held to
+  // a float value's type).
+  const int declared = info.type().tensor_type().elem_type();
+  const bool floatDeclared = declared == onnx::TensorProto_DataType_FLOAT ||
+                             declared == onnx::TensorProto_DataType_DOUBLE ||
+                             declared == onnx::TensorProto_DataType_FLOAT16 ||
+                             declared == onnx::TensorProto_DataType_BFLOAT16;
+  if (isOutput && declared != onnx::TensorProto_DataType_UNDEFINED &&
+      !floatDeclared &&
+      isa<FloatType>(getElementTypeOrSelf(slot->second.value)))
+    return "graph output '" + info.name() + "' is declared of ONNX type " +
+           std::to_string(declared) + " (" +
+           onnx::TensorProto_DataType_Name(
+               onnx::TensorProto_DataType(declared)) +
+           ") but computes float values";
   const auto &dims = info.type().tensor_type().shape();
   if (dims.dim_size() != int(got.size()))
     return "value '" + info.name() + "' is declared of rank " +
@@ -1485,7 +1509,7 @@ Importer::tensorGraph(const onnx::GraphProto &g,
     Value v = it->second.value;
     if (!isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
       return what + " is not a float tensor";
-    if (std::string e = checkDeclared(out); !e.empty())
+    if (std::string e = checkDeclared(out, /*isOutput=*/true); !e.empty())
       return e;
     results.push_back(v);
     names.push_back(b.getStringAttr(out.name()));

@@ -34,6 +34,8 @@
                  onnxruntime refuse it; read as the default it would be
                  another model)
   redefined.onnx a node whose output reuses the name of an earlier value
+  attr_unknown.onnx, attr_flag.onnx, output_int.onnx: an attribute the op
+                 lacks, a flag out of its domain, logits declared int64
 """
 import os
 import sys
@@ -190,3 +192,16 @@ for location, label in (("../../../../etc/passwd", "escape"), ("/dev/zero", "abs
     entry = ext.external_data.add()
     entry.key, entry.value = "location", location
     save(model([embed] + head(), [ext]), f"{out}/external_{label}.onnx")
+
+# An attribute the op does not have (ReduceMean's axis, opset 17), a 0/1 flag
+# of another value (Reshape allowzero=2^40), logits declared int64.
+mean_axis = helper.make_node("ReduceMean", ["x"], ["m"], name="mean_axis", axes=[2], axis=1)
+save(model([embed, mean_axis, helper.make_node("Add", ["x", "m"], ["xm"], name="plus_mean")]
+           + head("xm"), [WTE]), f"{out}/attr_unknown.onnx")
+target = helper.make_node("Constant", [], ["target"], name="target",
+                          value=numpy_helper.from_array(np.array([2, 4, 8], np.int64)))
+reshape = helper.make_node("Reshape", ["x", "target"], ["r"], name="reshape", allowzero=1 << 40)
+save(model([embed, target, reshape] + head("r"), [WTE]), f"{out}/attr_flag.onnx")
+int_logits = model([embed] + head(), [WTE])
+int_logits.graph.output[0].type.tensor_type.elem_type = TensorProto.INT64
+save(int_logits, f"{out}/output_int.onnx")
