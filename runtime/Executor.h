@@ -122,6 +122,11 @@ public:
   /// The seed of the program's dropout masks (weft-run --seed): with the
   /// step it keys every mask (program/Dropout.h).
   void setDropoutSeed(uint64_t Seed) { DropoutSeed = Seed; }
+  /// How the run reads its batches (TokenData::describe()), written into
+  /// each checkpoint's trainer_state.json so a resumed run can check it
+  /// reads them the same way.
+  void setBatchesDescription(std::string D) { Batches = std::move(D); }
+  const std::string &batchesDescription() const { return Batches; }
   int64_t seqOffset() const { return SeqOffset; }
 
   /// Bytes sent by collectives since the last reset, per "<op>/<axes>" key
@@ -227,6 +232,7 @@ private:
   std::vector<std::array<BufferSpec, 4>> StateSpecs;
   int64_t LocalBatch = 0, LocalSeq = 0, BatchOffset = 0, SeqOffset = 0;
   uint64_t DropoutSeed = 0;
+  std::string Batches;
   int64_t GlobalBatch = 0, GlobalSeq = 0;
   std::vector<MeshStep> Steps; // parallel to Bound
   bool HasMeshSteps = false;

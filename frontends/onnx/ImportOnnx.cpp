@@ -135,6 +135,7 @@ private:
   std::string twinTables(Block *body, const std::string &table);
   std::string frozenWeights(Block *body, int64_t hidden);
   std::string node(const onnx::NodeProto &n);
+  std::string readNode(const onnx::NodeProto &n);
   std::string emit(const onnx::NodeProto &n,
                    const std::vector<const Slot *> &in);
   std::string resultTypes(const onnx::NodeProto &n,
@@ -793,13 +794,18 @@ std::string checkAttributes(const onnx::NodeProto &n,
   return "";
 }
 
+// A node weft's own readers accept is held to ONNX's schema last, so their
+// messages (an attribute that became an input at opset 13) come first.
 std::string Importer::node(const onnx::NodeProto &n) {
+  if (std::string e = readNode(n); !e.empty())
+    return e;
+  return onnximport::checkNodeAttributes(n, opset, nodeName(n));
+}
+
+std::string Importer::readNode(const onnx::NodeProto &n) {
   if (n.output_size() < 1 || n.output(0).empty())
     return nodeName(n) + ": has no output";
   if (std::string e = checkAttributes(n, nodeName(n)); !e.empty())
-    return e;
-  if (std::string e = onnximport::checkNodeAttributes(n, opset, nodeName(n));
-      !e.empty())
     return e;
   // SSA: an output names a new value (a redefinition would leave readers
   // of a materialised constant with the old one).

@@ -36,8 +36,9 @@ std::string checkNodeAttributes(const onnx::NodeProto &n, int64_t opset,
     for (const auto &[name, attr] : known)
       names += (names.empty() ? "" : ", ") + name;
     return where + ": attribute '" + a.name() + "' is not an attribute of " +
-           n.op_type() + " at opset " + std::to_string(opset) + " (its " +
-           (names.empty() ? std::string("has none") : "attributes: " + names) +
+           n.op_type() + " at opset " + std::to_string(opset) + " (" +
+           (names.empty() ? std::string("it has none")
+                          : "its attributes: " + names) +
            ")";
   }
   return "";

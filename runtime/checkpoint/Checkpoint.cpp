@@ -439,6 +439,7 @@ snapshotCheckpoint(const Executor &E, int64_t Step,
     TensorToWrite T{En.Name, P.Type, Spec.Dims, S.Copies.back().data()};
     (En.Kind == BufferKind::Param ? S.Model : S.Optimizer).push_back(T);
   }
+  S.Batches = E.batchesDescription();
   if (onMesh(E) && E.rank() == 0) {
     json Tensors = json::object();
     for (const Entry &En : entries(P, true))
@@ -475,8 +476,10 @@ Status writeCheckpoint(const CheckpointSnapshot &S, const std::string &Dir,
     return writeRankPart(Dir, S.Step, S.Rank, S.WorldSize, Names);
   if (Mesh)
     WEFT_RETURN_IF_ERROR(Text("layout.json", S.LayoutJson));
-  WEFT_RETURN_IF_ERROR(
-      Text("trainer_state.json", json{{"step", S.Step}}.dump()));
+  json State{{"step", S.Step}};
+  if (!S.Batches.empty())
+    State["batches"] = S.Batches;
+  WEFT_RETURN_IF_ERROR(Text("trainer_state.json", State.dump()));
   return writeManifest(Dir, S.Step, S.M, S.WorldSize, Names, WaitSeconds);
 }
 
@@ -683,6 +686,23 @@ Expected<int64_t> loadCheckpoint(Executor &E, const std::string &Path,
     return Status::error("checkpoint '" + Path + "' does not exist");
   }
   return loadFlat(E, Dir, Paths, Options);
+}
+
+Expected<std::string> readBatchesDescription(const std::string &Dir) {
+  std::error_code EC;
+  const fs::path File = fs::path(Dir) / "trainer_state.json";
+  if (Dir.empty() || !fs::exists(File, EC))
+    return std::string();
+  Expected<std::string> Text = readTextFile(File.string());
+  if (!Text.ok())
+    return Text.status();
+  json J = json::parse(*Text, nullptr, /*allow_exceptions=*/false);
+  if (!J.is_object() || !J.contains("batches"))
+    return std::string();
+  if (!J["batches"].is_string())
+    return Status::error("'" + File.string() +
+                         "': \"batches\" must be a string");
+  return J["batches"].get<std::string>();
 }
 
 } // namespace weft

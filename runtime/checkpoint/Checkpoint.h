@@ -18,6 +18,9 @@ struct CheckpointSnapshot {
   int64_t Rank = 0, WorldSize = 1;
   Mesh M; // empty for one rank
   std::string LayoutJson;
+  /// How the run read its batches (Executor::batchesDescription()); empty
+  /// when unknown.
+  std::string Batches;
   std::vector<TensorToWrite> Model, Optimizer;
   std::vector<std::vector<char>> Copies; // owns the tensors
 };
@@ -29,11 +32,16 @@ snapshotCheckpoint(const Executor &E, int64_t Step,
 
 /// Writes S's files into Dir (created if needed), each durably (temporary
 /// name, fsync, rename): model and optimizer safetensors (model-rank<r> and
-/// optimizer-rank<r> on a mesh), trainer_state.json ({"step": Step}), on a
+/// optimizer-rank<r> on a mesh), trainer_state.json ({"step": Step} and,
+/// when known, "batches": how the run drew them), on a
 /// mesh layout.json, and last the manifest (CheckpointManifest.h); rank 0
 /// waits up to WaitSeconds for the other ranks' parts.
 Status writeCheckpoint(const CheckpointSnapshot &S, const std::string &Dir,
                        double WaitSeconds);
+
+/// The "batches" of Dir/trainer_state.json: how the run that saved it read
+/// its batches ("" when the file or the key is absent).
+Expected<std::string> readBatchesDescription(const std::string &Dir);
 
 /// Whether Dir may receive a --save: absent, empty, or a weft checkpoint
 /// (a manifest.json beside a checkpoint's own files only). A save replaces Dir

@@ -114,15 +114,76 @@ void TokenData::fillBatch(int64_t Step, int64_t Batch, int64_t Seq,
   fillBlock(Step, Batch, Seq, 0, Batch, 0, Seq, Inputs, Targets);
 }
 
+bool Sampling::parse(const std::string &Name, Mode &Out) {
+  for (Mode M : {Contiguous, Random, Shuffled})
+    if (Name == name(M)) {
+      Out = M;
+      return true;
+    }
+  return false;
+}
+
+const char *Sampling::name(Mode M) {
+  return M == Random ? "random" : M == Shuffled ? "shuffled" : "contiguous";
+}
+
+namespace {
+// A bijection of [0, N): a balanced Feistel network over the smallest
+// even number of bits covering N, keyed by (seed, epoch), cycle-walking
+// values past N back into range (Black and Rogaway, 2002). No table: an
+// epoch of millions of windows costs nothing to hold.
+uint64_t permute(uint64_t X, uint64_t N, uint64_t Key) {
+  int Bits = 2;
+  while (Bits < 64 && (uint64_t(1) << Bits) < N)
+    Bits += 2;
+  const int Half = Bits / 2;
+  const uint64_t Mask = (uint64_t(1) << Half) - 1;
+  do {
+    uint64_t L = X >> Half, R = X & Mask;
+    for (uint64_t Round = 0; Round < 4; ++Round) {
+      uint64_t F = splitmix64(Key ^ (R * 0x9E3779B97F4A7C15ull) ^ Round) & Mask;
+      uint64_t T = L ^ F;
+      L = R;
+      R = T;
+    }
+    X = (L << Half) | R;
+  } while (X >= N);
+  return X;
+}
+} // namespace
+
+uint64_t TokenData::windowStart(uint64_t G, int64_t Seq) const {
+  const uint64_t N = Tokens.size(), S = uint64_t(Seq);
+  switch (Draw.M) {
+  case Sampling::Contiguous:
+    return G * S % N;
+  case Sampling::Random: // fromBytes guarantees N >= Seq + 1
+    return splitmix64(splitmix64(Draw.Seed ^ 0x5A4D504C45ull) ^ G) % (N - S);
+  case Sampling::Shuffled: {
+    const uint64_t Windows = (N - 1) / S, Epoch = G / Windows;
+    return permute(G % Windows, Windows, splitmix64(Draw.Seed) ^ Epoch) * S;
+  }
+  }
+  return 0;
+}
+
+std::string TokenData::describe() const {
+  std::string D = Sampling::name(Draw.M);
+  if (Draw.M != Sampling::Contiguous)
+    D += " seed " + std::to_string(Draw.Seed);
+  return D + " over " + std::to_string(Tokens.size()) + " tokens";
+}
+
 void TokenData::fillBlock(int64_t Step, int64_t Batch, int64_t Seq,
                           int64_t Row0, int64_t Rows, int64_t Col0,
                           int64_t Cols, int32_t *Inputs,
                           int32_t *Targets) const {
   const uint64_t N = Tokens.size();
   for (int64_t I = 0; I < Rows; ++I) {
-    uint64_t Start = (uint64_t(Step) * uint64_t(Batch) + uint64_t(Row0 + I)) *
-                         uint64_t(Seq) % N +
-                     uint64_t(Col0);
+    uint64_t Start =
+        windowStart(uint64_t(Step) * uint64_t(Batch) + uint64_t(Row0 + I),
+                    Seq) +
+        uint64_t(Col0);
     for (int64_t J = 0; J < Cols; ++J) {
       uint64_t Pos = (Start + uint64_t(J)) % N;
       Inputs[I * Cols + J] = Tokens[Pos];

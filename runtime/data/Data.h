@@ -49,6 +49,22 @@ public:
                                 void *) const {}
 };
 
+/// How a token file's windows are drawn, each a pure function of (seed,
+/// the sample's index in the run, Step * Batch + row), so a run resumed at
+/// step k reads exactly what the uninterrupted run read there:
+///  - Contiguous: sample g starts at g * Seq (mod the file), in file order;
+///  - Random: at a uniform start in [0, size - Seq - 1] (nanoGPT's
+///    get_batch: windows may overlap, every start equally likely);
+///  - Shuffled: the file cut into (size - 1) / Seq disjoint windows, each
+///    epoch visiting every window once in its own seeded order.
+struct Sampling {
+  enum Mode { Contiguous, Random, Shuffled } M = Contiguous;
+  uint64_t Seed = 0;
+  /// "contiguous", "random" or "shuffled"; false for another name.
+  static bool parse(const std::string &Name, Mode &Out);
+  static const char *name(Mode M);
+};
+
 /// A whole token file in memory, validated against the vocabulary.
 class TokenData : public BatchSource {
 public:
@@ -95,6 +111,14 @@ public:
                        const MaskedLmSpec &M, int64_t Vocab, int32_t *Inputs,
                        int32_t *Targets) const;
   size_t size() const { return Tokens.size(); }
+  void setSampling(const Sampling &S) { Draw = S; }
+  const Sampling &sampling() const { return Draw; }
+  /// The first token of global sample G (= Step * Batch + row) of Seq.
+  uint64_t windowStart(uint64_t G, int64_t Seq) const;
+  /// What reads the batches, for a checkpoint's trainer_state.json: a run
+  /// resumed from it must read them the same way ("shuffled seed 7 over
+  /// 123456 tokens").
+  std::string describe() const;
 
   void fillStepBlock(int64_t Step, int64_t Batch, int64_t Seq, int64_t Row0,
                      int64_t Rows, int64_t Col0, int64_t Cols,
@@ -105,6 +129,7 @@ public:
 
 private:
   std::vector<uint32_t> Tokens;
+  Sampling Draw;
 };
 
 /// Whole samples, each Seq token ids and Seq targets, or one target per

@@ -51,6 +51,13 @@ options:
                     format, version 2 holding uint32 ids (weft-tokenize
                     writes it when an id exceeds 65535); sample i of
                     step k starts at token (k*batch+i)*seq, wrapping
+  --sampling MODE   how --data's windows are drawn: contiguous (the
+                    default, above), random (a uniform start per sample,
+                    nanoGPT's) or shuffled (disjoint windows, each epoch
+                    in its own order); each a function of the step, so
+                    --resume reads what an uninterrupted run would
+  --data-seed N     seed of random and shuffled windows (default --seed);
+                    checkpoints record it, and --resume refuses another
   --tokens FILE.npy --targets FILE.npy
                     whole samples instead of --data: token ids and targets
                     [N, seq] (integers; a target of -100 counts for nothing
@@ -208,7 +215,10 @@ struct Options {
   /// or NAME=FILE.
   std::vector<std::string> Inputs, Outputs;
   long long Steps = 10, Seed = 1234, GradCheck = 0, Threads = 0, SaveEvery = 0,
-            Keep = 3, CheckReplicas = 0;
+            Keep = 3, CheckReplicas = 0, DataSeed = -1;
+  /// --sampling: how --data's windows are drawn (--data-seed, default
+  /// --seed, keys random and shuffled ones).
+  Sampling::Mode Draw = Sampling::Contiguous;
   double GradTol = 0, CollectiveTimeout = 600;
   bool Dump = false, Quiet = false, AllowUnused = false, SkipNonFinite = false,
        ShareGpu = false;
@@ -262,7 +272,8 @@ int parseArgs(int Argc, char **Argv, Options &O) {
         "--keep",         "--checkpoint-dir", "--collective-timeout",
         "--on-nonfinite", "--check-replicas", "--trace",
         "--device",       "--input",          "--output",
-        "--tokens",       "--targets"};
+        "--tokens",       "--targets",        "--sampling",
+        "--data-seed"};
     bool Known = false;
     for (const char *F : WithValue)
       Known |= A == F;
@@ -286,7 +297,14 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       Code = IntFlag(0, O.Steps);
     else if (A == "--seed")
       Code = IntFlag(0, O.Seed);
-    else if (A == "--grad-check")
+    else if (A == "--data-seed")
+      Code = IntFlag(0, O.DataSeed);
+    else if (A == "--sampling") {
+      if (!Sampling::parse(Value, O.Draw))
+        Code = usageError("bad value '" + Value +
+                          "' for --sampling (expected contiguous, random or "
+                          "shuffled)");
+    } else if (A == "--grad-check")
       Code = IntFlag(1, O.GradCheck);
     else if (A == "--save-every")
       Code = IntFlag(1, O.SaveEvery);
@@ -431,7 +449,8 @@ std::string misplacedFlag(const Options &O, bool ForwardOnly) {
       "--steps",        "--data",           "--tokens",         "--targets",
       "--save",         "--save-every",     "--resume",         "--metrics",
       "--save-grads",   "--grad-check",     "--checkpoint-dir", "--keep",
-      "--on-nonfinite", "--check-replicas", "--trace"};
+      "--on-nonfinite", "--check-replicas", "--trace",          "--sampling",
+      "--data-seed"};
   static const char *const ForwardOnlyFlags[] = {"--input", "--output"};
   for (const std::string &A : O.Given) {
     if (ForwardOnly) {
@@ -683,6 +702,10 @@ int main(int Argc, char **Argv) {
         "): give --tokens and --targets, not a token file");
   if (O.Data.empty() && !Samples && !O.GradCheck && !P->forwardOnly())
     return fail("no --data given (a uint16 token file, see weft-tokenize)");
+  if (O.Data.empty() && (O.Draw != Sampling::Contiguous || O.DataSeed >= 0))
+    return fail(std::string(O.Draw != Sampling::Contiguous ? "--sampling"
+                                                           : "--data-seed") +
+                " draws windows of a --data token file; give one");
 
   Expected<std::unique_ptr<Communicator>> Comm = createCommunicator();
   if (!Comm.ok())
@@ -746,6 +769,7 @@ int main(int Argc, char **Argv) {
 
   int64_t StartStep = 0;
   bool ResumedAny = false; // a --resume checkpoint loaded
+  std::string Loaded;      // its directory
   std::vector<std::string> Warnings;
   LoadOptions Load;
   Load.AllowUnused = O.AllowUnused;
@@ -759,7 +783,6 @@ int main(int Argc, char **Argv) {
   if (!O.Resume.empty()) {
     // Newest first; a damaged one is reported and the next older tried.
     // Every rank reads the same files, so every rank makes the same choice.
-    std::string Loaded;
     for (const auto &[Step, Dir] : listCheckpoints(O.Resume)) {
       Expected<int64_t> Got = loadCheckpoint(Exec, Dir, Load);
       if (Got.ok()) {
@@ -822,6 +845,23 @@ int main(int Argc, char **Argv) {
             : TokenData::open(O.Data, Prog.Vocab, Prog.Seq);
     if (!T.ok())
       return fail(T.message());
+    T->setSampling({O.Draw, uint64_t(O.DataSeed >= 0 ? O.DataSeed : O.Seed)});
+    // A resumed run reads step k's batch as the uninterrupted run did only
+    // if it draws the same windows of the same file.
+    if (!Loaded.empty() && !O.Data.empty()) {
+      Expected<std::string> Saved = readBatchesDescription(Loaded);
+      if (!Saved.ok())
+        return fail(Saved.message());
+      if (!Saved->empty() && *Saved != T->describe())
+        return fail("--resume: the checkpoint in '" + Loaded +
+                    "' was trained on batches drawn " + *Saved +
+                    ", this run draws " + T->describe() +
+                    ": it would not see the tokens the uninterrupted run "
+                    "would (give the same --data, --sampling and "
+                    "--data-seed)");
+    }
+    if (!O.Data.empty())
+      Exec.setBatchesDescription(T->describe());
     Data = std::make_unique<TokenData>(std::move(*T));
   }
 
