@@ -11,7 +11,10 @@ Mutants of GPT-2, Llama and a model that trains on the generic path
 MiniLM-shaped BERT forward-only.
 Mutations: a node's op type, attribute or input swapped or dropped, a shape
 constant's value changed, an initializer's or the input's dims changed, the
-opset changed, a node removed. Failing mutants are kept in DIR (default
+opset changed, a node removed; and, for a third of the mutants, the file's
+bytes: one to four bytes overwritten (a length, a tag, a value) or the file
+cut short. The TorchScript exports of the exporter corpus (fixtures/corpus)
+are mutated too. Failing mutants are kept in DIR (default
 /tmp/weft-onnx-mutants) with the command's output. make test runs 40 of
 them (test/tools/onnx-mutants.test).
 """
@@ -91,7 +94,19 @@ def mutate(m):
 FIXTURE_FLAGS = [("gpt-tiny-torch-export.onnx", []), ("llama-tiny-torch-export.onnx", []),
                  ("distilbert-tiny-torch-export.onnx", ["--forward-only"]),
                  ("minilm-tiny-torch-export.onnx", ["--forward-only"]),
-                 ("generic-tiny-torch-export.onnx", [])]
+                 ("generic-tiny-torch-export.onnx", []),
+                 ("corpus/gpt2-ts17.onnx", ["--tie-embeddings"]),
+                 ("corpus/llama3rope-ts17.onnx", [])]
+
+
+def mutate_bytes(data):
+    """The serialized model with bytes overwritten, or cut short."""
+    b = bytearray(data)
+    if rng.random() < 0.3:
+        return bytes(b[:rng.randrange(1, len(b))])
+    for _ in range(rng.randrange(1, 5)):
+        b[rng.randrange(len(b))] = rng.randrange(256)
+    return bytes(b)
 
 
 def main():
@@ -101,7 +116,7 @@ def main():
     for f, _ in FIXTURE_FLAGS:
         data = os.path.join(FIXTURES, f + ".data")
         if os.path.exists(data):
-            shutil.copyfile(data, os.path.join(OUT, f + ".data"))
+            shutil.copyfile(data, os.path.join(OUT, os.path.basename(f) + ".data"))
     seen = {0: 0, 1: 0}
     bad = changed = 0
     raised = []
@@ -109,18 +124,22 @@ def main():
         path = os.path.join(OUT, f"original{k}.onnx")
         onnx.save(m, path)
         raised.append(subprocess.run([BIN, path, "--emit-mlir", "forward",
-                                      *FIXTURE_FLAGS[k][1]], capture_output=True,
+                                      *FIXTURE_FLAGS[k][1]], capture_output=True, errors="replace",
                                      text=True, timeout=300).stdout)
     for i in range(N):
         m = onnx.ModelProto()
         k = rng.randrange(len(models))
         m.CopyFrom(models[k])
-        for _ in range(rng.randrange(1, 4)):
-            mutate(m)
         path = os.path.join(OUT, f"m{i}.onnx")
-        onnx.save(m, path)
+        if rng.random() < 1 / 3:
+            with open(path, "wb") as f:
+                f.write(mutate_bytes(m.SerializeToString()))
+        else:
+            for _ in range(rng.randrange(1, 4)):
+                mutate(m)
+            onnx.save(m, path)
         r = subprocess.run([BIN, path, "--emit-mlir", "forward", *FIXTURE_FLAGS[k][1]],
-                           capture_output=True, text=True, timeout=300,
+                           capture_output=True, text=True, errors="replace", timeout=300,
                            env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
         if r.returncode in seen and "Sanitizer" not in r.stderr and "runtime error" not in r.stderr:
             seen[r.returncode] += 1
