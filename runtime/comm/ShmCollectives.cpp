@@ -39,10 +39,16 @@
 #include "runtime/comm/ShmCollectives.h"
 #include "runtime/comm/MpiTypes.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <array>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -216,6 +222,22 @@ void storeFence() {
 constexpr size_t kStreamMinBytes = size_t(16) << 20;
 } // namespace
 
+namespace {
+// This rank's shared memory as the kernel names it: /dev/shm's device and
+// inode, and the launcher's or a test's WEFT_NODE_ID.
+std::array<uint64_t, 3> shmIdentity() {
+  std::array<uint64_t, 3> Key{0, 0, 0};
+  struct stat St;
+  if (::stat("/dev/shm", &St) == 0) {
+    Key[0] = uint64_t(St.st_dev);
+    Key[1] = uint64_t(St.st_ino);
+  }
+  if (const char *Node = std::getenv("WEFT_NODE_ID"))
+    Key[2] = std::hash<std::string>()(Node) | 1;
+  return Key;
+}
+} // namespace
+
 Expected<ShmCollectives *> ShmCollectives::create(MPI_Comm Group,
                                                   size_t SlotKB) {
   std::unique_ptr<ShmCollectives> S(new ShmCollectives());
@@ -229,10 +251,25 @@ Expected<ShmCollectives *> ShmCollectives::create(MPI_Comm Group,
                              "MPI_Comm_split_type"));
   WEFT_RETURN_IF_ERROR(check(MPI_Comm_rank(S->Shm, &S->Rank), "MPI_Comm_rank"));
   WEFT_RETURN_IF_ERROR(check(MPI_Comm_size(S->Shm, &S->Size), "MPI_Comm_size"));
+  // MPI calls ranks of one host "shared", but their /dev/shm may still
+  // differ (containers, mount namespaces; a two-node simulation): mapping
+  // such a peer's window would fault. The ranks compare the identity of
+  // their /dev/shm (device and inode) and WEFT_NODE_ID, and take the MPI
+  // path unless all agree.
+  std::array<uint64_t, 3> Key = shmIdentity();
+  std::vector<uint64_t> Keys(size_t(S->Size) * 3);
+  WEFT_RETURN_IF_ERROR(
+      check(MPI_Allgather(Key.data(), 3, MPI_UINT64_T, Keys.data(), 3,
+                          MPI_UINT64_T, S->Shm),
+            "MPI_Allgather"));
+  bool SameShm = true;
+  for (int Q = 0; Q < S->Size; ++Q)
+    SameShm &= std::equal(Key.begin(), Key.end(), Keys.begin() + 3 * Q);
   // Usable only when the whole group shares this node, ranked as in the
   // group. Every rank gets the same answer and the same slot size (the
   // largest asked for), so all take the same path.
-  int Mine[2] = {S->Size == GroupSize && S->Rank == GroupRank ? 0 : 1,
+  int Mine[2] = {SameShm && S->Size == GroupSize && S->Rank == GroupRank ? 0
+                                                                         : 1,
                  int(std::clamp<size_t>(SlotKB, 4, size_t(1) << 20))};
   int All[2] = {1, 0};
   WEFT_RETURN_IF_ERROR(check(
