@@ -29,6 +29,11 @@ inline constexpr llvm::StringLiteral kMicrobatches = "weft.microbatches";
 /// How a masked-language-model program hides tokens (a dictionary of
 /// mask_token, mask_prob and seed), by weft-masked-lm.
 inline constexpr llvm::StringLiteral kMaskedLm = "weft.masked_lm";
+/// On a function training packed documents: {eos, given_targets}, the token
+/// id that ends each one and whether the targets are the caller's
+/// (weft-pack-documents); attention, positions and the loss's targets
+/// follow the documents the runtime finds in each step's tokens.
+inline constexpr llvm::StringLiteral kDocuments = "weft.documents";
 /// The vocabulary (the token embedding table's rows, a positive integer) of
 /// a forward-only function, by weft-return-logits: the program's bound on
 /// token ids, whatever the function returns.

@@ -189,6 +189,17 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
                     << value;
     return success();
   }
+  if (name == an::kDocuments) {
+    auto d = dyn_cast<DictionaryAttr>(value);
+    auto id = d ? d.getAs<IntegerAttr>("eos") : nullptr;
+    auto given = d ? d.getAs<BoolAttr>("given_targets") : nullptr;
+    if (!isa<func::FuncOp>(op) || !d || d.size() != 2 || !id || !given ||
+        id.getInt() < 0 || id.getInt() > INT32_MAX)
+      return fail() << "must be a function's {eos (a token id, 0 to "
+                       "2^31-1), given_targets (a bool)}, got "
+                    << value;
+    return success();
+  }
   if (name == an::kMaskedLm) {
     auto d = dyn_cast<DictionaryAttr>(value);
     auto token = d ? d.getAs<IntegerAttr>("mask_token") : nullptr;

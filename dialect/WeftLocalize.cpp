@@ -6,7 +6,10 @@
 // the factors).
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -47,12 +50,19 @@ static ArrayAttr dimAxes(MLIRContext *ctx, ArrayRef<int64_t> factors,
   return b.getArrayAttr(out);
 }
 
+/// Whether op's function trains packed documents: the runtime bounds its
+/// attention and positions by each sample's documents, found by global row.
+static bool packsDocuments(Operation *op) {
+  auto fn = op->getParentOfType<func::FuncOp>();
+  return fn && fn->hasAttr(attrname::kDocuments);
+}
+
 // Heads split over the features' factor: each rank runs its heads.
 void AttentionOp::localize(const ShardingRule &rule, const FactorSplit &s) {
   int64_t c = shards(s, rule.operands[0][2]);
   setNumHeads(getNumHeads() / c);
   setNumKvHeads(getNumKvHeads() / c);
-  if (getDropoutAttr())
+  if (getDropoutAttr() || packsDocuments(*this))
     setDimAxesAttr(dimAxes(getContext(), rule.operands[0], s));
 }
 
@@ -60,7 +70,7 @@ void AttentionGradOp::localize(const ShardingRule &rule, const FactorSplit &s) {
   int64_t c = shards(s, rule.operands[1][2]);
   setNumHeads(getNumHeads() / c);
   setNumKvHeads(getNumKvHeads() / c);
-  if (getDropoutAttr())
+  if (getDropoutAttr() || packsDocuments(*this))
     setDimAxesAttr(dimAxes(getContext(), rule.operands[1], s));
 }
 
@@ -70,6 +80,8 @@ void DropoutOp::localize(const ShardingRule &rule, const FactorSplit &s) {
 
 void RopeOp::localize(const ShardingRule &rule, const FactorSplit &s) {
   setNumHeads(getNumHeads() / shards(s, rule.operands[0][2]));
+  if (packsDocuments(*this))
+    (*this)->setAttr("dim_axes", dimAxes(getContext(), rule.operands[0], s));
 }
 
 // Each part of the split dim is split alike.
@@ -122,9 +134,13 @@ void EmbeddingGradOp::localize(const ShardingRule &rule, const FactorSplit &s) {
 void PositionEmbeddingOp::localize(const ShardingRule &rule,
                                    const FactorSplit &s) {
   setAxes(*this, "seq_axes", axesOf(s, rule.operands[0][1]));
+  if (packsDocuments(*this))
+    (*this)->setAttr("dim_axes", dimAxes(getContext(), rule.operands[0], s));
 }
 
 void PositionEmbeddingGradOp::localize(const ShardingRule &rule,
                                        const FactorSplit &s) {
   setAxes(*this, "seq_axes", axesOf(s, rule.operands[0][1]));
+  if (packsDocuments(*this))
+    (*this)->setAttr("dim_axes", dimAxes(getContext(), rule.operands[0], s));
 }

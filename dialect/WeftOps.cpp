@@ -617,9 +617,9 @@ LogicalResult DropoutOp::verify() {
 template <typename AttnOp>
 static LogicalResult verifyAttentionDropout(AttnOp op) {
   if (!op.getDropoutAttr()) {
-    if (op.getDropoutSiteAttr() || op.getDimAxesAttr())
-      return op.emitOpError("has dropout_site or dim_axes without dropout");
-    return success();
+    if (op.getDropoutSiteAttr())
+      return op.emitOpError("has dropout_site without dropout");
+    return verifyDimAxes(op, op.getDimAxesAttr(), op.getQ());
   }
   if (failed(
           verifyDropout(op, op.getDropoutAttr().getValueAsDouble(), "dropout")))

@@ -48,6 +48,9 @@ struct TrainingPipelineOptions {
   /// with its masking recipe, or on given targets (masking.givenTargets).
   bool maskedLm = false;
   WeftMaskedLmOptions masking;
+  /// Rows pack documents ending with this id (weft-pack-documents); -1:
+  /// one sequence per row.
+  int64_t documents = -1;
   std::string output; // emit the program here, if set
 };
 

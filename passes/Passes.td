@@ -512,6 +512,39 @@ def WeftMaskedLm : Pass<"weft-masked-lm", "mlir::func::FuncOp"> {
   let dependentDialects = ["::weft::WeftDialect"];
 }
 
+def WeftPackDocuments : Pass<"weft-pack-documents", "mlir::func::FuncOp"> {
+  let summary = "Trains rows that pack documents, each ending with an EOS id";
+  let description = [{
+    A row of a packed batch holds several documents, each ending with the
+    `eos` token. Attention stays inside a document (block-diagonal causal:
+    query i reads keys j <= i of its own document) and positions, learned
+    and rotary, restart with each document, so a packed row trains exactly
+    like its documents one per row. The runtime finds the documents in each
+    step's tokens (docs/program-format.md, "Packed documents"); the
+    function records the id and whether the targets are given
+    (`weft.documents`), and the cross-entropy
+    becomes `masked`: the target of a document's EOS, the next document's
+    first token, counts for nothing (-100), and the mean is over the step's
+    counted targets.
+
+    Refused: an `eos` outside the vocabulary, bidirectional attention (an
+    encoder's documents would need both directions bounded), a model whose
+    attention is not one `weft.attention` (an ONNX graph on the generic
+    path), a function whose result is not a cross-entropy.
+
+    ```mlir
+    func.func @forward(...) -> tensor<f32>
+        attributes {weft.documents = {eos = 3 : i64, given_targets = false}}
+    %loss = weft.cross_entropy %logits, %targets {masked}
+    ```
+  }];
+  let options = [
+    Option<"eos", "eos", "int64_t", "-1",
+           "the token id that ends each document">,
+  ];
+  let dependentDialects = ["::weft::WeftDialect"];
+}
+
 def WeftReturnLogits : Pass<"weft-return-logits", "mlir::func::FuncOp"> {
   let summary = "Makes the training forward an inference one: it returns "
                 "the logits";

@@ -61,6 +61,18 @@ std::string weft::buildTrainingOptions(const TrainingFlags &f,
       if (f.given.count(flag))
         return std::string("--") + flag +
                " is about --loss masked-lm, which is not given";
+  if (f.given.count("documents") &&
+      (f.forwardOnly || f.loss == "masked-lm" || f.loss == "mse"))
+    return std::string("--documents packs rows of a causal model's "
+                       "training; it does not apply to ") +
+           (f.forwardOnly ? "--forward-only" : "--loss " + f.loss);
+  if (f.given.count("documents") && f.onnxModel)
+    return "--documents needs the model's attention as weft's own (a "
+           "builtin model or config.json); an ONNX graph's mask is its own";
+  if (f.given.count("documents") &&
+      (f.documents < 0 || f.documents > INT32_MAX))
+    return "--documents must be a token id (0 to 2^31-1), got " +
+           std::to_string(f.documents);
   if (f.recompute != "none" && f.recompute != "selective" &&
       f.recompute != "full")
     return "--recompute must be none, selective or full, got '" + f.recompute +
@@ -183,6 +195,7 @@ std::string weft::buildTrainingOptions(const TrainingFlags &f,
   o.masking.maskToken = f.maskToken;
   o.masking.maskProb = f.maskProb;
   o.masking.seed = f.maskSeed;
+  o.documents = f.given.count("documents") ? f.documents : -1;
   // weft-cut-stages' options: the mesh's pp axis holds the stages.
   o.pipeline.stages = pp;
   o.pipeline.boundaries = f.stages;

@@ -45,6 +45,8 @@ struct TrainingFlags {
   int64_t maskToken = -1;
   double maskProb = 0.15;
   int64_t maskSeed = 0;
+  /// --documents: the id ending each document of a packed row (-1: none).
+  int64_t documents = -1;
   std::string output;
   /// The flags the user gave (by name, without dashes): a flag about
   /// something not asked for is refused, not ignored.

@@ -29,6 +29,9 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
   // An imported ONNX graph becomes weft's ops (no-op for other models).
   if (name == "forward")
     addOnnxLowering(pm);
+  if (name == "forward" && o.documents >= 0 && !o.forwardOnly)
+    pm.addNestedPass<func::FuncOp>(
+        createWeftPackDocuments(WeftPackDocumentsOptions{o.documents}));
   if (name == "forward" && o.forwardOnly)
     pm.addNestedPass<func::FuncOp>(createWeftReturnLogits());
   // Megatron's layout splits by structural roles; a layout file's split
@@ -127,6 +130,7 @@ struct PipelineFlags : public PassPipelineOptions<PipelineFlags> {
   Option<int64_t> maskToken{*this, "mask-token", llvm::cl::init(-1)};
   Option<double> maskProb{*this, "mask-prob", llvm::cl::init(0.15)};
   Option<int64_t> maskSeed{*this, "mask-seed", llvm::cl::init(0)};
+  Option<int64_t> documents{*this, "documents", llvm::cl::init(-1)};
 };
 } // namespace
 
@@ -174,6 +178,7 @@ void weft::registerWeftPassesAndPipelines() {
         t.maskToken = f.maskToken;
         t.maskProb = f.maskProb;
         t.maskSeed = f.maskSeed;
+        t.documents = f.documents;
         t.output = f.output;
         t.onnxModel = f.onnxModel;
         auto note = [&](const auto &option) {
@@ -185,7 +190,7 @@ void weft::registerWeftPassesAndPipelines() {
         note(f.totalSteps), note(f.minLr), note(f.mesh), note(f.bucketBytes);
         note(f.zero3Gather), note(f.pipelineSchedule), note(f.virtualStages);
         note(f.stages), note(f.loss), note(f.classes), note(f.maskToken);
-        note(f.maskProb), note(f.maskSeed);
+        note(f.maskProb), note(f.maskSeed), note(f.documents);
         // weft-opt spells --bucket-mb in bytes.
         if (t.given.erase("bucket-bytes"))
           t.given.insert("bucket-mb");

@@ -239,6 +239,8 @@ std::string dumpProgram(const Program &P) {
     OS << "loss: masked-lm mask_token=" << P.MaskedLm.MaskToken
        << " mask_prob=" << num(P.MaskedLm.MaskProb)
        << " seed=" << P.MaskedLm.Seed << "\n";
+  if (P.DocumentEos >= 0)
+    OS << "documents: each ends with token " << P.DocumentEos << "\n";
   else if (const BufferSpec *F = P.floatTargets())
     OS << "loss: mse on float targets " << shapeString(F->Dims)
        << " (a regression's)\n";

@@ -186,6 +186,31 @@ Status parseMaskedLm(const json &Root, Program &P) {
   return Status::success();
 }
 
+// Version 12: rows that pack documents, each ending with `eos`.
+Status parseDocuments(const json &Root, Program &P) {
+  if (!Root.contains("documents"))
+    return Status::success();
+  if (P.Version < 12)
+    return Status::error("field 'documents' (rows that pack documents) needs "
+                         "format version 12, the file is version " +
+                         std::to_string(P.Version));
+  const json &D = Root["documents"];
+  if (!D.is_object())
+    return Status::error("field 'documents' must be an object, got " +
+                         D.dump());
+  WEFT_RETURN_IF_ERROR(getInt(D, "eos", "documents", P.DocumentEos));
+  WEFT_RETURN_IF_ERROR(
+      getBool(D, "given_targets", "documents", P.DocumentTargetsGiven));
+  if (P.DocumentEos < 0 || P.DocumentEos >= P.Vocab)
+    return Status::error(
+        "documents.eos=" + std::to_string(P.DocumentEos) +
+        " is not a token id in [0, vocab=" + std::to_string(P.Vocab) + ")");
+  if (P.forwardOnly())
+    return Status::error("field 'documents' in a forward-only program, which "
+                         "trains nothing");
+  return Status::success();
+}
+
 Status getIntList(const json &Obj, const char *Key, const std::string &Ctx,
                   std::vector<int64_t> &Out) {
   const json *V;
@@ -553,6 +578,8 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
                                 "completed by a wait");
   if (Attrs->contains("shard_axes"))
     WEFT_RETURN_IF_ERROR(getAxes(*Attrs, "shard_axes", ACtx, A.ShardAxes));
+  // dropout, attention, rope and position_embedding(_grad) (version 12).
+  WEFT_RETURN_IF_ERROR(getDimAxes(*Attrs, ACtx, A.DimAxes));
   switch (Op) {
   case OpKind::AllReduce:
     return getAxes(*Attrs, "axes", ACtx, A.Axes);
@@ -629,14 +656,12 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     if (Attrs->contains("dropout")) {
       WEFT_RETURN_IF_ERROR(getDropP(*Attrs, "dropout", ACtx, A.DropP));
       WEFT_RETURN_IF_ERROR(getInt(*Attrs, "dropout_site", ACtx, A.DropSite));
-      WEFT_RETURN_IF_ERROR(getDimAxes(*Attrs, ACtx, A.DimAxes));
     }
     WEFT_RETURN_IF_ERROR(getInt(*Attrs, "num_heads", ACtx, A.NumHeads));
     return getInt(*Attrs, "num_kv_heads", ACtx, A.NumKvHeads);
   case OpKind::Dropout:
     WEFT_RETURN_IF_ERROR(getDropP(*Attrs, "p", ACtx, A.DropP));
-    WEFT_RETURN_IF_ERROR(getInt(*Attrs, "site", ACtx, A.DropSite));
-    return getDimAxes(*Attrs, ACtx, A.DimAxes);
+    return getInt(*Attrs, "site", ACtx, A.DropSite);
   case OpKind::Split:
     return getIntList(*Attrs, "sizes", ACtx, A.Sizes);
   case OpKind::AddRow:
@@ -1088,6 +1113,7 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
   WEFT_RETURN_IF_ERROR(parseStages(Root, P));
   WEFT_RETURN_IF_ERROR(getInt(Root, "loss", "program", P.Loss));
   WEFT_RETURN_IF_ERROR(parseMaskedLm(Root, P));
+  WEFT_RETURN_IF_ERROR(parseDocuments(Root, P));
   resolveLayouts(P);
   WEFT_RETURN_IF_ERROR(validateProgram(P));
   return P;

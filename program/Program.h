@@ -429,6 +429,12 @@ struct MaskedLmSpec {
 
 struct Program {
   uint32_t Version = ProgramFormatVersion;
+  /// Version 12: rows pack documents, each ending with this token id
+  /// (docs/program-format.md, "Packed documents"); -1: one sequence a row.
+  int64_t DocumentEos = -1;
+  /// Whether a packed program's targets are the caller's (--tokens and
+  /// --targets), not the token file's next tokens.
+  bool DocumentTargetsGiven = false;
   std::string Model;
   DType Type = DType::F32;
   /// The token ids' [batch, seq] and their bound; all 0 in a forward-only
@@ -457,7 +463,10 @@ struct Program {
         return true;
     return false;
   }
-  bool givenTargets() const { return maskedLoss() && !MaskedLm.enabled(); }
+  bool givenTargets() const {
+    return maskedLoss() && !MaskedLm.enabled() &&
+           (DocumentEos < 0 || DocumentTargetsGiven);
+  }
   /// A forward-only program's outputs (then Loss is -1, and the program
   /// has no targets, gradients or optimizer).
   std::vector<OutputSpec> Outputs;

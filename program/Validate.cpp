@@ -633,6 +633,7 @@ Status InstChecker::run() {
       return fail(name(true, 0) + " has shape " + shapeString(X.Dims) +
                   ", expected [B,S,D]");
     WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.SeqAxes, "seq_axes"));
+    WEFT_RETURN_IF_ERROR(checkDimAxes(X));
     int64_t SGlobal = X.Dims[1] * P.Devices.count(I.Attrs.SeqAxes);
     if (Table.Dims.size() != 2 || Table.Dims[1] != X.Dims[2] ||
         Table.Dims[0] < SGlobal)
@@ -761,6 +762,7 @@ Status InstChecker::run() {
     if (X.Dims.size() != 3)
       return fail(name(true, 0) + " has shape " + shapeString(X.Dims) +
                   ", expected [B,S,H*hd]");
+    WEFT_RETURN_IF_ERROR(checkDimAxes(X));
     int64_t H = I.Attrs.NumHeads;
     if (H <= 0 || X.Dims[2] % H != 0 || (X.Dims[2] / H) % 2 != 0)
       return fail("num_heads=" + std::to_string(H) +
@@ -787,9 +789,7 @@ Status InstChecker::run() {
       return fail("attention dropout needs format version 12, the file is "
                   "version " +
                   std::to_string(P.Version));
-    return I.Attrs.DropP > 0
-               ? checkDimAxes(in(I.Op == OpKind::Attention ? 0 : 1))
-               : Status::success();
+    return checkDimAxes(in(I.Op == OpKind::Attention ? 0 : 1));
   case OpKind::Dropout:
     if (P.Version < 12)
       return fail("dropout needs format version 12, the file is version " +

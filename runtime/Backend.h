@@ -102,7 +102,23 @@ struct StepContext {
   /// being run (0 outside per-micro-batch fragments).
   uint64_t Seed = 0;
   int64_t Microbatch = 0;
+  /// Rows that pack documents: each position's index in its document, for
+  /// the step's global batch [rows, DocSeq] (null: one sequence a row).
+  const int32_t *DocPos = nullptr;
+  int64_t DocSeq = 0;
 };
+
+/// Packed documents: the positions of instruction I's local row 0 (its
+/// global row in this micro-batch, from its first global position), or
+/// null when the program packs none. Rows follow at Ctx.DocSeq apart.
+inline const int32_t *documentRow(const BoundInstruction &I,
+                                  const StepContext &Ctx) {
+  if (!Ctx.DocPos || I.DimFirst.size() < 2)
+    return nullptr;
+  return Ctx.DocPos +
+         (I.DimFirst[0] + Ctx.Microbatch * I.MicrobatchRows) * Ctx.DocSeq +
+         I.DimFirst[1];
+}
 
 /// The mask of a dropout site at this step (program/Dropout.h).
 DropoutKey dropoutKey(const BoundInstruction &I, const StepContext &Ctx);

@@ -415,6 +415,10 @@ Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
   Here.CountedTargets = CountedTargets;
   Here.Microbatch = std::max<int64_t>(BoundMicrobatch, 0);
   Here.Seed = DropoutSeed;
+  if (!DocPositions.empty()) {
+    Here.DocPos = DocPositions.data();
+    Here.DocSeq = GlobalSeq;
+  }
   for (int64_t K = Begin; K < End; ++K) {
     int64_t T0 = Timing ? Timeline::nowNs() : 0;
     Status S = runInstruction(size_t(K), Here);
@@ -564,6 +568,18 @@ Status Executor::loadBatch(const BatchSource &Data, int64_t Step) {
   // rank; no collective needed.
   if (MaskedLoss)
     CountedTargets = Data.countedTargets(Step, GlobalBatch, GlobalSeq, M);
+  // Packed documents: every rank (every pipeline stage, holding tokens or
+  // not) finds them in the step's whole batch.
+  if (Prog.DocumentEos >= 0) {
+    const size_t N = size_t(GlobalBatch * GlobalSeq);
+    std::vector<int32_t> AllTokens(N), AllTargets(N);
+    Data.fillStepBlock(Step, GlobalBatch, GlobalSeq, 0, GlobalBatch, 0,
+                       GlobalSeq, nullptr, Prog.Vocab, AllTokens.data(),
+                       AllTargets.data());
+    DocPositions.resize(N);
+    documentPositions(AllTokens.data(), GlobalBatch, GlobalSeq,
+                      Prog.DocumentEos, DocPositions.data());
+  }
   WEFT_RETURN_IF_ERROR(Q->copyToDevice(Tokens, HostInputs.data(),
                                        HostInputs.size() * sizeof(int32_t)));
   return Q->synchronize();

@@ -232,6 +232,9 @@ private:
   std::vector<std::array<BufferSpec, 4>> StateSpecs;
   int64_t LocalBatch = 0, LocalSeq = 0, BatchOffset = 0, SeqOffset = 0;
   uint64_t DropoutSeed = 0;
+  /// Packed documents: each position's index in its document, for the
+  /// step's global batch (loadBatch).
+  std::vector<int32_t> DocPositions;
   std::string Batches;
   int64_t GlobalBatch = 0, GlobalSeq = 0;
   std::vector<MeshStep> Steps; // parallel to Bound

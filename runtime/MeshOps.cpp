@@ -70,6 +70,12 @@ void Executor::resetCommBytes() {
 
 Status Executor::planMeshSteps() {
   Steps.assign(Bound.size(), MeshStep());
+  if (Prog.DocumentEos >= 0 && std::string(Impl->name()) != "cpu")
+    return Status::error(std::string("the program packs documents "
+                                     "(documents.eos), which the ") +
+                         Impl->name() +
+                         " backend does not run yet: run it with --device "
+                         "cpu");
   const size_t E = dtypeBytes(Prog.Type);
   const Mesh &M = Prog.Devices;
   // The world group first (checkpoints and --save-grads gather over it),
@@ -157,8 +163,16 @@ Status Executor::planMeshSteps() {
     }
     case OpKind::Dropout:
     case OpKind::Attention:
-    case OpKind::AttentionGrad: {
-      if (A.DropP <= 0)
+    case OpKind::AttentionGrad:
+    case OpKind::Rope:
+    case OpKind::PositionEmbedding:
+    case OpKind::PositionEmbeddingGrad: {
+      if (!A.SeqAxes.empty()) // position_embedding(_grad): [B, S_local, D]
+        BI.SeqFirst =
+            M.shardIndex(Comm->rank(), A.SeqAxes) * BI.In[0].Spec->Dims[1];
+      // Where the instruction's rows and positions lie in the step's
+      // global batch: dropout masks and packed documents are keyed by it.
+      if (A.DropP <= 0 && Prog.DocumentEos < 0)
         break;
       // Global coordinates of the rank's block: dim 0 holds one
       // micro-batch's rows of the step's batch.
@@ -184,14 +198,6 @@ Status Executor::planMeshSteps() {
                                                        : BI.In[0].Last;
       BI.VocabFirst = M.shardIndex(Comm->rank(), A.VocabAxes) * Local;
       BI.VocabTotal = M.count(A.VocabAxes) * Local;
-      break;
-    }
-    case OpKind::PositionEmbedding:
-    case OpKind::PositionEmbeddingGrad: {
-      if (A.SeqAxes.empty())
-        break;
-      const Shape &X = BI.In[0].Spec->Dims; // [B, S_local, D]
-      BI.SeqFirst = M.shardIndex(Comm->rank(), A.SeqAxes) * X[1];
       break;
     }
     case OpKind::AdamW: {

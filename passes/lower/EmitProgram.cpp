@@ -371,6 +371,11 @@ public:
           {"mask_token", m.getAs<IntegerAttr>("mask_token").getInt()},
           {"mask_prob", m.getAs<FloatAttr>("mask_prob").getValueAsDouble()},
           {"seed", m.getAs<IntegerAttr>("seed").getInt()}};
+    // Rows that pack documents (weft-pack-documents).
+    if (auto d = fn->getAttrOfType<DictionaryAttr>(weft::attrname::kDocuments))
+      program["documents"] = json::Object{
+          {"eos", d.getAs<IntegerAttr>("eos").getInt()},
+          {"given_targets", d.getAs<BoolAttr>("given_targets").getValue()}};
     if (named) {
       json::Array outputs;
       for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
@@ -1095,6 +1100,8 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
         out[key] = std::move(*p.get(key));
       if (json::Value *m = p.get("masked_lm"))
         out["masked_lm"] = std::move(*m);
+      if (json::Value *d = p.get("documents"))
+        out["documents"] = std::move(*d);
       if (s + 1 == n) {
         out["vocab"] = std::move(*p.get("vocab"));
         if (json::Value *classes = p.get("classes"))

@@ -13,6 +13,7 @@
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
+#include "passes/model/ReturnedLoss.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -33,11 +34,8 @@ struct MaskedLm : weft::impl::WeftMaskedLmBase<MaskedLm> {
     if (fn.isExternal())
       return;
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
-    auto loss = ret.getNumOperands() == 1
-                    ? ret.getOperand(0).getDefiningOp<CrossEntropyOp>()
-                    : CrossEntropyOp();
-    if (!loss || fn.getNumArguments() != 2 ||
-        loss.getTargets() != fn.getArgument(1)) {
+    CrossEntropyOp loss = returnedCrossEntropy(fn);
+    if (!loss) {
       fn.emitError("a masked-language-model loss needs @")
           << fn.getSymName()
           << "(tokens, targets) returning the cross-entropy of logits over "

@@ -47,16 +47,27 @@ template <typename T> struct Kernels {
                               vocabTotal(I, Tab.Rows));
   }
   // Under sequence parallelism the rank's positions start at SeqFirst.
-  static Status positionEmbedding(const BI &I, const SC &, CpuState &) {
+  static Status positionEmbedding(const BI &I, const SC &Ctx, CpuState &) {
     const Shape &D = I.In[0].Spec->Dims;
-    cpu::positionEmbedding(I.In[0].as<T>(), I.In[1].as<T>() + I.SeqFirst * D[2],
-                           I.Out[0].as<T>(), D[0], D[1], D[2]);
+    if (const int32_t *Pos = documentRow(I, Ctx))
+      cpu::documentPositionEmbedding(I.In[0].as<T>(), I.In[1].as<T>(),
+                                     I.Out[0].as<T>(), D[0], D[1], D[2], Pos,
+                                     Ctx.DocSeq);
+    else
+      cpu::positionEmbedding(I.In[0].as<T>(),
+                             I.In[1].as<T>() + I.SeqFirst * D[2],
+                             I.Out[0].as<T>(), D[0], D[1], D[2]);
     return Status::success();
   }
-  static Status positionEmbeddingGrad(const BI &I, const SC &, CpuState &) {
+  static Status positionEmbeddingGrad(const BI &I, const SC &Ctx, CpuState &) {
     const Shape &D = I.In[0].Spec->Dims;
-    cpu::positionEmbeddingGrad(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1],
-                               I.Out[0].Rows, D[2], I.SeqFirst);
+    if (const int32_t *Pos = documentRow(I, Ctx))
+      cpu::documentPositionEmbeddingGrad(I.In[0].as<T>(), I.Out[0].as<T>(),
+                                         D[0], D[1], I.Out[0].Rows, D[2], Pos,
+                                         Ctx.DocSeq);
+    else
+      cpu::positionEmbeddingGrad(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1],
+                                 I.Out[0].Rows, D[2], I.SeqFirst);
     return Status::success();
   }
   static Status matmul(const BI &I, const SC &, CpuState &) {
@@ -285,13 +296,18 @@ template <typename T> struct Kernels {
                     I.Out[0].as<T>(), I.Out[1].as<T>(), I.In[0].Numel);
     return Status::success();
   }
-  static Status rope(const BI &I, const SC &, CpuState &) {
+  static Status rope(const BI &I, const SC &Ctx, CpuState &) {
     const Shape &D = I.In[0].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
-    cpu::rope(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1], H, D[2] / H,
-              I.Attrs->Theta, I.Attrs->Inverse,
-              I.Attrs->InvFreq.empty() ? nullptr : I.Attrs->InvFreq.data(),
-              I.Attrs->Scale);
+    const double *Freq =
+        I.Attrs->InvFreq.empty() ? nullptr : I.Attrs->InvFreq.data();
+    if (const int32_t *Pos = documentRow(I, Ctx))
+      cpu::documentRope(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1], H,
+                        D[2] / H, I.Attrs->Theta, I.Attrs->Inverse, Freq,
+                        I.Attrs->Scale, Pos, Ctx.DocSeq);
+    else
+      cpu::rope(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1], H, D[2] / H,
+                I.Attrs->Theta, I.Attrs->Inverse, Freq, I.Attrs->Scale);
     return Status::success();
   }
   // The probabilities' dropout (none when p is 0): the rank's first global
@@ -307,26 +323,37 @@ template <typename T> struct Kernels {
     D.Heads = I.DimTotal[2] / HeadDim;
     return &D;
   }
+  // Packed documents' bounds on the keys (none: one sequence a row).
+  static const cpu::AttentionDocuments *
+  attentionDocuments(const BI &I, const SC &Ctx, cpu::AttentionDocuments &D) {
+    D.Pos = documentRow(I, Ctx);
+    D.Stride = Ctx.DocSeq;
+    return D.Pos ? &D : nullptr;
+  }
   static Status attention(const BI &I, const SC &Ctx, CpuState &S) {
     const Shape &D = I.In[0].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
     cpu::AttentionDropout Drop;
+    cpu::AttentionDocuments Docs;
     cpu::attention(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
                    I.Out[0].as<T>(), D[0], D[1], H, I.Attrs->NumKvHeads,
                    D[2] / H, S.Scratch, I.Attrs->AttnScale,
                    !I.Attrs->Bidirectional,
-                   attentionDropout(I, Ctx, D[2] / H, Drop));
+                   attentionDropout(I, Ctx, D[2] / H, Drop),
+                   attentionDocuments(I, Ctx, Docs));
     return Status::success();
   }
   static Status attentionGrad(const BI &I, const SC &Ctx, CpuState &S) {
     const Shape &D = I.In[1].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
     cpu::AttentionDropout Drop;
+    cpu::AttentionDocuments Docs;
     cpu::attentionGrad(
         I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(), I.In[3].as<T>(),
         I.Out[0].as<T>(), I.Out[1].as<T>(), I.Out[2].as<T>(), D[0], D[1], H,
         I.Attrs->NumKvHeads, D[2] / H, S.Scratch, I.Attrs->AttnScale,
-        !I.Attrs->Bidirectional, attentionDropout(I, Ctx, D[2] / H, Drop));
+        !I.Attrs->Bidirectional, attentionDropout(I, Ctx, D[2] / H, Drop),
+        attentionDocuments(I, Ctx, Docs));
     return Status::success();
   }
   static Status dropout(const BI &I, const SC &Ctx, CpuState &) {

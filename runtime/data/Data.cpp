@@ -188,6 +188,9 @@ void TokenData::fillBlock(int64_t Step, int64_t Batch, int64_t Seq,
       uint64_t Pos = (Start + uint64_t(J)) % N;
       Inputs[I * Cols + J] = Tokens[Pos];
       Targets[I * Cols + J] = Tokens[(Pos + 1) % N];
+      // A document's end predicts nothing: its next token is another's.
+      if (DocumentEos >= 0 && int64_t(Tokens[Pos]) == DocumentEos)
+        Targets[I * Cols + J] = -100;
     }
   }
 }
@@ -249,7 +252,31 @@ void TokenData::fillStepBlock(int64_t Step, int64_t Batch, int64_t Seq,
 
 int64_t TokenData::countedTargets(int64_t Step, int64_t Batch, int64_t Seq,
                                   const MaskedLmSpec *Masked) const {
-  return Masked ? countMaskedTargets(Step, Batch, Seq, *Masked) : Batch * Seq;
+  if (Masked)
+    return countMaskedTargets(Step, Batch, Seq, *Masked);
+  if (DocumentEos < 0)
+    return Batch * Seq;
+  // Packed documents: every position but an Eos predicts.
+  int64_t N = 0;
+  for (int64_t R = 0; R < Batch; ++R) {
+    uint64_t Start =
+        windowStart(uint64_t(Step) * uint64_t(Batch) + uint64_t(R), Seq);
+    for (int64_t J = 0; J < Seq; ++J)
+      N +=
+          int64_t(Tokens[(Start + uint64_t(J)) % Tokens.size()]) != DocumentEos;
+  }
+  return N;
+}
+
+void documentPositions(const int32_t *Tokens, int64_t Rows, int64_t Seq,
+                       int64_t Eos, int32_t *Out) {
+  for (int64_t R = 0; R < Rows; ++R) {
+    int32_t Pos = 0;
+    for (int64_t S = 0; S < Seq; ++S) {
+      Out[R * Seq + S] = Pos;
+      Pos = Tokens[R * Seq + S] == Eos ? 0 : Pos + 1;
+    }
+  }
 }
 
 namespace {

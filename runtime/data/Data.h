@@ -47,7 +47,20 @@ public:
   /// row of floatTargetRowBytes() each, to Out.
   virtual void fillFloatTargets(int64_t, int64_t, int64_t, int64_t,
                                 void *) const {}
+  /// Rows pack documents ending with token Eos: a token file's target of
+  /// an Eos (the next document's first token) becomes -100 and is not
+  /// counted; given targets are the caller's.
+  virtual void setDocuments(int64_t Eos) { DocumentEos = Eos; }
+
+protected:
+  int64_t DocumentEos = -1;
 };
+
+/// Each position's index in its document, for the rows of a packed batch:
+/// Out[r * Seq + s] counts the tokens since the last Eos before s in row r
+/// (an Eos ends its document: the next token starts at 0).
+void documentPositions(const int32_t *Tokens, int64_t Rows, int64_t Seq,
+                       int64_t Eos, int32_t *Out);
 
 /// How a token file's windows are drawn, each a pure function of (seed,
 /// the sample's index in the run, Step * Batch + row), so a run resumed at

@@ -115,6 +115,28 @@ def params_of(bin_dir, one_prog, work, data):
     return wref_np.read_safetensors(plain)[0]
 
 
+def check_like_one_rank(b, prog, ranks, data, work, steps, one_prog, ref, desc):
+    """Trains PROG on RANKS and compares it with one rank's REF (metrics,
+    gradients after step 1, parameters after STEPS); prints the case's line
+    and returns its failure, or None."""
+    ref_metrics, ref_grads, ref_params = ref
+    metrics, grads = train(b, prog, ranks, data, work, steps)
+    params_after = params_of(b, one_prog, work, data)
+    loss_err = max(abs(m["loss"] - r["loss"]) / abs(r["loss"])
+                   for m, r in zip(metrics, ref_metrics))
+    grad_err = max(max_rel(grads[k], ref_grads[k]) for k in ref_grads)
+    param_err = max(max_rel(params_after[k], ref_params[k]) for k in ref_params)
+    ok = (len(metrics) == steps and loss_err <= LOSS_TOL and
+          grad_err <= GRAD_TOL and param_err <= PARAM_TOL)
+    print(f"{'ok      ' if ok else 'FAIL    '} {desc}\n         loss {loss_err:.1e} "
+          f"grad {grad_err:.1e} param {param_err:.1e}")
+    if ok:
+        return None
+    worst = max(ref_grads, key=lambda k: max_rel(grads[k], ref_grads[k]))
+    return (f"{desc}: loss {loss_err:.2e} grad {grad_err:.2e} (worst {worst}) "
+            f"param {param_err:.2e}")
+
+
 def max_rel(a, b):
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     scale = np.max(np.abs(b))
@@ -177,20 +199,11 @@ def main():
         ranks = 1
         for n in mesh_axes(mesh).values():
             ranks *= n
-        metrics, grads = train(b, f"{w}/prog.weft", ranks, args.data, w, args.steps)
-        params_after = params_of(b, one_prog, w, args.data)
-        loss_err = max(abs(m["loss"] - r["loss"]) / abs(r["loss"])
-                       for m, r in zip(metrics, ref_metrics))
-        grad_err = max(max_rel(grads[k], ref_grads[k]) for k in ref_grads)
-        param_err = max(max_rel(params_after[k], ref_params[k]) for k in ref_params)
-        ok = (len(metrics) == args.steps and loss_err <= LOSS_TOL and
-              grad_err <= GRAD_TOL and param_err <= PARAM_TOL)
-        print(f"{'ok      ' if ok else 'FAIL    '} {desc}\n         loss {loss_err:.1e} "
-              f"grad {grad_err:.1e} param {param_err:.1e}")
-        if not ok:
-            worst = max(ref_grads, key=lambda k: max_rel(grads[k], ref_grads[k]))
-            failures.append(f"{desc}: loss {loss_err:.2e} grad {grad_err:.2e} "
-                            f"(worst {worst}) param {param_err:.2e}")
+        failure = check_like_one_rank(b, f"{w}/prog.weft", ranks, args.data, w,
+                                      args.steps, one_prog,
+                                      (ref_metrics, ref_grads, ref_params), desc)
+        if failure:
+            failures.append(failure)
     print(f"tried {args.count} random layouts (seed {args.seed}): {accepted} accepted "
           f"and trained like one rank, {refused} refused with a message")
     if failures:

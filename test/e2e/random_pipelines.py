@@ -30,9 +30,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from random_layouts import max_rel, params_of, train  # noqa: E402
+from random_layouts import check_like_one_rank, params_of, train  # noqa: E402
 
-LOSS_TOL, GRAD_TOL, PARAM_TOL = 1e-12, 1e-10, 1e-10
 BATCH, SEQ, LAYERS = 8, 16, 4
 MESHES = ["pp=2", "pp=4", "pp=2,dp=2", "dp=2,pp=2", "pp=2,tp=2", "tp=2,pp=2"]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -135,19 +134,11 @@ def main():
         ranks = 1
         for n in mesh_axes(mesh).values():
             ranks *= n
-        metrics, grads = train(b, f"{w}/prog.weft", ranks, args.data, w, args.steps)
-        params_after = params_of(b, one_prog, w, args.data)
-        loss_err = max(abs(m["loss"] - r["loss"]) / abs(r["loss"])
-                       for m, r in zip(metrics, ref_metrics))
-        grad_err = max(max_rel(grads[k], ref_grads[k]) for k in ref_grads)
-        param_err = max(max_rel(params_after[k], ref_params[k]) for k in ref_params)
-        ok = (len(metrics) == args.steps and loss_err <= LOSS_TOL and
-              grad_err <= GRAD_TOL and param_err <= PARAM_TOL)
-        print(f"{'ok      ' if ok else 'FAIL    '} {desc}\n         loss {loss_err:.1e} "
-              f"grad {grad_err:.1e} param {param_err:.1e}")
-        if not ok:
-            failures.append(f"{desc}: loss {loss_err:.2e} grad {grad_err:.2e} "
-                            f"param {param_err:.2e}")
+        failure = check_like_one_rank(b, f"{w}/prog.weft", ranks, args.data, w,
+                                      args.steps, one_prog,
+                                      (ref_metrics, ref_grads, ref_params), desc)
+        if failure:
+            failures.append(failure)
     print(f"tried {args.count} random pipeline layouts (seed {args.seed}): {accepted} "
           f"accepted and trained like one rank, {refused} refused with a message")
     if failures:

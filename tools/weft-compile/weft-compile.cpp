@@ -218,6 +218,14 @@ static cl::opt<int64_t> classesArg(
              "of classes, stated (the output's last dim; the labels are in "
              "[0, classes))"),
     cl::init(0), cl::value_desc("n"));
+static cl::opt<int64_t> documentsArg(
+    cl::cat(compileCategory), "documents",
+    cl::desc("rows pack documents, each ending with this token id: attention "
+             "stays inside a document and positions restart with each, so a "
+             "packed row trains exactly like its documents one per row (the "
+             "target of an EOS, the next document's first token, counts for "
+             "nothing)"),
+    cl::init(-1), cl::value_desc("eos-id"));
 static cl::opt<int64_t>
     maskTokenArg(cl::cat(compileCategory), "mask-token",
                  cl::desc("--loss masked-lm: the id of the mask token "
@@ -366,6 +374,7 @@ weft::TrainingFlags flags() {
   f.maskToken = maskTokenArg;
   f.maskProb = maskProbArg;
   f.maskSeed = maskSeedArg;
+  f.documents = documentsArg;
   f.onnxModel = StringRef(modelArg).ends_with(".onnx");
   f.model = modelArg;
   for (cl::Option *flag :
@@ -388,7 +397,8 @@ weft::TrainingFlags flags() {
                                            &classesArg,
                                            &maskTokenArg,
                                            &maskProbArg,
-                                           &maskSeedArg})
+                                           &maskSeedArg,
+                                           &documentsArg})
     if (flag->getNumOccurrences())
       f.given.insert(flag->ArgStr.str());
   // A --plan row's pipeline is asked for as if by flags.

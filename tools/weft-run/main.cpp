@@ -865,6 +865,8 @@ int main(int Argc, char **Argv) {
     Data = std::make_unique<TokenData>(std::move(*T));
   }
 
+  if (Prog.DocumentEos >= 0)
+    Data->setDocuments(Prog.DocumentEos);
   if (O.GradCheck)
     return runGradCheck(Exec, *Data, O, StartStep);
 

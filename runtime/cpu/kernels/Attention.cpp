@@ -63,6 +63,32 @@ void softmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
     softmaxRows(P, Ld, I0, I1, KEnd, Causal);
 }
 
+// Packed documents: query I of a row reads keys [I - Pos[I], I], its own
+// document's; the others' probabilities are 0.
+template <typename T>
+void softmaxDocumentRows(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
+                         const int32_t *Pos) {
+  for (int64_t I = I0; I < I1; ++I) {
+    T *Row = P + (I - I0) * Ld;
+    const int64_t Lo = I - Pos[I];
+    // Keys Lo..I, as one row of I + 1 - Lo keys, all read.
+    softmaxRows(Row + Lo, Ld, I, I + 1, I + 1 - Lo, false);
+    for (int64_t J = 0; J < Lo; ++J)
+      Row[J] = T(0);
+    for (int64_t J = I + 1; J < KEnd; ++J)
+      Row[J] = T(0);
+  }
+}
+
+template <typename T>
+void softmaxFor(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
+                bool Causal, const AttentionDocuments *Docs, int64_t Bi) {
+  if (Docs)
+    softmaxDocumentRows(P, Ld, I0, I1, KEnd, Docs->Pos + Bi * Docs->Stride);
+  else
+    softmaxBlock(P, Ld, I0, I1, KEnd, Causal);
+}
+
 } // namespace
 
 // Scales probabilities [I0, I1) x [0, KEnd) of head (Bi, Hh) by their
@@ -83,7 +109,8 @@ void dropRows(T *P, int64_t Ld, int64_t Bi, int64_t Hh, int64_t S, int64_t I0,
 template <typename T>
 void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
                int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
-               double ScaleAttr, bool Causal, const AttentionDropout *Drop) {
+               double ScaleAttr, bool Causal, const AttentionDropout *Drop,
+               const AttentionDocuments *Docs) {
   const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
   const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
   const int64_t Blk = std::min(RowBlock, S);
@@ -100,7 +127,7 @@ void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
       int64_t I1 = std::min(S, I0 + Blk), KEnd = Causal ? I1 : S;
       gemm(false, true, I1 - I0, KEnd, Hd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk,
            T(0), P, S);
-      softmaxBlock(P, S, I0, I1, KEnd, Causal);
+      softmaxFor(P, S, I0, I1, KEnd, Causal, Docs, Bi);
       if (Drop)
         dropRows(P, S, Bi, Hh, S, I0, I1, KEnd, *Drop);
       gemm(false, false, I1 - I0, Hd, KEnd, T(1), P, S, Vp, Ldk, T(0),
@@ -115,7 +142,8 @@ template <typename T>
 void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
                    T *Dk, T *Dv, int64_t B, int64_t S, int64_t H, int64_t Hkv,
                    int64_t Hd, void *Scratch, double ScaleAttr, bool Causal,
-                   const AttentionDropout *Drop) {
+                   const AttentionDropout *Drop,
+                   const AttentionDocuments *Docs) {
   const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
   const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
   const int64_t Blk = std::min(RowBlock, S);
@@ -142,7 +170,7 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
         int64_t I1 = std::min(S, I0 + Blk), M = I1 - I0, KEnd = Causal ? I1 : S;
         gemm(false, true, M, KEnd, Hd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk, T(0),
              P, S);
-        softmaxBlock(P, S, I0, I1, KEnd, Causal);
+        softmaxFor(P, S, I0, I1, KEnd, Causal, Docs, Bi);
         // dV[0:kend] += P^T dY[i0:i1] (with dropout: the dropped P's, once
         // dS no longer needs P below)
         if (!Drop)
@@ -180,20 +208,24 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
 template void attention<float>(const float *, const float *, const float *,
                                float *, int64_t, int64_t, int64_t, int64_t,
                                int64_t, void *, double, bool,
-                               const AttentionDropout *);
+                               const AttentionDropout *,
+                               const AttentionDocuments *);
 template void attention<double>(const double *, const double *, const double *,
                                 double *, int64_t, int64_t, int64_t, int64_t,
                                 int64_t, void *, double, bool,
-                                const AttentionDropout *);
+                                const AttentionDropout *,
+                                const AttentionDocuments *);
 template void attentionGrad<float>(const float *, const float *, const float *,
                                    const float *, float *, float *, float *,
                                    int64_t, int64_t, int64_t, int64_t, int64_t,
                                    void *, double, bool,
-                                   const AttentionDropout *);
+                                   const AttentionDropout *,
+                                   const AttentionDocuments *);
 template void attentionGrad<double>(const double *, const double *,
                                     const double *, const double *, double *,
                                     double *, double *, int64_t, int64_t,
                                     int64_t, int64_t, int64_t, void *, double,
-                                    bool, const AttentionDropout *);
+                                    bool, const AttentionDropout *,
+                                    const AttentionDocuments *);
 
 } // namespace weft::cpu

@@ -91,6 +91,36 @@ void positionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t S,
   }
 }
 
+template <typename T>
+void documentPositionEmbedding(const T *X, const T *Table, T *Y, int64_t B,
+                               int64_t S, int64_t D, const int32_t *Pos,
+                               int64_t Stride) {
+#pragma omp parallel for schedule(static) if (B * S * D > (1 << 15))
+  for (int64_t R = 0; R < B * S; ++R) {
+    const T *XR = X + R * D, *TR = Table + Pos[(R / S) * Stride + R % S] * D;
+    T *YR = Y + R * D;
+    for (int64_t C = 0; C < D; ++C)
+      YR[C] = XR[C] + TR[C];
+  }
+}
+
+// Serial over the rows (positions repeat across documents), each row's
+// columns vectorized.
+template <typename T>
+void documentPositionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t S,
+                                   int64_t P, int64_t D, const int32_t *Pos,
+                                   int64_t Stride) {
+  for (int64_t I = 0; I < P * D; ++I)
+    DTable[I] = T(0);
+  for (int64_t Bi = 0; Bi < B; ++Bi)
+    for (int64_t Si = 0; Si < S; ++Si) {
+      T *Dst = DTable + Pos[Bi * Stride + Si] * D;
+      const T *Src = Dy + (Bi * S + Si) * D;
+      for (int64_t C = 0; C < D; ++C)
+        Dst[C] += Src[C];
+    }
+}
+
 #define WEFT_INSTANTIATE(T)                                                    \
   template Status embedding<T>(const T *, int64_t, int64_t, const int32_t *,   \
                                int64_t, T *, int64_t, int64_t);                \
@@ -99,7 +129,13 @@ void positionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t S,
   template void positionEmbedding<T>(const T *, const T *, T *, int64_t,       \
                                      int64_t, int64_t);                        \
   template void positionEmbeddingGrad<T>(const T *, T *, int64_t, int64_t,     \
-                                         int64_t, int64_t, int64_t);
+                                         int64_t, int64_t, int64_t);           \
+  template void documentPositionEmbedding<T>(const T *, const T *, T *,        \
+                                             int64_t, int64_t, int64_t,        \
+                                             const int32_t *, int64_t);        \
+  template void documentPositionEmbeddingGrad<T>(const T *, T *, int64_t,      \
+                                                 int64_t, int64_t, int64_t,    \
+                                                 const int32_t *, int64_t);
 WEFT_INSTANTIATE(float)
 WEFT_INSTANTIATE(double)
 

@@ -42,6 +42,16 @@ void positionEmbedding(const T *X, const T *Table, T *Y, int64_t B, int64_t S,
 template <typename T>
 void positionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t S,
                            int64_t P, int64_t D, int64_t First = 0);
+// Packed documents: position (b, s) is Pos[b * Stride + s], its index in
+// its document (Table: the whole [P, D] table).
+template <typename T>
+void documentPositionEmbedding(const T *X, const T *Table, T *Y, int64_t B,
+                               int64_t S, int64_t D, const int32_t *Pos,
+                               int64_t Stride);
+template <typename T>
+void documentPositionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t S,
+                                   int64_t P, int64_t D, const int32_t *Pos,
+                                   int64_t Stride);
 
 // C[M,N] = op(A) op(B); A is [M,K] ([K,M] when TransA), B is [K,N] ([N,K]
 // when TransB).
@@ -142,6 +152,11 @@ void actGrad(Activation K, const T *Dy, const T *X, T *Dx, int64_t N);
 // Rotary position embedding on X [B,S,H*Hd] (HF rotate_half convention):
 // pair i turns by pos * f_i, f_i = InvFreq[i] or Theta^(-2i/Hd) when InvFreq
 // is null, and the result is multiplied by Scale (in both directions).
+// Packed documents: row b's position s rotates by Pos[b * Stride + s].
+template <typename T>
+void documentRope(const T *X, T *Y, int64_t B, int64_t S, int64_t H, int64_t Hd,
+                  double Theta, bool Inverse, const double *InvFreq,
+                  double Scale, const int32_t *Pos, int64_t Stride);
 template <typename T>
 void rope(const T *X, T *Y, int64_t B, int64_t S, int64_t H, int64_t Hd,
           double Theta, bool Inverse, const double *InvFreq = nullptr,
@@ -162,16 +177,24 @@ struct AttentionDropout {
   DropoutKey Key;
   int64_t BatchFirst = 0, HeadFirst = 0, Heads = 0;
 };
+/// Rows that pack documents: Pos[b * Stride + i] is query i's index in its
+/// document (causal attention then reads keys i - Pos .. i only).
+struct AttentionDocuments {
+  const int32_t *Pos = nullptr;
+  int64_t Stride = 0;
+};
 template <typename T>
 void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
                int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
                double Scale = 0, bool Causal = true,
-               const AttentionDropout *Drop = nullptr);
+               const AttentionDropout *Drop = nullptr,
+               const AttentionDocuments *Docs = nullptr);
 template <typename T>
 void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
                    T *Dk, T *Dv, int64_t B, int64_t S, int64_t H, int64_t Hkv,
                    int64_t Hd, void *Scratch, double Scale = 0,
-                   bool Causal = true, const AttentionDropout *Drop = nullptr);
+                   bool Causal = true, const AttentionDropout *Drop = nullptr,
+                   const AttentionDocuments *Docs = nullptr);
 
 /// y = x * keep / (1 - p) over a tensor of local shape Local whose element
 /// at local coordinates c is the global element First + c of a tensor of

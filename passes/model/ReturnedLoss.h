@@ -1,0 +1,28 @@
+//===- ReturnedLoss.h - The loss a training forward returns ------*- C++ -*-===//
+#ifndef WEFT_PASSES_MODEL_RETURNEDLOSS_H
+#define WEFT_PASSES_MODEL_RETURNEDLOSS_H
+
+#include "dialect/WeftDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace weft {
+
+/// The cross-entropy `@fn(tokens, targets)` returns, of logits against its
+/// targets argument; null for any other function (an encoder's hidden
+/// states, a regression's loss).
+inline CrossEntropyOp returnedCrossEntropy(mlir::func::FuncOp fn) {
+  auto ret =
+      mlir::cast<mlir::func::ReturnOp>(fn.getBody().front().getTerminator());
+  auto loss = ret.getNumOperands() == 1
+                  ? ret.getOperand(0).getDefiningOp<CrossEntropyOp>()
+                  : CrossEntropyOp();
+  if (!loss || fn.getNumArguments() != 2 ||
+      loss.getTargets() != fn.getArgument(1))
+    return {};
+  return loss;
+}
+
+} // namespace weft
+
+#endif // WEFT_PASSES_MODEL_RETURNEDLOSS_H
