@@ -193,10 +193,14 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
     auto d = dyn_cast<DictionaryAttr>(value);
     auto id = d ? d.getAs<IntegerAttr>("eos") : nullptr;
     auto given = d ? d.getAs<BoolAttr>("given_targets") : nullptr;
-    if (!isa<func::FuncOp>(op) || !d || d.size() != 2 || !id || !given ||
-        id.getInt() < 0 || id.getInt() > INT32_MAX)
+    auto mask = d ? d.getAs<BoolAttr>("attention_mask") : nullptr;
+    bool byEos = id && id.getInt() >= 0 && id.getInt() <= INT32_MAX && !mask;
+    bool byMask = mask && mask.getValue() && !id && given && given.getValue();
+    if (!isa<func::FuncOp>(op) || !d || d.size() != 2 || !given ||
+        !(byEos || byMask))
       return fail() << "must be a function's {eos (a token id, 0 to "
-                       "2^31-1), given_targets (a bool)}, got "
+                       "2^31-1), given_targets (a bool)} or {attention_mask "
+                       "= true, given_targets = true}, got "
                     << value;
     return success();
   }

@@ -51,6 +51,9 @@ struct TrainingPipelineOptions {
   /// Rows pack documents ending with this id (weft-pack-documents); -1:
   /// one sequence per row.
   int64_t documents = -1;
+  /// Padded rows: the documents are the runs of each sample's attention
+  /// mask (weft-pack-documents attention-mask=true).
+  bool attentionMask = false;
   std::string output; // emit the program here, if set
 };
 

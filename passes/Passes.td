@@ -527,6 +527,12 @@ def WeftPackDocuments : Pass<"weft-pack-documents", "mlir::func::FuncOp"> {
     first token, counts for nothing (-100), and the mean is over the step's
     counted targets.
 
+    With `attention-mask` the rows are padded instead: weft-run is given
+    each sample's mask (1 a token, 0 padding, Hugging Face's meaning) and a
+    row's tokens are one document, its padding another, so left- and
+    right-padded rows train exactly like the unpadded sequences; the
+    targets are given (-100 at the padding).
+
     Refused: an `eos` outside the vocabulary, bidirectional attention (an
     encoder's documents would need both directions bounded), a model whose
     attention is not one `weft.attention` (an ONNX graph on the generic
@@ -541,6 +547,9 @@ def WeftPackDocuments : Pass<"weft-pack-documents", "mlir::func::FuncOp"> {
   let options = [
     Option<"eos", "eos", "int64_t", "-1",
            "the token id that ends each document">,
+    Option<"attentionMask", "attention-mask", "bool", "false",
+           "padded rows instead: the documents are the runs of each "
+           "sample's attention mask (1 a token, 0 padding), given targets">,
   ];
   let dependentDialects = ["::weft::WeftDialect"];
 }

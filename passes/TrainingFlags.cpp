@@ -66,6 +66,16 @@ std::string weft::buildTrainingOptions(const TrainingFlags &f,
     return std::string("--documents packs rows of a causal model's "
                        "training; it does not apply to ") +
            (f.forwardOnly ? "--forward-only" : "--loss " + f.loss);
+  if (f.attentionMask && f.given.count("documents"))
+    return "--attention-mask and --documents both say where a row's "
+           "sequences start; give one";
+  if (f.attentionMask && f.loss != "cross-entropy")
+    return "--attention-mask trains padded rows on given targets (-100 at "
+           "the padding): it needs --loss cross-entropy";
+  if (f.attentionMask && f.onnxModel)
+    return "--attention-mask needs the model's attention as weft's own (a "
+           "builtin model or config.json); an ONNX graph's mask input is not "
+           "imported yet";
   if (f.given.count("documents") && f.onnxModel)
     return "--documents needs the model's attention as weft's own (a "
            "builtin model or config.json); an ONNX graph's mask is its own";
@@ -196,6 +206,7 @@ std::string weft::buildTrainingOptions(const TrainingFlags &f,
   o.masking.maskProb = f.maskProb;
   o.masking.seed = f.maskSeed;
   o.documents = f.given.count("documents") ? f.documents : -1;
+  o.attentionMask = f.attentionMask;
   // weft-cut-stages' options: the mesh's pp axis holds the stages.
   o.pipeline.stages = pp;
   o.pipeline.boundaries = f.stages;

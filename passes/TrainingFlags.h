@@ -47,6 +47,8 @@ struct TrainingFlags {
   int64_t maskSeed = 0;
   /// --documents: the id ending each document of a packed row (-1: none).
   int64_t documents = -1;
+  /// --attention-mask: padded rows, each sample's mask given to weft-run.
+  bool attentionMask = false;
   std::string output;
   /// The flags the user gave (by name, without dashes): a flag about
   /// something not asked for is refused, not ignored.

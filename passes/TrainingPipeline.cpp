@@ -29,9 +29,10 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
   // An imported ONNX graph becomes weft's ops (no-op for other models).
   if (name == "forward")
     addOnnxLowering(pm);
-  if (name == "forward" && o.documents >= 0 && !o.forwardOnly)
-    pm.addNestedPass<func::FuncOp>(
-        createWeftPackDocuments(WeftPackDocumentsOptions{o.documents}));
+  if (name == "forward" && (o.documents >= 0 || o.attentionMask) &&
+      !o.forwardOnly)
+    pm.addNestedPass<func::FuncOp>(createWeftPackDocuments(
+        WeftPackDocumentsOptions{o.documents, o.attentionMask}));
   if (name == "forward" && o.forwardOnly)
     pm.addNestedPass<func::FuncOp>(createWeftReturnLogits());
   // Megatron's layout splits by structural roles; a layout file's split
@@ -131,6 +132,7 @@ struct PipelineFlags : public PassPipelineOptions<PipelineFlags> {
   Option<double> maskProb{*this, "mask-prob", llvm::cl::init(0.15)};
   Option<int64_t> maskSeed{*this, "mask-seed", llvm::cl::init(0)};
   Option<int64_t> documents{*this, "documents", llvm::cl::init(-1)};
+  Option<bool> attentionMask{*this, "attention-mask", llvm::cl::init(false)};
 };
 } // namespace
 
@@ -179,6 +181,7 @@ void weft::registerWeftPassesAndPipelines() {
         t.maskProb = f.maskProb;
         t.maskSeed = f.maskSeed;
         t.documents = f.documents;
+        t.attentionMask = f.attentionMask;
         t.output = f.output;
         t.onnxModel = f.onnxModel;
         auto note = [&](const auto &option) {

@@ -241,6 +241,8 @@ std::string dumpProgram(const Program &P) {
        << " seed=" << P.MaskedLm.Seed << "\n";
   if (P.DocumentEos >= 0)
     OS << "documents: each ends with token " << P.DocumentEos << "\n";
+  if (P.DocumentsFromMask)
+    OS << "documents: padded rows, by each sample's attention mask\n";
   else if (const BufferSpec *F = P.floatTargets())
     OS << "loss: mse on float targets " << shapeString(F->Dims)
        << " (a regression's)\n";

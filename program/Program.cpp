@@ -198,9 +198,19 @@ Status parseDocuments(const json &Root, Program &P) {
   if (!D.is_object())
     return Status::error("field 'documents' must be an object, got " +
                          D.dump());
-  WEFT_RETURN_IF_ERROR(getInt(D, "eos", "documents", P.DocumentEos));
   WEFT_RETURN_IF_ERROR(
       getBool(D, "given_targets", "documents", P.DocumentTargetsGiven));
+  if (D.contains("attention_mask")) {
+    WEFT_RETURN_IF_ERROR(
+        getBool(D, "attention_mask", "documents", P.DocumentsFromMask));
+    if (!P.DocumentsFromMask || D.contains("eos") || !P.DocumentTargetsGiven)
+      return Status::error("field 'documents' with attention_mask is "
+                           "{\"attention_mask\": true, \"given_targets\": "
+                           "true}, got " +
+                           D.dump());
+    return Status::success();
+  }
+  WEFT_RETURN_IF_ERROR(getInt(D, "eos", "documents", P.DocumentEos));
   if (P.DocumentEos < 0 || P.DocumentEos >= P.Vocab)
     return Status::error(
         "documents.eos=" + std::to_string(P.DocumentEos) +

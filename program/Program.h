@@ -432,9 +432,14 @@ struct Program {
   /// Version 12: rows pack documents, each ending with this token id
   /// (docs/program-format.md, "Packed documents"); -1: one sequence a row.
   int64_t DocumentEos = -1;
+  /// Version 12: padded rows: the documents are the runs of equal values
+  /// of each sample's attention mask (1 a token, 0 padding), given beside
+  /// the samples (weft-run --attention-mask).
+  bool DocumentsFromMask = false;
   /// Whether a packed program's targets are the caller's (--tokens and
   /// --targets), not the token file's next tokens.
   bool DocumentTargetsGiven = false;
+  bool packsDocuments() const { return DocumentEos >= 0 || DocumentsFromMask; }
   std::string Model;
   DType Type = DType::F32;
   /// The token ids' [batch, seq] and their bound; all 0 in a forward-only
@@ -465,7 +470,7 @@ struct Program {
   }
   bool givenTargets() const {
     return maskedLoss() && !MaskedLm.enabled() &&
-           (DocumentEos < 0 || DocumentTargetsGiven);
+           (!packsDocuments() || DocumentTargetsGiven);
   }
   /// A forward-only program's outputs (then Loss is -1, and the program
   /// has no targets, gradients or optimizer).

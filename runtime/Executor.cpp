@@ -570,15 +570,10 @@ Status Executor::loadBatch(const BatchSource &Data, int64_t Step) {
     CountedTargets = Data.countedTargets(Step, GlobalBatch, GlobalSeq, M);
   // Packed documents: every rank (every pipeline stage, holding tokens or
   // not) finds them in the step's whole batch.
-  if (Prog.DocumentEos >= 0) {
-    const size_t N = size_t(GlobalBatch * GlobalSeq);
-    std::vector<int32_t> AllTokens(N), AllTargets(N);
-    Data.fillStepBlock(Step, GlobalBatch, GlobalSeq, 0, GlobalBatch, 0,
-                       GlobalSeq, nullptr, Prog.Vocab, AllTokens.data(),
-                       AllTargets.data());
-    DocPositions.resize(N);
-    documentPositions(AllTokens.data(), GlobalBatch, GlobalSeq,
-                      Prog.DocumentEos, DocPositions.data());
+  if (Prog.packsDocuments()) {
+    DocPositions.resize(size_t(GlobalBatch * GlobalSeq));
+    WEFT_RETURN_IF_ERROR(Data.fillDocumentPositions(
+        Step, GlobalBatch, GlobalSeq, Prog.Vocab, DocPositions.data()));
   }
   WEFT_RETURN_IF_ERROR(Q->copyToDevice(Tokens, HostInputs.data(),
                                        HostInputs.size() * sizeof(int32_t)));

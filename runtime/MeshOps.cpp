@@ -70,7 +70,7 @@ void Executor::resetCommBytes() {
 
 Status Executor::planMeshSteps() {
   Steps.assign(Bound.size(), MeshStep());
-  if (Prog.DocumentEos >= 0 && std::string(Impl->name()) != "cpu")
+  if (Prog.packsDocuments() && std::string(Impl->name()) != "cpu")
     return Status::error(std::string("the program packs documents "
                                      "(documents.eos), which the ") +
                          Impl->name() +
@@ -172,7 +172,7 @@ Status Executor::planMeshSteps() {
             M.shardIndex(Comm->rank(), A.SeqAxes) * BI.In[0].Spec->Dims[1];
       // Where the instruction's rows and positions lie in the step's
       // global batch: dropout masks and packed documents are keyed by it.
-      if (A.DropP <= 0 && Prog.DocumentEos < 0)
+      if (A.DropP <= 0 && !Prog.packsDocuments())
         break;
       // Global coordinates of the rank's block: dim 0 holds one
       // micro-batch's rows of the step's batch.

@@ -373,9 +373,12 @@ public:
           {"seed", m.getAs<IntegerAttr>("seed").getInt()}};
     // Rows that pack documents (weft-pack-documents).
     if (auto d = fn->getAttrOfType<DictionaryAttr>(weft::attrname::kDocuments))
-      program["documents"] = json::Object{
-          {"eos", d.getAs<IntegerAttr>("eos").getInt()},
-          {"given_targets", d.getAs<BoolAttr>("given_targets").getValue()}};
+      program["documents"] =
+          d.get("attention_mask")
+              ? json::Object{{"attention_mask", true}, {"given_targets", true}}
+              : json::Object{{"eos", d.getAs<IntegerAttr>("eos").getInt()},
+                             {"given_targets",
+                              d.getAs<BoolAttr>("given_targets").getValue()}};
     if (named) {
       json::Array outputs;
       for (unsigned i = 0; i < ret.getNumOperands(); ++i) {

@@ -38,7 +38,12 @@ struct PackDocuments : weft::impl::WeftPackDocumentsBase<PackDocuments> {
       return signalPassFailure();
     }
     int64_t vocab = loss.getLogits().getType().getShape().back();
-    if (eos < 0 || eos >= vocab) {
+    if (attentionMask && !loss.getMasked()) {
+      fn.emitError("--attention-mask trains on given targets (-100 at the "
+                   "padding): its loss must be a masked cross-entropy");
+      return signalPassFailure();
+    }
+    if (!attentionMask && (eos < 0 || eos >= vocab)) {
       fn.emitError("--documents=") << int64_t(eos)
                                    << " is not a token id of the model's "
                                       "vocabulary [0, "
@@ -77,10 +82,15 @@ struct PackDocuments : weft::impl::WeftPackDocumentsBase<PackDocuments> {
     const bool given = loss.getMasked();
     loss.setMasked(true);
     Builder b(fn.getContext());
-    fn->setAttr(attrname::kDocuments,
-                b.getDictionaryAttr(
-                    {b.getNamedAttr("eos", b.getI64IntegerAttr(eos)),
-                     b.getNamedAttr("given_targets", b.getBoolAttr(given))}));
+    fn->setAttr(
+        attrname::kDocuments,
+        attentionMask
+            ? b.getDictionaryAttr(
+                  {b.getNamedAttr("attention_mask", b.getBoolAttr(true)),
+                   b.getNamedAttr("given_targets", b.getBoolAttr(true))})
+            : b.getDictionaryAttr(
+                  {b.getNamedAttr("eos", b.getI64IntegerAttr(eos)),
+                   b.getNamedAttr("given_targets", b.getBoolAttr(given))}));
   }
 };
 } // namespace

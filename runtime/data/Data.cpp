@@ -268,6 +268,38 @@ int64_t TokenData::countedTargets(int64_t Step, int64_t Batch, int64_t Seq,
   return N;
 }
 
+Status BatchSource::fillDocumentPositions(int64_t Step, int64_t Batch,
+                                          int64_t Seq, int64_t Vocab,
+                                          int32_t *Out) const {
+  if (DocumentEos < 0)
+    return Status::error("the program packs documents, but no end-of-document "
+                         "id was set on its batches");
+  const size_t N = size_t(Batch * Seq);
+  std::vector<int32_t> Tokens(N), Targets(N);
+  fillStepBlock(Step, Batch, Seq, 0, Batch, 0, Seq, nullptr, Vocab,
+                Tokens.data(), Targets.data());
+  documentPositions(Tokens.data(), Batch, Seq, DocumentEos, Out);
+  return Status::success();
+}
+
+Status SampleData::fillDocumentPositions(int64_t Step, int64_t Batch,
+                                         int64_t Seq, int64_t Vocab,
+                                         int32_t *Out) const {
+  if (Mask.empty())
+    return BatchSource::fillDocumentPositions(Step, Batch, Seq, Vocab, Out);
+  // Runs of equal mask values: the tokens one document, each padding run
+  // another (a causal model's tokens never read the padding after them).
+  for (int64_t R = 0; R < Batch; ++R) {
+    const int32_t *M = Mask.data() + rowOf(Step, Batch, R) * Seq;
+    int32_t Pos = 0;
+    for (int64_t S = 0; S < Seq; ++S) {
+      Pos = S > 0 && M[S] == M[S - 1] ? Pos + 1 : 0;
+      Out[R * Seq + S] = Pos;
+    }
+  }
+  return Status::success();
+}
+
 void documentPositions(const int32_t *Tokens, int64_t Rows, int64_t Seq,
                        int64_t Eos, int32_t *Out) {
   for (int64_t R = 0; R < Rows; ++R) {

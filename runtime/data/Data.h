@@ -51,6 +51,12 @@ public:
   /// an Eos (the next document's first token) becomes -100 and is not
   /// counted; given targets are the caller's.
   virtual void setDocuments(int64_t Eos) { DocumentEos = Eos; }
+  /// Each position's index in its document, for step Step's whole batch
+  /// [Batch, Seq] (documentPositions): the documents end with the Eos of
+  /// setDocuments, or (SampleData with a mask) are the runs of equal mask
+  /// values.
+  virtual Status fillDocumentPositions(int64_t Step, int64_t Batch, int64_t Seq,
+                                       int64_t Vocab, int32_t *Out) const;
 
 protected:
   int64_t DocumentEos = -1;
@@ -181,9 +187,15 @@ public:
                      int32_t *Targets) const override;
   int64_t countedTargets(int64_t Step, int64_t Batch, int64_t Seq,
                          const MaskedLmSpec *Masked) const override;
+  /// Padded rows: each sample's attention mask [rows, Seq] (1 a token, 0
+  /// padding), checked by loadAttentionMask (Samples.h).
+  void setMask(std::vector<int32_t> M) { Mask = std::move(M); }
+  const std::vector<int32_t> &targetRows() const { return Targets; }
+  Status fillDocumentPositions(int64_t Step, int64_t Batch, int64_t Seq,
+                               int64_t Vocab, int32_t *Out) const override;
 
 private:
-  std::vector<int32_t> Tokens, Targets;
+  std::vector<int32_t> Tokens, Targets, Mask;
   int64_t NumRows = 0, RowLength = 0;
   bool PerSample = false;
   std::vector<char> FloatTargets; // RowBytes per sample

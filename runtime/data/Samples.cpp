@@ -63,6 +63,47 @@ Expected<SampleData> loadFloatSamples(const std::string &TargetsNpy,
 
 } // namespace
 
+Status loadAttentionMask(const std::string &MaskNpy, const Program &P,
+                         SampleData &S) {
+  const std::string What = "--attention-mask '" + MaskNpy + "'";
+  Expected<NpyArray> A = readNpy(MaskNpy);
+  if (!A.ok())
+    return A.status();
+  Expected<std::vector<int32_t>> M =
+      npyTokenIds(*A, Shape{S.rows(), P.Seq}, 2, What, false, "{0, 1}");
+  if (!M.ok())
+    return M.status();
+  const std::vector<int32_t> &T = S.targetRows();
+  for (int64_t R = 0; R < S.rows(); ++R) {
+    const int32_t *Row = M->data() + R * P.Seq;
+    int64_t First = -1, Last = -1;
+    for (int64_t J = 0; J < P.Seq; ++J) {
+      const auto At = [&] {
+        return " at [" + std::to_string(R) + ", " + std::to_string(J) + "]";
+      };
+      if (Row[J] == 1) {
+        if (Last >= 0 && Last != J - 1)
+          return Status::error(What + ": padding inside row " +
+                               std::to_string(R) + "'s tokens" + At() +
+                               ": weft trains rows whose tokens are one run, "
+                               "padded left or right");
+        First = First < 0 ? J : First;
+        Last = J;
+      } else if (!P.sampleTargets() && T[size_t(R * P.Seq + J)] != -100) {
+        return Status::error(What +
+                             ": a padded position's target must be "
+                             "-100 (it predicts nothing), got " +
+                             std::to_string(T[size_t(R * P.Seq + J)]) + At());
+      }
+    }
+    if (First < 0)
+      return Status::error(What + ": row " + std::to_string(R) +
+                           " is all padding");
+  }
+  S.setMask(std::move(*M));
+  return Status::success();
+}
+
 Expected<SampleData> loadSamples(const std::string &TokensNpy,
                                  const std::string &TargetsNpy,
                                  const Program &P, bool MaskedLoss) {

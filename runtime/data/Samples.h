@@ -31,6 +31,14 @@ Expected<SampleData> loadSamples(const std::string &TokensNpy,
                                  const std::string &TargetsNpy,
                                  const Program &P, bool MaskedLoss);
 
+/// --attention-mask: the samples' attention mask [N, seq] (1 a token, 0
+/// padding, Hugging Face's meaning), set on S. Refused: another shape than
+/// the samples', a value other than 0 and 1, a row whose tokens are not one
+/// run (padding inside a sequence) or none, and a padded position whose
+/// target is not -100, each naming the [row, column].
+Status loadAttentionMask(const std::string &MaskNpy, const Program &P,
+                         SampleData &S);
+
 /// Deterministic pseudo-random tokens (Batch * Seq + 1) below the vocabulary.
 std::vector<uint32_t> randomTokens(const Program &P, uint64_t Seed);
 

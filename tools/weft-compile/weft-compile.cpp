@@ -226,6 +226,13 @@ static cl::opt<int64_t> documentsArg(
              "target of an EOS, the next document's first token, counts for "
              "nothing)"),
     cl::init(-1), cl::value_desc("eos-id"));
+static cl::opt<bool> attentionMaskArg(
+    cl::cat(compileCategory), "attention-mask",
+    cl::desc("padded rows (--loss cross-entropy): weft-run is given each "
+             "sample's attention mask (1 a token, 0 padding); padding is "
+             "neither attended to nor counted and a token's position counts "
+             "the tokens before it, so left- and right-padded rows train "
+             "exactly like the unpadded sequences"));
 static cl::opt<int64_t>
     maskTokenArg(cl::cat(compileCategory), "mask-token",
                  cl::desc("--loss masked-lm: the id of the mask token "
@@ -375,6 +382,7 @@ weft::TrainingFlags flags() {
   f.maskProb = maskProbArg;
   f.maskSeed = maskSeedArg;
   f.documents = documentsArg;
+  f.attentionMask = attentionMaskArg;
   f.onnxModel = StringRef(modelArg).ends_with(".onnx");
   f.model = modelArg;
   for (cl::Option *flag :

@@ -64,6 +64,10 @@ options:
                     in a masked-LM program, PyTorch's ignore_index); step
                     k's sample i is row (k*batch+i) mod N, and a masked-LM
                     program's recipe is not applied (the targets are given)
+  --attention-mask FILE.npy
+                    with --tokens/--targets, for a program compiled with
+                    --attention-mask: each sample's mask [N, seq], 1 a
+                    token, 0 padding (a padded position's target is -100)
   --seed N          seed of the deterministic parameter init and of the
                     dropout masks (default 1234)
   --load DIR        load parameters (and, when present, optimizer state and
@@ -210,7 +214,7 @@ bool parseDouble(const std::string &S, double &Out) {
 
 struct Options {
   std::string Program, Data, Load, Save, Metrics, SaveGrads, Resume,
-      CheckpointDir, Trace, Device = "cpu", TokensNpy, TargetsNpy;
+      CheckpointDir, Trace, Device = "cpu", TokensNpy, TargetsNpy, MaskNpy;
   /// A forward-only program's --input and --output values, in order: FILE,
   /// or NAME=FILE.
   std::vector<std::string> Inputs, Outputs;
@@ -273,7 +277,7 @@ int parseArgs(int Argc, char **Argv, Options &O) {
         "--on-nonfinite", "--check-replicas", "--trace",
         "--device",       "--input",          "--output",
         "--tokens",       "--targets",        "--sampling",
-        "--data-seed"};
+        "--data-seed",    "--attention-mask"};
     bool Known = false;
     for (const char *F : WithValue)
       Known |= A == F;
@@ -345,6 +349,8 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       O.TokensNpy = Value;
     else if (A == "--targets")
       O.TargetsNpy = Value;
+    else if (A == "--attention-mask")
+      O.MaskNpy = Value;
     else if (A == "--load")
       O.Load = Value;
     else if (A == "--save")
@@ -450,7 +456,7 @@ std::string misplacedFlag(const Options &O, bool ForwardOnly) {
       "--save",         "--save-every",     "--resume",         "--metrics",
       "--save-grads",   "--grad-check",     "--checkpoint-dir", "--keep",
       "--on-nonfinite", "--check-replicas", "--trace",          "--sampling",
-      "--data-seed"};
+      "--data-seed",    "--attention-mask"};
   static const char *const ForwardOnlyFlags[] = {"--input", "--output"};
   for (const std::string &A : O.Given) {
     if (ForwardOnly) {
@@ -702,6 +708,14 @@ int main(int Argc, char **Argv) {
         "): give --tokens and --targets, not a token file");
   if (O.Data.empty() && !Samples && !O.GradCheck && !P->forwardOnly())
     return fail("no --data given (a uint16 token file, see weft-tokenize)");
+  if (P->DocumentsFromMask && (!Samples || O.MaskNpy.empty()))
+    return fail("'" + O.Program +
+                "' trains padded rows (weft-compile --attention-mask): give "
+                "--tokens, --targets and --attention-mask");
+  if (!O.MaskNpy.empty() && !P->DocumentsFromMask)
+    return fail("--attention-mask is for a program compiled with "
+                "--attention-mask (padded rows); '" +
+                O.Program + "' reads every position");
   if (O.Data.empty() && (O.Draw != Sampling::Contiguous || O.DataSeed >= 0))
     return fail(std::string(O.Draw != Sampling::Contiguous ? "--sampling"
                                                            : "--data-seed") +
@@ -836,6 +850,9 @@ int main(int Argc, char **Argv) {
                 : randomSamples(Prog, uint64_t(O.Seed));
     if (!S.ok())
       return fail(S.message());
+    if (!O.MaskNpy.empty())
+      if (Status M = loadAttentionMask(O.MaskNpy, Prog, *S); !M.ok())
+        return fail(M.message());
     Data = std::make_unique<SampleData>(std::move(*S));
   } else {
     Expected<TokenData> T =
