@@ -20,9 +20,9 @@ namespace weft {
 namespace onnximport {
 
 /// "" or why node `n` (named `where` in messages) is refused: an attribute
-/// its op's schema at `opset` lacks (for the opsets the linked ONNX release
-/// defines; later ones are checked by weft's own readers), or a 0/1 flag of
-/// another value.
+/// its op's schema at `opset` lacks (past the opsets the linked ONNX
+/// release defines: one no version of the op has and no later opset added),
+/// or a 0/1 flag of another value.
 std::string checkNodeAttributes(const onnx::NodeProto &n, int64_t opset,
                                 const std::string &where);
 

@@ -205,3 +205,8 @@ save(model([embed, target, reshape] + head("r"), [WTE]), f"{out}/attr_flag.onnx"
 int_logits = model([embed] + head(), [WTE])
 int_logits.graph.output[0].type.tensor_type.elem_type = TensorProto.INT64
 save(int_logits, f"{out}/output_int.onnx")
+# The same unknown attribute at opset 18, past the linked ONNX release's
+# schemas (ReduceMean-18 reads its axes as an input).
+mean18 = helper.make_node("ReduceMean", ["x"], ["m"], name="mean_axis18", axis=99)
+save(model([embed, mean18, helper.make_node("Add", ["x", "m"], ["xm"], name="plus_mean")]
+           + head("xm"), [WTE], opset=18), f"{out}/attr_unknown18.onnx")
