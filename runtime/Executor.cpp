@@ -389,8 +389,15 @@ Status Executor::findNonFinite(size_t P, BufferKind K, int64_t &At,
 Status Executor::runInstruction(size_t K, const StepContext &Ctx) {
   if (!HasMeshSteps)
     return Impl->run(Bound[K], Ctx, *Q);
-  if (isCollective(Bound[K].Op))
-    return runCollective(K);
+  if (isCollective(Bound[K].Op)) {
+    // A wait's time is counted by waitFor, wherever it completes.
+    if (Bound[K].Op == OpKind::Wait)
+      return runCollective(K);
+    const int64_t T0 = Timeline::nowNs();
+    Status S = runCollective(K);
+    WaitNs += Timeline::nowNs() - T0;
+    return S;
+  }
   return Impl->run(Bound[K], Ctx, *Q);
 }
 
@@ -512,9 +519,11 @@ Status Executor::runTransfers(size_t A, size_t End, size_t &Next) {
   if (TransferKey >= 0)
     CommTotals[size_t(TransferKey)] += Sp.Bytes;
   const int64_t T0 = Timing ? Timeline::nowNs() : 0;
+  const int64_t W0 = Timeline::nowNs();
   Status S = Comm->startTransfers(*Pipeline, TransferOps, *Q, TransferRequest);
   if (S.ok())
     S = Comm->wait(TransferRequest, *Q);
+  WaitNs += Timeline::nowNs() - W0;
   for (size_t I = 0; I < Staged.size() && S.ok(); ++I)
     S = Q->copyOnDevice(Staged[I].To,
                         static_cast<char *>(Staging) + Staged[I].Offset,

@@ -126,6 +126,10 @@ public:
   /// each checkpoint's trainer_state.json so a resumed run can check it
   /// reads them the same way.
   void setBatchesDescription(std::string D) { Batches = std::move(D); }
+  /// Seconds this rank spent blocked in collectives, their waits and
+  /// pipeline transfers since the last resetCommBytes (the rest of a step
+  /// is its own work: findStraggler compares it across ranks).
+  double waitSeconds() const { return double(WaitNs) * 1e-9; }
   const std::string &batchesDescription() const { return Batches; }
   int64_t seqOffset() const { return SeqOffset; }
 
@@ -232,6 +236,7 @@ private:
   std::vector<std::array<BufferSpec, 4>> StateSpecs;
   int64_t LocalBatch = 0, LocalSeq = 0, BatchOffset = 0, SeqOffset = 0;
   uint64_t DropoutSeed = 0;
+  int64_t WaitNs = 0;
   /// Packed documents: each position's index in its document, for the
   /// step's global batch (loadBatch).
   std::vector<int32_t> DocPositions;

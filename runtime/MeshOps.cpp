@@ -66,6 +66,7 @@ std::vector<std::pair<std::string, double>> Executor::commBytes() const {
 
 void Executor::resetCommBytes() {
   std::fill(CommTotals.begin(), CommTotals.end(), 0.0);
+  WaitNs = 0;
 }
 
 Status Executor::planMeshSteps() {
@@ -294,8 +295,10 @@ void Executor::startedAsync(size_t K) {
 
 Status Executor::waitFor(size_t A, bool RecordWait) {
   int64_t T0 = Timing ? Timeline::nowNs() : 0;
+  const int64_t W0 = Timeline::nowNs();
   Status S = Comm->wait(Requests[size_t(Steps[A].Request)], *Q)
                  .withContext("waiting for " + asyncName(A));
+  WaitNs += Timeline::nowNs() - W0;
   if (Timing) {
     if (RecordWait)
       recordSpan(A, SpanKind::Wait, T0);

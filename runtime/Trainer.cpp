@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 namespace weft {
 
@@ -19,6 +22,14 @@ Expected<std::vector<StepRecord>> train(Executor &E, const BatchSource &Data,
   const double TokensPerStep = double(E.globalBatch() * E.globalSeq());
   std::vector<StepRecord> Records;
   Records.reserve(size_t(O.Steps));
+  // WEFT_DEBUG_DELAY=RANK:MS: rank RANK sleeps MS at each step's start (a
+  // straggler, for tests).
+  int64_t DelayRank = -1, DelayMs = 0;
+  if (const char *D = std::getenv("WEFT_DEBUG_DELAY"))
+    if (std::sscanf(D, "%" SCNd64 ":%" SCNd64, &DelayRank, &DelayMs) != 2)
+      DelayRank = -1;
+  // The rank named a straggler, and for how many steps in a row.
+  int64_t SlowRank = -1, SlowSteps = 0;
   for (int64_t K = 0; K < O.Steps; ++K) {
     int64_t Global = O.StartStep + K;
     auto T0 = std::chrono::steady_clock::now();
@@ -27,6 +38,8 @@ Expected<std::vector<StepRecord>> train(Executor &E, const BatchSource &Data,
     if (!Loaded.ok())
       return Loaded.withContext(At);
     E.resetCommBytes();
+    if (DelayRank == E.rank() && DelayMs > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(DelayMs));
     StepContext Ctx;
     Ctx.Step = Global + 1;
     if (O.BeforeStep)
@@ -54,6 +67,26 @@ Expected<std::vector<StepRecord>> train(Executor &E, const BatchSource &Data,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - T0)
             .count();
     StepRecord R{Ctx.Step, E.loss(), Ctx.Lr, Secs, TokensPerStep / Secs, *Bad};
+    // A straggler: the same rank busier than the median for 3 steps in a
+    // row (a slow step now and then is noise).
+    R.BusySeconds = Secs - E.waitSeconds();
+    R.WaitSeconds = E.waitSeconds();
+    Expected<StragglerReport> Slow = findStraggler(E, R.BusySeconds);
+    if (!Slow.ok())
+      return Slow.status().withContext(At);
+    SlowSteps = Slow->Rank >= 0 && Slow->Rank == SlowRank ? SlowSteps + 1 : 1;
+    SlowRank = Slow->Rank;
+    if (SlowRank >= 0 && SlowSteps >= 3) {
+      R.Straggler = SlowRank;
+      R.StragglerSeconds = Slow->OverMedianSeconds;
+      if (SlowSteps == 3 && O.Log)
+        *O.Log << "step " << R.Step << ": rank " << SlowRank
+               << (Slow->Node >= 0 ? " on node " + std::to_string(Slow->Node)
+                                   : std::string())
+               << " is a straggler: +" << std::lround(R.StragglerSeconds * 1e3)
+               << " ms/step of work over the median rank's, 3 steps in a row"
+               << std::endl;
+    }
     Records.push_back(R);
     if (O.CheckReplicasEvery && Ctx.Step % O.CheckReplicasEvery == 0) {
       Expected<std::string> Drift = checkReplicas(E);
@@ -88,6 +121,18 @@ Expected<std::vector<StepRecord>> train(Executor &E, const BatchSource &Data,
       *O.Metrics << Line;
       if (!R.Skipped.empty())
         *O.Metrics << ", \"skipped\": true";
+      if (E.comm().size() > 1) {
+        std::snprintf(Line, sizeof(Line),
+                      ", \"busy_s\": %.6g, \"wait_s\": %.6g", R.BusySeconds,
+                      R.WaitSeconds);
+        *O.Metrics << Line;
+      }
+      if (R.Straggler >= 0) {
+        std::snprintf(Line, sizeof(Line),
+                      ", \"straggler\": %lld, \"straggler_ms\": %.1f",
+                      (long long)R.Straggler, R.StragglerSeconds * 1e3);
+        *O.Metrics << Line;
+      }
       auto Comm = E.commBytes();
       if (!Comm.empty()) {
         *O.Metrics << ", \"comm_bytes\": {";

@@ -42,6 +42,12 @@ struct StepRecord {
   int64_t Step; // global, 1-based
   double Loss, Lr, Seconds, TokensPerSec;
   std::string Skipped; // why the update was skipped, or empty
+  /// This rank's work and its waits in communication (Seconds = both).
+  double BusySeconds = 0, WaitSeconds = 0;
+  /// The rank busier than the median for 3 steps running (-1: none), and
+  /// by how much this step.
+  int64_t Straggler = -1;
+  double StragglerSeconds = 0;
 };
 
 /// Runs Steps full steps (data -> inputs, all instructions).

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -90,6 +91,38 @@ Expected<std::string> firstNonFinite(const Executor &E) {
          (Elem >= 0
               ? " (local element " + std::to_string(Elem) + " is " + V + ")"
               : "");
+}
+
+Expected<StragglerReport> findStraggler(const Executor &E, double BusySeconds) {
+  StragglerReport R;
+  if (E.comm().size() <= 1 || E.mesh().Axes.empty())
+    return R;
+  Expected<const CommGroup *> W = E.comm().group(E.mesh(), E.mesh().Axes);
+  if (!W.ok())
+    return W.status();
+  uint64_t Mine;
+  std::memcpy(&Mine, &BusySeconds, 8);
+  std::vector<uint64_t> All, Nodes;
+  WEFT_RETURN_IF_ERROR(gather64(E, **W, Mine, All));
+  const char *Node = std::getenv("WEFT_NODE_ID");
+  WEFT_RETURN_IF_ERROR(
+      gather64(E, **W, uint64_t(Node && *Node ? std::atoll(Node) : -1), Nodes));
+  std::vector<double> Busy(All.size());
+  for (size_t I = 0; I < All.size(); ++I)
+    std::memcpy(&Busy[I], &All[I], 8);
+  std::vector<double> Sorted = Busy;
+  std::nth_element(Sorted.begin(), Sorted.begin() + Sorted.size() / 2,
+                   Sorted.end());
+  const double Median = Sorted[Sorted.size() / 2];
+  size_t Worst =
+      size_t(std::max_element(Busy.begin(), Busy.end()) - Busy.begin());
+  const double Over = Busy[Worst] - Median;
+  if (Over > std::max(0.05, 0.2 * Median)) {
+    R.Rank = (*W)->Members[Worst];
+    R.Node = int64_t(Nodes[Worst]);
+    R.OverMedianSeconds = Over;
+  }
+  return R;
 }
 
 Expected<std::string> checkReplicas(const Executor &E) {

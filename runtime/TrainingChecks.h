@@ -29,6 +29,17 @@ Expected<std::string> firstNonFinite(const Executor &E);
 /// the majority (with two replicas: the one that is not rank-lowest).
 Expected<std::string> checkReplicas(const Executor &E);
 
+/// A rank slower than the others this step: its busy time (BusySeconds, the
+/// step's wall time less what it waited in communication) against the
+/// median of every rank's, gathered over the world. Rank is -1 when no rank
+/// is busier than the median by more than 50 ms and 20%. Node: the rank's
+/// WEFT_NODE_ID (-1 unset).
+struct StragglerReport {
+  int64_t Rank = -1, Node = -1;
+  double OverMedianSeconds = 0;
+};
+Expected<StragglerReport> findStraggler(const Executor &E, double BusySeconds);
+
 } // namespace weft
 
 #endif // WEFT_RUNTIME_TRAININGCHECKS_H

@@ -10,7 +10,10 @@ run died with SIGSEGV mapping a peer's window. gpt-tiny in f64:
   dp=4 with ZeRO-3 (every group spans the nodes), dp=2,tp=2 with sequence
   parallelism (tp inside a node, dp across) and pp=2,dp=2 (the stages on
   different nodes) each give one rank's losses (1e-12) and step-1
-  gradients (1e-10). Exit 3 (SKIP) where the namespaces cannot be made.
+  gradients (1e-10). And a straggler: with rank 3 (node 1) 150 ms slower
+  per step (WEFT_DEBUG_DELAY=3:150), weft-run names it after 3 steps, in
+  the log and the metrics; without the delay it names none. Exit 3 (SKIP)
+  where the namespaces cannot be made.
 """
 import json
 import os
@@ -73,6 +76,27 @@ try:
         print(f"{' '.join(flags)} on two nodes: loss {lerr:.1e}, grad {gerr:.1e}")
         if lerr > 1e-12 or gerr > 1e-10:
             failures.append(f"{' '.join(flags)}: loss {lerr:.1e} grad {gerr:.1e}")
+    # A straggler, named with its node.
+    prog = f"{WORK}/mesh-dp4-zero-3.weft"
+    for delay in ("3:150", ""):
+        env = dict(os.environ, WEFT_DEBUG_DELAY=delay)
+        r = subprocess.run([f"{HERE}/two_nodes.sh", "run", NODES, "4", f"{BIN}/weft-run",
+                            prog, "--data", DATA, "--threads", "1", "--steps", "5",
+                            "--metrics", f"{WORK}/straggler.jsonl"],
+                           capture_output=True, text=True, timeout=300, env=env)
+        named = [line for line in r.stdout.splitlines() if "straggler" in line]
+        metrics = [json.loads(line) for line in open(f"{WORK}/straggler.jsonl")]
+        flagged = [m.get("straggler") for m in metrics if "straggler" in m]
+        if delay:
+            print(named[0] if named else "FAIL: no straggler named")
+            print(f"metrics: straggler {sorted(set(flagged))} on {len(flagged)} of "
+                  f"{len(metrics)} steps")
+            if not named or "rank 3 on node 1" not in named[0] or set(flagged) != {3}:
+                failures.append(f"straggler not named: {r.stdout[-500:]}{r.stderr[-300:]}")
+        else:
+            print(f"without a delay: {len(named)} straggler lines")
+            if named or flagged:
+                failures.append(f"a straggler named without a delay: {named}")
 finally:
     subprocess.run([f"{HERE}/two_nodes.sh", "teardown", NODES])
 if failures:
