@@ -617,9 +617,14 @@ struct RmsNorm : NodePattern {
       if (!normed || shapeOf(w).size() != 1 || !isFloat(w))
         continue;
       double eps = 0;
+      // 1/s as Reciprocal(s) (the dynamo exporter's) or Div(1, s) (the
+      // TorchScript exporter's).
       Value x = otherOperand(normed, [&](Value r) {
-        OnnxNodeOp recip = nodeOf(r, "Reciprocal");
-        return recip && isRms(recip.getInputs()[0], normed, eps);
+        if (OnnxNodeOp recip = nodeOf(r, "Reciprocal"))
+          return isRms(recip.getInputs()[0], normed, eps);
+        OnnxNodeOp div = nodeOf(r, "Div");
+        return div && isConstant(div.getInputs()[0], 1.0) &&
+               isRms(div.getInputs()[1], normed, eps);
       });
       if (!x || shapeOf(x).empty() || shapeOf(x).back() != shapeOf(w)[0] ||
           shapeOf(x) != shapeOf(op.getResult(0)))

@@ -571,3 +571,32 @@ func.func @softmax_opset12_last_axis(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32
   %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 12 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
   return %y : tensor<1x4x8xf32>
 }
+
+// -----
+
+// RMSNorm as both exporters write it: w * (x * 1/sqrt(mean(x^2) + eps)), the
+// reciprocal a Reciprocal (dynamo) or a Div of 1 (TorchScript), the weight
+// on either side.
+// CHECK-LABEL: func @rms_norm
+// CHECK:       weft.rms_norm %arg0, %{{.*}} {eps = 9.99999997{{[0-9]*}}E-7 : f64}
+// CHECK:       weft.rms_norm %arg0, %{{.*}} {eps = 9.99999997{{[0-9]*}}E-7 : f64}
+// CHECK-NOT:   weft.onnx_node
+func.func @rms_norm(%x: tensor<2x3x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>) {
+  %w = weft.param "norm.weight" {init = "ones"} : tensor<8xf32>
+  %w2 = weft.param "norm2.weight" {init = "ones"} : tensor<8xf32>
+  %two = weft.constant dense<2.0> : tensor<f32>
+  %eps = weft.constant dense<1.0e-6> : tensor<f32>
+  %one = weft.constant dense<1.0> : tensor<f32>
+  %axes = weft.constant dense<[-1]> : tensor<1xi64>
+  %sq = weft.onnx_node "Pow" "pow"(%x, %two) {attrs = {}, opset = 17 : i64} : (tensor<2x3x8xf32>, tensor<f32>) -> tensor<2x3x8xf32>
+  %mean = weft.onnx_node "ReduceMean" "mean"(%sq) {attrs = {axes = array<i64: -1>, keepdims = 1 : i64}, opset = 17 : i64} : (tensor<2x3x8xf32>) -> tensor<2x3x1xf32>
+  %var = weft.onnx_node "Add" "add"(%mean, %eps) {attrs = {}, opset = 17 : i64} : (tensor<2x3x1xf32>, tensor<f32>) -> tensor<2x3x1xf32>
+  %s = weft.onnx_node "Sqrt" "sqrt"(%var) {attrs = {}, opset = 17 : i64} : (tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
+  %r1 = weft.onnx_node "Reciprocal" "recip"(%s) {attrs = {}, opset = 17 : i64} : (tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
+  %n1 = weft.onnx_node "Mul" "normed"(%x, %r1) {attrs = {}, opset = 17 : i64} : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  %y1 = weft.onnx_node "Mul" "scaled"(%n1, %w) {attrs = {}, opset = 17 : i64} : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+  %r2 = weft.onnx_node "Div" "one_over"(%one, %s) {attrs = {}, opset = 17 : i64} : (tensor<f32>, tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
+  %n2 = weft.onnx_node "Mul" "normed_ts"(%x, %r2) {attrs = {}, opset = 17 : i64} : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  %y2 = weft.onnx_node "Mul" "scaled_ts"(%w2, %n2) {attrs = {}, opset = 17 : i64} : (tensor<8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %y1, %y2 : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+}
