@@ -184,7 +184,53 @@ struct NodeFolder {
   bool trilu();
   bool constantOfShape();
   bool shapeOf();
+  bool matmul();
 };
+
+// MatMul of float constants [.., M, K] x [.., K, N], leading dims
+// broadcast (RoPE's inv_freq x positions, as the TorchScript exporter
+// leaves them): each sum taken in double and rounded to the type once, so
+// a one-term product (K = 1) is exactly torch's.
+bool NodeFolder::matmul() {
+  const HostTensor *a, *b;
+  if (!input(0, a) || !input(1, b))
+    return false;
+  if (!a->isFloat() || a->type != b->type)
+    return fail("folds float MatMul of one type only, got " +
+                std::string(hostTypeName(a->type)) + " and " +
+                hostTypeName(b->type));
+  if (a->shape.size() < 2 || b->shape.size() < 2)
+    return fail("folds operands of rank 2 or more only");
+  const int64_t M = a->shape[a->shape.size() - 2], K = a->shape.back(),
+                N = b->shape.back();
+  if (b->shape[b->shape.size() - 2] != K)
+    return fail("contracting dims differ: " + shapeStr(a->shape) + " x " +
+                shapeStr(b->shape));
+  Shape lead, la(a->shape.begin(), a->shape.end() - 2),
+      lb(b->shape.begin(), b->shape.end() - 2);
+  if (!broadcastShapes(la, lb, lead))
+    return fail("batch dims " + shapeStr(la) + " and " + shapeStr(lb) +
+                " do not broadcast");
+  Shape shape = lead;
+  shape.push_back(M);
+  shape.push_back(N);
+  if (!sized(shape))
+    return false;
+  std::vector<int64_t> ia = broadcastIndex(la, lead),
+                       ib = broadcastIndex(lb, lead);
+  HostTensor t = make(a->type, shape);
+  for (size_t g = 0; g < ia.size(); ++g)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double sum = 0;
+        for (int64_t k = 0; k < K; ++k)
+          sum += a->reals[size_t((ia[g] * M + i) * K + k)] *
+                 b->reals[size_t((ib[g] * K + k) * N + j)];
+        t.reals[size_t((int64_t(g) * M + i) * N + j)] = roundTo(t.type, sum);
+      }
+  out.push_back(std::move(t));
+  return true;
+}
 
 bool NodeFolder::constant() {
   const auto &a = node.attribute();
@@ -957,6 +1003,7 @@ const std::map<std::string, FoldFn> &folders() {
     t["Trilu"] = &NodeFolder::trilu;
     t["ConstantOfShape"] = &NodeFolder::constantOfShape;
     t["Shape"] = &NodeFolder::shapeOf;
+    t["MatMul"] = &NodeFolder::matmul;
     return t;
   }();
   return table;
