@@ -616,6 +616,13 @@ LogicalResult DropoutOp::verify() {
 
 template <typename AttnOp>
 static LogicalResult verifyAttentionDropout(AttnOp op) {
+  if (auto w = op.getWindowAttr()) {
+    if (w.getInt() < 1)
+      return op.emitOpError("window = ") << w.getInt() << ", expected >= 1";
+    if (op.getBidirectional())
+      return op.emitOpError("has a window but is bidirectional: a sliding "
+                            "window bounds causal attention");
+  }
   if (!op.getDropoutAttr()) {
     if (op.getDropoutSiteAttr())
       return op.emitOpError("has dropout_site without dropout");

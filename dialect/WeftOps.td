@@ -386,14 +386,17 @@ def Weft_AttentionOp : Weft_ForwardOp<"attention",
     every key (an encoder's attention, BERT's). With `dropout` p, the
     probabilities [B, H, S, S] drop as weft.dropout's elements do, keyed by
     `dropout_site` and their global (sample, head, query, key); `dim_axes`
-    (after weft-partition) gives q's dims' mesh axes.
+    (after weft-partition) gives q's dims' mesh axes. With `window` W
+    (causal only; Mistral's sliding window) query i reads keys j with
+    i - W < j <= i.
   }];
   let arguments = (ins Weft_FloatTensor:$q, Weft_FloatTensor:$k,
                    Weft_FloatTensor:$v, I64Attr:$num_heads,
                    I64Attr:$num_kv_heads, OptionalAttr<F64Attr>:$scale,
                    UnitAttr:$bidirectional, OptionalAttr<F64Attr>:$dropout,
                    OptionalAttr<I64Attr>:$dropout_site,
-                   OptionalAttr<ArrayAttr>:$dim_axes);
+                   OptionalAttr<ArrayAttr>:$dim_axes,
+                   OptionalAttr<I64Attr>:$window);
   let hasVerifier = 1;
   let results = (outs Weft_FloatTensor:$result);
 }
@@ -514,7 +517,8 @@ def Weft_AttentionGradOp : Weft_ComputeOp<"attention_grad",
                    OptionalAttr<F64Attr>:$scale, UnitAttr:$bidirectional,
                    OptionalAttr<F64Attr>:$dropout,
                    OptionalAttr<I64Attr>:$dropout_site,
-                   OptionalAttr<ArrayAttr>:$dim_axes);
+                   OptionalAttr<ArrayAttr>:$dim_axes,
+                   OptionalAttr<I64Attr>:$window);
   let hasVerifier = 1;
   let results = (outs Weft_FloatTensor:$dq, Weft_FloatTensor:$dk,
                  Weft_FloatTensor:$dv);

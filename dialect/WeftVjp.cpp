@@ -174,7 +174,7 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
   auto g = AttentionGradOp::create(
       b, getLoc(), dys[0], getQ(), getK(), getV(), getNumHeadsAttr(),
       getNumKvHeadsAttr(), getScaleAttr(), getBidirectionalAttr(),
-      getDropoutAttr(), getDropoutSiteAttr(), ArrayAttr());
+      getDropoutAttr(), getDropoutSiteAttr(), ArrayAttr(), getWindowAttr());
   grads.append({g.getDq(), g.getDk(), g.getDv()});
   return success();
 }

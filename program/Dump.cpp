@@ -85,6 +85,7 @@ std::string attrString(const Instruction &I) {
         " num_kv_heads=" + std::to_string(A.NumKvHeads) +
         (A.AttnScale > 0 ? " scale=" + num(A.AttnScale) : "") +
         (A.Bidirectional ? " bidirectional=true" : "") +
+        (A.Window > 0 ? " window=" + std::to_string(A.Window) : "") +
         (A.DropP > 0 ? " dropout=" + num(A.DropP) +
                            " dropout_site=" + std::to_string(A.DropSite)
                      : ""));

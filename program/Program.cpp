@@ -663,6 +663,14 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
                              " must be finite and positive");
     }
     WEFT_RETURN_IF_ERROR(optBool("bidirectional", A.Bidirectional));
+    if (Attrs->contains("window")) {
+      WEFT_RETURN_IF_ERROR(getInt(*Attrs, "window", ACtx, A.Window));
+      if (A.Window < 1 || A.Bidirectional)
+        return Status::error("field 'window' in " + ACtx + " is " +
+                             std::to_string(A.Window) +
+                             ": a sliding window is >= 1, on causal "
+                             "attention only");
+    }
     if (Attrs->contains("dropout")) {
       WEFT_RETURN_IF_ERROR(getDropP(*Attrs, "dropout", ACtx, A.DropP));
       WEFT_RETURN_IF_ERROR(getInt(*Attrs, "dropout_site", ACtx, A.DropSite));

@@ -324,6 +324,9 @@ struct OpAttrs {
   /// q for attention), the mesh axes it is split over.
   double DropP = 0.0;
   int64_t DropSite = 0;
+  /// attention(_grad): a sliding window W (version 12): query i reads keys
+  /// j with i - W < j <= i; 0: none.
+  int64_t Window = 0;
   std::vector<AxesList> DimAxes;
 };
 

@@ -785,9 +785,9 @@ Status InstChecker::run() {
   case OpKind::Attention:
   case OpKind::AttentionGrad:
     WEFT_RETURN_IF_ERROR(checkAttention(I.Op == OpKind::AttentionGrad));
-    if (I.Attrs.DropP > 0 && P.Version < 12)
-      return fail("attention dropout needs format version 12, the file is "
-                  "version " +
+    if ((I.Attrs.DropP > 0 || I.Attrs.Window > 0) && P.Version < 12)
+      return fail("attention dropout or a window needs format version 12, "
+                  "the file is version " +
                   std::to_string(P.Version));
     return checkDimAxes(in(I.Op == OpKind::Attention ? 0 : 1));
   case OpKind::Dropout:

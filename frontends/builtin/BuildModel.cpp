@@ -58,6 +58,13 @@ public:
   IntegerAttr attnDropoutSite(int64_t i) const {
     return c.attnDropout > 0 ? b.getI64IntegerAttr(3 * i + 1) : nullptr;
   }
+  // Mistral's sliding window, where it cuts the compiled sequence (a
+  // window as long as the sequence masks nothing).
+  IntegerAttr window() const {
+    return c.slidingWindow > 0 && c.slidingWindow < seq
+               ? b.getI64IntegerAttr(c.slidingWindow)
+               : nullptr;
+  }
   // The config's activation kind (program/Activation.h; the config reader
   // has refused names it does not know).
   Activation activation() const {
@@ -113,7 +120,7 @@ public:
           b, loc, parts.getResult(0), parts.getResult(1), parts.getResult(2),
           b.getI64IntegerAttr(c.numHeads), b.getI64IntegerAttr(c.numHeads),
           scaleAttr, UnitAttr(), attnDropoutP(), attnDropoutSite(i),
-          ArrayAttr());
+          ArrayAttr(), IntegerAttr());
       x = add(x, dropout(linear(a, p + ".attn.c_proj", d, projStd),
                          c.residDropout, 3 * i + 2));
       h = layerNorm(x, p + ".ln_2");
@@ -170,7 +177,7 @@ public:
       Value a = AttentionOp::create(
           b, loc, q, k, v, b.getI64IntegerAttr(c.numHeads),
           b.getI64IntegerAttr(c.numKvHeads), /*scale=*/nullptr, UnitAttr(),
-          attnDropoutP(), attnDropoutSite(i), ArrayAttr());
+          attnDropoutP(), attnDropoutSite(i), ArrayAttr(), window());
       x = add(x, linear(a, p + ".self_attn.o_proj", d, c.outBias));
       h = rmsNorm(x, p + ".post_attention_layernorm.weight");
       Value gate = linear(h, p + ".mlp.gate_proj", c.intermediate, c.mlpBias);
@@ -231,14 +238,18 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext &context,
               (config.family == ModelFamily::Gpt2 ? "n_positions"
                                                   : "max_position_embeddings") +
               "=" + std::to_string(config.maxPositions) + " of " + config.name;
+  // Mistral's window is weft.attention's; Qwen2's applies from
+  // max_window_layers on (or by layer_types), per layer, which weft does not
+  // build yet.
   if (problem.empty() && config.slidingWindow > 0 &&
-      options.seq > config.slidingWindow)
+      config.modelType != "mistral" && options.seq > config.slidingWindow)
     problem =
         "seq=" + std::to_string(options.seq) +
         " exceeds sliding_window=" + std::to_string(config.slidingWindow) +
-        " of " + config.name +
-        ": weft's attention has no sliding window, so it matches " +
-        config.modelType + " only while every key lies inside it";
+        " of " + config.name + ": " + config.modelType +
+        " slides its window only in some layers (from max_window_layers on, "
+        "or by layer_types), which weft does not build yet; it matches " +
+        config.modelType + " only while every key lies inside the window";
   if (!problem.empty()) {
     error = problem;
     return nullptr;

@@ -467,7 +467,7 @@ struct Attention : NodePattern {
                          rw, op.getLoc(), q, k, v, rw.getI64IntegerAttr(heads),
                          rw.getI64IntegerAttr(kvHeads), scaleAttr,
                          causal ? UnitAttr() : rw.getUnitAttr(), FloatAttr(),
-                         IntegerAttr(), ArrayAttr())
+                         IntegerAttr(), ArrayAttr(), IntegerAttr())
                          .getResult());
     return success();
   }

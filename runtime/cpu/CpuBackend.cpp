@@ -328,7 +328,8 @@ template <typename T> struct Kernels {
   attentionDocuments(const BI &I, const SC &Ctx, cpu::AttentionDocuments &D) {
     D.Pos = documentRow(I, Ctx);
     D.Stride = Ctx.DocSeq;
-    return D.Pos ? &D : nullptr;
+    D.Window = I.Attrs->Window;
+    return D.Pos || D.Window > 0 ? &D : nullptr;
   }
   static Status attention(const BI &I, const SC &Ctx, CpuState &S) {
     const Shape &D = I.In[0].Spec->Dims;

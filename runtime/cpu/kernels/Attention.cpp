@@ -64,13 +64,16 @@ void softmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
 }
 
 // Packed documents: query I of a row reads keys [I - Pos[I], I], its own
-// document's; the others' probabilities are 0.
+// document's, and within a sliding window W keys past I - W only; the
+// others' probabilities are 0.
 template <typename T>
 void softmaxDocumentRows(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
-                         const int32_t *Pos) {
+                         const int32_t *Pos, int64_t Window) {
   for (int64_t I = I0; I < I1; ++I) {
     T *Row = P + (I - I0) * Ld;
-    const int64_t Lo = I - Pos[I];
+    int64_t Lo = Pos ? I - Pos[I] : 0;
+    if (Window > 0)
+      Lo = std::max<int64_t>(Lo, I - Window + 1);
     // Keys Lo..I, as one row of I + 1 - Lo keys, all read.
     softmaxRows(Row + Lo, Ld, I, I + 1, I + 1 - Lo, false);
     for (int64_t J = 0; J < Lo; ++J)
@@ -84,7 +87,9 @@ template <typename T>
 void softmaxFor(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
                 bool Causal, const AttentionDocuments *Docs, int64_t Bi) {
   if (Docs)
-    softmaxDocumentRows(P, Ld, I0, I1, KEnd, Docs->Pos + Bi * Docs->Stride);
+    softmaxDocumentRows(P, Ld, I0, I1, KEnd,
+                        Docs->Pos ? Docs->Pos + Bi * Docs->Stride : nullptr,
+                        Docs->Window);
   else
     softmaxBlock(P, Ld, I0, I1, KEnd, Causal);
 }

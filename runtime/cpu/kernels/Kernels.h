@@ -182,6 +182,8 @@ struct AttentionDropout {
 struct AttentionDocuments {
   const int32_t *Pos = nullptr;
   int64_t Stride = 0;
+  /// A sliding window W (0: none): query i reads keys j > i - W too.
+  int64_t Window = 0;
 };
 template <typename T>
 void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
