@@ -104,9 +104,6 @@ Expected<StragglerReport> findStraggler(const Executor &E, double BusySeconds) {
   std::memcpy(&Mine, &BusySeconds, 8);
   std::vector<uint64_t> All, Nodes;
   WEFT_RETURN_IF_ERROR(gather64(E, **W, Mine, All));
-  const char *Node = std::getenv("WEFT_NODE_ID");
-  WEFT_RETURN_IF_ERROR(
-      gather64(E, **W, uint64_t(Node && *Node ? std::atoll(Node) : -1), Nodes));
   std::vector<double> Busy(All.size());
   for (size_t I = 0; I < All.size(); ++I)
     std::memcpy(&Busy[I], &All[I], 8);
@@ -118,6 +115,11 @@ Expected<StragglerReport> findStraggler(const Executor &E, double BusySeconds) {
       size_t(std::max_element(Busy.begin(), Busy.end()) - Busy.begin());
   const double Over = Busy[Worst] - Median;
   if (Over > std::max(0.05, 0.2 * Median)) {
+    // Every rank decides alike from the same gather; only then are the
+    // nodes gathered, to name the straggler's.
+    const char *Node = std::getenv("WEFT_NODE_ID");
+    WEFT_RETURN_IF_ERROR(gather64(
+        E, **W, uint64_t(Node && *Node ? std::atoll(Node) : -1), Nodes));
     R.Rank = (*W)->Members[Worst];
     R.Node = int64_t(Nodes[Worst]);
     R.OverMedianSeconds = Over;

@@ -1293,6 +1293,7 @@ std::string Importer::twinTables(Block *body, const std::string &table) {
     if (entry.getKey() != table)
       names.push_back(entry.getKey().str());
   std::sort(names.begin(), names.end());
+  int twins = 0;
   for (const std::string &name : names) {
     onnximport::Twin twin;
     if (std::string e =
@@ -1301,6 +1302,7 @@ std::string Importer::twinTables(Block *body, const std::string &table) {
       return e;
     if (twin == onnximport::Twin::None)
       continue;
+    ++twins;
     const bool transposed = twin == onnximport::Twin::Transposed;
     const std::string pair = "initializer '" + name +
                              "' holds the values of "
@@ -1346,6 +1348,14 @@ std::string Importer::twinTables(Block *body, const std::string &table) {
                                       "(--tie-embeddings)");
   }
   b.setInsertionPointToEnd(body);
+  // A flag about a copy the model does not hold says nothing: refused, so
+  // a model is not taken for tied or untied by a flag that did nothing.
+  if (!twins && options.twinTables != OnnxImportOptions::TwinTables::Ask)
+    return std::string(options.twinTables == OnnxImportOptions::TwinTables::Tie
+                           ? "--tie-embeddings"
+                           : "--untie-embeddings") +
+           ": no initializer holds the values of the token embedding '" +
+           table + "' (as stored or transposed); the model is as it is";
   return "";
 }
 

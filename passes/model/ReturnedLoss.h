@@ -1,4 +1,5 @@
-//===- ReturnedLoss.h - The loss a training forward returns ------*- C++ -*-===//
+//===- ReturnedLoss.h - The loss a training forward returns ------*- C++
+//-*-===//
 #ifndef WEFT_PASSES_MODEL_RETURNEDLOSS_H
 #define WEFT_PASSES_MODEL_RETURNEDLOSS_H
 
