@@ -12,7 +12,8 @@
 //   Gather(table, ids)                 -> weft.embedding
 //   x + Gather(table, arange(S))       -> weft.position_embedding
 //   Split of the last dim              -> weft.split
-//   softmax(q k^T * s + causal mask) v, with its head reshapes and
+//   softmax(q k^T * s + mask) v, the mask causal (with or without a
+//   sliding window) or none, with its head reshapes and
 //   transposes                         -> weft.attention
 //   Add / Mul of equal shapes          -> weft.add / weft.mul
 //
@@ -380,6 +381,13 @@ struct Split : NodePattern {
   }
 };
 
+// The mask an attention's softmax reads: causal (else every key is
+// visible), and a sliding window W (0: none) of the keys q - W < k <= q.
+struct MaskKind {
+  bool causal = true;
+  int64_t window = 0;
+};
+
 // Causal self-attention as torch exports scaled_dot_product_attention:
 //   O = softmax(Q' K' + M) V', Q' = Q s1, K' = K^T s2 (or the scores
 //   scaled), M a constant: 0 where key <= query, -inf or below -1e30
@@ -428,8 +436,9 @@ struct Attention : NodePattern {
     // The mask: added (0 / -inf), or selected (Where(keep, s, -inf) or
     // Where(drop, -inf, s)); causal, or letting every query see every key
     // (an encoder's, bidirectional), or absent (bidirectional).
-    bool causal = true;
-    Value qk = unmasked(scores, seq, causal);
+    MaskKind mask;
+    Value qk = unmasked(scores, seq, mask);
+    const bool causal = mask.causal;
     qk = qk ? stripScale(qk, scale) : nullptr;
     OnnxNodeOp qkOp = nodeOf(qk, "MatMul");
     if (!qkOp)
@@ -467,17 +476,20 @@ struct Attention : NodePattern {
                          rw, op.getLoc(), q, k, v, rw.getI64IntegerAttr(heads),
                          rw.getI64IntegerAttr(kvHeads), scaleAttr,
                          causal ? UnitAttr() : rw.getUnitAttr(), FloatAttr(),
-                         IntegerAttr(), ArrayAttr(), IntegerAttr())
+                         IntegerAttr(), ArrayAttr(),
+                         mask.window ? rw.getI64IntegerAttr(mask.window)
+                                     : IntegerAttr())
                          .getResult());
     return success();
   }
-  // The scores before the mask the softmax reads, and whether that mask is
-  // causal (else every key is visible); null for any other mask.
-  static Value unmasked(Value scores, int64_t seq, bool &causal) {
+  // The scores before the mask the softmax reads, and which mask that is;
+  // null for any other mask.
+  static Value unmasked(Value scores, int64_t seq, MaskKind &mask) {
     if (OnnxNodeOp add = nodeOf(scores, "Add"))
       for (int side = 0; side < 2; ++side)
-        if (std::optional<bool> c = additiveMask(add.getInputs()[side], seq)) {
-          causal = *c;
+        if (std::optional<MaskKind> c =
+                additiveMask(add.getInputs()[side], seq)) {
+          mask = *c;
           return add.getInputs()[1 - side];
         }
     if (OnnxNodeOp select = nodeOf(scores, "Where"))
@@ -486,14 +498,14 @@ struct Attention : NodePattern {
         Value kept = select.getInputs()[keepFirst ? 1 : 2];
         if (!isHuge(select.getInputs()[keepFirst ? 2 : 1]))
           continue;
-        if (std::optional<bool> c = selectMask(cond, seq, keepFirst)) {
-          causal = *c;
+        if (std::optional<MaskKind> c = selectMask(cond, seq, keepFirst)) {
+          mask = *c;
           return kept;
         }
       }
     // No mask at all: a scaled q k^T straight into the softmax.
     if (nodeOf(stripConstScale(scores), "MatMul")) {
-      causal = false;
+      mask = MaskKind{false, 0};
       return scores;
     }
     return nullptr;
@@ -539,50 +551,82 @@ struct Attention : NodePattern {
   }
   // A constant bool [.., S, S] condition of Where: true exactly where a
   // key is kept (keepTrue) or dropped (!keepTrue). Causal: kept exactly on
-  // and below the diagonal (GPT-2's eager attention); visible: kept
-  // everywhere (an encoder's all-ones attention mask).
-  static std::optional<bool> selectMask(Value m, int64_t seq, bool keepTrue) {
+  // and below the diagonal (GPT-2's eager attention), or within a sliding
+  // window of it (Mistral's); visible: kept everywhere (an encoder's
+  // all-ones attention mask).
+  static std::optional<MaskKind> selectMask(Value m, int64_t seq,
+                                            bool keepTrue) {
     auto c = m.getDefiningOp<ConstantOp>();
     auto dense = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
     Shape s = shapeOf(m);
     if (!dense || !dense.getElementType().isInteger(1) || s.size() < 2 ||
         s[s.size() - 1] != seq || s[s.size() - 2] != seq)
       return std::nullopt;
-    bool causal = true, visible = true;
-    int64_t i = 0;
-    for (bool bit : dense.getValues<bool>()) {
-      bool keep = bit == keepTrue;
-      causal &= keep == (i % seq <= (i / seq) % seq);
-      visible &= keep;
-      if (!causal && !visible)
+    std::vector<bool> keep;
+    keep.reserve(dense.getNumElements());
+    for (bool bit : dense.getValues<bool>())
+      keep.push_back(bit == keepTrue);
+    return maskKind(seq, keep.size(),
+                    [&](int64_t i) -> std::optional<bool> { return keep[i]; });
+  }
+  // Which mask `keep` (element i: whether key i % S is kept for query
+  // (i / S) % S; nullopt where neither kept nor dropped) is, if any: the
+  // same band in every [S, S] block, keys (q - W, q] (causal; W = 0: no
+  // window), or every key (visible).
+  static std::optional<MaskKind>
+  maskKind(int64_t seq, int64_t n,
+           llvm::function_ref<std::optional<bool>(int64_t)> keep) {
+    // The band's width from the last query's row of the first block.
+    int64_t window = 0;
+    for (int64_t col = 0; col < seq; ++col) {
+      std::optional<bool> k = keep((seq - 1) * seq + col);
+      if (!k)
         return std::nullopt;
-      ++i;
+      if (*k) {
+        window = seq - col;
+        break;
+      }
     }
-    return causal;
+    bool causal = true, visible = true;
+    for (int64_t i = 0; i < n && (causal || visible); ++i) {
+      std::optional<bool> k = keep(i);
+      int64_t col = i % seq, row = (i / seq) % seq;
+      causal &= k && *k == (col <= row && col > row - window);
+      visible &= k && *k;
+    }
+    if (causal)
+      return MaskKind{true, window < seq ? window : 0};
+    if (visible)
+      return MaskKind{false, 0};
+    return std::nullopt;
   }
   // A scalar whose exp is 0 beside any score (-inf, or finfo.min).
   static bool isHuge(Value v) {
     std::optional<double> x = splat(v);
     return x && shapeOf(v).empty() && *x <= -1e30;
   }
-  // A constant [.., S, S] added mask: causal, 0 on and below the diagonal
-  // and a value whose exp is 0 above (-inf, or finfo.min as transformers
-  // writes); or visible, 0 everywhere.
-  static std::optional<bool> additiveMask(Value m, int64_t seq) {
+  // A constant [.., S, S] added mask: 0 where a key is kept, and where it
+  // is not a value whose exp is 0 (-inf, or finfo.min as transformers
+  // writes); causal (with or without a window) or visible, as selectMask.
+  static std::optional<MaskKind> additiveMask(Value m, int64_t seq) {
     auto c = m.getDefiningOp<ConstantOp>();
     auto dense = c ? dyn_cast<DenseFPElementsAttr>(c.getValue()) : nullptr;
     Shape s = shapeOf(m);
     if (!dense || s.size() < 2 || s[s.size() - 1] != seq ||
         s[s.size() - 2] != seq)
       return std::nullopt;
-    if (allReals(dense, [&](int64_t i, double v) {
-          int64_t col = i % seq, row = (i / seq) % seq;
-          return col <= row ? v == 0.0 : v <= -1e30;
-        }))
+    std::vector<double> v(dense.getNumElements());
+    allReals(dense, [&](int64_t i, double x) {
+      v[i] = x;
       return true;
-    if (allReals(dense, [](int64_t, double v) { return v == 0.0; }))
-      return false;
-    return std::nullopt;
+    });
+    return maskKind(seq, v.size(), [&](int64_t i) -> std::optional<bool> {
+      if (v[i] == 0.0)
+        return true;
+      if (v[i] <= -1e30)
+        return false;
+      return std::nullopt;
+    });
   }
 };
 

@@ -14,9 +14,8 @@ torch is installable). For each committed export:
      model (4 steps, losses 1e-9 relative): a tied head that the TorchScript
      exporter writes as a transposed copy trains tied (--tie-embeddings);
   3. f64: dp=2 trains like one rank, and tp=2 megatron where the graph
-     raises to weft's layers (GPT-2, Llama and Qwen2 from both exporters;
-     not Mistral with a window shorter than the sequence, which stays on
-     the generic path).
+     raises to weft's layers (GPT-2, Llama and Qwen2 from both exporters,
+     and Mistral, whose banded mask raises to weft.attention's window).
 The exporter traps (a copy of a tied head, a position table folded into a
 constant by optimize=True) are refused by name: test/tools/onnx-traps.test.
 """
@@ -44,7 +43,7 @@ FIXTURES = {
     "llama3rope-ts17": ([], "llama3rope-dyn18",
                         [["dp=2"], ["tp=2", "--layout", "megatron"]]),
     "llama3rope-dyn18": ([], None, [["dp=2"], ["tp=2", "--layout", "megatron"]]),
-    "mistral-sw8-ts14": ([], None, [["dp=2"]]),
+    "mistral-sw8-ts14": ([], None, [["dp=2"], ["tp=2", "--layout", "megatron"]]),
     "bert-cls-ts17": (["--loss", "cross-entropy", "--classes", "3"], None, [["dp=2"]]),
 }
 

@@ -250,6 +250,64 @@ func.func @attention_select(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: te
 
 // -----
 
+// Mistral's sliding window: the mask keeps a band of the diagonal and the
+// W - 1 = 1 keys before it (query i reads keys i - 2 < j <= i): causal
+// attention with window 2.
+// CHECK-LABEL: func @attention_window
+// CHECK-NEXT:  %[[A:.*]] = weft.attention %arg0, %arg1, %arg2 {num_heads = 2 : i64, num_kv_heads = 2 : i64, window = 2 : i64}
+// CHECK-NEXT:  return %[[A]]
+func.func @attention_window(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %heads = weft.constant dense<[1, 4, 2, 4]> : tensor<4xi64>
+  %back = weft.constant dense<[1, 4, 8]> : tensor<3xi64>
+  %two = weft.constant dense<2.000000e+00> : tensor<f32>
+  %min = weft.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = weft.constant dense<[[[[true, false, false, false], [true, true, false, false], [false, true, true, false], [false, false, true, true]]]]> : tensor<1x1x4x4xi1>
+  %q4 = weft.onnx_node "Reshape" "view_q"(%q, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %qt = weft.onnx_node "Transpose" "transpose_q"(%q4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %k4 = weft.onnx_node "Reshape" "view_k"(%k, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %kt = weft.onnx_node "Transpose" "transpose_k"(%k4) {attrs = {perm = array<i64: 0, 2, 3, 1>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %v4 = weft.onnx_node "Reshape" "view_v"(%v, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %vt = weft.onnx_node "Transpose" "transpose_v"(%v4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %sc = weft.onnx_node "MatMul" "scores"(%qt, %kt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ss = weft.onnx_node "Div" "scaled"(%sc, %two) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m = weft.onnx_node "Where" "masked"(%mask, %ss, %min) {attrs = {}, opset = 17 : i64} : (tensor<1x1x4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p = weft.onnx_node "Softmax" "softmax"(%m) {attrs = {axis = -1 : i64}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = weft.onnx_node "MatMul" "pv"(%p, %vt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ot = weft.onnx_node "Transpose" "transpose_o"(%o) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x4x2x4xf32>
+  %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 17 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
+  return %y : tensor<1x4x8xf32>
+}
+
+// -----
+
+// Beside it, a band that is not one width (query 1 reads key 1 alone, the
+// last query keys 2 and 3): no window, left for the generic path.
+// CHECK-LABEL: func @attention_ragged_window
+// CHECK: weft.onnx_node "Softmax"
+func.func @attention_ragged_window(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %heads = weft.constant dense<[1, 4, 2, 4]> : tensor<4xi64>
+  %back = weft.constant dense<[1, 4, 8]> : tensor<3xi64>
+  %two = weft.constant dense<2.000000e+00> : tensor<f32>
+  %min = weft.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = weft.constant dense<[[[[true, false, false, false], [false, true, false, false], [false, true, true, false], [false, false, true, true]]]]> : tensor<1x1x4x4xi1>
+  %q4 = weft.onnx_node "Reshape" "view_q"(%q, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %qt = weft.onnx_node "Transpose" "transpose_q"(%q4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %k4 = weft.onnx_node "Reshape" "view_k"(%k, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %kt = weft.onnx_node "Transpose" "transpose_k"(%k4) {attrs = {perm = array<i64: 0, 2, 3, 1>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %v4 = weft.onnx_node "Reshape" "view_v"(%v, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %vt = weft.onnx_node "Transpose" "transpose_v"(%v4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %sc = weft.onnx_node "MatMul" "scores"(%qt, %kt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ss = weft.onnx_node "Div" "scaled"(%sc, %two) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m = weft.onnx_node "Where" "masked"(%mask, %ss, %min) {attrs = {}, opset = 17 : i64} : (tensor<1x1x4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p = weft.onnx_node "Softmax" "softmax"(%m) {attrs = {axis = -1 : i64}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = weft.onnx_node "MatMul" "pv"(%p, %vt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ot = weft.onnx_node "Transpose" "transpose_o"(%o) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x4x2x4xf32>
+  %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 17 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
+  return %y : tensor<1x4x8xf32>
+}
+
+// -----
+
 // An encoder's attention (DistilBERT, eager): masked_fill of the scores
 // where the all-ones attention mask is 0, Where(drop, finfo.min, s) with
 // drop false everywhere. Every query sees every key: bidirectional.
