@@ -73,6 +73,13 @@ inline constexpr llvm::StringLiteral kPipelineSchedule =
 /// On a stage's function: the model layers it holds, as "0-8" (its chunks'
 /// separated by commas: "0-1,4-5").
 inline constexpr llvm::StringLiteral kStageLayers = "weft.stage_layers";
+/// On a weft.constant the ONNX import computed from the graph's
+/// attention_mask input: the constant is its value when every key is a
+/// token, this (a dense attribute of the constant's type) its value when
+/// every key is padding, and each element follows its own row's and key's
+/// mask value (frontends/onnx/PaddingMask.h). weft-raise-onnx reads it
+/// into an attention's key_padding; any other use is refused.
+inline constexpr llvm::StringLiteral kIfPadding = "weft.if_padding";
 
 // Names a forward-only program gives its tensors (format version 8).
 /// On a function argument: the program input it is (a non-empty string;

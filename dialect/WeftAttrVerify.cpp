@@ -283,6 +283,15 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
                ? success()
                : LogicalResult(fail()
                                << "must be a function's string, got " << value);
+  if (name == an::kIfPadding) {
+    auto c = dyn_cast<ConstantOp>(op);
+    auto d = dyn_cast<DenseElementsAttr>(value);
+    if (!c || !d || d.getType() != c.getValue().getType())
+      return fail() << "must be a weft.constant's value if padded (a dense "
+                       "attribute of the constant's type), got "
+                    << value;
+    return success();
+  }
   if (name == an::kModel)
     return isa<StringAttr>(value)
                ? success()

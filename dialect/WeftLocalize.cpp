@@ -62,7 +62,7 @@ void AttentionOp::localize(const ShardingRule &rule, const FactorSplit &s) {
   int64_t c = shards(s, rule.operands[0][2]);
   setNumHeads(getNumHeads() / c);
   setNumKvHeads(getNumKvHeads() / c);
-  if (getDropoutAttr() || packsDocuments(*this))
+  if (getDropoutAttr() || getKeyPadding() || packsDocuments(*this))
     setDimAxesAttr(dimAxes(getContext(), rule.operands[0], s));
 }
 
@@ -70,7 +70,7 @@ void AttentionGradOp::localize(const ShardingRule &rule, const FactorSplit &s) {
   int64_t c = shards(s, rule.operands[1][2]);
   setNumHeads(getNumHeads() / c);
   setNumKvHeads(getNumKvHeads() / c);
-  if (getDropoutAttr() || packsDocuments(*this))
+  if (getDropoutAttr() || getKeyPadding() || packsDocuments(*this))
     setDimAxesAttr(dimAxes(getContext(), rule.operands[1], s));
 }
 

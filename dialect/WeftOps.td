@@ -388,7 +388,10 @@ def Weft_AttentionOp : Weft_ForwardOp<"attention",
     `dropout_site` and their global (sample, head, query, key); `dim_axes`
     (after weft-partition) gives q's dims' mesh axes. With `window` W
     (causal only; Mistral's sliding window) query i reads keys j with
-    i - W < j <= i.
+    i - W < j <= i. With `key_padding` (an imported graph's attention_mask
+    input) each row's padding is no key: the runtime reads the row's run of
+    tokens [F, E) from the step's attention mask, and every query reads
+    keys in it only (a causal query i keys F..i; one before F, itself).
   }];
   let arguments = (ins Weft_FloatTensor:$q, Weft_FloatTensor:$k,
                    Weft_FloatTensor:$v, I64Attr:$num_heads,
@@ -396,7 +399,7 @@ def Weft_AttentionOp : Weft_ForwardOp<"attention",
                    UnitAttr:$bidirectional, OptionalAttr<F64Attr>:$dropout,
                    OptionalAttr<I64Attr>:$dropout_site,
                    OptionalAttr<ArrayAttr>:$dim_axes,
-                   OptionalAttr<I64Attr>:$window);
+                   OptionalAttr<I64Attr>:$window, UnitAttr:$key_padding);
   let hasVerifier = 1;
   let results = (outs Weft_FloatTensor:$result);
 }
@@ -518,7 +521,7 @@ def Weft_AttentionGradOp : Weft_ComputeOp<"attention_grad",
                    OptionalAttr<F64Attr>:$dropout,
                    OptionalAttr<I64Attr>:$dropout_site,
                    OptionalAttr<ArrayAttr>:$dim_axes,
-                   OptionalAttr<I64Attr>:$window);
+                   OptionalAttr<I64Attr>:$window, UnitAttr:$key_padding);
   let hasVerifier = 1;
   let results = (outs Weft_FloatTensor:$dq, Weft_FloatTensor:$dk,
                  Weft_FloatTensor:$dv);

@@ -174,7 +174,8 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
   auto g = AttentionGradOp::create(
       b, getLoc(), dys[0], getQ(), getK(), getV(), getNumHeadsAttr(),
       getNumKvHeadsAttr(), getScaleAttr(), getBidirectionalAttr(),
-      getDropoutAttr(), getDropoutSiteAttr(), ArrayAttr(), getWindowAttr());
+      getDropoutAttr(), getDropoutSiteAttr(), ArrayAttr(), getWindowAttr(),
+      getKeyPaddingAttr());
   grads.append({g.getDq(), g.getDk(), g.getDv()});
   return success();
 }

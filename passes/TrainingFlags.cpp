@@ -73,9 +73,9 @@ std::string weft::buildTrainingOptions(const TrainingFlags &f,
     return "--attention-mask trains padded rows on given targets (-100 at "
            "the padding): it needs --loss cross-entropy";
   if (f.attentionMask && f.onnxModel)
-    return "--attention-mask needs the model's attention as weft's own (a "
-           "builtin model or config.json); an ONNX graph's mask input is not "
-           "imported yet";
+    return "--attention-mask pads a builtin model's rows (a name or "
+           "config.json); an ONNX graph pads them by its own attention_mask "
+           "input, which weft imports as it is: compile it without the flag";
   if (f.given.count("documents") && f.onnxModel)
     return "--documents needs the model's attention as weft's own (a "
            "builtin model or config.json); an ONNX graph's mask is its own";

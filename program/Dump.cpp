@@ -86,6 +86,7 @@ std::string attrString(const Instruction &I) {
         (A.AttnScale > 0 ? " scale=" + num(A.AttnScale) : "") +
         (A.Bidirectional ? " bidirectional=true" : "") +
         (A.Window > 0 ? " window=" + std::to_string(A.Window) : "") +
+        (A.KeyPadding ? " key_padding=true" : "") +
         (A.DropP > 0 ? " dropout=" + num(A.DropP) +
                            " dropout_site=" + std::to_string(A.DropSite)
                      : ""));

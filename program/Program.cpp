@@ -663,6 +663,7 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
                              " must be finite and positive");
     }
     WEFT_RETURN_IF_ERROR(optBool("bidirectional", A.Bidirectional));
+    WEFT_RETURN_IF_ERROR(optBool("key_padding", A.KeyPadding));
     if (Attrs->contains("window")) {
       WEFT_RETURN_IF_ERROR(getInt(*Attrs, "window", ACtx, A.Window));
       if (A.Window < 1 || A.Bidirectional)
@@ -1132,6 +1133,8 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
   WEFT_RETURN_IF_ERROR(getInt(Root, "loss", "program", P.Loss));
   WEFT_RETURN_IF_ERROR(parseMaskedLm(Root, P));
   WEFT_RETURN_IF_ERROR(parseDocuments(Root, P));
+  for (const Instruction &I : P.Instructions)
+    P.ReadsKeyPadding |= I.Attrs.KeyPadding;
   resolveLayouts(P);
   WEFT_RETURN_IF_ERROR(validateProgram(P));
   return P;

@@ -36,7 +36,7 @@ namespace weft {
 /// runtime would read [batch] targets as [batch, seq]), float targets and
 /// mse_loss (a regression's); older files are refused with a message to
 /// recompile.
-constexpr uint32_t ProgramFormatVersion = 12;
+constexpr uint32_t ProgramFormatVersion = 13;
 constexpr uint32_t ProgramFormatMinVersion = 5;
 constexpr size_t ProgramHeaderBytes = 28;
 
@@ -327,6 +327,9 @@ struct OpAttrs {
   /// attention(_grad): a sliding window W (version 12): query i reads keys
   /// j with i - W < j <= i; 0: none.
   int64_t Window = 0;
+  /// attention(_grad): the keys are each row's run of tokens in the step's
+  /// attention mask (version 13; an imported graph's attention_mask).
+  bool KeyPadding = false;
   std::vector<AxesList> DimAxes;
 };
 
@@ -443,6 +446,9 @@ struct Program {
   /// --targets), not the token file's next tokens.
   bool DocumentTargetsGiven = false;
   bool packsDocuments() const { return DocumentEos >= 0 || DocumentsFromMask; }
+  /// Version 13: some attention reads the step's attention mask as key
+  /// padding (set from the instructions' key_padding when loaded).
+  bool ReadsKeyPadding = false;
   std::string Model;
   DType Type = DType::F32;
   /// The token ids' [batch, seq] and their bound; all 0 in a forward-only

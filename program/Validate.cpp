@@ -789,6 +789,10 @@ Status InstChecker::run() {
       return fail("attention dropout or a window needs format version 12, "
                   "the file is version " +
                   std::to_string(P.Version));
+    if (I.Attrs.KeyPadding && P.Version < 13)
+      return fail("attention key_padding needs format version 13, the file "
+                  "is version " +
+                  std::to_string(P.Version));
     return checkDimAxes(in(I.Op == OpKind::Attention ? 0 : 1));
   case OpKind::Dropout:
     if (P.Version < 12)

@@ -106,6 +106,9 @@ struct StepContext {
   /// the step's global batch [rows, DocSeq] (null: one sequence a row).
   const int32_t *DocPos = nullptr;
   int64_t DocSeq = 0;
+  /// Key padding: each row's tokens [F, E) in the step's attention mask,
+  /// for the step's global batch [rows, 2] (null: no attention reads it).
+  const int32_t *KeySpans = nullptr;
 };
 
 /// Packed documents: the positions of instruction I's local row 0 (its
@@ -118,6 +121,16 @@ inline const int32_t *documentRow(const BoundInstruction &I,
   return Ctx.DocPos +
          (I.DimFirst[0] + Ctx.Microbatch * I.MicrobatchRows) * Ctx.DocSeq +
          I.DimFirst[1];
+}
+
+/// Key padding: the token spans of attention instruction I's local rows
+/// (its first global row's, in this micro-batch), 2 a row; null when it
+/// reads none.
+inline const int32_t *keySpans(const BoundInstruction &I,
+                               const StepContext &Ctx) {
+  if (!Ctx.KeySpans || !I.Attrs->KeyPadding || I.DimFirst.empty())
+    return nullptr;
+  return Ctx.KeySpans + 2 * (I.DimFirst[0] + Ctx.Microbatch * I.MicrobatchRows);
 }
 
 /// The mask of a dropout site at this step (program/Dropout.h).

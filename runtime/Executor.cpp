@@ -426,6 +426,8 @@ Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
     Here.DocPos = DocPositions.data();
     Here.DocSeq = GlobalSeq;
   }
+  if (!KeySpans.empty())
+    Here.KeySpans = KeySpans.data();
   for (int64_t K = Begin; K < End; ++K) {
     int64_t T0 = Timing ? Timeline::nowNs() : 0;
     Status S = runInstruction(size_t(K), Here);
@@ -583,6 +585,11 @@ Status Executor::loadBatch(const BatchSource &Data, int64_t Step) {
     DocPositions.resize(size_t(GlobalBatch * GlobalSeq));
     WEFT_RETURN_IF_ERROR(Data.fillDocumentPositions(
         Step, GlobalBatch, GlobalSeq, Prog.Vocab, DocPositions.data()));
+  }
+  if (Prog.ReadsKeyPadding) {
+    KeySpans.resize(size_t(GlobalBatch * 2));
+    WEFT_RETURN_IF_ERROR(
+        Data.fillKeySpans(Step, GlobalBatch, GlobalSeq, KeySpans.data()));
   }
   WEFT_RETURN_IF_ERROR(Q->copyToDevice(Tokens, HostInputs.data(),
                                        HostInputs.size() * sizeof(int32_t)));

@@ -240,6 +240,8 @@ private:
   /// Packed documents: each position's index in its document, for the
   /// step's global batch (loadBatch).
   std::vector<int32_t> DocPositions;
+  /// Key padding: each global row's tokens [F, E) (runtime/data/Data.h).
+  std::vector<int32_t> KeySpans;
   std::string Batches;
   int64_t GlobalBatch = 0, GlobalSeq = 0;
   std::vector<MeshStep> Steps; // parallel to Bound

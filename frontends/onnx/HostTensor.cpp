@@ -180,6 +180,7 @@ struct NodeFolder {
   bool gather();
   bool gatherElements();
   bool gatherNd();
+  bool scatterNd();
   bool cumsum();
   bool trilu();
   bool constantOfShape();
@@ -841,6 +842,55 @@ bool NodeFolder::gatherNd() {
   return true;
 }
 
+// ScatterND without reduction: data, with each index tuple's slice (the
+// index tuples are the last dim of indices) replaced by the updates' next
+// one, in order (torch's slice assignment `m[:, :, :, :n] = ...`).
+bool NodeFolder::scatterNd() {
+  const HostTensor *x, *u;
+  std::vector<int64_t> idx;
+  if (!input(0, x) || !ints(1, idx, "indices") || !input(2, u))
+    return false;
+  const auto *reduction = attr("reduction");
+  if (reduction && reduction->s() != "none")
+    return fail("reduction '" + reduction->s() + "' is not folded");
+  if (u->type != x->type)
+    return fail("updates of type " + std::string(hostTypeName(u->type)) +
+                " for data of type " + hostTypeName(x->type));
+  const Shape &is = in[1]->shape;
+  const int64_t k = is.empty() ? 0 : is.back();
+  if (k < 1 || k > int64_t(x->shape.size()))
+    return fail("index tuples of length " + std::to_string(k) +
+                " for data of rank " + std::to_string(x->shape.size()));
+  Shape want(is.begin(), is.end() - 1);
+  want.insert(want.end(), x->shape.begin() + k, x->shape.end());
+  if (u->shape != want)
+    return fail("updates of shape " + shapeStr(u->shape) + ", expected " +
+                shapeStr(want));
+  int64_t inner = 1;
+  for (size_t d = size_t(k); d < x->shape.size(); ++d)
+    inner *= x->shape[d];
+  Shape xs = strides(x->shape);
+  HostTensor t = *x;
+  int64_t from = 0;
+  for (size_t j = 0; j + size_t(k) <= idx.size(); j += size_t(k)) {
+    int64_t base = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t v;
+      if (!index(idx, j + size_t(d), x->shape[size_t(d)], v))
+        return false;
+      base += v * xs[size_t(d)];
+    }
+    for (int64_t i = 0; i < inner; ++i, ++from) {
+      if (t.isFloat())
+        t.reals[size_t(base + i)] = u->reals[size_t(from)];
+      else
+        t.ints[size_t(base + i)] = u->ints[size_t(from)];
+    }
+  }
+  out.push_back(std::move(t));
+  return true;
+}
+
 // Trilu (opset 14): the upper (default) or lower triangle of the last two
 // dims, from diagonal k (input 1, default 0); the rest zero.
 bool NodeFolder::trilu() {
@@ -998,6 +1048,7 @@ const std::map<std::string, FoldFn> &folders() {
     t["Expand"] = &NodeFolder::expand;
     t["Gather"] = &NodeFolder::gather;
     t["GatherND"] = &NodeFolder::gatherNd;
+    t["ScatterND"] = &NodeFolder::scatterNd;
     t["GatherElements"] = &NodeFolder::gatherElements;
     t["CumSum"] = &NodeFolder::cumsum;
     t["Trilu"] = &NodeFolder::trilu;

@@ -4,6 +4,7 @@
 #include "dialect/WeftDialect.h"
 #include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/OpSchemaCheck.h"
+#include "frontends/onnx/PaddingMask.h"
 #include "frontends/onnx/ShapeRules.h"
 #include "frontends/onnx/TwinTables.h"
 #include "program/OnnxBuffers.h"
@@ -79,6 +80,8 @@ constexpr int64_t kMinOpset = 7, kMaxOpset = 20;
 // of a sequence (SplitToSequence).
 struct Slot {
   std::optional<HostTensor> constant;
+  /// Computed from the attention_mask input alone (PaddingMask.h).
+  std::optional<onnximport::PaddedValue> padded;
   Value value;
   std::vector<Value> sequence;
   bool isSequence = false;
@@ -124,6 +127,11 @@ private:
     return {};
   }
   Value materialize(const std::string &name, const HostTensor &t);
+  DenseElementsAttr denseOf(const HostTensor &t);
+  std::string materializePadded(const std::string &name,
+                                const onnximport::PaddedValue &v, Value &out);
+  std::string maskInput(const onnx::ValueInfoProto &input, int64_t batch,
+                        int64_t seq);
   Value param(const std::string &name);
   std::string graphInput(const onnx::ValueInfoProto &input, Block *body);
   std::string tensorGraph(const onnx::GraphProto &g,
@@ -135,6 +143,8 @@ private:
   std::string twinTables(Block *body, const std::string &table);
   std::string frozenWeights(Block *body, int64_t hidden);
   std::string node(const onnx::NodeProto &n);
+  std::optional<std::string> paddedNode(const onnx::NodeProto &n,
+                                        const std::vector<const Slot *> &in);
   std::string readNode(const onnx::NodeProto &n);
   std::string emit(const onnx::NodeProto &n,
                    const std::vector<const Slot *> &in);
@@ -168,6 +178,13 @@ Value Importer::materialize(const std::string &name, const HostTensor &t) {
   auto it = constants.find(name);
   if (it != constants.end())
     return it->second;
+  Value v =
+      ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), denseOf(t));
+  constants[name] = v;
+  return v;
+}
+
+DenseElementsAttr Importer::denseOf(const HostTensor &t) {
   auto type = RankedTensorType::get(t.shape, elementType(t.type));
   DenseElementsAttr attr;
   if (t.isFloat()) {
@@ -186,9 +203,50 @@ Value Importer::materialize(const std::string &name, const HostTensor &t) {
   } else {
     attr = DenseElementsAttr::get(type, ArrayRef<int64_t>(t.ints));
   }
-  Value v = ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)), attr);
-  constants[name] = v;
-  return v;
+  return attr;
+}
+
+// A value computed from the attention_mask input, read by a node of the
+// model: its value if every key is a token, marked with its value if
+// every key is padding (weft-raise-onnx makes it an attention's key
+// padding, or refuses it).
+std::string Importer::materializePadded(const std::string &name,
+                                        const onnximport::PaddedValue &v,
+                                        Value &out) {
+  if (std::string e = onnximport::keyMaskForm(v); !e.empty())
+    return "value '" + name + "', computed from the attention_mask input, " + e;
+  out = materialize(name, v.ifTokens);
+  out.getDefiningOp()->setAttr(attrname::kIfPadding, denseOf(v.ifPadding));
+  return "";
+}
+
+// The graph's attention_mask input: [batch, seq] integers (or bools), 1 a
+// token and 0 padding, which weft-run --attention-mask gives each step.
+std::string Importer::maskInput(const onnx::ValueInfoProto &input,
+                                int64_t batch, int64_t seq) {
+  const std::string what = "graph input '" + input.name() + "'";
+  HostType type;
+  const auto &tt = input.type().tensor_type();
+  if (!input.type().has_tensor_type() ||
+      !onnximport::hostTypeOf(tt.elem_type(), type) ||
+      (type != HostType::I64 && type != HostType::I32 &&
+       type != HostType::Bool))
+    return what + " is not a tensor of integers or bools; an attention mask "
+                  "is 1 for a token, 0 for padding";
+  if (tt.shape().dim_size() != 2)
+    return what + " has rank " + std::to_string(tt.shape().dim_size()) +
+           "; an attention mask is [batch, seq], as the token ids";
+  const int64_t want[2] = {batch, seq};
+  for (int d = 0; d < 2; ++d)
+    if (tt.shape().dim(d).has_dim_value() &&
+        tt.shape().dim(d).dim_value() != want[d])
+      return what + " has dim " + std::to_string(d) + " = " +
+             std::to_string(tt.shape().dim(d).dim_value()) +
+             ", but the token ids' is " + std::to_string(want[d]);
+  Slot s;
+  s.padded = onnximport::paddedInput(type, batch, seq);
+  slots[input.name()] = s;
+  return "";
 }
 
 Value Importer::param(const std::string &name) {
@@ -866,6 +924,8 @@ std::string Importer::readNode(const onnx::NodeProto &n) {
     if (s && s->isSequence)
       return nodeName(n) + ": takes a sequence; weft imports sequences only "
                            "into SequenceAt";
+  if (std::optional<std::string> e = paddedNode(n, in))
+    return *e;
   // Shape of an imported value: its static shape.
   if (op == "Shape" && !in.empty() && in[0] && !in[0]->constant) {
     HostTensor t;
@@ -909,6 +969,62 @@ std::string Importer::readNode(const onnx::NodeProto &n) {
     return "";
   }
   return emit(n, in);
+}
+
+// A node reading a value computed from the attention_mask input: its
+// Shape is static; computed from it and constants alone, it is one too
+// (PaddingMask.h); read beside the model's values, it is materialised as
+// a constant marked with its padded value. nullopt: no such input.
+std::optional<std::string>
+Importer::paddedNode(const onnx::NodeProto &n,
+                     const std::vector<const Slot *> &in) {
+  bool padded = false, computed = false;
+  for (const Slot *s : in)
+    if (s) {
+      padded |= bool(s->padded);
+      computed |= !s->constant && !s->padded;
+    }
+  if (!padded)
+    return std::nullopt;
+  if (n.op_type() == "Shape" && in[0] && in[0]->padded) {
+    HostTensor t;
+    const auto *end = findAttribute(n, "end");
+    onnximport::shapeTensor(
+        in[0]->padded->ifTokens.shape, intAttr(n, "start", 0),
+        end ? std::optional<int64_t>(end->i()) : std::nullopt, t);
+    Slot s;
+    s.constant = std::move(t);
+    slots[n.output(0)] = s;
+    return "";
+  }
+  if (!computed) {
+    std::vector<const HostTensor *> constantsIn;
+    std::vector<const onnximport::PaddedValue *> paddedIn;
+    for (const Slot *s : in) {
+      constantsIn.push_back(s && s->constant ? &*s->constant : nullptr);
+      paddedIn.push_back(s && s->padded ? &*s->padded : nullptr);
+    }
+    std::vector<onnximport::PaddedValue> outs;
+    if (std::string e = onnximport::foldPadded(n, nodeName(n), opset,
+                                               constantsIn, paddedIn, outs);
+        !e.empty())
+      return e;
+    Slot s;
+    s.padded = std::move(outs[0]);
+    slots[n.output(0)] = std::move(s);
+    return "";
+  }
+  std::vector<Slot> materialized(in.size());
+  std::vector<const Slot *> operands = in;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i] && in[i]->padded) {
+      if (std::string e = materializePadded(n.input(int(i)), *in[i]->padded,
+                                            materialized[i].value);
+          !e.empty())
+        return nodeName(n) + " reads " + e;
+      operands[i] = &materialized[i];
+    }
+  return emit(n, operands);
 }
 
 std::string Importer::run(const onnx::ModelProto &model,
@@ -982,15 +1098,35 @@ std::string Importer::run(const onnx::ModelProto &model,
     return "the graph has no inputs (every value is an initializer or a "
            "constant); weft computes from token ids or, forward-only, float "
            "tensor inputs";
+  // Hugging Face's attention_mask beside the ids: the attention's key
+  // padding, given each step by weft-run --attention-mask.
+  const onnx::ValueInfoProto *mask = nullptr;
+  if (inputs.size() == 2)
+    for (int i = 0; i < 2; ++i)
+      if (inputs[size_t(i)]->name() == "attention_mask") {
+        mask = inputs[size_t(i)];
+        inputs.erase(inputs.begin() + i);
+        break;
+      }
+  if (mask && (options.forwardOnly || !options.givenTargets))
+    return "graph input 'attention_mask' pads rows: " +
+           std::string(options.forwardOnly
+                           ? "forward-only runs of padded rows are not built "
+                             "yet; train it"
+                           : "train it") +
+           " on given targets, -100 at the padding (--loss cross-entropy, "
+           "with --classes N for a classifier), fed by weft-run --tokens, "
+           "--targets and --attention-mask";
   if (inputs.size() != 1) {
     std::string names;
     for (const auto *i : inputs)
       names += (names.empty() ? "'" : ", '") + i->name() + "'";
     return "the graph has " + std::to_string(inputs.size()) + " inputs (" +
            names +
-           "); weft imports models with one input, the token ids [batch, "
-           "seq] (export without attention_mask and position_ids), or, "
-           "forward-only, float tensor inputs";
+           "); weft imports models whose inputs are the token ids [batch, "
+           "seq] and, optionally, an attention_mask of that shape (export "
+           "without token_type_ids and position_ids), or, forward-only, "
+           "float tensor inputs";
   }
   // The output the program computes: the one named by --onnx-output, else
   // the only one (forward-only: the first, with a note). A graph without
@@ -1050,6 +1186,9 @@ std::string Importer::run(const onnx::ModelProto &model,
   b.setInsertionPointToEnd(body);
   std::string e = graphInput(*inputs[0], body);
   if (!e.empty())
+    return e;
+  if (mask &&
+      !(e = maskInput(*mask, ids.getShape()[0], ids.getShape()[1])).empty())
     return e;
   for (const auto &n : g.node()) {
     e = node(n);

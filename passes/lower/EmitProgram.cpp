@@ -40,7 +40,7 @@ namespace {
 // version 6: pack and unpack may have `blocks`; version 7: forward-only
 // programs; version 8: their named tensor inputs and outputs; version 9:
 // masked-LM programs; version 10: constant buffers, select.
-constexpr uint32_t kFormatVersion = 12;
+constexpr uint32_t kFormatVersion = 13;
 
 // A pipeline stage's fragments (its schedule's virtual stages, and whether
 // its backward splits); one chunk, unsplit, for any other function.

@@ -24,6 +24,7 @@
 // lower by name, op type and opset.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
 #include "passes/onnx/OnnxMatch.h"
@@ -386,6 +387,8 @@ struct Split : NodePattern {
 struct MaskKind {
   bool causal = true;
   int64_t window = 0;
+  /// Each row's padding is no key (the graph's attention_mask input).
+  bool keyPadding = false;
 };
 
 // Causal self-attention as torch exports scaled_dot_product_attention:
@@ -472,32 +475,43 @@ struct Attention : NodePattern {
     FloatAttr scaleAttr = std::fabs(scale - standard) <= 1e-6 * standard
                               ? nullptr
                               : rw.getF64FloatAttr(scale);
-    rw.replaceOp(op, AttentionOp::create(
-                         rw, op.getLoc(), q, k, v, rw.getI64IntegerAttr(heads),
-                         rw.getI64IntegerAttr(kvHeads), scaleAttr,
-                         causal ? UnitAttr() : rw.getUnitAttr(), FloatAttr(),
-                         IntegerAttr(), ArrayAttr(),
-                         mask.window ? rw.getI64IntegerAttr(mask.window)
-                                     : IntegerAttr())
-                         .getResult());
+    rw.replaceOp(
+        op, AttentionOp::create(
+                rw, op.getLoc(), q, k, v, rw.getI64IntegerAttr(heads),
+                rw.getI64IntegerAttr(kvHeads), scaleAttr,
+                causal ? UnitAttr() : rw.getUnitAttr(), FloatAttr(),
+                IntegerAttr(), ArrayAttr(),
+                mask.window ? rw.getI64IntegerAttr(mask.window) : IntegerAttr(),
+                mask.keyPadding ? rw.getUnitAttr() : UnitAttr())
+                .getResult());
     return success();
   }
   // The scores before the mask the softmax reads, and which mask that is;
-  // null for any other mask.
+  // null for any other mask. A mask computed from the graph's
+  // attention_mask input (a constant marked weft.if_padding) is key
+  // padding over the mask it is when every key is a token, and may wrap
+  // another (GPT-2's eager attention adds it to the causal Where).
   static Value unmasked(Value scores, int64_t seq, MaskKind &mask) {
     if (OnnxNodeOp add = nodeOf(scores, "Add"))
-      for (int side = 0; side < 2; ++side)
-        if (std::optional<MaskKind> c =
-                additiveMask(add.getInputs()[side], seq)) {
+      for (int side = 0; side < 2; ++side) {
+        Value m = add.getInputs()[side], rest = add.getInputs()[1 - side];
+        if (isPadded(m))
+          return paddedOver(additiveMask(m, seq, /*ifPadding=*/true), rest, seq,
+                            mask);
+        if (std::optional<MaskKind> c = additiveMask(m, seq)) {
           mask = *c;
-          return add.getInputs()[1 - side];
+          return rest;
         }
+      }
     if (OnnxNodeOp select = nodeOf(scores, "Where"))
       for (bool keepFirst : {true, false}) {
         Value cond = select.getInputs()[0];
         Value kept = select.getInputs()[keepFirst ? 1 : 2];
         if (!isHuge(select.getInputs()[keepFirst ? 2 : 1]))
           continue;
+        if (isPadded(cond))
+          return paddedOver(selectMask(cond, seq, keepFirst, true), kept, seq,
+                            mask);
         if (std::optional<MaskKind> c = selectMask(cond, seq, keepFirst)) {
           mask = *c;
           return kept;
@@ -509,6 +523,27 @@ struct Attention : NodePattern {
       return scores;
     }
     return nullptr;
+  }
+  static bool isPadded(Value m) {
+    auto c = m.getDefiningOp<ConstantOp>();
+    return c && c->hasAttr(attrname::kIfPadding);
+  }
+  // Key padding (`padded`: the mask when every key is a token, if every
+  // key dropped when all are padding) over the mask of `rest`.
+  static Value paddedOver(std::optional<MaskKind> padded, Value rest,
+                          int64_t seq, MaskKind &mask) {
+    MaskKind inner;
+    Value scores = padded ? unmasked(rest, seq, inner) : nullptr;
+    if (!scores)
+      return nullptr;
+    const bool visible = !padded->causal && !padded->window,
+               innerVisible = !inner.causal && !inner.window;
+    if (!visible && !innerVisible &&
+        (padded->causal != inner.causal || padded->window != inner.window))
+      return nullptr;
+    mask = visible ? inner : *padded;
+    mask.keyPadding = true;
+    return scores;
   }
   static Value stripConstScale(Value v) {
     double ignored = 1.0;
@@ -554,20 +589,80 @@ struct Attention : NodePattern {
   // and below the diagonal (GPT-2's eager attention), or within a sliding
   // window of it (Mistral's); visible: kept everywhere (an encoder's
   // all-ones attention mask).
-  static std::optional<MaskKind> selectMask(Value m, int64_t seq,
-                                            bool keepTrue) {
+  static std::optional<MaskKind> selectMask(Value m, int64_t seq, bool keepTrue,
+                                            bool ifPadding = false) {
+    return constantMask(
+        m, seq, /*additive=*/false,
+        [&](double x) -> std::optional<bool> { return (x != 0) == keepTrue; },
+        ifPadding);
+  }
+  // A constant [.., S, S] added mask: 0 where a key is kept, and where it
+  // is not a value whose exp is 0 (-inf, or finfo.min as transformers
+  // writes); causal (with or without a window) or visible, as selectMask.
+  static std::optional<MaskKind> additiveMask(Value m, int64_t seq,
+                                              bool ifPadding = false) {
+    return constantMask(
+        m, seq, /*additive=*/true,
+        [](double x) -> std::optional<bool> {
+          if (x == 0.0)
+            return true;
+          if (x <= -1e30)
+            return false;
+          return std::nullopt;
+        },
+        ifPadding);
+  }
+  // A constant's elements as doubles (bools as 0 and 1).
+  static std::vector<double> elementsOf(DenseElementsAttr d) {
+    std::vector<double> v;
+    if (auto fp = dyn_cast_or_null<DenseFPElementsAttr>(d)) {
+      v.resize(fp.getNumElements());
+      allReals(fp, [&](int64_t i, double x) {
+        v[i] = x;
+        return true;
+      });
+    } else if (auto bits = dyn_cast_or_null<DenseIntElementsAttr>(d)) {
+      if (bits.getElementType().isInteger(1))
+        for (bool bit : bits.getValues<bool>())
+          v.push_back(bit);
+    }
+    return v;
+  }
+  // Which mask the constant m [.., R, S] is (R = S, or 1: one row for every
+  // query), each element kept or dropped as keepOf reads it (nullopt:
+  // neither). With ifPadding, m is computed from the attention_mask input,
+  // and its value when every key is padding must drop every key.
+  static std::optional<MaskKind>
+  constantMask(Value m, int64_t seq, bool additive,
+               llvm::function_ref<std::optional<bool>(double)> keepOf,
+               bool ifPadding) {
     auto c = m.getDefiningOp<ConstantOp>();
-    auto dense = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
+    auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
     Shape s = shapeOf(m);
-    if (!dense || !dense.getElementType().isInteger(1) || s.size() < 2 ||
-        s[s.size() - 1] != seq || s[s.size() - 2] != seq)
+    if (!dense || s.size() < 2 || s.back() != seq ||
+        (s[s.size() - 2] != seq && s[s.size() - 2] != 1) ||
+        additive != isa<DenseFPElementsAttr>(dense))
       return std::nullopt;
-    std::vector<bool> keep;
-    keep.reserve(dense.getNumElements());
-    for (bool bit : dense.getValues<bool>())
-      keep.push_back(bit == keepTrue);
-    return maskKind(seq, keep.size(),
-                    [&](int64_t i) -> std::optional<bool> { return keep[i]; });
+    std::vector<double> v = elementsOf(dense);
+    if (int64_t(v.size()) != dense.getNumElements())
+      return std::nullopt;
+    if (ifPadding) {
+      std::vector<double> padded =
+          elementsOf(c->getAttrOfType<DenseElementsAttr>(attrname::kIfPadding));
+      if (padded.size() != v.size())
+        return std::nullopt;
+      for (double x : padded)
+        if (keepOf(x) != std::optional<bool>(false))
+          return std::nullopt;
+    }
+    const int64_t rows = s[s.size() - 2],
+                  blocks = int64_t(v.size()) / (rows * seq);
+    return maskKind(
+        seq, blocks * seq * seq, [&](int64_t i) -> std::optional<bool> {
+          int64_t b = i / (seq * seq), row = (i / seq) % seq;
+          return keepOf(
+              v[size_t((b * rows + (rows == 1 ? 0 : row)) * seq + i % seq)]);
+        });
   }
   // Which mask `keep` (element i: whether key i % S is kept for query
   // (i / S) % S; nullopt where neither kept nor dropped) is, if any: the
@@ -604,29 +699,6 @@ struct Attention : NodePattern {
   static bool isHuge(Value v) {
     std::optional<double> x = splat(v);
     return x && shapeOf(v).empty() && *x <= -1e30;
-  }
-  // A constant [.., S, S] added mask: 0 where a key is kept, and where it
-  // is not a value whose exp is 0 (-inf, or finfo.min as transformers
-  // writes); causal (with or without a window) or visible, as selectMask.
-  static std::optional<MaskKind> additiveMask(Value m, int64_t seq) {
-    auto c = m.getDefiningOp<ConstantOp>();
-    auto dense = c ? dyn_cast<DenseFPElementsAttr>(c.getValue()) : nullptr;
-    Shape s = shapeOf(m);
-    if (!dense || s.size() < 2 || s[s.size() - 1] != seq ||
-        s[s.size() - 2] != seq)
-      return std::nullopt;
-    std::vector<double> v(dense.getNumElements());
-    allReals(dense, [&](int64_t i, double x) {
-      v[i] = x;
-      return true;
-    });
-    return maskKind(seq, v.size(), [&](int64_t i) -> std::optional<bool> {
-      if (v[i] == 0.0)
-        return true;
-      if (v[i] <= -1e30)
-        return false;
-      return std::nullopt;
-    });
   }
 };
 
@@ -1162,6 +1234,27 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
                        "optimize=False";
     });
     if (shared)
+      return signalPassFailure();
+    // A value of the attention_mask input that no attention took as its
+    // key padding would be read as the mask of an all-token batch.
+    WalkResult padding =
+        fn.walk([&](ConstantOp c) {
+          if (!c->hasAttr(attrname::kIfPadding) || c->use_empty())
+            return WalkResult::advance();
+          Operation *user = *c->getUsers().begin();
+          auto node = dyn_cast<OnnxNodeOp>(user);
+          user->emitError()
+              << (node ? ("ONNX node '" + node.getNode() + "' (" +
+                          node.getOpType() + ")")
+                             .str()
+                       : std::string("this op"))
+              << " reads a value computed from the attention_mask input where "
+                 "weft raises no attention mask: weft reads attention_mask as "
+                 "the key padding of an attention it raises (scores masked by "
+                 "Add or Where before the softmax)";
+          return WalkResult::interrupt();
+        });
+    if (padding.wasInterrupted())
       return signalPassFailure();
     // The import trains next-token cross-entropy; an encoder's attention
     // shows each position the token it would predict (the next one is in

@@ -329,7 +329,8 @@ template <typename T> struct Kernels {
     D.Pos = documentRow(I, Ctx);
     D.Stride = Ctx.DocSeq;
     D.Window = I.Attrs->Window;
-    return D.Pos || D.Window > 0 ? &D : nullptr;
+    D.Span = keySpans(I, Ctx);
+    return D.Pos || D.Window > 0 || D.Span ? &D : nullptr;
   }
   static Status attention(const BI &I, const SC &Ctx, CpuState &S) {
     const Shape &D = I.In[0].Spec->Dims;

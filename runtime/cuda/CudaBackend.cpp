@@ -635,11 +635,12 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
     // Dropout of the probabilities inside the fused kernel: not on CUDA yet
     // (the dropout op itself is in the backend's missing list).
     if ((I.Op == OpKind::Attention || I.Op == OpKind::AttentionGrad) &&
-        (I.Attrs->DropP > 0 || I.Attrs->Window > 0))
+        (I.Attrs->DropP > 0 || I.Attrs->Window > 0 || I.Attrs->KeyPadding))
       return Status::error(describeInstruction(I) +
-                           " drops its probabilities (attention dropout) or "
-                           "slides a window, which the CUDA backend does not "
-                           "run yet: run it with --device cpu");
+                           " drops its probabilities (attention dropout), "
+                           "slides a window or reads an attention mask, "
+                           "which the CUDA backend does not run yet: run it "
+                           "with --device cpu");
     auto P = std::make_unique<Plan>();
     Expected<KernelChoice> Choice = chooseKernel(I);
     if (!Choice.ok())

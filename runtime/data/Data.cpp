@@ -300,6 +300,30 @@ Status SampleData::fillDocumentPositions(int64_t Step, int64_t Batch,
   return Status::success();
 }
 
+Status BatchSource::fillKeySpans(int64_t, int64_t, int64_t, int32_t *) const {
+  return Status::error("the program's attention reads each row's attention "
+                       "mask (the model's attention_mask input): give "
+                       "weft-run --tokens, --targets and --attention-mask");
+}
+
+Status SampleData::fillKeySpans(int64_t Step, int64_t Batch, int64_t Seq,
+                                int32_t *Out) const {
+  if (Mask.empty())
+    return BatchSource::fillKeySpans(Step, Batch, Seq, Out);
+  // loadAttentionMask checked each row is one run of tokens.
+  for (int64_t R = 0; R < Batch; ++R) {
+    const int32_t *M = Mask.data() + rowOf(Step, Batch, R) * Seq;
+    int32_t F = 0, E = int32_t(Seq);
+    while (F < E && !M[F])
+      ++F;
+    while (E > F && !M[E - 1])
+      --E;
+    Out[2 * R] = F;
+    Out[2 * R + 1] = E;
+  }
+  return Status::success();
+}
+
 void documentPositions(const int32_t *Tokens, int64_t Rows, int64_t Seq,
                        int64_t Eos, int32_t *Out) {
   for (int64_t R = 0; R < Rows; ++R) {

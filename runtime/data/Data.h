@@ -57,6 +57,10 @@ public:
   /// values.
   virtual Status fillDocumentPositions(int64_t Step, int64_t Batch, int64_t Seq,
                                        int64_t Vocab, int32_t *Out) const;
+  /// Key padding: each row of step Step's batch's tokens [F, E) in its
+  /// attention mask, 2 a row (a SampleData with a mask; else an error).
+  virtual Status fillKeySpans(int64_t Step, int64_t Batch, int64_t Seq,
+                              int32_t *Out) const;
 
 protected:
   int64_t DocumentEos = -1;
@@ -193,6 +197,8 @@ public:
   const std::vector<int32_t> &targetRows() const { return Targets; }
   Status fillDocumentPositions(int64_t Step, int64_t Batch, int64_t Seq,
                                int64_t Vocab, int32_t *Out) const override;
+  Status fillKeySpans(int64_t Step, int64_t Batch, int64_t Seq,
+                      int32_t *Out) const override;
 
 private:
   std::vector<int32_t> Tokens, Targets, Mask;

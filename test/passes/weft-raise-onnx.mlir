@@ -250,6 +250,68 @@ func.func @attention_select(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: te
 
 // -----
 
+// GPT-2's eager attention with an attention_mask input: the import's
+// padded value (0 where every key is a token, weft.if_padding finfo.min
+// where every key is padding) is added to the causal Where: key padding
+// over causal attention.
+// CHECK-LABEL: func @attention_key_padding
+// CHECK-NEXT:  %[[A:.*]] = weft.attention %arg0, %arg1, %arg2 {key_padding, num_heads = 2 : i64, num_kv_heads = 2 : i64}
+// CHECK-NEXT:  return %[[A]]
+func.func @attention_key_padding(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %heads = weft.constant dense<[1, 4, 2, 4]> : tensor<4xi64>
+  %back = weft.constant dense<[1, 4, 8]> : tensor<3xi64>
+  %two = weft.constant dense<2.000000e+00> : tensor<f32>
+  %min = weft.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = weft.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>
+  %q4 = weft.onnx_node "Reshape" "view_q"(%q, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %qt = weft.onnx_node "Transpose" "transpose_q"(%q4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %k4 = weft.onnx_node "Reshape" "view_k"(%k, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %kt = weft.onnx_node "Transpose" "transpose_k"(%k4) {attrs = {perm = array<i64: 0, 2, 3, 1>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %v4 = weft.onnx_node "Reshape" "view_v"(%v, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %vt = weft.onnx_node "Transpose" "transpose_v"(%v4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %sc = weft.onnx_node "MatMul" "scores"(%qt, %kt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ss = weft.onnx_node "Div" "scaled"(%sc, %two) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %pad = weft.constant dense<0.0> : tensor<1x1x1x4xf32> {weft.if_padding = dense<-3.40282347E+38> : tensor<1x1x1x4xf32>}
+  %c = weft.onnx_node "Where" "causal"(%mask, %ss, %min) {attrs = {}, opset = 17 : i64} : (tensor<1x1x4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %m = weft.onnx_node "Add" "padded"(%c, %pad) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x1x1x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = weft.onnx_node "Softmax" "softmax"(%m) {attrs = {axis = -1 : i64}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = weft.onnx_node "MatMul" "pv"(%p, %vt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ot = weft.onnx_node "Transpose" "transpose_o"(%o) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x4x2x4xf32>
+  %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 17 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
+  return %y : tensor<1x4x8xf32>
+}
+
+// -----
+
+// Beside it, a padded value that keeps key 3 when every key is padding is
+// no key padding: nothing raises, and the mask's reader is refused.
+func.func @attention_padding_keeps(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %heads = weft.constant dense<[1, 4, 2, 4]> : tensor<4xi64>
+  %back = weft.constant dense<[1, 4, 8]> : tensor<3xi64>
+  %two = weft.constant dense<2.000000e+00> : tensor<f32>
+  %min = weft.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = weft.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>
+  %q4 = weft.onnx_node "Reshape" "view_q"(%q, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %qt = weft.onnx_node "Transpose" "transpose_q"(%q4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %k4 = weft.onnx_node "Reshape" "view_k"(%k, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %kt = weft.onnx_node "Transpose" "transpose_k"(%k4) {attrs = {perm = array<i64: 0, 2, 3, 1>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %v4 = weft.onnx_node "Reshape" "view_v"(%v, %heads) {attrs = {}, opset = 17 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %vt = weft.onnx_node "Transpose" "transpose_v"(%v4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %sc = weft.onnx_node "MatMul" "scores"(%qt, %kt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ss = weft.onnx_node "Div" "scaled"(%sc, %two) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %pad = weft.constant dense<0.0> : tensor<1x1x1x4xf32> {weft.if_padding = dense<[[[[-3.40282347E+38, -3.40282347E+38, -3.40282347E+38, 0.0]]]]> : tensor<1x1x1x4xf32>}
+  %c = weft.onnx_node "Where" "causal"(%mask, %ss, %min) {attrs = {}, opset = 17 : i64} : (tensor<1x1x4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  // expected-error @+1 {{ONNX node 'padded' (Add) reads a value computed from the attention_mask input where weft raises no attention mask}}
+  %m = weft.onnx_node "Add" "padded"(%c, %pad) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x1x1x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = weft.onnx_node "Softmax" "softmax"(%m) {attrs = {axis = -1 : i64}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = weft.onnx_node "MatMul" "pv"(%p, %vt) {attrs = {}, opset = 17 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ot = weft.onnx_node "Transpose" "transpose_o"(%o) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 17 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x4x2x4xf32>
+  %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 17 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
+  return %y : tensor<1x4x8xf32>
+}
+
+// -----
+
 // Mistral's sliding window: the mask keeps a band of the diagonal and the
 // W - 1 = 1 keys before it (query i reads keys i - 2 < j <= i): causal
 // attention with window 2.

@@ -25,7 +25,11 @@
   shape.onnx     a Gemm whose weight [5, 8] does not contract with [.., 8]
   declared.onnx  logits declared [2, 4, 32] where the table makes 16
   opset.onnx     opset 6 (before numpy broadcasting)
-  inputs.onnx    a second input, attention_mask
+  inputs.onnx    a second input, attention_mask, which nothing reads
+  inputs3.onnx   input_ids, attention_mask and token_type_ids
+  mask_cumsum.onnx  positions counted from attention_mask (CumSum)
+  mask_hidden.onnx  attention_mask multiplying the hidden states
+  mask_scores.onnx  attention_mask added to scores that are no attention
   no_outputs.onnx  the bigram with no graph outputs
   ir0/ir99.onnx, both_data.onnx, short_weights.onnx, duplicate_weights.onnx,
   external_{escape,absolute,missing}.onnx: malformed headers and weights
@@ -97,6 +101,29 @@ save(model([embed] + head(), [WTE], logits_dims=(2, 4, 32)), f"{out}/declared.on
 save(model([embed] + head(), [WTE], opset=6), f"{out}/opset.onnx")
 mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [2, 4])
 save(model([embed] + head(), [WTE], extra_inputs=[mask]), f"{out}/inputs.onnx")
+types = helper.make_tensor_value_info("token_type_ids", TensorProto.INT64, [2, 4])
+save(model([embed] + head(), [WTE], extra_inputs=[mask, types]), f"{out}/inputs3.onnx")
+WPE = numpy_helper.from_array(rng.standard_normal((4, 8)).astype(np.float32), "wpe")
+axis1 = helper.make_node("Constant", [], ["axis1"], value=numpy_helper.from_array(
+    np.array(1, np.int64), "axis1"))
+save(model([embed, axis1, helper.make_node("CumSum", ["attention_mask", "axis1"], ["pos"],
+                                           name="positions"),
+            helper.make_node("Gather", ["wpe", "pos"], ["p"], name="wpe_at", axis=0),
+            helper.make_node("Add", ["x", "p"], ["xp"], name="plus_pos")] + head("xp"),
+           [WTE, WPE], extra_inputs=[mask]), f"{out}/mask_cumsum.onnx")
+last = helper.make_node("Constant", [], ["last"], value_ints=[2])
+save(model([embed, last, helper.make_node("Cast", ["attention_mask"], ["mf"], name="mf", to=1),
+            helper.make_node("Unsqueeze", ["mf", "last"], ["m3"], name="m3"),
+            helper.make_node("Mul", ["x", "m3"], ["xm"], name="zero_padding")] + head("xm"),
+           [WTE], extra_inputs=[mask]), f"{out}/mask_hidden.onnx")
+mid = helper.make_node("Constant", [], ["mid"], value_ints=[1])
+save(model([embed, mid, helper.make_node("Cast", ["attention_mask"], ["mf"], name="mf", to=1),
+            helper.make_node("Unsqueeze", ["mf", "mid"], ["m3"], name="m3"),
+            helper.make_node("Transpose", ["x"], ["xt"], name="xt", perm=[0, 2, 1]),
+            helper.make_node("MatMul", ["x", "xt"], ["s"], name="scores"),
+            helper.make_node("Add", ["s", "m3"], ["sm"], name="plus_mask"),
+            helper.make_node("MatMul", ["sm", "x"], ["y"], name="mix")] + head("y"),
+           [WTE], extra_inputs=[mask]), f"{out}/mask_scores.onnx")
 fused = helper.make_node("FastGelu", ["x"], ["g"], name="fastgelu", domain="com.microsoft")
 m = model([embed, fused] + head("g"), [WTE])
 m.opset_import.append(helper.make_opsetid("com.microsoft", 1))

@@ -66,7 +66,8 @@ options:
                     program's recipe is not applied (the targets are given)
   --attention-mask FILE.npy
                     with --tokens/--targets, for a program compiled with
-                    --attention-mask: each sample's mask [N, seq], 1 a
+                    --attention-mask or from an ONNX graph with an
+                    attention_mask input: each sample's mask [N, seq], 1 a
                     token, 0 padding (a padded position's target is -100)
   --seed N          seed of the deterministic parameter init and of the
                     dropout masks (default 1234)
@@ -708,13 +709,18 @@ int main(int Argc, char **Argv) {
         "): give --tokens and --targets, not a token file");
   if (O.Data.empty() && !Samples && !O.GradCheck && !P->forwardOnly())
     return fail("no --data given (a uint16 token file, see weft-tokenize)");
-  if (P->DocumentsFromMask && (!Samples || O.MaskNpy.empty()))
-    return fail("'" + O.Program +
-                "' trains padded rows (weft-compile --attention-mask): give "
-                "--tokens, --targets and --attention-mask");
-  if (!O.MaskNpy.empty() && !P->DocumentsFromMask)
+  const bool Padded = P->DocumentsFromMask || P->ReadsKeyPadding;
+  if (Padded && (!Samples || O.MaskNpy.empty()))
+    return fail("'" + O.Program + "' " +
+                (P->ReadsKeyPadding
+                     ? "reads each row's attention mask (the model's "
+                       "attention_mask input)"
+                     : "trains padded rows (weft-compile --attention-mask)") +
+                ": give --tokens, --targets and --attention-mask");
+  if (!O.MaskNpy.empty() && !Padded)
     return fail("--attention-mask is for a program compiled with "
-                "--attention-mask (padded rows); '" +
+                "--attention-mask (padded rows) or from a graph with an "
+                "attention_mask input; '" +
                 O.Program + "' reads every position");
   if (O.Data.empty() && (O.Draw != Sampling::Contiguous || O.DataSeed >= 0))
     return fail(std::string(O.Draw != Sampling::Contiguous ? "--sampling"

@@ -64,21 +64,31 @@ void softmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
 }
 
 // Packed documents: query I of a row reads keys [I - Pos[I], I], its own
-// document's, and within a sliding window W keys past I - W only; the
-// others' probabilities are 0.
+// document's, and within a sliding window W keys past I - W only. Key
+// padding: the row's tokens are keys [F, E) = Span[0..1], which every query
+// of a bidirectional attention reads, and a causal query I up to I (one
+// before F, which has no key, reads itself). The others' probabilities
+// are 0.
 template <typename T>
 void softmaxDocumentRows(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
-                         const int32_t *Pos, int64_t Window) {
+                         const int32_t *Pos, int64_t Window,
+                         const int32_t *Span, bool Causal) {
   for (int64_t I = I0; I < I1; ++I) {
     T *Row = P + (I - I0) * Ld;
-    int64_t Lo = Pos ? I - Pos[I] : 0;
+    int64_t Lo = Pos ? I - Pos[I] : 0, Hi = Causal ? I : KEnd - 1;
     if (Window > 0)
       Lo = std::max<int64_t>(Lo, I - Window + 1);
-    // Keys Lo..I, as one row of I + 1 - Lo keys, all read.
-    softmaxRows(Row + Lo, Ld, I, I + 1, I + 1 - Lo, false);
+    if (Span) {
+      Lo = std::max<int64_t>(Lo, Span[0]);
+      Hi = std::min<int64_t>(Hi, Span[1] - 1);
+      if (Lo > Hi)
+        Lo = Hi = I;
+    }
+    // Keys Lo..Hi, as one row of Hi + 1 - Lo keys, all read.
+    softmaxRows(Row + Lo, Ld, I, I + 1, Hi + 1 - Lo, false);
     for (int64_t J = 0; J < Lo; ++J)
       Row[J] = T(0);
-    for (int64_t J = I + 1; J < KEnd; ++J)
+    for (int64_t J = Hi + 1; J < KEnd; ++J)
       Row[J] = T(0);
   }
 }
@@ -89,7 +99,8 @@ void softmaxFor(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
   if (Docs)
     softmaxDocumentRows(P, Ld, I0, I1, KEnd,
                         Docs->Pos ? Docs->Pos + Bi * Docs->Stride : nullptr,
-                        Docs->Window);
+                        Docs->Window,
+                        Docs->Span ? Docs->Span + 2 * Bi : nullptr, Causal);
   else
     softmaxBlock(P, Ld, I0, I1, KEnd, Causal);
 }

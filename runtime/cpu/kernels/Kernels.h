@@ -184,6 +184,8 @@ struct AttentionDocuments {
   int64_t Stride = 0;
   /// A sliding window W (0: none): query i reads keys j > i - W too.
   int64_t Window = 0;
+  /// Key padding: per local row, its tokens' keys [F, E) (null: none).
+  const int32_t *Span = nullptr;
 };
 template <typename T>
 void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
