@@ -80,6 +80,11 @@ inline constexpr llvm::StringLiteral kStageLayers = "weft.stage_layers";
 /// mask value (frontends/onnx/PaddingMask.h). weft-raise-onnx reads it
 /// into an attention's key_padding; any other use is refused.
 inline constexpr llvm::StringLiteral kIfPadding = "weft.if_padding";
+/// On a weft.constant of zeros [batch, seq] the ONNX import puts where the
+/// graph's token_type_ids input indexes a table (a unit attribute): the
+/// ids are the step's, not these; weft-raise-onnx makes the lookup a
+/// position_embedding with token_types, and refuses any other use.
+inline constexpr llvm::StringLiteral kTokenTypes = "weft.token_types";
 
 // Names a forward-only program gives its tensors (format version 8).
 /// On a function argument: the program input it is (a non-empty string;

@@ -283,6 +283,12 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
                ? success()
                : LogicalResult(fail()
                                << "must be a function's string, got " << value);
+  if (name == an::kTokenTypes)
+    return isa<ConstantOp>(op) && isa<UnitAttr>(value)
+               ? success()
+               : LogicalResult(fail() << "must be a unit attribute on a "
+                                         "weft.constant, got "
+                                      << value);
   if (name == an::kIfPadding) {
     auto c = dyn_cast<ConstantOp>(op);
     auto d = dyn_cast<DenseElementsAttr>(value);

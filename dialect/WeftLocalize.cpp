@@ -134,13 +134,13 @@ void EmbeddingGradOp::localize(const ShardingRule &rule, const FactorSplit &s) {
 void PositionEmbeddingOp::localize(const ShardingRule &rule,
                                    const FactorSplit &s) {
   setAxes(*this, "seq_axes", axesOf(s, rule.operands[0][1]));
-  if (packsDocuments(*this))
+  if (packsDocuments(*this) || getTokenTypes())
     (*this)->setAttr("dim_axes", dimAxes(getContext(), rule.operands[0], s));
 }
 
 void PositionEmbeddingGradOp::localize(const ShardingRule &rule,
                                        const FactorSplit &s) {
   setAxes(*this, "seq_axes", axesOf(s, rule.operands[0][1]));
-  if (packsDocuments(*this))
+  if (packsDocuments(*this) || getTokenTypes())
     (*this)->setAttr("dim_axes", dimAxes(getContext(), rule.operands[0], s));
 }

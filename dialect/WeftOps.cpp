@@ -183,7 +183,8 @@ LogicalResult PositionEmbeddingOp::inferReturnTypes(
   if (table.getDimSize(1) != x.getDimSize(2))
     return emitOptionalError(loc, "table dim ", table.getDimSize(1),
                              " differs from x dim ", x.getDimSize(2));
-  if (table.getDimSize(0) < x.getDimSize(1))
+  // Positions read rows [0, seq); token types any row.
+  if (!adaptor.getTokenTypes() && table.getDimSize(0) < x.getDimSize(1))
     return emitOptionalError(
         loc, "seq=", x.getDimSize(1),
         " exceeds the table's positions=", table.getDimSize(0));
@@ -407,7 +408,8 @@ LogicalResult PositionEmbeddingGradOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &types) {
   auto dy = typeOf(adaptor.getDy());
-  if (dy.getRank() != 3 || adaptor.getPositions() < dy.getDimSize(1))
+  if (dy.getRank() != 3 || adaptor.getPositions() < 1 ||
+      (!adaptor.getTokenTypes() && adaptor.getPositions() < dy.getDimSize(1)))
     return emitOptionalError(loc,
                              "dy must be [batch, seq, dim] with seq <= "
                              "positions=",

@@ -184,7 +184,14 @@ def Weft_EmbeddingOp : Weft_ForwardOp<"embedding",
 def Weft_PositionEmbeddingOp : Weft_ForwardOp<"position_embedding",
     [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
   let summary = "learned positions: y[b,s] = x[b,s] + table[s]";
-  let arguments = (ins Weft_FloatTensor:$x, Weft_FloatTensor:$table);
+  let description = [{
+    With `token_types` the row is each position's token type instead:
+    y[b,s] = x[b,s] + table[t[b,s]], t the step's token_type_ids (an
+    imported graph's input, given by weft-run --token-type-ids): BERT's
+    segment embedding.
+  }];
+  let arguments = (ins Weft_FloatTensor:$x, Weft_FloatTensor:$table,
+                   UnitAttr:$token_types);
   let results = (outs Weft_FloatTensor:$result);
 }
 
@@ -451,7 +458,12 @@ def Weft_PositionEmbeddingGradOp
     : Weft_ComputeOp<"position_embedding_grad",
           [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
   let summary = "dtable[s] = sum over the batch of dy[b, s]; 0 past seq";
-  let arguments = (ins Weft_FloatTensor:$dy, I64Attr:$positions);
+  let description = [{
+    With `token_types`, dtable[r] sums dy[b, s] over the positions whose
+    token type t[b, s] is r.
+  }];
+  let arguments = (ins Weft_FloatTensor:$dy, I64Attr:$positions,
+                   UnitAttr:$token_types);
   let results = (outs Weft_FloatTensor:$dtable);
 }
 

@@ -26,8 +26,8 @@ LogicalResult PositionEmbeddingOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                             SmallVectorImpl<Value> &grads) {
   int64_t positions = getTable().getType().getDimSize(0);
   grads.push_back(dys[0]);
-  grads.push_back(
-      PositionEmbeddingGradOp::create(b, getLoc(), dys[0], positions));
+  grads.push_back(PositionEmbeddingGradOp::create(b, getLoc(), dys[0],
+                                                  positions, getTokenTypes()));
   return success();
 }
 

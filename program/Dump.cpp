@@ -151,6 +151,8 @@ std::string attrString(const Instruction &I) {
       I.Op == OpKind::Slice)
     Add("dim=" + std::to_string(A.Dim));
   AddAxes("seq_axes", A.SeqAxes);
+  if (A.TokenTypes)
+    Add("token_types=true");
   AddAxes("vocab_axes", A.VocabAxes);
   AddAxes("shard_axes", A.ShardAxes);
   if (!A.DimAxes.empty()) {

@@ -620,6 +620,7 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     return getInt(*Attrs, "denominator", ACtx, A.Denominator);
   case OpKind::PositionEmbedding:
   case OpKind::PositionEmbeddingGrad:
+    WEFT_RETURN_IF_ERROR(optBool("token_types", A.TokenTypes));
     if (Attrs->contains("seq_axes"))
       return getAxes(*Attrs, "seq_axes", ACtx, A.SeqAxes);
     return Status::success();
@@ -1133,8 +1134,22 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
   WEFT_RETURN_IF_ERROR(getInt(Root, "loss", "program", P.Loss));
   WEFT_RETURN_IF_ERROR(parseMaskedLm(Root, P));
   WEFT_RETURN_IF_ERROR(parseDocuments(Root, P));
-  for (const Instruction &I : P.Instructions)
+  for (const Instruction &I : P.Instructions) {
     P.ReadsKeyPadding |= I.Attrs.KeyPadding;
+    if (!I.Attrs.TokenTypes || I.In.empty() || I.Out.empty())
+      continue;
+    // The table: position_embedding's input 1, its gradient's output.
+    const int64_t T = I.Op == OpKind::PositionEmbedding && I.In.size() > 1
+                          ? I.In[1]
+                          : I.Out[0];
+    if (T < 0 || T >= int64_t(P.Buffers.size()) ||
+        P.Buffers[size_t(T)].Dims.empty())
+      continue; // validateProgram names it
+    const int64_t Rows = P.Buffers[size_t(T)].Dims[0];
+    P.TokenTypeRows =
+        P.ReadsTokenTypes ? std::min(P.TokenTypeRows, Rows) : Rows;
+    P.ReadsTokenTypes = true;
+  }
   resolveLayouts(P);
   WEFT_RETURN_IF_ERROR(validateProgram(P));
   return P;

@@ -330,6 +330,9 @@ struct OpAttrs {
   /// attention(_grad): the keys are each row's run of tokens in the step's
   /// attention mask (version 13; an imported graph's attention_mask).
   bool KeyPadding = false;
+  /// position_embedding(_grad): the rows are the step's token types
+  /// (version 13; an imported graph's token_type_ids).
+  bool TokenTypes = false;
   std::vector<AxesList> DimAxes;
 };
 
@@ -449,6 +452,10 @@ struct Program {
   /// Version 13: some attention reads the step's attention mask as key
   /// padding (set from the instructions' key_padding when loaded).
   bool ReadsKeyPadding = false;
+  /// Version 13: some table is read by the step's token types; they are
+  /// below TokenTypeRows (the smallest such table's rows).
+  bool ReadsTokenTypes = false;
+  int64_t TokenTypeRows = 0;
   std::string Model;
   DType Type = DType::F32;
   /// The token ids' [batch, seq] and their bound; all 0 in a forward-only

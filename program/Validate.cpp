@@ -634,7 +634,13 @@ Status InstChecker::run() {
                   ", expected [B,S,D]");
     WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.SeqAxes, "seq_axes"));
     WEFT_RETURN_IF_ERROR(checkDimAxes(X));
-    int64_t SGlobal = X.Dims[1] * P.Devices.count(I.Attrs.SeqAxes);
+    if (I.Attrs.TokenTypes && P.Version < 13)
+      return fail("token_types needs format version 13, the file is "
+                  "version " +
+                  std::to_string(P.Version));
+    // Positions read rows [0, S); token types any row of the table.
+    int64_t SGlobal =
+        I.Attrs.TokenTypes ? 1 : X.Dims[1] * P.Devices.count(I.Attrs.SeqAxes);
     if (Table.Dims.size() != 2 || Table.Dims[1] != X.Dims[2] ||
         Table.Dims[0] < SGlobal)
       return fail("the table has shape " + shapeString(Table.Dims) +

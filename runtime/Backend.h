@@ -109,6 +109,8 @@ struct StepContext {
   /// Key padding: each row's tokens [F, E) in the step's attention mask,
   /// for the step's global batch [rows, 2] (null: no attention reads it).
   const int32_t *KeySpans = nullptr;
+  /// The step's token types [rows, DocSeq] (null: no table reads them).
+  const int32_t *TokenTypes = nullptr;
 };
 
 /// Packed documents: the positions of instruction I's local row 0 (its
@@ -119,6 +121,17 @@ inline const int32_t *documentRow(const BoundInstruction &I,
   if (!Ctx.DocPos || I.DimFirst.size() < 2)
     return nullptr;
   return Ctx.DocPos +
+         (I.DimFirst[0] + Ctx.Microbatch * I.MicrobatchRows) * Ctx.DocSeq +
+         I.DimFirst[1];
+}
+
+/// Token types: those of position_embedding(_grad) I's local row 0 (as
+/// documentRow), or null when it reads positions.
+inline const int32_t *tokenTypeRow(const BoundInstruction &I,
+                                   const StepContext &Ctx) {
+  if (!Ctx.TokenTypes || !I.Attrs->TokenTypes || I.DimFirst.size() < 2)
+    return nullptr;
+  return Ctx.TokenTypes +
          (I.DimFirst[0] + Ctx.Microbatch * I.MicrobatchRows) * Ctx.DocSeq +
          I.DimFirst[1];
 }

@@ -428,6 +428,10 @@ Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
   }
   if (!KeySpans.empty())
     Here.KeySpans = KeySpans.data();
+  if (!TokenTypes.empty()) {
+    Here.TokenTypes = TokenTypes.data();
+    Here.DocSeq = GlobalSeq;
+  }
   for (int64_t K = Begin; K < End; ++K) {
     int64_t T0 = Timing ? Timeline::nowNs() : 0;
     Status S = runInstruction(size_t(K), Here);
@@ -585,6 +589,11 @@ Status Executor::loadBatch(const BatchSource &Data, int64_t Step) {
     DocPositions.resize(size_t(GlobalBatch * GlobalSeq));
     WEFT_RETURN_IF_ERROR(Data.fillDocumentPositions(
         Step, GlobalBatch, GlobalSeq, Prog.Vocab, DocPositions.data()));
+  }
+  if (Prog.ReadsTokenTypes) {
+    TokenTypes.resize(size_t(GlobalBatch * GlobalSeq));
+    WEFT_RETURN_IF_ERROR(
+        Data.fillTokenTypes(Step, GlobalBatch, GlobalSeq, TokenTypes.data()));
   }
   if (Prog.ReadsKeyPadding) {
     KeySpans.resize(size_t(GlobalBatch * 2));

@@ -242,6 +242,8 @@ private:
   std::vector<int32_t> DocPositions;
   /// Key padding: each global row's tokens [F, E) (runtime/data/Data.h).
   std::vector<int32_t> KeySpans;
+  /// The step's token types, each global row's (runtime/data/Data.h).
+  std::vector<int32_t> TokenTypes;
   std::string Batches;
   int64_t GlobalBatch = 0, GlobalSeq = 0;
   std::vector<MeshStep> Steps; // parallel to Bound

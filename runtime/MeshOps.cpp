@@ -173,7 +173,8 @@ Status Executor::planMeshSteps() {
             M.shardIndex(Comm->rank(), A.SeqAxes) * BI.In[0].Spec->Dims[1];
       // Where the instruction's rows and positions lie in the step's
       // global batch: dropout masks and packed documents are keyed by it.
-      if (A.DropP <= 0 && !Prog.packsDocuments() && !A.KeyPadding)
+      if (A.DropP <= 0 && !Prog.packsDocuments() && !A.KeyPadding &&
+          !A.TokenTypes)
         break;
       // Global coordinates of the rank's block: dim 0 holds one
       // micro-batch's rows of the step's batch.

@@ -82,6 +82,8 @@ struct Slot {
   std::optional<HostTensor> constant;
   /// Computed from the attention_mask input alone (PaddingMask.h).
   std::optional<onnximport::PaddedValue> padded;
+  /// The token_type_ids input [batch, seq]: the step's, read by a table.
+  std::optional<HostTensor> tokenTypes;
   Value value;
   std::vector<Value> sequence;
   bool isSequence = false;
@@ -132,6 +134,8 @@ private:
                                 const onnximport::PaddedValue &v, Value &out);
   std::string maskInput(const onnx::ValueInfoProto &input, int64_t batch,
                         int64_t seq);
+  std::string typesInput(const onnx::ValueInfoProto &input, int64_t batch,
+                         int64_t seq);
   Value param(const std::string &name);
   std::string graphInput(const onnx::ValueInfoProto &input, Block *body);
   std::string tensorGraph(const onnx::GraphProto &g,
@@ -145,6 +149,8 @@ private:
   std::string node(const onnx::NodeProto &n);
   std::optional<std::string> paddedNode(const onnx::NodeProto &n,
                                         const std::vector<const Slot *> &in);
+  std::optional<std::string>
+  tokenTypesNode(const onnx::NodeProto &n, const std::vector<const Slot *> &in);
   std::string readNode(const onnx::NodeProto &n);
   std::string emit(const onnx::NodeProto &n,
                    const std::vector<const Slot *> &in);
@@ -222,6 +228,36 @@ std::string Importer::materializePadded(const std::string &name,
 
 // The graph's attention_mask input: [batch, seq] integers (or bools), 1 a
 // token and 0 padding, which weft-run --attention-mask gives each step.
+// The graph's token_type_ids input: [batch, seq] integers, which
+// weft-run --token-type-ids gives each step.
+std::string Importer::typesInput(const onnx::ValueInfoProto &input,
+                                 int64_t batch, int64_t seq) {
+  const std::string what = "graph input '" + input.name() + "'";
+  const auto &tt = input.type().tensor_type();
+  HostType type;
+  if (!input.type().has_tensor_type() ||
+      !onnximport::hostTypeOf(tt.elem_type(), type) ||
+      (type != HostType::I64 && type != HostType::I32))
+    return what + " is not a tensor of integers; token types are ids";
+  const int64_t want[2] = {batch, seq};
+  if (tt.shape().dim_size() != 2)
+    return what + " has rank " + std::to_string(tt.shape().dim_size()) +
+           "; token types are [batch, seq], as the token ids";
+  for (int d = 0; d < 2; ++d)
+    if (tt.shape().dim(d).has_dim_value() &&
+        tt.shape().dim(d).dim_value() != want[d])
+      return what + " has dim " + std::to_string(d) + " = " +
+             std::to_string(tt.shape().dim(d).dim_value()) +
+             ", but the token ids' is " + std::to_string(want[d]);
+  Slot s;
+  s.tokenTypes.emplace();
+  s.tokenTypes->type = type;
+  s.tokenTypes->shape = {batch, seq};
+  s.tokenTypes->ints.assign(size_t(batch * seq), 0);
+  slots[input.name()] = s;
+  return "";
+}
+
 std::string Importer::maskInput(const onnx::ValueInfoProto &input,
                                 int64_t batch, int64_t seq) {
   const std::string what = "graph input '" + input.name() + "'";
@@ -924,6 +960,8 @@ std::string Importer::readNode(const onnx::NodeProto &n) {
     if (s && s->isSequence)
       return nodeName(n) + ": takes a sequence; weft imports sequences only "
                            "into SequenceAt";
+  if (std::optional<std::string> e = tokenTypesNode(n, in))
+    return *e;
   if (std::optional<std::string> e = paddedNode(n, in))
     return *e;
   // Shape of an imported value: its static shape.
@@ -969,6 +1007,32 @@ std::string Importer::readNode(const onnx::NodeProto &n) {
     return "";
   }
   return emit(n, in);
+}
+
+// A node reading the token_type_ids input: a table's lookup by them, whose
+// ids are the step's (weft-raise-onnx makes it a position_embedding with
+// token_types); any other reading is refused. nullopt: no such input.
+std::optional<std::string>
+Importer::tokenTypesNode(const onnx::NodeProto &n,
+                         const std::vector<const Slot *> &in) {
+  int at = -1;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i] && in[i]->tokenTypes)
+      at = int(i);
+  if (at < 0)
+    return std::nullopt;
+  if (n.op_type() != "Gather" || at != 1 || !in[0] || in[0]->constant ||
+      in[0]->padded || intAttr(n, "axis", 0) != 0)
+    return nodeName(n) +
+           " reads the token_type_ids input; weft reads token_type_ids as "
+           "the rows of a table (Gather(table, token_type_ids) along axis "
+           "0, BERT's segment embedding) only";
+  Slot ids;
+  ids.value = materialize(n.input(1), *in[1]->tokenTypes);
+  ids.value.getDefiningOp()->setAttr(attrname::kTokenTypes, b.getUnitAttr());
+  std::vector<const Slot *> operands = in;
+  operands[1] = &ids;
+  return emit(n, operands);
 }
 
 // A node reading a value computed from the attention_mask input: its
@@ -1098,16 +1162,26 @@ std::string Importer::run(const onnx::ModelProto &model,
     return "the graph has no inputs (every value is an initializer or a "
            "constant); weft computes from token ids or, forward-only, float "
            "tensor inputs";
-  // Hugging Face's attention_mask beside the ids: the attention's key
-  // padding, given each step by weft-run --attention-mask.
-  const onnx::ValueInfoProto *mask = nullptr;
-  if (inputs.size() == 2)
-    for (int i = 0; i < 2; ++i)
-      if (inputs[size_t(i)]->name() == "attention_mask") {
-        mask = inputs[size_t(i)];
-        inputs.erase(inputs.begin() + i);
-        break;
-      }
+  // Hugging Face's attention_mask beside the ids (the attention's key
+  // padding) and BERT's token_type_ids (its segment embedding's rows),
+  // given each step by weft-run --attention-mask and --token-type-ids.
+  const onnx::ValueInfoProto *mask = nullptr, *types = nullptr;
+  for (size_t i = inputs.size(); i-- > 0 && inputs.size() > 1;) {
+    const std::string &n = inputs[i]->name();
+    if (n == "attention_mask" || n == "token_type_ids") {
+      (n == "attention_mask" ? mask : types) = inputs[i];
+      inputs.erase(inputs.begin() + std::ptrdiff_t(i));
+    }
+  }
+  if (types && (options.forwardOnly || !options.givenTargets))
+    return "graph input 'token_type_ids': " +
+           std::string(options.forwardOnly
+                           ? "forward-only runs of given token types are "
+                             "not built yet; train it"
+                           : "train it") +
+           " on given targets (--loss cross-entropy, with --classes N for a "
+           "classifier), fed by weft-run --tokens, --targets and "
+           "--token-type-ids";
   if (mask && (options.forwardOnly || !options.givenTargets))
     return "graph input 'attention_mask' pads rows: " +
            std::string(options.forwardOnly
@@ -1124,8 +1198,8 @@ std::string Importer::run(const onnx::ModelProto &model,
     return "the graph has " + std::to_string(inputs.size()) + " inputs (" +
            names +
            "); weft imports models whose inputs are the token ids [batch, "
-           "seq] and, optionally, an attention_mask of that shape (export "
-           "without token_type_ids and position_ids), or, forward-only, "
+           "seq] and, optionally, an attention_mask and token_type_ids of "
+           "that shape (export without position_ids), or, forward-only, "
            "float tensor inputs";
   }
   // The output the program computes: the one named by --onnx-output, else
@@ -1189,6 +1263,9 @@ std::string Importer::run(const onnx::ModelProto &model,
     return e;
   if (mask &&
       !(e = maskInput(*mask, ids.getShape()[0], ids.getShape()[1])).empty())
+    return e;
+  if (types &&
+      !(e = typesInput(*types, ids.getShape()[0], ids.getShape()[1])).empty())
     return e;
   for (const auto &n : g.node()) {
     e = node(n);

@@ -326,6 +326,36 @@ struct PositionEmbedding : NodePattern {
 // x + Gather(table, ids) with constant ids that are all one row r (BERT's
 // token-type embedding of the all-zero token_type_ids it buffers):
 // weft.add_row. Ids that differ are refused with the node.
+// x + Gather(table, token_type_ids), the ids the graph's input (a constant
+// the import marked weft.token_types): BERT's segment embedding, read by
+// each position's type.
+struct TokenTypeEmbedding : NodePattern {
+  TokenTypeEmbedding(MLIRContext *ctx) : NodePattern(ctx, "Add", 2) {}
+  LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
+    Value table;
+    Value x = otherOperand(op, [&](Value g) {
+      OnnxNodeOp gather = nodeOf(g, "Gather");
+      auto ids =
+          gather ? gather.getInputs()[1].getDefiningOp<ConstantOp>() : nullptr;
+      if (!ids || !ids->hasAttr(attrname::kTokenTypes) ||
+          intAttr(gather, "axis", 0) != 0 ||
+          !gather.getInputs()[0].getDefiningOp<ParamOp>())
+        return false;
+      table = gather.getInputs()[0];
+      return shapeOf(table).size() == 2 &&
+             shapeOf(g) == shapeOf(op.getResult(0));
+    });
+    Shape xs = x ? shapeOf(x) : Shape();
+    if (!x || xs.size() != 3 || xs != shapeOf(op.getResult(0)) ||
+        shapeOf(table)[1] != xs[2])
+      return failure();
+    rw.replaceOp(op, PositionEmbeddingOp::create(rw, op.getLoc(), x, table,
+                                                 rw.getUnitAttr())
+                         .getResult());
+    return success();
+  }
+};
+
 struct AddRow : NodePattern {
   AddRow(MLIRContext *ctx) : NodePattern(ctx, "Add", 2) {}
   LogicalResult raise(OnnxNodeOp op, PatternRewriter &rw) const override {
@@ -350,10 +380,13 @@ struct AddRow : NodePattern {
                          .getResult());
     return success();
   }
-  // The one id a constant index tensor holds everywhere.
+  // The one id a constant index tensor holds everywhere (not the graph's
+  // token_type_ids, which the import marks and are the step's).
   static std::optional<int64_t> sameId(Value v) {
     auto c = v.getDefiningOp<ConstantOp>();
-    auto dense = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
+    auto dense = c && !c->hasAttr(attrname::kTokenTypes)
+                     ? dyn_cast<DenseIntElementsAttr>(c.getValue())
+                     : nullptr;
     if (!dense || dense.getNumElements() == 0)
       return std::nullopt;
     if (dense.isSplat())
@@ -1198,10 +1231,10 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
     RewritePatternSet subgraphs(ctx);
     for (const char *noop : {"Identity", "Reshape", "Transpose", "Cast"})
       subgraphs.add<NoOp>(ctx, noop, 4);
-    subgraphs
-        .add<Gemm, Linear, RowReshapes, LayerNorm, LayerNormWritten, GeluTanh,
-             Embedding, PositionEmbedding, AddRow, Split, Attention, RmsNorm,
-             Silu, Rope, BiasAdd, GeluErf, GeluOpset20, QuickGelu>(ctx);
+    subgraphs.add<Gemm, Linear, RowReshapes, LayerNorm, LayerNormWritten,
+                  GeluTanh, Embedding, PositionEmbedding, TokenTypeEmbedding,
+                  AddRow, Split, Attention, RmsNorm, Silu, Rope, BiasAdd,
+                  GeluErf, GeluOpset20, QuickGelu>(ctx);
     RewritePatternSet elementwise(ctx);
     elementwise.add<Elementwise>(ctx, "Add");
     elementwise.add<Elementwise>(ctx, "Mul");
@@ -1236,24 +1269,30 @@ struct RaiseOnnx : weft::impl::WeftRaiseOnnxBase<RaiseOnnx> {
     if (shared)
       return signalPassFailure();
     // A value of the attention_mask input that no attention took as its
-    // key padding would be read as the mask of an all-token batch.
-    WalkResult padding =
-        fn.walk([&](ConstantOp c) {
-          if (!c->hasAttr(attrname::kIfPadding) || c->use_empty())
-            return WalkResult::advance();
-          Operation *user = *c->getUsers().begin();
-          auto node = dyn_cast<OnnxNodeOp>(user);
-          user->emitError()
-              << (node ? ("ONNX node '" + node.getNode() + "' (" +
-                          node.getOpType() + ")")
-                             .str()
-                       : std::string("this op"))
-              << " reads a value computed from the attention_mask input where "
-                 "weft raises no attention mask: weft reads attention_mask as "
-                 "the key padding of an attention it raises (scores masked by "
-                 "Add or Where before the softmax)";
-          return WalkResult::interrupt();
-        });
+    // key padding would be read as the mask of an all-token batch; the
+    // token_type_ids, read other than by their table, as all 0.
+    WalkResult padding = fn.walk([&](ConstantOp c) {
+      const bool mask = c->hasAttr(attrname::kIfPadding);
+      if ((!mask && !c->hasAttr(attrname::kTokenTypes)) || c->use_empty())
+        return WalkResult::advance();
+      Operation *user = *c->getUsers().begin();
+      auto node = dyn_cast<OnnxNodeOp>(user);
+      InFlightDiagnostic d = user->emitError();
+      d << (node ? ("ONNX node '" + node.getNode() + "' (" + node.getOpType() +
+                    ")")
+                       .str()
+                 : std::string("this op"));
+      if (mask)
+        d << " reads a value computed from the attention_mask input where "
+             "weft raises no attention mask: weft reads attention_mask as "
+             "the key padding of an attention it raises (scores masked by "
+             "Add or Where before the softmax)";
+      else
+        d << " reads the token_type_ids input other than as the rows of a "
+             "table added to the hidden states (BERT's segment embedding), "
+             "the one way weft reads it";
+      return WalkResult::interrupt();
+    });
     if (padding.wasInterrupted())
       return signalPassFailure();
     // The import trains next-token cross-entropy; an encoder's attention

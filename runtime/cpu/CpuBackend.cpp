@@ -49,7 +49,11 @@ template <typename T> struct Kernels {
   // Under sequence parallelism the rank's positions start at SeqFirst.
   static Status positionEmbedding(const BI &I, const SC &Ctx, CpuState &) {
     const Shape &D = I.In[0].Spec->Dims;
-    if (const int32_t *Pos = documentRow(I, Ctx))
+    const int32_t *Pos =
+        I.Attrs->TokenTypes ? tokenTypeRow(I, Ctx) : documentRow(I, Ctx);
+    if (I.Attrs->TokenTypes && !Pos)
+      return Status::error("the step's token types are not set");
+    if (Pos)
       cpu::documentPositionEmbedding(I.In[0].as<T>(), I.In[1].as<T>(),
                                      I.Out[0].as<T>(), D[0], D[1], D[2], Pos,
                                      Ctx.DocSeq);
@@ -61,7 +65,11 @@ template <typename T> struct Kernels {
   }
   static Status positionEmbeddingGrad(const BI &I, const SC &Ctx, CpuState &) {
     const Shape &D = I.In[0].Spec->Dims;
-    if (const int32_t *Pos = documentRow(I, Ctx))
+    const int32_t *Pos =
+        I.Attrs->TokenTypes ? tokenTypeRow(I, Ctx) : documentRow(I, Ctx);
+    if (I.Attrs->TokenTypes && !Pos)
+      return Status::error("the step's token types are not set");
+    if (Pos)
       cpu::documentPositionEmbeddingGrad(I.In[0].as<T>(), I.Out[0].as<T>(),
                                          D[0], D[1], I.Out[0].Rows, D[2], Pos,
                                          Ctx.DocSeq);

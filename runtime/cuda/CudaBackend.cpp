@@ -634,6 +634,11 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
                            "--device cpu");
     // Dropout of the probabilities inside the fused kernel: not on CUDA yet
     // (the dropout op itself is in the backend's missing list).
+    if (I.Attrs->TokenTypes)
+      return Status::error(describeInstruction(I) +
+                           " reads the step's token types, which the CUDA "
+                           "backend does not run yet: run it with --device "
+                           "cpu");
     if ((I.Op == OpKind::Attention || I.Op == OpKind::AttentionGrad) &&
         (I.Attrs->DropP > 0 || I.Attrs->Window > 0 || I.Attrs->KeyPadding))
       return Status::error(describeInstruction(I) +

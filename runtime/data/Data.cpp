@@ -324,6 +324,21 @@ Status SampleData::fillKeySpans(int64_t Step, int64_t Batch, int64_t Seq,
   return Status::success();
 }
 
+Status BatchSource::fillTokenTypes(int64_t, int64_t, int64_t, int32_t *) const {
+  return Status::error("the program reads each position's token type (the "
+                       "model's token_type_ids input): give weft-run "
+                       "--tokens, --targets and --token-type-ids");
+}
+
+Status SampleData::fillTokenTypes(int64_t Step, int64_t Batch, int64_t Seq,
+                                  int32_t *Out) const {
+  if (Types.empty())
+    return BatchSource::fillTokenTypes(Step, Batch, Seq, Out);
+  for (int64_t R = 0; R < Batch; ++R)
+    std::copy_n(Types.data() + rowOf(Step, Batch, R) * Seq, Seq, Out + R * Seq);
+  return Status::success();
+}
+
 void documentPositions(const int32_t *Tokens, int64_t Rows, int64_t Seq,
                        int64_t Eos, int32_t *Out) {
   for (int64_t R = 0; R < Rows; ++R) {

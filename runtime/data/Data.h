@@ -61,6 +61,10 @@ public:
   /// attention mask, 2 a row (a SampleData with a mask; else an error).
   virtual Status fillKeySpans(int64_t Step, int64_t Batch, int64_t Seq,
                               int32_t *Out) const;
+  /// Step Step's batch's token types [Batch, Seq] (a SampleData given
+  /// them; else an error).
+  virtual Status fillTokenTypes(int64_t Step, int64_t Batch, int64_t Seq,
+                                int32_t *Out) const;
 
 protected:
   int64_t DocumentEos = -1;
@@ -199,9 +203,12 @@ public:
                                int64_t Vocab, int32_t *Out) const override;
   Status fillKeySpans(int64_t Step, int64_t Batch, int64_t Seq,
                       int32_t *Out) const override;
+  Status fillTokenTypes(int64_t Step, int64_t Batch, int64_t Seq,
+                        int32_t *Out) const override;
+  void setTokenTypes(std::vector<int32_t> T) { Types = std::move(T); }
 
 private:
-  std::vector<int32_t> Tokens, Targets, Mask;
+  std::vector<int32_t> Tokens, Targets, Mask, Types;
   int64_t NumRows = 0, RowLength = 0;
   bool PerSample = false;
   std::vector<char> FloatTargets; // RowBytes per sample

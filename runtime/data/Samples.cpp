@@ -104,6 +104,22 @@ Status loadAttentionMask(const std::string &MaskNpy, const Program &P,
   return Status::success();
 }
 
+Status loadTokenTypes(const std::string &TypesNpy, const Program &P,
+                      SampleData &S) {
+  const std::string What = "--token-type-ids '" + TypesNpy + "'";
+  Expected<NpyArray> A = readNpy(TypesNpy);
+  if (!A.ok())
+    return A.status();
+  Expected<std::vector<int32_t>> T =
+      npyTokenIds(*A, Shape{S.rows(), P.Seq}, P.TokenTypeRows, What, false,
+                  "[0, " + std::to_string(P.TokenTypeRows) +
+                      ") (the token-type table's rows)");
+  if (!T.ok())
+    return T.status();
+  S.setTokenTypes(std::move(*T));
+  return Status::success();
+}
+
 Expected<SampleData> loadSamples(const std::string &TokensNpy,
                                  const std::string &TargetsNpy,
                                  const Program &P, bool MaskedLoss) {

@@ -39,6 +39,11 @@ Expected<SampleData> loadSamples(const std::string &TokensNpy,
 Status loadAttentionMask(const std::string &MaskNpy, const Program &P,
                          SampleData &S);
 
+/// --token-type-ids: the samples' token types [N, seq], each a row of the
+/// program's token-type table ([0, TokenTypeRows)), set on S.
+Status loadTokenTypes(const std::string &TypesNpy, const Program &P,
+                      SampleData &S);
+
 /// Deterministic pseudo-random tokens (Batch * Seq + 1) below the vocabulary.
 std::vector<uint32_t> randomTokens(const Program &P, uint64_t Seed);
 

@@ -7,7 +7,9 @@ transformers 4.46.3's eager attention and the TorchScript exporter) are a
 GPT-2, a Llama (GQA, RoPE) and a BERT sequence classifier whose graphs take
 input_ids and attention_mask, with a batch of 4 rows of 12: whole, right-
 padded, left-padded, short. weft imports the mask's subgraph as the
-attention's key padding; weft-run --attention-mask feeds it. For each:
+attention's key padding; weft-run --attention-mask feeds it. A second BERT
+classifier also takes token_type_ids (segment 1 after each row's first
+third), its table read by each position's type (--token-type-ids). For each:
   1. f64: the first loss is transformers' (1e-8 relative: the metrics'
      9 digits; its float32 internals promoted) and so is every gradient
      (1e-8 of the largest), but for the row of BERT's padding_idx;
@@ -56,6 +58,8 @@ def compile_(name, meta, tag, dtype, flags=(), check=True):
 
 def run(name, meta, tag, prog, steps, ranks=1, mask=True, grads=False):
     arrays = {"t": meta["tokens"], "y": meta["targets"], "m": meta["attention_mask"]}
+    if meta.get("token_type_ids"):
+        arrays["s"] = meta["token_type_ids"]
     paths = {}
     for k, v in arrays.items():
         paths[k] = f"{WORK}/{name}-{k}.npy"
@@ -65,6 +69,8 @@ def run(name, meta, tag, prog, steps, ranks=1, mask=True, grads=False):
                            "--quiet", "--steps", str(steps), "--metrics", f"{WORK}/{tag}.jsonl"]
     if mask:
         cmd += ["--attention-mask", paths["m"]]
+    if "s" in paths:
+        cmd += ["--token-type-ids", paths["s"]]
     if grads:
         cmd += ["--save-grads", f"{WORK}/{tag}-g"]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -74,7 +80,7 @@ def run(name, meta, tag, prog, steps, ranks=1, mask=True, grads=False):
     return losses, ""
 
 
-for name in ("gpt2-padded", "llama-padded", "bert-cls-padded"):
+for name in ("gpt2-padded", "llama-padded", "bert-cls-padded", "bert-cls-types"):
     meta = json.load(open(f"{FIX}/{name}.json"))
     prog, _ = compile_(name, meta, f"{name}-f64", "f64")
     losses, err = run(name, meta, f"{name}-f64", prog, 1, grads=True)
@@ -133,6 +139,11 @@ _, err = run("gpt2-padded", meta, "no-mask", prog, 1, mask=False)
 print("no mask:", next(l for l in err.splitlines() if "error" in l))
 _, r = compile_("gpt2-padded", meta, "next-token", "f64", ["--loss", "next-token"], check=False)
 print("next-token:", r.stderr.strip().splitlines()[-1])
+meta = json.load(open(f"{FIX}/bert-cls-types.json"))
+meta["token_type_ids"] = None
+prog, _ = compile_("bert-cls-types", meta, "types", "f64")
+_, err = run("bert-cls-types", meta, "no-types", prog, 1)
+print("no types:", next(l for l in err.splitlines() if "error" in l))
 if failures:
     sys.exit("FAIL:\n  " + "\n  ".join(failures))
 print("PASS: padded_onnx")

@@ -26,7 +26,8 @@
   declared.onnx  logits declared [2, 4, 32] where the table makes 16
   opset.onnx     opset 6 (before numpy broadcasting)
   inputs.onnx    a second input, attention_mask, which nothing reads
-  inputs3.onnx   input_ids, attention_mask and token_type_ids
+  inputs3.onnx   input_ids, attention_mask and position_ids
+  types_cast.onnx  token_type_ids cast before the table reads them
   mask_cumsum.onnx  positions counted from attention_mask (CumSum)
   mask_hidden.onnx  attention_mask multiplying the hidden states
   mask_scores.onnx  attention_mask added to scores that are no attention
@@ -101,8 +102,14 @@ save(model([embed] + head(), [WTE], logits_dims=(2, 4, 32)), f"{out}/declared.on
 save(model([embed] + head(), [WTE], opset=6), f"{out}/opset.onnx")
 mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [2, 4])
 save(model([embed] + head(), [WTE], extra_inputs=[mask]), f"{out}/inputs.onnx")
+positions = helper.make_tensor_value_info("position_ids", TensorProto.INT64, [2, 4])
+save(model([embed] + head(), [WTE], extra_inputs=[mask, positions]), f"{out}/inputs3.onnx")
 types = helper.make_tensor_value_info("token_type_ids", TensorProto.INT64, [2, 4])
-save(model([embed] + head(), [WTE], extra_inputs=[mask, types]), f"{out}/inputs3.onnx")
+TTE = numpy_helper.from_array(rng.standard_normal((2, 8)).astype(np.float32), "tte")
+save(model([embed, helper.make_node("Cast", ["token_type_ids"], ["tt"], name="types_cast", to=6),
+            helper.make_node("Gather", ["tte", "tt"], ["t"], name="tte_at", axis=0),
+            helper.make_node("Add", ["x", "t"], ["xt"], name="plus_types")] + head("xt"),
+           [WTE, TTE], extra_inputs=[types]), f"{out}/types_cast.onnx")
 WPE = numpy_helper.from_array(rng.standard_normal((4, 8)).astype(np.float32), "wpe")
 axis1 = helper.make_node("Constant", [], ["axis1"], value=numpy_helper.from_array(
     np.array(1, np.int64), "axis1"))

@@ -69,6 +69,10 @@ options:
                     --attention-mask or from an ONNX graph with an
                     attention_mask input: each sample's mask [N, seq], 1 a
                     token, 0 padding (a padded position's target is -100)
+  --token-type-ids FILE.npy
+                    with --tokens/--targets, for a program from an ONNX
+                    graph with a token_type_ids input: each sample's token
+                    types [N, seq] (BERT's segments: 0, 1)
   --seed N          seed of the deterministic parameter init and of the
                     dropout masks (default 1234)
   --load DIR        load parameters (and, when present, optimizer state and
@@ -215,7 +219,8 @@ bool parseDouble(const std::string &S, double &Out) {
 
 struct Options {
   std::string Program, Data, Load, Save, Metrics, SaveGrads, Resume,
-      CheckpointDir, Trace, Device = "cpu", TokensNpy, TargetsNpy, MaskNpy;
+      CheckpointDir, Trace, Device = "cpu", TokensNpy, TargetsNpy, MaskNpy,
+                            TypesNpy;
   /// A forward-only program's --input and --output values, in order: FILE,
   /// or NAME=FILE.
   std::vector<std::string> Inputs, Outputs;
@@ -278,7 +283,7 @@ int parseArgs(int Argc, char **Argv, Options &O) {
         "--on-nonfinite", "--check-replicas", "--trace",
         "--device",       "--input",          "--output",
         "--tokens",       "--targets",        "--sampling",
-        "--data-seed",    "--attention-mask"};
+        "--data-seed",    "--attention-mask", "--token-type-ids"};
     bool Known = false;
     for (const char *F : WithValue)
       Known |= A == F;
@@ -352,6 +357,8 @@ int parseArgs(int Argc, char **Argv, Options &O) {
       O.TargetsNpy = Value;
     else if (A == "--attention-mask")
       O.MaskNpy = Value;
+    else if (A == "--token-type-ids")
+      O.TypesNpy = Value;
     else if (A == "--load")
       O.Load = Value;
     else if (A == "--save")
@@ -457,7 +464,7 @@ std::string misplacedFlag(const Options &O, bool ForwardOnly) {
       "--save",         "--save-every",     "--resume",         "--metrics",
       "--save-grads",   "--grad-check",     "--checkpoint-dir", "--keep",
       "--on-nonfinite", "--check-replicas", "--trace",          "--sampling",
-      "--data-seed",    "--attention-mask"};
+      "--data-seed",    "--attention-mask", "--token-type-ids"};
   static const char *const ForwardOnlyFlags[] = {"--input", "--output"};
   for (const std::string &A : O.Given) {
     if (ForwardOnly) {
@@ -717,6 +724,15 @@ int main(int Argc, char **Argv) {
                        "attention_mask input)"
                      : "trains padded rows (weft-compile --attention-mask)") +
                 ": give --tokens, --targets and --attention-mask");
+  if (P->ReadsTokenTypes && (!Samples || O.TypesNpy.empty()))
+    return fail("'" + O.Program +
+                "' reads each position's token type (the model's "
+                "token_type_ids input): give --tokens, --targets and "
+                "--token-type-ids");
+  if (!O.TypesNpy.empty() && !P->ReadsTokenTypes)
+    return fail("--token-type-ids is for a program from a graph with a "
+                "token_type_ids input; '" +
+                O.Program + "' reads none");
   if (!O.MaskNpy.empty() && !Padded)
     return fail("--attention-mask is for a program compiled with "
                 "--attention-mask (padded rows) or from a graph with an "
@@ -859,6 +875,9 @@ int main(int Argc, char **Argv) {
     if (!O.MaskNpy.empty())
       if (Status M = loadAttentionMask(O.MaskNpy, Prog, *S); !M.ok())
         return fail(M.message());
+    if (!O.TypesNpy.empty())
+      if (Status T = loadTokenTypes(O.TypesNpy, Prog, *S); !T.ok())
+        return fail(T.message());
     Data = std::make_unique<SampleData>(std::move(*S));
   } else {
     Expected<TokenData> T =
