@@ -7,6 +7,7 @@
 #include "frontends/onnx/PaddingMask.h"
 #include "frontends/onnx/ShapeRules.h"
 #include "frontends/onnx/TwinTables.h"
+#include "frontends/onnx/UnknownFields.h"
 #include "program/OnnxBuffers.h"
 #include "program/OnnxExternalData.h"
 #include "program/TorchExportSignature.h"
@@ -1812,6 +1813,10 @@ OwningOpRef<ModuleOp> importOnnx(MLIRContext &context, const std::string &path,
             std::to_string(data.size()) +
             " bytes do not parse as a ModelProto with a graph (truncated, "
             "or another format)";
+    return nullptr;
+  }
+  if (std::string e = onnximport::checkUnknownFields(model); !e.empty()) {
+    error = "'" + path + "': " + e;
     return nullptr;
   }
   std::string name = llvm::sys::path::stem(path).str();

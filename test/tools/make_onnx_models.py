@@ -28,6 +28,11 @@
   inputs.onnx    a second input, attention_mask, which nothing reads
   inputs3.onnx   input_ids, attention_mask and position_ids
   types_cast.onnx  token_type_ids cast before the table reads them
+  meta_corrupt.onnx  the embedding node with a metadata_props entry (field 9,
+                 which ONNX 1.12's schema lacks) of corrupt bytes: onnx 1.2x
+                 refuses the file ("Wire format was corrupt")
+  meta_ok.onnx   the same entry well formed (the dynamo exporter writes them)
+  field99.onnx   the embedding node with a field 99, no ONNX version's
   mask_cumsum.onnx  positions counted from attention_mask (CumSum)
   mask_hidden.onnx  attention_mask multiplying the hidden states
   mask_scores.onnx  attention_mask added to scores that are no attention
@@ -102,6 +107,26 @@ save(model([embed] + head(), [WTE], logits_dims=(2, 4, 32)), f"{out}/declared.on
 save(model([embed] + head(), [WTE], opset=6), f"{out}/opset.onnx")
 mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [2, 4])
 save(model([embed] + head(), [WTE], extra_inputs=[mask]), f"{out}/inputs.onnx")
+
+
+def with_raw(node, raw):
+    """node with raw bytes appended to its wire format: fields this onnx
+    may not know, kept by protobuf as unknown fields."""
+    from onnx import NodeProto
+    out = NodeProto()
+    out.ParseFromString(node.SerializeToString() + raw)
+    return out
+
+
+def entry(key, value):
+    body = bytes([0x0a, len(key)]) + key + bytes([0x12, len(value)]) + value
+    return bytes([0x4a, len(body)]) + body
+
+
+save(model([with_raw(embed, entry(b"k", b"v"))] + head(), [WTE]), f"{out}/meta_ok.onnx")
+save(model([with_raw(embed, bytes([0x4a, 3, 0x2f, 0x6d, 0x6f]))] + head(), [WTE]),
+     f"{out}/meta_corrupt.onnx")
+save(model([with_raw(embed, bytes([0x9a, 0x06, 1, 0]))] + head(), [WTE]), f"{out}/field99.onnx")
 positions = helper.make_tensor_value_info("position_ids", TensorProto.INT64, [2, 4])
 save(model([embed] + head(), [WTE], extra_inputs=[mask, positions]), f"{out}/inputs3.onnx")
 types = helper.make_tensor_value_info("token_type_ids", TensorProto.INT64, [2, 4])
