@@ -50,6 +50,9 @@ enum Op : int64_t {
   GroupCreate
 };
 constexpr uint64_t kNumOps = sizeof(kOps) / sizeof(kOps[0]);
+/// How long past the timeout a rank that cannot see every rank of its job
+/// waits for another node's report naming the one that stopped.
+constexpr int64_t kGraceNs = 1'500'000'000;
 static_assert(kNumOps == uint64_t(GroupCreate) + 1, "a name per op");
 
 std::string axesText(const AxesList &A) {
@@ -64,6 +67,8 @@ public:
   Watched(std::unique_ptr<Communicator> Inner, double Timeout,
           const std::string &JobId)
       : Inner(std::move(Inner)), TimeoutNs(int64_t(Timeout * 1e9)) {
+    if (const char *N = std::getenv("WEFT_NODE_ID"); N && *N)
+      Node = std::string(" on node ") + N;
     openBoard(JobId);
     publish(); // present from the start, on the board's own clock
     Thread = std::thread([this] { watch(); });
@@ -212,8 +217,11 @@ private:
     S.BeatNs = nowNs();
   }
 
-  /// What the board says about the other ranks.
-  std::string others(int64_t Now) {
+  /// What the board (this node's ranks) says about the other ranks;
+  /// Silent: whether it names one that stopped responding; Unseen: the
+  /// ranks it has no heartbeat of (on other nodes, or never started).
+  std::string others(int64_t Now, bool &Silent, std::string &Unseen) {
+    Silent = false;
     if (!Board)
       return "";
     std::string R;
@@ -224,14 +232,18 @@ private:
       Slot &S = Board[Q];
       int64_t Beat = S.BeatNs, Start = S.OpStartNs, Step = S.Step;
       char Line[200];
-      if (Beat == 0)
-        continue; // on another node, or never started
-      if (Now - Beat > 2'000'000'000LL)
+      if (Beat == 0) {
+        Unseen += (Unseen.empty() ? "" : ", ") + std::to_string(Q);
+        continue;
+      }
+      if (Now - Beat > 2'000'000'000LL) {
+        Silent = true;
         std::snprintf(Line, sizeof(Line),
-                      "; rank %d stopped responding (no heartbeat for %.1f "
+                      "; rank %d%s stopped responding (no heartbeat for %.1f "
                       "s; its last one was at step %lld)",
-                      Q, double(Now - Beat) / 1e9, (long long)Step);
-      else if (Start == 0 || Step != MyStep)
+                      Q, Node.c_str(), double(Now - Beat) / 1e9,
+                      (long long)Step);
+      } else if (Start == 0 || Step != MyStep)
         std::snprintf(Line, sizeof(Line),
                       "; rank %d is alive at step %lld but not in this "
                       "collective%s%s",
@@ -254,13 +266,24 @@ private:
       int64_t Start = Mine.OpStartNs, Now = nowNs();
       if (Start == 0 || Now - Start < TimeoutNs)
         continue;
+      bool Silent;
+      std::string Unseen, Report = others(Now, Silent, Unseen);
+      // Ranks on other nodes are watched by their own node's ranks: while
+      // this node names none that stopped, give theirs the time to name
+      // it first (the first report ends the job).
+      if (!Silent && !Unseen.empty() && Now - Start < TimeoutNs + kGraceNs)
+        continue;
+      if (!Unseen.empty())
+        Report += "; ranks " + Unseen +
+                  " run on other nodes, whose heartbeats this node does not "
+                  "see";
       std::string Msg =
           "weft-run: error: rank " + std::to_string(rank()) + ": " +
           kOps[uint64_t(Mine.OpCode.load()) % kNumOps] + " " + What +
           " at step " + std::to_string(Mine.Step.load()) +
           " did not complete within " +
           std::to_string(int64_t(TimeoutNs / 1'000'000'000)) +
-          " s (--collective-timeout)" + others(Now) + "; ending the job\n";
+          " s (--collective-timeout)" + Report + "; ending the job\n";
       std::fputs(Msg.c_str(), stderr);
       std::fflush(stderr);
       std::_Exit(1);
@@ -271,6 +294,8 @@ private:
   int64_t TimeoutNs;
   Slot Mine{};
   Slot *Board = nullptr;
+  /// " on node N" (WEFT_NODE_ID), for the ranks of this node's board.
+  std::string Node;
   size_t BoardBytes = 0;
   std::string BoardName;
   std::mutex Mu; // guards What, Requests, Stop

@@ -12,14 +12,20 @@ run died with SIGSEGV mapping a peer's window. gpt-tiny in f64:
   different nodes) each give one rank's losses (1e-12) and step-1
   gradients (1e-10). And a straggler: with rank 3 (node 1) 150 ms slower
   per step (WEFT_DEBUG_DELAY=3:150), weft-run names it after 3 steps, in
-  the log and the metrics; without the delay it names none. Exit 3 (SKIP)
-  where the namespaces cannot be made.
+  the log and the metrics; without the delay it names none. And liveness
+  across the nodes: rank 3 (node 1) stopped by SIGSTOP is named with its
+  node by the rank that shares its node's heartbeat board (the others wait
+  for that report: --collective-timeout 3), and rank 1 (node 0) killed by
+  SIGKILL is named by mpirun; either ends the whole job within 30 s. Exit
+  3 (SKIP) where the namespaces cannot be made.
 """
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
@@ -97,6 +103,47 @@ try:
             print(f"without a delay: {len(named)} straggler lines")
             if named or flagged:
                 failures.append(f"a straggler named without a delay: {named}")
+    # Liveness: a stopped or killed rank ends the job on both nodes.
+    for victim, sig, want in ((3, signal.SIGSTOP, "rank 3 on node 1 stopped responding"),
+                              (1, signal.SIGKILL, "process rank 1 ")):
+        metrics = f"{WORK}/live-{victim}.jsonl"
+        p = subprocess.Popen([f"{HERE}/two_nodes.sh", "run", NODES, "4", f"{BIN}/weft-run",
+                              prog, "--data", DATA, "--threads", "1", "--steps", "100000",
+                              "--collective-timeout", "3", "--quiet", "--metrics", metrics],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        pid, deadline = None, time.monotonic() + 60
+        while pid is None and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.2)
+            if not os.path.exists(metrics) or sum(1 for _ in open(metrics)) < 5:
+                continue
+            for q in os.listdir("/proc"):
+                try:
+                    env = open(f"/proc/{q}/environ", "rb").read().split(b"\0")
+                    cmd = open(f"/proc/{q}/cmdline", "rb").read()
+                except OSError:
+                    continue
+                if (b"weft-run" in cmd.split(b"\0")[0]
+                        and f"OMPI_COMM_WORLD_RANK={victim}".encode() in env):
+                    pid = int(q)
+        if pid is None:
+            p.kill()
+            failures.append(f"liveness: no rank {victim} at step 5")
+            continue
+        t0 = time.monotonic()
+        os.kill(pid, sig)
+        try:
+            out, _ = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            os.kill(pid, signal.SIGKILL)
+            out = ""
+        took = time.monotonic() - t0
+        line = next((l for l in out.splitlines() if want in l), None)
+        print(f"rank {victim} {signal.Signals(sig).name}: job ended in {took:.1f} s"
+              + (f": {line.strip()[:120]}" if line else ""))
+        if p.returncode == 0 or not line or took > 30:
+            failures.append(f"rank {victim} {sig}: exit {p.returncode} in {took:.1f} s: "
+                            f"{out[-600:]}")
 finally:
     subprocess.run([f"{HERE}/two_nodes.sh", "teardown", NODES])
 if failures:
