@@ -9,6 +9,8 @@
 #include <cstring>
 #include <map>
 
+#include <unistd.h>
+
 namespace weft {
 
 namespace {
@@ -91,6 +93,58 @@ Expected<std::string> firstNonFinite(const Executor &E) {
          (Elem >= 0
               ? " (local element " + std::to_string(Elem) + " is " + V + ")"
               : "");
+}
+
+Expected<std::string> tpPlacementNote(const Executor &E) {
+  const Mesh &M = E.mesh();
+  const int Tp = M.axisIndex("tp");
+  if (E.comm().size() <= 1 || Tp < 0 || M.Dims[size_t(Tp)] <= 1)
+    return std::string();
+  Expected<const CommGroup *> W = worldGroup(E);
+  if (!W.ok())
+    return W.status();
+  char Host[256] = {};
+  gethostname(Host, sizeof(Host) - 1);
+  const char *Node = std::getenv("WEFT_NODE_ID");
+  const uint64_t Mine =
+      std::hash<std::string>()(std::string(Host) + "/" + (Node ? Node : ""));
+  std::vector<uint64_t> Nodes;
+  WEFT_RETURN_IF_ERROR(gather64(E, **W, Mine, Nodes));
+  std::map<int64_t, uint64_t> NodeOf;
+  for (size_t I = 0; I < Nodes.size(); ++I)
+    NodeOf[(*W)->Members[I]] = Nodes[I];
+  int64_t Spanning = 0;
+  std::string First;
+  for (int64_t R = 0; R < M.size(); ++R) {
+    std::vector<int64_t> G = M.group(R, {"tp"});
+    if (G.empty() || G[0] != R)
+      continue; // each group once, at its first rank
+    bool Same = true;
+    for (int64_t Q : G)
+      Same &= NodeOf[Q] == NodeOf[R];
+    if (Same)
+      continue;
+    if (!Spanning++)
+      for (int64_t Q : G)
+        First += (First.empty() ? "" : ", ") + std::to_string(Q);
+  }
+  if (!Spanning)
+    return std::string();
+  int64_t Stride = 1;
+  for (size_t A = size_t(Tp) + 1; A < M.Dims.size(); ++A)
+    Stride *= M.Dims[A];
+  return "the tp group of ranks " + First +
+         (Spanning > 1 ? " (and " + std::to_string(Spanning - 1) + " more)"
+                       : std::string()) +
+         " spans nodes: tensor parallelism all-reduces inside every layer, "
+         "here across the link between nodes; " +
+         (Stride > 1
+              ? "the mesh " + M.describe() + " puts a tp group's ranks " +
+                    std::to_string(Stride) +
+                    " apart: list tp last, so that they are neighbours, "
+                    "which launchers place on one node"
+              : "place a multiple of tp=" + std::to_string(M.Dims[size_t(Tp)]) +
+                    " ranks on each node (mpirun --map-by ppr:K:node)");
 }
 
 Expected<StragglerReport> findStraggler(const Executor &E, double BusySeconds) {

@@ -40,6 +40,12 @@ struct StragglerReport {
 };
 Expected<StragglerReport> findStraggler(const Executor &E, double BusySeconds);
 
+/// Where the tensor-parallel groups run: a note naming the first tp group
+/// whose ranks are on different nodes (the host name and WEFT_NODE_ID,
+/// gathered over the world), or "" when every tp group shares a node. tp
+/// all-reduces inside every layer; across nodes that is the slow link.
+Expected<std::string> tpPlacementNote(const Executor &E);
+
 } // namespace weft
 
 #endif // WEFT_RUNTIME_TRAININGCHECKS_H

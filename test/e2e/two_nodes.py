@@ -16,8 +16,10 @@ run died with SIGSEGV mapping a peer's window. gpt-tiny in f64:
   across the nodes: rank 3 (node 1) stopped by SIGSTOP is named with its
   node by the rank that shares its node's heartbeat board (the others wait
   for that report: --collective-timeout 3), and rank 1 (node 0) killed by
-  SIGKILL is named by mpirun; either ends the whole job within 30 s. Exit
-  3 (SKIP) where the namespaces cannot be made.
+  SIGKILL is named by mpirun; either ends the whole job within 30 s. A tp
+  group whose ranks are on both nodes (--mesh tp=2,dp=2) is noted at
+  start-up; dp=2,tp=2 is not. Exit 3 (SKIP) where the namespaces cannot be
+  made.
 """
 import json
 import os
@@ -103,6 +105,18 @@ try:
             print(f"without a delay: {len(named)} straggler lines")
             if named or flagged:
                 failures.append(f"a straggler named without a delay: {named}")
+    # Placement: a tp group across the nodes is noted at start-up.
+    for mesh, expect in (("tp=2,dp=2", True), ("dp=2,tp=2", False)):
+        prog_tp = f"{WORK}/place-{mesh.replace(',', '-').replace('=', '')}.weft"
+        subprocess.run([f"{BIN}/weft-compile", "gpt-tiny", "-o", prog_tp, "--mesh", mesh,
+                        "--layout", "megatron"] + common, check=True)
+        r = subprocess.run([f"{HERE}/two_nodes.sh", "run", NODES, "4", f"{BIN}/weft-run",
+                            prog_tp, "--data", DATA, "--threads", "1", "--steps", "1"],
+                           capture_output=True, text=True, timeout=300)
+        note = next((l for l in r.stderr.splitlines() if "spans nodes" in l), None)
+        print(f"--mesh {mesh}: " + (note or "no placement note"))
+        if r.returncode != 0 or bool(note) != expect:
+            failures.append(f"placement note for {mesh}: {r.stderr[-500:]}")
     # Liveness: a stopped or killed rank ends the job on both nodes.
     for victim, sig, want in ((3, signal.SIGSTOP, "rank 3 on node 1 stopped responding"),
                               (1, signal.SIGKILL, "process rank 1 ")):

@@ -9,6 +9,7 @@
 #include "program/Program.h"
 #include "runtime/Executor.h"
 #include "runtime/Trainer.h"
+#include "runtime/TrainingChecks.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/CheckpointManifest.h"
 #include "runtime/checkpoint/PeriodicCheckpoints.h"
@@ -796,6 +797,13 @@ int main(int Argc, char **Argv) {
     return fail(E.message());
   Executor &Exec = **E;
   const Program &Prog = Exec.program();
+  {
+    Expected<std::string> Note = tpPlacementNote(Exec);
+    if (!Note.ok())
+      return fail(Note.message());
+    if (Root && !O.Quiet && !Note->empty())
+      std::cerr << "weft-run: note: " << *Note << "\n";
+  }
   Exec.setDropoutSeed(uint64_t(O.Seed));
   if (Status S = Exec.initParams(uint64_t(O.Seed)); !S.ok())
     return fail(S.message());
