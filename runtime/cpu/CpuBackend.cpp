@@ -340,7 +340,15 @@ template <typename T> struct Kernels {
     D.Span = keySpans(I, Ctx);
     return D.Pos || D.Window > 0 || D.Span ? &D : nullptr;
   }
+  // Key padding read from a step whose mask was not given would attend to
+  // the padding without a word.
+  static Status needSpans(const BI &I, const SC &Ctx) {
+    return I.Attrs->KeyPadding && !keySpans(I, Ctx)
+               ? Status::error("the step's attention mask is not set")
+               : Status::success();
+  }
   static Status attention(const BI &I, const SC &Ctx, CpuState &S) {
+    WEFT_RETURN_IF_ERROR(needSpans(I, Ctx));
     const Shape &D = I.In[0].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
     cpu::AttentionDropout Drop;
@@ -354,6 +362,7 @@ template <typename T> struct Kernels {
     return Status::success();
   }
   static Status attentionGrad(const BI &I, const SC &Ctx, CpuState &S) {
+    WEFT_RETURN_IF_ERROR(needSpans(I, Ctx));
     const Shape &D = I.In[1].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
     cpu::AttentionDropout Drop;
