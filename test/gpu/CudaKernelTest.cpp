@@ -109,7 +109,10 @@ std::vector<char> randomOperand(const Program &P, const Instruction &I,
   std::normal_distribution<double> Normal(0.0, 1.0);
   const bool SecondMoment =
       I.Op == OpKind::AdamW && I.In.size() > 3 && I.In[3] == Id;
-  const int64_t Vocab = std::max<int64_t>(P.Vocab, 1);
+  // A vocab-parallel op run alone (no mesh bound) reads ids of its own
+  // shard of the table: [0, vocab / shards).
+  const int64_t Vocab =
+      std::max<int64_t>(P.Vocab / P.Devices.count(I.Attrs.VocabAxes), 1);
   for (int64_t K = 0; K < S.numel(); ++K) {
     double V;
     if (S.Type == DType::I32)
