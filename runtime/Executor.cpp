@@ -583,6 +583,13 @@ Status Executor::loadBatch(const BatchSource &Data, int64_t Step) {
   // rank; no collective needed.
   if (MaskedLoss)
     CountedTargets = Data.countedTargets(Step, GlobalBatch, GlobalSeq, M);
+  WEFT_RETURN_IF_ERROR(loadRowData(Data, Step));
+  WEFT_RETURN_IF_ERROR(Q->copyToDevice(Tokens, HostInputs.data(),
+                                       HostInputs.size() * sizeof(int32_t)));
+  return Q->synchronize();
+}
+
+Status Executor::loadRowData(const BatchSource &Data, int64_t Step) {
   // Packed documents: every rank (every pipeline stage, holding tokens or
   // not) finds them in the step's whole batch.
   if (Prog.packsDocuments()) {
@@ -600,9 +607,7 @@ Status Executor::loadBatch(const BatchSource &Data, int64_t Step) {
     WEFT_RETURN_IF_ERROR(
         Data.fillKeySpans(Step, GlobalBatch, GlobalSeq, KeySpans.data()));
   }
-  WEFT_RETURN_IF_ERROR(Q->copyToDevice(Tokens, HostInputs.data(),
-                                       HostInputs.size() * sizeof(int32_t)));
-  return Q->synchronize();
+  return Status::success();
 }
 
 Status Executor::setInputs(int64_t K, const int32_t *Toks,

@@ -55,6 +55,10 @@ public:
   /// micro-batch (micro-batch k holds the step's global rows
   /// [k*B/M, (k+1)*B/M)), staged on the host and copied in.
   Status loadBatch(const BatchSource &Data, int64_t Step);
+  /// What the kernels read of step Step's whole batch beside its tokens
+  /// (packed documents' positions, token types, attention-mask spans);
+  /// loadBatch does it, a forward-only run calls it itself.
+  Status loadRowData(const BatchSource &Data, int64_t Step);
   /// Sets micro-batch K's inputs from host arrays of localBatch() x
   /// localSeq() ids each, localBatch() targets when the program reads one
   /// per sample, the float targets' bytes for a regression (no targets in a

@@ -1174,24 +1174,16 @@ std::string Importer::run(const onnx::ModelProto &model,
       inputs.erase(inputs.begin() + std::ptrdiff_t(i));
     }
   }
-  if (types && (options.forwardOnly || !options.givenTargets))
-    return "graph input 'token_type_ids': " +
-           std::string(options.forwardOnly
-                           ? "forward-only runs of given token types are "
-                             "not built yet; train it"
-                           : "train it") +
-           " on given targets (--loss cross-entropy, with --classes N for a "
-           "classifier), fed by weft-run --tokens, --targets and "
-           "--token-type-ids";
-  if (mask && (options.forwardOnly || !options.givenTargets))
-    return "graph input 'attention_mask' pads rows: " +
-           std::string(options.forwardOnly
-                           ? "forward-only runs of padded rows are not built "
-                             "yet; train it"
-                           : "train it") +
-           " on given targets, -100 at the padding (--loss cross-entropy, "
-           "with --classes N for a classifier), fed by weft-run --tokens, "
-           "--targets and --attention-mask";
+  if (types && !options.forwardOnly && !options.givenTargets)
+    return "graph input 'token_type_ids': train it on given targets (--loss "
+           "cross-entropy, with --classes N for a classifier), fed by "
+           "weft-run --tokens, --targets and --token-type-ids (or compile "
+           "it --forward-only)";
+  if (mask && !options.forwardOnly && !options.givenTargets)
+    return "graph input 'attention_mask' pads rows: train it on given "
+           "targets, -100 at the padding (--loss cross-entropy, with "
+           "--classes N for a classifier), fed by weft-run --tokens, "
+           "--targets and --attention-mask (or compile it --forward-only)";
   if (inputs.size() != 1) {
     std::string names;
     for (const auto *i : inputs)
@@ -1526,6 +1518,9 @@ std::string Importer::twinTables(Block *body, const std::string &table) {
                              "the token embedding '" +
                              table + "'" + (transposed ? " transposed" : "");
     using Tables = OnnxImportOptions::TwinTables;
+    // Forward-only, the copy computes what the table would: nothing trains.
+    if (options.twinTables == Tables::Ask && options.forwardOnly)
+      continue;
     if (options.twinTables == Tables::Ask)
       return pair +
              ": an exporter's copy of a tied head (torch.onnx's TorchScript "

@@ -13,7 +13,8 @@ third), its table read by each position's type (--token-type-ids). For each:
   1. f64: the first loss is transformers' (1e-8 relative: the metrics'
      9 digits; its float32 internals promoted) and so is every gradient
      (1e-8 of the largest), but for the row of BERT's padding_idx;
-  2. f32: the first loss is onnxruntime's on the graph (1e-5);
+  2. f32: the first loss is onnxruntime's on the graph (1e-5), and so are
+     the logits of a forward-only run (at the tokens);
   3. f64: dp=2 and tp=2 megatron train 3 steps like one rank (1e-12);
 and a run without the mask, or a compile that would train the padding, is
 refused by name.
@@ -42,13 +43,13 @@ failures = []
 
 def compile_(name, meta, tag, dtype, flags=(), check=True):
     prog = f"{WORK}/{tag}.weft"
-    cmd = [f"{BIN}/weft-compile", f"{FIX}/{name}.onnx", "--dtype", dtype, "--lr", "3e-3",
-           "--quiet", "-o", prog] + list(flags)
-    if "--loss" not in flags:
-        cmd += ["--loss", "cross-entropy"]
-    if meta["classes"]:
-        cmd += ["--classes", str(meta["classes"])]
-    if "gpt2" in name:
+    cmd = [f"{BIN}/weft-compile", f"{FIX}/{name}.onnx", "--dtype", dtype, "--quiet", "-o",
+           prog] + list(flags)
+    if "--forward-only" not in flags:
+        cmd += ["--lr", "3e-3"] + (["--loss", "cross-entropy"] if "--loss" not in flags else [])
+        if meta["classes"]:
+            cmd += ["--classes", str(meta["classes"])]
+    if "gpt2" in name and "--forward-only" not in flags:
         cmd += ["--tie-embeddings"]  # the exporter's transposed copy of the table
     r = subprocess.run(cmd, capture_output=True, text=True)
     if check and r.returncode:
@@ -119,6 +120,27 @@ for name in ("gpt2-padded", "llama-padded", "bert-cls-padded", "bert-cls-types")
     print(f"  f32 loss {rel:.1e} against onnxruntime {meta['onnxruntime']}")
     if rel > 1e-5:
         failures.append(f"{name}: f32 loss {rel:.2e} against onnxruntime")
+
+    # Forward-only (inference on padded rows): onnxruntime's logits, at the
+    # tokens (a padded query's output is no token's; a classifier's scores
+    # are the rows').
+    fwd, _ = compile_(name, meta, f"{name}-fwd", "f32", ["--forward-only"])
+    cmd = [f"{BIN}/weft-run", fwd, "--input", f"{WORK}/{name}-t.npy", "--attention-mask",
+           f"{WORK}/{name}-m.npy", "--load", f"{FIX}/{name}.onnx", "--output",
+           f"{WORK}/{name}-logits.npy", "--quiet"]
+    if meta.get("token_type_ids"):
+        cmd += ["--token-type-ids", f"{WORK}/{name}-s.npy"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"FAIL: {name} forward-only: {r.stderr[-600:]}")
+    got, want = np.load(f"{WORK}/{name}-logits.npy"), np.array(meta["ort_logits"])
+    if got.ndim == 3:
+        keep = np.array(meta["attention_mask"], dtype=bool)
+        got, want = got[keep], want[keep]
+    rel = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+    print(f"  forward-only logits {rel:.1e} against onnxruntime")
+    if rel > 1e-5:
+        failures.append(f"{name}: forward-only logits {rel:.2e} against onnxruntime")
 
     one, _ = run(name, meta, f"{name}-one", prog, 3)
     for mesh in (["--mesh", "dp=2"], ["--mesh", "tp=2", "--layout", "megatron"]):

@@ -66,14 +66,16 @@ options:
                     k's sample i is row (k*batch+i) mod N, and a masked-LM
                     program's recipe is not applied (the targets are given)
   --attention-mask FILE.npy
-                    with --tokens/--targets, for a program compiled with
-                    --attention-mask or from an ONNX graph with an
-                    attention_mask input: each sample's mask [N, seq], 1 a
-                    token, 0 padding (a padded position's target is -100)
+                    with --tokens/--targets (or a forward-only --input),
+                    for a program compiled with --attention-mask or from an
+                    ONNX graph with an attention_mask input: each sample's
+                    mask [N, seq], 1 a token, 0 padding (a padded
+                    position's target is -100)
   --token-type-ids FILE.npy
-                    with --tokens/--targets, for a program from an ONNX
-                    graph with a token_type_ids input: each sample's token
-                    types [N, seq] (BERT's segments: 0, 1)
+                    with --tokens/--targets (or a forward-only --input),
+                    for a program from an ONNX graph with a token_type_ids
+                    input: each sample's token types [N, seq] (BERT's
+                    segments: 0, 1)
   --seed N          seed of the deterministic parameter init and of the
                     dropout masks (default 1234)
   --load DIR        load parameters (and, when present, optimizer state and
@@ -465,7 +467,7 @@ std::string misplacedFlag(const Options &O, bool ForwardOnly) {
       "--save",         "--save-every",     "--resume",         "--metrics",
       "--save-grads",   "--grad-check",     "--checkpoint-dir", "--keep",
       "--on-nonfinite", "--check-replicas", "--trace",          "--sampling",
-      "--data-seed",    "--attention-mask", "--token-type-ids"};
+      "--data-seed"};
   static const char *const ForwardOnlyFlags[] = {"--input", "--output"};
   for (const std::string &A : O.Given) {
     if (ForwardOnly) {
@@ -610,6 +612,32 @@ Status setTokens(Executor &E, const std::string &Path) {
   return E.setInputs(0, Block.data(), nullptr);
 }
 
+/// A padded forward-only program's attention mask and token types, for the
+/// samples of --input's tokens (Path).
+Status setRowData(Executor &E, const Options &O, const std::string &Path) {
+  const Program &P = E.program();
+  if (O.MaskNpy.empty() && O.TypesNpy.empty())
+    return Status::success();
+  Expected<NpyArray> In = readNpy(Path);
+  if (!In.ok())
+    return In.status();
+  Expected<std::vector<int32_t>> Ids = npyTokenIds(
+      *In, Shape{P.Batch, P.Seq}, P.Vocab, "--input '" + Path + "'");
+  if (!Ids.ok())
+    return Ids.status();
+  // No targets: each a -100, which the mask's checks ask of the padding.
+  std::vector<int32_t> None(Ids->size(), -100);
+  Expected<SampleData> S = SampleData::fromRows(
+      std::move(*Ids), std::move(None), P.Seq, P.Vocab, 0, false);
+  if (!S.ok())
+    return S.status();
+  if (!O.MaskNpy.empty())
+    WEFT_RETURN_IF_ERROR(loadAttentionMask(O.MaskNpy, P, *S));
+  if (!O.TypesNpy.empty())
+    WEFT_RETURN_IF_ERROR(loadTokenTypes(O.TypesNpy, P, *S));
+  return E.loadRowData(*S, 0);
+}
+
 /// A forward-only program: its outputs (the logits of --input's tokens,
 /// or the tensors of its named inputs) to --output.
 int runForwardOnly(Executor &E, const Options &O, const ForwardFiles &F) {
@@ -621,6 +649,8 @@ int runForwardOnly(Executor &E, const Options &O, const ForwardFiles &F) {
     const std::string &Path = F.In.at(B.Name);
     if (B.Name == "tokens") {
       if (Status S = setTokens(E, Path); !S.ok())
+        return fail(S.message());
+      if (Status S = setRowData(E, O, Path); !S.ok())
         return fail(S.message());
       continue;
     }
@@ -718,14 +748,23 @@ int main(int Argc, char **Argv) {
   if (O.Data.empty() && !Samples && !O.GradCheck && !P->forwardOnly())
     return fail("no --data given (a uint16 token file, see weft-tokenize)");
   const bool Padded = P->DocumentsFromMask || P->ReadsKeyPadding;
-  if (Padded && (!Samples || O.MaskNpy.empty()))
+  if (P->forwardOnly() && Padded && O.MaskNpy.empty())
+    return fail("'" + O.Program +
+                "' reads each row's attention mask (the model's "
+                "attention_mask input): give --attention-mask");
+  if (P->forwardOnly() && P->ReadsTokenTypes && O.TypesNpy.empty())
+    return fail("'" + O.Program +
+                "' reads each position's token type (the model's "
+                "token_type_ids input): give --token-type-ids");
+  if (!P->forwardOnly() && Padded && (!Samples || O.MaskNpy.empty()))
     return fail("'" + O.Program + "' " +
                 (P->ReadsKeyPadding
                      ? "reads each row's attention mask (the model's "
                        "attention_mask input)"
                      : "trains padded rows (weft-compile --attention-mask)") +
                 ": give --tokens, --targets and --attention-mask");
-  if (P->ReadsTokenTypes && (!Samples || O.TypesNpy.empty()))
+  if (!P->forwardOnly() && P->ReadsTokenTypes &&
+      (!Samples || O.TypesNpy.empty()))
     return fail("'" + O.Program +
                 "' reads each position's token type (the model's "
                 "token_type_ids input): give --tokens, --targets and "
