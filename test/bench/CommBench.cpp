@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -185,6 +186,12 @@ int main(int argc, char **argv) {
   }
   int rc = 0;
   if (rank == 0 && !table.empty()) {
+    // The table's folder (~/.cache/weft, the runtime's default) may not
+    // exist yet on a new machine.
+    std::error_code made;
+    std::filesystem::path folder = std::filesystem::path(table).parent_path();
+    if (!folder.empty())
+      std::filesystem::create_directories(folder, made);
     std::ofstream out(table);
     char host[256] = "?";
     gethostname(host, sizeof(host) - 1);
