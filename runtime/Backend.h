@@ -116,24 +116,27 @@ struct StepContext {
 /// Packed documents: the positions of instruction I's local row 0 (its
 /// global row in this micro-batch, from its first global position), or
 /// null when the program packs none. Rows follow at Ctx.DocSeq apart.
-inline const int32_t *documentRow(const BoundInstruction &I,
-                                  const StepContext &Ctx) {
-  if (!Ctx.DocPos || I.DimFirst.size() < 2)
+/// Where instruction I's local row 0 starts in a step-wide [rows, DocSeq]
+/// array (its global row in this micro-batch, its first global position);
+/// null for a null array.
+inline const int32_t *localRow(const int32_t *Global, const BoundInstruction &I,
+                               const StepContext &Ctx) {
+  if (!Global || I.DimFirst.size() < 2)
     return nullptr;
-  return Ctx.DocPos +
+  return Global +
          (I.DimFirst[0] + Ctx.Microbatch * I.MicrobatchRows) * Ctx.DocSeq +
          I.DimFirst[1];
+}
+inline const int32_t *documentRow(const BoundInstruction &I,
+                                  const StepContext &Ctx) {
+  return localRow(Ctx.DocPos, I, Ctx);
 }
 
 /// Token types: those of position_embedding(_grad) I's local row 0 (as
 /// documentRow), or null when it reads positions.
 inline const int32_t *tokenTypeRow(const BoundInstruction &I,
                                    const StepContext &Ctx) {
-  if (!Ctx.TokenTypes || !I.Attrs->TokenTypes || I.DimFirst.size() < 2)
-    return nullptr;
-  return Ctx.TokenTypes +
-         (I.DimFirst[0] + Ctx.Microbatch * I.MicrobatchRows) * Ctx.DocSeq +
-         I.DimFirst[1];
+  return I.Attrs->TokenTypes ? localRow(Ctx.TokenTypes, I, Ctx) : nullptr;
 }
 
 /// Key padding: the token spans of attention instruction I's local rows

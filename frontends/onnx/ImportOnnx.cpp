@@ -137,6 +137,9 @@ private:
                         int64_t seq);
   std::string typesInput(const onnx::ValueInfoProto &input, int64_t batch,
                          int64_t seq);
+  std::string rowsInput(const onnx::ValueInfoProto &input, int64_t batch,
+                        int64_t seq, llvm::function_ref<bool(HostType)> allowed,
+                        const std::string &kind, HostType &type);
   Value param(const std::string &name);
   std::string graphInput(const onnx::ValueInfoProto &input, Block *body);
   std::string tensorGraph(const onnx::GraphProto &g,
@@ -227,29 +230,41 @@ std::string Importer::materializePadded(const std::string &name,
   return "";
 }
 
-// The graph's attention_mask input: [batch, seq] integers (or bools), 1 a
-// token and 0 padding, which weft-run --attention-mask gives each step.
-// The graph's token_type_ids input: [batch, seq] integers, which
-// weft-run --token-type-ids gives each step.
-std::string Importer::typesInput(const onnx::ValueInfoProto &input,
-                                 int64_t batch, int64_t seq) {
+// A graph input beside the token ids, [batch, seq] as they are, of a type
+// `allowed` accepts; `kind` names what it holds. Returns why not, or "".
+std::string Importer::rowsInput(const onnx::ValueInfoProto &input,
+                                int64_t batch, int64_t seq,
+                                llvm::function_ref<bool(HostType)> allowed,
+                                const std::string &kind, HostType &type) {
   const std::string what = "graph input '" + input.name() + "'";
   const auto &tt = input.type().tensor_type();
-  HostType type;
   if (!input.type().has_tensor_type() ||
-      !onnximport::hostTypeOf(tt.elem_type(), type) ||
-      (type != HostType::I64 && type != HostType::I32))
-    return what + " is not a tensor of integers; token types are ids";
-  const int64_t want[2] = {batch, seq};
+      !onnximport::hostTypeOf(tt.elem_type(), type) || !allowed(type))
+    return what + " is not a tensor of " + kind;
   if (tt.shape().dim_size() != 2)
     return what + " has rank " + std::to_string(tt.shape().dim_size()) +
-           "; token types are [batch, seq], as the token ids";
+           "; it is [batch, seq], as the token ids";
+  const int64_t want[2] = {batch, seq};
   for (int d = 0; d < 2; ++d)
     if (tt.shape().dim(d).has_dim_value() &&
         tt.shape().dim(d).dim_value() != want[d])
       return what + " has dim " + std::to_string(d) + " = " +
              std::to_string(tt.shape().dim(d).dim_value()) +
              ", but the token ids' is " + std::to_string(want[d]);
+  return "";
+}
+
+// The graph's token_type_ids input: integers, which weft-run
+// --token-type-ids gives each step.
+std::string Importer::typesInput(const onnx::ValueInfoProto &input,
+                                 int64_t batch, int64_t seq) {
+  HostType type;
+  if (std::string e = rowsInput(
+          input, batch, seq,
+          [](HostType t) { return t == HostType::I64 || t == HostType::I32; },
+          "integers; token types are ids", type);
+      !e.empty())
+    return e;
   Slot s;
   s.tokenTypes.emplace();
   s.tokenTypes->type = type;
@@ -259,27 +274,22 @@ std::string Importer::typesInput(const onnx::ValueInfoProto &input,
   return "";
 }
 
+// The graph's attention_mask input: integers (or bools), 1 a token and 0
+// padding, which weft-run --attention-mask gives each step.
 std::string Importer::maskInput(const onnx::ValueInfoProto &input,
                                 int64_t batch, int64_t seq) {
-  const std::string what = "graph input '" + input.name() + "'";
   HostType type;
-  const auto &tt = input.type().tensor_type();
-  if (!input.type().has_tensor_type() ||
-      !onnximport::hostTypeOf(tt.elem_type(), type) ||
-      (type != HostType::I64 && type != HostType::I32 &&
-       type != HostType::Bool))
-    return what + " is not a tensor of integers or bools; an attention mask "
-                  "is 1 for a token, 0 for padding";
-  if (tt.shape().dim_size() != 2)
-    return what + " has rank " + std::to_string(tt.shape().dim_size()) +
-           "; an attention mask is [batch, seq], as the token ids";
-  const int64_t want[2] = {batch, seq};
-  for (int d = 0; d < 2; ++d)
-    if (tt.shape().dim(d).has_dim_value() &&
-        tt.shape().dim(d).dim_value() != want[d])
-      return what + " has dim " + std::to_string(d) + " = " +
-             std::to_string(tt.shape().dim(d).dim_value()) +
-             ", but the token ids' is " + std::to_string(want[d]);
+  if (std::string e = rowsInput(
+          input, batch, seq,
+          [](HostType t) {
+            return t == HostType::I64 || t == HostType::I32 ||
+                   t == HostType::Bool;
+          },
+          "integers or bools; an attention mask is 1 for a token, 0 for "
+          "padding",
+          type);
+      !e.empty())
+    return e;
   Slot s;
   s.padded = onnximport::paddedInput(type, batch, seq);
   slots[input.name()] = s;
