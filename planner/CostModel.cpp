@@ -50,6 +50,44 @@ double ringGatherSeconds(double bytes, int64_t n, const LinkTier &link) {
          double(n - 1) * link.latencySeconds();
 }
 
+namespace {
+/// The ranks of the group on each node (L) and the nodes it spans (N);
+/// L = 0 where nodes hold different numbers of them.
+std::pair<int64_t, int64_t> groupOnNodes(int64_t stride, int64_t size,
+                                         const Hardware &hw) {
+  int64_t perNode = std::max<int64_t>(1, hw.gpusPerNode);
+  int64_t l = stride >= perNode ? 1 : std::min(size, perNode / stride);
+  if (l < 1 || size % l != 0)
+    return {0, 0};
+  return {l, size / l};
+}
+
+double groupSeconds(double bytes, int64_t stride, int64_t size,
+                    const Hardware &hw, bool allReduce) {
+  auto ring = [&](double b, int64_t n, const LinkTier &t) {
+    return allReduce ? ringAllReduceSeconds(b, n, t)
+                     : ringGatherSeconds(b, n, t);
+  };
+  if (stride * size <= hw.gpusPerNode)
+    return ring(bytes, size, hw.intraNode);
+  auto [l, n] = groupOnNodes(stride, size, hw);
+  if (!hw.hierarchical || l < 2 || n < 2)
+    return ring(bytes, size, hw.interNode);
+  double within = ringGatherSeconds(bytes, l, hw.intraNode);
+  return (allReduce ? 2 * within : within) + ring(bytes / l, n, hw.interNode);
+}
+} // namespace
+
+double groupAllReduceSeconds(double bytes, int64_t stride, int64_t size,
+                             const Hardware &hw) {
+  return groupSeconds(bytes, stride, size, hw, true);
+}
+
+double groupGatherSeconds(double bytes, int64_t stride, int64_t size,
+                          const Hardware &hw) {
+  return groupSeconds(bytes, stride, size, hw, false);
+}
+
 double zeroBytesPerParam(int stage, int64_t d) {
   switch (stage) {
   case 0:
@@ -274,10 +312,10 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   double gradBytes = gpuParams * e;
   double dpComm = 0, window = 0;
   const char *dpTierName = "";
-  const LinkTier &dpTier = tierFor(hw, l.tp * l.pp, l.dp, dpTierName);
+  tierFor(hw, l.tp * l.pp, l.dp, dpTierName);
   if (l.dp > 1) {
-    double ar = ringAllReduceSeconds(gradBytes, l.dp, dpTier);
-    double gather = ringGatherSeconds(gradBytes, l.dp, dpTier);
+    double ar = groupAllReduceSeconds(gradBytes, l.tp * l.pp, l.dp, hw);
+    double gather = groupGatherSeconds(gradBytes, l.tp * l.pp, l.dp, hw);
     double lastBwd = layersPerStage * (layer.bwd() + recompute);
     if (l.zero <= 1) {
       dpComm = ar;

@@ -77,6 +77,18 @@ struct Estimate {
 double ringAllReduceSeconds(double bytes, int64_t n, const LinkTier &link);
 /// All-gather or reduce-scatter: half of that.
 double ringGatherSeconds(double bytes, int64_t n, const LinkTier &link);
+/// A collective over a group of `size` ranks `stride` apart, the ranks
+/// filling nodes of hw.gpusPerNode in order: inside one node a ring on the
+/// intra-node tier; across nodes a ring on the inter-node tier, or with
+/// hw.hierarchical and two or more of its ranks on each node, weft's
+/// hierarchical collective: within the node (intra-node ring), across the
+/// nodes on 1/L of the bytes (inter-node ring), within the node again
+/// (all-reduce only). `bytes`: the larger buffer.
+double groupAllReduceSeconds(double bytes, int64_t stride, int64_t size,
+                             const Hardware &hw);
+/// All-gather or reduce-scatter, likewise.
+double groupGatherSeconds(double bytes, int64_t stride, int64_t size,
+                          const Hardware &hw);
 /// Bytes per parameter of training state per GPU under ZeRO on d ranks
 /// (bf16 params + grads, fp32 master + Adam m, v): 16, 4 + 12/d, 2 + 14/d,
 /// 16/d.

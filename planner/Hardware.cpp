@@ -196,6 +196,16 @@ HardwareResult parseHardwareText(const std::string &text,
     in.error = source + ": field 'gemm_efficiency.max' must be at most 1";
   if (j.contains("measured") && j["measured"].is_string())
     hw.measured = j["measured"].get<std::string>();
+  if (in.error.empty() && j.contains("collectives")) {
+    const nlohmann::json &c = j["collectives"];
+    if (c == "hierarchical" || c == "ring")
+      hw.hierarchical = c == "hierarchical";
+    else
+      in.error = source +
+                 ": field 'collectives' must be \"ring\" or "
+                 "\"hierarchical\", got " +
+                 c.dump();
+  }
   r.error = in.error;
   return r;
 }
@@ -235,6 +245,8 @@ std::string hardwareToJson(const Hardware &hw) {
       {"gemm_efficiency",
        {{"max", hw.gemm.max}, {"half_dim", hw.gemm.halfDim}}},
   };
+  if (hw.hierarchical)
+    j["collectives"] = "hierarchical";
   if (!hw.measured.empty())
     j["measured"] = hw.measured;
   return j.dump(2) + "\n";

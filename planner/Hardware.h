@@ -45,6 +45,11 @@ struct Hardware {
   double hbmGBps = 0;    // memory-bound ops (norms, elementwise, optimizer)
   LinkTier intraNode, interNode;
   GemmEfficiency gemm;
+  /// How a group across nodes runs its collectives: false, one ring over the
+  /// inter-node tier (NCCL's rings); true, hierarchically (weft's MPI
+  /// communicator on CPUs: within the node, across, within). JSON's optional
+  /// "collectives": "ring" (default) or "hierarchical".
+  bool hierarchical = false;
   std::string measured; // what --calibrate measured, if anything
 
   double peakFlops() const { return peakTflops * 1e12; }

@@ -140,6 +140,12 @@ public:
   /// Bytes sent by collectives since the last reset, per "<op>/<axes>" key
   /// (ring formulas of docs/program-format.md), in first-use order.
   std::vector<std::pair<std::string, double>> commBytes() const;
+  /// Whether a collective's group spans nodes and runs hierarchically
+  /// (its bytes are then the sum of its three steps, CommGroup).
+  bool hierarchicalComm() const;
+  /// Of commBytes(), the collectives' bytes sent between nodes (0 where no
+  /// group spans nodes).
+  double commBytesAcrossNodes() const { return AcrossTotal; }
   void resetCommBytes();
 
   /// The step's loss after runGradients or runForward (summed over the
@@ -211,6 +217,7 @@ private:
     const CommGroup *Group = nullptr;        // collectives, adamw's shards
     int Key = -1;                            // into CommKeys
     double Bytes = 0;                        // per run
+    double AcrossBytes = 0;                  // of them, between nodes
     int64_t Outer = 1, Inner = 1, Chunk = 0; // collective along a dim
     int Request = -1;      // async all_reduce/all_gather: its slot in Requests
     int64_t WaitsFor = -1; // wait: the start it completes
@@ -256,6 +263,7 @@ private:
   std::vector<size_t> Pending; // instructions in flight; capacity reserved
   std::vector<std::string> CommKeys;
   std::vector<double> CommTotals;
+  double AcrossTotal = 0; // collectives' bytes between nodes, since reset
   void *Arena = nullptr;
   void *Persistent = nullptr;
   size_t PersistentBytes = 0, ScratchBytes = 0;

@@ -64,8 +64,16 @@ std::vector<std::pair<std::string, double>> Executor::commBytes() const {
   return R;
 }
 
+bool Executor::hierarchicalComm() const {
+  for (const MeshStep &S : Steps)
+    if (S.Key >= 0 && S.Group && S.Group->Hierarchical)
+      return true;
+  return false;
+}
+
 void Executor::resetCommBytes() {
   std::fill(CommTotals.begin(), CommTotals.end(), 0.0);
+  AcrossTotal = 0;
   WaitNs = 0;
 }
 
@@ -137,11 +145,12 @@ Status Executor::planMeshSteps() {
       WEFT_RETURN_IF_ERROR(Group(A.Axes));
       const TensorRef &X = BI.In[0], &Y = BI.Out[0];
       const size_t XE = dtypeBytes(X.Spec->Type);
-      double C = S.Group->Size;
       double N = double(std::max(X.Numel, Y.Numel)) * double(XE);
       if (BI.Op == OpKind::AllReduce) {
         S.Key = commKey("all_reduce", A.Axes);
-        S.Bytes = 2 * (C - 1) / C * N;
+        SentBytes Sent = sentBytes(*S.Group, true, N);
+        S.Bytes = Sent.Total;
+        S.AcrossBytes = Sent.Across;
         if (A.Async && AsyncOn)
           WEFT_RETURN_IF_ERROR(Reserve(X));
         break;
@@ -155,7 +164,9 @@ Status Executor::planMeshSteps() {
         break;
       S.Key = commKey(
           BI.Op == OpKind::AllGather ? "all_gather" : "reduce_scatter", A.Axes);
-      S.Bytes = (C - 1) / C * N;
+      SentBytes Sent = sentBytes(*S.Group, false, N);
+      S.Bytes = Sent.Total;
+      S.AcrossBytes = Sent.Across;
       // Validated: along dim 0 or with only size-1 dims before it, so the
       // blocks are contiguous (the program block_transposes otherwise).
       if (BI.Op == OpKind::AllGather && A.Async && AsyncOn)
@@ -242,8 +253,10 @@ Status Executor::runCollective(size_t K) {
   const DType T = X.Spec->Type;
   const size_t E = dtypeBytes(T);
   const int64_t C = G.Size, Chunk = S.Chunk, Outer = S.Outer;
-  if (S.Key >= 0)
+  if (S.Key >= 0) {
     CommTotals[size_t(S.Key)] += S.Bytes;
+    AcrossTotal += S.AcrossBytes;
+  }
   switch (BI.Op) {
   case OpKind::AllReduce: {
     if (S.Request < 0)

@@ -142,6 +142,11 @@ Expected<std::vector<StepRecord>> train(Executor &E, const BatchSource &Data,
           *O.Metrics << Line;
         }
         *O.Metrics << "}";
+        if (double Across = E.commBytesAcrossNodes(); Across > 0) {
+          std::snprintf(Line, sizeof(Line),
+                        ", \"comm_bytes_across_nodes\": %.0f", Across);
+          *O.Metrics << Line;
+        }
       }
       *O.Metrics << "}\n" << std::flush;
       if (!*O.Metrics)
@@ -187,12 +192,18 @@ void printSummary(std::ostream &OS, const std::vector<StepRecord> &Records,
       std::snprintf(Line, sizeof(Line), " | %s %.0f", Key.c_str(), Bytes);
       Parts += Line;
     }
-    std::snprintf(Line, sizeof(Line),
-                  "comm: %.0f bytes/step sent by this rank (ring)%s | %.3g MB "
-                  "over %zu steps\n",
-                  Total, Parts.c_str(), Total * double(Records.size()) / 1e6,
-                  Records.size());
+    std::snprintf(
+        Line, sizeof(Line),
+        "comm: %.0f bytes/step sent by this rank (%s)%s | %.3g MB "
+        "over %zu steps\n",
+        Total, E.hierarchicalComm() ? "hierarchical across nodes" : "ring",
+        Parts.c_str(), Total * double(Records.size()) / 1e6, Records.size());
     OS << Line;
+    if (double Across = E.commBytesAcrossNodes(); Across > 0) {
+      std::snprintf(Line, sizeof(Line), "comm: %.0f of them between nodes\n",
+                    Across);
+      OS << Line;
+    }
   }
 }
 

@@ -14,7 +14,9 @@ using nlohmann::json;
 
 constexpr const char *kKinds[] = {"all_reduce", "all_gather", "reduce_scatter"};
 
-const char *pathName(CommPath P) { return P == CommPath::Shm ? "shm" : "mpi"; }
+const char *pathName(CommPath P) {
+  return P == CommPath::Shm ? "shm" : P == CommPath::Hier ? "hier" : "mpi";
+}
 } // namespace
 
 Expected<CommPathTable> CommPathTable::parse(const std::string &Text,
@@ -57,16 +59,20 @@ Expected<CommPathTable> CommPathTable::parse(const std::string &Text,
       std::string At = Key + "[" + std::to_string(I) + "]";
       if (!E.is_array() || E.size() != 2 || !E[0].is_number_unsigned() ||
           !E[1].is_string())
-        return Fail(At, "must be [bytes, \"shm\" or \"mpi\"], got " + E.dump());
+        return Fail(At, "must be [bytes, \"shm\", \"hier\" or \"mpi\"], got " +
+                            E.dump());
       size_t Bytes = E[0].get<size_t>();
       std::string P = E[1].get<std::string>();
-      if (P != "shm" && P != "mpi")
-        return Fail(At, "path must be \"shm\" or \"mpi\", got \"" + P + "\"");
+      if (P != "shm" && P != "hier" && P != "mpi")
+        return Fail(At, "path must be \"shm\", \"hier\" or \"mpi\", got \"" +
+                            P + "\"");
       if (!Steps.empty() && Bytes <= Steps.back().first)
         return Fail(At, "bytes " + std::to_string(Bytes) +
                             " must exceed the previous entry's " +
                             std::to_string(Steps.back().first));
-      Steps.push_back({Bytes, P == "shm" ? CommPath::Shm : CommPath::Mpi});
+      Steps.push_back({Bytes, P == "shm"    ? CommPath::Shm
+                              : P == "hier" ? CommPath::Hier
+                                            : CommPath::Mpi});
     }
     T.Entries[Key] = std::move(Steps);
   }

@@ -14,8 +14,13 @@
 //    "all_gather":     [[4096, "shm"], [65536, "mpi"], [16777216, "shm"]],
 //    "reduce_scatter": [[4096, "shm"]]}
 //
+// A group across nodes reads the same keys, "hier" (its hierarchical
+// collectives) or "mpi" (MPI's flat one); weft-bench-comm writes them when
+// its ranks span nodes.
+//
 // Below a collective's first entry, and for a collective, or a group size,
-// the table does not list, the built-in rule holds (shared path from 4 KiB).
+// the table does not list, the built-in rule holds (shared path from 4 KiB;
+// hierarchical at every size).
 // Rank 0 reads the table and every rank gets its bytes, so that all ranks of
 // a group take the same path.
 //
@@ -34,7 +39,9 @@
 
 namespace weft {
 
-enum class CommPath { Shm, Mpi };
+/// Within a node: the shared slots or MPI. For a group across nodes
+/// (HierarchicalCollectives.h): hierarchical or MPI's flat collective.
+enum class CommPath { Shm, Hier, Mpi };
 
 class CommPathTable {
 public:

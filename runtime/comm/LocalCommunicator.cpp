@@ -7,6 +7,24 @@
 
 namespace weft {
 
+SentBytes sentBytes(const CommGroup &G, bool AllReduce, double Bytes) {
+  SentBytes S;
+  const double N = G.Size, Ring = AllReduce ? 2.0 : 1.0;
+  if (G.Size < 2)
+    return S;
+  if (!G.Hierarchical) {
+    S.Total = Ring * (N - 1) / N * Bytes;
+    // A ring in shard order crosses between nodes on Nodes of its N hops.
+    S.Across = G.Nodes > 1 ? S.Total * G.Nodes / N : 0;
+    return S;
+  }
+  const double L = G.PerNode, Nd = G.Nodes;
+  const double Within = (AllReduce ? 2.0 : 1.0) * (L - 1) / L * Bytes;
+  S.Across = Ring * (Nd - 1) / Nd * Bytes / L;
+  S.Total = Within + S.Across;
+  return S;
+}
+
 Expected<CommGroup> describeGroup(const Mesh &M, const AxesList &Axes,
                                   int WorldRank, int WorldSize) {
   if (!M.Axes.empty() && M.size() != WorldSize)

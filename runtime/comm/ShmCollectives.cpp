@@ -222,9 +222,6 @@ void storeFence() {
 constexpr size_t kStreamMinBytes = size_t(16) << 20;
 } // namespace
 
-namespace {
-// This rank's shared memory as the kernel names it: /dev/shm's device and
-// inode, and the launcher's or a test's WEFT_NODE_ID.
 std::array<uint64_t, 3> shmIdentity() {
   std::array<uint64_t, 3> Key{0, 0, 0};
   struct stat St;
@@ -236,7 +233,6 @@ std::array<uint64_t, 3> shmIdentity() {
     Key[2] = std::hash<std::string>()(Node) | 1;
   return Key;
 }
-} // namespace
 
 Expected<ShmCollectives *> ShmCollectives::create(MPI_Comm Group,
                                                   size_t SlotKB) {

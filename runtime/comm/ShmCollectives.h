@@ -23,11 +23,16 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace weft {
+
+/// This rank's shared memory as the kernel names it: /dev/shm's device and
+/// inode, and the launcher's or a test's WEFT_NODE_ID (hashed; 0 unset).
+std::array<uint64_t, 3> shmIdentity();
 
 class ShmCollectives {
 public:

@@ -23,9 +23,31 @@
 // "weft" column follows the table in force, so it shows whether weft is
 // anywhere slower than plain MPI.
 //
+// Across nodes (mpirun on a hostfile; test/e2e/two_nodes.sh on this
+// machine), the world group runs weft's hierarchical collectives
+// (runtime/comm/HierarchicalCollectives.h) against MPI's flat ones, and the
+// table it writes says "hier" or "mpi".
+//
+//   weft-bench-comm --write-cluster FILE
+//
+// measures the links the planner needs, with point-to-point transfers only
+// (every pair at once: within each node, and between nodes by local index):
+// latency (8 bytes) and bandwidth (4 MiB), and writes a cluster file
+// (planner/Hardware.h; compute figures of the "local" preset, collectives
+// "hierarchical").
+//
+//   weft-bench-comm --cluster FILE
+//
+// prints beside the measured bus bandwidths the cost model's prediction for
+// them on that cluster (planner/CostModel.h, groupAllReduceSeconds). With
+// --max-bytes N the sweep stops at N bytes.
+//
 //===----------------------------------------------------------------------===//
+#include "planner/CostModel.h"
+#include "planner/Hardware.h"
 #include "runtime/comm/CommPaths.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/HierarchicalCollectives.h"
 
 #include <mpi.h>
 
@@ -58,18 +80,132 @@ template <typename F> double timeIt(F &&f, int iters) {
   MPI_Barrier(MPI_COMM_WORLD);
   return seconds(t0, Clock::now()) / iters;
 }
+
+/// One-way time of Bytes between this rank and Peer (-1: none), every pair
+/// at once: ping-pong, half the round trip.
+double pingPong(int rank, int peer, size_t bytes, int iters) {
+  std::vector<char> buf(bytes, 1);
+  auto once = [&] {
+    if (peer < 0)
+      return;
+    if (rank < peer) {
+      MPI_Send(buf.data(), int(bytes), MPI_CHAR, peer, 3, MPI_COMM_WORLD);
+      MPI_Recv(buf.data(), int(bytes), MPI_CHAR, peer, 3, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+    } else {
+      MPI_Recv(buf.data(), int(bytes), MPI_CHAR, peer, 3, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+      MPI_Send(buf.data(), int(bytes), MPI_CHAR, peer, 3, MPI_COMM_WORLD);
+    }
+  };
+  double t = timeIt(once, iters) / 2;
+  // Rank 0's pair speaks for all: the slowest would, too, but pairs run at
+  // once, so their times agree.
+  MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return t;
+}
+
+/// Writes the cluster file: links by ping-pong. Rank 0 writes.
+int writeCluster(const std::string &file, int rank) {
+  Expected<NodeLayout> layout = nodeLayout(MPI_COMM_WORLD);
+  if (!layout.ok() || layout->PerNode < 1) {
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "weft-bench-comm: --write-cluster needs the same number "
+                   "of ranks on every node%s\n",
+                   layout.ok() ? ""
+                               : (": " + layout.status().message()).c_str());
+    return 1;
+  }
+  const NodeLayout &l = *layout;
+  // This rank's local index, and the ranks by (node, local).
+  std::vector<std::vector<int>> members(size_t(l.Nodes));
+  int node = l.NodeOf[size_t(rank)], local = 0;
+  for (size_t q = 0; q < l.NodeOf.size(); ++q) {
+    if (int(q) == rank)
+      local = int(members[size_t(l.NodeOf[q])].size());
+    members[size_t(l.NodeOf[q])].push_back(int(q));
+  }
+  auto peerAt = [&](int n, int loc) {
+    return n < l.Nodes && loc < l.PerNode ? members[size_t(n)][size_t(loc)]
+                                          : -1;
+  };
+  int intraPeer = peerAt(node, local ^ 1);
+  int interPeer = peerAt(node ^ 1, local);
+  const size_t big = size_t(4) << 20;
+  cost::LinkTier tiers[2];
+  int peers[2] = {intraPeer, interPeer};
+  for (int k = 0; k < 2; ++k) {
+    double lat = pingPong(rank, peers[k], 8, 200);
+    double t = pingPong(rank, peers[k], big, 10);
+    tiers[k].latencyUs = lat * 1e6;
+    tiers[k].bandwidthGBps = big / std::max(t - lat, 1e-9) / 1e9;
+    tiers[k].efficiency = 1;
+  }
+  if (rank != 0)
+    return 0;
+  cost::Hardware hw = cost::lookupHardwarePreset("local").hardware;
+  char host[256] = "?";
+  gethostname(host, sizeof(host) - 1);
+  hw.name = std::string("cpu ranks on ") + host + ", " +
+            std::to_string(l.PerNode) + " per node";
+  hw.gpusPerNode = l.PerNode;
+  hw.intraNode = tiers[0];
+  hw.interNode = tiers[1];
+  hw.hierarchical = true;
+  hw.measured = "weft-bench-comm --write-cluster: links by ping-pong, every "
+                "pair at once; compute figures of the local preset";
+  std::ofstream out(file);
+  out << cost::hardwareToJson(hw);
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "weft-bench-comm: cannot write %s\n", file.c_str());
+    return 1;
+  }
+  std::printf("intra-node: %.1f us, %.2f GB/s | inter-node: %.1f us, %.2f "
+              "GB/s\nwrote %s\n",
+              tiers[0].latencyUs, tiers[0].bandwidthGBps, tiers[1].latencyUs,
+              tiers[1].bandwidthGBps, file.c_str());
+  return 0;
+}
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string table;
+  std::string table, clusterOut, clusterIn;
+  size_t maxBytes = 64u << 20;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--write-table" && i + 1 < argc) {
+    std::string a = argv[i];
+    if (a == "--write-table" && i + 1 < argc) {
       table = argv[++i];
+    } else if (a == "--write-cluster" && i + 1 < argc) {
+      clusterOut = argv[++i];
+    } else if (a == "--cluster" && i + 1 < argc) {
+      clusterIn = argv[++i];
+    } else if (a == "--max-bytes" && i + 1 < argc) {
+      char *end = nullptr;
+      unsigned long long v = std::strtoull(argv[++i], &end, 10);
+      if (*end || v < 4096 || v > (64u << 20)) {
+        std::fprintf(stderr,
+                     "weft-bench-comm: --max-bytes must be 4096 to "
+                     "67108864, got '%s'\n",
+                     argv[i]);
+        return 2;
+      }
+      maxBytes = size_t(v);
     } else {
       std::fprintf(stderr,
                    "weft-bench-comm: unknown argument '%s' (usage: "
-                   "weft-bench-comm [--write-table FILE])\n",
+                   "weft-bench-comm [--write-table FILE] [--write-cluster "
+                   "FILE] [--cluster FILE] [--max-bytes N])\n",
                    argv[i]);
+      return 2;
+    }
+  }
+  cost::HardwareResult cluster;
+  if (!clusterIn.empty()) {
+    cluster = cost::resolveHardware(clusterIn);
+    if (!cluster.ok()) {
+      std::fprintf(stderr, "weft-bench-comm: %s\n", cluster.error.c_str());
       return 2;
     }
   }
@@ -93,8 +229,12 @@ int main(int argc, char **argv) {
     return 1;
   }
   const CommGroup &g = **groupOr;
+  if (!clusterOut.empty()) {
+    int rc = writeCluster(clusterOut, rank);
+    comm.reset();
+    return rc;
+  }
 
-  const size_t maxBytes = 64u << 20;
   std::vector<float> a(maxBytes / 4, 1.0f), b(maxBytes / 4, 0.0f);
   // memcpyBw, the reference of "% memcpy", as it always was: each rank
   // copies with no synchronisation, so the peers' copies overlap it by
@@ -121,8 +261,17 @@ int main(int argc, char **argv) {
                 std::getenv("WEFT_KEEP_MALLOC") ? "off" : "on");
     if (std::string note = comm->pathNote(); !note.empty())
       std::printf("%s\n", note.c_str());
-    std::printf("%-15s %10s %14s %14s %10s\n", "collective", "bytes",
-                "weft busbw", "MPI busbw", "% memcpy");
+    if (g.Nodes > 1)
+      std::printf("%d nodes, %d ranks on each: weft's collectives %s\n",
+                  g.Nodes, g.PerNode,
+                  g.Hierarchical ? "hierarchical (within, across, within)"
+                                 : "flat (MPI's)");
+    if (cluster.ok() && !clusterIn.empty())
+      std::printf("predicted: the cost model on %s (%s)\n",
+                  cluster.hardware.name.c_str(), clusterIn.c_str());
+    std::printf("%-15s %10s %14s %14s %10s%s\n", "collective", "bytes",
+                "weft busbw", "MPI busbw", "% memcpy",
+                clusterIn.empty() ? "" : "  predicted busbw");
   }
   // Per collective: from which size on each path is the faster.
   std::map<std::string, std::vector<std::pair<size_t, CommPath>>> faster;
@@ -176,9 +325,19 @@ int main(int argc, char **argv) {
       for (const Row &r : rows) {
         double weftBus = bytes / r.weft / 1e9 * r.factor;
         double mpiBus = bytes / r.mpi / 1e9 * r.factor;
-        std::printf("%-15s %10zu %11.2f GB/s %9.2f GB/s %9.0f%%\n", r.name,
-                    bytes, weftBus, mpiBus, 100.0 * weftBus / memcpyBw);
-        CommPath best = r.weft <= r.mpi ? CommPath::Shm : CommPath::Mpi;
+        std::printf("%-15s %10zu %11.2f GB/s %9.2f GB/s %9.0f%%", r.name, bytes,
+                    weftBus, mpiBus, 100.0 * weftBus / memcpyBw);
+        if (!clusterIn.empty()) {
+          bool reduce = std::string(r.name) == "all_reduce";
+          double t = reduce ? cost::groupAllReduceSeconds(double(bytes), 1, n,
+                                                          cluster.hardware)
+                            : cost::groupGatherSeconds(double(bytes), 1, n,
+                                                       cluster.hardware);
+          std::printf(" %11.2f GB/s", bytes / t / 1e9 * r.factor);
+        }
+        std::printf("\n");
+        CommPath mine = g.Hierarchical ? CommPath::Hier : CommPath::Shm;
+        CommPath best = r.weft <= r.mpi ? mine : CommPath::Mpi;
         auto &steps = faster[r.name];
         if (steps.empty() || steps.back().second != best)
           steps.push_back({bytes, best});

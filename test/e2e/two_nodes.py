@@ -7,10 +7,12 @@ runs rank r in node r / 2, the ranks talking through MPI over TCP on
 loopback only. weft's shared-memory collectives must see that a group spans
 nodes (their /dev/shm differs) and take MPI's path; before, a dp=4 ZeRO-3
 run died with SIGSEGV mapping a peer's window. gpt-tiny in f64:
-  dp=4 with ZeRO-3 (every group spans the nodes), dp=2,tp=2 with sequence
-  parallelism (tp inside a node, dp across) and pp=2,dp=2 (the stages on
-  different nodes) each give one rank's losses (1e-12) and step-1
-  gradients (1e-10). And a straggler: with rank 3 (node 1) 150 ms slower
+  dp=4 with ZeRO-3 (every group spans the nodes, and runs its collectives
+  hierarchically: within the node, across, within), dp=2,tp=2 with
+  sequence parallelism (tp inside a node, dp across) and pp=2,dp=2 (the
+  stages on different nodes) each give one rank's losses (1e-12) and
+  step-1 gradients (1e-10); weft-comm-tests' collectives pass on the two
+  nodes. And a straggler: with rank 3 (node 1) 150 ms slower
   per step (WEFT_DEBUG_DELAY=3:150), weft-run names it after 3 steps, in
   the log and the metrics; without the delay it names none. And liveness
   across the nodes: rank 3 (node 1) stopped by SIGSTOP is named with its
@@ -84,6 +86,48 @@ try:
         print(f"{' '.join(flags)} on two nodes: loss {lerr:.1e}, grad {gerr:.1e}")
         if lerr > 1e-12 or gerr > 1e-10:
             failures.append(f"{' '.join(flags)}: loss {lerr:.1e} grad {gerr:.1e}")
+    # The collectives themselves across the nodes: every group of the
+    # world (2 ranks on each node) runs hierarchically, blocking and
+    # nonblocking, f32, f64 and bf16, against serial references.
+    env = dict(os.environ, WEFT_EXPECT_NODES="2", OMP_NUM_THREADS="1")
+    r = subprocess.run([f"{HERE}/two_nodes.sh", "run", NODES, "4", f"{BIN}/weft-comm-tests",
+                        "--gtest_filter=Comm.*:MeshTraining.*", "--gtest_color=no"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    passed = [l for l in r.stdout.splitlines() if "PASSED" in l]
+    print(f"weft-comm-tests on two nodes: {passed[0].split(']')[-1].strip() if passed else 'FAILED'}")
+    if r.returncode != 0:
+        failures.append(f"weft-comm-tests on two nodes: {(r.stdout + r.stderr)[-1500:]}")
+    # Bytes between the nodes, per step and rank: the hierarchical
+    # collectives send fewer than MPI's flat ring (WEFT_NO_HIER=1).
+    across = {}
+    for flat in ("", "1"):
+        env = {k: v for k, v in os.environ.items() if k != "WEFT_NO_HIER"}
+        if flat:
+            env["WEFT_NO_HIER"] = flat
+        r = subprocess.run([f"{HERE}/two_nodes.sh", "run", NODES, "4", f"{BIN}/weft-run",
+                            f"{WORK}/mesh-dp4-zero-3.weft", "--data", DATA, "--threads", "1",
+                            "--steps", "1", "--metrics", f"{WORK}/across.jsonl"],
+                           capture_output=True, text=True, timeout=300, env=env)
+        line = json.loads(open(f"{WORK}/across.jsonl").readline()) if r.returncode == 0 else {}
+        across[flat] = line.get("comm_bytes_across_nodes", 0)
+    print(f"bytes between nodes per step: hierarchical {across['']:.0f}, "
+          f"flat ring {across['1']:.0f}")
+    if not 0 < across[""] < across["1"]:
+        failures.append(f"bytes between nodes: {across}")
+    # The benchmark's links and the planner's prediction on this cluster.
+    cluster = f"{WORK}/cluster.json"
+    bench = [f"{HERE}/two_nodes.sh", "run", NODES, "4", f"{BIN}/weft-bench-comm"]
+    r1 = subprocess.run(bench + ["--write-cluster", cluster], capture_output=True, text=True,
+                        timeout=300)
+    r2 = subprocess.run(bench + ["--cluster", cluster, "--max-bytes", "16384"],
+                        capture_output=True, text=True, timeout=300)
+    rows = [l for l in r2.stdout.splitlines() if l.startswith("all_reduce")]
+    print(f"weft-bench-comm: {r1.stdout.splitlines()[0] if r1.stdout else r1.stderr[-300:]}")
+    print(f"weft-bench-comm --cluster: {rows[-1] if rows else r2.stderr[-300:]}")
+    if (r1.returncode or r2.returncode or "hierarchical" not in r2.stdout
+            or not rows or rows[-1].count("GB/s") != 3):
+        failures.append(f"weft-bench-comm on two nodes: {r1.stdout[-300:]}{r2.stdout[-600:]}"
+                        f"{r2.stderr[-300:]}")
     # A straggler, named with its node.
     prog = f"{WORK}/mesh-dp4-zero-3.weft"
     for delay in ("3:150", ""):

@@ -88,6 +88,30 @@ TEST(Seed, RingAllReduceTime) {
   EXPECT_DOUBLE_EQ(ringAllReduceSeconds(s, 1, link), 0.0);
 }
 
+// A group across nodes: one ring on the inter-node tier, or (a CPU
+// cluster's MPI communicator, "collectives": "hierarchical") within the
+// node, across on 1/L of the bytes, within again.
+TEST(Seed, GroupCollectiveTimes) {
+  Hardware hw = h100(); // 8 per node
+  double s = 1e9;
+  // Inside a node: the intra-node ring.
+  EXPECT_DOUBLE_EQ(groupAllReduceSeconds(s, 1, 8, hw),
+                   ringAllReduceSeconds(s, 8, hw.intraNode));
+  // 16 ranks, 8 on each of 2 nodes: a ring across.
+  EXPECT_DOUBLE_EQ(groupAllReduceSeconds(s, 1, 16, hw),
+                   ringAllReduceSeconds(s, 16, hw.interNode));
+  hw.hierarchical = true;
+  EXPECT_DOUBLE_EQ(groupAllReduceSeconds(s, 1, 16, hw),
+                   2 * ringGatherSeconds(s, 8, hw.intraNode) +
+                       ringAllReduceSeconds(s / 8, 2, hw.interNode));
+  EXPECT_DOUBLE_EQ(groupGatherSeconds(s, 2, 16, hw),
+                   ringGatherSeconds(s, 4, hw.intraNode) +
+                       ringGatherSeconds(s / 4, 4, hw.interNode));
+  // One rank of the group per node: nothing to do within a node.
+  EXPECT_DOUBLE_EQ(groupAllReduceSeconds(s, 8, 4, hw),
+                   ringAllReduceSeconds(s, 4, hw.interNode));
+}
+
 TEST(Seed, KorthikantiActivations) {
   int64_t s = 2048, b = 1, h = 4096, a = 32;
   double sbh = double(s) * b * h;
@@ -196,6 +220,19 @@ TEST(Hardware, PresetsRoundTripThroughJson) {
     EXPECT_EQ(back.hardware.peakTflops, hw.peakTflops);
     EXPECT_EQ(back.hardware.interNode.latencyUs, hw.interNode.latencyUs);
   }
+}
+
+TEST(Hardware, CollectivesFieldIsOptionalAndChecked) {
+  Hardware hw = h100();
+  EXPECT_FALSE(
+      parseHardwareText(hardwareToJson(hw), "c.json").hardware.hierarchical);
+  hw.hierarchical = true;
+  std::string text = hardwareToJson(hw);
+  EXPECT_TRUE(parseHardwareText(text, "c.json").hardware.hierarchical);
+  text.replace(text.find("\"hierarchical\""), 14, "\"tree\"");
+  EXPECT_EQ(parseHardwareText(text, "c.json").error,
+            "c.json: field 'collectives' must be \"ring\" or "
+            "\"hierarchical\", got \"tree\"");
 }
 
 TEST(Hardware, MissingFieldIsNamed) {

@@ -48,6 +48,18 @@ TEST(CommPaths, FormatRoundTrips) {
   EXPECT_EQ(T.choose("reduce_scatter", 4, 2u << 20), CommPath::Shm);
 }
 
+// Measured across nodes, a table says "hier" (hierarchical) or "mpi".
+TEST(CommPaths, HierarchicalEntriesRoundTrip) {
+  std::map<std::string, std::vector<std::pair<size_t, CommPath>>> E = {
+      {"all_gather", {{4096, CommPath::Hier}, {1u << 20, CommPath::Mpi}}}};
+  std::string Text = CommPathTable::format(4, E);
+  EXPECT_NE(Text.find("[4096, \"hier\"]"), std::string::npos) << Text;
+  CommPathTable T = parsed(Text);
+  EXPECT_EQ(T.choose("all_gather", 4, 8192), CommPath::Hier);
+  EXPECT_EQ(T.choose("all_gather", 4, 2u << 20), CommPath::Mpi);
+  EXPECT_EQ(T.describe(), "all_gather: hier from 4096 B mpi from 1048576 B");
+}
+
 // Each refusal names the file, the key and the value.
 TEST(CommPaths, RefusesWhatItCannotFollow) {
   EXPECT_EQ(errorOf("[1]"), "t.json: not a JSON object (a path table from "
@@ -66,12 +78,12 @@ TEST(CommPaths, RefusesWhatItCannotFollow) {
       "all_gather, reduce_scatter)");
   EXPECT_EQ(errorOf(R"({"weft_comm_paths": 1, "ranks": 2,
                         "all_reduce": [[4096, "nccl"]]})"),
-            "t.json: key 'all_reduce[0]' path must be \"shm\" or \"mpi\", "
-            "got \"nccl\"");
+            "t.json: key 'all_reduce[0]' path must be \"shm\", \"hier\" or "
+            "\"mpi\", got \"nccl\"");
   EXPECT_EQ(errorOf(R"({"weft_comm_paths": 1, "ranks": 2,
                         "all_reduce": [[-1, "shm"]]})"),
-            "t.json: key 'all_reduce[0]' must be [bytes, \"shm\" or \"mpi\"], "
-            "got [-1,\"shm\"]");
+            "t.json: key 'all_reduce[0]' must be [bytes, \"shm\", \"hier\" or "
+            "\"mpi\"], got [-1,\"shm\"]");
   EXPECT_EQ(errorOf(R"({"weft_comm_paths": 1, "ranks": 2,
                         "all_reduce": [[4096, "shm"], [4096, "mpi"]]})"),
             "t.json: key 'all_reduce[1]' bytes 4096 must exceed the previous "

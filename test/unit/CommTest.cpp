@@ -519,6 +519,58 @@ TEST(Comm, NonblockingAllReduceInChunks) {
   ASSERT_TRUE(World->wait(Req, hostQueue()).ok());
 }
 
+// Several nonblocking collectives in flight at once, of odd counts, waited
+// for in the reverse order. On a group across nodes (two_nodes.py runs this
+// binary on two simulated nodes, WEFT_EXPECT_NODES=2) they run
+// hierarchically, each step on its own communicator in the order the ops
+// started: a step started in another order on one rank would mismatch.
+TEST(Comm, ManyNonblockingCollectivesInFlight) {
+  NEED_RANKS(0);
+  const int N = World->size(), R = World->rank();
+  const CommGroup &G = worldGroup();
+  if (const char *Nodes = std::getenv("WEFT_EXPECT_NODES")) {
+    EXPECT_EQ(G.Nodes, std::atoi(Nodes));
+    EXPECT_TRUE(G.Hierarchical);
+  }
+  const int64_t Counts[3] = {300001, 7, 65537}; // none a multiple of ranks
+  std::vector<std::vector<double>> X(3), Y(3);
+  std::vector<std::vector<float>> GX(2), GY(2);
+  std::vector<CommRequest> Reqs(5);
+  for (int Round = 0; Round < 2; ++Round) {
+    for (int K = 0; K < 3; ++K) {
+      X[K].assign(size_t(Counts[K]), 0);
+      Y[K].assign(size_t(Counts[K]), -1);
+      for (int64_t I = 0; I < Counts[K]; ++I)
+        X[K][size_t(I)] = double((R + 1) * (I % 977) + K);
+      ASSERT_TRUE(World
+                      ->iallReduce(G, X[K].data(), Y[K].data(),
+                                   size_t(Counts[K]), DType::F64, hostQueue(),
+                                   Reqs[size_t(K)])
+                      .ok());
+      if (K < 2) {
+        GX[K].assign(size_t(Counts[K + 1]), float(R * 10 + K));
+        GY[K].assign(size_t(N * Counts[K + 1]), -1);
+        ASSERT_TRUE(World
+                        ->iallGather(G, GX[K].data(), GY[K].data(),
+                                     size_t(Counts[K + 1]), DType::F32,
+                                     hostQueue(), Reqs[size_t(3 + K)])
+                        .ok());
+      }
+    }
+    for (int K = 4; K >= 0; --K)
+      ASSERT_TRUE(World->wait(Reqs[size_t(K)], hostQueue()).ok()) << K;
+    for (int K = 0; K < 3; ++K)
+      for (int64_t I = 0; I < Counts[K]; ++I)
+        ASSERT_EQ(Y[K][size_t(I)], double(N * (N + 1) / 2 * (I % 977) + N * K))
+            << "all-reduce " << K << " element " << I;
+    for (int K = 0; K < 2; ++K)
+      for (int Q = 0; Q < N; ++Q)
+        for (int64_t I = 0; I < Counts[K + 1]; ++I)
+          ASSERT_EQ(GY[K][size_t(Q * Counts[K + 1] + I)], float(Q * 10 + K))
+              << "all-gather " << K << " rank " << Q << " element " << I;
+  }
+}
+
 TEST(Comm, NonblockingAllGather) {
   NEED_RANKS(0);
   const int N = World->size(), R = World->rank();
