@@ -103,13 +103,17 @@ Expected<std::string> tpPlacementNote(const Executor &E) {
   Expected<const CommGroup *> W = worldGroup(E);
   if (!W.ok())
     return W.status();
-  char Host[256] = {};
-  gethostname(Host, sizeof(Host) - 1);
-  const char *Node = std::getenv("WEFT_NODE_ID");
-  const uint64_t Mine =
-      std::hash<std::string>()(std::string(Host) + "/" + (Node ? Node : ""));
-  std::vector<uint64_t> Nodes;
-  WEFT_RETURN_IF_ERROR(gather64(E, **W, Mine, Nodes));
+  // The nodes as the communicator knows them (MPI: the launcher's), else by
+  // host name and WEFT_NODE_ID.
+  std::vector<uint64_t> Nodes((*W)->NodeOf.begin(), (*W)->NodeOf.end());
+  if (Nodes.empty()) {
+    char Host[256] = {};
+    gethostname(Host, sizeof(Host) - 1);
+    const char *Node = std::getenv("WEFT_NODE_ID");
+    const uint64_t Mine =
+        std::hash<std::string>()(std::string(Host) + "/" + (Node ? Node : ""));
+    WEFT_RETURN_IF_ERROR(gather64(E, **W, Mine, Nodes));
+  }
   std::map<int64_t, uint64_t> NodeOf;
   for (size_t I = 0; I < Nodes.size(); ++I)
     NodeOf[(*W)->Members[I]] = Nodes[I];
@@ -170,10 +174,15 @@ Expected<StragglerReport> findStraggler(const Executor &E, double BusySeconds) {
   const double Over = Busy[Worst] - Median;
   if (Over > std::max(0.05, 0.2 * Median)) {
     // Every rank decides alike from the same gather; only then are the
-    // nodes gathered, to name the straggler's.
-    const char *Node = std::getenv("WEFT_NODE_ID");
-    WEFT_RETURN_IF_ERROR(gather64(
-        E, **W, uint64_t(Node && *Node ? std::atoll(Node) : -1), Nodes));
+    // nodes gathered (where the communicator does not know them), to name
+    // the straggler's.
+    if ((*W)->NodeOf.empty()) {
+      const char *Node = std::getenv("WEFT_NODE_ID");
+      WEFT_RETURN_IF_ERROR(gather64(
+          E, **W, uint64_t(Node && *Node ? std::atoll(Node) : -1), Nodes));
+    } else {
+      Nodes.assign((*W)->NodeOf.begin(), (*W)->NodeOf.end());
+    }
     R.Rank = (*W)->Members[Worst];
     R.Node = int64_t(Nodes[Worst]);
     R.OverMedianSeconds = Over;

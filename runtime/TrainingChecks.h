@@ -33,6 +33,7 @@ Expected<std::string> checkReplicas(const Executor &E);
 /// step's wall time less what it waited in communication) against the
 /// median of every rank's, gathered over the world. Rank is -1 when no rank
 /// is busier than the median by more than 50 ms and 20%. Node: the rank's
+/// node as the communicator placed it (CommGroup::NodeOf), else its
 /// WEFT_NODE_ID (-1 unset).
 struct StragglerReport {
   int64_t Rank = -1, Node = -1;
@@ -41,8 +42,9 @@ struct StragglerReport {
 Expected<StragglerReport> findStraggler(const Executor &E, double BusySeconds);
 
 /// Where the tensor-parallel groups run: a note naming the first tp group
-/// whose ranks are on different nodes (the host name and WEFT_NODE_ID,
-/// gathered over the world), or "" when every tp group shares a node. tp
+/// whose ranks are on different nodes (CommGroup::NodeOf, else the host
+/// name and WEFT_NODE_ID gathered over the world), or "" when every tp
+/// group shares a node. tp
 /// all-reduces inside every layer; across nodes that is the slow link.
 Expected<std::string> tpPlacementNote(const Executor &E);
 

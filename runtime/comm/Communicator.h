@@ -34,6 +34,10 @@ struct CommGroup {
   /// PerNode ranks on each node.
   int Nodes = 1, PerNode = 0;
   bool Hierarchical = false;
+  /// The node index of each shard index (the first member's node is 0), as
+  /// the launcher placed the ranks; empty where the communicator cannot
+  /// tell.
+  std::vector<int> NodeOf;
 };
 
 /// The bytes one rank of G sends in a collective whose larger buffer has

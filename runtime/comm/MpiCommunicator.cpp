@@ -463,6 +463,7 @@ private:
     if (!H.ok())
       return H.status().withContext("the nodes of the group over " +
                                     axesString(G.Axes));
+    G.NodeOf = (*H)->layout().NodeOf;
     G.Nodes = (*H)->layout().Nodes;
     G.PerNode = (*H)->layout().PerNode;
     G.Hierarchical = (*H)->usable() && !std::getenv("WEFT_NO_HIER");

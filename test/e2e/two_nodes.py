@@ -12,16 +12,21 @@ run died with SIGSEGV mapping a peer's window. gpt-tiny in f64:
   sequence parallelism (tp inside a node, dp across) and pp=2,dp=2 (the
   stages on different nodes) each give one rank's losses (1e-12) and
   step-1 gradients (1e-10); weft-comm-tests' collectives pass on the two
-  nodes. And a straggler: with rank 3 (node 1) 150 ms slower
-  per step (WEFT_DEBUG_DELAY=3:150), weft-run names it after 3 steps, in
-  the log and the metrics; without the delay it names none. And liveness
-  across the nodes: rank 3 (node 1) stopped by SIGSTOP is named with its
-  node by the rank that shares its node's heartbeat board (the others wait
-  for that report: --collective-timeout 3), and rank 1 (node 0) killed by
-  SIGKILL is named by mpirun; either ends the whole job within 30 s. A tp
-  group whose ranks are on both nodes (--mesh tp=2,dp=2) is noted at
-  start-up; dp=2,tp=2 is not. Exit 3 (SKIP) where the namespaces cannot be
-  made.
+  nodes. Launched as a real cluster is (two_nodes.sh hostfile: mpirun
+  --hostfile of two "remote" hosts reached through an ssh stand-in, no
+  WEFT_NODE_ID), dp=4 ZeRO-3 trains exactly too, and weft-launch restarts
+  a job whose rank 3 (node 1) was killed from its newest checkpoint, ending
+  bit-identical to an uninterrupted run. And a straggler: with rank 3
+  (node 1) 150 ms slower per step (WEFT_DEBUG_DELAY=3:150; launched by
+  hostfile), weft-run names it after 3 steps, in the log and the metrics;
+  without the delay it names none. And liveness across the nodes: rank 3
+  (node 1) stopped by SIGSTOP is named with its node by the rank that
+  shares its node's heartbeat board (the others wait for that report:
+  --collective-timeout 3), and rank 1 (node 0) killed by SIGKILL is named
+  by mpirun; either ends the whole job within 30 s. A tp group whose ranks
+  are on both nodes (--mesh tp=2,dp=2) is noted at start-up (also when
+  launched by hostfile); dp=2,tp=2 is not. Exit 3 (SKIP) where the
+  namespaces cannot be made.
 """
 import json
 import os
@@ -52,10 +57,10 @@ LAYOUTS = [["--mesh", "dp=4", "--zero", "3"],
 failures = []
 
 
-def train(prog, tag, ranks):
+def train(prog, tag, ranks, launch="run"):
     w = f"{WORK}/{tag}"
     os.makedirs(w)
-    prefix = [f"{HERE}/two_nodes.sh", "run", NODES, str(ranks)] if ranks > 1 else []
+    prefix = [f"{HERE}/two_nodes.sh", launch, NODES, str(ranks)] if ranks > 1 else []
     base = prefix + [f"{BIN}/weft-run", prog, "--data", DATA, "--threads", "1", "--quiet"]
     for flags in (["--steps", "3", "--metrics", f"{w}/m.jsonl"],
                   ["--steps", "1", "--save-grads", f"{w}/g1"]):
@@ -64,6 +69,20 @@ def train(prog, tag, ranks):
             return None, None, (r.stdout + r.stderr)[-1500:]
     metrics = [json.loads(line)["loss"] for line in open(f"{w}/m.jsonl")]
     return metrics, wref_np.read_safetensors(f"{w}/g1/grads.safetensors")[0], ""
+
+
+def rank_pid(rank):
+    """The pid of weft-run's world rank `rank`, or None."""
+    for q in os.listdir("/proc"):
+        try:
+            env = open(f"/proc/{q}/environ", "rb").read().split(b"\0")
+            cmd = open(f"/proc/{q}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if (b"weft-run" in cmd.split(b"\0")[0]
+                and f"OMPI_COMM_WORLD_RANK={rank}".encode() in env):
+            return int(q)
+    return None
 
 
 try:
@@ -86,6 +105,18 @@ try:
         print(f"{' '.join(flags)} on two nodes: loss {lerr:.1e}, grad {gerr:.1e}")
         if lerr > 1e-12 or gerr > 1e-10:
             failures.append(f"{' '.join(flags)}: loss {lerr:.1e} grad {gerr:.1e}")
+    # Launched as a real cluster is: mpirun --hostfile, each host's daemon
+    # started through ssh (here a stand-in that enters the node), no
+    # WEFT_NODE_ID: the nodes come from the launcher.
+    loss, grads, err = train(f"{WORK}/mesh-dp4-zero-3.weft", "hostfile", 4, "hostfile")
+    if loss is None:
+        failures.append(f"mpirun --hostfile: {err[-300:]}")
+    else:
+        lerr = max(abs(a - b) / abs(b) for a, b in zip(loss, ref_loss))
+        gerr = max(max_rel(grads[k], ref_grads[k]) for k in ref_grads)
+        print(f"--mesh dp=4 --zero 3 by mpirun --hostfile: loss {lerr:.1e}, grad {gerr:.1e}")
+        if lerr > 1e-12 or gerr > 1e-10:
+            failures.append(f"mpirun --hostfile: loss {lerr:.1e} grad {gerr:.1e}")
     # The collectives themselves across the nodes: every group of the
     # world (2 ranks on each node) runs hierarchically, blocking and
     # nonblocking, f32, f64 and bf16, against serial references.
@@ -128,15 +159,62 @@ try:
             or not rows or rows[-1].count("GB/s") != 3):
         failures.append(f"weft-bench-comm on two nodes: {r1.stdout[-300:]}{r2.stdout[-600:]}"
                         f"{r2.stderr[-300:]}")
+    # weft-launch restarts a job across the nodes from its newest checkpoint:
+    # rank 3 (node 1) killed by SIGKILL mid-run; the job's last checkpoint
+    # equals an uninterrupted run's, bit for bit.
+    def launched(ck, restarts):
+        return [f"{BIN}/weft-launch", "--max-restarts", str(restarts), "--",
+                f"{HERE}/two_nodes.sh", "hostfile", NODES, "4", f"{BIN}/weft-run",
+                f"{WORK}/mesh-dp4-zero-3.weft", "--data", DATA, "--threads", "1", "--quiet",
+                "--steps", "60", "--save-every", "10", "--keep", "2", "--resume", ck,
+                "--metrics", ck + ".jsonl"]
+
+    def last_ckpt(ck):
+        d = f"{ck}/step-00000060"
+        if not os.path.isdir(d):
+            return None
+        return {f: open(f"{d}/{f}", "rb").read() for f in sorted(os.listdir(d))
+                if f.endswith(".safetensors") or f == "trainer_state.json"}
+
+    subprocess.run(launched(f"{WORK}/ck-ref", 0), capture_output=True, timeout=300)
+    ck = f"{WORK}/ck-killed"
+    p = subprocess.Popen(launched(ck, 2), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True)
+    pid, deadline = None, time.monotonic() + 60
+    while pid is None and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.005)
+        if not os.path.exists(ck + ".jsonl") or sum(1 for _ in open(ck + ".jsonl")) < 25:
+            continue
+        pid = rank_pid(3)
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)
+    try:
+        out, _ = p.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out = "weft-launch did not finish"
+    same = last_ckpt(ck) is not None and last_ckpt(ck) == last_ckpt(f"{WORK}/ck-ref")
+    restarted = "attempt 1 failed" in out
+    print(f"weft-launch across nodes: rank 3 killed: "
+          f"{'restarted' if restarted else 'not restarted'}, last checkpoint "
+          f"{'bit-identical to an uninterrupted run' if same else 'DIFFERS'}")
+    if pid is None or p.returncode != 0 or not restarted or not same:
+        failures.append(f"weft-launch across nodes: pid {pid}, exit {p.returncode}: {out[-800:]}")
     # A straggler, named with its node.
     prog = f"{WORK}/mesh-dp4-zero-3.weft"
     for delay in ("3:150", ""):
         env = dict(os.environ, WEFT_DEBUG_DELAY=delay)
-        r = subprocess.run([f"{HERE}/two_nodes.sh", "run", NODES, "4", f"{BIN}/weft-run",
+        if os.path.exists(f"{WORK}/straggler.jsonl"):
+            os.remove(f"{WORK}/straggler.jsonl")
+        r = subprocess.run([f"{HERE}/two_nodes.sh", "hostfile", NODES, "4", f"{BIN}/weft-run",
                             prog, "--data", DATA, "--threads", "1", "--steps", "5",
                             "--metrics", f"{WORK}/straggler.jsonl"],
                            capture_output=True, text=True, timeout=300, env=env)
         named = [line for line in r.stdout.splitlines() if "straggler" in line]
+        if r.returncode != 0:
+            failures.append(f"straggler run (delay '{delay}'): exit {r.returncode}: "
+                            f"{r.stderr[-500:]}")
+            continue
         metrics = [json.loads(line) for line in open(f"{WORK}/straggler.jsonl")]
         flagged = [m.get("straggler") for m in metrics if "straggler" in m]
         if delay:
@@ -150,15 +228,17 @@ try:
             if named or flagged:
                 failures.append(f"a straggler named without a delay: {named}")
     # Placement: a tp group across the nodes is noted at start-up.
-    for mesh, expect in (("tp=2,dp=2", True), ("dp=2,tp=2", False)):
+    # (By the launcher's placement too: mpirun --hostfile, no WEFT_NODE_ID.)
+    for mesh, expect, launch in (("tp=2,dp=2", True, "run"), ("dp=2,tp=2", False, "run"),
+                                 ("tp=2,dp=2", True, "hostfile")):
         prog_tp = f"{WORK}/place-{mesh.replace(',', '-').replace('=', '')}.weft"
         subprocess.run([f"{BIN}/weft-compile", "gpt-tiny", "-o", prog_tp, "--mesh", mesh,
                         "--layout", "megatron"] + common, check=True)
-        r = subprocess.run([f"{HERE}/two_nodes.sh", "run", NODES, "4", f"{BIN}/weft-run",
+        r = subprocess.run([f"{HERE}/two_nodes.sh", launch, NODES, "4", f"{BIN}/weft-run",
                             prog_tp, "--data", DATA, "--threads", "1", "--steps", "1"],
                            capture_output=True, text=True, timeout=300)
         note = next((l for l in r.stderr.splitlines() if "spans nodes" in l), None)
-        print(f"--mesh {mesh}: " + (note or "no placement note"))
+        print(f"--mesh {mesh} ({launch}): " + (note or "no placement note")[:150])
         if r.returncode != 0 or bool(note) != expect:
             failures.append(f"placement note for {mesh}: {r.stderr[-500:]}")
     # Liveness: a stopped or killed rank ends the job on both nodes.
@@ -174,15 +254,7 @@ try:
             time.sleep(0.2)
             if not os.path.exists(metrics) or sum(1 for _ in open(metrics)) < 5:
                 continue
-            for q in os.listdir("/proc"):
-                try:
-                    env = open(f"/proc/{q}/environ", "rb").read().split(b"\0")
-                    cmd = open(f"/proc/{q}/cmdline", "rb").read()
-                except OSError:
-                    continue
-                if (b"weft-run" in cmd.split(b"\0")[0]
-                        and f"OMPI_COMM_WORLD_RANK={victim}".encode() in env):
-                    pid = int(q)
+            pid = rank_pid(victim)
         if pid is None:
             p.kill()
             failures.append(f"liveness: no rank {victim} at step 5")
