@@ -1763,21 +1763,44 @@ Importer::tensorGraph(const onnx::GraphProto &g,
     fn.setResultAttr(unsigned(i), attrname::kOutput, names[i]);
   return "";
 }
+// The module scope of the node that first reads each initializer: the
+// TorchScript exporter names a node by it ("/model/layers.0/mlp/MatMul")
+// where it names the weight only "onnx::MatMul_594" (a transposed copy).
+std::map<std::string, std::string> firstReaders(const onnx::GraphProto &g) {
+  std::set<std::string> inits;
+  for (const auto &t : g.initializer())
+    inits.insert(t.name());
+  std::map<std::string, std::string> reader;
+  for (const auto &n : g.node())
+    for (const std::string &in : n.input())
+      if (inits.count(in))
+        reader.emplace(in, n.name());
+  return reader;
+}
+
 // Which layer each parameter belongs to (weft.layer): the number in
-// ".h.N." / ".layers.N." / ".layer.N." / ".blocks.N."; the others are
-// the embeddings (-1) when first used before layer 0's first op, else the
-// head (the last layer + 1).
-void markLayers(func::FuncOp fn) {
-  static const std::regex kLayer(R"((^|\.)(h|layers|layer|blocks)\.(\d+)\.)");
+// ".h.N." / ".layers.N." / ".layer.N." / ".blocks.N." of its name, else of
+// the scope of the node that first reads it (readers); the others are the
+// embeddings (-1) when first used before layer 0's first op, else the head
+// (the last layer + 1).
+void markLayers(func::FuncOp fn,
+                const std::map<std::string, std::string> &readers) {
+  static const std::regex kLayer(
+      R"((^|[./])(h|layers|layer|blocks)\.(\d+)[./])");
   int64_t last = -1;
   bool seenLayer = false;
   SmallVector<std::pair<ParamOp, bool>> unnumbered;
   fn.walk([&](ParamOp p) {
     std::smatch m;
     std::string name = p.getName().str();
-    // Up to 2^20 layers (7 digits); a longer number is no layer index.
-    if (std::regex_search(name, m, kLayer) && m[3].length() <= 7 &&
-        std::stoll(m[3].str()) <= (int64_t(1) << 20)) {
+    auto numbered = [&](const std::string &s) {
+      // Up to 2^20 layers (7 digits); a longer number is no layer index.
+      return std::regex_search(s, m, kLayer) && m[3].length() <= 7 &&
+             std::stoll(m[3].str()) <= (int64_t(1) << 20);
+    };
+    auto reader = readers.find(name);
+    if (numbered(name) ||
+        (reader != readers.end() && numbered(reader->second))) {
       int64_t layer = std::stoll(m[3].str());
       p->setAttr(attrname::kLayer,
                  Builder(p.getContext()).getI64IntegerAttr(layer));
@@ -1833,7 +1856,8 @@ OwningOpRef<ModuleOp> importOnnx(MLIRContext &context, const std::string &path,
     error = "'" + path + "': " + e;
     return nullptr;
   }
-  module->walk([](func::FuncOp fn) { markLayers(fn); });
+  std::map<std::string, std::string> readers = firstReaders(model.graph());
+  module->walk([&](func::FuncOp fn) { markLayers(fn, readers); });
   return module;
 }
 

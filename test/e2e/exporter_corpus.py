@@ -15,7 +15,13 @@ torch is installable). For each committed export:
      exporter writes as a transposed copy trains tied (--tie-embeddings);
   3. f64: dp=2 trains like one rank, and tp=2 megatron where the graph
      raises to weft's layers (GPT-2, Llama and Qwen2 from both exporters,
-     and Mistral, whose banded mask raises to weft.attention's window).
+     and Mistral, whose banded mask raises to weft.attention's window);
+     pp=2 for the TorchScript Llama and BERT;
+  4. every parameter is in the layer the exporter's graph puts it in: the
+     TorchScript exporter names a transposed weight "onnx::MatMul_594" and
+     the node that reads it "/model/layers.0/self_attn/q_proj/MatMul"
+     (before, such weights all went to the head's stage, and BERT's pp=2
+     did not compile).
 The exporter traps (a copy of a tied head, a position table folded into a
 constant by optimize=True) are refused by name: test/tools/onnx-traps.test.
 """
@@ -41,10 +47,11 @@ FIXTURES = {
     "qwen2-tied-ts14": (["--tie-embeddings"], None,
                         [["dp=2"], ["tp=2", "--layout", "megatron"]]),
     "llama3rope-ts17": ([], "llama3rope-dyn18",
-                        [["dp=2"], ["tp=2", "--layout", "megatron"]]),
+                        [["dp=2"], ["tp=2", "--layout", "megatron"], ["pp=2"]]),
     "llama3rope-dyn18": ([], None, [["dp=2"], ["tp=2", "--layout", "megatron"]]),
     "mistral-sw8-ts14": ([], None, [["dp=2"], ["tp=2", "--layout", "megatron"]]),
-    "bert-cls-ts17": (["--loss", "cross-entropy", "--classes", "3"], None, [["dp=2"]]),
+    "bert-cls-ts17": (["--loss", "cross-entropy", "--classes", "3"], None,
+                      [["dp=2"], ["pp=2"]]),
 }
 
 
@@ -81,8 +88,35 @@ def rel(a, b):
     return max(abs(x - y) / abs(y) for x, y in zip(a, b))
 
 
+def layers_as_exported(name, flags):
+    """Params whose weft.layer differs from the number in the scope of the
+    node that first reads them (where that scope has one)."""
+    import onnx
+    import re
+    g = onnx.load(f"{CORPUS}/{name}.onnx", load_external_data=False).graph
+    inits = {t.name for t in g.initializer}
+    reader = {}
+    for n in g.node:
+        for i in n.input:
+            if i in inits:
+                reader.setdefault(i, n.name)
+    meta = json.load(open(f"{CORPUS}/{name}.json"))
+    ir = run([f"{BIN}/weft-compile", f"{CORPUS}/{name}.onnx", "--batch", str(meta["batch"]),
+              "--seq", str(meta["seq"]), "--emit-mlir=forward", "-o", f"{WORK}/layers.weft"]
+             + flags)
+    wrong = []
+    for p, layer in re.findall(r'weft.param "([^"]+)" \{[^}]*weft.layer = (-?\d+)', ir):
+        m = re.search(r"(^|[./])(h|layers|layer|blocks)\.(\d+)[./]", reader.get(p, ""))
+        if m and int(m.group(3)) != int(layer):
+            wrong.append(f"{p} in layer {layer}, read by {reader[p]}")
+    return wrong
+
+
 failures = []
 for name, (flags, twin, layouts) in FIXTURES.items():
+    wrong = layers_as_exported(name, flags)
+    if wrong:
+        failures.append(f"{name}: parameters in the wrong layer: {wrong[:3]}")
     meta, first = losses(name, flags, "f32", 1)
     err = abs(first[0] - meta["loss"]) / abs(meta["loss"])
     print(f"{name}: {meta['exporter']} opset {meta['opset']}: loss {first[0]:.7f}, "
