@@ -657,6 +657,10 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
     // Replicas: the param's stage sends its value after the optimizer; a
     // stage that reads it receives it before its own optimizer.
     const int64_t optimizerKey = fragmentKey(kOptimizer, 0);
+    // The sends follow each other in param order, as the receives do: each
+    // after the one before (all after the same anchor would reverse them,
+    // and transfers between two stages pair in order).
+    Operation *lastSend = nullptr;
     for (size_t i = 0; i < n; ++i) {
       auto param = dyn_cast<ParamOp>(mine[i]);
       if (!param || !keep[i])
@@ -672,7 +676,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
         mark(recv, optimizerKey);
         continue;
       }
-      Operation *after = lastOf(optimizerKey);
+      Operation *after = lastSend ? lastSend : lastOf(optimizerKey);
       for (int64_t t : it->second) {
         b.setInsertionPointAfter(after);
         auto send = SendOp::create(b, param.getLoc(), param.getResult(),
@@ -680,6 +684,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
         mark(send, optimizerKey);
         after = send;
       }
+      lastSend = after;
     }
     for (size_t i : order)
       if (key[i] >= 0)
