@@ -12,7 +12,9 @@
 #       without MLIR in build-gpu/ (OpenBLAS optional), then runs the GPU
 #       tests, the training checks and the benchmark, and writes every
 #       result under OUTDIR (summary.txt first). Under 8 minutes on one
-#       H100/H200.
+#       H100/H200. Every step has its own time limit (step's second
+#       argument; summary.txt says TIMEOUT), so a slow one cannot hide the
+#       steps after it.
 #   scripts/gpu-check.sh --dry-run OUTDIR
 #       The second form on a machine without a GPU: builds, checks that the
 #       GPU tests skip, and lists the steps that need a device.
@@ -70,14 +72,19 @@ prepare() {
 
 # One step: its name, then the command; output to OUTDIR/<name>.txt, a line
 # in the summary.
+# step NAME LIMIT CMD...: runs CMD (a command or one of this script's
+# functions) for at most LIMIT seconds, so that one slow step cannot use up
+# the machine's time and hide the steps after it (issue 17: the kernel test
+# once ran past the whole run's limit).
 step() {
-  local name=$1; shift
+  local name=$1 limit=$2; shift 2
   local start=$SECONDS
-  "$@" > "$out/$name.txt" 2>&1
+  timeout --kill-after=10 "$limit" bash -c '"$@"' "$name" "$@" > "$out/$name.txt" 2>&1
   local rc=$?
   local verdict=PASS
   [ $rc = 77 ] && verdict=SKIP
-  [ $rc != 0 ] && [ $rc != 77 ] && verdict="FAIL (exit $rc)"
+  [ $rc = 124 ] || [ $rc = 137 ] && verdict="TIMEOUT (${limit}s)"
+  [ $rc != 0 ] && [ $rc != 77 ] && [ $rc != 124 ] && [ $rc != 137 ] && verdict="FAIL (exit $rc)"
   printf '%-28s %-14s %4ds\n' "$name" "$verdict" $((SECONDS - start)) | tee -a "$out/summary.txt"
   return $rc
 }
@@ -154,10 +161,13 @@ main() {
   mkdir -p "$out" && : > "$out/summary.txt"
   [ -d "$bundle/programs" ] || { echo "gpu-check: no $bundle (run --prepare first, here)" | tee -a "$out/summary.txt"; exit 1; }
   { date; uname -a; nvidia-smi 2>&1 | head -20; nvcc --version 2>&1 | tail -2; } > "$out/machine.txt"
-  step build build || { echo "gpu-check: the build failed; see $out/build.txt"; exit 1; }
-  bin=$root/build-gpu/bin p=$bundle/programs data=$out/corpus.bin
+  # The steps run in child shells (step's timeout): they see these.
+  export root bundle out dry
+  export -f build same_losses train_like_cpu bf16_like_f32 mesh_on_one_gpu
+  step build 300 build || { echo "gpu-check: the build failed; see $out/build.txt"; exit 1; }
+  export bin=$root/build-gpu/bin p=$bundle/programs data=$out/corpus.bin
   $bin/weft-tokenize "$root/data/corpus.txt" -o "$data" > /dev/null
-  WEFT_GPU_PROGRAMS=$p/kernels step cuda-kernels $bin/weft-cuda-tests
+  WEFT_GPU_PROGRAMS=$p/kernels step cuda-kernels 120 $bin/weft-cuda-tests
   if [ "$dry" = 1 ]; then
     echo "dry run: the steps below need a CUDA device" | tee -a "$out/summary.txt"
     for s in gpt-tiny-like-cpu llama-tiny-like-cpu grad-check-f64 bf16-like-f32 \
@@ -166,14 +176,14 @@ main() {
     done
     exit 0
   fi
-  step gpt-tiny-like-cpu train_like_cpu gpt-tiny
-  step llama-tiny-like-cpu train_like_cpu llama-tiny
-  step grad-check-f64-gpt $bin/weft-run "$p/gpt-tiny-f64.weft" --device cuda --grad-check 4 --grad-tol 1e-6
-  step grad-check-f64-llama $bin/weft-run "$p/llama-tiny-f64.weft" --device cuda --grad-check 4 --grad-tol 1e-6
-  step bf16-like-f32 bf16_like_f32 gpt-tiny
-  step tp2-on-one-gpu mesh_on_one_gpu gpt-tiny-tp2
-  step dp2-zero3-on-one-gpu mesh_on_one_gpu gpt-tiny-dp2-zero3
-  step benchmark timeout 300 python3 "$root/test/bench/bench_cuda.py" --bin "$bin" \
+  step gpt-tiny-like-cpu 60 train_like_cpu gpt-tiny
+  step llama-tiny-like-cpu 60 train_like_cpu llama-tiny
+  step grad-check-f64-gpt 60 $bin/weft-run "$p/gpt-tiny-f64.weft" --device cuda --grad-check 4 --grad-tol 1e-6
+  step grad-check-f64-llama 60 $bin/weft-run "$p/llama-tiny-f64.weft" --device cuda --grad-check 4 --grad-tol 1e-6
+  step bf16-like-f32 120 bf16_like_f32 gpt-tiny
+  step tp2-on-one-gpu 60 mesh_on_one_gpu gpt-tiny-tp2
+  step dp2-zero3-on-one-gpu 60 mesh_on_one_gpu gpt-tiny-dp2-zero3
+  step benchmark 300 python3 "$root/test/bench/bench_cuda.py" --bin "$bin" \
     --programs "$p" --data "$data" --out "$out"
   echo "results in $out (summary.txt)"
 }
