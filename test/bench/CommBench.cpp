@@ -32,7 +32,8 @@
 //
 // measures the links the planner needs, with point-to-point transfers only
 // (every pair at once: within each node, and between nodes by local index):
-// latency (8 bytes) and bandwidth (4 MiB), and writes a cluster file
+// latency (ping-pong of 8 bytes) and bandwidth (4 MiB each way at once, as
+// a ring's steps move it), and writes a cluster file
 // (planner/Hardware.h; compute figures of the "local" preset, collectives
 // "hierarchical").
 //
@@ -105,7 +106,25 @@ double pingPong(int rank, int peer, size_t bytes, int iters) {
   return t;
 }
 
-/// Writes the cluster file: links by ping-pong. Rank 0 writes.
+/// Seconds to exchange Bytes each way between this rank and Peer (-1:
+/// none), every pair at once and both directions at once (MPI_Sendrecv),
+/// as a ring's steps move data.
+double exchange(int peer, size_t bytes, int iters) {
+  std::vector<char> out(bytes, 1), in(bytes, 0);
+  double t = timeIt(
+      [&] {
+        if (peer >= 0)
+          MPI_Sendrecv(out.data(), int(bytes), MPI_CHAR, peer, 4, in.data(),
+                       int(bytes), MPI_CHAR, peer, 4, MPI_COMM_WORLD,
+                       MPI_STATUS_IGNORE);
+      },
+      iters);
+  MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return t;
+}
+
+/// Writes the cluster file: latency by ping-pong, bandwidth by exchange.
+/// Rank 0 writes.
 int writeCluster(const std::string &file, int rank) {
   Expected<NodeLayout> layout = nodeLayout(MPI_COMM_WORLD);
   if (!layout.ok() || layout->PerNode < 1) {
@@ -137,7 +156,7 @@ int writeCluster(const std::string &file, int rank) {
   int peers[2] = {intraPeer, interPeer};
   for (int k = 0; k < 2; ++k) {
     double lat = pingPong(rank, peers[k], 8, 200);
-    double t = pingPong(rank, peers[k], big, 10);
+    double t = exchange(peers[k], big, 10);
     tiers[k].latencyUs = lat * 1e6;
     tiers[k].bandwidthGBps = big / std::max(t - lat, 1e-9) / 1e9;
     tiers[k].efficiency = 1;
@@ -153,8 +172,9 @@ int writeCluster(const std::string &file, int rank) {
   hw.intraNode = tiers[0];
   hw.interNode = tiers[1];
   hw.hierarchical = true;
-  hw.measured = "weft-bench-comm --write-cluster: links by ping-pong, every "
-                "pair at once; compute figures of the local preset";
+  hw.measured = "weft-bench-comm --write-cluster: latency by ping-pong, "
+                "bandwidth by exchange both ways, every pair at once; compute "
+                "figures of the local preset";
   std::ofstream out(file);
   out << cost::hardwareToJson(hw);
   out.close();
