@@ -345,9 +345,13 @@ Status HierarchicalCollectives::startPhase(HierarchicalOp &Op) {
   return Status::success();
 }
 
-Status HierarchicalCollectives::sweep(bool &Changed) {
-  Changed = false;
-  Status First = Status::success();
+bool HierarchicalCollectives::sweep() {
+  bool Changed = false;
+  auto fail = [&](HierarchicalOp &Op, const Status &S) {
+    Op.Error = S.message();
+    Op.Phase = -1;
+    Changed = true;
+  };
   for (size_t I = 0; I < InFlight.size(); ++I) {
     HierarchicalOp &Op = *InFlight[I];
     while (Op.Phase >= 0) {
@@ -355,9 +359,7 @@ Status HierarchicalCollectives::sweep(bool &Changed) {
         int Flag = 0;
         int Rc = MPI_Test(&Op.Handle, &Flag, MPI_STATUS_IGNORE);
         if (Rc != MPI_SUCCESS) {
-          if (First.ok())
-            First = check(Rc, "MPI_Test");
-          Op.Phase = -1;
+          fail(Op, check(Rc, "MPI_Test"));
           break;
         }
         if (!Flag)
@@ -374,28 +376,34 @@ Status HierarchicalCollectives::sweep(bool &Changed) {
       ++Op.Phase;
       Op.Ready = false;
       Changed = true;
-      Status S = startPhase(Op);
-      if (!S.ok() && First.ok())
-        First = S;
+      if (Status S = startPhase(Op); !S.ok())
+        fail(Op, S);
     }
   }
   InFlight.erase(
       std::remove_if(InFlight.begin(), InFlight.end(),
                      [](HierarchicalOp *Op) { return Op->Phase < 0; }),
       InFlight.end());
-  return First;
+  return Changed;
+}
+
+void HierarchicalCollectives::forget(HierarchicalOp &Op) {
+  InFlight.erase(std::remove(InFlight.begin(), InFlight.end(), &Op),
+                 InFlight.end());
 }
 
 Status HierarchicalCollectives::progress(HierarchicalOp &Op, bool Block,
                                          bool &Done) {
   for (;;) {
     Done = Op.Phase < 0;
-    if (Done)
-      return Status::success();
-    bool Changed = false;
-    WEFT_RETURN_IF_ERROR(sweep(Changed));
-    Done = Op.Phase < 0;
-    if (Done || (!Block && !Changed))
+    if (Done) {
+      if (Op.Error.empty())
+        return Status::success();
+      Status S = Status::error(Op.Error);
+      Op.Error.clear();
+      return S;
+    }
+    if (!sweep() && !Block)
       return Status::success();
   }
 }

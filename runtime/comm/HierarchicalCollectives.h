@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace weft {
@@ -62,6 +63,7 @@ struct HierarchicalOp {
   DType T = DType::F32;
   bool Padded = false;
   std::vector<char> Staged, Parts; // padded or regrouped copies
+  std::string Error; // why it ended early (progress() reports it once)
 };
 
 class HierarchicalCollectives {
@@ -94,9 +96,12 @@ public:
   Status startAllGather(const void *Send, void *Recv, size_t Count, DType T,
                         HierarchicalOp &Op);
   /// Advances every op in flight, and with Block until Op has finished;
-  /// Done says whether Op has (then it is inactive). After an error Op is
+  /// Done says whether Op has (then it is inactive). Returns Op's own error
+  /// only (another op's waits for its own test or wait); after it Op is
   /// inactive.
   Status progress(HierarchicalOp &Op, bool Block, bool &Done);
+  /// Stops tracking Op (its request is going away while in flight).
+  void forget(HierarchicalOp &Op);
 
 private:
   HierarchicalCollectives() = default;
@@ -109,8 +114,9 @@ private:
   Status startPhase(HierarchicalOp &Op);
   /// One pass over the ops in flight, in the order they were started:
   /// tests each step, and starts the next one where every earlier op of its
-  /// kind has started it. Changed: whether any step completed or started.
-  Status sweep(bool &Changed);
+  /// kind has started it. Returns whether any step completed or started; an
+  /// op whose step fails ends with its Error.
+  bool sweep();
 
   NodeLayout Layout;
   bool Usable = false;

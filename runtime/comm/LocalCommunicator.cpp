@@ -14,8 +14,11 @@ SentBytes sentBytes(const CommGroup &G, bool AllReduce, double Bytes) {
     return S;
   if (!G.Hierarchical) {
     S.Total = Ring * (N - 1) / N * Bytes;
-    // A ring in shard order crosses between nodes on Nodes of its N hops.
-    S.Across = G.Nodes > 1 ? S.Total * G.Nodes / N : 0;
+    // A ring in shard order: the share of its hops that cross nodes.
+    size_t Crossing = 0, Size = G.NodeOf.size();
+    for (size_t Q = 0; Q < Size; ++Q)
+      Crossing += G.NodeOf[Q] != G.NodeOf[(Q + 1) % Size];
+    S.Across = Size ? S.Total * double(Crossing) / double(Size) : 0;
     return S;
   }
   const double L = G.PerNode, Nd = G.Nodes;

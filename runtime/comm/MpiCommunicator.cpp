@@ -79,6 +79,10 @@ struct MpiRequestState final : CommRequest::State {
   /// Or a hierarchical one (a group across nodes), stepped by its owner.
   HierarchicalCollectives *HierOwner = nullptr;
   HierarchicalOp Hier;
+  ~MpiRequestState() override {
+    if (HierOwner && Hier.Phase >= 0)
+      HierOwner->forget(Hier);
+  }
 };
 
 /// R's handles; made here only when reserveRequest did not (a request
@@ -89,11 +93,56 @@ MpiRequestState &requestState(CommRequest &R) {
   return static_cast<MpiRequestState &>(*R.Native);
 }
 
+/// Where the shared-memory path beats Open MPI's: from 4 KiB (the larger
+/// buffer) on 2 ranks, all-reduce 0.85 us against 1.1 us at 4 KiB but 0.6
+/// against 0.45 at 1 KiB; reduce-scatter and all-gather win at every size
+/// (test/bench/CommBench.cpp, README "Collectives, 2 ranks"). Read when the
+/// communicator is made: WEFT_NO_SHM=1 turns the path off; WEFT_SHM_MIN_KB
+/// and WEFT_SHM_SLOT_KB set the threshold and the slot size (for the
+/// benchmark's sweep, and for tests that push small messages through many
+/// slots); WEFT_HIER_MIN_KB and WEFT_NO_HIER the hierarchical path's. Every
+/// rank must take the same path, and a launcher may give remote ranks
+/// another environment (mpirun passes only -x variables to other hosts):
+/// the world agrees on the largest of each.
+struct PathSettings {
+  size_t ShmMinBytes = 0, ShmSlotKB = 0, HierMinBytes = 0;
+  bool NoHier = false;
+};
+
+size_t envKB(const char *Name, size_t Default) {
+  const char *V = std::getenv(Name);
+  return V && *V ? size_t(std::strtoull(V, nullptr, 10)) : Default;
+}
+
+Expected<PathSettings> agreedPathSettings() {
+  constexpr size_t kShmMinKB = 4;
+  unsigned long long Mine[4] = {
+      std::getenv("WEFT_NO_SHM")
+          ? ~0ull
+          : (unsigned long long)envKB("WEFT_SHM_MIN_KB", kShmMinKB) << 10,
+      envKB("WEFT_SHM_SLOT_KB", ShmCollectives::kDefaultSlotKB),
+      (unsigned long long)envKB("WEFT_HIER_MIN_KB", 0) << 10,
+      std::getenv("WEFT_NO_HIER") ? 1ull : 0ull};
+  unsigned long long All[4] = {};
+  WEFT_RETURN_IF_ERROR(check(MPI_Allreduce(Mine, All, 4, MPI_UNSIGNED_LONG_LONG,
+                                           MPI_MAX, MPI_COMM_WORLD),
+                             "MPI_Allreduce"));
+  PathSettings S;
+  S.ShmMinBytes = All[0] == ~0ull ? SIZE_MAX : size_t(All[0]);
+  S.ShmSlotKB = size_t(All[1]);
+  S.HierMinBytes = size_t(All[2]);
+  S.NoHier = All[3] != 0;
+  return S;
+}
+
 class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator(bool Owns, int Rank, int Size,
-                  std::optional<CommPathTable> Paths, std::string PathsFile)
-      : Paths(std::move(Paths)), PathsFile(std::move(PathsFile)), OwnsMpi(Owns),
+                  std::optional<CommPathTable> Paths, std::string PathsFile,
+                  const PathSettings &Set)
+      : ShmMinBytes(Set.ShmMinBytes), ShmSlotKB(Set.ShmSlotKB),
+        HierMinBytes(Set.HierMinBytes), NoHier(Set.NoHier),
+        Paths(std::move(Paths)), PathsFile(std::move(PathsFile)), OwnsMpi(Owns),
         WorldRank(Rank), WorldSize(Size) {}
   ~MpiCommunicator() override {
     // Shared windows go before their communicators. MPI_Win_free is
@@ -165,7 +214,10 @@ public:
             std::to_string(SubSize) + ", expected " + std::to_string(G.Rank) +
             " of " + std::to_string(G.Size));
       G.Native = Sub;
-      WEFT_RETURN_IF_ERROR(placeOnNodes(G));
+      if (Status Placed = placeOnNodes(G); !Placed.ok()) {
+        MPI_Comm_free(&Sub);
+        return Placed;
+      }
     }
     return &Groups.emplace(Key, G).first->second;
   }
@@ -466,7 +518,7 @@ private:
     G.NodeOf = (*H)->layout().NodeOf;
     G.Nodes = (*H)->layout().Nodes;
     G.PerNode = (*H)->layout().PerNode;
-    G.Hierarchical = (*H)->usable() && !std::getenv("WEFT_NO_HIER");
+    G.Hierarchical = (*H)->usable() && !NoHier;
     if (G.Hierarchical)
       HierByComm[comm(G)] = std::move(*H);
     return Status::success();
@@ -486,27 +538,11 @@ private:
     return It == HierByComm.end() ? nullptr : It->second.get();
   }
 
-  /// Where the shared-memory path beats Open MPI's: from 4 KiB (the larger
-  /// buffer) on 2 ranks, all-reduce 0.85 us against 1.1 us at 4 KiB but
-  /// 0.6 against 0.45 at 1 KiB; reduce-scatter and all-gather win at every
-  /// size (test/bench/CommBench.cpp, README "Collectives, 2 ranks"). Read
-  /// when the communicator is made:
-  /// WEFT_NO_SHM=1 turns the path off; WEFT_SHM_MIN_KB and WEFT_SHM_SLOT_KB
-  /// set the threshold and the slot size (for the benchmark's sweep, and for
-  /// tests that push small messages through many slots).
-  static size_t envKB(const char *Name, size_t Default) {
-    const char *V = std::getenv(Name);
-    return V && *V ? size_t(std::strtoull(V, nullptr, 10)) : Default;
-  }
-  static constexpr size_t kShmMinKB = 4;
-  const size_t ShmMinBytes = std::getenv("WEFT_NO_SHM")
-                                 ? SIZE_MAX
-                                 : envKB("WEFT_SHM_MIN_KB", kShmMinKB) << 10;
-  const size_t ShmSlotKB =
-      envKB("WEFT_SHM_SLOT_KB", ShmCollectives::kDefaultSlotKB);
-  /// From this size (the larger buffer) a group across nodes runs its
-  /// collectives hierarchically (WEFT_HIER_MIN_KB).
-  const size_t HierMinBytes = envKB("WEFT_HIER_MIN_KB", 0) << 10;
+  /// The paths' thresholds (PathSettings, agreed by every rank): from
+  /// ShmMinBytes the shared slots within a node, from HierMinBytes the
+  /// hierarchical collectives across nodes.
+  const size_t ShmMinBytes, ShmSlotKB, HierMinBytes;
+  const bool NoHier;
   std::map<MPI_Comm, std::unique_ptr<ShmCollectives>> ShmByComm;
   std::map<MPI_Comm, std::unique_ptr<HierarchicalCollectives>> HierByComm;
   std::optional<CommPathTable> Paths;
@@ -596,8 +632,11 @@ Expected<std::unique_ptr<Communicator>> createCommunicator() {
   Expected<std::optional<CommPathTable>> Paths = readPathTable(Rank, PathsFile);
   if (!Paths.ok())
     return Paths.status();
+  Expected<PathSettings> Set = agreedPathSettings();
+  if (!Set.ok())
+    return Set.status();
   return std::unique_ptr<Communicator>(new MpiCommunicator(
-      Owns, Rank, Size, std::move(*Paths), std::move(PathsFile)));
+      Owns, Rank, Size, std::move(*Paths), std::move(PathsFile), *Set));
 }
 
 } // namespace weft
