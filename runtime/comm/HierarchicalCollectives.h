@@ -120,6 +120,11 @@ private:
 
   NodeLayout Layout;
   bool Usable = false;
+  /// Node n holds shard indices n*L .. n*L+L-1 (ranks placed node by node,
+  /// the mesh's usual order): reduce-scatter and all-gather then run one
+  /// step within the node per node, on blocks already in shard order, and
+  /// skip the copy into node order (from kPerNodeMinBytes a block).
+  bool NodeMajor = false;
   int Node = 0, Local = 0;               // this rank's node and local index
   std::vector<std::vector<int>> Members; // [node][local] = shard index
   MPI_Comm Intra = MPI_COMM_NULL;        // this node's ranks, by local index
