@@ -154,8 +154,76 @@ std::map<std::string, int64_t> commBytesOf(Operation *root) {
   return bytes;
 }
 
-void printCollectives(Operation *root, llvm::raw_ostream &os,
-                      StringRef indent) {
+// World ranks of the group over `axes` (a comma-separated list) that
+// holds world rank `base`, by shard index: row-major over the listed axes,
+// the mesh row-major with its last axis innermost.
+SmallVector<int64_t> groupOf(const MeshInfo &mesh, StringRef axes,
+                             int64_t base) {
+  SmallVector<int64_t> stride(mesh.axes.size(), 1), coord(mesh.axes.size());
+  for (size_t i = mesh.axes.size(); i-- > 1;)
+    stride[i - 1] = stride[i] * mesh.sizes[i];
+  for (size_t i = 0; i < mesh.axes.size(); ++i)
+    coord[i] = (base / stride[i]) % mesh.sizes[i];
+  SmallVector<StringRef> names;
+  axes.split(names, ',', -1, false);
+  SmallVector<size_t> index;
+  for (StringRef a : names)
+    for (size_t i = 0; i < mesh.axes.size(); ++i)
+      if (mesh.axes[i] == a)
+        index.push_back(i);
+  int64_t count = 1;
+  for (size_t i : index)
+    count *= mesh.sizes[i];
+  SmallVector<int64_t> members;
+  for (int64_t k = 0; k < count; ++k) {
+    SmallVector<int64_t> c = coord;
+    for (size_t j = index.size(), rest = size_t(k); j-- > 0;) {
+      c[index[j]] = int64_t(rest) % mesh.sizes[index[j]];
+      rest /= size_t(mesh.sizes[index[j]]);
+    }
+    int64_t rank = 0;
+    for (size_t i = 0; i < c.size(); ++i)
+      rank += c[i] * stride[i];
+    members.push_back(rank);
+  }
+  return members;
+}
+
+// The bytes of one run of collective `c` (of the group holding world rank
+// `base`) that cross between nodes of `perNode` ranks, as the runtime sends
+// them (runtime/comm/LocalCommunicator.cpp, sentBytes).
+double acrossNodes(const Collective &c, const MeshInfo &mesh, int64_t base,
+                   int64_t perNode) {
+  const bool reduce = c.kind == "all_reduce";
+  if (!reduce && c.kind != "reduce_scatter" && c.kind != "all_gather")
+    return 0;
+  SmallVector<int64_t> members = groupOf(mesh, c.axes, base);
+  const double n = double(members.size());
+  if (members.size() < 2)
+    return 0;
+  std::map<int64_t, int64_t> perNodeCount;
+  SmallVector<int64_t> node;
+  for (int64_t r : members) {
+    node.push_back(r / perNode);
+    ++perNodeCount[r / perNode];
+  }
+  const int64_t l = perNodeCount.begin()->second;
+  bool even =
+      llvm::all_of(perNodeCount, [&](const auto &e) { return e.second == l; });
+  const double nodes = double(perNodeCount.size());
+  const double ring = reduce ? 2.0 : 1.0;
+  // The larger buffer, from the ring's bytes per rank.
+  const double big = double(c.bytes) * n / (ring * (n - 1));
+  if (even && l >= 2 && nodes >= 2)
+    return ring * (nodes - 1) / nodes * big / double(l);
+  int64_t crossing = 0;
+  for (size_t q = 0; q < node.size(); ++q)
+    crossing += node[q] != node[(q + 1) % node.size()];
+  return double(c.bytes) * double(crossing) / n;
+}
+
+void printCollectives(Operation *root, llvm::raw_ostream &os, StringRef indent,
+                      int64_t perNode = 0, int64_t base = 0) {
   // Group identical collectives; the reason names the op and operand that
   // needed each, and the sharding it went from and to.
   std::map<
@@ -182,6 +250,18 @@ void printCollectives(Operation *root, llvm::raw_ostream &os,
     os << indent
        << llvm::format("  %-24s %14lld bytes/rank/step\n", key.c_str(),
                        (long long)bytes);
+  if (perNode <= 0)
+    return;
+  double across = 0;
+  MeshInfo mesh = MeshInfo::of(root);
+  for (const Collective &c : collectivesOf(root))
+    across += double(c.times) * acrossNodes(c, mesh, base, perNode);
+  os << indent
+     << llvm::format("  %-24s %14lld bytes/rank/step (%lld ranks a node, "
+                     "node by node; hierarchical where a group has 2 or "
+                     "more ranks on each of its nodes)\n",
+                     "between nodes", (long long)std::llround(across),
+                     (long long)perNode);
 }
 
 struct Memory {
@@ -340,7 +420,21 @@ std::string layersOf(func::FuncOp stage) {
          layers.str();
 }
 
-void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
+// The first world rank of stage s: its pipeline coordinate s, the others 0.
+int64_t stageBase(func::FuncOp stage, int64_t s) {
+  MeshInfo mesh = MeshInfo::of(stage);
+  auto axis = stage->getAttrOfType<StringAttr>(weft::attrname::kPipelineAxis);
+  int64_t stride = 1;
+  for (size_t i = mesh.axes.size(); i-- > 0;) {
+    if (axis && mesh.axes[i] == axis.getValue())
+      return s * stride;
+    stride *= mesh.sizes[i];
+  }
+  return 0;
+}
+
+void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os,
+                     int64_t perNode) {
   const auto [n, m, kind] = pipelineShape(stages);
   func::FuncOp first = stages.front();
   auto axis = first->getAttrOfType<StringAttr>(weft::attrname::kPipelineAxis);
@@ -385,7 +479,7 @@ void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os) {
       os << " (" << layers << (s == 0 ? ", the embeddings" : "")
          << (s == n - 1 ? ", the head and loss" : "") << ")";
     os << ":\n";
-    printCollectives(stages[s], os, "  ");
+    printCollectives(stages[s], os, "  ", perNode, stageBase(stages[s], s));
     printMemory(memoryOf(stages[s]), pipelineSlots(kind, s, n, m), os, "  ");
   }
 }
@@ -415,7 +509,8 @@ std::map<std::string, int64_t> weft::predictCommBytes(ModuleOp module) {
   return stages.empty() ? commBytesOf(module) : commBytesOf(stages.front());
 }
 
-void weft::explainStep(ModuleOp module, llvm::raw_ostream &os) {
+void weft::explainStep(ModuleOp module, llvm::raw_ostream &os,
+                       int64_t perNode) {
   int64_t microbatches = 1;
   module.walk([&](func::FuncOp fn) {
     if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kMicrobatches))
@@ -423,12 +518,12 @@ void weft::explainStep(ModuleOp module, llvm::raw_ostream &os) {
   });
   SmallVector<func::FuncOp> stages = stageFunctions(module);
   if (!stages.empty())
-    return explainPipeline(stages, os);
+    return explainPipeline(stages, os, perNode);
   if (microbatches > 1)
     os << "micro-batches: " << microbatches
        << " per step; forward and backward run once per micro-batch, the "
           "gradients accumulate, and the activation arena holds one "
           "micro-batch\n";
-  printCollectives(module, os, "");
+  printCollectives(module, os, "", perNode);
   printMemory(memoryOf(module), 1, os, "");
 }

@@ -26,8 +26,13 @@ memoryPerRank(mlir::ModuleOp module);
 
 /// Prints one training step's collectives (kind, axes, bytes per rank, count,
 /// reason) and the per-rank memory of parameters, gradients, optimizer state
-/// and activations.
-void explainStep(mlir::ModuleOp module, llvm::raw_ostream &os);
+/// and activations. RanksPerNode > 0: also the bytes that cross between
+/// nodes of that many ranks (world ranks placed node by node, as launchers
+/// place them), counted as the runtime sends them: hierarchically where a
+/// group has two or more ranks on each of two or more nodes
+/// (runtime/comm/HierarchicalCollectives.h), else a ring in shard order.
+void explainStep(mlir::ModuleOp module, llvm::raw_ostream &os,
+                 int64_t RanksPerNode = 0);
 
 } // namespace weft
 

@@ -30,6 +30,7 @@ run died with SIGSEGV mapping a peer's window. gpt-tiny in f64:
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -153,6 +154,17 @@ try:
           f"flat ring {across['1']:.0f}, WEFT_NO_HIER on node 1 only {across['node 1']:.0f}")
     if not 0 < across[""] < across["1"] or across["node 1"] != across["1"]:
         failures.append(f"bytes between nodes: {across}")
+    # weft-compile --explain --ranks-per-node 2 predicts them before launch.
+    ex = subprocess.run([f"{BIN}/weft-compile", "gpt-tiny", "--explain", "--ranks-per-node",
+                         "2", "--mesh", "dp=4", "--zero", "3"] + common,
+                        capture_output=True, text=True, timeout=300)
+    m = re.search(r"between nodes\s+(\d+) bytes/rank/step", ex.stdout)
+    predicted = int(m.group(1)) if m else None
+    print(f"--explain --ranks-per-node 2: {predicted} bytes between nodes predicted, "
+          f"{across['']:.0f} sent")
+    if predicted is None or abs(predicted - across[""]) > 0.001 * across[""]:
+        failures.append(f"--explain's bytes between nodes {predicted} vs the run's "
+                        f"{across['']}: {ex.stderr[-300:]}")
     # The benchmark's links and the planner's prediction on this cluster.
     cluster = f"{WORK}/cluster.json"
     bench = [f"{HERE}/two_nodes.sh", "run", NODES, "4", f"{BIN}/weft-bench-comm"]

@@ -257,6 +257,12 @@ static cl::opt<bool>
     explainArg(cl::cat(compileCategory), "explain",
                cl::desc("print the step's collectives (kind, axis, bytes, "
                         "count, reason) and per-rank memory"));
+static cl::opt<int64_t> ranksPerNodeArg(
+    cl::cat(compileCategory), "ranks-per-node",
+    cl::desc("with --explain: also the bytes between nodes of N ranks each "
+             "(ranks placed node by node), as the runtime's hierarchical "
+             "collectives send them"),
+    cl::init(0), cl::value_desc("n"));
 
 namespace {
 int fail(const llvm::Twine &message) {
@@ -511,6 +517,9 @@ int main(int argc, char **argv) {
                 "partition or plan-memory)");
   if (outputArg.empty() && emitMlirArg.empty() && !explainArg)
     return fail("no output: give -o FILE, --emit-mlir=STAGE or --explain");
+  if (ranksPerNodeArg < 0 || (ranksPerNodeArg > 0 && !explainArg))
+    return fail("--ranks-per-node " + llvm::Twine(ranksPerNodeArg) +
+                ": a positive count, with --explain");
   if (!onnxOutputArg.empty() && !StringRef(modelArg).ends_with(".onnx"))
     return fail("--onnx-output names an output of a model.onnx; '" + modelArg +
                 "' is not one");
@@ -613,7 +622,7 @@ int main(int argc, char **argv) {
   if (!runStages(printAfter + 1, weft::kNumTrainingStages))
     return 1;
   if (explainArg)
-    weft::explainStep(*module, llvm::outs());
+    weft::explainStep(*module, llvm::outs(), ranksPerNodeArg);
   if (!memoryLimitArg.empty()) {
     // "80GiB", "512MiB", "4096": bytes per rank.
     StringRef text = StringRef(memoryLimitArg).trim();
