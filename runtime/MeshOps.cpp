@@ -148,7 +148,8 @@ Status Executor::planMeshSteps() {
       double N = double(std::max(X.Numel, Y.Numel)) * double(XE);
       if (BI.Op == OpKind::AllReduce) {
         S.Key = commKey("all_reduce", A.Axes);
-        SentBytes Sent = sentBytes(*S.Group, true, N);
+        SentBytes Sent = sentBytes(true, N, S.Group->Size, S.Group->NodeOf,
+                                   S.Group->Hierarchical);
         S.Bytes = Sent.Total;
         S.AcrossBytes = Sent.Across;
         if (A.Async && AsyncOn)
@@ -164,7 +165,8 @@ Status Executor::planMeshSteps() {
         break;
       S.Key = commKey(
           BI.Op == OpKind::AllGather ? "all_gather" : "reduce_scatter", A.Axes);
-      SentBytes Sent = sentBytes(*S.Group, false, N);
+      SentBytes Sent = sentBytes(false, N, S.Group->Size, S.Group->NodeOf,
+                                 S.Group->Hierarchical);
       S.Bytes = Sent.Total;
       S.AcrossBytes = Sent.Across;
       // Validated: along dim 0 or with only size-1 dims before it, so the

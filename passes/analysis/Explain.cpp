@@ -3,7 +3,9 @@
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/sharding/ShardingUtils.h"
+#include "program/CommBytes.h"
 #include "program/PipelineSchedule.h"
+#include "program/Program.h"
 
 #include "llvm/Support/Format.h"
 
@@ -154,72 +156,29 @@ std::map<std::string, int64_t> commBytesOf(Operation *root) {
   return bytes;
 }
 
-// World ranks of the group over `axes` (a comma-separated list) that
-// holds world rank `base`, by shard index: row-major over the listed axes,
-// the mesh row-major with its last axis innermost.
-SmallVector<int64_t> groupOf(const MeshInfo &mesh, StringRef axes,
-                             int64_t base) {
-  SmallVector<int64_t> stride(mesh.axes.size(), 1), coord(mesh.axes.size());
-  for (size_t i = mesh.axes.size(); i-- > 1;)
-    stride[i - 1] = stride[i] * mesh.sizes[i];
-  for (size_t i = 0; i < mesh.axes.size(); ++i)
-    coord[i] = (base / stride[i]) % mesh.sizes[i];
-  SmallVector<StringRef> names;
-  axes.split(names, ',', -1, false);
-  SmallVector<size_t> index;
-  for (StringRef a : names)
-    for (size_t i = 0; i < mesh.axes.size(); ++i)
-      if (mesh.axes[i] == a)
-        index.push_back(i);
-  int64_t count = 1;
-  for (size_t i : index)
-    count *= mesh.sizes[i];
-  SmallVector<int64_t> members;
-  for (int64_t k = 0; k < count; ++k) {
-    SmallVector<int64_t> c = coord;
-    for (size_t j = index.size(), rest = size_t(k); j-- > 0;) {
-      c[index[j]] = int64_t(rest) % mesh.sizes[index[j]];
-      rest /= size_t(mesh.sizes[index[j]]);
-    }
-    int64_t rank = 0;
-    for (size_t i = 0; i < c.size(); ++i)
-      rank += c[i] * stride[i];
-    members.push_back(rank);
-  }
-  return members;
-}
-
 // The bytes of one run of collective `c` (of the group holding world rank
 // `base`) that cross between nodes of `perNode` ranks, as the runtime sends
-// them (runtime/comm/LocalCommunicator.cpp, sentBytes).
-double acrossNodes(const Collective &c, const MeshInfo &mesh, int64_t base,
+// them (program/CommBytes.h).
+double acrossNodes(const Collective &c, const MeshInfo &info, int64_t base,
                    int64_t perNode) {
   const bool reduce = c.kind == "all_reduce";
   if (!reduce && c.kind != "reduce_scatter" && c.kind != "all_gather")
     return 0;
-  SmallVector<int64_t> members = groupOf(mesh, c.axes, base);
-  const double n = double(members.size());
-  if (members.size() < 2)
+  Mesh mesh;
+  mesh.Axes.assign(info.axes.begin(), info.axes.end());
+  mesh.Dims.assign(info.sizes.begin(), info.sizes.end());
+  SmallVector<StringRef> names;
+  StringRef(c.axes).split(names, ',', -1, false);
+  std::vector<int64_t> nodeOf;
+  for (int64_t r : mesh.group(base, AxesList(names.begin(), names.end())))
+    nodeOf.push_back(r / perNode);
+  const int64_t n = int64_t(nodeOf.size());
+  if (n < 2)
     return 0;
-  std::map<int64_t, int64_t> perNodeCount;
-  SmallVector<int64_t> node;
-  for (int64_t r : members) {
-    node.push_back(r / perNode);
-    ++perNodeCount[r / perNode];
-  }
-  const int64_t l = perNodeCount.begin()->second;
-  bool even =
-      llvm::all_of(perNodeCount, [&](const auto &e) { return e.second == l; });
-  const double nodes = double(perNodeCount.size());
-  const double ring = reduce ? 2.0 : 1.0;
   // The larger buffer, from the ring's bytes per rank.
-  const double big = double(c.bytes) * n / (ring * (n - 1));
-  if (even && l >= 2 && nodes >= 2)
-    return ring * (nodes - 1) / nodes * big / double(l);
-  int64_t crossing = 0;
-  for (size_t q = 0; q < node.size(); ++q)
-    crossing += node[q] != node[(q + 1) % node.size()];
-  return double(c.bytes) * double(crossing) / n;
+  const double ring = reduce ? 2.0 : 1.0;
+  const double big = double(c.bytes) * double(n) / (ring * double(n - 1));
+  return sentBytes(reduce, big, n, nodeOf, /*Hierarchical=*/true).Across;
 }
 
 void printCollectives(Operation *root, llvm::raw_ostream &os, StringRef indent,

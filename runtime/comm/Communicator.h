@@ -11,6 +11,7 @@
 #ifndef WEFT_RUNTIME_COMM_COMMUNICATOR_H
 #define WEFT_RUNTIME_COMM_COMMUNICATOR_H
 
+#include "program/CommBytes.h"
 #include "program/Program.h"
 #include "program/Status.h"
 #include "runtime/Queue.h"
@@ -28,26 +29,16 @@ struct CommGroup {
   int Size = 1;
   std::vector<int64_t> Members; // world ranks by shard index
   void *Native = nullptr;       // the implementation's handle
-  /// The nodes the group's ranks sit on (1 where unknown), and whether its
-  /// all-reduce, reduce-scatter and all-gather run hierarchically
-  /// (HierarchicalCollectives.h: within the node, across, within), with
-  /// PerNode ranks on each node.
-  int Nodes = 1, PerNode = 0;
-  bool Hierarchical = false;
   /// The node index of each shard index (the first member's node is 0), as
   /// the launcher placed the ranks; empty where the communicator cannot
   /// tell.
-  std::vector<int> NodeOf;
+  std::vector<int64_t> NodeOf;
+  /// Whether its all-reduce, reduce-scatter and all-gather run
+  /// hierarchically (HierarchicalCollectives.h: within the node, across,
+  /// within).
+  bool Hierarchical = false;
+  NodeSpread spread() const { return nodeSpread(NodeOf); }
 };
-
-/// The bytes one rank of G sends in a collective whose larger buffer has
-/// Bytes bytes: a ring's 2(n-1)/n (all-reduce) or (n-1)/n of it, and for a
-/// hierarchical group the sum of its three steps. Across: the part of it
-/// that crosses nodes.
-struct SentBytes {
-  double Total = 0, Across = 0;
-};
-SentBytes sentBytes(const CommGroup &G, bool AllReduce, double Bytes);
 
 enum class ReduceOp { Sum };
 

@@ -11,13 +11,7 @@
 namespace weft {
 namespace {
 using mpi::check;
-
-Status fitsInt(size_t Count, const char *Call) {
-  if (Count > size_t(INT_MAX))
-    return Status::error(std::string(Call) + ": " + std::to_string(Count) +
-                         " elements exceed MPI's int count (2^31-1)");
-  return Status::success();
-}
+using mpi::countFits;
 
 /// Cross-node all-reduces in pieces of at most this many elements (MPI's
 /// counts are int).
@@ -61,20 +55,10 @@ Expected<NodeLayout> nodeLayout(MPI_Comm Group) {
       check(MPI_Allgather(&Color, 1, MPI_INT, Colors.data(), 1, MPI_INT, Group),
             "MPI_Allgather"));
   NodeLayout L;
-  std::map<int, int> Index; // color -> node index, by first member
-  std::vector<int> Count;
-  for (int C : Colors) {
-    auto [It, New] = Index.emplace(C, int(Index.size()));
-    if (New)
-      Count.push_back(0);
-    L.NodeOf.push_back(It->second);
-    ++Count[size_t(It->second)];
-  }
-  L.Nodes = int(Count.size());
-  L.PerNode = std::all_of(Count.begin(), Count.end(),
-                          [&](int C) { return C == Count[0]; })
-                  ? Count[0]
-                  : 0;
+  std::map<int, int64_t> Index; // color -> node index, by first member
+  for (int C : Colors)
+    L.NodeOf.push_back(Index.emplace(C, int64_t(Index.size())).first->second);
+  L.Spread = nodeSpread(L.NodeOf);
   return L;
 }
 
@@ -88,16 +72,16 @@ HierarchicalCollectives::create(MPI_Comm Group, size_t SlotKB,
   H->Layout = *L;
   H->ShmMinBytes = ShmMinBytes;
   // Every rank sees the same layout, so all agree.
-  H->Usable = H->Layout.Nodes >= 2 && H->Layout.PerNode >= 2;
+  H->Usable = H->Layout.Spread.hierarchical();
   if (!H->Usable)
     return H;
   int Rank = 0;
   WEFT_RETURN_IF_ERROR(check(MPI_Comm_rank(Group, &Rank), "MPI_Comm_rank"));
-  H->Members.assign(size_t(H->Layout.Nodes), {});
+  H->Members.assign(size_t(H->Layout.Spread.Nodes), {});
   for (size_t Q = 0; Q < H->Layout.NodeOf.size(); ++Q) {
     auto &Node = H->Members[size_t(H->Layout.NodeOf[Q])];
     if (int(Q) == Rank) {
-      H->Node = H->Layout.NodeOf[Q];
+      H->Node = int(H->Layout.NodeOf[Q]);
       H->Local = int(Node.size());
     }
     Node.push_back(int(Q));
@@ -143,10 +127,10 @@ bool HierarchicalCollectives::shmFor(size_t Bytes, DType T,
 
 Status HierarchicalCollectives::nodeReduceScatter(const void *Send, void *Recv,
                                                   size_t Count, DType T) {
-  const size_t L = size_t(Layout.PerNode);
+  const size_t L = size_t(Layout.Spread.PerNode);
   if (shmFor(L * Count * dtypeBytes(T), T, true))
     return Shm->reduceScatter(Send, Recv, Count, T);
-  WEFT_RETURN_IF_ERROR(fitsInt(Count, "MPI_Reduce_scatter_block"));
+  WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Reduce_scatter_block"));
   return check(MPI_Reduce_scatter_block(Send, Recv, int(Count),
                                         mpi::datatype(T), mpi::sumOp(T), Intra),
                "MPI_Reduce_scatter_block");
@@ -154,10 +138,10 @@ Status HierarchicalCollectives::nodeReduceScatter(const void *Send, void *Recv,
 
 Status HierarchicalCollectives::nodeAllGather(const void *Send, void *Recv,
                                               size_t Count, DType T) {
-  const size_t L = size_t(Layout.PerNode);
+  const size_t L = size_t(Layout.Spread.PerNode);
   if (shmFor(L * Count * dtypeBytes(T), T, false))
     return Shm->allGather(Send, Recv, Count, T);
-  WEFT_RETURN_IF_ERROR(fitsInt(Count, "MPI_Allgather"));
+  WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Allgather"));
   MPI_Datatype D = mpi::datatype(T);
   return check(MPI_Allgather(Send, int(Count), D, Recv, int(Count), D, Intra),
                "MPI_Allgather");
@@ -181,7 +165,7 @@ Status HierarchicalCollectives::allReduce(const void *Send, void *Recv,
                                           size_t Count, DType T) {
   if (Count == 0)
     return Status::success();
-  const size_t E = dtypeBytes(T), L = size_t(Layout.PerNode);
+  const size_t E = dtypeBytes(T), L = size_t(Layout.Spread.PerNode);
   const size_t P = (Count + L - 1) / L;
   const bool Pad = P * L != Count;
   const void *Src = Send;
@@ -210,8 +194,8 @@ Status HierarchicalCollectives::reduceScatter(const void *Send, void *Recv,
                                               size_t Count, DType T) {
   if (Count == 0)
     return Status::success();
-  const size_t E = dtypeBytes(T), N = size_t(Layout.Nodes);
-  const size_t L = size_t(Layout.PerNode);
+  const size_t E = dtypeBytes(T), N = size_t(Layout.Spread.Nodes);
+  const size_t L = size_t(Layout.Spread.PerNode);
   Parts.resize(N * Count * E);
   if (NodeMajor && Count * E >= kPerNodeMinBytes) {
     // Node n's blocks are contiguous: part n = Σ of block n*L + Local.
@@ -225,7 +209,7 @@ Status HierarchicalCollectives::reduceScatter(const void *Send, void *Recv,
     WEFT_RETURN_IF_ERROR(
         nodeReduceScatter(Staged.data(), Parts.data(), N * Count, T));
   }
-  WEFT_RETURN_IF_ERROR(fitsInt(Count, "MPI_Reduce_scatter_block"));
+  WEFT_RETURN_IF_ERROR(countFits(Count, "MPI_Reduce_scatter_block"));
   return check(MPI_Reduce_scatter_block(Parts.data(), Recv, int(Count),
                                         mpi::datatype(T), mpi::sumOp(T), Cross),
                "MPI_Reduce_scatter_block");
@@ -235,12 +219,12 @@ Status HierarchicalCollectives::allGather(const void *Send, void *Recv,
                                           size_t Count, DType T) {
   if (Count == 0)
     return Status::success();
-  const size_t E = dtypeBytes(T), N = size_t(Layout.Nodes);
+  const size_t E = dtypeBytes(T), N = size_t(Layout.Spread.Nodes);
   const void *Src =
       Send ? Send
            : static_cast<char *>(Recv) +
                  size_t(Members[size_t(Node)][size_t(Local)]) * Count * E;
-  WEFT_RETURN_IF_ERROR(fitsInt(N * Count, "MPI_Allgather"));
+  WEFT_RETURN_IF_ERROR(countFits(N * Count, "MPI_Allgather"));
   Parts.resize(N * Count * E);
   MPI_Datatype D = mpi::datatype(T);
   WEFT_RETURN_IF_ERROR(check(
@@ -248,7 +232,7 @@ Status HierarchicalCollectives::allGather(const void *Send, void *Recv,
       "MPI_Allgather"));
   if (NodeMajor && Count * E >= kPerNodeMinBytes) {
     // Node n's blocks land contiguous, in shard order, from part n.
-    const size_t L = size_t(Layout.PerNode);
+    const size_t L = size_t(Layout.Spread.PerNode);
     for (size_t Nd = 0; Nd < N; ++Nd)
       WEFT_RETURN_IF_ERROR(nodeAllGather(
           Parts.data() + Nd * Count * E,
@@ -267,13 +251,13 @@ Status HierarchicalCollectives::startAllReduce(const void *Send, void *Recv,
                                                HierarchicalOp &Op) {
   if (Op.Phase >= 0)
     return Status::error("a hierarchical all-reduce is still in flight");
-  const size_t E = dtypeBytes(T), L = size_t(Layout.PerNode);
+  const size_t E = dtypeBytes(T), L = size_t(Layout.Spread.PerNode);
   Op.What = HierarchicalOp::AllReduce;
   Op.Count = Count;
   Op.T = T;
   Op.Recv = static_cast<char *>(Recv);
   Op.Part = (Count + L - 1) / L;
-  WEFT_RETURN_IF_ERROR(fitsInt(Op.Part, "MPI_Iallreduce"));
+  WEFT_RETURN_IF_ERROR(countFits(Op.Part, "MPI_Iallreduce"));
   if (Count == 0)
     return Status::success();
   Op.Padded = Op.Part * L != Count;
@@ -284,11 +268,7 @@ Status HierarchicalCollectives::startAllReduce(const void *Send, void *Recv,
     Op.Send = Op.Staged.data();
   }
   Op.Parts.resize(Op.Part * E);
-  Op.Phase = 0;
-  Op.Ready = false;
-  WEFT_RETURN_IF_ERROR(startPhase(Op));
-  InFlight.push_back(&Op);
-  return Status::success();
+  return launch(Op);
 }
 
 Status HierarchicalCollectives::startAllGather(const void *Send, void *Recv,
@@ -296,8 +276,8 @@ Status HierarchicalCollectives::startAllGather(const void *Send, void *Recv,
                                                HierarchicalOp &Op) {
   if (Op.Phase >= 0)
     return Status::error("a hierarchical all-gather is still in flight");
-  const size_t E = dtypeBytes(T), N = size_t(Layout.Nodes);
-  WEFT_RETURN_IF_ERROR(fitsInt(N * Count, "MPI_Iallgather"));
+  const size_t E = dtypeBytes(T), N = size_t(Layout.Spread.Nodes);
+  WEFT_RETURN_IF_ERROR(countFits(N * Count, "MPI_Iallgather"));
   if (Count == 0)
     return Status::success();
   Op.What = HierarchicalOp::AllGather;
@@ -309,6 +289,11 @@ Status HierarchicalCollectives::startAllGather(const void *Send, void *Recv,
            : Op.Recv + size_t(Members[size_t(Node)][size_t(Local)]) * Count * E;
   Op.Parts.resize(N * Count * E);
   Op.Staged.resize(Layout.NodeOf.size() * Count * E);
+  return launch(Op);
+}
+
+/// Starts Op's first step and tracks it.
+Status HierarchicalCollectives::launch(HierarchicalOp &Op) {
   Op.Phase = 0;
   Op.Ready = false;
   WEFT_RETURN_IF_ERROR(startPhase(Op));
@@ -318,7 +303,7 @@ Status HierarchicalCollectives::startAllGather(const void *Send, void *Recv,
 
 /// Starts step Op.Phase, or finishes Op after its last step (Phase -1).
 Status HierarchicalCollectives::startPhase(HierarchicalOp &Op) {
-  const size_t E = dtypeBytes(Op.T), N = size_t(Layout.Nodes);
+  const size_t E = dtypeBytes(Op.T), N = size_t(Layout.Spread.Nodes);
   MPI_Datatype D = mpi::datatype(Op.T);
   int Rc = MPI_SUCCESS;
   const char *Call = "";

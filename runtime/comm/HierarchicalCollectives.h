@@ -25,6 +25,7 @@
 #ifndef WEFT_RUNTIME_COMM_HIERARCHICALCOLLECTIVES_H
 #define WEFT_RUNTIME_COMM_HIERARCHICALCOLLECTIVES_H
 
+#include "program/CommBytes.h"
 #include "program/Program.h"
 #include "program/Status.h"
 #include "runtime/comm/ShmCollectives.h"
@@ -41,10 +42,8 @@ namespace weft {
 /// Where the ranks of a group sit: NodeOf[q] is the node index of shard
 /// index q (nodes numbered by their first member).
 struct NodeLayout {
-  std::vector<int> NodeOf;
-  int Nodes = 1;
-  /// L when every node holds L ranks of the group, else 0.
-  int PerNode = 0;
+  std::vector<int64_t> NodeOf;
+  NodeSpread Spread; // program/CommBytes.h
 };
 
 /// Collective over Group (ranked by shard index): the node of every rank.
@@ -111,6 +110,7 @@ private:
   /// Copies block Member(n, l) of From (shard order) to block l*N + n of To
   /// (Gather), or back (!Gather); blocks of Bytes bytes.
   void regroup(const char *From, char *To, size_t Bytes, bool Gather) const;
+  Status launch(HierarchicalOp &Op);
   Status startPhase(HierarchicalOp &Op);
   /// One pass over the ops in flight, in the order they were started:
   /// tests each step, and starts the next one where every earlier op of its

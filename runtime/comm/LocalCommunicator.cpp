@@ -7,27 +7,6 @@
 
 namespace weft {
 
-SentBytes sentBytes(const CommGroup &G, bool AllReduce, double Bytes) {
-  SentBytes S;
-  const double N = G.Size, Ring = AllReduce ? 2.0 : 1.0;
-  if (G.Size < 2)
-    return S;
-  if (!G.Hierarchical) {
-    S.Total = Ring * (N - 1) / N * Bytes;
-    // A ring in shard order: the share of its hops that cross nodes.
-    size_t Crossing = 0, Size = G.NodeOf.size();
-    for (size_t Q = 0; Q < Size; ++Q)
-      Crossing += G.NodeOf[Q] != G.NodeOf[(Q + 1) % Size];
-    S.Across = Size ? S.Total * double(Crossing) / double(Size) : 0;
-    return S;
-  }
-  const double L = G.PerNode, Nd = G.Nodes;
-  const double Within = (AllReduce ? 2.0 : 1.0) * (L - 1) / L * Bytes;
-  S.Across = Ring * (Nd - 1) / Nd * Bytes / L;
-  S.Total = Within + S.Across;
-  return S;
-}
-
 Expected<CommGroup> describeGroup(const Mesh &M, const AxesList &Axes,
                                   int WorldRank, int WorldSize) {
   if (!M.Axes.empty() && M.size() != WorldSize)

@@ -48,13 +48,7 @@ MPI_Op mpi::sumOp(DType T) {
 namespace {
 
 using mpi::check;
-
-Status countFits(size_t Count, const char *Call) {
-  if (Count > size_t(INT_MAX))
-    return Status::error(std::string(Call) + ": " + std::to_string(Count) +
-                         " elements exceed MPI's int count (2^31-1)");
-  return Status::success();
-}
+using mpi::countFits;
 
 MPI_Comm comm(const CommGroup &G) { return static_cast<MPI_Comm>(G.Native); }
 
@@ -516,8 +510,6 @@ private:
       return H.status().withContext("the nodes of the group over " +
                                     axesString(G.Axes));
     G.NodeOf = (*H)->layout().NodeOf;
-    G.Nodes = (*H)->layout().Nodes;
-    G.PerNode = (*H)->layout().PerNode;
     G.Hierarchical = (*H)->usable() && !NoHier;
     if (G.Hierarchical)
       HierByComm[comm(G)] = std::move(*H);

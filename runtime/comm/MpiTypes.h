@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <climits>
 #include <cstdio>
 #include <string>
 
@@ -23,6 +24,15 @@ inline Status check(int Rc, const char *Call) {
     Len = std::snprintf(Msg, sizeof(Msg), "error code %d", Rc);
   return Status::error(std::string(Call) +
                        " failed: " + std::string(Msg, size_t(Len)));
+}
+
+/// Success, or an error naming Call when Count elements do not fit MPI's
+/// int counts.
+inline Status countFits(size_t Count, const char *Call) {
+  if (Count > size_t(INT_MAX))
+    return Status::error(std::string(Call) + ": " + std::to_string(Count) +
+                         " elements exceed MPI's int count (2^31-1)");
+  return Status::success();
 }
 
 struct DTypeEntry {

@@ -127,7 +127,7 @@ double exchange(int peer, size_t bytes, int iters) {
 /// Rank 0 writes.
 int writeCluster(const std::string &file, int rank) {
   Expected<NodeLayout> layout = nodeLayout(MPI_COMM_WORLD);
-  if (!layout.ok() || layout->PerNode < 1) {
+  if (!layout.ok() || layout->Spread.PerNode < 1) {
     if (rank == 0)
       std::fprintf(stderr,
                    "weft-bench-comm: --write-cluster needs the same number "
@@ -138,16 +138,17 @@ int writeCluster(const std::string &file, int rank) {
   }
   const NodeLayout &l = *layout;
   // This rank's local index, and the ranks by (node, local).
-  std::vector<std::vector<int>> members(size_t(l.Nodes));
-  int node = l.NodeOf[size_t(rank)], local = 0;
+  std::vector<std::vector<int>> members(size_t(l.Spread.Nodes));
+  int node = int(l.NodeOf[size_t(rank)]), local = 0;
   for (size_t q = 0; q < l.NodeOf.size(); ++q) {
     if (int(q) == rank)
       local = int(members[size_t(l.NodeOf[q])].size());
     members[size_t(l.NodeOf[q])].push_back(int(q));
   }
   auto peerAt = [&](int n, int loc) {
-    return n < l.Nodes && loc < l.PerNode ? members[size_t(n)][size_t(loc)]
-                                          : -1;
+    return n < l.Spread.Nodes && loc < l.Spread.PerNode
+               ? members[size_t(n)][size_t(loc)]
+               : -1;
   };
   int intraPeer = peerAt(node, local ^ 1);
   int interPeer = peerAt(node ^ 1, local);
@@ -167,8 +168,8 @@ int writeCluster(const std::string &file, int rank) {
   char host[256] = "?";
   gethostname(host, sizeof(host) - 1);
   hw.name = std::string("cpu ranks on ") + host + ", " +
-            std::to_string(l.PerNode) + " per node";
-  hw.gpusPerNode = l.PerNode;
+            std::to_string(l.Spread.PerNode) + " per node";
+  hw.gpusPerNode = l.Spread.PerNode;
   hw.intraNode = tiers[0];
   hw.interNode = tiers[1];
   hw.hierarchical = true;
@@ -281,9 +282,9 @@ int main(int argc, char **argv) {
                 std::getenv("WEFT_KEEP_MALLOC") ? "off" : "on");
     if (std::string note = comm->pathNote(); !note.empty())
       std::printf("%s\n", note.c_str());
-    if (g.Nodes > 1)
+    if (NodeSpread s = g.spread(); s.Nodes > 1)
       std::printf("%d nodes, %d ranks on each: weft's collectives %s\n",
-                  g.Nodes, g.PerNode,
+                  s.Nodes, s.PerNode,
                   g.Hierarchical ? "hierarchical (within, across, within)"
                                  : "flat (MPI's)");
     if (cluster.ok() && !clusterIn.empty())

@@ -529,7 +529,7 @@ TEST(Comm, ManyNonblockingCollectivesInFlight) {
   const int N = World->size(), R = World->rank();
   const CommGroup &G = worldGroup();
   if (const char *Nodes = std::getenv("WEFT_EXPECT_NODES")) {
-    EXPECT_EQ(G.Nodes, std::atoi(Nodes));
+    EXPECT_EQ(G.spread().Nodes, std::atoi(Nodes));
     EXPECT_TRUE(G.Hierarchical);
   }
   const int64_t Counts[3] = {300001, 7, 65537}; // none a multiple of ranks
