@@ -13,6 +13,7 @@
 
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
 #include <map>
@@ -34,6 +35,10 @@ struct FactorSplit {
 using SharedValues =
     std::map<std::pair<const void *, const void *>, mlir::Value>;
 
+/// The mesh axis of context parallelism: the only axis that may split a
+/// factor marked `contextOnly` (attention's and rope's query sequence).
+inline constexpr llvm::StringLiteral kContextAxis = "cp";
+
 struct ShardingRule {
   static constexpr int64_t kNone = -1; // a dim no factor covers: replicated
 
@@ -44,6 +49,16 @@ struct ShardingRule {
     /// A split must keep multiples of this many elements together (head_dim
     /// for attention features, so that whole heads land on one rank).
     int64_t granule = 1;
+    /// The factor may be split over kContextAxis only: context parallelism
+    /// splits attention's queries, and sequence parallelism over tp keeps
+    /// gathering the sequence before attention, as Megatron does.
+    bool contextOnly = false;
+    /// For a pinned factor: results that carry it but not factor F, and so
+    /// are partial sums over F's axes, are wanted reduce-scattered along it
+    /// over F's axes (-1: none). Attention's keys: their gradients sum the
+    /// queries of every context-parallel rank, and each rank keeps the
+    /// block of keys it computed.
+    int64_t scatteredLike = -1;
   };
 
   llvm::SmallVector<Factor> factors;

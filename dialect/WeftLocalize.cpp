@@ -57,11 +57,14 @@ static bool packsDocuments(Operation *op) {
   return fn && fn->hasAttr(attrname::kDocuments);
 }
 
-// Heads split over the features' factor: each rank runs its heads.
+// Heads split over the features' factor: each rank runs its heads. Queries
+// split over seq_axes (context parallelism): the kernel learns their first
+// global position, and reads every key.
 void AttentionOp::localize(const ShardingRule &rule, const FactorSplit &s) {
   int64_t c = shards(s, rule.operands[0][2]);
   setNumHeads(getNumHeads() / c);
   setNumKvHeads(getNumKvHeads() / c);
+  setAxes(*this, "seq_axes", axesOf(s, rule.operands[0][1]));
   if (getDropoutAttr() || getKeyPadding() || packsDocuments(*this))
     setDimAxesAttr(dimAxes(getContext(), rule.operands[0], s));
 }
@@ -70,6 +73,7 @@ void AttentionGradOp::localize(const ShardingRule &rule, const FactorSplit &s) {
   int64_t c = shards(s, rule.operands[1][2]);
   setNumHeads(getNumHeads() / c);
   setNumKvHeads(getNumKvHeads() / c);
+  setAxes(*this, "seq_axes", axesOf(s, rule.operands[1][1]));
   if (getDropoutAttr() || getKeyPadding() || packsDocuments(*this))
     setDimAxesAttr(dimAxes(getContext(), rule.operands[1], s));
 }
@@ -80,6 +84,7 @@ void DropoutOp::localize(const ShardingRule &rule, const FactorSplit &s) {
 
 void RopeOp::localize(const ShardingRule &rule, const FactorSplit &s) {
   setNumHeads(getNumHeads() / shards(s, rule.operands[0][2]));
+  setAxes(*this, "seq_axes", axesOf(s, rule.operands[0][1]));
   if (packsDocuments(*this))
     (*this)->setAttr("dim_axes", dimAxes(getContext(), rule.operands[0], s));
 }

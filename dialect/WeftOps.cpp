@@ -68,7 +68,9 @@ LogicalResult checkSameElementType(std::optional<Location> loc, Value a,
   return success();
 }
 
-// Shared by attention and attention_grad: q [B,S,H*hd], k/v [B,S,Hkv*hd].
+// Shared by attention and attention_grad: q [B,Sq,H*hd], k/v [B,S,Hkv*hd].
+// Sq = S but on a context-parallel rank, whose queries are a block of the
+// keys' sequence (Sq divides S).
 LogicalResult checkAttention(std::optional<Location> loc, Value q, Value k,
                              Value v, int64_t heads, int64_t kvHeads) {
   auto qt = typeOf(q), kt = typeOf(k), vt = typeOf(v);
@@ -88,10 +90,12 @@ LogicalResult checkAttention(std::optional<Location> loc, Value q, Value k,
   int64_t headDim = features / heads;
   for (auto [name, t] : {std::pair{"k", kt}, std::pair{"v", vt}}) {
     if (t.getDimSize(0) != qt.getDimSize(0) ||
-        t.getDimSize(1) != qt.getDimSize(1))
+        t.getDimSize(1) != kt.getDimSize(1) ||
+        t.getDimSize(1) % qt.getDimSize(1) != 0)
       return emitOptionalError(loc, name, " has shape ", shapeStr(t.getShape()),
                                " but q has ", shapeStr(qt.getShape()),
-                               ": batch and seq must agree");
+                               ": batch must agree, and q's seq divide k's "
+                               "and v's");
     if (t.getDimSize(2) != kvHeads * headDim)
       return emitOptionalError(
           loc, name, " must have num_kv_heads*head_dim=", kvHeads, "*", headDim,

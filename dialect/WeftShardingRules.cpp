@@ -243,12 +243,15 @@ ShardingRule RmsNormGradOp::getShardingRule() {
   return w.r;
 }
 
-// x[b, S, h*hd] -> same; S pinned (positions), features split by whole heads.
+// x[b, S, h*hd] -> same; features split by whole heads. S splits over the
+// context-parallel axis only (each rank rotates its block's global
+// positions, seq_axes); under sequence parallelism it is whole.
 ShardingRule RopeOp::getShardingRule() {
   ShardingRule r;
   ArrayRef<int64_t> x = shapeOf(getX());
   int64_t b = r.addFactor(x[0]);
-  int64_t s = r.addFactor(x[1], /*pinned=*/true);
+  int64_t s = r.addFactor(x[1]);
+  r.factors[s].contextOnly = true;
   int64_t f = r.addFactor(x[2], false, x[2] / getNumHeads());
   r.operands = {{b, s, f}};
   r.results = {{b, s, f}};
@@ -256,8 +259,11 @@ ShardingRule RopeOp::getShardingRule() {
 }
 
 namespace {
-// q[b, S, h*hd], k/v[b, S, hkv*hd]: S pinned (causal softmax over the whole
-// sequence); the query and key/value features split together, by whole heads.
+// q[b, Sq, h*hd], k/v[b, Sk, hkv*hd]: the query and key/value features split
+// together, by whole heads. The queries' sequence splits over the
+// context-parallel axis only (each rank's block of queries, seq_axes); the
+// keys' is pinned, so a split K and V are all-gathered and their gradients,
+// summed over every rank's queries, come out partial over that axis.
 struct AttentionFactors {
   ShardingRule r;
   Dims q, kv;
@@ -265,11 +271,14 @@ struct AttentionFactors {
     ArrayRef<int64_t> qs = shapeOf(qv), ks = shapeOf(kvv);
     int64_t headDim = qs[2] / heads;
     int64_t b = r.addFactor(qs[0]);
-    int64_t s = r.addFactor(qs[1], /*pinned=*/true);
+    int64_t sq = r.addFactor(qs[1]);
+    r.factors[sq].contextOnly = true;
+    int64_t sk = r.addFactor(ks[1], /*pinned=*/true);
+    r.factors[sk].scatteredLike = sq;
     int64_t fq = r.addFactor(qs[2], false, headDim);
     int64_t fk = r.addFactor(ks[2], false, headDim);
-    q = {b, s, fq};
-    kv = {b, s, fk};
+    q = {b, sq, fq};
+    kv = {b, sk, fk};
     r.tied.push_back({fq, fk});
   }
 };

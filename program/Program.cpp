@@ -590,6 +590,14 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     WEFT_RETURN_IF_ERROR(getAxes(*Attrs, "shard_axes", ACtx, A.ShardAxes));
   // dropout, attention, rope and position_embedding(_grad) (version 12).
   WEFT_RETURN_IF_ERROR(getDimAxes(*Attrs, ACtx, A.DimAxes));
+  // A block of the sequence: position_embedding(_grad), and rope and
+  // attention(_grad) under context parallelism (version 14).
+  const bool SeqBlock =
+      Op == OpKind::PositionEmbedding || Op == OpKind::PositionEmbeddingGrad ||
+      Op == OpKind::Rope || Op == OpKind::Attention ||
+      Op == OpKind::AttentionGrad;
+  if (SeqBlock && Attrs->contains("seq_axes"))
+    WEFT_RETURN_IF_ERROR(getAxes(*Attrs, "seq_axes", ACtx, A.SeqAxes));
   switch (Op) {
   case OpKind::AllReduce:
     return getAxes(*Attrs, "axes", ACtx, A.Axes);
@@ -620,10 +628,7 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     return getInt(*Attrs, "denominator", ACtx, A.Denominator);
   case OpKind::PositionEmbedding:
   case OpKind::PositionEmbeddingGrad:
-    WEFT_RETURN_IF_ERROR(optBool("token_types", A.TokenTypes));
-    if (Attrs->contains("seq_axes"))
-      return getAxes(*Attrs, "seq_axes", ACtx, A.SeqAxes);
-    return Status::success();
+    return optBool("token_types", A.TokenTypes);
   case OpKind::LayerNorm:
   case OpKind::LayerNormGrad:
   case OpKind::RmsNorm:

@@ -34,9 +34,11 @@ namespace weft {
 /// and select (a version-9 runtime would refuse them by name), version 11
 /// `classes`, one target per sample (a sequence classifier's; a version-10
 /// runtime would read [batch] targets as [batch, seq]), float targets and
-/// mse_loss (a regression's); older files are refused with a message to
-/// recompile.
-constexpr uint32_t ProgramFormatVersion = 13;
+/// mse_loss (a regression's), version 14 `seq_axes` on rope and attention
+/// (context parallelism: a version-13 runtime would rotate and mask a
+/// block of the sequence as if it were the whole); older files are
+/// refused with a message to recompile.
+constexpr uint32_t ProgramFormatVersion = 14;
 constexpr uint32_t ProgramFormatMinVersion = 5;
 constexpr size_t ProgramHeaderBytes = 28;
 
@@ -310,7 +312,7 @@ struct OpAttrs {
   /// Cross-entropy ops of a masked-LM loss (version 9): a target of -100
   /// counts for nothing and the mean is over the step's counted targets.
   bool Masked = false;
-  AxesList SeqAxes;   // position_embedding(_grad)
+  AxesList SeqAxes;   // position_embedding(_grad), rope, attention(_grad)
   AxesList VocabAxes; // embedding(_grad), cross_entropy_stats(_grad)
   AxesList ShardAxes; // adamw (ZeRO-1/2)
   /// pack, unpack: each piece in this many equal blocks, laid out block-major

@@ -527,7 +527,15 @@ Status InstChecker::checkAttention(bool Grad) const {
                 " does not divide q's last dimension " +
                 std::to_string(Q.Dims[2]));
   int64_t Hd = Q.Dims[2] / H;
-  Shape KvShape{Q.Dims[0], Q.Dims[1], Hkv * Hd};
+  // Context parallelism (version 14): the queries are the rank's block of
+  // seq_axes, the keys and values the whole sequence.
+  WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.SeqAxes, "seq_axes"));
+  if (!I.Attrs.SeqAxes.empty() && P.Version < 14)
+    return fail("attention seq_axes needs format version 14, the file is "
+                "version " +
+                std::to_string(P.Version));
+  Shape KvShape{Q.Dims[0], Q.Dims[1] * P.Devices.count(I.Attrs.SeqAxes),
+                Hkv * Hd};
   WEFT_RETURN_IF_ERROR(shapeIs(true, QI + 1, KvShape));
   WEFT_RETURN_IF_ERROR(shapeIs(true, QI + 2, KvShape));
   if (Grad) {
@@ -774,6 +782,11 @@ Status InstChecker::run() {
       return fail("num_heads=" + std::to_string(H) +
                   " must divide the last dimension " +
                   std::to_string(X.Dims[2]) + " into even head sizes");
+    WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.SeqAxes, "seq_axes"));
+    if (!I.Attrs.SeqAxes.empty() && P.Version < 14)
+      return fail("rope seq_axes needs format version 14, the file is "
+                  "version " +
+                  std::to_string(P.Version));
     const std::vector<double> &F = I.Attrs.InvFreq;
     if (!F.empty() && int64_t(F.size()) != X.Dims[2] / H / 2)
       return fail(

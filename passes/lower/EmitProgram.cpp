@@ -39,8 +39,9 @@ namespace {
 // version 5: a stage per pipeline stage, joined by send and recv actions;
 // version 6: pack and unpack may have `blocks`; version 7: forward-only
 // programs; version 8: their named tensor inputs and outputs; version 9:
-// masked-LM programs; version 10: constant buffers, select.
-constexpr uint32_t kFormatVersion = 13;
+// masked-LM programs; version 10: constant buffers, select; version 14:
+// seq_axes on rope and attention (context parallelism).
+constexpr uint32_t kFormatVersion = 14;
 
 // A pipeline stage's fragments (its schedule's virtual stages, and whether
 // its backward splits); one chunk, unsplit, for any other function.

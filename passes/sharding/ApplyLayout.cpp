@@ -53,9 +53,13 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
     MeshOp::create(b, module.getLoc(), "mesh", b.getStrArrayAttr(axisRefs),
                    b.getDenseI64ArrayAttr(meshInfo.sizes));
 
+    // Samples over dp; under context parallelism each sample's sequence
+    // over cp (attention all-gathers the keys and values it needs).
     DimAxes inputDims = {{}, {}};
     if (meshInfo.size("dp") > 1)
       inputDims[0] = {"dp"};
+    if (meshInfo.size(kContextAxis) > 1)
+      inputDims[1] = {kContextAxis.str()};
     SmallVector<std::pair<std::string, DimAxes>> globs;
     int64_t zeroStage = zero;
     bool sp = sequenceParallel;

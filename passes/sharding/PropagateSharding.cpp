@@ -42,11 +42,25 @@ struct Propagator {
       changed |= set(v, shardingFromFactors(ctx, rule, axes, rule.operands[i],
                                             operandBlocksOf(rule, i), false));
     }
+    FactorAxes wanted = scatteredResults(rule, axes);
     for (auto [i, v] : llvm::enumerate(op->getResults()))
       if (!waitsForUsers(rule, axes, rule.results[i]))
-        changed |= set(v, shardingFromFactors(ctx, rule, axes, rule.results[i],
+        changed |= set(v, shardingFromFactors(ctx, rule, wanted,
+                                              rule.results[i],
                                               resultBlocksOf(rule, i), false));
     return changed;
+  }
+
+  // The axes results are wanted split over: a pinned factor that is
+  // `scatteredLike` a split factor takes its axes, so a result partial over
+  // them is reduce-scattered along that dim where it is used, not
+  // all-reduced (ShardingRule::Factor::scatteredLike).
+  static FactorAxes scatteredResults(const ShardingRule &rule,
+                                     FactorAxes axes) {
+    for (auto [g, factor] : llvm::enumerate(rule.factors))
+      if (factor.scatteredLike >= 0 && axes.axes[g].empty())
+        axes.axes[g] = axes.axes[size_t(factor.scatteredLike)];
+    return axes;
   }
 
   // A result factor that no operand carries (embedding_grad's vocab) can

@@ -60,7 +60,8 @@ FactorAxes weft::assignFactors(const ShardingRule &rule,
     if (c <= 1 || factor.size % (c * factor.granule) != 0)
       return;
     for (StringRef a : offered)
-      if (taken.contains(a) || mesh.size(a) == 0)
+      if (taken.contains(a) || mesh.size(a) == 0 ||
+          (factor.contextOnly && a != kContextAxis))
         return;
     for (StringRef a : offered)
       taken.insert(a);

@@ -315,7 +315,8 @@ template <typename T> struct Kernels {
                         I.Attrs->Scale, Pos, Ctx.DocSeq);
     else
       cpu::rope(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1], H, D[2] / H,
-                I.Attrs->Theta, I.Attrs->Inverse, Freq, I.Attrs->Scale);
+                I.Attrs->Theta, I.Attrs->Inverse, Freq, I.Attrs->Scale,
+                I.SeqFirst);
     return Status::success();
   }
   // The probabilities' dropout (none when p is 0): the rank's first global
@@ -354,8 +355,9 @@ template <typename T> struct Kernels {
     cpu::AttentionDropout Drop;
     cpu::AttentionDocuments Docs;
     cpu::attention(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
-                   I.Out[0].as<T>(), D[0], D[1], H, I.Attrs->NumKvHeads,
-                   D[2] / H, S.Scratch, I.Attrs->AttnScale,
+                   I.Out[0].as<T>(), D[0], D[1], I.In[1].Spec->Dims[1],
+                   I.SeqFirst, H, I.Attrs->NumKvHeads, D[2] / H, S.Scratch,
+                   I.Attrs->AttnScale,
                    !I.Attrs->Bidirectional,
                    attentionDropout(I, Ctx, D[2] / H, Drop),
                    attentionDocuments(I, Ctx, Docs));
@@ -369,8 +371,9 @@ template <typename T> struct Kernels {
     cpu::AttentionDocuments Docs;
     cpu::attentionGrad(
         I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(), I.In[3].as<T>(),
-        I.Out[0].as<T>(), I.Out[1].as<T>(), I.Out[2].as<T>(), D[0], D[1], H,
-        I.Attrs->NumKvHeads, D[2] / H, S.Scratch, I.Attrs->AttnScale,
+        I.Out[0].as<T>(), I.Out[1].as<T>(), I.Out[2].as<T>(), D[0], D[1],
+        I.In[2].Spec->Dims[1], I.SeqFirst, H, I.Attrs->NumKvHeads, D[2] / H,
+        S.Scratch, I.Attrs->AttnScale,
         !I.Attrs->Bidirectional, attentionDropout(I, Ctx, D[2] / H, Drop),
         attentionDocuments(I, Ctx, Docs));
     return Status::success();
@@ -631,8 +634,10 @@ public:
       switch (I.Op) {
       case OpKind::Attention:
       case OpKind::AttentionGrad: {
-        int64_t S = I.In[I.Op == OpKind::Attention ? 0 : 1].Spec->Dims[1];
-        Need = std::max(Need, attentionScratchBytes(S, sizeof(T), Threads));
+        size_t Qi = I.Op == OpKind::Attention ? 0 : 1;
+        Need = std::max(Need, attentionScratchBytes(I.In[Qi].Spec->Dims[1],
+                                                    I.In[Qi + 1].Spec->Dims[1],
+                                                    sizeof(T), Threads));
         break;
       }
       case OpKind::LayerNormGrad:

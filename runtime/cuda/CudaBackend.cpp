@@ -646,6 +646,17 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
                            "slides a window or reads an attention mask, "
                            "which the CUDA backend does not run yet: run it "
                            "with --device cpu");
+    // Context parallelism: a block of queries against the whole sequence's
+    // keys, and rope from the block's first position. The CUDA kernels take
+    // the whole sequence only.
+    if ((I.Op == OpKind::Attention || I.Op == OpKind::AttentionGrad ||
+         I.Op == OpKind::Rope) &&
+        !I.Attrs->SeqAxes.empty())
+      return Status::error(describeInstruction(I) +
+                           " holds a block of the sequence (context "
+                           "parallelism over seq_axes), which the CUDA "
+                           "backend does not run yet: run it with --device "
+                           "cpu");
     auto P = std::make_unique<Plan>();
     Expected<KernelChoice> Choice = chooseKernel(I);
     if (!Choice.ok())

@@ -411,7 +411,9 @@ func.func @attention_zero_heads(%q: tensor<2x8x64xf32>) {
 // -----
 
 func.func @attention_seq(%q: tensor<2x8x64xf32>, %k: tensor<2x4x64xf32>) {
-  // expected-error @+2 {{k has shape [2, 4, 64] but q has [2, 8, 64]: batch and seq must agree}}
+  // A block of queries may read a longer sequence of keys (context
+  // parallelism), never a shorter one.
+  // expected-error @+2 {{k has shape [2, 4, 64] but q has [2, 8, 64]: batch must agree, and q's seq divide k's and v's}}
   // expected-error @+1 {{failed to infer returned types}}
   %y = weft.attention %q, %k, %k {num_heads = 4, num_kv_heads = 4} : (tensor<2x8x64xf32>, tensor<2x4x64xf32>, tensor<2x4x64xf32>) -> tensor<2x8x64xf32>
   return

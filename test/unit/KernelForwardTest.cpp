@@ -74,8 +74,8 @@ TEST(KernelForward, Attention) {
        V = randomF(B * S * Hkv * Hd, 3);
   for (bool Causal : {true, false}) {
     std::vector<float> Y(Q.size());
-    std::vector<char> Scratch(attentionScratchBytes(S, 4, numThreads()));
-    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, H, Hkv, Hd,
+    std::vector<char> Scratch(attentionScratchBytes(S, S, 4, numThreads()));
+    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S, 0, H, Hkv, Hd,
               Scratch.data(), 0, Causal);
     std::vector<double> Want(Q.size());
     double Scale = 1.0 / std::sqrt(double(Hd));

@@ -291,15 +291,15 @@ TEST_P(AttentionGrad, Gqa) {
   Vec Q = randomVec(B * S * H * Hd, 1), K = randomVec(B * S * Hkv * Hd, 2),
       V = randomVec(B * S * Hkv * Hd, 3), W = randomVec(B * S * H * Hd, 4),
       Y(B * S * H * Hd);
-  std::vector<char> Scratch(attentionScratchBytes(S, 8, numThreads()));
+  std::vector<char> Scratch(attentionScratchBytes(S, S, 8, numThreads()));
   auto Loss = [&] {
-    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, H, Hkv, Hd,
+    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S, 0, H, Hkv, Hd,
               Scratch.data(), 0, Causal);
     return dot(Y, W);
   };
   Vec DQ(Q.size()), DK(K.size(), 5.0), DV(V.size(), 5.0);
   attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),
-                DV.data(), B, S, H, Hkv, Hd, Scratch.data(), 0, Causal);
+                DV.data(), B, S, S, 0, H, Hkv, Hd, Scratch.data(), 0, Causal);
   expectGrad("attention q", Q, DQ, Loss);
   expectGrad("attention k", K, DK, Loss);
   expectGrad("attention v", V, DV, Loss);
@@ -312,18 +312,63 @@ TEST_P(AttentionGrad, LongerThanOneBlock) {
   Vec Q = randomVec(B * S * H * Hd, 1), K = randomVec(B * S * Hkv * Hd, 2),
       V = randomVec(B * S * Hkv * Hd, 3), W = randomVec(B * S * H * Hd, 4),
       Y(B * S * H * Hd);
-  std::vector<char> Scratch(attentionScratchBytes(S, 8, numThreads()));
+  std::vector<char> Scratch(attentionScratchBytes(S, S, 8, numThreads()));
   auto Loss = [&] {
-    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, H, Hkv, Hd,
+    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S, 0, H, Hkv, Hd,
               Scratch.data(), 0, Causal);
     return dot(Y, W);
   };
   Vec DQ(Q.size()), DK(K.size()), DV(V.size());
   attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),
-                DV.data(), B, S, H, Hkv, Hd, Scratch.data(), 0, Causal);
+                DV.data(), B, S, S, 0, H, Hkv, Hd, Scratch.data(), 0, Causal);
   expectGrad("attention q", Q, DQ, Loss);
   expectGrad("attention k", K, DK, Loss);
   expectGrad("attention v", V, DV, Loss);
+}
+
+// Context parallelism: each rank's block of queries against every key gives
+// the whole attention's rows of Y and dQ, and the blocks' dK and dV sum to
+// the whole's (what the partitioner's reduce-scatter adds up).
+TEST_P(AttentionGrad, QueryBlocksMatchTheWhole) {
+  const bool Causal = GetParam();
+  const int64_t B = 2, S = 140, H = 4, Hkv = 2, Hd = 3, Blocks = 4;
+  const int64_t Sq = S / Blocks, Wq = H * Hd, Wk = Hkv * Hd;
+  Vec Q = randomVec(B * S * Wq, 1), K = randomVec(B * S * Wk, 2),
+      V = randomVec(B * S * Wk, 3), W = randomVec(B * S * Wq, 4);
+  std::vector<char> Scratch(attentionScratchBytes(S, S, 8, numThreads()));
+  Vec Y(Q.size()), DQ(Q.size()), DK(K.size()), DV(V.size());
+  attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S, 0, H, Hkv, Hd,
+            Scratch.data(), 0, Causal);
+  attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),
+                DV.data(), B, S, S, 0, H, Hkv, Hd, Scratch.data(), 0, Causal);
+  // Rows [R*Sq, (R+1)*Sq) of every sample of X, as a [B, Sq, Width] block.
+  auto block = [&](const Vec &X, int64_t Width, int64_t R) {
+    Vec Out(B * Sq * Width);
+    for (int64_t Bi = 0; Bi < B; ++Bi)
+      std::copy_n(X.begin() + (Bi * S + R * Sq) * Width, Sq * Width,
+                  Out.begin() + Bi * Sq * Width);
+    return Out;
+  };
+  Vec SumDK(K.size(), 0.0), SumDV(V.size(), 0.0);
+  for (int64_t R = 0; R < Blocks; ++R) {
+    Vec Qb = block(Q, Wq, R), Wb = block(W, Wq, R);
+    Vec Yb(Qb.size()), DQb(Qb.size()), DKb(K.size()), DVb(V.size());
+    attention(Qb.data(), K.data(), V.data(), Yb.data(), B, Sq, S, R * Sq, H,
+              Hkv, Hd, Scratch.data(), 0, Causal);
+    attentionGrad(Wb.data(), Qb.data(), K.data(), V.data(), DQb.data(),
+                  DKb.data(), DVb.data(), B, Sq, S, R * Sq, H, Hkv, Hd,
+                  Scratch.data(), 0, Causal);
+    EXPECT_EQ(Yb, block(Y, Wq, R)) << "block " << R;
+    EXPECT_EQ(DQb, block(DQ, Wq, R)) << "block " << R;
+    for (size_t I = 0; I < K.size(); ++I) {
+      SumDK[I] += DKb[I];
+      SumDV[I] += DVb[I];
+    }
+  }
+  for (size_t I = 0; I < K.size(); ++I) {
+    EXPECT_NEAR(SumDK[I], DK[I], 1e-13) << "dk element " << I;
+    EXPECT_NEAR(SumDV[I], DV[I], 1e-13) << "dv element " << I;
+  }
 }
 
 TEST(KernelGrad, CrossEntropy) {

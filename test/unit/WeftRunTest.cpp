@@ -96,10 +96,10 @@ TEST(WeftRun, ErrorsAndExitCodes) {
   EXPECT_EQ(R.Code, 1);
   EXPECT_NE(R.Out.find("no --data given"), std::string::npos);
   std::string Bad = tinyProgram().file();
-  Bad[8] = 14; // the version is a little-endian u32 at byte 8
-  R = run(writeFile("cli_v14.wp", Bad) + " --dump");
+  Bad[8] = 15; // the version is a little-endian u32 at byte 8
+  R = run(writeFile("cli_v15.wp", Bad) + " --dump");
   EXPECT_EQ(R.Code, 1);
-  EXPECT_NE(R.Out.find("format version 14, this runtime reads version 13"),
+  EXPECT_NE(R.Out.find("format version 15, this runtime reads version 14"),
             std::string::npos)
       << R.Out;
   R = run(Prog + " --dump");

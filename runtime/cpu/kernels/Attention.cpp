@@ -3,6 +3,9 @@
 // Per (batch, head) the scores are computed in row blocks of RowBlock queries:
 // causal, block [i0,i1) needs keys [0,i1) only, which skips most of the
 // masked upper triangle; bidirectional (an encoder's), it reads every key.
+// Under context parallelism the queries are a block of the sequence whose
+// first global position is Q0, and the keys are the whole sequence: every
+// index below that compares a query with a key is global.
 // GEMMs read Q/K/V in place in the [B,S,H*hd] layout through their leading
 // dimension. The (batch, head) loop is the parallel one; BLAS runs
 // single-threaded (as always, see Threads.cpp). Scratch per thread: one block
@@ -26,9 +29,9 @@ namespace {
 
 constexpr int64_t RowBlock = 64;
 
-/// Softmax of rows [I0, I1) of a scores block (row r of the block holds query
-/// I0+r; columns [0, KEnd) are valid), masking keys after the query when
-/// causal (KEnd = I1 then), else over all KEnd keys.
+/// Softmax of rows [I0, I1) of a scores block (row r of the block holds
+/// global query I0+r; columns [0, KEnd) are valid), masking keys after the
+/// query when causal (KEnd = I1 then), else over all KEnd keys.
 template <typename T>
 inline void softmaxRows(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
                         bool Causal) {
@@ -68,14 +71,14 @@ void softmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
 // padding: the row's tokens are keys [F, E) = Span[0..1], which every query
 // of a bidirectional attention reads, and a causal query I up to I (one
 // before F, which has no key, reads itself). The others' probabilities
-// are 0.
+// are 0. I0, I1 and I are global; Pos holds the block's queries from Q0.
 template <typename T>
 void softmaxDocumentRows(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
-                         const int32_t *Pos, int64_t Window,
+                         const int32_t *Pos, int64_t Q0, int64_t Window,
                          const int32_t *Span, bool Causal) {
   for (int64_t I = I0; I < I1; ++I) {
     T *Row = P + (I - I0) * Ld;
-    int64_t Lo = Pos ? I - Pos[I] : 0, Hi = Causal ? I : KEnd - 1;
+    int64_t Lo = Pos ? I - Pos[I - Q0] : 0, Hi = Causal ? I : KEnd - 1;
     if (Window > 0)
       Lo = std::max<int64_t>(Lo, I - Window + 1);
     if (Span) {
@@ -95,11 +98,12 @@ void softmaxDocumentRows(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
 
 template <typename T>
 void softmaxFor(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
-                bool Causal, const AttentionDocuments *Docs, int64_t Bi) {
+                bool Causal, const AttentionDocuments *Docs, int64_t Bi,
+                int64_t Q0) {
   if (Docs)
     softmaxDocumentRows(P, Ld, I0, I1, KEnd,
                         Docs->Pos ? Docs->Pos + Bi * Docs->Stride : nullptr,
-                        Docs->Window,
+                        Q0, Docs->Window,
                         Docs->Span ? Docs->Span + 2 * Bi : nullptr, Causal);
   else
     softmaxBlock(P, Ld, I0, I1, KEnd, Causal);
@@ -108,7 +112,8 @@ void softmaxFor(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
 } // namespace
 
 // Scales probabilities [I0, I1) x [0, KEnd) of head (Bi, Hh) by their
-// dropout factors: 0, or 1 / (1 - p).
+// dropout factors: 0, or 1 / (1 - p). I0 and I1 are global queries of a
+// sequence of S.
 template <typename T>
 void dropRows(T *P, int64_t Ld, int64_t Bi, int64_t Hh, int64_t S, int64_t I0,
               int64_t I1, int64_t KEnd, const AttentionDropout &D) {
@@ -123,83 +128,85 @@ void dropRows(T *P, int64_t Ld, int64_t Bi, int64_t Hh, int64_t S, int64_t I0,
 }
 
 template <typename T>
-void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
-               int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
-               double ScaleAttr, bool Causal, const AttentionDropout *Drop,
-               const AttentionDocuments *Docs) {
+void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t Sq,
+               int64_t Sk, int64_t Q0, int64_t H, int64_t Hkv, int64_t Hd,
+               void *Scratch, double ScaleAttr, bool Causal,
+               const AttentionDropout *Drop, const AttentionDocuments *Docs) {
   const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
   const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
-  const int64_t Blk = std::min(RowBlock, S);
-  const bool Parallel = double(B * H) * S * S * Hd > 1e6;
+  const int64_t Blk = std::min(RowBlock, Sq);
+  const bool Parallel = double(B * H) * Sq * Sk * Hd > 1e6;
 #pragma omp parallel for schedule(dynamic, 1) if (Parallel)
   for (int64_t BH = 0; BH < B * H; ++BH) {
     int64_t Bi = BH / H, Hh = BH % H, Kh = Hh / Group;
-    T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * 2 * Blk * S;
-    const T *Qp = Q + Bi * S * Ldq + Hh * Hd;
-    const T *Kp = K + Bi * S * Ldk + Kh * Hd;
-    const T *Vp = V + Bi * S * Ldk + Kh * Hd;
-    T *Yp = Y + Bi * S * Ldq + Hh * Hd;
-    for (int64_t I0 = 0; I0 < S; I0 += Blk) {
-      int64_t I1 = std::min(S, I0 + Blk), KEnd = Causal ? I1 : S;
+    T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * 2 * Blk * Sk;
+    const T *Qp = Q + Bi * Sq * Ldq + Hh * Hd;
+    const T *Kp = K + Bi * Sk * Ldk + Kh * Hd;
+    const T *Vp = V + Bi * Sk * Ldk + Kh * Hd;
+    T *Yp = Y + Bi * Sq * Ldq + Hh * Hd;
+    for (int64_t I0 = 0; I0 < Sq; I0 += Blk) {
+      int64_t I1 = std::min(Sq, I0 + Blk), KEnd = Causal ? Q0 + I1 : Sk;
       gemm(false, true, I1 - I0, KEnd, Hd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk,
-           T(0), P, S);
-      softmaxFor(P, S, I0, I1, KEnd, Causal, Docs, Bi);
+           T(0), P, Sk);
+      softmaxFor(P, Sk, Q0 + I0, Q0 + I1, KEnd, Causal, Docs, Bi, Q0);
       if (Drop)
-        dropRows(P, S, Bi, Hh, S, I0, I1, KEnd, *Drop);
-      gemm(false, false, I1 - I0, Hd, KEnd, T(1), P, S, Vp, Ldk, T(0),
+        dropRows(P, Sk, Bi, Hh, Sk, Q0 + I0, Q0 + I1, KEnd, *Drop);
+      gemm(false, false, I1 - I0, Hd, KEnd, T(1), P, Sk, Vp, Ldk, T(0),
            Yp + I0 * Ldq, Ldq);
     }
   }
 }
 
 // Parallel over (batch, kv head): the query heads of a group accumulate into
-// the same dK/dV slice, so one task owns the whole group.
+// the same dK/dV slice, so one task owns the whole group. dK and dV cover
+// every key; under context parallelism they sum this rank's queries only.
 template <typename T>
 void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
-                   T *Dk, T *Dv, int64_t B, int64_t S, int64_t H, int64_t Hkv,
-                   int64_t Hd, void *Scratch, double ScaleAttr, bool Causal,
-                   const AttentionDropout *Drop,
+                   T *Dk, T *Dv, int64_t B, int64_t Sq, int64_t Sk, int64_t Q0,
+                   int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
+                   double ScaleAttr, bool Causal, const AttentionDropout *Drop,
                    const AttentionDocuments *Docs) {
   const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
   const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
-  const int64_t Blk = std::min(RowBlock, S);
-  const bool Parallel = double(B * H) * S * S * Hd > 1e6;
+  const int64_t Blk = std::min(RowBlock, Sq);
+  const bool Parallel = double(B * H) * Sq * Sk * Hd > 1e6;
 #pragma omp parallel for schedule(dynamic, 1) if (Parallel)
   for (int64_t BK = 0; BK < B * Hkv; ++BK) {
     int64_t Bi = BK / Hkv, Kh = BK % Hkv;
-    T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * 2 * Blk * S;
-    T *DP = P + Blk * S;
-    const T *Kp = K + Bi * S * Ldk + Kh * Hd;
-    const T *Vp = V + Bi * S * Ldk + Kh * Hd;
-    T *Dkp = Dk + Bi * S * Ldk + Kh * Hd;
-    T *Dvp = Dv + Bi * S * Ldk + Kh * Hd;
-    for (int64_t I = 0; I < S; ++I)
+    T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * 2 * Blk * Sk;
+    T *DP = P + Blk * Sk;
+    const T *Kp = K + Bi * Sk * Ldk + Kh * Hd;
+    const T *Vp = V + Bi * Sk * Ldk + Kh * Hd;
+    T *Dkp = Dk + Bi * Sk * Ldk + Kh * Hd;
+    T *Dvp = Dv + Bi * Sk * Ldk + Kh * Hd;
+    for (int64_t I = 0; I < Sk; ++I)
       for (int64_t C = 0; C < Hd; ++C) {
         Dkp[I * Ldk + C] = T(0);
         Dvp[I * Ldk + C] = T(0);
       }
     for (int64_t Hh = Kh * Group; Hh < (Kh + 1) * Group; ++Hh) {
-      const T *Qp = Q + Bi * S * Ldq + Hh * Hd;
-      const T *Dyp = Dy + Bi * S * Ldq + Hh * Hd;
-      T *Dqp = Dq + Bi * S * Ldq + Hh * Hd;
-      for (int64_t I0 = 0; I0 < S; I0 += Blk) {
-        int64_t I1 = std::min(S, I0 + Blk), M = I1 - I0, KEnd = Causal ? I1 : S;
+      const T *Qp = Q + Bi * Sq * Ldq + Hh * Hd;
+      const T *Dyp = Dy + Bi * Sq * Ldq + Hh * Hd;
+      T *Dqp = Dq + Bi * Sq * Ldq + Hh * Hd;
+      for (int64_t I0 = 0; I0 < Sq; I0 += Blk) {
+        int64_t I1 = std::min(Sq, I0 + Blk), M = I1 - I0;
+        int64_t G0 = Q0 + I0, G1 = Q0 + I1, KEnd = Causal ? G1 : Sk;
         gemm(false, true, M, KEnd, Hd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk, T(0),
-             P, S);
-        softmaxFor(P, S, I0, I1, KEnd, Causal, Docs, Bi);
+             P, Sk);
+        softmaxFor(P, Sk, G0, G1, KEnd, Causal, Docs, Bi, Q0);
         // dV[0:kend] += P^T dY[i0:i1] (with dropout: the dropped P's, once
         // dS no longer needs P below)
         if (!Drop)
-          gemm(true, false, KEnd, Hd, M, T(1), P, S, Dyp + I0 * Ldq, Ldq, T(1),
+          gemm(true, false, KEnd, Hd, M, T(1), P, Sk, Dyp + I0 * Ldq, Ldq, T(1),
                Dvp, Ldk);
         // dP = dY V^T (with dropout: its gradient through the mask)
         gemm(false, true, M, KEnd, Hd, T(1), Dyp + I0 * Ldq, Ldq, Vp, Ldk, T(0),
-             DP, S);
+             DP, Sk);
         if (Drop)
-          dropRows(DP, S, Bi, Hh, S, I0, I1, KEnd, *Drop);
+          dropRows(DP, Sk, Bi, Hh, Sk, G0, G1, KEnd, *Drop);
         // dS = P (dP - rowsum(P dP)), in place in DP (P is 0 where masked).
-        for (int64_t I = I0; I < I1; ++I) {
-          T *PR = P + (I - I0) * S, *DR = DP + (I - I0) * S;
+        for (int64_t I = G0; I < G1; ++I) {
+          T *PR = P + (I - G0) * Sk, *DR = DP + (I - G0) * Sk;
           T Dot = T(0);
           for (int64_t J = 0, N = Causal ? I + 1 : KEnd; J < N; ++J)
             Dot += PR[J] * DR[J];
@@ -207,13 +214,13 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
             DR[J] = PR[J] * (DR[J] - Dot);
         }
         // dQ[i0:i1] = scale dS K[0:kend]; dK[0:kend] += scale dS^T Q[i0:i1]
-        gemm(false, false, M, Hd, KEnd, Scale, DP, S, Kp, Ldk, T(0),
+        gemm(false, false, M, Hd, KEnd, Scale, DP, Sk, Kp, Ldk, T(0),
              Dqp + I0 * Ldq, Ldq);
-        gemm(true, false, KEnd, Hd, M, Scale, DP, S, Qp + I0 * Ldq, Ldq, T(1),
+        gemm(true, false, KEnd, Hd, M, Scale, DP, Sk, Qp + I0 * Ldq, Ldq, T(1),
              Dkp, Ldk);
         if (Drop) {
-          dropRows(P, S, Bi, Hh, S, I0, I1, KEnd, *Drop);
-          gemm(true, false, KEnd, Hd, M, T(1), P, S, Dyp + I0 * Ldq, Ldq, T(1),
+          dropRows(P, Sk, Bi, Hh, Sk, G0, G1, KEnd, *Drop);
+          gemm(true, false, KEnd, Hd, M, T(1), P, Sk, Dyp + I0 * Ldq, Ldq, T(1),
                Dvp, Ldk);
         }
       }
@@ -221,27 +228,18 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
   }
 }
 
-template void attention<float>(const float *, const float *, const float *,
-                               float *, int64_t, int64_t, int64_t, int64_t,
-                               int64_t, void *, double, bool,
-                               const AttentionDropout *,
-                               const AttentionDocuments *);
-template void attention<double>(const double *, const double *, const double *,
-                                double *, int64_t, int64_t, int64_t, int64_t,
-                                int64_t, void *, double, bool,
-                                const AttentionDropout *,
-                                const AttentionDocuments *);
-template void attentionGrad<float>(const float *, const float *, const float *,
-                                   const float *, float *, float *, float *,
-                                   int64_t, int64_t, int64_t, int64_t, int64_t,
-                                   void *, double, bool,
-                                   const AttentionDropout *,
-                                   const AttentionDocuments *);
-template void attentionGrad<double>(const double *, const double *,
-                                    const double *, const double *, double *,
-                                    double *, double *, int64_t, int64_t,
-                                    int64_t, int64_t, int64_t, void *, double,
-                                    bool, const AttentionDropout *,
-                                    const AttentionDocuments *);
+#define WEFT_ATTENTION(T)                                                      \
+  template void attention<T>(const T *, const T *, const T *, T *, int64_t,     \
+                             int64_t, int64_t, int64_t, int64_t, int64_t,       \
+                             int64_t, void *, double, bool,                     \
+                             const AttentionDropout *,                          \
+                             const AttentionDocuments *);                       \
+  template void attentionGrad<T>(                                              \
+      const T *, const T *, const T *, const T *, T *, T *, T *, int64_t,      \
+      int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, void *, double,    \
+      bool, const AttentionDropout *, const AttentionDocuments *);
+WEFT_ATTENTION(float)
+WEFT_ATTENTION(double)
+#undef WEFT_ATTENTION
 
 } // namespace weft::cpu

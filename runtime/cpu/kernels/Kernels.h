@@ -160,18 +160,20 @@ void documentRope(const T *X, T *Y, int64_t B, int64_t S, int64_t H, int64_t Hd,
 template <typename T>
 void rope(const T *X, T *Y, int64_t B, int64_t S, int64_t H, int64_t Hd,
           double Theta, bool Inverse, const double *InvFreq = nullptr,
-          double Scale = 1.0);
+          double Scale = 1.0, int64_t First = 0);
 
 // Causal attention of scores Scale * q.k (Scale 0: 1/sqrt(Hd)).
-// Q, Y: [B,S,H*Hd]; K, V: [B,S,Hkv*Hd]. Scratch holds two
-// blocks of min(S,64) x S elements per thread (Threads = omp_get_max_threads()
-// when the kernel runs).
-inline size_t attentionScratchBytes(int64_t S, size_t ElemBytes, int Threads) {
-  int64_t Blk = S < 64 ? S : 64;
-  return size_t(Threads) * 2 * size_t(Blk) * size_t(S) * ElemBytes;
+// Q, Y: [B,Sq,H*Hd]; K, V: [B,Sk,Hkv*Hd]; the queries are global positions
+// [Q0, Q0 + Sq) of the Sk keys' sequence (Sq = Sk, Q0 = 0 but under context
+// parallelism). Scratch holds two blocks of min(Sq,64) x Sk elements per
+// thread (Threads = omp_get_max_threads() when the kernel runs).
+inline size_t attentionScratchBytes(int64_t Sq, int64_t Sk, size_t ElemBytes,
+                                    int Threads) {
+  int64_t Blk = Sq < 64 ? Sq : 64;
+  return size_t(Threads) * 2 * size_t(Blk) * size_t(Sk) * ElemBytes;
 }
 /// Dropout of the attention probabilities [B, H, S, S]: probability
-/// (b, h, i, j) of the rank's block is global element
+/// (b, h, i, j) of the rank's block (i a global query) is global element
 /// (((BatchFirst + b) * Heads + HeadFirst + h) * S + i) * S + j of the mask.
 struct AttentionDropout {
   DropoutKey Key;
@@ -188,16 +190,17 @@ struct AttentionDocuments {
   const int32_t *Span = nullptr;
 };
 template <typename T>
-void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t S,
-               int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
-               double Scale = 0, bool Causal = true,
+void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t Sq,
+               int64_t Sk, int64_t Q0, int64_t H, int64_t Hkv, int64_t Hd,
+               void *Scratch, double Scale = 0, bool Causal = true,
                const AttentionDropout *Drop = nullptr,
                const AttentionDocuments *Docs = nullptr);
 template <typename T>
 void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
-                   T *Dk, T *Dv, int64_t B, int64_t S, int64_t H, int64_t Hkv,
-                   int64_t Hd, void *Scratch, double Scale = 0,
-                   bool Causal = true, const AttentionDropout *Drop = nullptr,
+                   T *Dk, T *Dv, int64_t B, int64_t Sq, int64_t Sk, int64_t Q0,
+                   int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
+                   double Scale = 0, bool Causal = true,
+                   const AttentionDropout *Drop = nullptr,
                    const AttentionDocuments *Docs = nullptr);
 
 /// y = x * keep / (1 - p) over a tensor of local shape Local whose element
