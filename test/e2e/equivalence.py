@@ -25,7 +25,9 @@ With MICROBATCHES M > 1, every layout (and one rank) is compiled with
 micro-batches: gradient accumulation changes the order of sums, not the
 model.
 
-With LAYOUTS=pipeline, the meshes are pipeline layouts (PIPELINES: pp alone
+With LAYOUTS=context, the meshes split every sequence over a cp axis
+(CONTEXT: cp alone and beside dp, ZeRO-3, tp with sequence parallelism and
+pp). With LAYOUTS=pipeline, the meshes are pipeline layouts (PIPELINES: pp alone
 and beside dp, tp, sequence parallelism and ZeRO 1-3, GPipe and 1F1B, with
 activation recomputation;
 LAYOUTS=pipeline4: four and three uneven stages; pipeline-interleaved:
@@ -131,6 +133,20 @@ ZERO_BUBBLE = [
     (4, ["--mesh", "pp=4", "--pipeline-schedule", "zb-h1"]),
 ]
 
+# Context parallelism: every sample's sequence split over cp, alone and
+# beside dp (with ZeRO-3), tp with sequence parallelism, and pp; cp=4; with
+# full recomputation.
+CONTEXT = [
+    (2, ["--mesh", "cp=2"]),
+    (4, ["--mesh", "cp=4"]),
+    (4, ["--mesh", "dp=2,cp=2"]),
+    (4, ["--mesh", "dp=2,cp=2", "--zero", "3"]),
+    (4, ["--mesh", "cp=2,tp=2", "--layout", "megatron",
+         "--sequence-parallel"]),
+    (4, ["--mesh", "pp=2,cp=2"]),
+    (2, ["--mesh", "cp=2", "--recompute", "full"]),
+]
+
 
 def predicted_comm(bin_dir, model, common, flags):
     out = run([f"{bin_dir}/weft-compile", model] + common + flags + ["--explain"])
@@ -189,6 +205,8 @@ def main():
     if layouts.startswith("pipeline"):
         meshes = {"pipeline4": PIPELINES4, "pipeline-interleaved": INTERLEAVED,
                   "pipeline-zb": ZERO_BUBBLE}.get(layouts, PIPELINES)
+    elif layouts == "context":
+        meshes = CONTEXT
     elif micro > 1:
         # One rank, every layout, and ZeRO-3 regathering per micro-batch
         # (the default gathers once per step).
@@ -240,8 +258,8 @@ def main():
             {k: v for k, v in predicted.items() if v}
         # And the measured bytes are the textbook's (textbook_comm.py).
         textbook_err = None
-        if dtype in textbook_comm.ELEMENT and not layouts.startswith(
-                "pipeline"):
+        # (textbook_comm.py knows no context parallelism yet.)
+        if dtype in textbook_comm.ELEMENT and layouts == "spmd":
             textbook_err = textbook_comm.compare(
                 measured, model, dtype, 4 * micro, 16, flags)
             comm_ok = comm_ok and textbook_err is None
@@ -262,6 +280,8 @@ def main():
     what = f" in {micro} micro-batches" if micro > 1 else ""
     if layouts.startswith("pipeline"):
         what += " (pipelines)"
+    if layouts == "context":
+        what += " (context parallel)"
     print(f"PASS: {len(meshes)} layouts of {model} ({dtype}){what} train like "
           f"one rank for {steps} steps")
 

@@ -206,3 +206,62 @@ func.func @mse_rows(%y: tensor<4x2xf32> {weft.sharding = #weft.sharding<dims = [
   %l = weft.mse_loss %p, %y : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Context parallelism: each rank holds a block of every sequence (cp).
+// Everything token-local runs on the block; rope rotates the block's global
+// positions, and attention runs the block's queries against the keys and
+// values of the whole sequence, all-gathered. Their gradients sum every
+// rank's queries: reduce-scattered back to the blocks. Weight gradients are
+// partial sums over cp, as over dp.
+// CHECK-LABEL: func @context_parallel
+// CHECK:       weft.rope %{{.*}} {num_heads = 2 : i64, seq_axes = ["cp"], theta = 1.000000e+04 : f64} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK:       %[[K:.*]] = weft.all_gather %{{.*}} {axes = ["cp"], dim = 1 : i64, reason = "weft.attention operand 1: [*, cp, *] -> [*, *, *]"} : (tensor<2x4x8xf32>) -> tensor<2x8x8xf32>
+// CHECK-NEXT:  %[[V:.*]] = weft.all_gather %{{.*}} {axes = ["cp"], dim = 1 : i64, reason = "weft.attention operand 2: [*, cp, *] -> [*, *, *]"} : (tensor<2x4x8xf32>) -> tensor<2x8x8xf32>
+// CHECK-NEXT:  weft.attention %{{.*}}, %[[K]], %[[V]] {num_heads = 2 : i64, num_kv_heads = 2 : i64, seq_axes = ["cp"]} : (tensor<2x4x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x4x8xf32>
+// CHECK:       %{{.*}}, %[[DK:.*]], %[[DV:.*]] = weft.attention_grad {{.*}} -> (tensor<2x4x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>)
+// CHECK-NEXT:  weft.reduce_scatter %[[DK]] {axes = ["cp"], dim = 1 : i64, reason = "weft.rope operand 0: [*, *, *] partial(cp) -> [*, cp, *]"}
+// CHECK:       weft.reduce_scatter %[[DV]] {axes = ["cp"], dim = 1
+// CHECK:       weft.all_reduce %{{.*}} {axes = ["cp"], reason = "gradient of wq: [*, *] partial(cp) -> [*, *]"}
+weft.mesh @mesh {axes = ["cp"], shape = array<i64: 2>}
+func.func @context_parallel(%tokens: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["cp"]]>}, %targets: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["cp"]]>}) -> tensor<f32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x8xi32>) -> tensor<2x8x8xf32>
+  %wq = weft.param "wq" {init = "normal", std = 0.02} : tensor<8x8xf32>
+  %wk = weft.param "wk" {init = "normal", std = 0.02} : tensor<8x8xf32>
+  %q0 = weft.matmul %x, %wq : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>
+  %k0 = weft.matmul %x, %wk : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>
+  %q = weft.rope %q0 {num_heads = 2 : i64, theta = 1.0e+04 : f64} : (tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %k = weft.rope %k0 {num_heads = 2 : i64, theta = 1.0e+04 : f64} : (tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %a = weft.attention %q, %k, %x {num_heads = 2, num_kv_heads = 2} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %logits = weft.matmul %a, %wte {transpose_b = true} : (tensor<2x8x8xf32>, tensor<16x8xf32>) -> tensor<2x8x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Only the cp axis splits attention's queries: a sequence split over tp
+// (sequence parallelism) is gathered before rope and attention, which run on
+// the whole sequence.
+// CHECK-LABEL: func @sequence_over_tp
+// CHECK:       weft.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64, reason = "weft.rope operand 0: [*, tp, *] -> [*, *, *]"}
+// CHECK:       weft.attention %{{.*}} {num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+// CHECK-NOT:   seq_axes
+// CHECK:       return
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+func.func @sequence_over_tp(%tokens: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["tp"]]>}, %targets: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["tp"]]>}) -> tensor<f32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x8xi32>) -> tensor<2x8x8xf32>
+  %wq = weft.param "wq" {init = "normal", std = 0.02} : tensor<8x8xf32>
+  %wk = weft.param "wk" {init = "normal", std = 0.02} : tensor<8x8xf32>
+  %q0 = weft.matmul %x, %wq : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>
+  %k0 = weft.matmul %x, %wk : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>
+  %q = weft.rope %q0 {num_heads = 2 : i64, theta = 1.0e+04 : f64} : (tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %k = weft.rope %k0 {num_heads = 2 : i64, theta = 1.0e+04 : f64} : (tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %a = weft.attention %q, %k, %x {num_heads = 2, num_kv_heads = 2} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %logits = weft.matmul %a, %wte {transpose_b = true} : (tensor<2x8x8xf32>, tensor<16x8xf32>) -> tensor<2x8x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
