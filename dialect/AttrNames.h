@@ -34,6 +34,14 @@ inline constexpr llvm::StringLiteral kMaskedLm = "weft.masked_lm";
 /// (weft-pack-documents); attention, positions and the loss's targets
 /// follow the documents the runtime finds in each step's tokens.
 inline constexpr llvm::StringLiteral kDocuments = "weft.documents";
+/// Load-balanced context parallelism (an even integer 2N, by
+/// weft-apply-layout): every sequence is held as 2N equal chunks in the
+/// order 0, 2N-1, 1, 2N-2, ..., so that rank i of the N along cp holds
+/// chunks i and 2N-1-i and causal attention's work is even. A position is
+/// that of its chunk in the sequence; the runtime stores each step's
+/// tokens in this order, and rope, positions, attention and dropout read
+/// the positions through it.
+inline constexpr llvm::StringLiteral kSeqChunks = "weft.seq_chunks";
 /// The vocabulary (the token embedding table's rows, a positive integer) of
 /// a forward-only function, by weft-return-logits: the program's bound on
 /// token ids, whatever the function returns.

@@ -181,6 +181,15 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
                     << value;
     return success();
   }
+  if (name == an::kSeqChunks) {
+    auto c = dyn_cast<IntegerAttr>(value);
+    if (!isa<func::FuncOp>(op) || !c || c.getInt() < 2 || c.getInt() % 2 ||
+        c.getInt() > (int64_t(1) << 20))
+      return fail() << "must be a function's chunk count per sequence, even, "
+                       "2 to 2^20, got "
+                    << value;
+    return success();
+  }
   if (name == an::kVocab || name == an::kLabels) {
     auto v = dyn_cast<IntegerAttr>(value);
     if (!isa<func::FuncOp>(op) || !v || v.getInt() < 1 ||

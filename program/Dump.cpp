@@ -243,6 +243,9 @@ std::string dumpProgram(const Program &P) {
     OS << "loss: masked-lm mask_token=" << P.MaskedLm.MaskToken
        << " mask_prob=" << num(P.MaskedLm.MaskProb)
        << " seed=" << P.MaskedLm.Seed << "\n";
+  if (P.SeqChunks > 0)
+    OS << "seq_chunks: " << P.SeqChunks << " per sequence, stored 0, "
+       << P.SeqChunks - 1 << ", 1, ... (load-balanced context parallelism)\n";
   if (P.DocumentEos >= 0)
     OS << "documents: each ends with token " << P.DocumentEos << "\n";
   if (P.DocumentsFromMask)

@@ -186,6 +186,29 @@ Status parseMaskedLm(const json &Root, Program &P) {
   return Status::success();
 }
 
+// Version 14: the order of each sequence's chunks under load-balanced
+// context parallelism.
+Status parseSeqChunks(const json &Root, Program &P) {
+  if (!Root.contains("seq_chunks"))
+    return Status::success();
+  if (P.Version < 14)
+    return Status::error("field 'seq_chunks' (load-balanced context "
+                         "parallelism) needs format version 14, the file is "
+                         "version " +
+                         std::to_string(P.Version));
+  WEFT_RETURN_IF_ERROR(getInt(Root, "seq_chunks", "program", P.SeqChunks));
+  if (P.SeqChunks < 2 || P.SeqChunks % 2 != 0 || P.Seq % P.SeqChunks != 0)
+    return Status::error(
+        "seq_chunks=" + std::to_string(P.SeqChunks) +
+        " must be even, at least 2, and divide seq=" + std::to_string(P.Seq));
+  if (P.packsDocuments() || P.forwardOnly())
+    return Status::error("seq_chunks (chunks out of order) in a program that " +
+                         std::string(P.packsDocuments() ? "packs documents"
+                                                        : "is forward-only") +
+                         ": the runtime reads those in the natural order");
+  return Status::success();
+}
+
 // Version 12: rows that pack documents, each ending with `eos`.
 Status parseDocuments(const json &Root, Program &P) {
   if (!Root.contains("documents"))
@@ -592,10 +615,10 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
   WEFT_RETURN_IF_ERROR(getDimAxes(*Attrs, ACtx, A.DimAxes));
   // A block of the sequence: position_embedding(_grad), and rope and
   // attention(_grad) under context parallelism (version 14).
-  const bool SeqBlock =
-      Op == OpKind::PositionEmbedding || Op == OpKind::PositionEmbeddingGrad ||
-      Op == OpKind::Rope || Op == OpKind::Attention ||
-      Op == OpKind::AttentionGrad;
+  const bool SeqBlock = Op == OpKind::PositionEmbedding ||
+                        Op == OpKind::PositionEmbeddingGrad ||
+                        Op == OpKind::Rope || Op == OpKind::Attention ||
+                        Op == OpKind::AttentionGrad;
   if (SeqBlock && Attrs->contains("seq_axes"))
     WEFT_RETURN_IF_ERROR(getAxes(*Attrs, "seq_axes", ACtx, A.SeqAxes));
   switch (Op) {
@@ -1139,6 +1162,7 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
   WEFT_RETURN_IF_ERROR(getInt(Root, "loss", "program", P.Loss));
   WEFT_RETURN_IF_ERROR(parseMaskedLm(Root, P));
   WEFT_RETURN_IF_ERROR(parseDocuments(Root, P));
+  WEFT_RETURN_IF_ERROR(parseSeqChunks(Root, P));
   for (const Instruction &I : P.Instructions) {
     P.ReadsKeyPadding |= I.Attrs.KeyPadding;
     if (!I.Attrs.TokenTypes || I.In.empty() || I.Out.empty())
@@ -1155,6 +1179,12 @@ Expected<Program> parseProgramJson(const std::string &Text, uint32_t Version) {
         P.ReadsTokenTypes ? std::min(P.TokenTypeRows, Rows) : Rows;
     P.ReadsTokenTypes = true;
   }
+  if (P.SeqChunks > 0 && (P.ReadsKeyPadding || P.ReadsTokenTypes))
+    return Status::error(
+        "seq_chunks (chunks out of order) in a program that "
+        "reads the step's " +
+        std::string(P.ReadsKeyPadding ? "key padding" : "token types") +
+        ", which the runtime holds in the natural order");
   resolveLayouts(P);
   WEFT_RETURN_IF_ERROR(validateProgram(P));
   return P;

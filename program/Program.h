@@ -11,6 +11,7 @@
 #include "program/Activation.h"
 #include "program/Hyperparams.h"
 #include "program/Pointwise.h"
+#include "program/SeqChunks.h"
 #include "program/ShapeString.h"
 #include "program/Status.h"
 
@@ -451,6 +452,10 @@ struct Program {
   /// --targets), not the token file's next tokens.
   bool DocumentTargetsGiven = false;
   bool packsDocuments() const { return DocumentEos >= 0 || DocumentsFromMask; }
+  /// Version 14: load-balanced context parallelism holds each sequence as
+  /// SeqChunks chunks in the order 0, C-1, 1, C-2, ... (0: natural order);
+  /// positions are read through seqPosition.
+  int64_t SeqChunks = 0;
   /// Version 13: some attention reads the step's attention mask as key
   /// padding (set from the instructions' key_padding when loaded).
   bool ReadsKeyPadding = false;

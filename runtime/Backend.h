@@ -46,6 +46,12 @@ struct BoundInstruction {
   int64_t VocabFirst = 0, VocabTotal = 0;
   /// Ops with `seq_axes`: the rank's first global position. Set at load.
   int64_t SeqFirst = 0;
+  /// Load-balanced context parallelism (Program::SeqChunks): the position
+  /// in the sequence of each local row along the sequence (dim 1 of the
+  /// input; empty: the natural order, SeqFirst + row), and for attention
+  /// the chunk count by which its keys are ordered. Set at load.
+  std::vector<int32_t> SeqPos;
+  int64_t SeqChunks = 0;
   /// dropout, and attention(_grad) with dropout: per dim of the input (q),
   /// the rank's first global index and the global size, and the step's rows
   /// per micro-batch (micro-batch k's first row is k * MicrobatchRows +

@@ -570,7 +570,29 @@ Status Executor::loadBatch(const BatchSource &Data, int64_t Step) {
              ? std::to_string(Data.floatTargetRowBytes()) +
                    " bytes of float targets per sample"
              : std::string("integer targets")));
+  // Load-balanced context parallelism: whole rows, then the rank's stored
+  // block (program/SeqChunks.h); token targets follow their tokens.
+  const bool Reorder = Prog.SeqChunks > 0 && !RowBytes && !Data.sampleTargets();
+  std::vector<int32_t> WholeToks, WholeTgts;
+  if (Reorder) {
+    WholeToks.resize(size_t(LocalBatch * GlobalSeq));
+    WholeTgts.resize(WholeToks.size());
+  }
   for (int64_t K = 0; K < Prog.Microbatches; ++K) {
+    if (Reorder) {
+      Data.fillStepBlock(Step, GlobalBatch, GlobalSeq, K * Rows + BatchOffset,
+                         LocalBatch, 0, GlobalSeq, M, Prog.Vocab,
+                         WholeToks.data(), WholeTgts.data());
+      for (int64_t R = 0; R < LocalBatch; ++R)
+        for (int64_t C = 0; C < LocalSeq; ++C) {
+          const int64_t From =
+              R * GlobalSeq +
+              seqPosition(SeqOffset + C, GlobalSeq, Prog.SeqChunks);
+          Toks[K * InputStride + R * LocalSeq + C] = WholeToks[size_t(From)];
+          Tgts[K * InputStride + R * LocalSeq + C] = WholeTgts[size_t(From)];
+        }
+      continue;
+    }
     Data.fillStepBlock(Step, GlobalBatch, GlobalSeq, K * Rows + BatchOffset,
                        LocalBatch, SeqOffset, LocalSeq, M, Prog.Vocab,
                        Toks + K * InputStride, Tgts + K * InputStride);

@@ -184,6 +184,24 @@ Status Executor::planMeshSteps() {
       if (!A.SeqAxes.empty()) // position_embedding(_grad): [B, S_local, D]
         BI.SeqFirst =
             M.shardIndex(Comm->rank(), A.SeqAxes) * BI.In[0].Spec->Dims[1];
+      // Load-balanced context parallelism: the local rows' positions, by
+      // their global index in the stored order. A dropout's dim 1 split
+      // over ranks is a sequence (every sequence is split over cp then).
+      if (Prog.SeqChunks > 0 && BI.In[0].Spec->Dims.size() >= 2) {
+        const bool Dropout = BI.Op == OpKind::Dropout;
+        const bool Split = A.DimAxes.size() > 1 && !A.DimAxes[1].empty();
+        if (!Dropout || Split) {
+          const int64_t Rows = BI.In[0].Spec->Dims[1];
+          const int64_t First =
+              Dropout ? M.shardIndex(Comm->rank(), A.DimAxes[1]) * Rows
+                      : BI.SeqFirst;
+          BI.SeqPos.resize(size_t(Rows));
+          for (int64_t R = 0; R < Rows; ++R)
+            BI.SeqPos[size_t(R)] =
+                int32_t(seqPosition(First + R, Prog.Seq, Prog.SeqChunks));
+          BI.SeqChunks = Prog.SeqChunks;
+        }
+      }
       // Where the instruction's rows and positions lie in the step's
       // global batch: dropout masks and packed documents are keyed by it.
       if (A.DropP <= 0 && !Prog.packsDocuments() && !A.KeyPadding &&

@@ -372,6 +372,9 @@ public:
           {"mask_token", m.getAs<IntegerAttr>("mask_token").getInt()},
           {"mask_prob", m.getAs<FloatAttr>("mask_prob").getValueAsDouble()},
           {"seed", m.getAs<IntegerAttr>("seed").getInt()}};
+    // Load-balanced context parallelism: the order of each sequence's chunks.
+    if (auto c = fn->getAttrOfType<IntegerAttr>(weft::attrname::kSeqChunks))
+      program["seq_chunks"] = c.getInt();
     // Rows that pack documents (weft-pack-documents).
     if (auto d = fn->getAttrOfType<DictionaryAttr>(weft::attrname::kDocuments))
       program["documents"] =

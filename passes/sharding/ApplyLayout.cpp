@@ -63,8 +63,10 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
     SmallVector<std::pair<std::string, DimAxes>> globs;
     int64_t zeroStage = zero;
     bool sp = sequenceParallel;
+    std::string contextOrder = "head-tail";
     if (layout != "data" && layout != "megatron" &&
-        failed(readLayoutFile(module, inputDims, globs, zeroStage, sp)))
+        failed(readLayoutFile(module, inputDims, globs, zeroStage, sp,
+                              contextOrder)))
       return failure();
     if (zeroStage < 0 || zeroStage > 3)
       return module.emitError("zero stage must be 0-3, got ") << zeroStage;
@@ -78,8 +80,11 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
       fn->setAttr(weft::attrname::kMesh,
                   FlatSymbolRefAttr::get(b.getContext(), "mesh"));
       if (failed(annotateInputs(fn, inputDims)) ||
+          (contextOrder == "head-tail" &&
+           failed(balanceContext(fn, inputDims))) ||
           failed(annotateParams(fn, globs, zeroStage)) ||
-          failed(checkHeads(fn)) || (sp && failed(constrainSequence(fn))) ||
+          failed(checkHeads(fn)) ||
+          (sp && failed(constrainSequence(fn, inputDims))) ||
           failed(checkAxesUsed(fn, sp)))
         return failure();
     }
@@ -223,6 +228,32 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
     return success();
   }
 
+  // Load-balanced context parallelism: with each sequence split over cp
+  // alone, it is held as 2N chunks, rank i holding chunks i and 2N-1-i, so
+  // that every rank's queries have as many earlier keys to read
+  // (weft.seq_chunks; PyTorch's and Megatron's head-tail order).
+  LogicalResult balanceContext(func::FuncOp fn, const DimAxes &dims) {
+    int64_t cp = meshInfo.size(kContextAxis);
+    if (cp <= 1 || dims.size() < 2 || dims[1].size() != 1 ||
+        dims[1][0] != kContextAxis || fn.getNumArguments() == 0)
+      return success();
+    auto tokens = cast<RankedTensorType>(fn.getArgument(0).getType());
+    if (tokens.getRank() != 2)
+      return success();
+    int64_t seq = tokens.getDimSize(1), chunks = 2 * cp;
+    if (seq % chunks != 0)
+      return fn.emitError("context parallelism cuts each sequence into 2*cp=")
+             << chunks << " chunks, rank i holding chunks i and " << chunks - 1
+             << "-i so that causal attention's work is even: seq=" << seq
+             << " is not divisible by " << chunks
+             << " (a layout file's \"context_order\": \"natural\" holds "
+                "contiguous blocks, which need seq divisible by cp="
+             << cp << " only)";
+    fn->setAttr(weft::attrname::kSeqChunks,
+                Builder(fn.getContext()).getI64IntegerAttr(chunks));
+    return success();
+  }
+
   LogicalResult annotateParams(func::FuncOp fn,
                                ArrayRef<std::pair<std::string, DimAxes>> globs,
                                int64_t zeroStage) {
@@ -340,7 +371,7 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
 
   // Sequence parallelism: the residual stream (the embedding output and every
   // residual add) is split along the sequence over tp.
-  LogicalResult constrainSequence(func::FuncOp fn) {
+  LogicalResult constrainSequence(func::FuncOp fn, const DimAxes &inputDims) {
     SmallVector<Value> stream;
     fn.walk([&](Operation *op) {
       if (isa<PositionEmbeddingOp, AddOp>(op) ||
@@ -354,10 +385,15 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
       auto type = cast<RankedTensorType>(v.getType());
       if (type.getRank() != 3)
         continue;
+      // Under context parallelism each rank's block of the sequence is
+      // split further over tp (Megatron's cp x tp).
       DimAxes dims(3);
       if (meshInfo.size("dp") > 1)
         dims[0] = {"dp"};
-      dims[1] = {"tp"};
+      if (inputDims.size() > 1 &&
+          llvm::is_contained(inputDims[1], kContextAxis.str()))
+        dims[1].push_back(kContextAxis.str());
+      dims[1].push_back("tp");
       if (failed(checkDims(v.getDefiningOp(),
                            "the residual stream (batch x seq x hidden)",
                            type.getShape(), dims)))
@@ -373,7 +409,7 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
   LogicalResult
   readLayoutFile(ModuleOp module, DimAxes &inputDims,
                  SmallVector<std::pair<std::string, DimAxes>> &globs,
-                 int64_t &zeroStage, bool &sp) {
+                 int64_t &zeroStage, bool &sp, std::string &contextOrder) {
     auto buffer = llvm::MemoryBuffer::getFile(layout);
     if (!buffer)
       return module.emitError("--layout '")
@@ -451,6 +487,12 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
           return module.emitError(
               "layout 'sequence_parallel' must be a boolean");
         sp = *s;
+      } else if (key == "context_order") {
+        auto o = value.getAsString();
+        if (!o || (*o != "head-tail" && *o != "natural"))
+          return module.emitError("layout 'context_order' must be "
+                                  "\"head-tail\" or \"natural\"");
+        contextOrder = o->str();
       } else {
         return module.emitError("unknown layout key '") << key.str() << "'";
       }

@@ -57,6 +57,8 @@ public:
     for (Operation *op : ops)
       if (failed(partition(op)))
         return failure();
+    if (fn->hasAttr(weft::attrname::kSeqChunks) && failed(checkSeqChunks()))
+      return failure();
     for (Operation &op : body)
       op.removeAttr(weft::attrname::kShardings);
     SmallVector<Type> inputs(body.getArgumentTypes());
@@ -84,6 +86,10 @@ private:
     }
     if (auto arr = def->getAttrOfType<ArrayAttr>(weft::attrname::kShardings))
       return cast<ShardingAttr>(arr[cast<OpResult>(v).getResultNumber()]);
+    // A collective this pass made (a constraint's reshard, which replaced
+    // the constraint's result) is wanted as it is.
+    if (ShardingAttr made = actual.lookup(v))
+      return made;
     return replicated(v);
   }
 
@@ -484,6 +490,61 @@ private:
     op->getResult(0).replaceAllUsesWith(*result);
     op->erase();
     return success();
+  }
+
+  // Load-balanced context parallelism holds each sequence's chunks out of
+  // order (weft.seq_chunks). Rope, positions, attention and dropout read
+  // positions through that order; any other op that sees a sequence whole
+  // (gathered or sliced over cp) would read it in the wrong order, and the
+  // runtime's per-step documents, key padding and token types are in the
+  // natural order: all are refused by name.
+  LogicalResult checkSeqChunks() {
+    auto refuse = [&](Operation *op, const Twine &what) -> LogicalResult {
+      op->emitOpError()
+          << what
+          << ", but load-balanced context parallelism holds each sequence "
+             "as "
+          << fn->getAttrOfType<IntegerAttr>(weft::attrname::kSeqChunks).getInt()
+          << " chunks out of order (weft.seq_chunks): only attention's "
+             "keys and values may be gathered whole. A layout file's "
+             "\"context_order\": \"natural\" keeps the order";
+      return failure();
+    };
+    auto overCp = [](Operation *op) {
+      auto axes = op->getAttrOfType<ArrayAttr>("axes");
+      return axes && llvm::any_of(axes, [](Attribute a) {
+               return cast<StringAttr>(a).getValue() == kContextAxis;
+             });
+    };
+    if (fn->hasAttr(weft::attrname::kDocuments))
+      return refuse(fn, "packs documents, whose bounds the runtime finds in "
+                        "the sequence's natural order");
+    WalkResult walk = fn.walk([&](Operation *op) -> WalkResult {
+      if (auto att = dyn_cast<AttentionOp>(op); att && att.getKeyPadding())
+        return refuse(op, "reads key padding from the step's attention mask");
+      if (auto pos = dyn_cast<PositionEmbeddingOp>(op);
+          pos && pos.getTokenTypes())
+        return refuse(op, "reads the step's token types");
+      if (!isa<AllGatherOp, SliceOp>(op) || !overCp(op) ||
+          op->getOperand(0).getDefiningOp<ParamOp>())
+        return WalkResult::advance();
+      for (OpOperand &use : op->getResult(0).getUses()) {
+        Operation *user = use.getOwner();
+        unsigned first = isa<AttentionGradOp>(user) ? 2 : 1;
+        bool keys = isa<AttentionOp, AttentionGradOp>(user) &&
+                    isa<AllGatherOp>(op) &&
+                    (use.getOperandNumber() == first ||
+                     use.getOperandNumber() == first + 1);
+        auto reason = op->getAttrOfType<StringAttr>("reason");
+        if (!keys)
+          return refuse(user, Twine("reads a value ") +
+                                  (isa<SliceOp>(op) ? "sliced" : "gathered") +
+                                  " over cp (" +
+                                  (reason ? reason.getValue() : "") + ")");
+      }
+      return WalkResult::advance();
+    });
+    return failure(walk.wasInterrupted());
   }
 
   // Attributes that describe the local problem: the op's own business

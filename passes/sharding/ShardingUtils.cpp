@@ -56,13 +56,21 @@ FactorAxes weft::assignFactors(const ShardingRule &rule,
     // dims carry their blocks through to the factor.
     if (factor.pinned || (ruleBlocks > 1 && blocks != ruleBlocks))
       return;
+    // The major axes the factor may take: a value split over (cp, tp) whose
+    // tp another factor holds (sequence parallelism beside context
+    // parallelism, before a column-parallel matmul) keeps its cp split and
+    // is gathered over tp only.
+    size_t usable = 0;
+    while (usable < offered.size() && !taken.contains(offered[usable]) &&
+           mesh.size(offered[usable]) != 0 &&
+           (!factor.contextOnly || offered[usable] == kContextAxis))
+      ++usable;
+    if (usable < offered.size() && (ruleBlocks > 1 || blocks > 1))
+      return;
+    offered = offered.take_front(usable);
     int64_t c = mesh.count(offered);
     if (c <= 1 || factor.size % (c * factor.granule) != 0)
       return;
-    for (StringRef a : offered)
-      if (taken.contains(a) || mesh.size(a) == 0 ||
-          (factor.contextOnly && a != kContextAxis))
-        return;
     for (StringRef a : offered)
       taken.insert(a);
     axes[f].assign(offered.begin(), offered.end());

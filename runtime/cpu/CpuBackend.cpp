@@ -57,6 +57,10 @@ template <typename T> struct Kernels {
       cpu::documentPositionEmbedding(I.In[0].as<T>(), I.In[1].as<T>(),
                                      I.Out[0].as<T>(), D[0], D[1], D[2], Pos,
                                      Ctx.DocSeq);
+    else if (!I.SeqPos.empty()) // chunks out of order: each row's position
+      cpu::documentPositionEmbedding(I.In[0].as<T>(), I.In[1].as<T>(),
+                                     I.Out[0].as<T>(), D[0], D[1], D[2],
+                                     I.SeqPos.data(), 0);
     else
       cpu::positionEmbedding(I.In[0].as<T>(),
                              I.In[1].as<T>() + I.SeqFirst * D[2],
@@ -73,6 +77,10 @@ template <typename T> struct Kernels {
       cpu::documentPositionEmbeddingGrad(I.In[0].as<T>(), I.Out[0].as<T>(),
                                          D[0], D[1], I.Out[0].Rows, D[2], Pos,
                                          Ctx.DocSeq);
+    else if (!I.SeqPos.empty())
+      cpu::documentPositionEmbeddingGrad(I.In[0].as<T>(), I.Out[0].as<T>(),
+                                         D[0], D[1], I.Out[0].Rows, D[2],
+                                         I.SeqPos.data(), 0);
     else
       cpu::positionEmbeddingGrad(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1],
                                  I.Out[0].Rows, D[2], I.SeqFirst);
@@ -313,6 +321,10 @@ template <typename T> struct Kernels {
       cpu::documentRope(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1], H,
                         D[2] / H, I.Attrs->Theta, I.Attrs->Inverse, Freq,
                         I.Attrs->Scale, Pos, Ctx.DocSeq);
+    else if (!I.SeqPos.empty())
+      cpu::documentRope(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1], H,
+                        D[2] / H, I.Attrs->Theta, I.Attrs->Inverse, Freq,
+                        I.Attrs->Scale, I.SeqPos.data(), 0);
     else
       cpu::rope(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1], H, D[2] / H,
                 I.Attrs->Theta, I.Attrs->Inverse, Freq, I.Attrs->Scale,
@@ -348,34 +360,85 @@ template <typename T> struct Kernels {
                ? Status::error("the step's attention mask is not set")
                : Status::success();
   }
+  // Where the queries lie in the keys' sequence: runs of consecutive
+  // positions (one from SeqFirst; under head-tail load balancing, each
+  // stored chunk's).
+  static std::vector<cpu::QueryRun> queryRuns(const BI &I, int64_t Sq) {
+    std::vector<cpu::QueryRun> Runs;
+    if (I.SeqPos.empty())
+      return {{0, I.SeqFirst, Sq}};
+    for (int64_t R = 0; R < Sq; ++R)
+      if (!Runs.empty() &&
+          I.SeqPos[size_t(R)] == Runs.back().Global + Runs.back().Rows)
+        ++Runs.back().Rows;
+      else
+        Runs.push_back({R, I.SeqPos[size_t(R)], 1});
+    return Runs;
+  }
+  // Keys and values held in load-balanced order, copied into the natural
+  // order past the kernel's scratch (prepare reserves it): K, V, then dK
+  // and dV for the gradient.
+  static T *orderedScratch(const BI &I, CpuState &S, size_t K) {
+    const Shape &Q = I.In[I.Op == OpKind::Attention ? 0 : 1].Spec->Dims;
+    const Shape &Kv = I.In[I.Op == OpKind::Attention ? 1 : 2].Spec->Dims;
+    size_t Kernel =
+        attentionScratchBytes(Q[1], Kv[1], sizeof(T), omp_get_max_threads());
+    Kernel = (Kernel + 63) / 64 * 64;
+    return reinterpret_cast<T *>(static_cast<char *>(S.Scratch) + Kernel) +
+           K * size_t(numElements(Kv));
+  }
   static Status attention(const BI &I, const SC &Ctx, CpuState &S) {
     WEFT_RETURN_IF_ERROR(needSpans(I, Ctx));
-    const Shape &D = I.In[0].Spec->Dims;
+    const Shape &D = I.In[0].Spec->Dims, &Kd = I.In[1].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
+    const T *K = I.In[1].as<T>(), *V = I.In[2].as<T>();
+    if (I.SeqChunks > 0) {
+      T *Kn = orderedScratch(I, S, 0), *Vn = orderedScratch(I, S, 1);
+      cpu::reorderSequence(K, Kn, Kd[0], Kd[1], Kd[2], I.SeqChunks, false);
+      cpu::reorderSequence(V, Vn, Kd[0], Kd[1], Kd[2], I.SeqChunks, false);
+      K = Kn;
+      V = Vn;
+    }
+    std::vector<cpu::QueryRun> Runs = queryRuns(I, D[1]);
     cpu::AttentionDropout Drop;
     cpu::AttentionDocuments Docs;
-    cpu::attention(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
-                   I.Out[0].as<T>(), D[0], D[1], I.In[1].Spec->Dims[1],
-                   I.SeqFirst, H, I.Attrs->NumKvHeads, D[2] / H, S.Scratch,
-                   I.Attrs->AttnScale,
-                   !I.Attrs->Bidirectional,
+    cpu::attention(I.In[0].as<T>(), K, V, I.Out[0].as<T>(), D[0], D[1], Kd[1],
+                   {Runs.data(), Runs.size()}, H, I.Attrs->NumKvHeads, D[2] / H,
+                   S.Scratch, I.Attrs->AttnScale, !I.Attrs->Bidirectional,
                    attentionDropout(I, Ctx, D[2] / H, Drop),
                    attentionDocuments(I, Ctx, Docs));
     return Status::success();
   }
   static Status attentionGrad(const BI &I, const SC &Ctx, CpuState &S) {
     WEFT_RETURN_IF_ERROR(needSpans(I, Ctx));
-    const Shape &D = I.In[1].Spec->Dims;
+    const Shape &D = I.In[1].Spec->Dims, &Kd = I.In[2].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
+    const T *K = I.In[2].as<T>(), *V = I.In[3].as<T>();
+    T *Dk = I.Out[1].as<T>(), *Dv = I.Out[2].as<T>();
+    if (I.SeqChunks > 0) {
+      T *Kn = orderedScratch(I, S, 0), *Vn = orderedScratch(I, S, 1);
+      cpu::reorderSequence(K, Kn, Kd[0], Kd[1], Kd[2], I.SeqChunks, false);
+      cpu::reorderSequence(V, Vn, Kd[0], Kd[1], Kd[2], I.SeqChunks, false);
+      K = Kn;
+      V = Vn;
+      Dk = orderedScratch(I, S, 2);
+      Dv = orderedScratch(I, S, 3);
+    }
+    std::vector<cpu::QueryRun> Runs = queryRuns(I, D[1]);
     cpu::AttentionDropout Drop;
     cpu::AttentionDocuments Docs;
-    cpu::attentionGrad(
-        I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(), I.In[3].as<T>(),
-        I.Out[0].as<T>(), I.Out[1].as<T>(), I.Out[2].as<T>(), D[0], D[1],
-        I.In[2].Spec->Dims[1], I.SeqFirst, H, I.Attrs->NumKvHeads, D[2] / H,
-        S.Scratch, I.Attrs->AttnScale,
-        !I.Attrs->Bidirectional, attentionDropout(I, Ctx, D[2] / H, Drop),
-        attentionDocuments(I, Ctx, Docs));
+    cpu::attentionGrad(I.In[0].as<T>(), I.In[1].as<T>(), K, V, I.Out[0].as<T>(),
+                       Dk, Dv, D[0], D[1], Kd[1], {Runs.data(), Runs.size()}, H,
+                       I.Attrs->NumKvHeads, D[2] / H, S.Scratch,
+                       I.Attrs->AttnScale, !I.Attrs->Bidirectional,
+                       attentionDropout(I, Ctx, D[2] / H, Drop),
+                       attentionDocuments(I, Ctx, Docs));
+    if (I.SeqChunks > 0) {
+      cpu::reorderSequence(Dk, I.Out[1].as<T>(), Kd[0], Kd[1], Kd[2],
+                           I.SeqChunks, true);
+      cpu::reorderSequence(Dv, I.Out[2].as<T>(), Kd[0], Kd[1], Kd[2],
+                           I.SeqChunks, true);
+    }
     return Status::success();
   }
   static Status dropout(const BI &I, const SC &Ctx, CpuState &) {
@@ -383,7 +446,8 @@ template <typename T> struct Kernels {
     std::vector<int64_t> First = I.DimFirst;
     First[0] += Ctx.Microbatch * I.MicrobatchRows;
     cpu::dropout(I.In[0].as<T>(), I.Out[0].as<T>(), I.In[0].Spec->Dims, First,
-                 I.DimTotal, dropoutKey(I, Ctx));
+                 I.DimTotal, dropoutKey(I, Ctx),
+                 I.SeqPos.empty() ? nullptr : I.SeqPos.data());
     return Status::success();
   }
   // A masked-LM loss divides by the step's counted targets (the executor
@@ -635,9 +699,16 @@ public:
       case OpKind::Attention:
       case OpKind::AttentionGrad: {
         size_t Qi = I.Op == OpKind::Attention ? 0 : 1;
-        Need = std::max(Need, attentionScratchBytes(I.In[Qi].Spec->Dims[1],
-                                                    I.In[Qi + 1].Spec->Dims[1],
-                                                    sizeof(T), Threads));
+        size_t Kernel = attentionScratchBytes(I.In[Qi].Spec->Dims[1],
+                                              I.In[Qi + 1].Spec->Dims[1],
+                                              sizeof(T), Threads);
+        // Keys and values (and their gradients) in the natural order, for
+        // load-balanced context parallelism (orderedScratch).
+        if (I.SeqChunks > 0)
+          Kernel = (Kernel + 63) / 64 * 64 +
+                   (I.Op == OpKind::Attention ? 2 : 4) *
+                       size_t(I.In[Qi + 1].Numel) * sizeof(T);
+        Need = std::max(Need, Kernel);
         break;
       }
       case OpKind::LayerNormGrad:

@@ -135,7 +135,8 @@ ZERO_BUBBLE = [
 
 # Context parallelism: every sample's sequence split over cp, alone and
 # beside dp (with ZeRO-3), tp with sequence parallelism, and pp; cp=4; with
-# full recomputation.
+# full recomputation; load-balanced (head-tail chunks) and, with a layout
+# file's "context_order": "natural", in contiguous blocks.
 CONTEXT = [
     (2, ["--mesh", "cp=2"]),
     (4, ["--mesh", "cp=4"]),
@@ -145,6 +146,10 @@ CONTEXT = [
          "--sequence-parallel"]),
     (4, ["--mesh", "pp=2,cp=2"]),
     (2, ["--mesh", "cp=2", "--recompute", "full"]),
+    # Contiguous blocks (no load balancing): rank i holds block i.
+    (2, ["--mesh", "cp=2", "--layout",
+         os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                      "context-natural.json")]),
 ]
 
 

@@ -75,8 +75,9 @@ TEST(KernelForward, Attention) {
   for (bool Causal : {true, false}) {
     std::vector<float> Y(Q.size());
     std::vector<char> Scratch(attentionScratchBytes(S, S, 4, numThreads()));
-    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S, 0, H, Hkv, Hd,
-              Scratch.data(), 0, Causal);
+    const QueryRun Whole{0, 0, S};
+    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S,
+              QueryRuns{&Whole, 1}, H, Hkv, Hd, Scratch.data(), 0, Causal);
     std::vector<double> Want(Q.size());
     double Scale = 1.0 / std::sqrt(double(Hd));
     for (int64_t Bi = 0; Bi < B; ++Bi)

@@ -285,6 +285,12 @@ INSTANTIATE_TEST_SUITE_P(Mask, AttentionGrad, ::testing::Values(true, false),
                            return Info.param ? "Causal" : "Bidirectional";
                          });
 
+// Queries in one run of positions.
+struct OneRun {
+  QueryRun Run;
+  operator QueryRuns() const { return {&Run, 1}; }
+};
+
 TEST_P(AttentionGrad, Gqa) {
   const bool Causal = GetParam();
   const int64_t B = 2, S = 5, H = 4, Hkv = 2, Hd = 3;
@@ -293,13 +299,14 @@ TEST_P(AttentionGrad, Gqa) {
       Y(B * S * H * Hd);
   std::vector<char> Scratch(attentionScratchBytes(S, S, 8, numThreads()));
   auto Loss = [&] {
-    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S, 0, H, Hkv, Hd,
-              Scratch.data(), 0, Causal);
+    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S,
+              OneRun{{0, 0, S}}, H, Hkv, Hd, Scratch.data(), 0, Causal);
     return dot(Y, W);
   };
   Vec DQ(Q.size()), DK(K.size(), 5.0), DV(V.size(), 5.0);
   attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),
-                DV.data(), B, S, S, 0, H, Hkv, Hd, Scratch.data(), 0, Causal);
+                DV.data(), B, S, S, OneRun{{0, 0, S}}, H, Hkv, Hd,
+                Scratch.data(), 0, Causal);
   expectGrad("attention q", Q, DQ, Loss);
   expectGrad("attention k", K, DK, Loss);
   expectGrad("attention v", V, DV, Loss);
@@ -314,13 +321,14 @@ TEST_P(AttentionGrad, LongerThanOneBlock) {
       Y(B * S * H * Hd);
   std::vector<char> Scratch(attentionScratchBytes(S, S, 8, numThreads()));
   auto Loss = [&] {
-    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S, 0, H, Hkv, Hd,
-              Scratch.data(), 0, Causal);
+    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S,
+              OneRun{{0, 0, S}}, H, Hkv, Hd, Scratch.data(), 0, Causal);
     return dot(Y, W);
   };
   Vec DQ(Q.size()), DK(K.size()), DV(V.size());
   attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),
-                DV.data(), B, S, S, 0, H, Hkv, Hd, Scratch.data(), 0, Causal);
+                DV.data(), B, S, S, OneRun{{0, 0, S}}, H, Hkv, Hd,
+                Scratch.data(), 0, Causal);
   expectGrad("attention q", Q, DQ, Loss);
   expectGrad("attention k", K, DK, Loss);
   expectGrad("attention v", V, DV, Loss);
@@ -337,10 +345,11 @@ TEST_P(AttentionGrad, QueryBlocksMatchTheWhole) {
       V = randomVec(B * S * Wk, 3), W = randomVec(B * S * Wq, 4);
   std::vector<char> Scratch(attentionScratchBytes(S, S, 8, numThreads()));
   Vec Y(Q.size()), DQ(Q.size()), DK(K.size()), DV(V.size());
-  attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S, 0, H, Hkv, Hd,
-            Scratch.data(), 0, Causal);
+  attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S, OneRun{{0, 0, S}},
+            H, Hkv, Hd, Scratch.data(), 0, Causal);
   attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),
-                DV.data(), B, S, S, 0, H, Hkv, Hd, Scratch.data(), 0, Causal);
+                DV.data(), B, S, S, OneRun{{0, 0, S}}, H, Hkv, Hd,
+                Scratch.data(), 0, Causal);
   // Rows [R*Sq, (R+1)*Sq) of every sample of X, as a [B, Sq, Width] block.
   auto block = [&](const Vec &X, int64_t Width, int64_t R) {
     Vec Out(B * Sq * Width);
@@ -353,13 +362,61 @@ TEST_P(AttentionGrad, QueryBlocksMatchTheWhole) {
   for (int64_t R = 0; R < Blocks; ++R) {
     Vec Qb = block(Q, Wq, R), Wb = block(W, Wq, R);
     Vec Yb(Qb.size()), DQb(Qb.size()), DKb(K.size()), DVb(V.size());
-    attention(Qb.data(), K.data(), V.data(), Yb.data(), B, Sq, S, R * Sq, H,
-              Hkv, Hd, Scratch.data(), 0, Causal);
+    attention(Qb.data(), K.data(), V.data(), Yb.data(), B, Sq, S,
+              OneRun{{0, R * Sq, Sq}}, H, Hkv, Hd, Scratch.data(), 0, Causal);
     attentionGrad(Wb.data(), Qb.data(), K.data(), V.data(), DQb.data(),
-                  DKb.data(), DVb.data(), B, Sq, S, R * Sq, H, Hkv, Hd,
-                  Scratch.data(), 0, Causal);
+                  DKb.data(), DVb.data(), B, Sq, S, OneRun{{0, R * Sq, Sq}}, H,
+                  Hkv, Hd, Scratch.data(), 0, Causal);
     EXPECT_EQ(Yb, block(Y, Wq, R)) << "block " << R;
     EXPECT_EQ(DQb, block(DQ, Wq, R)) << "block " << R;
+    for (size_t I = 0; I < K.size(); ++I) {
+      SumDK[I] += DKb[I];
+      SumDV[I] += DVb[I];
+    }
+  }
+  for (size_t I = 0; I < K.size(); ++I) {
+    EXPECT_NEAR(SumDK[I], DK[I], 1e-13) << "dk element " << I;
+    EXPECT_NEAR(SumDV[I], DV[I], 1e-13) << "dv element " << I;
+  }
+}
+
+// Head-tail load balancing: rank r of 4 holds chunks r and 7-r of 8, its
+// queries in two runs of positions; each run's rows are the whole's.
+TEST_P(AttentionGrad, HeadTailRunsMatchTheWhole) {
+  const bool Causal = GetParam();
+  const int64_t B = 2, S = 144, H = 4, Hkv = 2, Hd = 3, Ranks = 4;
+  const int64_t Len = S / (2 * Ranks), Wq = H * Hd, Wk = Hkv * Hd;
+  Vec Q = randomVec(B * S * Wq, 1), K = randomVec(B * S * Wk, 2),
+      V = randomVec(B * S * Wk, 3), W = randomVec(B * S * Wq, 4);
+  std::vector<char> Scratch(attentionScratchBytes(S, S, 8, numThreads()));
+  Vec Y(Q.size()), DQ(Q.size()), DK(K.size()), DV(V.size());
+  attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S, OneRun{{0, 0, S}},
+            H, Hkv, Hd, Scratch.data(), 0, Causal);
+  attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),
+                DV.data(), B, S, S, OneRun{{0, 0, S}}, H, Hkv, Hd,
+                Scratch.data(), 0, Causal);
+  // Chunks A and B of every sample of X, as a [B, 2 Len, Width] block.
+  auto chunks = [&](const Vec &X, int64_t Width, int64_t A, int64_t C) {
+    Vec Out(B * 2 * Len * Width);
+    for (int64_t Bi = 0; Bi < B; ++Bi)
+      for (int64_t Half = 0; Half < 2; ++Half)
+        std::copy_n(X.begin() + (Bi * S + (Half ? C : A) * Len) * Width,
+                    Len * Width, Out.begin() + (Bi * 2 + Half) * Len * Width);
+    return Out;
+  };
+  Vec SumDK(K.size(), 0.0), SumDV(V.size(), 0.0);
+  for (int64_t R = 0; R < Ranks; ++R) {
+    const int64_t Tail = 2 * Ranks - 1 - R;
+    const QueryRun Runs[2] = {{0, R * Len, Len}, {Len, Tail * Len, Len}};
+    Vec Qb = chunks(Q, Wq, R, Tail), Wb = chunks(W, Wq, R, Tail);
+    Vec Yb(Qb.size()), DQb(Qb.size()), DKb(K.size()), DVb(V.size());
+    attention(Qb.data(), K.data(), V.data(), Yb.data(), B, 2 * Len, S,
+              QueryRuns{Runs, 2}, H, Hkv, Hd, Scratch.data(), 0, Causal);
+    attentionGrad(Wb.data(), Qb.data(), K.data(), V.data(), DQb.data(),
+                  DKb.data(), DVb.data(), B, 2 * Len, S, QueryRuns{Runs, 2}, H,
+                  Hkv, Hd, Scratch.data(), 0, Causal);
+    EXPECT_EQ(Yb, chunks(Y, Wq, R, Tail)) << "rank " << R;
+    EXPECT_EQ(DQb, chunks(DQ, Wq, R, Tail)) << "rank " << R;
     for (size_t I = 0; I < K.size(); ++I) {
       SumDK[I] += DKb[I];
       SumDV[I] += DVb[I];

@@ -3,15 +3,17 @@
 // Per (batch, head) the scores are computed in row blocks of RowBlock queries:
 // causal, block [i0,i1) needs keys [0,i1) only, which skips most of the
 // masked upper triangle; bidirectional (an encoder's), it reads every key.
-// Under context parallelism the queries are a block of the sequence whose
-// first global position is Q0, and the keys are the whole sequence: every
-// index below that compares a query with a key is global.
+// Under context parallelism the queries are a block of the sequence, in
+// runs of consecutive global positions (QueryRun: one run, or two under
+// head-tail load balancing), and the keys are the whole sequence in order:
+// every index below that compares a query with a key is global.
 // GEMMs read Q/K/V in place in the [B,S,H*hd] layout through their leading
 // dimension. The (batch, head) loop is the parallel one; BLAS runs
 // single-threaded (as always, see Threads.cpp). Scratch per thread: one block
 // of probabilities and one of their gradients.
 //
 //===----------------------------------------------------------------------===//
+#include "program/SeqChunks.h"
 #include "runtime/cpu/kernels/Blas.h"
 #include "runtime/cpu/kernels/FastMath.h"
 #include "runtime/cpu/kernels/Kernels.h"
@@ -71,14 +73,15 @@ void softmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
 // padding: the row's tokens are keys [F, E) = Span[0..1], which every query
 // of a bidirectional attention reads, and a causal query I up to I (one
 // before F, which has no key, reads itself). The others' probabilities
-// are 0. I0, I1 and I are global; Pos holds the block's queries from Q0.
+// are 0. I0, I1 and I are global; Pos holds the block's local queries, query
+// I at Pos[I + Off].
 template <typename T>
 void softmaxDocumentRows(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
-                         const int32_t *Pos, int64_t Q0, int64_t Window,
+                         const int32_t *Pos, int64_t Off, int64_t Window,
                          const int32_t *Span, bool Causal) {
   for (int64_t I = I0; I < I1; ++I) {
     T *Row = P + (I - I0) * Ld;
-    int64_t Lo = Pos ? I - Pos[I - Q0] : 0, Hi = Causal ? I : KEnd - 1;
+    int64_t Lo = Pos ? I - Pos[I + Off] : 0, Hi = Causal ? I : KEnd - 1;
     if (Window > 0)
       Lo = std::max<int64_t>(Lo, I - Window + 1);
     if (Span) {
@@ -99,11 +102,11 @@ void softmaxDocumentRows(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
 template <typename T>
 void softmaxFor(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
                 bool Causal, const AttentionDocuments *Docs, int64_t Bi,
-                int64_t Q0) {
+                int64_t Off) {
   if (Docs)
     softmaxDocumentRows(P, Ld, I0, I1, KEnd,
                         Docs->Pos ? Docs->Pos + Bi * Docs->Stride : nullptr,
-                        Q0, Docs->Window,
+                        Off, Docs->Window,
                         Docs->Span ? Docs->Span + 2 * Bi : nullptr, Causal);
   else
     softmaxBlock(P, Ld, I0, I1, KEnd, Causal);
@@ -129,7 +132,7 @@ void dropRows(T *P, int64_t Ld, int64_t Bi, int64_t Hh, int64_t S, int64_t I0,
 
 template <typename T>
 void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t Sq,
-               int64_t Sk, int64_t Q0, int64_t H, int64_t Hkv, int64_t Hd,
+               int64_t Sk, QueryRuns Runs, int64_t H, int64_t Hkv, int64_t Hd,
                void *Scratch, double ScaleAttr, bool Causal,
                const AttentionDropout *Drop, const AttentionDocuments *Docs) {
   const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
@@ -144,16 +147,20 @@ void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t Sq,
     const T *Kp = K + Bi * Sk * Ldk + Kh * Hd;
     const T *Vp = V + Bi * Sk * Ldk + Kh * Hd;
     T *Yp = Y + Bi * Sq * Ldq + Hh * Hd;
-    for (int64_t I0 = 0; I0 < Sq; I0 += Blk) {
-      int64_t I1 = std::min(Sq, I0 + Blk), KEnd = Causal ? Q0 + I1 : Sk;
-      gemm(false, true, I1 - I0, KEnd, Hd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk,
-           T(0), P, Sk);
-      softmaxFor(P, Sk, Q0 + I0, Q0 + I1, KEnd, Causal, Docs, Bi, Q0);
-      if (Drop)
-        dropRows(P, Sk, Bi, Hh, Sk, Q0 + I0, Q0 + I1, KEnd, *Drop);
-      gemm(false, false, I1 - I0, Hd, KEnd, T(1), P, Sk, Vp, Ldk, T(0),
-           Yp + I0 * Ldq, Ldq);
-    }
+    for (const QueryRun &Run : Runs)
+      for (int64_t I0 = Run.Local; I0 < Run.Local + Run.Rows; I0 += Blk) {
+        int64_t I1 = std::min(Run.Local + Run.Rows, I0 + Blk);
+        int64_t G0 = Run.Global + I0 - Run.Local, G1 = G0 + I1 - I0;
+        int64_t KEnd = Causal ? G1 : Sk;
+        gemm(false, true, I1 - I0, KEnd, Hd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk,
+             T(0), P, Sk);
+        softmaxFor(P, Sk, G0, G1, KEnd, Causal, Docs, Bi,
+                   Run.Local - Run.Global);
+        if (Drop)
+          dropRows(P, Sk, Bi, Hh, Sk, G0, G1, KEnd, *Drop);
+        gemm(false, false, I1 - I0, Hd, KEnd, T(1), P, Sk, Vp, Ldk, T(0),
+             Yp + I0 * Ldq, Ldq);
+      }
   }
 }
 
@@ -162,9 +169,10 @@ void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t Sq,
 // every key; under context parallelism they sum this rank's queries only.
 template <typename T>
 void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
-                   T *Dk, T *Dv, int64_t B, int64_t Sq, int64_t Sk, int64_t Q0,
-                   int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
-                   double ScaleAttr, bool Causal, const AttentionDropout *Drop,
+                   T *Dk, T *Dv, int64_t B, int64_t Sq, int64_t Sk,
+                   QueryRuns Runs, int64_t H, int64_t Hkv, int64_t Hd,
+                   void *Scratch, double ScaleAttr, bool Causal,
+                   const AttentionDropout *Drop,
                    const AttentionDocuments *Docs) {
   const int64_t Ldq = H * Hd, Ldk = Hkv * Hd, Group = H / Hkv;
   const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
@@ -188,56 +196,73 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
       const T *Qp = Q + Bi * Sq * Ldq + Hh * Hd;
       const T *Dyp = Dy + Bi * Sq * Ldq + Hh * Hd;
       T *Dqp = Dq + Bi * Sq * Ldq + Hh * Hd;
-      for (int64_t I0 = 0; I0 < Sq; I0 += Blk) {
-        int64_t I1 = std::min(Sq, I0 + Blk), M = I1 - I0;
-        int64_t G0 = Q0 + I0, G1 = Q0 + I1, KEnd = Causal ? G1 : Sk;
-        gemm(false, true, M, KEnd, Hd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk, T(0),
-             P, Sk);
-        softmaxFor(P, Sk, G0, G1, KEnd, Causal, Docs, Bi, Q0);
-        // dV[0:kend] += P^T dY[i0:i1] (with dropout: the dropped P's, once
-        // dS no longer needs P below)
-        if (!Drop)
-          gemm(true, false, KEnd, Hd, M, T(1), P, Sk, Dyp + I0 * Ldq, Ldq, T(1),
-               Dvp, Ldk);
-        // dP = dY V^T (with dropout: its gradient through the mask)
-        gemm(false, true, M, KEnd, Hd, T(1), Dyp + I0 * Ldq, Ldq, Vp, Ldk, T(0),
-             DP, Sk);
-        if (Drop)
-          dropRows(DP, Sk, Bi, Hh, Sk, G0, G1, KEnd, *Drop);
-        // dS = P (dP - rowsum(P dP)), in place in DP (P is 0 where masked).
-        for (int64_t I = G0; I < G1; ++I) {
-          T *PR = P + (I - G0) * Sk, *DR = DP + (I - G0) * Sk;
-          T Dot = T(0);
-          for (int64_t J = 0, N = Causal ? I + 1 : KEnd; J < N; ++J)
-            Dot += PR[J] * DR[J];
-          for (int64_t J = 0; J < KEnd; ++J)
-            DR[J] = PR[J] * (DR[J] - Dot);
+      for (const QueryRun &Run : Runs)
+        for (int64_t I0 = Run.Local; I0 < Run.Local + Run.Rows; I0 += Blk) {
+          int64_t I1 = std::min(Run.Local + Run.Rows, I0 + Blk), M = I1 - I0;
+          int64_t G0 = Run.Global + I0 - Run.Local, G1 = G0 + M;
+          int64_t KEnd = Causal ? G1 : Sk;
+          gemm(false, true, M, KEnd, Hd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk,
+               T(0), P, Sk);
+          softmaxFor(P, Sk, G0, G1, KEnd, Causal, Docs, Bi,
+                     Run.Local - Run.Global);
+          // dV[0:kend] += P^T dY[i0:i1] (with dropout: the dropped P's, once
+          // dS no longer needs P below)
+          if (!Drop)
+            gemm(true, false, KEnd, Hd, M, T(1), P, Sk, Dyp + I0 * Ldq, Ldq,
+                 T(1), Dvp, Ldk);
+          // dP = dY V^T (with dropout: its gradient through the mask)
+          gemm(false, true, M, KEnd, Hd, T(1), Dyp + I0 * Ldq, Ldq, Vp, Ldk,
+               T(0), DP, Sk);
+          if (Drop)
+            dropRows(DP, Sk, Bi, Hh, Sk, G0, G1, KEnd, *Drop);
+          // dS = P (dP - rowsum(P dP)), in place in DP (P is 0 where masked).
+          for (int64_t I = G0; I < G1; ++I) {
+            T *PR = P + (I - G0) * Sk, *DR = DP + (I - G0) * Sk;
+            T Dot = T(0);
+            for (int64_t J = 0, N = Causal ? I + 1 : KEnd; J < N; ++J)
+              Dot += PR[J] * DR[J];
+            for (int64_t J = 0; J < KEnd; ++J)
+              DR[J] = PR[J] * (DR[J] - Dot);
+          }
+          // dQ[i0:i1] = scale dS K[0:kend]; dK[0:kend] += scale dS^T Q[i0:i1]
+          gemm(false, false, M, Hd, KEnd, Scale, DP, Sk, Kp, Ldk, T(0),
+               Dqp + I0 * Ldq, Ldq);
+          gemm(true, false, KEnd, Hd, M, Scale, DP, Sk, Qp + I0 * Ldq, Ldq,
+               T(1), Dkp, Ldk);
+          if (Drop) {
+            dropRows(P, Sk, Bi, Hh, Sk, G0, G1, KEnd, *Drop);
+            gemm(true, false, KEnd, Hd, M, T(1), P, Sk, Dyp + I0 * Ldq, Ldq,
+                 T(1), Dvp, Ldk);
+          }
         }
-        // dQ[i0:i1] = scale dS K[0:kend]; dK[0:kend] += scale dS^T Q[i0:i1]
-        gemm(false, false, M, Hd, KEnd, Scale, DP, Sk, Kp, Ldk, T(0),
-             Dqp + I0 * Ldq, Ldq);
-        gemm(true, false, KEnd, Hd, M, Scale, DP, Sk, Qp + I0 * Ldq, Ldq, T(1),
-             Dkp, Ldk);
-        if (Drop) {
-          dropRows(P, Sk, Bi, Hh, Sk, G0, G1, KEnd, *Drop);
-          gemm(true, false, KEnd, Hd, M, T(1), P, Sk, Dyp + I0 * Ldq, Ldq, T(1),
-               Dvp, Ldk);
-        }
-      }
     }
   }
 }
 
+template <typename T>
+void reorderSequence(const T *X, T *Y, int64_t B, int64_t S, int64_t W,
+                     int64_t Chunks, bool ToStored) {
+  const int64_t Len = S / Chunks, Block = Len * W;
+  for (int64_t Bi = 0; Bi < B; ++Bi)
+    for (int64_t K = 0; K < Chunks; ++K) {
+      const int64_t Stored = Bi * S * W + K * Block;
+      const int64_t Natural = Bi * S * W + storedChunk(K, Chunks) * Block;
+      std::copy_n(X + (ToStored ? Natural : Stored), Block,
+                  Y + (ToStored ? Stored : Natural));
+    }
+}
+
 #define WEFT_ATTENTION(T)                                                      \
-  template void attention<T>(const T *, const T *, const T *, T *, int64_t,     \
-                             int64_t, int64_t, int64_t, int64_t, int64_t,       \
-                             int64_t, void *, double, bool,                     \
-                             const AttentionDropout *,                          \
-                             const AttentionDocuments *);                       \
+  template void attention<T>(                                                  \
+      const T *, const T *, const T *, T *, int64_t, int64_t, int64_t,         \
+      QueryRuns, int64_t, int64_t, int64_t, void *, double, bool,              \
+      const AttentionDropout *, const AttentionDocuments *);                   \
   template void attentionGrad<T>(                                              \
       const T *, const T *, const T *, const T *, T *, T *, T *, int64_t,      \
-      int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, void *, double,    \
-      bool, const AttentionDropout *, const AttentionDocuments *);
+      int64_t, int64_t, QueryRuns, int64_t, int64_t, int64_t, void *, double,  \
+      bool, const AttentionDropout *, const AttentionDocuments *);             \
+  template void reorderSequence<T>(const T *, T *, int64_t, int64_t, int64_t,  \
+                                   int64_t, bool);
 WEFT_ATTENTION(float)
 WEFT_ATTENTION(double)
 #undef WEFT_ATTENTION

@@ -13,7 +13,8 @@ namespace weft::cpu {
 template <typename T>
 void dropout(const T *X, T *Y, const std::vector<int64_t> &Local,
              const std::vector<int64_t> &First,
-             const std::vector<int64_t> &Total, const DropoutKey &Key) {
+             const std::vector<int64_t> &Total, const DropoutKey &Key,
+             const int32_t *SeqPos) {
   const size_t R = Local.size();
   const int64_t Last = Local[R - 1];
   int64_t Rows = 1;
@@ -30,7 +31,8 @@ void dropout(const T *X, T *Y, const std::vector<int64_t> &Local,
       for (size_t D = R - 1; D-- > 0;) {
         int64_t C = Rest % Local[D];
         Rest /= Local[D];
-        Index += uint64_t(First[D] + C) * Stride;
+        const int64_t G = D == 1 && SeqPos ? SeqPos[C] : First[D] + C;
+        Index += uint64_t(G) * Stride;
         Stride *= uint64_t(Total[D]);
       }
       const T *Xr = X + Row * Last;
@@ -44,10 +46,12 @@ void dropout(const T *X, T *Y, const std::vector<int64_t> &Local,
 template void dropout<float>(const float *, float *,
                              const std::vector<int64_t> &,
                              const std::vector<int64_t> &,
-                             const std::vector<int64_t> &, const DropoutKey &);
+                             const std::vector<int64_t> &, const DropoutKey &,
+                             const int32_t *);
 template void dropout<double>(const double *, double *,
                               const std::vector<int64_t> &,
                               const std::vector<int64_t> &,
-                              const std::vector<int64_t> &, const DropoutKey &);
+                              const std::vector<int64_t> &, const DropoutKey &,
+                              const int32_t *);
 
 } // namespace weft::cpu

@@ -162,16 +162,36 @@ void rope(const T *X, T *Y, int64_t B, int64_t S, int64_t H, int64_t Hd,
           double Theta, bool Inverse, const double *InvFreq = nullptr,
           double Scale = 1.0, int64_t First = 0);
 
+/// Queries at local rows [Local, Local + Rows) hold global positions
+/// [Global, Global + Rows) of the keys' sequence.
+struct QueryRun {
+  int64_t Local = 0, Global = 0, Rows = 0;
+};
+/// The runs covering a block's queries: one (the whole sequence, or a
+/// context-parallel rank's block), or two under head-tail load balancing.
+struct QueryRuns {
+  const QueryRun *Data = nullptr;
+  size_t Size = 0;
+  const QueryRun *begin() const { return Data; }
+  const QueryRun *end() const { return Data + Size; }
+};
+
 // Causal attention of scores Scale * q.k (Scale 0: 1/sqrt(Hd)).
-// Q, Y: [B,Sq,H*Hd]; K, V: [B,Sk,Hkv*Hd]; the queries are global positions
-// [Q0, Q0 + Sq) of the Sk keys' sequence (Sq = Sk, Q0 = 0 but under context
-// parallelism). Scratch holds two blocks of min(Sq,64) x Sk elements per
-// thread (Threads = omp_get_max_threads() when the kernel runs).
+// Q, Y: [B,Sq,H*Hd]; K, V: [B,Sk,Hkv*Hd], the keys in their order; Runs
+// place the queries in the keys' sequence (Sq = Sk and one run from 0 but
+// under context parallelism). Scratch holds two blocks of min(Sq,64) x Sk
+// elements per thread (Threads = omp_get_max_threads() when the kernel runs).
 inline size_t attentionScratchBytes(int64_t Sq, int64_t Sk, size_t ElemBytes,
                                     int Threads) {
   int64_t Blk = Sq < 64 ? Sq : 64;
   return size_t(Threads) * 2 * size_t(Blk) * size_t(Sk) * ElemBytes;
 }
+/// Load-balanced context parallelism: copies X [B, S, W], each sequence held
+/// as Chunks chunks in the stored order (program/SeqChunks.h), into Y in
+/// the natural order; ToStored: the other way.
+template <typename T>
+void reorderSequence(const T *X, T *Y, int64_t B, int64_t S, int64_t W,
+                     int64_t Chunks, bool ToStored);
 /// Dropout of the attention probabilities [B, H, S, S]: probability
 /// (b, h, i, j) of the rank's block (i a global query) is global element
 /// (((BatchFirst + b) * Heads + HeadFirst + h) * S + i) * S + j of the mask.
@@ -191,25 +211,28 @@ struct AttentionDocuments {
 };
 template <typename T>
 void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t Sq,
-               int64_t Sk, int64_t Q0, int64_t H, int64_t Hkv, int64_t Hd,
+               int64_t Sk, QueryRuns Runs, int64_t H, int64_t Hkv, int64_t Hd,
                void *Scratch, double Scale = 0, bool Causal = true,
                const AttentionDropout *Drop = nullptr,
                const AttentionDocuments *Docs = nullptr);
 template <typename T>
 void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
-                   T *Dk, T *Dv, int64_t B, int64_t Sq, int64_t Sk, int64_t Q0,
-                   int64_t H, int64_t Hkv, int64_t Hd, void *Scratch,
-                   double Scale = 0, bool Causal = true,
+                   T *Dk, T *Dv, int64_t B, int64_t Sq, int64_t Sk,
+                   QueryRuns Runs, int64_t H, int64_t Hkv, int64_t Hd,
+                   void *Scratch, double Scale = 0, bool Causal = true,
                    const AttentionDropout *Drop = nullptr,
                    const AttentionDocuments *Docs = nullptr);
 
 /// y = x * keep / (1 - p) over a tensor of local shape Local whose element
 /// at local coordinates c is the global element First + c of a tensor of
 /// shape Total (program/Dropout.h keys the mask by its row-major index).
+/// SeqPos (load-balanced context parallelism): dim 1's global coordinate of
+/// each local one, in place of First[1] + c.
 template <typename T>
 void dropout(const T *X, T *Y, const std::vector<int64_t> &Local,
              const std::vector<int64_t> &First,
-             const std::vector<int64_t> &Total, const DropoutKey &Key);
+             const std::vector<int64_t> &Total, const DropoutKey &Key,
+             const int32_t *SeqPos = nullptr);
 
 // A target the loss ignores (PyTorch's ignore_index): a position a
 // masked-LM batch does not predict.
