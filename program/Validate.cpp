@@ -467,7 +467,8 @@ Status InstChecker::checkCollective() const {
 // block k (of dim 0) is x's block k of dim D; `inverse` the other way.
 Status InstChecker::checkBlockTranspose() const {
   WEFT_RETURN_IF_ERROR(counts(1, 1));
-  WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+  // It moves bytes: token ids gathered along the sequence too.
+  WEFT_RETURN_IF_ERROR(sameDtype());
   WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.Axes, "axes"));
   const BufferSpec &Full = I.Attrs.Inverse ? out(0) : in(0);
   const int64_t C = P.Devices.count(I.Attrs.Axes), D = I.Attrs.Dim;

@@ -5,6 +5,7 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <functional>
 #include <map>
 
 namespace weft {
@@ -528,19 +529,31 @@ private:
       if (!isa<AllGatherOp, SliceOp>(op) || !overCp(op) ||
           op->getOperand(0).getDefiningOp<ParamOp>())
         return WalkResult::advance();
-      for (OpOperand &use : op->getResult(0).getUses()) {
-        Operation *user = use.getOwner();
-        unsigned first = isa<AttentionGradOp>(user) ? 2 : 1;
-        bool keys = isa<AttentionOp, AttentionGradOp>(user) &&
-                    isa<AllGatherOp>(op) &&
-                    (use.getOperandNumber() == first ||
-                     use.getOperandNumber() == first + 1);
+      // Attention's keys and values, sliced or gathered along other dims.
+      std::function<Operation *(Value)> notKeys = [&](Value v) -> Operation * {
+        for (OpOperand &use : v.getUses()) {
+          Operation *user = use.getOwner();
+          if (isa<SliceOp, AllGatherOp>(user) && !overCp(user)) {
+            if (Operation *other = notKeys(user->getResult(0)))
+              return other;
+            continue;
+          }
+          unsigned first = isa<AttentionGradOp>(user) ? 2 : 1;
+          if (!isa<AttentionOp, AttentionGradOp>(user) ||
+              (use.getOperandNumber() != first &&
+               use.getOperandNumber() != first + 1))
+            return user;
+        }
+        return nullptr;
+      };
+      // A slice over cp cuts a whole value in its natural order.
+      Operation *user = isa<SliceOp>(op) ? op : notKeys(op->getResult(0));
+      if (user) {
         auto reason = op->getAttrOfType<StringAttr>("reason");
-        if (!keys)
-          return refuse(user, Twine("reads a value ") +
-                                  (isa<SliceOp>(op) ? "sliced" : "gathered") +
-                                  " over cp (" +
-                                  (reason ? reason.getValue() : "") + ")");
+        return refuse(user, Twine("reads a value ") +
+                                (isa<SliceOp>(op) ? "sliced" : "gathered") +
+                                " over cp (" +
+                                (reason ? reason.getValue() : "") + ")");
       }
       return WalkResult::advance();
     });

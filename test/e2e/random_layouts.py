@@ -80,6 +80,8 @@ def draw_layout(rng, params, mesh):
         layout["zero"] = rng.randint(0, 3)
     if "tp" in axes and rng.random() < 0.4:
         layout["sequence_parallel"] = True
+    if "cp" in axes and rng.random() < 0.3:
+        layout["context_order"] = "natural"
     # weft refuses a mesh axis that splits nothing (its ranks would repeat
     # each other's work): most draws give such an axis to the inputs.
     used = {a for spec in layout["params"].values() for dim in spec for a in dim}
@@ -153,6 +155,8 @@ def main():
     ap.add_argument("--seed", type=int, default=8)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--models", default="gpt-tiny,llama-tiny")
+    ap.add_argument("--meshes", default=" ".join(MESHES),
+                    help="the meshes to draw from, separated by spaces")
     ap.add_argument("--compile-flags", default="",
                     help="more weft-compile flags for every program, e.g. "
                          "'--loss masked-lm --mask-token 1'")
@@ -175,7 +179,7 @@ def main():
     failures, accepted, refused = [], 0, 0
     for i in range(args.count):
         model = models[i % len(models)]
-        mesh = rng.choice(MESHES)
+        mesh = rng.choice(args.meshes.split())
         one_prog, ref_metrics, ref_grads, ref_params, params = refs[model]
         layout = draw_layout(rng, params, mesh)
         w = f"{args.work}/case{i}"
