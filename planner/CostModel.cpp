@@ -145,12 +145,14 @@ struct PartTime {
   double bwd() const { return gemmBwd + attnBwd + elemBwd; }
 };
 
+// Under context parallelism (cp > 1) each GPU holds 1/cp of every
+// sequence's tokens, and (load-balanced) 1/cp of its attention's work.
 PartTime partTime(const PartCost &c, const Hardware &hw, int64_t b, int64_t tp,
-                  bool sp) {
+                  bool sp, int64_t cp = 1) {
   PartTime t;
   double peak = hw.peakFlops(), e = hw.bytesPerElement();
   for (const Gemm &g : c.gemms) {
-    double m = double(g.rowsPerSeq) * b;
+    double m = double(g.rowsPerSeq) * b / double(cp);
     double n = g.split == TpSplit::Column ? double(g.n) / tp : double(g.n);
     double k = g.split == TpSplit::Row ? double(g.k) / tp : double(g.k);
     double minDim = std::min({m, n, k});
@@ -160,14 +162,15 @@ PartTime partTime(const PartCost &c, const Hardware &hw, int64_t b, int64_t tp,
   t.gemmBwd = t.gemmFwd * bwdRatio;
   if (c.attentionFlops > 0) {
     double eff = hw.gemmEfficiency(double(c.attentionHeadDim));
-    t.attnFwd = c.attentionFlops * b / tp / (peak * eff);
-    t.attnBwd = c.backwardAttentionFlops * b / tp / (peak * eff);
+    t.attnFwd = c.attentionFlops * b / tp / cp / (peak * eff);
+    t.attnBwd = c.backwardAttentionFlops * b / tp / cp / (peak * eff);
   }
-  double fwdElems = c.elemsTp * b / tp + c.elemsRep * b / (sp ? tp : 1);
+  double fwdElems =
+      (c.elemsTp * b / tp + c.elemsRep * b / (sp ? tp : 1)) / double(cp);
   t.elemFwd = fwdElems * e / (hw.hbmGBps * 1e9);
   double share = c.elemsTp + c.elemsRep > 0
                      ? fwdElems / (b * (c.elemsTp + c.elemsRep))
-                     : 1.0;
+                     : 1.0 / double(cp);
   t.elemBwd = c.backwardElems * b * share * e / (hw.hbmGBps * 1e9);
   return t;
 }
@@ -187,13 +190,13 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   r.layout = l;
   const ModelDims &c = model.dims;
   int64_t s = model.seq, h = c.hidden, b = l.microBatch, m = l.numMicroBatches;
-  int64_t gpus = l.dp * l.tp * l.pp, v = l.virtualStages;
+  int64_t gpus = l.dp * l.tp * l.pp * l.cp, v = l.virtualStages;
   double e = hw.bytesPerElement();
 
   // --- compute, per micro-batch on the most loaded pipeline rank ---
-  PartTime layer = partTime(model.layer, hw, b, l.tp, l.sequenceParallel);
-  PartTime first = partTime(model.first, hw, b, l.tp, l.sequenceParallel);
-  PartTime last = partTime(model.last, hw, b, l.tp, l.sequenceParallel);
+  PartTime layer = partTime(model.layer, hw, b, l.tp, l.sequenceParallel, l.cp);
+  PartTime first = partTime(model.first, hw, b, l.tp, l.sequenceParallel, l.cp);
+  PartTime last = partTime(model.last, hw, b, l.tp, l.sequenceParallel, l.cp);
   double recompute = 0;
   if (l.recompute == Recompute::Full)
     recompute = layer.fwd();
@@ -227,7 +230,7 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   // again in a fully recomputed layer; parameter-sized ones once per step.
   const char *tpTierName = "";
   const LinkTier &tpTier = tierFor(hw, 1, l.tp, tpTierName);
-  double actBytes = double(b) * s * h * e;
+  double actBytes = double(b) * s * h * e / double(l.cp);
   double tpStage = 0, tpPerStep = 0, tpCount = 0;
   const size_t lastRank = size_t(l.pp) - 1;
   if (l.tp > 1) {
@@ -242,7 +245,8 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
     std::map<std::string, std::array<double, 3>> kinds;
     auto add = [&](const std::vector<TpCollective> &list, double times) {
       for (const TpCollective &c : list) {
-        double bytes = c.elems * e * (c.perSequence ? double(b) : 1.0);
+        double bytes =
+            c.elems * e * (c.perSequence ? double(b) / double(l.cp) : 1.0);
         double one = c.kind == TpCollective::AllReduce
                          ? ringAllReduceSeconds(bytes, l.tp, tpTier)
                          : ringGatherSeconds(bytes, l.tp, tpTier);
@@ -274,11 +278,36 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
            k[2], int64_t(std::llround(k[0])), k[1]});
   }
 
+  // --- context parallelism: each layer all-gathers K and V over cp (stride
+  // tp) before attention and reduce-scatters dK and dV after its gradient,
+  // again in a fully recomputed layer; not overlapped with compute ---
+  double cpStage = 0, kvBytes = 0;
+  if (l.cp > 1) {
+    const char *cpTierName = "";
+    tierFor(hw, l.tp, l.cp, cpTierName);
+    kvBytes = double(b) * s * h * double(c.numKvHeads) / double(c.numHeads) *
+              e / double(l.tp);
+    double one = groupGatherSeconds(kvBytes, l.tp, l.cp, hw);
+    double gathers = 2.0 * (l.recompute == Recompute::Full ? 2 : 1);
+    cpStage = layersPerStage * (gathers + 2.0) * one;
+    r.collectives.push_back(
+        {"all_gather", "cp", cpTierName,
+         "context parallelism: keys and values before attention", kvBytes,
+         int64_t(std::llround(gathers * layersPerStage * m)),
+         m * layersPerStage * gathers * one});
+    r.collectives.push_back(
+        {"reduce_scatter", "cp", cpTierName,
+         "context parallelism: their gradients after attention's", kvBytes,
+         int64_t(std::llround(2.0 * layersPerStage * m)),
+         m * layersPerStage * 2.0 * one});
+  }
+  r.cpCommS = m * cpStage;
+
   // --- pipeline: p2p of activations (scatter/gather over tp) and bubble ---
   double p2pMb = 0;
   if (l.pp > 1) {
     const char *ppTierName = "";
-    const LinkTier &ppTier = tierFor(hw, l.tp, l.pp, ppTierName);
+    const LinkTier &ppTier = tierFor(hw, l.tp * l.cp, l.pp, ppTierName);
     double bytes = actBytes / l.tp;
     p2pMb =
         2.0 * v * (bytes / ppTier.bytesPerSecond() + ppTier.latencySeconds());
@@ -286,7 +315,7 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
                              "activations forward, gradients backward", bytes,
                              2 * v * m, m * p2pMb});
   }
-  double perMb = stageCompute + tpStage + p2pMb;
+  double perMb = stageCompute + tpStage + cpStage + p2pMb;
   double idle = double(l.pp - 1) / v;
   // The idle fraction of an ideal pipeline: the schedule library's formula.
   r.bubbleFraction = weft::pipelineBubble(l.pp, m, v);
@@ -312,12 +341,30 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   double gradBytes = gpuParams * e;
   double dpComm = 0, window = 0;
   const char *dpTierName = "";
-  tierFor(hw, l.tp * l.pp, l.dp, dpTierName);
-  if (l.dp > 1) {
-    double ar = groupAllReduceSeconds(gradBytes, l.tp * l.pp, l.dp, hw);
-    double gather = groupGatherSeconds(gradBytes, l.tp * l.pp, l.dp, hw);
+  const int64_t dpStride = l.tp * l.cp * l.pp;
+  tierFor(hw, dpStride, l.dp, dpTierName);
+  // Weights are replicated over cp: their gradients are summed over it too
+  // (once per step, or per micro-batch where ZeRO-2/3 reduces them so).
+  double cpGrad = 0;
+  if (l.cp > 1) {
+    const char *cpTierName = "";
+    tierFor(hw, l.tp, l.cp, cpTierName);
+    double one = groupAllReduceSeconds(gradBytes, l.tp, l.cp, hw);
+    int64_t times = l.zero >= 2 ? m : 1;
+    cpGrad = double(times) * one;
+    r.collectives.push_back({"all_reduce", "cp", cpTierName,
+                             "gradients summed over cp (weights replicated)",
+                             gradBytes, times, cpGrad});
+  }
+  if (l.dp > 1 || l.cp > 1) {
+    double ar =
+        l.dp > 1 ? groupAllReduceSeconds(gradBytes, dpStride, l.dp, hw) : 0.0;
+    double gather =
+        l.dp > 1 ? groupGatherSeconds(gradBytes, dpStride, l.dp, hw) : 0.0;
     double lastBwd = layersPerStage * (layer.bwd() + recompute);
-    if (l.zero <= 1) {
+    if (l.dp == 1) {
+      window = lastBwd;
+    } else if (l.zero <= 1) {
       dpComm = ar;
       window = lastBwd; // gradients are final only in the last micro-batch
       r.collectives.push_back(
@@ -343,6 +390,7 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
                                "ZeRO-3: gradients every micro-batch", gradBytes,
                                m, m * gather});
     }
+    dpComm += cpGrad;
     // What the overlap cannot hide: the part beyond the window, and at least
     // one layer's share (the last bucket starts after the last layer).
     if (l.dpOverlap)
@@ -352,8 +400,8 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   r.dpCommS = dpComm;
   double shardParams = l.zero >= 1 ? gpuParams / l.dp : gpuParams;
   r.optimizerS = shardParams * 28.0 / (hw.hbmGBps * 1e9);
-  r.stepS =
-      r.computeS + r.tpCommS + r.p2pS + r.ppBubbleS + r.dpCommS + r.optimizerS;
+  r.stepS = r.computeS + r.tpCommS + r.cpCommS + r.p2pS + r.ppBubbleS +
+            r.dpCommS + r.optimizerS;
 
   // --- memory per GPU ---
   int64_t d = l.dp;
@@ -368,21 +416,26 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   r.paramBytes = gpuParams * pB * scale;
   r.gradBytes = gpuParams * gB * scale;
   r.optimizerBytes = gpuParams * oB;
-  double act = layerActivationBytes(s, b, h, c.numHeads, l.tp,
+  // Context parallelism: a layer's activations of s/cp tokens, and the
+  // gathered keys and values attention keeps for its gradient.
+  double act = layerActivationBytes(s / l.cp, b, h, c.numHeads, l.tp,
                                     l.sequenceParallel, l.recompute) *
-               scale;
+                   scale +
+               (l.recompute == Recompute::Full ? 0.0 : 2.0 * kvBytes);
   double inFlight = double(std::min<int64_t>(m, l.pp));
   if (l.schedule == Schedule::Interleaved && l.pp > 1)
     inFlight *= 1.0 + double(l.pp - 1) / (double(l.pp) * v);
   double firstStage = inFlight * rankLayers.front() * act;
-  double logits = double(b) * s * c.vocab / l.tp * 4.0 * 2.0; // fp32 + grad
+  double logits =
+      double(b) * s / l.cp * c.vocab / l.tp * 4.0 * 2.0; // fp32 + grad
   double lastStage = rankLayers.back() * act + logits;
   double peakAct =
       l.pp == 1 ? firstStage + logits : std::max(firstStage, lastStage);
   if (l.recompute == Recompute::Full) // the layer being recomputed
-    peakAct += layerActivationBytes(s, b, h, c.numHeads, l.tp,
+    peakAct += layerActivationBytes(s / l.cp, b, h, c.numHeads, l.tp,
                                     l.sequenceParallel, Recompute::None) *
-               scale;
+                   scale +
+               2.0 * kvBytes;
   if (l.zero == 3) // one gathered layer, prefetching the next
     peakAct += 2.0 * model.layer.params / l.tp * e;
   r.activationBytes = peakAct;
@@ -412,6 +465,12 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
                       tpCount, actBytes / 1e6, double(l.tp)) +
                       tpTierName + ", not overlapped"
                 : "tp=1: none"},
+      {"cp_comm", r.cpCommS, "s",
+       l.cp > 1 ? fmt("%.0f layers x (2 all-gathers of K and V, 2 "
+                      "reduce-scatters of their gradients) of %.4g MB over "
+                      "cp=%.0f per micro-batch, not overlapped",
+                      layersPerStage, kvBytes / 1e6, double(l.cp))
+                : "cp=1: none"},
       {"pp_p2p", r.p2pS, "s",
        l.pp > 1 ? fmt("2 x v=%.0f sends of b*s*h/tp per micro-batch", double(v))
                 : "pp=1: none"},

@@ -20,8 +20,9 @@ enum class Recompute { None, Selective, Full };
 const char *scheduleName(Schedule s);
 const char *recomputeName(Recompute r);
 
-/// A layout: mesh dp x pp x tp (tp innermost, so it stays inside a node
-/// when tp <= GPUs per node), micro-batching, schedule, ZeRO, SP, recompute.
+/// A layout: mesh dp x pp x cp x tp (tp innermost, so it stays inside a node
+/// when tp <= GPUs per node; cp next, as Megatron orders them),
+/// micro-batching, schedule, ZeRO, SP, context parallelism, recompute.
 struct Layout {
   int64_t dp = 1, tp = 1, pp = 1;
   int64_t microBatch = 1, numMicroBatches = 1;
@@ -34,6 +35,10 @@ struct Layout {
   /// not searched: Megatron-LM 2021 did not overlap it; DeepSpeed and
   /// Megatron with --overlap-grad-reduce do).
   bool dpOverlap = true;
+  /// Context parallelism: each sequence split over cp ranks in 2*cp
+  /// load-balanced chunks; attention all-gathers keys and values (weft's
+  /// variant, not overlapped with compute).
+  int64_t cp = 1;
 };
 
 /// One named figure of the breakdown, with how it was obtained.
@@ -57,8 +62,8 @@ struct Estimate {
   /// when it can.
   std::string error;
   // Seconds per step, on the critical path.
-  double computeS = 0, tpCommS = 0, dpCommS = 0, ppBubbleS = 0, p2pS = 0,
-         optimizerS = 0, stepS = 0;
+  double computeS = 0, tpCommS = 0, cpCommS = 0, dpCommS = 0, ppBubbleS = 0,
+         p2pS = 0, optimizerS = 0, stepS = 0;
   double bubbleFraction = 0;
   /// Each pipeline chunk's layers ("0-5,6-11", chunks in order), as
   /// weft-compile --stages takes them; "0-(L-1)" without a pipeline.

@@ -262,6 +262,7 @@ bool analyzeModule(ModuleOp source, ModelCost &cost, std::string &error) {
                IntegerAttr::get(IntegerType::get(op.getContext(), 64), layer));
     if (auto at = dyn_cast<AttentionOp>(op)) {
       dims.numHeads = at.getNumHeads();
+      dims.numKvHeads = at.getNumKvHeads();
       if (!dims.hidden)
         dims.hidden = lastDim(at->getOperand(0));
     } else if (auto bm = dyn_cast<BatchMatmulOp>(op);
@@ -279,6 +280,8 @@ bool analyzeModule(ModuleOp source, ModelCost &cost, std::string &error) {
   }
   if (!dims.numHeads)
     dims.numHeads = generic.numHeads;
+  if (!dims.numKvHeads)
+    dims.numKvHeads = dims.numHeads;
   if (numLayers < 1 || !dims.numHeads || !dims.hidden || !dims.vocab) {
     error = "the planner reads transformer language models: weft.params "
             "marked with layers 0..L (found L = " +

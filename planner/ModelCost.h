@@ -69,11 +69,12 @@ struct PartCost {
 
 /// What the layout search needs of the model, read from its IR.
 struct ModelDims {
-  std::string name;      // the forward function's weft.model, else its name
-  int64_t numLayers = 0; // transformer layers (weft.layer 0..L-1)
-  int64_t hidden = 0;    // the residual stream's width
-  int64_t numHeads = 0;  // query heads of the layers' attention
-  int64_t vocab = 0;     // the logits' width
+  std::string name;       // the forward function's weft.model, else its name
+  int64_t numLayers = 0;  // transformer layers (weft.layer 0..L-1)
+  int64_t hidden = 0;     // the residual stream's width
+  int64_t numHeads = 0;   // query heads of the layers' attention
+  int64_t numKvHeads = 0; // their key/value heads (numHeads without GQA)
+  int64_t vocab = 0;      // the logits' width
 };
 
 struct ModelCost {

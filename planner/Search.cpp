@@ -62,13 +62,14 @@ bool parseConstraints(const std::string &text, Constraints &out,
             "--fix " + key + " must be a positive integer, got '" + value + "'";
       return error.empty();
     };
-    if (key == "dp" || key == "tp" || key == "pp" || key == "mb" ||
-        key == "v") {
+    if (key == "dp" || key == "tp" || key == "pp" || key == "cp" ||
+        key == "mb" || key == "v") {
       if (!needPositive())
         return false;
       auto &slot = key == "dp"   ? out.dp
                    : key == "tp" ? out.tp
                    : key == "pp" ? out.pp
+                   : key == "cp" ? out.cp
                    : key == "mb" ? out.microBatch
                                  : out.virtualStages;
       slot = n;
@@ -107,8 +108,9 @@ bool parseConstraints(const std::string &text, Constraints &out,
       }
       out.recompute = r;
     } else {
-      error = "unknown --fix key '" + key +
-              "' (expected dp, tp, pp, mb, v, schedule, zero, sp, recompute)";
+      error =
+          "unknown --fix key '" + key +
+          "' (expected dp, tp, pp, cp, mb, v, schedule, zero, sp, recompute)";
       return false;
     }
   }
@@ -149,11 +151,12 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
   SearchResult r;
   const Constraints &f = o.fix;
   const ModelDims &c = model.dims;
-  int64_t fixedProduct = f.dp.value_or(1) * f.tp.value_or(1) * f.pp.value_or(1);
+  int64_t fixedProduct =
+      f.dp.value_or(1) * f.tp.value_or(1) * f.pp.value_or(1) * f.cp.value_or(1);
   if (o.gpus % fixedProduct != 0 ||
-      (f.dp && f.tp && f.pp && fixedProduct != o.gpus)) {
+      (f.dp && f.tp && f.pp && f.cp && fixedProduct != o.gpus)) {
     r.error = "--gpus " + std::to_string(o.gpus) +
-              " is not divisible into the fixed axes (dp*tp*pp = " +
+              " is not divisible into the fixed axes (dp*tp*pp*cp = " +
               std::to_string(fixedProduct) + ")";
     return r;
   }
@@ -192,85 +195,97 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
                " exceeds num_layers=" + std::to_string(c.numLayers));
         continue;
       }
-      int64_t dp = o.gpus / (tp * pp);
-      if (!allow(f.dp, dp))
-        continue;
-      if (o.globalBatch % dp != 0) {
-        batchRejects.insert(dp);
-        reject("dp=" + std::to_string(dp) +
-               " does not divide the global batch " +
-               std::to_string(o.globalBatch));
-        continue;
-      }
-      int64_t perReplica = o.globalBatch / dp;
-      for (int64_t mb : divisors(perReplica)) {
-        if (mb > o.maxMicroBatch && !f.microBatch)
-          break;
-        if (!allow(f.microBatch, mb))
+      for (int64_t cp : divisors(o.gpus / (tp * pp))) {
+        if (!allow(f.cp, cp))
           continue;
-        int64_t m = perReplica / mb;
-        std::vector<std::pair<Schedule, int64_t>> schedules;
-        if (allow(f.schedule, Schedule::OneFOneB) &&
-            allow(f.virtualStages, int64_t(1)))
-          schedules.push_back({Schedule::OneFOneB, 1});
-        // Interleaved: M a multiple of pp, the layers in pp * V equal
-        // chunks, and no tied embedding past two stages (its gradient
-        // would travel from the head's chunk to stage 0's against the
-        // schedule's direction: weft-cut-stages refuses it).
-        // Why interleaving is impossible matters when it was asked for.
-        const bool askedInterleaved = f.schedule.has_value();
-        if (pp > 1 && allow(f.schedule, Schedule::Interleaved)) {
-          if (m % pp != 0) {
-            if (askedInterleaved)
-              reject("interleaved on pp=" + std::to_string(pp) + " needs " +
-                     "the micro-batches (" + std::to_string(m) +
-                     ") a multiple of pp");
-          } else if (pp > 2 && model.lastTiedParams > 0) {
-            if (askedInterleaved)
-              reject("interleaved on pp=" + std::to_string(pp) +
-                     " cannot carry the tied embedding's gradient from the "
-                     "head to stage 0 (weft-compile refuses it: pp=2, or "
-                     "1F1B)");
-          } else
-            for (int64_t v = 2; v <= c.numLayers / pp; ++v)
-              if (allow(f.virtualStages, v)) {
-                if (c.numLayers % (pp * v) == 0)
-                  schedules.push_back({Schedule::Interleaved, v});
-                else if (f.virtualStages)
-                  reject("interleaved v=" + std::to_string(v) +
-                         " on pp=" + std::to_string(pp) +
-                         " needs num_layers=" + std::to_string(c.numLayers) +
-                         " divisible by pp*v=" + std::to_string(pp * v));
-              }
+        // Load-balanced context parallelism cuts sequences in 2*cp chunks.
+        if (cp > 1 && model.seq % (2 * cp) != 0) {
+          reject("cp=" + std::to_string(cp) +
+                 " does not cut seq=" + std::to_string(model.seq) +
+                 " into 2*cp=" + std::to_string(2 * cp) + " chunks");
+          continue;
         }
-        for (auto [schedule, v] : schedules)
-          for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-            if (!allow(f.zero, zero))
-              continue;
-            for (bool sp : {false, true}) {
-              if ((sp && tp == 1) || !allow(f.sequenceParallel, sp))
-                continue;
-              for (Recompute rc :
-                   {Recompute::None, Recompute::Selective, Recompute::Full}) {
-                if (!allow(f.recompute, rc))
-                  continue;
-                Layout l{dp, tp,   pp, mb, m,          schedule,
-                         v,  zero, sp, rc, o.dpOverlap};
-                Estimate est = estimate(model, hw, l, o.globalBatch, o.tokens);
-                ++r.evaluated;
-                if (!est.error.empty()) { // weft cannot partition it so
-                  reject(est.error);
-                  continue;
+        int64_t dp = o.gpus / (tp * pp * cp);
+        if (!allow(f.dp, dp))
+          continue;
+        if (o.globalBatch % dp != 0) {
+          batchRejects.insert(dp);
+          reject("dp=" + std::to_string(dp) +
+                 " does not divide the global batch " +
+                 std::to_string(o.globalBatch));
+          continue;
+        }
+        int64_t perReplica = o.globalBatch / dp;
+        for (int64_t mb : divisors(perReplica)) {
+          if (mb > o.maxMicroBatch && !f.microBatch)
+            break;
+          if (!allow(f.microBatch, mb))
+            continue;
+          int64_t m = perReplica / mb;
+          std::vector<std::pair<Schedule, int64_t>> schedules;
+          if (allow(f.schedule, Schedule::OneFOneB) &&
+              allow(f.virtualStages, int64_t(1)))
+            schedules.push_back({Schedule::OneFOneB, 1});
+          // Interleaved: M a multiple of pp, the layers in pp * V equal
+          // chunks, and no tied embedding past two stages (its gradient
+          // would travel from the head's chunk to stage 0's against the
+          // schedule's direction: weft-cut-stages refuses it).
+          // Why interleaving is impossible matters when it was asked for.
+          const bool askedInterleaved = f.schedule.has_value();
+          if (pp > 1 && allow(f.schedule, Schedule::Interleaved)) {
+            if (m % pp != 0) {
+              if (askedInterleaved)
+                reject("interleaved on pp=" + std::to_string(pp) + " needs " +
+                       "the micro-batches (" + std::to_string(m) +
+                       ") a multiple of pp");
+            } else if (pp > 2 && model.lastTiedParams > 0) {
+              if (askedInterleaved)
+                reject("interleaved on pp=" + std::to_string(pp) +
+                       " cannot carry the tied embedding's gradient from the "
+                       "head to stage 0 (weft-compile refuses it: pp=2, or "
+                       "1F1B)");
+            } else
+              for (int64_t v = 2; v <= c.numLayers / pp; ++v)
+                if (allow(f.virtualStages, v)) {
+                  if (c.numLayers % (pp * v) == 0)
+                    schedules.push_back({Schedule::Interleaved, v});
+                  else if (f.virtualStages)
+                    reject("interleaved v=" + std::to_string(v) +
+                           " on pp=" + std::to_string(pp) +
+                           " needs num_layers=" + std::to_string(c.numLayers) +
+                           " divisible by pp*v=" + std::to_string(pp * v));
                 }
-                ++r.valid;
-                if (!r.leastMemory ||
-                    est.memoryBytes < r.leastMemory->memoryBytes)
-                  r.leastMemory = est;
-                if (est.fits)
-                  r.ranked.push_back(std::move(est));
+          }
+          for (auto [schedule, v] : schedules)
+            for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+              if (!allow(f.zero, zero))
+                continue;
+              for (bool sp : {false, true}) {
+                if ((sp && tp == 1) || !allow(f.sequenceParallel, sp))
+                  continue;
+                for (Recompute rc :
+                     {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                  if (!allow(f.recompute, rc))
+                    continue;
+                  Layout l{dp, tp,   pp, mb, m,           schedule,
+                           v,  zero, sp, rc, o.dpOverlap, cp};
+                  Estimate est =
+                      estimate(model, hw, l, o.globalBatch, o.tokens);
+                  ++r.evaluated;
+                  if (!est.error.empty()) { // weft cannot partition it so
+                    reject(est.error);
+                    continue;
+                  }
+                  ++r.valid;
+                  if (!r.leastMemory ||
+                      est.memoryBytes < r.leastMemory->memoryBytes)
+                    r.leastMemory = est;
+                  if (est.fits)
+                    r.ranked.push_back(std::move(est));
+                }
               }
             }
-          }
+        }
       }
     }
   }
@@ -307,6 +322,7 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
     const Layout &l = r.leastMemory->layout;
     r.error = std::string(buf) + "dp=" + std::to_string(l.dp) +
               " tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) +
+              (l.cp > 1 ? " cp=" + std::to_string(l.cp) : std::string()) +
               " mb=" + std::to_string(l.microBatch) +
               " zero=" + std::to_string(l.zero) +
               " recompute=" + recomputeName(l.recompute) + ") against " +

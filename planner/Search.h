@@ -11,10 +11,10 @@
 namespace weft::cost {
 
 /// `--fix tp=8,pp=4,...`: axes and choices the search may not change. Keys:
-/// dp tp pp mb (micro-batch) v (virtual stages) schedule (1f1b|interleaved)
-/// zero (0-3) sp (0|1) recompute (none|selective|full).
+/// dp tp pp cp mb (micro-batch) v (virtual stages) schedule
+/// (1f1b|interleaved) zero (0-3) sp (0|1) recompute (none|selective|full).
 struct Constraints {
-  std::optional<int64_t> dp, tp, pp, microBatch, virtualStages;
+  std::optional<int64_t> dp, tp, pp, cp, microBatch, virtualStages;
   std::optional<Schedule> schedule;
   std::optional<int> zero;
   std::optional<bool> sequenceParallel;

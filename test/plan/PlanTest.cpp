@@ -356,7 +356,7 @@ TEST(Search, ConstraintsAndBadInput) {
   o.fix.pp = 4;
   SearchResult r = searchLayouts(m, h100(), o);
   EXPECT_EQ(r.error, "--gpus 1000 is not divisible into the fixed axes "
-                     "(dp*tp*pp = 64)");
+                     "(dp*tp*pp*cp = 64)");
 }
 
 TEST(Search, ModelThatFitsNowhereSaysTheLeastMemory) {

@@ -340,6 +340,10 @@ std::string applyPlan() {
     mesh = "pp=" + std::to_string(pp); // outermost, as the planner places it
   if (dp > 1)
     mesh += (mesh.empty() ? "" : ",") + std::string("dp=") + std::to_string(dp);
+  // Context parallelism (rows of planners before it have none): inside dp,
+  // outside tp.
+  if (int64_t cp = row->getInteger("cp").value_or(1); cp > 1)
+    mesh += (mesh.empty() ? "" : ",") + std::string("cp=") + std::to_string(cp);
   if (tp > 1)
     mesh += (mesh.empty() ? "" : ",") + std::string("tp=") + std::to_string(tp);
   meshArg = mesh;

@@ -62,7 +62,7 @@ static cl::opt<int> topArg(cl::cat(planCategory), "top",
                            cl::desc("rows to print"), cl::init(10));
 static cl::opt<std::string>
     fixArg(cl::cat(planCategory), "fix",
-           cl::desc("constraints: dp,tp,pp,mb,v,schedule,zero,sp,recompute"),
+           cl::desc("constraints: dp,tp,pp,cp,mb,v,schedule,zero,sp,recompute"),
            cl::value_desc("k=v,..."));
 static cl::opt<bool> jsonArg(cl::cat(planCategory), "json",
                              cl::desc("one JSON object per layout"));
@@ -116,6 +116,7 @@ nlohmann::json toJson(const Estimate &e) {
   return {{"dp", l.dp},
           {"tp", l.tp},
           {"pp", l.pp},
+          {"cp", l.cp},
           {"microbatch", l.microBatch},
           {"num_microbatches", l.numMicroBatches},
           {"schedule", scheduleName(l.schedule)},
@@ -132,6 +133,7 @@ nlohmann::json toJson(const Estimate &e) {
           {"dp_overlap", l.dpOverlap},
           {"compute_s", e.computeS},
           {"tp_comm_s", e.tpCommS},
+          {"cp_comm_s", e.cpCommS},
           {"dp_comm_s", e.dpCommS},
           {"pp_bubble_s", e.ppBubbleS},
           {"step_time_s", e.stepS},
@@ -146,9 +148,9 @@ nlohmann::json toJson(const Estimate &e) {
 }
 
 void printTable(const std::vector<Estimate> &rows, size_t top) {
-  std::printf("%4s %3s %3s %3s %5s %-13s %4s %2s %-9s %9s %9s %9s %9s %8s "
-              "%4s %9s %5s %10s %8s\n",
-              "dp", "tp", "pp", "mb", "nmb", "schedule", "zero", "sp",
+  std::printf("%4s %3s %3s %3s %3s %5s %-13s %4s %2s %-9s %9s %9s %9s %9s "
+              "%8s %4s %9s %5s %10s %8s\n",
+              "dp", "tp", "pp", "cp", "mb", "nmb", "schedule", "zero", "sp",
               "recompute", "compute_s", "tp_comm_s", "dp_comm_s", "bubble_s",
               "mem_GB", "fits", "step_s", "mfu", "tokens/s", "days");
   for (size_t i = 0; i < rows.size() && i < top; ++i) {
@@ -158,22 +160,23 @@ void printTable(const std::vector<Estimate> &rows, size_t top) {
     if (l.schedule == Schedule::Interleaved)
       sched += "(v=" + std::to_string(l.virtualStages) + ")";
     // Three significant digits: a tiny model's millisecond step is not 0.
-    std::printf("%4lld %3lld %3lld %3lld %5lld %-13s %4d %2d %-9s %9.3g %9.3g "
-                "%9.3g %9.3g %8.3g %4s %9.3g %5.3f %10.0f %8.3g\n",
+    std::printf("%4lld %3lld %3lld %3lld %3lld %5lld %-13s %4d %2d %-9s %9.3g "
+                "%9.3g %9.3g %9.3g %8.3g %4s %9.3g %5.3f %10.0f %8.3g\n",
                 (long long)l.dp, (long long)l.tp, (long long)l.pp,
-                (long long)l.microBatch, (long long)l.numMicroBatches,
-                sched.c_str(), l.zero, int(l.sequenceParallel),
-                recomputeName(l.recompute), e.computeS, e.tpCommS, e.dpCommS,
-                e.ppBubbleS, e.memoryBytes / 1e9, e.fits ? "yes" : "no",
-                e.stepS, e.mfu, e.tokensPerS, e.days);
+                (long long)l.cp, (long long)l.microBatch,
+                (long long)l.numMicroBatches, sched.c_str(), l.zero,
+                int(l.sequenceParallel), recomputeName(l.recompute), e.computeS,
+                e.tpCommS, e.dpCommS, e.ppBubbleS, e.memoryBytes / 1e9,
+                e.fits ? "yes" : "no", e.stepS, e.mfu, e.tokensPerS, e.days);
   }
 }
 
 void explain(const Estimate &e, const ModelCost &model, const Hardware &hw) {
   const Layout &l = e.layout;
-  std::printf("\nlayout dp=%lld tp=%lld pp=%lld mb=%lld x %lld micro-batches, "
-              "%s v=%lld, zero=%d, sp=%d, recompute=%s on %s\n",
+  std::printf("\nlayout dp=%lld tp=%lld pp=%lld%s mb=%lld x %lld "
+              "micro-batches, %s v=%lld, zero=%d, sp=%d, recompute=%s on %s\n",
               (long long)l.dp, (long long)l.tp, (long long)l.pp,
+              l.cp > 1 ? (" cp=" + std::to_string(l.cp)).c_str() : "",
               (long long)l.microBatch, (long long)l.numMicroBatches,
               scheduleName(l.schedule), (long long)l.virtualStages, l.zero,
               int(l.sequenceParallel), recomputeName(l.recompute),
