@@ -16,7 +16,9 @@ torch is installable). For each committed export:
   3. f64: dp=2 trains like one rank, and tp=2 megatron where the graph
      raises to weft's layers (GPT-2, Llama and Qwen2 from both exporters,
      and Mistral, whose banded mask raises to weft.attention's window);
-     pp=2 for the TorchScript Llama and BERT;
+     pp=2 for the TorchScript Llama and BERT; cp=2 (context parallelism,
+     load-balanced) for every export: exact, or refused by name (BERT's
+     pooler reads the first token of a sequence held out of order);
   4. every parameter is in the layer the exporter's graph puts it in: the
      TorchScript exporter names a transposed weight "onnx::MatMul_594" and
      the node that reads it "/model/layers.0/self_attn/q_proj/MatMul"
@@ -27,6 +29,7 @@ constant by optimize=True) are refused by name: test/tools/onnx-traps.test.
 """
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -136,6 +139,25 @@ for name, (flags, twin, layouts) in FIXTURES.items():
         print(f"  {' '.join(mesh)} trains like one rank: rel {e:.1e}")
         if e > 1e-9:
             failures.append(f"{name} on {' '.join(mesh)}: {got} vs one rank {one}")
+    # Context parallelism (load-balanced chunks): exact, or refused by name
+    # (a pooled token read from a sequence held out of order).
+    meta = json.load(open(f"{CORPUS}/{name}.json"))
+    r = subprocess.run([f"{BIN}/weft-compile", f"{CORPUS}/{name}.onnx", "--batch",
+                        str(meta["batch"]), "--seq", str(meta["seq"]), "--dtype",
+                        "f64", "--quiet", "--mesh", "cp=2", "-o",
+                        f"{WORK}/{name}-cp-probe.weft"] + flags,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        refusal = [ln for ln in r.stderr.splitlines() if "error:" in ln]
+        print(f"  cp=2 refused: {refusal[0][:120] if refusal else r.stderr[-200:]}")
+        if r.returncode != 1 or not refusal:
+            failures.append(f"{name} on cp=2: refused badly (exit {r.returncode})")
+    else:
+        _, got = losses(name, flags, "f64", 4, ["cp=2"])
+        e = rel(got, one)
+        print(f"  cp=2 trains like one rank: rel {e:.1e}")
+        if e > 1e-9:
+            failures.append(f"{name} on cp=2: {got} vs one rank {one}")
 # Parameters a pipeline stage reads but another stage owns (a replica,
 # received after each optimizer step): the BERT export with its node names
 # cleared, so that its onnx::MatMul_N weights have no layer but the head's
