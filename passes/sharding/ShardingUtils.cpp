@@ -48,9 +48,31 @@ FactorAxes weft::assignFactors(const ShardingRule &rule,
 
   auto offer = [&](int64_t f, ArrayRef<StringRef> offered, int64_t blocks,
                    int64_t ruleBlocks) {
-    if (f == ShardingRule::kNone || set[f] || offered.empty() ||
-        !roundFilter(f))
+    if (f == ShardingRule::kNone || offered.empty() || !roundFilter(f))
       return;
+    if (set[f]) {
+      // A finer split of the same major axes refines the factor: a row
+      // split over cp meeting one over (cp, tp) (sequence parallelism
+      // beside context parallelism) takes both, so the coarser operand is
+      // sliced or reduce-scattered rather than the finer one gathered.
+      const auto &have = axes[f];
+      if (ruleBlocks > 1 || blocks > 1 || result.blocks[f] > 1 ||
+          offered.size() <= have.size() ||
+          !llvm::equal(have, offered.take_front(have.size())))
+        return;
+      ArrayRef<StringRef> extra = offered.drop_front(have.size());
+      const ShardingRule::Factor &factor = rule.factors[f];
+      for (StringRef a : extra)
+        if (taken.contains(a) || mesh.size(a) == 0 ||
+            (factor.contextOnly && a != kContextAxis))
+          return;
+      if (factor.size % (mesh.count(offered) * factor.granule) != 0)
+        return;
+      for (StringRef a : extra)
+        taken.insert(a);
+      axes[f].assign(offered.begin(), offered.end());
+      return;
+    }
     const ShardingRule::Factor &factor = rule.factors[f];
     // A dim the rule sees as k blocks must arrive split in k blocks; other
     // dims carry their blocks through to the factor.
