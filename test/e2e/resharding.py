@@ -3,10 +3,11 @@
 under any other exactly as the uninterrupted run does.
 
 Saves gpt-tiny (f64) after HALF steps under dp=2,tp=2 (Megatron), loads that
-checkpoint under tp=4, dp=4 and one rank, trains HALF more steps, and compares
-each continuation's losses and final parameters with one uninterrupted
-2*HALF-step run on one rank. Also loads unsharded weights (the 1-rank
-checkpoint) on dp=2,tp=2.
+checkpoint under tp=4, dp=4, cp=2,tp=2 and one rank, trains HALF more
+steps, and compares each continuation's losses and final parameters with one
+uninterrupted 2*HALF-step run on one rank. Also loads unsharded weights (the
+1-rank checkpoint) on dp=2,tp=2, and a checkpoint saved under dp=2,cp=2
+with ZeRO-3 on one rank and tp=2.
 
 usage: resharding.py BIN_DIR DATA WORKDIR [HALF]
 """
@@ -74,6 +75,13 @@ def main():
     # An unsharded 1-rank checkpoint after HALF steps, to load on a mesh.
     train(bin_dir, one, 1, data, half, f"{work}/one_half.jsonl",
           ["--save", f"{work}/ckpt_one"])
+    # And one saved under context parallelism with ZeRO-3 (sequences in
+    # load-balanced chunks, parameters and state split over dp).
+    saved_cp = compile_(bin_dir, work, "dp2cp2", ["--mesh", "dp=2,cp=2", "--zero", "3"])
+    first_cp = train(bin_dir, saved_cp, 4, data, half, f"{work}/first_cp.jsonl",
+                     ["--save", f"{work}/ckpt_cp"])
+    if max(abs(a - b) / abs(b) for a, b in zip(first_cp, ref_losses)) > TOL:
+        failures.append("the first half under dp=2,cp=2 differs from one rank")
 
     cases = [
         ("tp=4", 4, ["--mesh", "tp=4", "--layout", "megatron"], f"{work}/ckpt"),
@@ -81,6 +89,11 @@ def main():
         ("1 rank", 1, [], f"{work}/ckpt"),
         ("dp=2,tp=2 from unsharded", 4,
          ["--mesh", "dp=2,tp=2", "--layout", "megatron"], f"{work}/ckpt_one"),
+        ("cp=2,tp=2", 4, ["--mesh", "cp=2,tp=2", "--layout", "megatron"],
+         f"{work}/ckpt"),
+        ("1 rank from dp=2,cp=2 ZeRO-3", 1, [], f"{work}/ckpt_cp"),
+        ("tp=2 from dp=2,cp=2 ZeRO-3", 2, ["--mesh", "tp=2", "--layout", "megatron"],
+         f"{work}/ckpt_cp"),
     ]
     for i, (name, ranks, flags, ckpt) in enumerate(cases):
         prog = compile_(bin_dir, work, f"case{i}", flags)
@@ -91,7 +104,7 @@ def main():
         params = gathered(bin_dir, one, data, f"{work}/case{i}", f"{work}/g{i}")
         param_err = max(max_rel(params[k], ref_params[k]) for k in ref_params)
         ok = len(losses) == half and loss_err <= TOL and param_err <= TOL
-        print(f"{'ok  ' if ok else 'FAIL'} save dp=2,tp=2 @{half} -> load {name:26s} "
+        print(f"{'ok  ' if ok else 'FAIL'} save @{half} -> load {name:30s} "
               f"losses {loss_err:.1e}  params {param_err:.1e}")
         if not ok:
             failures.append(f"{name}: loss {loss_err:.2e} params {param_err:.2e}")
