@@ -14,6 +14,7 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <algorithm>
+#include <optional>
 
 using namespace mlir;
 
@@ -24,6 +25,8 @@ struct TpSource {
   OwningOpRef<ModuleOp> module;
   std::map<std::pair<int64_t, bool>, TpCollectives> cache;
   std::map<std::pair<int64_t, bool>, std::string> errors;
+  /// Whether weft partitions the model over cp (empty: yes), once known.
+  std::optional<std::string> cpError;
 };
 
 namespace {
@@ -401,6 +404,21 @@ const TpCollectives *ModelCost::tensorParallel(int64_t tp, bool sp,
     return nullptr;
   }
   return &(tpSource->cache[key] = std::move(out));
+}
+
+bool ModelCost::contextParallel(std::string &error) const {
+  if (!tpSource) {
+    error = "the model's IR is not kept (a ModelCost not made by "
+            "analyzeModule)";
+    return false;
+  }
+  if (!tpSource->cpError) {
+    std::string why;
+    tpSource->cpError =
+        contextParallelPartitions(*tpSource->module, why) ? "" : why;
+  }
+  error = *tpSource->cpError;
+  return error.empty();
 }
 
 const std::vector<int64_t> &ModelCost::chunkLayers(int64_t chunks) const {

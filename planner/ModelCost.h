@@ -111,6 +111,10 @@ struct ModelCost {
   const TpCollectives *tensorParallel(int64_t tp, bool sp,
                                       std::string &error) const;
 
+  /// Whether weft's passes lay the model out over cp (TensorParallel.h),
+  /// found once; false with `error` naming why.
+  bool contextParallel(std::string &error) const;
+
   /// The marked forward module the tp collectives are read from (in a
   /// context of its own, so a ModelCost outlives its source).
   std::shared_ptr<struct TpSource> tpSource;

@@ -198,7 +198,13 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
       for (int64_t cp : divisors(o.gpus / (tp * pp))) {
         if (!allow(f.cp, cp))
           continue;
-        // Load-balanced context parallelism cuts sequences in 2*cp chunks.
+        // Load-balanced context parallelism cuts sequences in 2*cp chunks,
+        // and weft must be able to partition the model so.
+        std::string cpWhy;
+        if (cp > 1 && !model.contextParallel(cpWhy)) {
+          reject(cpWhy);
+          continue;
+        }
         if (cp > 1 && model.seq % (2 * cp) != 0) {
           reject("cp=" + std::to_string(cp) +
                  " does not cut seq=" + std::to_string(model.seq) +

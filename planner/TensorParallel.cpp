@@ -92,6 +92,43 @@ bool cutToTwoLayers(ModuleOp forward, int64_t numLayers) {
   return true;
 }
 
+namespace {
+// weft-compile's stages through propagation, then its partition and
+// folding; not its gradient buckets, which would pack parameter-sized
+// reductions of several layers into one. Errors become `diagnostics`;
+// warnings (a vocab tp does not divide) are the compiler's to print.
+LogicalResult runThroughPartition(ModuleOp module,
+                                  const TrainingPipelineOptions &options,
+                                  std::string &diagnostics) {
+  PassManager pm(module->getContext());
+  for (int stage = 1; stage < kNumTrainingStages; ++stage) {
+    if (std::string(kTrainingStages[stage]) == "partition")
+      break;
+    addTrainingStage(pm, stage, options);
+  }
+  pm.addPass(createWeftPartition());
+  pm.addNestedPass<func::FuncOp>(createWeftFoldCollectives());
+  ScopedDiagnosticHandler handler(module->getContext(), [&](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Error)
+      diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
+    return success();
+  });
+  return pm.run(module);
+}
+} // namespace
+
+bool contextParallelPartitions(ModuleOp forward, std::string &error) {
+  OwningOpRef<ModuleOp> module(forward.clone());
+  TrainingPipelineOptions options;
+  options.layout.mesh = "cp=2";
+  std::string diagnostics;
+  if (failed(runThroughPartition(*module, options, diagnostics))) {
+    error = "weft's passes cannot lay the model out over cp: " + diagnostics;
+    return false;
+  }
+  return true;
+}
+
 bool tensorParallelCollectives(ModuleOp forward, int64_t tp, bool sp,
                                TpCollectives &out, std::string &error) {
   OwningOpRef<ModuleOp> module(forward.clone());
@@ -117,32 +154,12 @@ bool tensorParallelCollectives(ModuleOp forward, int64_t tp, bool sp,
   options.layout.mesh = "tp=" + std::to_string(tp);
   options.layout.layout = "megatron";
   options.layout.sequenceParallel = sp;
-  PassManager pm(module->getContext());
-  // weft-compile's stages through propagation, then its partition and
-  // folding; not its gradient buckets, which would pack parameter-sized
-  // reductions of several layers into one.
-  for (int stage = 1; stage < kNumTrainingStages; ++stage) {
-    if (std::string(kTrainingStages[stage]) == "partition")
-      break;
-    addTrainingStage(pm, stage, options);
-  }
-  pm.addPass(createWeftPartition());
-  pm.addNestedPass<func::FuncOp>(createWeftFoldCollectives());
   std::string diagnostics;
-  {
-    // Warnings (a vocab tp does not divide) are the compiler's to print;
-    // errors become the planner's.
-    ScopedDiagnosticHandler handler(module->getContext(), [&](Diagnostic &d) {
-      if (d.getSeverity() == DiagnosticSeverity::Error)
-        diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
-      return success();
-    });
-    if (failed(pm.run(*module))) {
-      error = "weft's passes cannot lay the model out over tp=" +
-              std::to_string(tp) + (sp ? " with sequence parallelism" : "") +
-              ": " + diagnostics;
-      return false;
-    }
+  if (failed(runThroughPartition(*module, options, diagnostics))) {
+    error =
+        "weft's passes cannot lay the model out over tp=" + std::to_string(tp) +
+        (sp ? " with sequence parallelism" : "") + ": " + diagnostics;
+    return false;
   }
 
   // Parameters' local shapes too: a sharded parameter's gradient is.

@@ -56,6 +56,13 @@ inline bool perSequence(mlir::Type t,
 bool tensorParallelCollectives(mlir::ModuleOp forward, int64_t tp, bool sp,
                                TpCollectives &out, std::string &error);
 
+/// Runs weft's passes on a copy of `forward` at cp = 2 (context parallelism,
+/// load-balanced) through partition. False, with `error` naming the pass's
+/// diagnostic, when weft cannot lay the model out over cp (an op that reads
+/// a sequence gathered whole, as a classifier's pooler does); whether it
+/// can does not depend on cp's size.
+bool contextParallelPartitions(mlir::ModuleOp forward, std::string &error);
+
 /// Cuts a marked forward module to its first two transformer layers when
 /// every layer is alike op for op (same ops, result types and attributes
 /// but weft.layer); returns whether it did.
