@@ -201,10 +201,13 @@ Status parseSeqChunks(const json &Root, Program &P) {
     return Status::error(
         "seq_chunks=" + std::to_string(P.SeqChunks) +
         " must be even, at least 2, and divide seq=" + std::to_string(P.Seq));
-  if (P.packsDocuments() || P.forwardOnly())
+  if (P.packsDocuments() || P.forwardOnly() || P.sampleTargets() ||
+      P.floatTargets())
     return Status::error("seq_chunks (chunks out of order) in a program that " +
                          std::string(P.packsDocuments() ? "packs documents"
-                                                        : "is forward-only") +
+                                     : P.forwardOnly()
+                                         ? "is forward-only"
+                                         : "reads one target per sample") +
                          ": the runtime reads those in the natural order");
   return Status::success();
 }

@@ -1,4 +1,5 @@
-//===- SeqChunks.h - the stored order of load-balanced sequences -*- C++ -*-===//
+//===- SeqChunks.h - the stored order of load-balanced sequences -*- C++
+//-*-===//
 //
 // Load-balanced context parallelism (docs/design.md, decision 30) holds each
 // sequence as C equal chunks in the order 0, C-1, 1, C-2, ...: rank i of the
@@ -12,6 +13,10 @@
 #include <cstdint>
 
 namespace weft {
+
+/// The mesh axis of context parallelism (dialect/ShardingRule.h's
+/// kContextAxis): the one a load-balanced sequence is split over.
+inline constexpr const char *ContextAxisName = "cp";
 
 /// The chunk stored K-th of C (C even): K/2 for even K, C-1-(K-1)/2 for odd.
 inline int64_t storedChunk(int64_t K, int64_t Chunks) {

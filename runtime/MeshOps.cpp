@@ -185,12 +185,26 @@ Status Executor::planMeshSteps() {
         BI.SeqFirst =
             M.shardIndex(Comm->rank(), A.SeqAxes) * BI.In[0].Spec->Dims[1];
       // Load-balanced context parallelism: the local rows' positions, by
-      // their global index in the stored order. A dropout's dim 1 split
-      // over ranks is a sequence (every sequence is split over cp then).
+      // their global index in the stored order. A dropout reads them for
+      // its dim 1 where that is split over cp, the sequence of a [B, S,
+      // ...] activation; cp on any other of its dims has no rule.
       if (Prog.SeqChunks > 0 && BI.In[0].Spec->Dims.size() >= 2) {
         const bool Dropout = BI.Op == OpKind::Dropout;
-        const bool Split = A.DimAxes.size() > 1 && !A.DimAxes[1].empty();
-        if (!Dropout || Split) {
+        auto OverCp = [&](size_t D) {
+          return D < A.DimAxes.size() &&
+                 std::find(A.DimAxes[D].begin(), A.DimAxes[D].end(),
+                           ContextAxisName) != A.DimAxes[D].end();
+        };
+        const size_t Rank = BI.In[0].Spec->Dims.size();
+        for (size_t D = 0; Dropout && D < Rank; ++D)
+          if (OverCp(D) && (D != 1 || Rank < 3))
+            return Status::error(
+                describeInstruction(BI) + ": dim " + std::to_string(D) +
+                " of a rank-" + std::to_string(Rank) +
+                " dropout is split over cp, whose sequences are stored out "
+                "of order (seq_chunks): only dim 1 of [B, S, ...] reads "
+                "their positions");
+        if (!Dropout || OverCp(1)) {
           const int64_t Rows = BI.In[0].Spec->Dims[1];
           const int64_t First =
               Dropout ? M.shardIndex(Comm->rank(), A.DimAxes[1]) * Rows

@@ -240,6 +240,14 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
     auto tokens = cast<RankedTensorType>(fn.getArgument(0).getType());
     if (tokens.getRank() != 2)
       return success();
+    // Only a next-token (or masked-LM) loss reads targets per token, stored
+    // in the same order: a classifier's or a regression's per-sample targets
+    // keep the natural order (their pooling may read any position).
+    if (fn.getNumArguments() < 2)
+      return success();
+    auto targets = cast<RankedTensorType>(fn.getArgument(1).getType());
+    if (targets.getRank() != 2 || !targets.getElementType().isInteger(32))
+      return success();
     int64_t seq = tokens.getDimSize(1), chunks = 2 * cp;
     if (seq % chunks != 0)
       return fn.emitError("context parallelism cuts each sequence into 2*cp=")

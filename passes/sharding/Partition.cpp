@@ -526,8 +526,11 @@ private:
       if (auto pos = dyn_cast<PositionEmbeddingOp>(op);
           pos && pos.getTokenTypes())
         return refuse(op, "reads the step's token types");
+      // A parameter gathered over cp is whole (its storage split), in its
+      // own order; one sliced over cp is cut as if the sequence were in
+      // natural order (a position table added to the stream).
       if (!isa<AllGatherOp, SliceOp>(op) || !overCp(op) ||
-          op->getOperand(0).getDefiningOp<ParamOp>())
+          (isa<AllGatherOp>(op) && op->getOperand(0).getDefiningOp<ParamOp>()))
         return WalkResult::advance();
       // Attention's keys and values, sliced or gathered along other dims.
       std::function<Operation *(Value)> notKeys = [&](Value v) -> Operation * {

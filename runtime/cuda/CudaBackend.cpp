@@ -649,9 +649,10 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
     // Context parallelism: a block of queries against the whole sequence's
     // keys, and rope from the block's first position. The CUDA kernels take
     // the whole sequence only.
-    if ((I.Op == OpKind::Attention || I.Op == OpKind::AttentionGrad ||
-         I.Op == OpKind::Rope) &&
-        !I.Attrs->SeqAxes.empty())
+    if (((I.Op == OpKind::Attention || I.Op == OpKind::AttentionGrad ||
+          I.Op == OpKind::Rope) &&
+         !I.Attrs->SeqAxes.empty()) ||
+        !I.SeqPos.empty())
       return Status::error(describeInstruction(I) +
                            " holds a block of the sequence (context "
                            "parallelism over seq_axes), which the CUDA "

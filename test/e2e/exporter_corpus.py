@@ -16,9 +16,10 @@ torch is installable). For each committed export:
   3. f64: dp=2 trains like one rank, and tp=2 megatron where the graph
      raises to weft's layers (GPT-2, Llama and Qwen2 from both exporters,
      and Mistral, whose banded mask raises to weft.attention's window);
-     pp=2 for the TorchScript Llama and BERT; cp=2 (context parallelism,
-     load-balanced) for every export: exact, or refused by name (BERT's
-     pooler reads the first token of a sequence held out of order);
+     pp=2 for the TorchScript Llama and BERT; cp=2 (context parallelism)
+     for every export: exact, or refused by name (the BERT classifier's
+     per-sample labels keep the natural order, so its pooler reads the
+     first token gathered);
   4. every parameter is in the layer the exporter's graph puts it in: the
      TorchScript exporter names a transposed weight "onnx::MatMul_594" and
      the node that reads it "/model/layers.0/self_attn/q_proj/MatMul"
@@ -139,8 +140,8 @@ for name, (flags, twin, layouts) in FIXTURES.items():
         print(f"  {' '.join(mesh)} trains like one rank: rel {e:.1e}")
         if e > 1e-9:
             failures.append(f"{name} on {' '.join(mesh)}: {got} vs one rank {one}")
-    # Context parallelism (load-balanced chunks): exact, or refused by name
-    # (a pooled token read from a sequence held out of order).
+    # Context parallelism: exact, or refused by name (an op reading a
+    # sequence held out of order).
     meta = json.load(open(f"{CORPUS}/{name}.json"))
     r = subprocess.run([f"{BIN}/weft-compile", f"{CORPUS}/{name}.onnx", "--batch",
                         str(meta["batch"]), "--seq", str(meta["seq"]), "--dtype",

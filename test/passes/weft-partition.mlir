@@ -265,3 +265,21 @@ func.func @sequence_over_tp(%tokens: tensor<2x8xi32> {weft.sharding = #weft.shar
   %loss = weft.cross_entropy %logits, %targets : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// Under load-balanced context parallelism (weft.seq_chunks) each sequence is
+// stored out of order: a parameter added to it along the sequence (a
+// position table outside position_embedding) would be sliced in natural
+// order, and is refused, naming the op.
+weft.mesh @mesh {axes = ["cp"], shape = array<i64: 2>}
+func.func @position_table_over_cp(%tokens: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["cp"]]>}, %targets: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["cp"]]>}) -> tensor<f32> attributes {weft.seq_chunks = 4 : i64} {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x8xi32>) -> tensor<2x8x8xf32>
+  %p = weft.param "pos" {init = "normal", std = 0.02} : tensor<2x8x8xf32>
+  // expected-error @+1 {{'weft.slice' op reads a value sliced over cp (weft.add operand 1: [*, *, *] -> [*, cp, *]), but load-balanced context parallelism holds each sequence as 4 chunks out of order}}
+  %y = weft.add %x, %p : tensor<2x8x8xf32>
+  %logits = weft.matmul %y, %wte {transpose_b = true} : (tensor<2x8x8xf32>, tensor<16x8xf32>) -> tensor<2x8x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
