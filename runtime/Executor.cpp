@@ -571,8 +571,9 @@ Status Executor::loadBatch(const BatchSource &Data, int64_t Step) {
                    " bytes of float targets per sample"
              : std::string("integer targets")));
   // Load-balanced context parallelism: whole rows, then the rank's stored
-  // block (program/SeqChunks.h); token targets follow their tokens.
-  const bool Reorder = Prog.SeqChunks > 0 && !RowBytes && !Data.sampleTargets();
+  // block (program/SeqChunks.h); the targets, one per token (the loader
+  // refuses seq_chunks otherwise), follow their tokens.
+  const bool Reorder = Prog.SeqChunks > 0;
   std::vector<int32_t> WholeToks, WholeTgts;
   if (Reorder) {
     WholeToks.resize(size_t(LocalBatch * GlobalSeq));

@@ -45,9 +45,9 @@ struct Propagator {
     FactorAxes wanted = scatteredResults(rule, axes);
     for (auto [i, v] : llvm::enumerate(op->getResults()))
       if (!waitsForUsers(rule, axes, rule.results[i]))
-        changed |= set(v, shardingFromFactors(ctx, rule, wanted,
-                                              rule.results[i],
-                                              resultBlocksOf(rule, i), false));
+        changed |=
+            set(v, shardingFromFactors(ctx, rule, wanted, rule.results[i],
+                                       resultBlocksOf(rule, i), false));
     return changed;
   }
 

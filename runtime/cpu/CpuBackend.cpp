@@ -387,18 +387,24 @@ template <typename T> struct Kernels {
     return reinterpret_cast<T *>(static_cast<char *>(S.Scratch) + Kernel) +
            K * size_t(numElements(Kv));
   }
+  // Load-balanced keys and values (SeqChunks > 0): K and V point at their
+  // copies in the natural order afterwards.
+  static void naturalKeys(const BI &I, CpuState &S, const Shape &Kd,
+                          const T *&K, const T *&V) {
+    if (I.SeqChunks <= 0)
+      return;
+    T *Kn = orderedScratch(I, S, 0), *Vn = orderedScratch(I, S, 1);
+    cpu::reorderSequence(K, Kn, Kd[0], Kd[1], Kd[2], I.SeqChunks, false);
+    cpu::reorderSequence(V, Vn, Kd[0], Kd[1], Kd[2], I.SeqChunks, false);
+    K = Kn;
+    V = Vn;
+  }
   static Status attention(const BI &I, const SC &Ctx, CpuState &S) {
     WEFT_RETURN_IF_ERROR(needSpans(I, Ctx));
     const Shape &D = I.In[0].Spec->Dims, &Kd = I.In[1].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
     const T *K = I.In[1].as<T>(), *V = I.In[2].as<T>();
-    if (I.SeqChunks > 0) {
-      T *Kn = orderedScratch(I, S, 0), *Vn = orderedScratch(I, S, 1);
-      cpu::reorderSequence(K, Kn, Kd[0], Kd[1], Kd[2], I.SeqChunks, false);
-      cpu::reorderSequence(V, Vn, Kd[0], Kd[1], Kd[2], I.SeqChunks, false);
-      K = Kn;
-      V = Vn;
-    }
+    naturalKeys(I, S, Kd, K, V);
     std::vector<cpu::QueryRun> Runs = queryRuns(I, D[1]);
     cpu::AttentionDropout Drop;
     cpu::AttentionDocuments Docs;
@@ -415,12 +421,8 @@ template <typename T> struct Kernels {
     int64_t H = I.Attrs->NumHeads;
     const T *K = I.In[2].as<T>(), *V = I.In[3].as<T>();
     T *Dk = I.Out[1].as<T>(), *Dv = I.Out[2].as<T>();
+    naturalKeys(I, S, Kd, K, V);
     if (I.SeqChunks > 0) {
-      T *Kn = orderedScratch(I, S, 0), *Vn = orderedScratch(I, S, 1);
-      cpu::reorderSequence(K, Kn, Kd[0], Kd[1], Kd[2], I.SeqChunks, false);
-      cpu::reorderSequence(V, Vn, Kd[0], Kd[1], Kd[2], I.SeqChunks, false);
-      K = Kn;
-      V = Vn;
       Dk = orderedScratch(I, S, 2);
       Dv = orderedScratch(I, S, 3);
     }

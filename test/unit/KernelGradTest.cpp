@@ -12,6 +12,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 using namespace weft;
@@ -334,98 +335,84 @@ TEST_P(AttentionGrad, LongerThanOneBlock) {
   expectGrad("attention v", V, DV, Loss);
 }
 
-// Context parallelism: each rank's block of queries against every key gives
-// the whole attention's rows of Y and dQ, and the blocks' dK and dV sum to
-// the whole's (what the partitioner's reduce-scatter adds up).
-TEST_P(AttentionGrad, QueryBlocksMatchTheWhole) {
-  const bool Causal = GetParam();
-  const int64_t B = 2, S = 140, H = 4, Hkv = 2, Hd = 3, Blocks = 4;
-  const int64_t Sq = S / Blocks, Wq = H * Hd, Wk = Hkv * Hd;
-  Vec Q = randomVec(B * S * Wq, 1), K = randomVec(B * S * Wk, 2),
-      V = randomVec(B * S * Wk, 3), W = randomVec(B * S * Wq, 4);
-  std::vector<char> Scratch(attentionScratchBytes(S, S, 8, numThreads()));
-  Vec Y(Q.size()), DQ(Q.size()), DK(K.size()), DV(V.size());
-  attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S, OneRun{{0, 0, S}},
-            H, Hkv, Hd, Scratch.data(), 0, Causal);
-  attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),
-                DV.data(), B, S, S, OneRun{{0, 0, S}}, H, Hkv, Hd,
-                Scratch.data(), 0, Causal);
-  // Rows [R*Sq, (R+1)*Sq) of every sample of X, as a [B, Sq, Width] block.
-  auto block = [&](const Vec &X, int64_t Width, int64_t R) {
-    Vec Out(B * Sq * Width);
+// Context parallelism: a rank's queries, runs of rows of the sequence,
+// against every key give the whole attention's rows of Y and dQ, and the
+// ranks' dK and dV sum to the whole's (what the partitioner's reduce-scatter
+// adds up). B = 2 samples of S keys, 4 query heads on 2 kv heads.
+struct QueryRunsAgainstTheWhole {
+  static constexpr int64_t B = 2, H = 4, Hkv = 2, Hd = 3, Wq = H * Hd,
+                           Wk = Hkv * Hd;
+  int64_t S;
+  bool Causal;
+  Vec Q, K, V, W, Y, DQ, DK, DV, SumDK, SumDV;
+  std::vector<char> Scratch;
+  QueryRunsAgainstTheWhole(int64_t S, bool Causal)
+      : S(S), Causal(Causal), Q(randomVec(B * S * Wq, 1)),
+        K(randomVec(B * S * Wk, 2)), V(randomVec(B * S * Wk, 3)),
+        W(randomVec(B * S * Wq, 4)), Y(Q.size()), DQ(Q.size()), DK(K.size()),
+        DV(V.size()), SumDK(K.size(), 0.0), SumDV(V.size(), 0.0),
+        Scratch(attentionScratchBytes(S, S, 8, numThreads())) {
+    attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S,
+              OneRun{{0, 0, S}}, H, Hkv, Hd, Scratch.data(), 0, Causal);
+    attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),
+                  DV.data(), B, S, S, OneRun{{0, 0, S}}, H, Hkv, Hd,
+                  Scratch.data(), 0, Causal);
+  }
+  // The runs' rows of every sample of X, as a [B, rows, Width] block.
+  Vec rows(const Vec &X, int64_t Width, const std::vector<QueryRun> &Runs) {
+    int64_t N = 0;
+    for (const QueryRun &R : Runs)
+      N += R.Rows;
+    Vec Out(B * N * Width);
     for (int64_t Bi = 0; Bi < B; ++Bi)
-      std::copy_n(X.begin() + (Bi * S + R * Sq) * Width, Sq * Width,
-                  Out.begin() + Bi * Sq * Width);
+      for (const QueryRun &R : Runs)
+        std::copy_n(X.begin() + (Bi * S + R.Global) * Width, R.Rows * Width,
+                    Out.begin() + (Bi * N + R.Local) * Width);
     return Out;
-  };
-  Vec SumDK(K.size(), 0.0), SumDV(V.size(), 0.0);
-  for (int64_t R = 0; R < Blocks; ++R) {
-    Vec Qb = block(Q, Wq, R), Wb = block(W, Wq, R);
+  }
+  // One rank: its rows of Y and dQ are the whole's; its dK, dV are summed.
+  void rank(const std::vector<QueryRun> &Runs, const std::string &Name) {
+    Vec Qb = rows(Q, Wq, Runs), Wb = rows(W, Wq, Runs);
+    const int64_t Sq = int64_t(Qb.size()) / (B * Wq);
+    const QueryRuns R{Runs.data(), Runs.size()};
     Vec Yb(Qb.size()), DQb(Qb.size()), DKb(K.size()), DVb(V.size());
-    attention(Qb.data(), K.data(), V.data(), Yb.data(), B, Sq, S,
-              OneRun{{0, R * Sq, Sq}}, H, Hkv, Hd, Scratch.data(), 0, Causal);
+    attention(Qb.data(), K.data(), V.data(), Yb.data(), B, Sq, S, R, H, Hkv, Hd,
+              Scratch.data(), 0, Causal);
     attentionGrad(Wb.data(), Qb.data(), K.data(), V.data(), DQb.data(),
-                  DKb.data(), DVb.data(), B, Sq, S, OneRun{{0, R * Sq, Sq}}, H,
-                  Hkv, Hd, Scratch.data(), 0, Causal);
-    EXPECT_EQ(Yb, block(Y, Wq, R)) << "block " << R;
-    EXPECT_EQ(DQb, block(DQ, Wq, R)) << "block " << R;
+                  DKb.data(), DVb.data(), B, Sq, S, R, H, Hkv, Hd,
+                  Scratch.data(), 0, Causal);
+    EXPECT_EQ(Yb, rows(Y, Wq, Runs)) << Name;
+    EXPECT_EQ(DQb, rows(DQ, Wq, Runs)) << Name;
     for (size_t I = 0; I < K.size(); ++I) {
       SumDK[I] += DKb[I];
       SumDV[I] += DVb[I];
     }
   }
-  for (size_t I = 0; I < K.size(); ++I) {
-    EXPECT_NEAR(SumDK[I], DK[I], 1e-13) << "dk element " << I;
-    EXPECT_NEAR(SumDV[I], DV[I], 1e-13) << "dv element " << I;
+  void expectSums() {
+    for (size_t I = 0; I < K.size(); ++I) {
+      EXPECT_NEAR(SumDK[I], DK[I], 1e-13) << "dk element " << I;
+      EXPECT_NEAR(SumDV[I], DV[I], 1e-13) << "dv element " << I;
+    }
   }
+};
+
+// Contiguous blocks: rank r of 4 holds rows [35r, 35r + 35).
+TEST_P(AttentionGrad, QueryBlocksMatchTheWhole) {
+  QueryRunsAgainstTheWhole T(140, GetParam());
+  for (int64_t R = 0; R < 4; ++R)
+    T.rank({{0, R * 35, 35}}, "block " + std::to_string(R));
+  T.expectSums();
 }
 
 // Head-tail load balancing: rank r of 4 holds chunks r and 7-r of 8, its
-// queries in two runs of positions; each run's rows are the whole's.
+// queries in two runs of positions.
 TEST_P(AttentionGrad, HeadTailRunsMatchTheWhole) {
-  const bool Causal = GetParam();
-  const int64_t B = 2, S = 144, H = 4, Hkv = 2, Hd = 3, Ranks = 4;
-  const int64_t Len = S / (2 * Ranks), Wq = H * Hd, Wk = Hkv * Hd;
-  Vec Q = randomVec(B * S * Wq, 1), K = randomVec(B * S * Wk, 2),
-      V = randomVec(B * S * Wk, 3), W = randomVec(B * S * Wq, 4);
-  std::vector<char> Scratch(attentionScratchBytes(S, S, 8, numThreads()));
-  Vec Y(Q.size()), DQ(Q.size()), DK(K.size()), DV(V.size());
-  attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S, OneRun{{0, 0, S}},
-            H, Hkv, Hd, Scratch.data(), 0, Causal);
-  attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),
-                DV.data(), B, S, S, OneRun{{0, 0, S}}, H, Hkv, Hd,
-                Scratch.data(), 0, Causal);
-  // Chunks A and B of every sample of X, as a [B, 2 Len, Width] block.
-  auto chunks = [&](const Vec &X, int64_t Width, int64_t A, int64_t C) {
-    Vec Out(B * 2 * Len * Width);
-    for (int64_t Bi = 0; Bi < B; ++Bi)
-      for (int64_t Half = 0; Half < 2; ++Half)
-        std::copy_n(X.begin() + (Bi * S + (Half ? C : A) * Len) * Width,
-                    Len * Width, Out.begin() + (Bi * 2 + Half) * Len * Width);
-    return Out;
-  };
-  Vec SumDK(K.size(), 0.0), SumDV(V.size(), 0.0);
-  for (int64_t R = 0; R < Ranks; ++R) {
-    const int64_t Tail = 2 * Ranks - 1 - R;
-    const QueryRun Runs[2] = {{0, R * Len, Len}, {Len, Tail * Len, Len}};
-    Vec Qb = chunks(Q, Wq, R, Tail), Wb = chunks(W, Wq, R, Tail);
-    Vec Yb(Qb.size()), DQb(Qb.size()), DKb(K.size()), DVb(V.size());
-    attention(Qb.data(), K.data(), V.data(), Yb.data(), B, 2 * Len, S,
-              QueryRuns{Runs, 2}, H, Hkv, Hd, Scratch.data(), 0, Causal);
-    attentionGrad(Wb.data(), Qb.data(), K.data(), V.data(), DQb.data(),
-                  DKb.data(), DVb.data(), B, 2 * Len, S, QueryRuns{Runs, 2}, H,
-                  Hkv, Hd, Scratch.data(), 0, Causal);
-    EXPECT_EQ(Yb, chunks(Y, Wq, R, Tail)) << "rank " << R;
-    EXPECT_EQ(DQb, chunks(DQ, Wq, R, Tail)) << "rank " << R;
-    for (size_t I = 0; I < K.size(); ++I) {
-      SumDK[I] += DKb[I];
-      SumDV[I] += DVb[I];
-    }
-  }
-  for (size_t I = 0; I < K.size(); ++I) {
-    EXPECT_NEAR(SumDK[I], DK[I], 1e-13) << "dk element " << I;
-    EXPECT_NEAR(SumDV[I], DV[I], 1e-13) << "dv element " << I;
-  }
+  const int64_t Len = 18;
+  QueryRunsAgainstTheWhole T(8 * Len, GetParam());
+  for (int64_t R = 0; R < 4; ++R)
+    T.rank({{0, R * Len, Len}, {Len, (7 - R) * Len, Len}},
+           "rank " + std::to_string(R));
+  T.expectSums();
 }
 
 TEST(KernelGrad, CrossEntropy) {
