@@ -42,6 +42,12 @@ inline constexpr llvm::StringLiteral kDocuments = "weft.documents";
 /// tokens in this order, and rope, positions, attention and dropout read
 /// the positions through it.
 inline constexpr llvm::StringLiteral kSeqChunks = "weft.seq_chunks";
+/// How context parallelism's attention sees the sequence (by
+/// weft-apply-layout, on a function with a cp axis): "all-to-all" moves cp
+/// from the sequence to the heads around attention (DeepSpeed's Ulysses).
+/// Absent: attention all-gathers the keys and values over cp.
+inline constexpr llvm::StringLiteral kContextParallel =
+    "weft.context_parallel";
 /// The vocabulary (the token embedding table's rows, a positive integer) of
 /// a forward-only function, by weft-return-logits: the program's bound on
 /// token ids, whatever the function returns.

@@ -190,6 +190,12 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
                     << value;
     return success();
   }
+  if (name == an::kContextParallel) {
+    auto m = dyn_cast<StringAttr>(value);
+    if (!isa<func::FuncOp>(op) || !m || m.getValue() != "all-to-all")
+      return fail() << "must be a function's \"all-to-all\", got " << value;
+    return success();
+  }
   if (name == an::kVocab || name == an::kLabels) {
     auto v = dyn_cast<IntegerAttr>(value);
     if (!isa<func::FuncOp>(op) || !v || v.getInt() < 1 ||

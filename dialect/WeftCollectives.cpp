@@ -124,6 +124,40 @@ LogicalResult ReduceScatterOp::verify() {
   return verifyResize(*this, getX(), getResult(), getAxes(), getDim(), false);
 }
 
+LogicalResult AllToAllOp::verify() {
+  FailureOr<int64_t> n = groupSize(*this, getAxes());
+  if (failed(n))
+    return failure();
+  auto in = cast<RankedTensorType>(getX().getType());
+  auto out = cast<RankedTensorType>(getResult().getType());
+  int64_t split = getSplitDim(), concat = getConcatDim();
+  if (split < 0 || split >= in.getRank() || concat < 0 ||
+      concat >= in.getRank() || split == concat ||
+      in.getRank() != out.getRank())
+    return emitOpError("split_dim ")
+           << split << " and concat_dim " << concat
+           << " must be two different dims of rank " << in.getRank();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("result element type must equal the operand's");
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    int64_t expected = in.getDimSize(d);
+    if (d == split) {
+      if (expected % *n != 0)
+        return emitOpError("group size ")
+               << *n << " does not divide split_dim " << d << " of size "
+               << expected;
+      expected /= *n;
+    }
+    if (d == concat)
+      expected *= *n;
+    if (out.getDimSize(d) != expected)
+      return emitOpError("result dim ")
+             << d << " is " << out.getDimSize(d) << ", expected " << expected
+             << " (group size " << *n << ")";
+  }
+  return success();
+}
+
 LogicalResult SliceOp::verify() {
   return verifyResize(*this, getX(), getResult(), getAxes(), getDim(), false);
 }

@@ -703,6 +703,24 @@ def Weft_ReduceScatterOp : Weft_CollectiveOp<"reduce_scatter"> {
                    OptionalAttr<StrAttr>:$reason);
 }
 
+def Weft_AllToAllOp : Weft_CollectiveOp<"all_to_all"> {
+  let summary = "each rank sends block j of `split_dim` to rank j and "
+                "joins what it receives along `concat_dim`";
+  let description = [{
+    ```
+    before:  rank0: [a0 a1]      rank1: [b0 b1]       (split_dim blocks)
+    after:   rank0: [a0; b0]     rank1: [a1; b1]      (along concat_dim)
+    ```
+    The result is `slice(all_gather(x, concat_dim), split_dim)` with
+    (n-1)/n of the bytes of the gather: an axis moves from one dim to
+    another. Context parallelism's all-to-all (DeepSpeed's Ulysses) moves
+    `cp` from attention's sequence to its heads and back.
+  }];
+  let arguments = (ins AnyRankedTensor:$x, StrArrayAttr:$axes,
+                   I64Attr:$split_dim, I64Attr:$concat_dim,
+                   OptionalAttr<StrAttr>:$reason);
+}
+
 def Weft_SliceOp : Weft_CollectiveOp<"slice", [Pure]> {
   let summary = "keep this rank's block of `dim` (no communication)";
   let arguments = (ins AnyRankedTensor:$x, StrArrayAttr:$axes, I64Attr:$dim,

@@ -49,6 +49,10 @@ def WeftApplyLayout : Pass<"weft-apply-layout", "mlir::ModuleOp"> {
     - `sequence-parallel`: `weft.shard` of the residual stream along the
       sequence over `tp`, so partitioning turns Megatron's all-reduces into
       reduce-scatter + all-gather;
+    - `context-parallel` (with a `cp` axis): `all-gather` (attention
+      gathers the keys and values over `cp`) or `all-to-all` (the function's
+      `weft.context_parallel`: weft-partition moves `cp` from attention's
+      sequence to its heads and back, DeepSpeed's Ulysses);
     - `zero` 1-3: storage shardings over `dp` (dim 0) for the optimizer state
       (1), also gradients (2), also parameters (3), as `weft.state_storage`,
       `weft.grad_storage`, `weft.storage` on the `weft.param`s.
@@ -62,6 +66,10 @@ def WeftApplyLayout : Pass<"weft-apply-layout", "mlir::ModuleOp"> {
     Option<"zero", "zero", "int64_t", "0", "ZeRO stage 0-3">,
     Option<"sequenceParallel", "sequence-parallel", "bool", "false",
            "split norms/residuals along the sequence over tp">,
+    Option<"contextParallel", "context-parallel", "std::string",
+           "\"all-gather\"",
+           "how attention sees a sequence split over cp: all-gather (the "
+           "keys and values) or all-to-all (cp moves to the heads)">,
     Option<"pipelineAxis", "pipeline-axis", "std::string", "\"\"",
            "the mesh axis of pipeline stages (weft-cut-stages splits the "
            "layers over it; no tensor may be split over it)">,
@@ -93,6 +101,11 @@ def WeftPartition : Pass<"weft-partition", "mlir::ModuleOp"> {
     every use); a replicated value consumed split becomes a local
     `weft.slice`. Local attributes follow: per-rank head counts, the global
     row count of the loss, the sequence offset of position embeddings.
+    A value whose only change is an axis moving from the end of one dim's
+    split to the end of another's becomes one `weft.all_to_all`; under a
+    function's `weft.context_parallel = "all-to-all"` attention takes `cp`
+    from its sequence onto its heads, so its operands and results move
+    through all-to-alls (DeepSpeed's Ulysses).
   }];
 }
 

@@ -98,6 +98,17 @@ std::string weft::buildTrainingOptions(const TrainingFlags &f,
   const bool sharded = !f.mesh.empty();
   if (!sharded && (f.zero != 0 || f.sequenceParallel || f.layout != "data"))
     return "--layout, --zero and --sequence-parallel need --mesh";
+  if (f.contextParallel != "all-gather" && f.contextParallel != "all-to-all")
+    return "--context-parallel must be all-gather or all-to-all, got '" +
+           f.contextParallel +
+           (f.contextParallel == "ring"
+                ? "': the ring (point-to-point key/value rotation) is not "
+                  "built yet"
+                : "'");
+  if (f.given.count("context-parallel") &&
+      (mesh.axisIndex("cp") < 0 || mesh.Dims[size_t(mesh.axisIndex("cp"))] < 2))
+    return "--context-parallel is about a sequence split over cp: --mesh "
+           "needs a cp axis of 2 or more ranks";
   const int64_t pp =
       mesh.axisIndex("pp") >= 0 ? mesh.Dims[size_t(mesh.axisIndex("pp"))] : 1;
   if (f.forwardOnly) {
@@ -188,6 +199,7 @@ std::string weft::buildTrainingOptions(const TrainingFlags &f,
     o.layout.layout = f.layout;
     o.layout.zero = f.zero;
     o.layout.sequenceParallel = f.sequenceParallel;
+    o.layout.contextParallel = f.contextParallel;
   }
   o.bucketBytes = int64_t(f.bucketMb * 1048576.0);
   o.zeroBucketBytes = int64_t(f.zeroBucketMb * 1048576.0);

@@ -28,6 +28,8 @@ struct TrainingFlags {
   std::string layout = "data";
   int64_t zero = 0;
   bool sequenceParallel = false;
+  /// How attention sees a sequence split over cp: all-gather or all-to-all.
+  std::string contextParallel = "all-gather";
   double bucketMb = 25.0, zeroBucketMb = 0.0;
   int64_t prefetchOps = 16;
   int64_t microbatches = 1;

@@ -107,6 +107,8 @@ struct PipelineFlags : public PassPipelineOptions<PipelineFlags> {
   Option<int64_t> zero{*this, "zero", llvm::cl::init(0)};
   Option<bool> sequenceParallel{*this, "sequence-parallel",
                                 llvm::cl::init(false)};
+  Option<std::string> contextParallel{*this, "context-parallel",
+                                      llvm::cl::init("all-gather")};
   Option<int64_t> bucketBytes{*this, "bucket-bytes",
                               llvm::cl::init(25 * 1048576)};
   Option<int64_t> zeroBucketBytes{*this, "zero-bucket-bytes",
@@ -164,6 +166,7 @@ void weft::registerWeftPassesAndPipelines() {
         t.layout = f.layout;
         t.zero = f.zero;
         t.sequenceParallel = f.sequenceParallel;
+        t.contextParallel = f.contextParallel;
         t.bucketMb = double(f.bucketBytes) / 1048576.0;
         t.zeroBucketMb = double(f.zeroBucketBytes) / 1048576.0;
         t.prefetchOps = f.prefetchOps;
@@ -194,6 +197,7 @@ void weft::registerWeftPassesAndPipelines() {
         note(f.zero3Gather), note(f.pipelineSchedule), note(f.virtualStages);
         note(f.stages), note(f.loss), note(f.classes), note(f.maskToken);
         note(f.maskProb), note(f.maskSeed), note(f.documents);
+        note(f.contextParallel);
         // weft-opt spells --bucket-mb in bytes.
         if (t.given.erase("bucket-bytes"))
           t.given.insert("bucket-mb");

@@ -148,7 +148,7 @@ std::string attrString(const Instruction &I) {
   };
   AddAxes("axes", A.Axes);
   if (I.Op == OpKind::AllGather || I.Op == OpKind::ReduceScatter ||
-      I.Op == OpKind::Slice)
+      I.Op == OpKind::AllToAll || I.Op == OpKind::Slice)
     Add("dim=" + std::to_string(A.Dim));
   AddAxes("seq_axes", A.SeqAxes);
   if (A.TokenTypes)

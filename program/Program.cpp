@@ -81,7 +81,8 @@ const char *const OpNames[NumOpKinds] = {"embedding",
                                          "select_grad",
                                          "mse_loss",
                                          "mse_loss_grad",
-                                         "dropout"};
+                                         "dropout",
+                                         "all_to_all"};
 
 uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
   uint64_t V = 0;
@@ -629,6 +630,7 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     return getAxes(*Attrs, "axes", ACtx, A.Axes);
   case OpKind::AllGather:
   case OpKind::ReduceScatter:
+  case OpKind::AllToAll:
   case OpKind::Slice:
   case OpKind::BlockTranspose:
     WEFT_RETURN_IF_ERROR(getAxes(*Attrs, "axes", ACtx, A.Axes));
@@ -925,7 +927,8 @@ const char *opName(OpKind K) { return OpNames[static_cast<int>(K)]; }
 
 bool isCollective(OpKind K) {
   return K == OpKind::AllReduce || K == OpKind::AllGather ||
-         K == OpKind::ReduceScatter || K == OpKind::Slice || K == OpKind::Wait;
+         K == OpKind::ReduceScatter || K == OpKind::AllToAll ||
+         K == OpKind::Slice || K == OpKind::Wait;
 }
 
 std::string instructionName(const Instruction &I) {
@@ -937,6 +940,7 @@ const char *groupAttrName(OpKind K) {
   case OpKind::AllReduce:
   case OpKind::AllGather:
   case OpKind::ReduceScatter:
+  case OpKind::AllToAll:
   case OpKind::Slice:
     return "axes";
   case OpKind::AdamW:

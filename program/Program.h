@@ -141,8 +141,12 @@ enum class OpKind {
   // y = x * keep / (1 - p), keep drawn from (seed, step, site, the element's
   // global index) (format version 12; program/Dropout.h). Its own gradient.
   Dropout,
+  // Block k of dim 0 to shard k of `axes`, block k of out from shard k
+  // (all-to-all context parallelism; the program block_transposes around
+  // it). A runtime that predates it refuses the name.
+  AllToAll,
 };
-constexpr int NumOpKinds = static_cast<int>(OpKind::Dropout) + 1;
+constexpr int NumOpKinds = static_cast<int>(OpKind::AllToAll) + 1;
 /// The ops that compare logits with the targets (plain or vocab-parallel),
 /// and those that compare a prediction with float targets.
 inline bool isCrossEntropy(OpKind K) {
@@ -154,7 +158,8 @@ inline bool isMseLoss(OpKind K) {
   return K == OpKind::MseLoss || K == OpKind::MseLossGrad;
 }
 /// True for the ops the executor runs through the communicator, not a
-/// backend: all_reduce, all_gather, reduce_scatter, slice and wait.
+/// backend: all_reduce, all_gather, reduce_scatter, all_to_all, slice and
+/// wait.
 bool isCollective(OpKind K);
 const char *opName(OpKind K);
 struct Instruction;

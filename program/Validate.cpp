@@ -155,6 +155,7 @@ private:
   Status checkCollective() const;
   Status checkShardedAdamW() const;
   Status checkBlockTranspose() const;
+  Status checkAllToAll() const;
   Status checkAttention(bool Grad) const;
   Status checkNorm(bool Grad, bool HasBeta) const;
   Status checkVocabParallel() const;
@@ -461,6 +462,28 @@ Status InstChecker::checkCollective() const {
                 " (dim " + std::to_string(D) + " = " + std::to_string(C) +
                 " shards x " + std::to_string(Small.Dims[size_t(D)]) + ")");
   return Status::success();
+}
+
+// x and y [c*b, ...]: block k of dim 0 goes to shard k, y's block k comes
+// from shard k (contiguous blocks: the program block_transposes first).
+Status InstChecker::checkAllToAll() const {
+  WEFT_RETURN_IF_ERROR(counts(1, 1));
+  WEFT_RETURN_IF_ERROR(checkGroup(I.Attrs.Axes, "axes"));
+  WEFT_RETURN_IF_ERROR(sameDtype());
+  if (I.In[0] == I.Out[0])
+    return fail("in[0] and out[0] are the same buffer " +
+                std::to_string(I.In[0]) + "; all_to_all does not work in "
+                                          "place");
+  if (I.Attrs.Dim != 0)
+    return fail("attrs.dim=" + std::to_string(I.Attrs.Dim) +
+                ": all_to_all exchanges blocks of dim 0 (block_transpose "
+                "them there first)");
+  const int64_t C = P.Devices.count(I.Attrs.Axes);
+  const BufferSpec &X = in(0);
+  if (X.Dims.empty() || X.Dims[0] % C != 0)
+    return fail("dim 0 of in[0] " + shapeString(X.Dims) +
+                " is not divisible into " + std::to_string(C) + " blocks");
+  return shapeIs(false, 0, X.Dims);
 }
 
 // x [d0, ..., dD, ...] -> y [c*d0, ..., dD/c, ...] with c = count(axes): y's
@@ -933,6 +956,8 @@ Status InstChecker::run() {
   case OpKind::ReduceScatter:
   case OpKind::Slice:
     return checkCollective();
+  case OpKind::AllToAll:
+    return checkAllToAll();
   case OpKind::Wait:
     // Which start it completes: checkDataflow pairs them.
     return counts(1, 0);

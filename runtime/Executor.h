@@ -295,6 +295,9 @@ private:
   CommRequest TransferRequest;
   int TransferKey = -1; // into CommKeys: "send/<pipeline axis>"
   std::vector<Transfer> TransferOps;
+  /// An all_to_all's transfers (blocking: started and waited for at once).
+  CommRequest AllToAllRequest;
+  std::vector<Transfer> AllToAllOps;
   void *Staging = nullptr; // receives of groups that also send
   struct StagedRecv {
     void *To;

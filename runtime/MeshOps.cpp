@@ -11,6 +11,8 @@
 //  - adamw with `shard_axes`: the kernel sees the rank's contiguous block
 //    of the param (and of a full-size grad); the program's own instructions
 //    reduce-scatter a partial gradient before it and gather the param after.
+// all_to_all sends block k of dim 0 to shard k and receives block k from
+// it, every transfer posted at once (Communicator::startTransfers).
 // All-gather and reduce-scatter move contiguous blocks (along dim 0, or a
 // dim with only size-1 dims before it): the program block_transposes data
 // along an inner dim itself.
@@ -175,6 +177,18 @@ Status Executor::planMeshSteps() {
         WEFT_RETURN_IF_ERROR(Reserve(X));
       break;
     }
+    case OpKind::AllToAll: {
+      // Every block but the rank's own goes out: (c-1)/c of the buffer.
+      HasMeshSteps = true;
+      WEFT_RETURN_IF_ERROR(Group(A.Axes));
+      const TensorRef &X = BI.In[0];
+      const int64_t C = S.Group->Size;
+      S.Key = commKey("all_to_all", A.Axes);
+      S.Chunk = X.Numel / C;
+      S.Bytes = double(X.Numel - S.Chunk) * double(dtypeBytes(X.Spec->Type));
+      AllToAllOps.reserve(size_t(2 * C));
+      break;
+    }
     case OpKind::Dropout:
     case OpKind::Attention:
     case OpKind::AttentionGrad:
@@ -316,6 +330,24 @@ Status Executor::runCollective(size_t K) {
     return Comm->allGather(G, X.Data, Y.Data, size_t(X.Numel), T, *Q);
   case OpKind::ReduceScatter:
     return Comm->reduceScatter(G, X.Data, Y.Data, size_t(Y.Numel), T, *Q);
+  case OpKind::AllToAll: {
+    // Posted together (startTransfers), so no pair of ranks can deadlock
+    // whatever order they list their peers in; the own block is a copy.
+    AllToAllOps.clear();
+    for (int P = 0; P < C; ++P)
+      if (P != G.Rank) {
+        AllToAllOps.push_back({Transfer::Send, P, at(X.Data, P * Chunk, E),
+                               size_t(Chunk), T});
+        AllToAllOps.push_back({Transfer::Recv, P, at(Y.Data, P * Chunk, E),
+                               size_t(Chunk), T});
+      }
+    WEFT_RETURN_IF_ERROR(Q->copyOnDevice(at(Y.Data, G.Rank * Chunk, E),
+                                         at(X.Data, G.Rank * Chunk, E),
+                                         size_t(Chunk) * E));
+    WEFT_RETURN_IF_ERROR(
+        Comm->startTransfers(G, AllToAllOps, *Q, AllToAllRequest));
+    return Comm->wait(AllToAllRequest, *Q);
+  }
   case OpKind::Slice:
     for (int64_t O = 0; O < Outer; ++O)
       WEFT_RETURN_IF_ERROR(Q->copyOnDevice(

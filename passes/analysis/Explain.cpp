@@ -67,7 +67,8 @@ DenseMap<Operation *, int64_t> timesPerStep(Operation *root) {
 }
 
 // Ring-algorithm bytes sent per rank: all_reduce 2(c-1)/c n, all_gather and
-// reduce_scatter (c-1)/c n, n the larger of input and output.
+// reduce_scatter (c-1)/c n, n the larger of input and output; all_to_all
+// (c-1)/c of its input, every block but the rank's own.
 SmallVector<Collective> collectivesOf(Operation *root) {
   DenseMap<Operation *, int64_t> times = timesPerStep(root);
   SmallVector<Collective> out;
@@ -110,6 +111,8 @@ SmallVector<Collective> collectivesOf(Operation *root) {
       add("all_gather", ag.getAxes(), ag.getType(), why);
     else if (auto rs = dyn_cast<ReduceScatterOp>(op))
       add("reduce_scatter", rs.getAxes(), rs.getX().getType(), why);
+    else if (auto a2a = dyn_cast<AllToAllOp>(op))
+      add("all_to_all", a2a.getAxes(), a2a.getX().getType(), why);
     else if (auto adam = dyn_cast<AdamWOp>(op)) {
       if (auto axes =
               adam->getAttrOfType<ArrayAttr>(weft::attrname::kShardAxes)) {

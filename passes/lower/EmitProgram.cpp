@@ -698,6 +698,8 @@ private:
     if (isa<ReduceScatterOp, AllGatherOp>(op) &&
         !contiguousBlocks(&op, op.getAttrOfType<IntegerAttr>("dim").getInt()))
       return addBlockedCollective(op, offsets[0]);
+    if (auto a2a = dyn_cast<AllToAllOp>(op))
+      return addAllToAll(a2a, offsets[0]);
     weft::OpKind kind;
     if (!weft::parseOpName(op.getName().stripDialect().str(), kind))
       return op.emitOpError("has no runtime instruction (the program format's "
@@ -782,6 +784,64 @@ private:
       transpose(x, blocks, /*inverse=*/false);
       collective(blocks, y);
     }
+    return success();
+  }
+
+  // all_to_all(x, split_dim, concat_dim): the program moves split_dim's
+  // blocks to the front (block_transpose into scratch past the arena),
+  // exchanges contiguous blocks along dim 0 (block k to and from shard k,
+  // into a second scratch span), and moves the received blocks into
+  // concat_dim (an inverse block_transpose). A dim 0 needs no transpose.
+  LogicalResult addAllToAll(AllToAllOp op, int64_t offset) {
+    json::Array axes;
+    SmallVector<StringRef> names;
+    for (Attribute a : op.getAxes()) {
+      axes.push_back(cast<StringAttr>(a).str());
+      names.push_back(cast<StringAttr>(a).getValue());
+    }
+    int64_t c = mesh.count(names);
+    int64_t split = op.getSplitDim(), concat = op.getConcatDim();
+    auto in = cast<RankedTensorType>(op.getX().getType());
+    SmallVector<int64_t> moved(in.getShape());
+    moved[0] *= c;
+    moved[split] /= c;
+    int64_t bytes = in.getNumElements() * in.getElementTypeBitWidth() / 8;
+    int64_t span = (bytes + 63) / 64 * 64;
+    scratchBytes = std::max(scratchBytes, 2 * span);
+    auto scratch = [&](int64_t k) {
+      int64_t id = addBuffer(json::Object{{"kind", "arena"},
+                                          {"offset", scratchOffset + k * span},
+                                          {"shape", json::Array(moved)},
+                                          {"dtype", dtypeOf(in.getElementType())}});
+      arenaSpan[id] = {scratchOffset + k * span, bytes};
+      return id;
+    };
+    int64_t x = bufferIds.lookup(op.getX());
+    int64_t y = arenaBuffer(op.getResult(), offset);
+    auto transpose = [&](int64_t from, int64_t into, int64_t dim,
+                         bool inverse) {
+      json::Object attrs{{"axes", json::Array(axes)}, {"dim", dim}};
+      if (inverse)
+        attrs["inverse"] = true;
+      pushInstruction(json::Object{{"op", "block_transpose"},
+                                   {"in", json::Array{from}},
+                                   {"out", json::Array{into}},
+                                   {"attrs", std::move(attrs)}});
+    };
+    int64_t sent = x;
+    if (split != 0) {
+      sent = scratch(0);
+      transpose(x, sent, split, /*inverse=*/false);
+    }
+    int64_t received = concat == 0 ? y : scratch(1);
+    pushInstruction(
+        json::Object{{"op", "all_to_all"},
+                     {"in", json::Array{sent}},
+                     {"out", json::Array{received}},
+                     {"attrs", json::Object{{"axes", json::Array(axes)},
+                                            {"dim", 0}}}});
+    if (concat != 0)
+      transpose(received, y, concat, /*inverse=*/true);
     return success();
   }
 

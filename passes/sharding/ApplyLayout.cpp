@@ -63,11 +63,22 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
     SmallVector<std::pair<std::string, DimAxes>> globs;
     int64_t zeroStage = zero;
     bool sp = sequenceParallel;
-    std::string contextOrder = "head-tail";
+    std::string contextOrder = "head-tail", contextMode = contextParallel;
     if (layout != "data" && layout != "megatron" &&
         failed(readLayoutFile(module, inputDims, globs, zeroStage, sp,
-                              contextOrder)))
+                              contextOrder, contextMode)))
       return failure();
+    if (contextMode != "all-gather" && contextMode != "all-to-all")
+      return module.emitError("context parallelism must be all-gather or "
+                              "all-to-all, got '")
+             << contextMode
+             << (contextMode == "ring"
+                     ? "': the ring (point-to-point key/value rotation) is "
+                       "not built yet"
+                     : "'");
+    if (contextMode == "all-to-all" && meshInfo.size(kContextAxis) <= 1)
+      return module.emitError("all-to-all context parallelism needs a mesh "
+                              "axis 'cp' of more than one rank");
     if (zeroStage < 0 || zeroStage > 3)
       return module.emitError("zero stage must be 0-3, got ") << zeroStage;
     if (sp && meshInfo.size("tp") < 1)
@@ -79,6 +90,9 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
       // The function names its mesh (a pipeline stage will name its own).
       fn->setAttr(weft::attrname::kMesh,
                   FlatSymbolRefAttr::get(b.getContext(), "mesh"));
+      if (contextMode == "all-to-all")
+        fn->setAttr(weft::attrname::kContextParallel,
+                    b.getStringAttr(contextMode));
       if (failed(annotateInputs(fn, inputDims)) ||
           (contextOrder == "head-tail" &&
            failed(balanceContext(fn, inputDims))) ||
@@ -417,7 +431,8 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
   LogicalResult
   readLayoutFile(ModuleOp module, DimAxes &inputDims,
                  SmallVector<std::pair<std::string, DimAxes>> &globs,
-                 int64_t &zeroStage, bool &sp, std::string &contextOrder) {
+                 int64_t &zeroStage, bool &sp, std::string &contextOrder,
+                 std::string &contextMode) {
     auto buffer = llvm::MemoryBuffer::getFile(layout);
     if (!buffer)
       return module.emitError("--layout '")
@@ -501,6 +516,12 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
           return module.emitError("layout 'context_order' must be "
                                   "\"head-tail\" or \"natural\"");
         contextOrder = o->str();
+      } else if (key == "context_parallel") {
+        auto m = value.getAsString();
+        if (!m)
+          return module.emitError("layout 'context_parallel' must be "
+                                  "\"all-gather\" or \"all-to-all\"");
+        contextMode = m->str();
       } else {
         return module.emitError("unknown layout key '") << key.str() << "'";
       }

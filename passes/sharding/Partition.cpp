@@ -177,7 +177,25 @@ private:
       v = AllReduceOp::create(b, loc, type, v, b.getStrArrayAttr(allReduceAxes),
                               reasonAttr);
 
-    // 2. Dims: gather what is split differently on every dim first, then
+    // 2. The context axis moving from the end of one dim's split to the
+    //    end of another's (attention's sequence to its heads and back,
+    //    weft.context_parallel): one all-to-all sends each rank only the
+    //    blocks it keeps, (c-1)/c of the gather's bytes.
+    if (std::optional<std::pair<size_t, size_t>> move =
+            contextMove(dims, blocks, to)) {
+      auto [gathered, scattered] = *move;
+      SmallVector<int64_t> shape(type.getShape());
+      int64_t c = mesh.size(kContextAxis);
+      shape[gathered] *= c;
+      shape[scattered] /= c;
+      return AllToAllOp::create(
+                 b, loc, RankedTensorType::get(shape, type.getElementType()),
+                 v, b.getStrArrayAttr({kContextAxis}), int64_t(scattered),
+                 int64_t(gathered), reasonAttr)
+          .getResult();
+    }
+
+    // 3. Dims: gather what is split differently on every dim first, then
     //    slice what is wanted. Slicing one dim before gathering another
     //    would be wrong when an axis moves between dims ([*, dp] -> [dp, *]):
     //    the gather would then join different rows from each rank. A dim
@@ -247,6 +265,34 @@ private:
       type = cast<RankedTensorType>(v.getType());
     }
     return v;
+  }
+
+  // Whether `have` (dims, blocks) differs from `to` only by the context
+  // axis, last on one dim (from) and wanted last on another (into): the
+  // dims' blocks whole, every other dim as wanted.
+  std::optional<std::pair<size_t, size_t>>
+  contextMove(ArrayRef<SmallVector<StringRef>> have, ArrayRef<int64_t> blocks,
+              ShardingAttr to) {
+    std::optional<size_t> from, into;
+    for (size_t d = 0; d < have.size(); ++d) {
+      auto want = to.axesOf(d);
+      if (have[d] == want && blocks[d] == to.blocksOf(d))
+        continue;
+      if (blocks[d] != 1 || to.blocksOf(d) != 1)
+        return std::nullopt;
+      ArrayRef<StringRef> h(have[d]), w(want);
+      if (!from && !h.empty() && h.back() == kContextAxis &&
+          h.drop_back() == w)
+        from = d;
+      else if (!into && !w.empty() && w.back() == kContextAxis &&
+               w.drop_back() == h)
+        into = d;
+      else
+        return std::nullopt;
+    }
+    if (!from || !into)
+      return std::nullopt;
+    return std::make_pair(*from, *into);
   }
 
   // The forward: the ops up to the one that computes the returned loss
@@ -434,6 +480,10 @@ private:
     }
     FactorAxes axes = assignOpFactors(
         op, rule, [&](Value v) { return targetOf(v); }, mesh);
+    if (fn->hasAttr(weft::attrname::kContextParallel) &&
+        isa<AttentionOp, AttentionGradOp>(op) &&
+        failed(headsOverContext(op, rule, axes)))
+      return failure();
     if (auto split = dyn_cast<SplitReductionOpInterface>(op)) {
       int64_t f = split.splitReductionFactor(rule);
       if (!axes[f].empty())
@@ -450,6 +500,39 @@ private:
         return failure();
     }
     localAttributes(op, rule, axes);
+    return success();
+  }
+
+  // All-to-all context parallelism (DeepSpeed's Ulysses): attention whose
+  // queries' sequence is split over cp takes cp onto its query and
+  // key/value heads instead, after the heads' other axes, and runs whole
+  // sequences; its operands and results move through all-to-alls.
+  LogicalResult headsOverContext(Operation *op, const ShardingRule &rule,
+                                 FactorAxes &axes) {
+    unsigned q = isa<AttentionGradOp>(op) ? 1 : 0;
+    int64_t sq = rule.operands[q][1], fq = rule.operands[q][2],
+            fk = rule.operands[q + 1][2];
+    if (!llvm::is_contained(axes.axes[sq], kContextAxis))
+      return success();
+    int64_t heads = op->getAttrOfType<IntegerAttr>("num_heads").getInt();
+    int64_t kvHeads = op->getAttrOfType<IntegerAttr>("num_kv_heads").getInt();
+    int64_t ways = mesh.count(axes.axes[fq]) * mesh.size(kContextAxis);
+    if (heads % ways != 0 || kvHeads % ways != 0) {
+      std::string other = axes.axes[fq].empty()
+                              ? ""
+                              : " times the " +
+                                    std::to_string(mesh.count(axes.axes[fq])) +
+                                    " they are already split over";
+      return op->emitOpError("all-to-all context parallelism splits the "
+                             "heads over cp=")
+             << mesh.size(kContextAxis) << other
+             << ": num_heads=" << heads << " and num_kv_heads=" << kvHeads
+             << " must both be divisible by " << ways
+             << " (--context-parallel all-gather has no such need)";
+    }
+    llvm::erase(axes.axes[sq], kContextAxis);
+    axes.axes[fq].push_back(kContextAxis);
+    axes.axes[fk].push_back(kContextAxis);
     return success();
   }
 
@@ -521,6 +604,22 @@ private:
       return refuse(fn, "packs documents, whose bounds the runtime finds in "
                         "the sequence's natural order");
     WalkResult walk = fn.walk([&](Operation *op) -> WalkResult {
+      // All-to-all context parallelism: the whole sequence, in the stored
+      // order, goes to attention only (whose runtime reads each row's
+      // position), and only attention's results go back to blocks.
+      if (auto a2a = dyn_cast<AllToAllOp>(op); a2a && overCp(op)) {
+        auto attention = [](Operation *o) {
+          return o && isa<AttentionOp, AttentionGradOp>(o);
+        };
+        bool ok = a2a.getConcatDim() == 1
+                      ? llvm::all_of(op->getUsers(), attention)
+                      : a2a.getSplitDim() == 1 &&
+                            attention(a2a.getX().getDefiningOp());
+        if (!ok)
+          return refuse(op, "moves a sequence over cp between an op other "
+                            "than attention and its rank's blocks");
+        return WalkResult::advance();
+      }
       if (auto att = dyn_cast<AttentionOp>(op); att && att.getKeyPadding())
         return refuse(op, "reads key padding from the step's attention mask");
       if (auto pos = dyn_cast<PositionEmbeddingOp>(op);

@@ -150,6 +150,12 @@ static cl::opt<int64_t> zeroArg(cl::cat(compileCategory), "zero",
 static cl::opt<bool> spArg(cl::cat(compileCategory), "sequence-parallel",
                            cl::desc("split norms and residuals along the "
                                     "sequence over tp"));
+static cl::opt<std::string> contextParallelArg(
+    cl::cat(compileCategory), "context-parallel",
+    cl::desc("how attention sees a sequence split over the cp mesh axis: "
+             "all-gather (its keys and values) or all-to-all (cp moves from "
+             "the sequence to the heads, DeepSpeed's Ulysses)"),
+    cl::init("all-gather"));
 static cl::opt<double> bucketMbArg(
     cl::cat(compileCategory), "bucket-mb",
     cl::desc("data-parallel gradient bucket size in MiB (0: one all-reduce "
@@ -375,6 +381,7 @@ weft::TrainingFlags flags() {
   f.layout = layoutArg;
   f.zero = zeroArg;
   f.sequenceParallel = spArg;
+  f.contextParallel = contextParallelArg;
   f.bucketMb = bucketMbArg;
   f.zeroBucketMb = zeroBucketMbArg;
   f.prefetchOps = prefetchArg;
@@ -416,7 +423,8 @@ weft::TrainingFlags flags() {
                                            &maskTokenArg,
                                            &maskProbArg,
                                            &maskSeedArg,
-                                           &documentsArg})
+                                           &documentsArg,
+                                           &contextParallelArg})
     if (flag->getNumOccurrences())
       f.given.insert(flag->ArgStr.str());
   // A --plan row's pipeline is asked for as if by flags.
