@@ -445,6 +445,15 @@ func.func @microbatches(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft
 
 // -----
 
+// Context parallelism's attention is all-gather (no attribute) or
+// all-to-all; the ring is not built.
+// expected-error @+1 {{weft.context_parallel must be a function's "all-to-all", got "ring"}}
+func.func @context_parallel(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.context_parallel = "ring"} {
+  return %x : tensor<4x8xf32>
+}
+
+// -----
+
 // expected-error @+1 {{weft.vocab must be a function's vocabulary, 1 to 2^31-1, got 2147483648 : i64}}
 func.func @vocab(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.vocab = 2147483648 : i64} {
   return %x : tensor<4x8xf32>

@@ -169,6 +169,24 @@ func.func @all_gather_wrong_size(%x: tensor<4x8xf32>) {
 
 // -----
 
+weft.mesh @mesh {axes = ["cp"], shape = array<i64: 2>}
+func.func @all_to_all_same_dim(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{split_dim 1 and concat_dim 1 must be two different dims of rank 2}}
+  %y = weft.all_to_all %x {axes = ["cp"], split_dim = 1, concat_dim = 1} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+weft.mesh @mesh {axes = ["cp"], shape = array<i64: 2>}
+func.func @all_to_all_wrong_size(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{result dim 0 is 4, expected 8 (group size 2)}}
+  %y = weft.all_to_all %x {axes = ["cp"], split_dim = 1, concat_dim = 0} : (tensor<4x8xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
 weft.mesh @mesh {axes = ["dp"], shape = array<i64: 3>}
 func.func @reduce_scatter_indivisible(%x: tensor<4x8xf32>) {
   // expected-error @+1 {{group size 3 does not divide dim 0 of size 4}}

@@ -125,14 +125,16 @@ func.func @loss_and_optimizer(%logits: tensor<2x8x256xf32>, %t: tensor<2x8xi32>,
 // CHECK: weft.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64} : (tensor<4x8x16xf32>) -> tensor<4x16x16xf32>
 // CHECK: weft.reduce_scatter %{{.*}} {axes = ["tp"], dim = 1 : i64} : (tensor<4x16x16xf32>) -> tensor<4x8x16xf32>
 // CHECK: weft.slice %{{.*}} {axes = ["dp", "tp"], dim = 2 : i64} : (tensor<4x8x16xf32>) -> tensor<4x8x4xf32>
+// CHECK: weft.all_to_all %{{.*}} {axes = ["tp"], concat_dim = 1 : i64, split_dim = 2 : i64} : (tensor<4x8x4xf32>) -> tensor<4x16x2xf32>
 weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2, 2>}
-func.func @mesh_and_collectives(%x: tensor<4x8x16xf32>) -> tensor<4x8x4xf32> {
+func.func @mesh_and_collectives(%x: tensor<4x8x16xf32>) -> tensor<4x16x2xf32> {
   %s = weft.shard %x {sharding = #weft.sharding<dims = [["dp"], ["tp"], []]>} : tensor<4x8x16xf32>
   %r = weft.all_reduce %s {axes = ["tp"]} : (tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
   %g = weft.all_gather %r {axes = ["tp"], dim = 1} : (tensor<4x8x16xf32>) -> tensor<4x16x16xf32>
   %rs = weft.reduce_scatter %g {axes = ["tp"], dim = 1} : (tensor<4x16x16xf32>) -> tensor<4x8x16xf32>
   %l = weft.slice %rs {axes = ["dp", "tp"], dim = 2} : (tensor<4x8x16xf32>) -> tensor<4x8x4xf32>
-  return %l : tensor<4x8x4xf32>
+  %a = weft.all_to_all %l {axes = ["tp"], split_dim = 2, concat_dim = 1} : (tensor<4x8x4xf32>) -> tensor<4x16x2xf32>
+  return %a : tensor<4x16x2xf32>
 }
 
 // bf16 storage (mixed precision): a cast each way; compute ops take bf16.

@@ -242,6 +242,54 @@ func.func @context_parallel(%tokens: tensor<2x8xi32> {weft.sharding = #weft.shar
 
 // -----
 
+// All-to-all context parallelism (weft.context_parallel, DeepSpeed's
+// Ulysses): attention takes cp from its sequence onto its heads. Its
+// operands move there by one all-to-all each (the sequence gathered, the
+// features scattered: each rank gets its head's whole sequence), it runs
+// whole sequences of its heads (no seq_axes, num_heads local), and its
+// result and gradients move back to the rank's block of the sequence. Under
+// load balancing (weft.seq_chunks) only attention may see the sequence
+// whole: the runtime reads each row's position.
+// CHECK-LABEL: func @context_all_to_all
+// CHECK:       %[[Q:.*]] = weft.all_to_all %{{.*}} {axes = ["cp"], concat_dim = 1 : i64, reason = "weft.attention operand 0: [*, cp, *] -> [*, *, cp]", split_dim = 2 : i64} : (tensor<2x4x8xf32>) -> tensor<2x8x4xf32>
+// CHECK:       %[[A:.*]] = weft.attention %[[Q]], %{{.*}}, %{{.*}} {num_heads = 1 : i64, num_kv_heads = 1 : i64} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+// CHECK-NEXT:  weft.all_to_all %[[A]] {axes = ["cp"], concat_dim = 2 : i64, reason = "weft.matmul operand 0: [*, *, cp] -> [*, cp, *]", split_dim = 1 : i64} : (tensor<2x8x4xf32>) -> tensor<2x4x8xf32>
+// CHECK:       weft.attention_grad {{.*}} -> (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>)
+// CHECK-NOT:   weft.all_gather
+// CHECK:       weft.all_reduce %{{.*}} {axes = ["cp"], reason = "gradient of wq: [*, *] partial(cp) -> [*, *]"}
+weft.mesh @mesh {axes = ["cp"], shape = array<i64: 2>}
+func.func @context_all_to_all(%tokens: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["cp"]]>}, %targets: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["cp"]]>}) -> tensor<f32> attributes {weft.context_parallel = "all-to-all", weft.seq_chunks = 4 : i64} {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x8xi32>) -> tensor<2x8x8xf32>
+  %wq = weft.param "wq" {init = "normal", std = 0.02} : tensor<8x8xf32>
+  %wk = weft.param "wk" {init = "normal", std = 0.02} : tensor<8x8xf32>
+  %q0 = weft.matmul %x, %wq : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>
+  %k0 = weft.matmul %x, %wk : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>
+  %q = weft.rope %q0 {num_heads = 2 : i64, theta = 1.0e+04 : f64} : (tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %k = weft.rope %k0 {num_heads = 2 : i64, theta = 1.0e+04 : f64} : (tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %a = weft.attention %q, %k, %x {num_heads = 2, num_kv_heads = 2} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %logits = weft.matmul %a, %wte {transpose_b = true} : (tensor<2x8x8xf32>, tensor<16x8xf32>) -> tensor<2x8x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// All-to-all needs whole heads on every rank: 2 heads over cp=4 are refused,
+// naming the numbers.
+weft.mesh @mesh {axes = ["cp"], shape = array<i64: 4>}
+func.func @context_all_to_all_heads(%tokens: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["cp"]]>}, %targets: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["cp"]]>}) -> tensor<f32> attributes {weft.context_parallel = "all-to-all"} {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x8xi32>) -> tensor<2x8x8xf32>
+  // expected-error @+1 {{'weft.attention' op all-to-all context parallelism splits the heads over cp=4: num_heads=2 and num_kv_heads=2 must both be divisible by 4 (--context-parallel all-gather has no such need)}}
+  %a = weft.attention %x, %x, %x {num_heads = 2, num_kv_heads = 2} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %logits = weft.matmul %a, %wte {transpose_b = true} : (tensor<2x8x8xf32>, tensor<16x8xf32>) -> tensor<2x8x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // Only the cp axis splits attention's queries: a sequence split over tp
 // (sequence parallelism) is gathered before rope and attention, which run on
 // the whole sequence.
