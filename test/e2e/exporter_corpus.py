@@ -140,25 +140,30 @@ for name, (flags, twin, layouts) in FIXTURES.items():
         print(f"  {' '.join(mesh)} trains like one rank: rel {e:.1e}")
         if e > 1e-9:
             failures.append(f"{name} on {' '.join(mesh)}: {got} vs one rank {one}")
-    # Context parallelism: exact, or refused by name (an op reading a
-    # sequence held out of order).
+    # Context parallelism, all-gather and all-to-all attention: exact, or
+    # refused by name (an op reading a sequence held out of order; heads
+    # the cp ranks cannot share).
     meta = json.load(open(f"{CORPUS}/{name}.json"))
-    r = subprocess.run([f"{BIN}/weft-compile", f"{CORPUS}/{name}.onnx", "--batch",
-                        str(meta["batch"]), "--seq", str(meta["seq"]), "--dtype",
-                        "f64", "--quiet", "--mesh", "cp=2", "-o",
-                        f"{WORK}/{name}-cp-probe.weft"] + flags,
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        refusal = [ln for ln in r.stderr.splitlines() if "error:" in ln]
-        print(f"  cp=2 refused: {refusal[0][:120] if refusal else r.stderr[-200:]}")
-        if r.returncode != 1 or not refusal:
-            failures.append(f"{name} on cp=2: refused badly (exit {r.returncode})")
-    else:
-        _, got = losses(name, flags, "f64", 4, ["cp=2"])
+    for mesh in (["cp=2"], ["cp=2", "--context-parallel", "all-to-all"]):
+        what = " ".join(mesh)
+        r = subprocess.run([f"{BIN}/weft-compile", f"{CORPUS}/{name}.onnx",
+                            "--batch", str(meta["batch"]), "--seq", str(meta["seq"]),
+                            "--dtype", "f64", "--quiet", "--mesh"] + mesh +
+                           ["-o", f"{WORK}/{name}-cp-probe.weft"] + flags,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            refusal = [ln for ln in r.stderr.splitlines() if "error:" in ln]
+            print(f"  {what} refused: "
+                  f"{refusal[0][:120] if refusal else r.stderr[-200:]}")
+            if r.returncode != 1 or not refusal:
+                failures.append(f"{name} on {what}: refused badly "
+                                f"(exit {r.returncode})")
+            continue
+        _, got = losses(name, flags, "f64", 4, mesh)
         e = rel(got, one)
-        print(f"  cp=2 trains like one rank: rel {e:.1e}")
+        print(f"  {what} trains like one rank: rel {e:.1e}")
         if e > 1e-9:
-            failures.append(f"{name} on cp=2: {got} vs one rank {one}")
+            failures.append(f"{name} on {what}: {got} vs one rank {one}")
 # Parameters a pipeline stage reads but another stage owns (a replica,
 # received after each optimizer step): the BERT export with its node names
 # cleared, so that its onnx::MatMul_N weights have no layer but the head's
