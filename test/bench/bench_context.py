@@ -7,7 +7,9 @@ A Llama of 4 layers (hidden 256, 4 heads, 2 KV heads, RoPE), batch 1, f32,
 on this machine's 2 cores, trained three ways from the same data:
   - one rank, 2 threads (the reference);
   - cp=2, 2 ranks of 1 thread, load-balanced (rank i holds chunks i and 3-i);
-  - cp=2 in contiguous blocks (a layout file's "context_order": "natural").
+  - cp=2 in contiguous blocks (a layout file's "context_order": "natural");
+  - cp=2 load-balanced with all-to-all attention (--context-parallel
+    all-to-all: cp moves to the heads around attention, DeepSpeed's Ulysses).
 Each prints the mean step time (steps 2..), tokens/s, the peak bytes of
 rank 0 and the bytes it sent per step; the cp runs also the attention time
 (forward and backward kernels, from --trace) of each rank and their ratio,
@@ -82,12 +84,14 @@ def main():
             one = run(work, "one", seq, 1, [])
             cp = run(work, "cp2", seq, 2, ["--mesh", "cp=2"])
             nat = run(work, "cp2-natural", seq, 2, ["--mesh", "cp=2", "--layout", natural])
-            results[seq] = {"one": one, "cp2": cp, "cp2_natural": nat}
+            a2a = run(work, "cp2-a2a", seq, 2, ["--mesh", "cp=2", "--context-parallel",
+                                                "all-to-all"])
+            results[seq] = {"one": one, "cp2": cp, "cp2_natural": nat, "cp2_a2a": a2a}
             print(f"seq {seq}, batch 1:")
             print(f"  {'':22s} {'step ms':>9s} {'tokens/s':>9s} {'peak MB':>8s} "
                   f"{'sent MB':>8s}  attention ms per rank (max/min)")
             for name, r in (("one rank, 2 threads", one), ("cp=2 load-balanced", cp),
-                            ("cp=2 contiguous", nat)):
+                            ("cp=2 contiguous", nat), ("cp=2 all-to-all", a2a)):
                 a = r["attention_ms"]
                 ratio = max(a) / min(a) if a and min(a) > 0 else 1.0
                 print(f"  {name:22s} {r['step_ms']:9.1f} {r['tokens_per_s']:9.0f} "
@@ -96,7 +100,7 @@ def main():
             print(f"  speed-up of cp=2 over one rank: {one['step_ms'] / cp['step_ms']:.2f}x; "
                   f"peak bytes {cp['peak_bytes'] / one['peak_bytes']:.2f}x; "
                   f"first losses {one['losses'][0]:.6f} {cp['losses'][0]:.6f} "
-                  f"{nat['losses'][0]:.6f}")
+                  f"{nat['losses'][0]:.6f} {a2a['losses'][0]:.6f}")
     print(json.dumps({str(k): {n: {f: v for f, v in r.items() if f != "losses"}
                                for n, r in d.items()} for k, d in results.items()}))
 
