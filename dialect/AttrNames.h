@@ -44,8 +44,9 @@ inline constexpr llvm::StringLiteral kDocuments = "weft.documents";
 inline constexpr llvm::StringLiteral kSeqChunks = "weft.seq_chunks";
 /// How context parallelism's attention sees the sequence (by
 /// weft-apply-layout, on a function with a cp axis): "all-to-all" moves cp
-/// from the sequence to the heads around attention (DeepSpeed's Ulysses).
-/// Absent: attention all-gathers the keys and values over cp.
+/// from the sequence to the heads around attention (DeepSpeed's Ulysses);
+/// "ring" passes key and value blocks around the cp ranks, merged by an
+/// online softmax. Absent: attention all-gathers the keys and values.
 inline constexpr llvm::StringLiteral kContextParallel =
     "weft.context_parallel";
 /// The vocabulary (the token embedding table's rows, a positive integer) of

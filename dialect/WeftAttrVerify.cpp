@@ -98,9 +98,9 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == an::kAsync) {
-    if (!isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(op))
-      return fail() << "belongs on an all_reduce, all_gather or "
-                       "reduce_scatter";
+    if (!isa<AllReduceOp, AllGatherOp, ReduceScatterOp, RingShiftOp>(op))
+      return fail() << "belongs on an all_reduce, all_gather, "
+                       "reduce_scatter or ring_shift";
     if (!isa<UnitAttr>(value))
       return fail() << "must be a unit attribute, got " << value;
     return success();
@@ -192,8 +192,10 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == an::kContextParallel) {
     auto m = dyn_cast<StringAttr>(value);
-    if (!isa<func::FuncOp>(op) || !m || m.getValue() != "all-to-all")
-      return fail() << "must be a function's \"all-to-all\", got " << value;
+    if (!isa<func::FuncOp>(op) || !m ||
+        (m.getValue() != "all-to-all" && m.getValue() != "ring"))
+      return fail() << "must be a function's \"all-to-all\" or \"ring\", got "
+                    << value;
     return success();
   }
   if (name == an::kVocab || name == an::kLabels) {

@@ -124,6 +124,14 @@ LogicalResult ReduceScatterOp::verify() {
   return verifyResize(*this, getX(), getResult(), getAxes(), getDim(), false);
 }
 
+LogicalResult RingShiftOp::verify() {
+  if (failed(groupSize(*this, getAxes())))
+    return failure();
+  if (getX().getType() != getResult().getType())
+    return emitOpError("result type must equal the operand type");
+  return success();
+}
+
 LogicalResult AllToAllOp::verify() {
   FailureOr<int64_t> n = groupSize(*this, getAxes());
   if (failed(n))

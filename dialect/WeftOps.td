@@ -557,6 +557,76 @@ def Weft_MseLossGradOp : Weft_ComputeOp<"mse_loss_grad",
 }
 
 //===----------------------------------------------------------------------===//
+// Ring attention (made by weft-partition, per rank)
+//===----------------------------------------------------------------------===//
+
+def Weft_AttentionBlockOp : Weft_Op<"attention_block", [Pure]> {
+  let summary = "one ring step of context-parallel attention";
+  let description = [{
+    `q: [B, Sq, H*hd]` is this rank's block of the sequence (split over
+    `seq_axes`), `k, v: [B, Sk, Hkv*hd]` the block that reaches it on ring
+    step `ring_step`: shard `(r - ring_step) mod c`'s, r this rank's shard
+    index and c the ranks of `seq_axes`. `o: [B, Sq, H*hd]` is the
+    attention of the queries over this block's keys alone and
+    `lse: [B, H, Sq]` the log of its softmax denominator (-inf for a query
+    that sees none of them); `weft.softmax_merge` combines blocks. Every
+    position is global (a load-balanced sequence's through
+    `weft.seq_chunks`), so the causal mask and a sliding `window` compare
+    global positions; `scale` and `bidirectional` are attention's.
+  }];
+  let arguments = (ins Weft_FloatTensor:$q, Weft_FloatTensor:$k,
+                   Weft_FloatTensor:$v, I64Attr:$num_heads,
+                   I64Attr:$num_kv_heads, OptionalAttr<F64Attr>:$scale,
+                   UnitAttr:$bidirectional, OptionalAttr<I64Attr>:$window,
+                   StrArrayAttr:$seq_axes, I64Attr:$ring_step);
+  let results = (outs Weft_FloatTensor:$o, Weft_FloatTensor:$lse);
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Weft_SoftmaxMergeOp : Weft_Op<"softmax_merge", [Pure]> {
+  let summary = "combines two blocks' attention by their log-sum-exps";
+  let description = [{
+    `lse = log(exp(lse1) + exp(lse2))`, `o = o1 exp(lse1 - lse) + o2
+    exp(lse2 - lse)` per query and head (`o: [B, S, H*hd]`,
+    `lse: [B, H, S]`): the online softmax of ring attention. A side whose
+    lse is -inf (no visible key) adds nothing.
+  }];
+  let arguments = (ins Weft_FloatTensor:$o1, Weft_FloatTensor:$lse1,
+                   Weft_FloatTensor:$o2, Weft_FloatTensor:$lse2,
+                   I64Attr:$num_heads);
+  let results = (outs Weft_FloatTensor:$o, Weft_FloatTensor:$lse);
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Weft_AttentionBlockGradOp : Weft_Op<"attention_block_grad", [Pure]> {
+  let summary = "one ring step of context-parallel attention's gradient";
+  let description = [{
+    `dy, q, o: [B, Sq, H*hd]`, `k, v: [B, Sk, Hkv*hd]` (ring step
+    `ring_step`'s block, as `weft.attention_block`), `lse: [B, H, Sq]` the
+    whole rows' log-sum-exp: with `P = exp(scale q k^T - lse)` over the
+    block's visible keys and `D = rowsum(dy * o)`, `dv = P^T dy`,
+    `dS = P * (dy v^T - D)`, `dq = scale dS k` (this block's share) and
+    `dk = scale dS^T q` (this rank's queries' share of the block's keys).
+  }];
+  let arguments = (ins Weft_FloatTensor:$dy, Weft_FloatTensor:$q,
+                   Weft_FloatTensor:$k, Weft_FloatTensor:$v,
+                   Weft_FloatTensor:$o, Weft_FloatTensor:$lse,
+                   I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                   OptionalAttr<F64Attr>:$scale, UnitAttr:$bidirectional,
+                   OptionalAttr<I64Attr>:$window, StrArrayAttr:$seq_axes,
+                   I64Attr:$ring_step);
+  let results = (outs Weft_FloatTensor:$dq, Weft_FloatTensor:$dk,
+                 Weft_FloatTensor:$dv);
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Vocab-parallel cross-entropy (made by weft-partition, per rank)
 //===----------------------------------------------------------------------===//
 
@@ -700,6 +770,22 @@ def Weft_ReduceScatterOp : Weft_CollectiveOp<"reduce_scatter"> {
     Megatron TP and plain DP use an all_reduce.
   }];
   let arguments = (ins AnyRankedTensor:$x, StrArrayAttr:$axes, I64Attr:$dim,
+                   OptionalAttr<StrAttr>:$reason);
+}
+
+def Weft_RingShiftOp : Weft_CollectiveOp<"ring_shift"> {
+  let summary = "each rank's block to the next shard of `axes`, in a ring";
+  let description = [{
+    ```
+    before:  rank0: a   rank1: b   rank2: c
+    after:   rank0: c   rank1: a   rank2: b
+    ```
+    Shard r sends x to shard (r + 1) mod c and receives shard (r - 1) mod
+    c's: ring attention passes key and value blocks (and their gradients)
+    around the context-parallel ranks. Started asynchronously, it overlaps
+    the attention of the block before.
+  }];
+  let arguments = (ins AnyRankedTensor:$x, StrArrayAttr:$axes,
                    OptionalAttr<StrAttr>:$reason);
 }
 

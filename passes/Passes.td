@@ -50,9 +50,10 @@ def WeftApplyLayout : Pass<"weft-apply-layout", "mlir::ModuleOp"> {
       sequence over `tp`, so partitioning turns Megatron's all-reduces into
       reduce-scatter + all-gather;
     - `context-parallel` (with a `cp` axis): `all-gather` (attention
-      gathers the keys and values over `cp`) or `all-to-all` (the function's
-      `weft.context_parallel`: weft-partition moves `cp` from attention's
-      sequence to its heads and back, DeepSpeed's Ulysses);
+      gathers the keys and values over `cp`), or, as the function's
+      `weft.context_parallel`, `all-to-all` (weft-partition moves `cp` from
+      attention's sequence to its heads and back, DeepSpeed's Ulysses) or
+      `ring` (it passes key and value blocks around the `cp` ranks);
     - `zero` 1-3: storage shardings over `dp` (dim 0) for the optimizer state
       (1), also gradients (2), also parameters (3), as `weft.state_storage`,
       `weft.grad_storage`, `weft.storage` on the `weft.param`s.
@@ -69,7 +70,7 @@ def WeftApplyLayout : Pass<"weft-apply-layout", "mlir::ModuleOp"> {
     Option<"contextParallel", "context-parallel", "std::string",
            "\"all-gather\"",
            "how attention sees a sequence split over cp: all-gather (the "
-           "keys and values) or all-to-all (cp moves to the heads)">,
+           "keys and values), all-to-all (cp moves to the heads) or ring">,
     Option<"pipelineAxis", "pipeline-axis", "std::string", "\"\"",
            "the mesh axis of pipeline stages (weft-cut-stages splits the "
            "layers over it; no tensor may be split over it)">,

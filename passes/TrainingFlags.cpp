@@ -98,13 +98,10 @@ std::string weft::buildTrainingOptions(const TrainingFlags &f,
   const bool sharded = !f.mesh.empty();
   if (!sharded && (f.zero != 0 || f.sequenceParallel || f.layout != "data"))
     return "--layout, --zero and --sequence-parallel need --mesh";
-  if (f.contextParallel != "all-gather" && f.contextParallel != "all-to-all")
-    return "--context-parallel must be all-gather or all-to-all, got '" +
-           f.contextParallel +
-           (f.contextParallel == "ring"
-                ? "': the ring (point-to-point key/value rotation) is not "
-                  "built yet"
-                : "'");
+  if (f.contextParallel != "all-gather" && f.contextParallel != "all-to-all" &&
+      f.contextParallel != "ring")
+    return "--context-parallel must be all-gather, all-to-all or ring, got '" +
+           f.contextParallel + "'";
   if (f.given.count("context-parallel") &&
       (mesh.axisIndex("cp") < 0 || mesh.Dims[size_t(mesh.axisIndex("cp"))] < 2))
     return "--context-parallel is about a sequence split over cp: --mesh "

@@ -151,6 +151,8 @@ std::string attrString(const Instruction &I) {
       I.Op == OpKind::AllToAll || I.Op == OpKind::Slice)
     Add("dim=" + std::to_string(A.Dim));
   AddAxes("seq_axes", A.SeqAxes);
+  if (I.Op == OpKind::AttentionBlock || I.Op == OpKind::AttentionBlockGrad)
+    Add("ring_step=" + std::to_string(A.RingStep));
   if (A.TokenTypes)
     Add("token_types=true");
   AddAxes("vocab_axes", A.VocabAxes);

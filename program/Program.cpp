@@ -82,7 +82,11 @@ const char *const OpNames[NumOpKinds] = {"embedding",
                                          "mse_loss",
                                          "mse_loss_grad",
                                          "dropout",
-                                         "all_to_all"};
+                                         "all_to_all",
+                                         "attention_block",
+                                         "softmax_merge",
+                                         "attention_block_grad",
+                                         "ring_shift"};
 
 uint64_t readLE(const std::string &B, size_t Off, int Bytes) {
   uint64_t V = 0;
@@ -627,7 +631,10 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     WEFT_RETURN_IF_ERROR(getAxes(*Attrs, "seq_axes", ACtx, A.SeqAxes));
   switch (Op) {
   case OpKind::AllReduce:
+  case OpKind::RingShift:
     return getAxes(*Attrs, "axes", ACtx, A.Axes);
+  case OpKind::SoftmaxMerge:
+    return getInt(*Attrs, "num_heads", ACtx, A.NumHeads);
   case OpKind::AllGather:
   case OpKind::ReduceScatter:
   case OpKind::AllToAll:
@@ -688,6 +695,11 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
       }
     }
     return getInt(*Attrs, "num_heads", ACtx, A.NumHeads);
+  case OpKind::AttentionBlock:
+  case OpKind::AttentionBlockGrad:
+    WEFT_RETURN_IF_ERROR(getAxes(*Attrs, "seq_axes", ACtx, A.SeqAxes));
+    WEFT_RETURN_IF_ERROR(getInt(*Attrs, "ring_step", ACtx, A.RingStep));
+    [[fallthrough]];
   case OpKind::Attention:
   case OpKind::AttentionGrad:
     if (Attrs->contains("scale")) {
@@ -781,10 +793,10 @@ Status parseInstruction(const json &J, size_t I, Instruction &Inst) {
       Op.compare(Op.size() - Start.size(), Start.size(), Start) == 0) {
     Op.resize(Op.size() - Start.size());
     Inst.Attrs.Async = true;
-    if (Op != "all_reduce" && Op != "all_gather")
+    if (Op != "all_reduce" && Op != "all_gather" && Op != "ring_shift")
       return Status::error("unknown op '" + Op + Start + "' in " + Ctx +
-                           " (only all_reduce and all_gather start "
-                           "asynchronously)");
+                           " (only all_reduce, all_gather and ring_shift "
+                           "start asynchronously)");
   }
   if (!parseOpName(Op, Inst.Op))
     return Status::error("unknown op '" + Op + "' in " + Ctx);
@@ -928,7 +940,7 @@ const char *opName(OpKind K) { return OpNames[static_cast<int>(K)]; }
 bool isCollective(OpKind K) {
   return K == OpKind::AllReduce || K == OpKind::AllGather ||
          K == OpKind::ReduceScatter || K == OpKind::AllToAll ||
-         K == OpKind::Slice || K == OpKind::Wait;
+         K == OpKind::RingShift || K == OpKind::Slice || K == OpKind::Wait;
 }
 
 std::string instructionName(const Instruction &I) {
@@ -941,6 +953,7 @@ const char *groupAttrName(OpKind K) {
   case OpKind::AllGather:
   case OpKind::ReduceScatter:
   case OpKind::AllToAll:
+  case OpKind::RingShift:
   case OpKind::Slice:
     return "axes";
   case OpKind::AdamW:

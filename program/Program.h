@@ -145,8 +145,17 @@ enum class OpKind {
   // (all-to-all context parallelism; the program block_transposes around
   // it). A runtime that predates it refuses the name.
   AllToAll,
+  // Ring attention (context parallelism, docs/program-format.md): the
+  // rank's queries against ring step `ring_step`'s block of keys (out: o
+  // and the log-sum-exp), the merge of two blocks by their log-sum-exps,
+  // a block's gradient, and the collective that passes a block to the next
+  // shard of `axes` (ring_shift, or ring_shift_start and a wait).
+  AttentionBlock,
+  SoftmaxMerge,
+  AttentionBlockGrad,
+  RingShift,
 };
-constexpr int NumOpKinds = static_cast<int>(OpKind::AllToAll) + 1;
+constexpr int NumOpKinds = static_cast<int>(OpKind::RingShift) + 1;
 /// The ops that compare logits with the targets (plain or vocab-parallel),
 /// and those that compare a prediction with float targets.
 inline bool isCrossEntropy(OpKind K) {
@@ -158,8 +167,8 @@ inline bool isMseLoss(OpKind K) {
   return K == OpKind::MseLoss || K == OpKind::MseLossGrad;
 }
 /// True for the ops the executor runs through the communicator, not a
-/// backend: all_reduce, all_gather, reduce_scatter, all_to_all, slice and
-/// wait.
+/// backend: all_reduce, all_gather, reduce_scatter, all_to_all,
+/// ring_shift, slice and wait.
 bool isCollective(OpKind K);
 const char *opName(OpKind K);
 struct Instruction;
@@ -319,6 +328,7 @@ struct OpAttrs {
   /// counts for nothing and the mean is over the step's counted targets.
   bool Masked = false;
   AxesList SeqAxes;   // position_embedding(_grad), rope, attention(_grad)
+  int64_t RingStep = 0; // attention_block(_grad): whose block, r - step
   AxesList VocabAxes; // embedding(_grad), cross_entropy_stats(_grad)
   AxesList ShardAxes; // adamw (ZeRO-1/2)
   /// pack, unpack: each piece in this many equal blocks, laid out block-major

@@ -156,6 +156,8 @@ private:
   Status checkShardedAdamW() const;
   Status checkBlockTranspose() const;
   Status checkAllToAll() const;
+  Status checkRingShift() const;
+  Status checkRingAttention() const;
   Status checkAttention(bool Grad) const;
   Status checkNorm(bool Grad, bool HasBeta) const;
   Status checkVocabParallel() const;
@@ -530,6 +532,76 @@ Status InstChecker::checkShardedAdamW() const {
   return Status::success();
 }
 
+// ring_shift: x and y of one shape and dtype, y the previous shard's x.
+Status InstChecker::checkRingShift() const {
+  WEFT_RETURN_IF_ERROR(counts(1, 1));
+  WEFT_RETURN_IF_ERROR(checkGroup(I.Attrs.Axes, "axes"));
+  WEFT_RETURN_IF_ERROR(sameDtype());
+  if (I.In[0] == I.Out[0])
+    return fail("in[0] and out[0] are the same buffer " +
+                std::to_string(I.In[0]) + "; ring_shift does not work in "
+                                          "place");
+  return shapeIs(false, 0, in(0).Dims);
+}
+
+// attention_block: q [B,Sq,H*hd], k, v [B,Sk,Hkv*hd] -> o like q, lse
+// [B,H,Sq]; softmax_merge: o1, lse1, o2, lse2 -> o, lse; attention_block_grad:
+// dy, q, k, v, o, lse -> dq, dk, dv.
+Status InstChecker::checkRingAttention() const {
+  const bool Merge = I.Op == OpKind::SoftmaxMerge,
+             Grad = I.Op == OpKind::AttentionBlockGrad;
+  WEFT_RETURN_IF_ERROR(Merge  ? counts(4, 2)
+                       : Grad ? counts(6, 3)
+                              : counts(3, 2));
+  for (size_t K = 0; K < I.In.size(); ++K)
+    WEFT_RETURN_IF_ERROR(isFloat(true, K));
+  for (size_t K = 0; K < I.Out.size(); ++K)
+    WEFT_RETURN_IF_ERROR(isFloat(false, K));
+  const int64_t H = I.Attrs.NumHeads;
+  const size_t QI = Merge ? 0 : Grad ? 1 : 0;
+  WEFT_RETURN_IF_ERROR(rankAtLeast(true, QI, 3));
+  const Shape &Q = in(QI).Dims;
+  if (Q.size() != 3 || H <= 0 || Q[2] % H != 0)
+    return fail(name(true, QI) + " has shape " + shapeString(Q) +
+                ", expected [B,S,H*hd] with H = num_heads=" +
+                std::to_string(H));
+  const Shape Lse{Q[0], H, Q[1]};
+  if (Merge) {
+    WEFT_RETURN_IF_ERROR(shapeIs(true, 2, Q));
+    WEFT_RETURN_IF_ERROR(shapeIs(false, 0, Q));
+    for (size_t K : {1, 3})
+      WEFT_RETURN_IF_ERROR(shapeIs(true, K, Lse));
+    return shapeIs(false, 1, Lse);
+  }
+  const int64_t Hkv = I.Attrs.NumKvHeads;
+  if (Hkv <= 0 || H % Hkv != 0)
+    return fail("num_kv_heads=" + std::to_string(Hkv) +
+                " must be positive and divide num_heads=" + std::to_string(H));
+  WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.SeqAxes, "seq_axes"));
+  const int64_t C = P.Devices.count(I.Attrs.SeqAxes);
+  if (I.Attrs.SeqAxes.empty() || I.Attrs.RingStep < 0 ||
+      I.Attrs.RingStep >= C)
+    return fail("ring_step=" + std::to_string(I.Attrs.RingStep) +
+                " must be a step of the ring over seq_axes " +
+                axesString(I.Attrs.SeqAxes) + " (0 to " +
+                std::to_string(C - 1) + ")");
+  WEFT_RETURN_IF_ERROR(rankAtLeast(true, QI + 1, 3));
+  const Shape &Kv = in(QI + 1).Dims;
+  const Shape KvWant{Q[0], Kv[1], Hkv * (Q[2] / H)};
+  WEFT_RETURN_IF_ERROR(shapeIs(true, QI + 1, KvWant));
+  WEFT_RETURN_IF_ERROR(shapeIs(true, QI + 2, KvWant));
+  if (!Grad) {
+    WEFT_RETURN_IF_ERROR(shapeIs(false, 0, Q));
+    return shapeIs(false, 1, Lse);
+  }
+  WEFT_RETURN_IF_ERROR(shapeIs(true, 0, Q));
+  WEFT_RETURN_IF_ERROR(shapeIs(true, 4, Q));
+  WEFT_RETURN_IF_ERROR(shapeIs(true, 5, Lse));
+  WEFT_RETURN_IF_ERROR(shapeIs(false, 0, Q));
+  WEFT_RETURN_IF_ERROR(shapeIs(false, 1, KvWant));
+  return shapeIs(false, 2, KvWant);
+}
+
 Status InstChecker::checkAttention(bool Grad) const {
   WEFT_RETURN_IF_ERROR(Grad ? counts(4, 3) : counts(3, 1));
   if (Grad)
@@ -610,8 +682,10 @@ Status InstChecker::run() {
       return fail("out[" + std::to_string(K) + "] buffer id " +
                   std::to_string(I.Out[K]) + " out of range [0, " +
                   std::to_string(P.Buffers.size()) + ")");
-  if (I.Attrs.Async && I.Op != OpKind::AllReduce && I.Op != OpKind::AllGather)
-    return fail("attrs.async is only allowed on all_reduce and all_gather");
+  if (I.Attrs.Async && I.Op != OpKind::AllReduce &&
+      I.Op != OpKind::AllGather && I.Op != OpKind::RingShift)
+    return fail("attrs.async is only allowed on all_reduce, all_gather and "
+                "ring_shift");
   // A gradient stored unreduced (ZeRO-1) is read only by the reduction over
   // the axes it is partial over: anything else would use a partial sum.
   for (size_t K = 0; K < I.In.size(); ++K) {
@@ -958,6 +1032,12 @@ Status InstChecker::run() {
     return checkCollective();
   case OpKind::AllToAll:
     return checkAllToAll();
+  case OpKind::RingShift:
+    return checkRingShift();
+  case OpKind::AttentionBlock:
+  case OpKind::SoftmaxMerge:
+  case OpKind::AttentionBlockGrad:
+    return checkRingAttention();
   case OpKind::Wait:
     // Which start it completes: checkDataflow pairs them.
     return counts(1, 0);

@@ -52,6 +52,9 @@ struct BoundInstruction {
   /// the chunk count by which its keys are ordered. Set at load.
   std::vector<int32_t> SeqPos;
   int64_t SeqChunks = 0;
+  /// attention_block(_grad): the global position of each key of the block
+  /// it receives on its ring step (and SeqPos its queries', always set).
+  std::vector<int32_t> KeyPos;
   /// dropout, and attention(_grad) with dropout: per dim of the input (q),
   /// the rank's first global index and the global size, and the step's rows
   /// per micro-batch (micro-batch k's first row is k * MicrobatchRows +

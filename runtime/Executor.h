@@ -298,6 +298,10 @@ private:
   /// An all_to_all's transfers (blocking: started and waited for at once).
   CommRequest AllToAllRequest;
   std::vector<Transfer> AllToAllOps;
+  /// A ring_shift's two transfers; AsyncRing: its _start form runs
+  /// asynchronously (not under WEFT_NO_ASYNC=1).
+  std::vector<Transfer> RingOps;
+  bool AsyncRing = true;
   void *Staging = nullptr; // receives of groups that also send
   struct StagedRecv {
     void *To;

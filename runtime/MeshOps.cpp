@@ -106,6 +106,7 @@ Status Executor::planMeshSteps() {
   }
   const char *NoAsync = std::getenv("WEFT_NO_ASYNC");
   const bool AsyncOn = !NoAsync || !*NoAsync || std::strcmp(NoAsync, "0") == 0;
+  AsyncRing = AsyncOn;
   std::vector<size_t> Started; // starts not yet paired with their wait
   for (size_t K = 0; K < Bound.size(); ++K) {
     BoundInstruction &BI = Bound[K];
@@ -175,6 +176,41 @@ Status Executor::planMeshSteps() {
       // blocks are contiguous (the program block_transposes otherwise).
       if (BI.Op == OpKind::AllGather && A.Async && AsyncOn)
         WEFT_RETURN_IF_ERROR(Reserve(X));
+      break;
+    }
+    case OpKind::RingShift: {
+      // The rank's whole block goes to the next shard.
+      HasMeshSteps = true;
+      WEFT_RETURN_IF_ERROR(Group(A.Axes));
+      const TensorRef &X = BI.In[0];
+      S.Key = commKey("ring_shift", A.Axes);
+      S.Bytes = double(X.Numel) * double(dtypeBytes(X.Spec->Type));
+      S.Request = int(Requests.size());
+      Requests.emplace_back();
+      break;
+    }
+    case OpKind::AttentionBlock:
+    case OpKind::AttentionBlockGrad: {
+      // Global positions: the queries are this rank's block of seq_axes,
+      // the keys the block of shard (r - ring_step) mod c; under load
+      // balancing, stored blocks of the chunked order.
+      const size_t Qi = BI.Op == OpKind::AttentionBlock ? 0 : 1;
+      const int64_t Sq = BI.In[Qi].Spec->Dims[1],
+                    Sk = BI.In[Qi + 1].Spec->Dims[1];
+      const int64_t C = M.count(A.SeqAxes),
+                    R = M.shardIndex(Comm->rank(), A.SeqAxes);
+      const int64_t Origin = ((R - A.RingStep) % C + C) % C;
+      auto Positions = [&](std::vector<int32_t> &Out, int64_t First,
+                           int64_t N) {
+        Out.resize(size_t(N));
+        for (int64_t I = 0; I < N; ++I)
+          Out[size_t(I)] = int32_t(
+              Prog.SeqChunks > 0
+                  ? seqPosition(First + I, Prog.Seq, Prog.SeqChunks)
+                  : First + I);
+      };
+      Positions(BI.SeqPos, R * Sq, Sq);
+      Positions(BI.KeyPos, Origin * Sk, Sk);
       break;
     }
     case OpKind::AllToAll: {
@@ -347,6 +383,18 @@ Status Executor::runCollective(size_t K) {
     WEFT_RETURN_IF_ERROR(
         Comm->startTransfers(G, AllToAllOps, *Q, AllToAllRequest));
     return Comm->wait(AllToAllRequest, *Q);
+  }
+  case OpKind::RingShift: {
+    const int Next = (G.Rank + 1) % int(C), Prev = (G.Rank + int(C) - 1) % int(C);
+    RingOps.assign({{Transfer::Send, Next, X.Data, size_t(X.Numel), T},
+                    {Transfer::Recv, Prev, Y.Data, size_t(X.Numel), T}});
+    CommRequest &R = Requests[size_t(S.Request)];
+    WEFT_RETURN_IF_ERROR(Comm->startTransfers(G, RingOps, *Q, R));
+    if (BI.Attrs->Async && AsyncRing && R.Active) {
+      startedAsync(K);
+      return Status::success();
+    }
+    return Comm->wait(R, *Q);
   }
   case OpKind::Slice:
     for (int64_t O = 0; O < Outer; ++O)

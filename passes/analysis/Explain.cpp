@@ -68,7 +68,8 @@ DenseMap<Operation *, int64_t> timesPerStep(Operation *root) {
 
 // Ring-algorithm bytes sent per rank: all_reduce 2(c-1)/c n, all_gather and
 // reduce_scatter (c-1)/c n, n the larger of input and output; all_to_all
-// (c-1)/c of its input, every block but the rank's own.
+// (c-1)/c of its input, every block but the rank's own; ring_shift its
+// whole block, to the next rank.
 SmallVector<Collective> collectivesOf(Operation *root) {
   DenseMap<Operation *, int64_t> times = timesPerStep(root);
   SmallVector<Collective> out;
@@ -113,6 +114,11 @@ SmallVector<Collective> collectivesOf(Operation *root) {
       add("reduce_scatter", rs.getAxes(), rs.getX().getType(), why);
     else if (auto a2a = dyn_cast<AllToAllOp>(op))
       add("all_to_all", a2a.getAxes(), a2a.getX().getType(), why);
+    else if (auto shift = dyn_cast<RingShiftOp>(op))
+      out.push_back({"ring_shift", joinAxes(namesOf(shift.getAxes())),
+                     why.str(), typeName(shift.getType().getElementType()),
+                     bytesOf(shift.getType()),
+                     times.lookup(op) ? times.lookup(op) : 1});
     else if (auto adam = dyn_cast<AdamWOp>(op)) {
       if (auto axes =
               adam->getAttrOfType<ArrayAttr>(weft::attrname::kShardAxes)) {

@@ -68,17 +68,16 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
         failed(readLayoutFile(module, inputDims, globs, zeroStage, sp,
                               contextOrder, contextMode)))
       return failure();
-    if (contextMode != "all-gather" && contextMode != "all-to-all")
-      return module.emitError("context parallelism must be all-gather or "
-                              "all-to-all, got '")
+    if (contextMode != "all-gather" && contextMode != "all-to-all" &&
+        contextMode != "ring")
+      return module.emitError("context parallelism must be all-gather, "
+                              "all-to-all or ring, got '")
+             << contextMode << "'";
+    if (contextMode != "all-gather" && meshInfo.size(kContextAxis) <= 1)
+      return module.emitError("")
              << contextMode
-             << (contextMode == "ring"
-                     ? "': the ring (point-to-point key/value rotation) is "
-                       "not built yet"
-                     : "'");
-    if (contextMode == "all-to-all" && meshInfo.size(kContextAxis) <= 1)
-      return module.emitError("all-to-all context parallelism needs a mesh "
-                              "axis 'cp' of more than one rank");
+             << " context parallelism needs a mesh axis 'cp' of more than "
+                "one rank";
     if (zeroStage < 0 || zeroStage > 3)
       return module.emitError("zero stage must be 0-3, got ") << zeroStage;
     if (sp && meshInfo.size("tp") < 1)
@@ -90,7 +89,7 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
       // The function names its mesh (a pipeline stage will name its own).
       fn->setAttr(weft::attrname::kMesh,
                   FlatSymbolRefAttr::get(b.getContext(), "mesh"));
-      if (contextMode == "all-to-all")
+      if (contextMode != "all-gather")
         fn->setAttr(weft::attrname::kContextParallel,
                     b.getStringAttr(contextMode));
       if (failed(annotateInputs(fn, inputDims)) ||
@@ -520,7 +519,8 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
         auto m = value.getAsString();
         if (!m)
           return module.emitError("layout 'context_parallel' must be "
-                                  "\"all-gather\" or \"all-to-all\"");
+                                  "\"all-gather\", \"all-to-all\" or "
+                                  "\"ring\"");
         contextMode = m->str();
       } else {
         return module.emitError("unknown layout key '") << key.str() << "'";

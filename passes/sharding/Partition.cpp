@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <tuple>
 
 namespace weft {
 #define GEN_PASS_DEF_WEFTPARTITION
@@ -480,10 +481,17 @@ private:
     }
     FactorAxes axes = assignOpFactors(
         op, rule, [&](Value v) { return targetOf(v); }, mesh);
-    if (fn->hasAttr(weft::attrname::kContextParallel) &&
-        isa<AttentionOp, AttentionGradOp>(op) &&
-        failed(headsOverContext(op, rule, axes)))
-      return failure();
+    auto contextMode =
+        fn->getAttrOfType<StringAttr>(weft::attrname::kContextParallel);
+    if (contextMode && isa<AttentionOp, AttentionGradOp>(op)) {
+      if (contextMode.getValue() == "ring") {
+        FailureOr<bool> ring = ringAttention(op, rule, axes);
+        if (failed(ring) || *ring)
+          return failure(failed(ring));
+      } else if (failed(headsOverContext(op, rule, axes))) {
+        return failure();
+      }
+    }
     if (auto split = dyn_cast<SplitReductionOpInterface>(op)) {
       int64_t f = split.splitReductionFactor(rule);
       if (!axes[f].empty())
@@ -533,6 +541,164 @@ private:
     llvm::erase(axes.axes[sq], kContextAxis);
     axes.axes[fq].push_back(kContextAxis);
     axes.axes[fk].push_back(kContextAxis);
+    return success();
+  }
+
+  // Ring attention: the keys and values stay split over cp like the
+  // queries, and attention (or its gradient) becomes c steps, each the
+  // rank's queries against one block of keys while the next block comes
+  // from the previous rank (an asynchronous ring_shift started before the
+  // step, so the transfer overlaps it). Forward: the blocks' results merge
+  // by their log-sum-exps. Backward: dq sums the steps; each block's dk and
+  // dv travel with it around the ring, gaining every rank's share, and a
+  // last shift brings them home. The backward reads the forward's output
+  // and log-sum-exp, found by the same local q, k and v. Returns whether
+  // it rewrote op (false: its queries are not split over cp).
+  FailureOr<bool> ringAttention(Operation *op, const ShardingRule &rule,
+                                FactorAxes &axes) {
+    unsigned qi = isa<AttentionGradOp>(op) ? 1 : 0;
+    int64_t sq = rule.operands[qi][1], sk = rule.operands[qi + 1][1];
+    if (!llvm::is_contained(axes.axes[sq], kContextAxis))
+      return false;
+    StringRef unsupported = op->hasAttr("dropout")     ? "attention dropout"
+                            : op->hasAttr("key_padding") ? "key padding"
+                            : fn->hasAttr(weft::attrname::kDocuments)
+                                ? "packed documents"
+                                : "";
+    if (!unsupported.empty()) {
+      op->emitOpError("ring context parallelism does not run ")
+          << unsupported
+          << " yet: use --context-parallel all-gather or all-to-all";
+      return failure();
+    }
+    axes.axes[sk] = axes.axes[sq];
+    if (failed(requireOperands(op, rule, axes)))
+      return failure();
+    // Each result is laid out as its operand (y and dq as q, dk as k, dv
+    // as v): the ring sums over the other blocks itself, so no result is
+    // a partial sum.
+    for (auto [i, r] : llvm::enumerate(op->getResults())) {
+      unsigned like = qi + unsigned(i);
+      ShardingAttr s =
+          shardingFromFactors(ctx, rule, axes, rule.operands[like],
+                              operandBlocksOf(rule, like), false);
+      actual[r] = s;
+      if (failed(localize(r, s, op->getLoc())))
+        return failure();
+    }
+    localAttributes(op, rule, axes);
+    b.setInsertionPoint(op);
+    if (auto att = dyn_cast<AttentionOp>(op))
+      ringForward(att);
+    else if (failed(ringBackward(cast<AttentionGradOp>(op))))
+      return failure();
+    op->erase();
+    return true;
+  }
+
+  // The attributes every ring step shares with the attention it replaces.
+  SmallVector<NamedAttribute> ringAttrs(Operation *op, int64_t step) {
+    SmallVector<NamedAttribute> attrs;
+    for (StringRef name : {"num_heads", "num_kv_heads", "scale",
+                           "bidirectional", "window", "seq_axes"})
+      if (Attribute a = op->getAttr(name))
+        attrs.push_back(b.getNamedAttr(name, a));
+    attrs.push_back(b.getNamedAttr("ring_step", b.getI64IntegerAttr(step)));
+    return attrs;
+  }
+
+  Value ringShift(Value x, Location loc, StringRef why) {
+    auto shift = RingShiftOp::create(b, loc, x.getType(), x,
+                                     b.getStrArrayAttr({kContextAxis}),
+                                     b.getStringAttr(why));
+    shift->setAttr(weft::attrname::kAsync, b.getUnitAttr());
+    actual[shift.getResult()] = actual.lookup(x);
+    return shift.getResult();
+  }
+
+  // The log-sum-exp is f32 where the queries are bf16.
+  RankedTensorType lseType(Value q, int64_t heads) {
+    auto t = cast<RankedTensorType>(q.getType());
+    Type e = t.getElementType().isBF16() ? Type(b.getF32Type())
+                                         : t.getElementType();
+    return RankedTensorType::get({t.getDimSize(0), heads, t.getDimSize(1)}, e);
+  }
+
+  void ringForward(AttentionOp att) {
+    Location loc = att.getLoc();
+    int64_t c = mesh.size(kContextAxis);
+    Value q = att.getQ(), k = att.getK(), v = att.getV();
+    RankedTensorType lse = lseType(q, att.getNumHeads());
+    Value o, l;
+    for (int64_t step = 0; step < c; ++step) {
+      Value nextK, nextV;
+      if (step + 1 < c) {
+        nextK = ringShift(k, loc, "ring attention: the next key block");
+        nextV = ringShift(v, loc, "ring attention: the next value block");
+      }
+      auto block = AttentionBlockOp::create(
+          b, loc, TypeRange{q.getType(), lse}, ValueRange{q, k, v},
+          ringAttrs(att, step));
+      if (step == 0) {
+        o = block.getO();
+        l = block.getLse();
+      } else {
+        auto merged = SoftmaxMergeOp::create(
+            b, loc, TypeRange{q.getType(), lse},
+            ValueRange{o, l, block.getO(), block.getLse()},
+            ArrayRef<NamedAttribute>{b.getNamedAttr(
+                "num_heads", b.getI64IntegerAttr(att.getNumHeads()))});
+        o = merged.getO();
+        l = merged.getLse();
+      }
+      k = nextK;
+      v = nextV;
+    }
+    actual[o] = actual.lookup(att.getResult());
+    att.getResult().replaceAllUsesWith(o);
+    ringOutputs[keyOf(att.getQ(), att.getK(), att.getV())] = {o, l};
+  }
+
+  LogicalResult ringBackward(AttentionGradOp grad) {
+    Location loc = grad.getLoc();
+    int64_t c = mesh.size(kContextAxis);
+    Value q = grad.getQ(), k = grad.getK(), v = grad.getV();
+    auto it = ringOutputs.find(keyOf(q, k, v));
+    if (it == ringOutputs.end())
+      return grad.emitOpError(
+          "ring context parallelism found no forward attention of the same "
+          "queries, keys and values (its output and log-sum-exp feed the "
+          "gradient)");
+    auto [o, l] = it->second;
+    Value dq, dk, dv;
+    for (int64_t step = 0; step < c; ++step) {
+      Value nextK, nextV;
+      if (step + 1 < c) {
+        nextK = ringShift(k, loc, "ring attention gradient: the next key block");
+        nextV =
+            ringShift(v, loc, "ring attention gradient: the next value block");
+      }
+      auto block = AttentionBlockGradOp::create(
+          b, loc, TypeRange{q.getType(), k.getType(), v.getType()},
+          ValueRange{grad.getDy(), q, k, v, o, l}, ringAttrs(grad, step));
+      auto add = [&](Value acc, Value x) {
+        return acc ? AddOp::create(b, loc, acc, x).getResult() : x;
+      };
+      dq = add(dq, block.getDq());
+      // The gradients of the block held now: the previous rank's sums for
+      // it, arrived, plus this rank's share.
+      dk = add(dk, block.getDk());
+      dv = add(dv, block.getDv());
+      dk = ringShift(dk, loc, "ring attention gradient: a key block's sum");
+      dv = ringShift(dv, loc, "ring attention gradient: a value block's sum");
+      k = nextK;
+      v = nextV;
+    }
+    SmallVector<Value, 3> grads = {dq, dk, dv};
+    for (auto [r, x] : llvm::zip(grad.getResults(), grads)) {
+      actual[x] = actual.lookup(r);
+      r.replaceAllUsesWith(x);
+    }
     return success();
   }
 
@@ -687,6 +853,13 @@ private:
   DenseSet<Operation *> forward; // markForward
   // What split reductions build alike (vocab-parallel CE's statistics).
   SharedValues shared;
+  // Ring attention's forward output and log-sum-exp, by its local q, k, v.
+  using Triple = std::tuple<void *, void *, void *>;
+  std::map<Triple, std::pair<Value, Value>> ringOutputs;
+  static Triple keyOf(Value q, Value k, Value v) {
+    return {q.getAsOpaquePointer(), k.getAsOpaquePointer(),
+            v.getAsOpaquePointer()};
+  }
   llvm::StringMap<ParamOp> paramsByName;
 };
 

@@ -443,6 +443,37 @@ template <typename T> struct Kernels {
     }
     return Status::success();
   }
+  // Ring attention's steps (MeshOps.cpp sets the rows' positions).
+  static Status attentionBlock(const BI &I, const SC &, CpuState &S) {
+    const Shape &D = I.In[0].Spec->Dims, &Kd = I.In[1].Spec->Dims;
+    const int64_t H = I.Attrs->NumHeads;
+    cpu::attentionBlock(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
+                        I.Out[0].as<T>(), I.Out[1].as<T>(), D[0], D[1], Kd[1],
+                        I.SeqPos.data(), I.KeyPos.data(), H,
+                        I.Attrs->NumKvHeads, D[2] / H, S.Scratch,
+                        I.Attrs->AttnScale, !I.Attrs->Bidirectional,
+                        I.Attrs->Window);
+    return Status::success();
+  }
+  static Status softmaxMerge(const BI &I, const SC &, CpuState &) {
+    const Shape &D = I.In[0].Spec->Dims;
+    const int64_t H = I.Attrs->NumHeads;
+    cpu::softmaxMerge(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
+                      I.In[3].as<T>(), I.Out[0].as<T>(), I.Out[1].as<T>(),
+                      D[0], D[1], H, D[2] / H);
+    return Status::success();
+  }
+  static Status attentionBlockGrad(const BI &I, const SC &, CpuState &S) {
+    const Shape &D = I.In[1].Spec->Dims, &Kd = I.In[2].Spec->Dims;
+    const int64_t H = I.Attrs->NumHeads;
+    cpu::attentionBlockGrad(
+        I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(), I.In[3].as<T>(),
+        I.In[4].as<T>(), I.In[5].as<T>(), I.Out[0].as<T>(), I.Out[1].as<T>(),
+        I.Out[2].as<T>(), D[0], D[1], Kd[1], I.SeqPos.data(), I.KeyPos.data(),
+        H, I.Attrs->NumKvHeads, D[2] / H, S.Scratch, I.Attrs->AttnScale,
+        !I.Attrs->Bidirectional, I.Attrs->Window);
+    return Status::success();
+  }
   static Status dropout(const BI &I, const SC &Ctx, CpuState &) {
     // Placed at load (MeshOps.cpp): this micro-batch's rows of the step.
     std::vector<int64_t> First = I.DimFirst;
@@ -628,6 +659,9 @@ template <typename T> struct Kernels {
     Set(OpKind::Rope, rope);
     Set(OpKind::Attention, attention);
     Set(OpKind::AttentionGrad, attentionGrad);
+    Set(OpKind::AttentionBlock, attentionBlock);
+    Set(OpKind::SoftmaxMerge, softmaxMerge);
+    Set(OpKind::AttentionBlockGrad, attentionBlockGrad);
     Set(OpKind::CrossEntropy, crossEntropy);
     Set(OpKind::CrossEntropyGrad, crossEntropyGrad);
     Set(OpKind::CrossEntropyStats, crossEntropyStats);
@@ -711,6 +745,13 @@ public:
                    (I.Op == OpKind::Attention ? 2 : 4) *
                        size_t(I.In[Qi + 1].Numel) * sizeof(T);
         Need = std::max(Need, Kernel);
+        break;
+      }
+      case OpKind::AttentionBlock:
+      case OpKind::AttentionBlockGrad: {
+        size_t Ki = I.Op == OpKind::AttentionBlock ? 1 : 2;
+        Need = std::max(Need, cpu::ringScratchBytes(I.In[Ki].Spec->Dims[1],
+                                                    sizeof(T), Threads));
         break;
       }
       case OpKind::LayerNormGrad:

@@ -28,7 +28,8 @@ model.
 With LAYOUTS=context, the meshes split every sequence over a cp axis
 (CONTEXT: cp alone and beside dp, ZeRO-3, tp with sequence parallelism and
 pp); LAYOUTS=context-a2a the same with --context-parallel all-to-all
-(CONTEXT_A2A; a refusal for the heads counts as refused, not failed). With
+(CONTEXT_A2A; a refusal for the heads counts as refused, not failed), and
+LAYOUTS=context-ring with --context-parallel ring (CONTEXT_RING). With
 LAYOUTS=pipeline, the meshes are pipeline layouts (PIPELINES: pp alone
 and beside dp, tp, sequence parallelism and ZeRO 1-3, GPipe and 1F1B, with
 activation recomputation;
@@ -161,6 +162,10 @@ CONTEXT = [
 CONTEXT_A2A = [(ranks, flags + ["--context-parallel", "all-to-all"])
                for ranks, flags in CONTEXT]
 HEADS_REFUSAL = "all-to-all context parallelism splits the heads over cp="
+# Ring attention: the same layouts, key and value blocks passed around the cp
+# ranks and merged by an online softmax (exact to rounding).
+CONTEXT_RING = [(ranks, flags + ["--context-parallel", "ring"])
+                for ranks, flags in CONTEXT]
 
 
 def predicted_comm(bin_dir, model, common, flags):
@@ -224,6 +229,8 @@ def main():
         meshes = CONTEXT
     elif layouts == "context-a2a":
         meshes = CONTEXT_A2A
+    elif layouts == "context-ring":
+        meshes = CONTEXT_RING
     elif micro > 1:
         # One rank, every layout, and ZeRO-3 regathering per micro-batch
         # (the default gathers once per step).
@@ -309,6 +316,8 @@ def main():
     if layouts == "context-a2a":
         what += (f" (all-to-all context parallel; {len(refused)} refused "
                  f"for their heads)")
+    if layouts == "context-ring":
+        what += " (ring context parallel)"
     print(f"PASS: {len(meshes) - len(refused)} layouts of {model} ({dtype}){what} "
           f"train like one rank for {steps} steps")
 

@@ -153,8 +153,9 @@ static cl::opt<bool> spArg(cl::cat(compileCategory), "sequence-parallel",
 static cl::opt<std::string> contextParallelArg(
     cl::cat(compileCategory), "context-parallel",
     cl::desc("how attention sees a sequence split over the cp mesh axis: "
-             "all-gather (its keys and values) or all-to-all (cp moves from "
-             "the sequence to the heads, DeepSpeed's Ulysses)"),
+             "all-gather (its keys and values), all-to-all (cp moves from "
+             "the sequence to the heads, DeepSpeed's Ulysses) or ring (key "
+             "and value blocks passed around, merged by an online softmax)"),
     cl::init("all-gather"));
 static cl::opt<double> bucketMbArg(
     cl::cat(compileCategory), "bucket-mb",

@@ -223,6 +223,29 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
                    const AttentionDropout *Drop = nullptr,
                    const AttentionDocuments *Docs = nullptr);
 
+/// Ring attention (RingAttention.cpp): q [B,Sq,H*hd] against one block of
+/// keys k, v [B,Sk,Hkv*hd], every row at its global position (QPos, KPos).
+/// attentionBlock: o like q, normalized over the block, and lse [B,H,Sq]
+/// (-inf: no visible key); softmaxMerge: the two blocks' combination;
+/// attentionBlockGrad: the block's dq and dk, dv from the whole rows' o and
+/// lse. Scratch: ringScratchBytes.
+size_t ringScratchBytes(int64_t Sk, size_t Elem, int Threads);
+template <typename T>
+void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse,
+                    int64_t B, int64_t Sq, int64_t Sk, const int32_t *QPos,
+                    const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
+                    void *Scratch, double Scale, bool Causal, int64_t Window);
+template <typename T>
+void softmaxMerge(const T *O1, const T *L1, const T *O2, const T *L2, T *O,
+                  T *L, int64_t B, int64_t S, int64_t H, int64_t Hd);
+template <typename T>
+void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
+                        const T *O, const T *Lse, T *Dq, T *Dk, T *Dv,
+                        int64_t B, int64_t Sq, int64_t Sk, const int32_t *QPos,
+                        const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
+                        void *Scratch, double Scale, bool Causal,
+                        int64_t Window);
+
 /// y = x * keep / (1 - p) over a tensor of local shape Local whose element
 /// at local coordinates c is the global element First + c of a tensor of
 /// shape Total (program/Dropout.h keys the mask by its row-major index).

@@ -1,0 +1,225 @@
+//===- RingAttention.cpp - ring attention's block kernels -----------------===//
+//
+// Context parallelism's ring (docs/design.md decision 30): the rank's block
+// of queries against one block of keys at a time. Every query and key
+// carries its global position (QPos, KPos: under head-tail load balancing
+// the rows are out of order), and the mask compares positions: causal
+// keys at or before the query, a sliding window W those within W of it.
+// attentionBlock leaves the block's normalized output and the log of its
+// softmax denominator (lse); softmaxMerge combines two blocks by their
+// lses; attentionBlockGrad takes the whole row's output and lse, so each
+// block's probabilities are exact: P = exp(scale q.k - lse). Per (batch,
+// KV head), the group's query heads run in row blocks of RowBlock queries
+// with single-threaded GEMMs reading [B, S, H*hd] in place; the (batch, KV
+// head) loop is the parallel one, so a group's dk and dv have one writer.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/kernels/Blas.h"
+#include "runtime/cpu/kernels/FastMath.h"
+#include "runtime/cpu/kernels/Kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace weft::cpu {
+
+namespace {
+
+constexpr int64_t RowBlock = 64;
+
+struct BlockShape {
+  int64_t B, Sq, Sk, H, Hkv, Hd;
+  int64_t ldq() const { return H * Hd; }
+  int64_t ldk() const { return Hkv * Hd; }
+};
+
+template <typename T> T scaleOf(double Scale, int64_t Hd) {
+  return T(Scale > 0 ? Scale : 1.0 / std::sqrt(double(Hd)));
+}
+
+// Whether query position Pq sees key position Pk.
+inline bool visible(int32_t Pq, int32_t Pk, bool Causal, int64_t Window) {
+  if (!Causal)
+    return true;
+  return Pk <= Pq && (Window <= 0 || int64_t(Pq) - Pk < Window);
+}
+
+// Scores of rows [I0, I1) of query head h against every key of the block,
+// scaled: S (RowBlock x Sk).
+template <typename T>
+void scores(const T *Q, const T *K, T *S, const BlockShape &D, int64_t Bi,
+            int64_t Hq, int64_t G, int64_t I0, int64_t Rows, T Scale) {
+  gemm(false, true, Rows, D.Sk, D.Hd, Scale,
+       Q + (Bi * D.Sq + I0) * D.ldq() + Hq * D.Hd, D.ldq(),
+       K + Bi * D.Sk * D.ldk() + G * D.Hd, D.ldk(), T(0), S, D.Sk);
+}
+
+} // namespace
+
+size_t ringScratchBytes(int64_t Sk, size_t Elem, int Threads) {
+  return size_t(2 * RowBlock * Sk) * Elem * size_t(std::max(Threads, 1));
+}
+
+template <typename T>
+void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse,
+                    int64_t B, int64_t Sq, int64_t Sk, const int32_t *QPos,
+                    const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
+                    void *Scratch, double Scale, bool Causal, int64_t Window) {
+  const BlockShape D{B, Sq, Sk, H, Hkv, Hd};
+  const T Sc = scaleOf<T>(Scale, Hd);
+  const T NegInf = -std::numeric_limits<T>::infinity();
+  const int64_t Group = H / Hkv;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t BG = 0; BG < B * Hkv; ++BG) {
+    const int64_t Bi = BG / Hkv, G = BG % Hkv;
+    T *S = static_cast<T *>(Scratch) + omp_get_thread_num() * 2 * RowBlock * Sk;
+    for (int64_t Hq = G * Group; Hq < (G + 1) * Group; ++Hq)
+      for (int64_t I0 = 0; I0 < Sq; I0 += RowBlock) {
+        const int64_t Rows = std::min(RowBlock, Sq - I0);
+        scores(Q, K, S, D, Bi, Hq, G, I0, Rows, Sc);
+        for (int64_t R = 0; R < Rows; ++R) {
+          T *Row = S + R * Sk;
+          const int32_t Pq = QPos[I0 + R];
+          T M = NegInf;
+          for (int64_t J = 0; J < Sk; ++J)
+            if (visible(Pq, KPos[J], Causal, Window))
+              M = std::max(M, Row[J]);
+          T Sum = T(0);
+          for (int64_t J = 0; J < Sk; ++J) {
+            Row[J] = M != NegInf && visible(Pq, KPos[J], Causal, Window)
+                         ? vexp(Row[J] - M)
+                         : T(0);
+            Sum += Row[J];
+          }
+          const T Inv = Sum > T(0) ? T(1) / Sum : T(0);
+          for (int64_t J = 0; J < Sk; ++J)
+            Row[J] *= Inv;
+          Lse[(Bi * H + Hq) * Sq + I0 + R] =
+              Sum > T(0) ? M + T(std::log(double(Sum))) : NegInf;
+        }
+        gemm(false, false, Rows, Hd, Sk, T(1), S, Sk,
+             V + Bi * Sk * D.ldk() + G * Hd, D.ldk(), T(0),
+             O + (Bi * Sq + I0) * D.ldq() + Hq * Hd, D.ldq());
+      }
+  }
+}
+
+template <typename T>
+void softmaxMerge(const T *O1, const T *L1, const T *O2, const T *L2, T *O,
+                  T *L, int64_t B, int64_t S, int64_t H, int64_t Hd) {
+  const T NegInf = -std::numeric_limits<T>::infinity();
+#pragma omp parallel for
+  for (int64_t BH = 0; BH < B * H; ++BH) {
+    const int64_t Bi = BH / H, Hq = BH % H;
+    for (int64_t I = 0; I < S; ++I) {
+      const int64_t Li = BH * S + I;
+      const T A = L1[Li], C = L2[Li];
+      const T M = std::max(A, C);
+      T Wa = T(0), Wc = T(0), Lse = NegInf;
+      if (M != NegInf) {
+        const T Ea = A == NegInf ? T(0) : T(std::exp(double(A - M)));
+        const T Ec = C == NegInf ? T(0) : T(std::exp(double(C - M)));
+        Lse = M + T(std::log(double(Ea + Ec)));
+        Wa = Ea / (Ea + Ec);
+        Wc = Ec / (Ea + Ec);
+      }
+      L[Li] = Lse;
+      const int64_t Oi = (Bi * S + I) * H * Hd + Hq * Hd;
+      for (int64_t X = 0; X < Hd; ++X)
+        O[Oi + X] = Wa * O1[Oi + X] + Wc * O2[Oi + X];
+    }
+  }
+}
+
+template <typename T>
+void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
+                        const T *O, const T *Lse, T *Dq, T *Dk, T *Dv,
+                        int64_t B, int64_t Sq, int64_t Sk, const int32_t *QPos,
+                        const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
+                        void *Scratch, double Scale, bool Causal,
+                        int64_t Window) {
+  const BlockShape D{B, Sq, Sk, H, Hkv, Hd};
+  const T Sc = scaleOf<T>(Scale, Hd);
+  const T NegInf = -std::numeric_limits<T>::infinity();
+  const int64_t Group = H / Hkv;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t BG = 0; BG < B * Hkv; ++BG) {
+    const int64_t Bi = BG / Hkv, G = BG % Hkv;
+    T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * 2 * RowBlock * Sk;
+    T *Dp = P + RowBlock * Sk;
+    T *DkG = Dk + Bi * Sk * D.ldk() + G * Hd;
+    T *DvG = Dv + Bi * Sk * D.ldk() + G * Hd;
+    for (int64_t J = 0; J < Sk; ++J)
+      for (int64_t X = 0; X < Hd; ++X)
+        DkG[J * D.ldk() + X] = DvG[J * D.ldk() + X] = T(0);
+    for (int64_t Hq = G * Group; Hq < (G + 1) * Group; ++Hq)
+      for (int64_t I0 = 0; I0 < Sq; I0 += RowBlock) {
+        const int64_t Rows = std::min(RowBlock, Sq - I0);
+        const int64_t Qoff = (Bi * Sq + I0) * D.ldq() + Hq * Hd;
+        scores(Q, K, P, D, Bi, Hq, G, I0, Rows, Sc);
+        for (int64_t R = 0; R < Rows; ++R) {
+          T *Row = P + R * Sk;
+          const int32_t Pq = QPos[I0 + R];
+          const T L = Lse[(Bi * H + Hq) * Sq + I0 + R];
+          for (int64_t J = 0; J < Sk; ++J)
+            Row[J] = L != NegInf && visible(Pq, KPos[J], Causal, Window)
+                         ? vexp(Row[J] - L)
+                         : T(0);
+        }
+        // dv += P^T dy; dP = dy v^T.
+        gemm(true, false, Sk, Hd, Rows, T(1), P, Sk, Dy + Qoff, D.ldq(), T(1),
+             DvG, D.ldk());
+        gemm(false, true, Rows, Sk, Hd, T(1), Dy + Qoff, D.ldq(),
+             V + Bi * Sk * D.ldk() + G * Hd, D.ldk(), T(0), Dp, Sk);
+        // dS = P (dP - D), D = rowsum(dy * o); scaled once here.
+        for (int64_t R = 0; R < Rows; ++R) {
+          const T *DyR = Dy + Qoff + R * D.ldq(), *OR = O + Qoff + R * D.ldq();
+          T Delta = T(0);
+          for (int64_t X = 0; X < Hd; ++X)
+            Delta += DyR[X] * OR[X];
+          T *PR = P + R * Sk, *DpR = Dp + R * Sk;
+          for (int64_t J = 0; J < Sk; ++J)
+            DpR[J] = PR[J] * (DpR[J] - Delta) * Sc;
+        }
+        // dq = dS k; dk += dS^T q.
+        gemm(false, false, Rows, Hd, Sk, T(1), Dp, Sk,
+             K + Bi * Sk * D.ldk() + G * Hd, D.ldk(), T(0), Dq + Qoff, D.ldq());
+        gemm(true, false, Sk, Hd, Rows, T(1), Dp, Sk, Q + Qoff, D.ldq(), T(1),
+             DkG, D.ldk());
+      }
+  }
+}
+
+template void attentionBlock<float>(const float *, const float *,
+                                    const float *, float *, float *, int64_t,
+                                    int64_t, int64_t, const int32_t *,
+                                    const int32_t *, int64_t, int64_t, int64_t,
+                                    void *, double, bool, int64_t);
+template void attentionBlock<double>(const double *, const double *,
+                                     const double *, double *, double *,
+                                     int64_t, int64_t, int64_t,
+                                     const int32_t *, const int32_t *, int64_t,
+                                     int64_t, int64_t, void *, double, bool,
+                                     int64_t);
+template void softmaxMerge<float>(const float *, const float *, const float *,
+                                  const float *, float *, float *, int64_t,
+                                  int64_t, int64_t, int64_t);
+template void softmaxMerge<double>(const double *, const double *,
+                                   const double *, const double *, double *,
+                                   double *, int64_t, int64_t, int64_t,
+                                   int64_t);
+template void attentionBlockGrad<float>(
+    const float *, const float *, const float *, const float *, const float *,
+    const float *, float *, float *, float *, int64_t, int64_t, int64_t,
+    const int32_t *, const int32_t *, int64_t, int64_t, int64_t, void *,
+    double, bool, int64_t);
+template void attentionBlockGrad<double>(
+    const double *, const double *, const double *, const double *,
+    const double *, const double *, double *, double *, double *, int64_t,
+    int64_t, int64_t, const int32_t *, const int32_t *, int64_t, int64_t,
+    int64_t, void *, double, bool, int64_t);
+
+} // namespace weft::cpu
