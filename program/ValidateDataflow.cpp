@@ -52,8 +52,10 @@ struct InFlight {
 
 // Explicit start/wait pairs: a wait completes the one collective in flight
 // that writes its buffer; until then no instruction touches (reads or
-// writes) the bytes of that collective's input or output, and every
-// collective started in a fragment is waited for in that fragment.
+// writes) the bytes of that collective's output or writes those of its
+// input (reading the input is safe: the collective only reads it; ring
+// attention computes on the block it is sending), and every collective
+// started in a fragment is waited for in that fragment.
 Status checkInFlight(const Program &P, size_t I, std::vector<InFlight> &Open) {
   const Instruction &Inst = P.Instructions[I];
   for (const Fragment &F : P.Stages.front().Fragments)
@@ -74,7 +76,8 @@ Status checkInFlight(const Program &P, size_t I, std::vector<InFlight> &Open) {
   for (const InFlight &F : Open)
     for (const std::vector<int64_t> *Ids : {&Inst.In, &Inst.Out})
       for (int64_t Id : *Ids)
-        if (overlaps(P, Id, F.X) || overlaps(P, Id, F.Y))
+        if ((Ids == &Inst.Out && overlaps(P, Id, F.X)) ||
+            overlaps(P, Id, F.Y))
           return Status::error(
               instName(P, I) + " touches " + bufferName(P, Id) + " while " +
               instName(P, F.Start) + " is in flight (wait for it first)");

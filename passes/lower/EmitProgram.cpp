@@ -493,19 +493,23 @@ private:
     return groups;
   }
 
-  // Appends an instruction. A collective in flight whose input or output
-  // it touches (the same buffer or shared arena bytes) is waited for first:
-  // a start's wait lands right before the first use of its result.
+  // Appends an instruction. A collective in flight whose output it touches
+  // or whose input it writes (the same buffer or shared arena bytes) is
+  // waited for first: a start's wait lands right before the first use of
+  // its result. Reading its input is safe (ring attention computes on the
+  // block it is sending).
   void pushInstruction(json::Object inst) {
-    SmallVector<int64_t> ids;
+    SmallVector<int64_t> ids, outs;
     for (StringRef key : {"in", "out"})
       for (const json::Value &v : *inst.getArray(key))
-        ids.push_back(*v.getAsInteger());
+        (key == "in" ? ids : outs).push_back(*v.getAsInteger());
     for (size_t k = 0; k < inFlight.size();) {
       auto [x, y] = inFlight[k];
-      if (llvm::any_of(ids, [&, x = x, y = y](int64_t id) {
-            return overlaps(id, x) || overlaps(id, y);
-          })) {
+      auto touches = [&, x = x, y = y](int64_t id, bool writes) {
+        return (writes && overlaps(id, x)) || overlaps(id, y);
+      };
+      if (llvm::any_of(ids, [&](int64_t id) { return touches(id, false); }) ||
+          llvm::any_of(outs, [&](int64_t id) { return touches(id, true); })) {
         instructions.push_back(waitFor(y));
         inFlight.erase(inFlight.begin() + k);
         continue;
@@ -514,7 +518,7 @@ private:
     }
     bool start = inst.getString("op")->ends_with("_start");
     if (start)
-      inFlight.push_back({ids[0], ids[1]}); // in[0], out[0]
+      inFlight.push_back({ids[0], outs[0]}); // in[0], out[0]
     instructions.push_back(std::move(inst));
   }
 

@@ -127,7 +127,7 @@ func.func @async_ok(%x: tensor<16xf32>) -> tensor<16xf32> attributes {weft.mesh 
 // -----
 
 func.func @async_on_compute(%x: tensor<16xf32>) -> tensor<16xf32> {
-  // expected-error @+1 {{weft.async belongs on an all_reduce, all_gather or reduce_scatter}}
+  // expected-error @+1 {{weft.async belongs on an all_reduce, all_gather, reduce_scatter or ring_shift}}
   %y = weft.gelu %x {weft.async} : tensor<16xf32>
   return %y : tensor<16xf32>
 }
@@ -445,10 +445,10 @@ func.func @microbatches(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft
 
 // -----
 
-// Context parallelism's attention is all-gather (no attribute) or
-// all-to-all; the ring is not built.
-// expected-error @+1 {{weft.context_parallel must be a function's "all-to-all", got "ring"}}
-func.func @context_parallel(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.context_parallel = "ring"} {
+// Context parallelism's attention is all-gather (no attribute), all-to-all
+// or ring.
+// expected-error @+1 {{weft.context_parallel must be a function's "all-to-all" or "ring", got "ulysses"}}
+func.func @context_parallel(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {weft.context_parallel = "ulysses"} {
   return %x : tensor<4x8xf32>
 }
 
