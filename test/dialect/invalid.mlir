@@ -170,6 +170,15 @@ func.func @all_gather_wrong_size(%x: tensor<4x8xf32>) {
 // -----
 
 weft.mesh @mesh {axes = ["cp"], shape = array<i64: 2>}
+func.func @attention_block_lse(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>) {
+  // expected-error @+1 {{lse must be [B, H, Sq] = [2, 2, 4]}}
+  %o, %l = weft.attention_block %q, %k, %k {num_heads = 2, num_kv_heads = 1, ring_step = 0, seq_axes = ["cp"]} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x2xf32>)
+  return
+}
+
+// -----
+
+weft.mesh @mesh {axes = ["cp"], shape = array<i64: 2>}
 func.func @all_to_all_same_dim(%x: tensor<4x8xf32>) {
   // expected-error @+1 {{split_dim 1 and concat_dim 1 must be two different dims of rank 2}}
   %y = weft.all_to_all %x {axes = ["cp"], split_dim = 1, concat_dim = 1} : (tensor<4x8xf32>) -> tensor<4x8xf32>

@@ -137,6 +137,23 @@ func.func @mesh_and_collectives(%x: tensor<4x8x16xf32>) -> tensor<4x16x2xf32> {
   return %a : tensor<4x16x2xf32>
 }
 
+// Ring attention's ops (weft-partition makes them under
+// weft.context_parallel = "ring", over cp; any axis verifies): a block step, the merge of two blocks by
+// their log-sum-exps [B, H, Sq], a block's gradient, and the shift that
+// passes a block to the next rank.
+// CHECK-LABEL: func @ring_attention
+// CHECK: weft.ring_shift %{{.*}} {axes = ["tp"]} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: weft.attention_block %{{.*}} {num_heads = 2 : i64, num_kv_heads = 1 : i64, ring_step = 1 : i64, seq_axes = ["tp"]} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+// CHECK: weft.softmax_merge
+// CHECK: weft.attention_block_grad
+func.func @ring_attention(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>, %v: tensor<2x4x4xf32>) -> tensor<2x4x8xf32> {
+  %s = weft.ring_shift %q {axes = ["tp"]} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %o, %l = weft.attention_block %s, %k, %v {num_heads = 2, num_kv_heads = 1, ring_step = 1, seq_axes = ["tp"]} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  %m, %ml = weft.softmax_merge %o, %l, %o, %l {num_heads = 2} : (tensor<2x4x8xf32>, tensor<2x2x4xf32>, tensor<2x4x8xf32>, tensor<2x2x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  %dq, %dk, %dv = weft.attention_block_grad %m, %s, %k, %v, %m, %ml {num_heads = 2, num_kv_heads = 1, ring_step = 0, seq_axes = ["tp"]} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>, tensor<2x2x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+  return %dq : tensor<2x4x8xf32>
+}
+
 // bf16 storage (mixed precision): a cast each way; compute ops take bf16.
 // CHECK-LABEL: func @bf16
 // CHECK: weft.cast %{{.*}} : tensor<8x4xf32> to tensor<8x4xbf16>

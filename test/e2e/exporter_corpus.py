@@ -140,11 +140,12 @@ for name, (flags, twin, layouts) in FIXTURES.items():
         print(f"  {' '.join(mesh)} trains like one rank: rel {e:.1e}")
         if e > 1e-9:
             failures.append(f"{name} on {' '.join(mesh)}: {got} vs one rank {one}")
-    # Context parallelism, all-gather and all-to-all attention: exact, or
+    # Context parallelism, all-gather, all-to-all and ring attention: exact, or
     # refused by name (an op reading a sequence held out of order; heads
     # the cp ranks cannot share).
     meta = json.load(open(f"{CORPUS}/{name}.json"))
-    for mesh in (["cp=2"], ["cp=2", "--context-parallel", "all-to-all"]):
+    for mesh in (["cp=2"], ["cp=2", "--context-parallel", "all-to-all"],
+                 ["cp=2", "--context-parallel", "ring"]):
         what = " ".join(mesh)
         r = subprocess.run([f"{BIN}/weft-compile", f"{CORPUS}/{name}.onnx",
                             "--batch", str(meta["batch"]), "--seq", str(meta["seq"]),

@@ -82,8 +82,8 @@ def draw_layout(rng, params, mesh):
         layout["sequence_parallel"] = True
     if "cp" in axes and rng.random() < 0.3:
         layout["context_order"] = "natural"
-    if "cp" in axes and rng.random() < 0.4:
-        layout["context_parallel"] = "all-to-all"
+    if "cp" in axes and rng.random() < 0.6:
+        layout["context_parallel"] = rng.choice(["all-to-all", "ring"])
     # weft refuses a mesh axis that splits nothing (its ranks would repeat
     # each other's work): most draws give such an axis to the inputs.
     used = {a for spec in layout["params"].values() for dim in spec for a in dim}

@@ -275,6 +275,55 @@ func.func @context_all_to_all(%tokens: tensor<2x8xi32> {weft.sharding = #weft.sh
 
 // -----
 
+// Ring context parallelism (weft.context_parallel = "ring"): K and V stay in
+// the rank's block. Attention becomes cp steps: the next block's ring_shift
+// starts (async), the rank's queries run against the block it holds, and
+// the blocks' results merge by their log-sum-exps. The gradient runs the ring
+// again from the forward's output and log-sum-exp; each block's dK and dV
+// sums travel with it and a last shift brings them home. Nothing is
+// gathered, and no attention result is a partial sum.
+// CHECK-LABEL: func @context_ring
+// CHECK:       %[[K1:.*]] = weft.ring_shift %[[K:.*]] {axes = ["cp"], reason = "ring attention: the next key block", weft.async} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK:       %[[O0:.*]], %[[L0:.*]] = weft.attention_block %[[Q:.*]], %[[K]], %{{.*}} {num_heads = 2 : i64, num_kv_heads = 2 : i64, ring_step = 0 : i64, seq_axes = ["cp"]} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+// CHECK-NEXT:  %[[O1:.*]], %[[L1:.*]] = weft.attention_block %[[Q]], %[[K1]], %{{.*}} {{{.*}}ring_step = 1 : i64
+// CHECK-NEXT:  %[[O:.*]], %[[L:.*]] = weft.softmax_merge %[[O0]], %[[L0]], %[[O1]], %[[L1]] {num_heads = 2 : i64}
+// CHECK:       weft.attention_block_grad %{{.*}}, %[[Q]], %[[K]], %{{.*}}, %[[O]], %[[L]] {{{.*}}ring_step = 0
+// CHECK:       weft.ring_shift {{.*}}reason = "ring attention gradient: a key block's sum"
+// CHECK:       weft.attention_block_grad {{.*}}ring_step = 1
+// CHECK-NOT:   weft.all_gather
+// CHECK:       weft.all_reduce %{{.*}} {axes = ["cp"], reason = "gradient of wq: [*, *] partial(cp) -> [*, *]"}
+weft.mesh @mesh {axes = ["cp"], shape = array<i64: 2>}
+func.func @context_ring(%tokens: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["cp"]]>}, %targets: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["cp"]]>}) -> tensor<f32> attributes {weft.context_parallel = "ring", weft.seq_chunks = 4 : i64} {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x8xi32>) -> tensor<2x8x8xf32>
+  %wq = weft.param "wq" {init = "normal", std = 0.02} : tensor<8x8xf32>
+  %wk = weft.param "wk" {init = "normal", std = 0.02} : tensor<8x8xf32>
+  %q0 = weft.matmul %x, %wq : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>
+  %k0 = weft.matmul %x, %wk : (tensor<2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x8x8xf32>
+  %q = weft.rope %q0 {num_heads = 2 : i64, theta = 1.0e+04 : f64} : (tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %k = weft.rope %k0 {num_heads = 2 : i64, theta = 1.0e+04 : f64} : (tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %a = weft.attention %q, %k, %x {num_heads = 2, num_kv_heads = 2} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %logits = weft.matmul %a, %wte {transpose_b = true} : (tensor<2x8x8xf32>, tensor<16x8xf32>) -> tensor<2x8x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// The ring does not run attention dropout yet: refused by name.
+weft.mesh @mesh {axes = ["cp"], shape = array<i64: 2>}
+func.func @context_ring_dropout(%tokens: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["cp"]]>}, %targets: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["cp"]]>}) -> tensor<f32> attributes {weft.context_parallel = "ring"} {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x8xi32>) -> tensor<2x8x8xf32>
+  // expected-error @+1 {{'weft.attention' op ring context parallelism does not run attention dropout yet: use --context-parallel all-gather or all-to-all}}
+  %a = weft.attention %x, %x, %x {num_heads = 2, num_kv_heads = 2, dropout = 0.1 : f64, dropout_site = 0 : i64} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %logits = weft.matmul %a, %wte {transpose_b = true} : (tensor<2x8x8xf32>, tensor<16x8xf32>) -> tensor<2x8x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // All-to-all needs whole heads on every rank: 2 heads over cp=4 are refused,
 // naming the numbers.
 weft.mesh @mesh {axes = ["cp"], shape = array<i64: 4>}
