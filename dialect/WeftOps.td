@@ -572,13 +572,19 @@ def Weft_AttentionBlockOp : Weft_Op<"attention_block", [Pure]> {
     that sees none of them); `weft.softmax_merge` combines blocks. Every
     position is global (a load-balanced sequence's through
     `weft.seq_chunks`), so the causal mask and a sliding `window` compare
-    global positions; `scale` and `bidirectional` are attention's.
+    global positions; `scale`, `bidirectional` and `dropout` are
+    attention's (its mask keyed by the global (sample, head, query, key),
+    `dim_axes` placing q's dims), the dropped probabilities of the block
+    multiplying v while the denominator counts them all.
   }];
   let arguments = (ins Weft_FloatTensor:$q, Weft_FloatTensor:$k,
                    Weft_FloatTensor:$v, I64Attr:$num_heads,
                    I64Attr:$num_kv_heads, OptionalAttr<F64Attr>:$scale,
                    UnitAttr:$bidirectional, OptionalAttr<I64Attr>:$window,
-                   StrArrayAttr:$seq_axes, I64Attr:$ring_step);
+                   StrArrayAttr:$seq_axes, I64Attr:$ring_step,
+                   OptionalAttr<F64Attr>:$dropout,
+                   OptionalAttr<I64Attr>:$dropout_site,
+                   OptionalAttr<ArrayAttr>:$dim_axes);
   let results = (outs Weft_FloatTensor:$o, Weft_FloatTensor:$lse);
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
@@ -611,6 +617,8 @@ def Weft_AttentionBlockGradOp : Weft_Op<"attention_block_grad", [Pure]> {
     block's visible keys and `D = rowsum(dy * o)`, `dv = P^T dy`,
     `dS = P * (dy v^T - D)`, `dq = scale dS k` (this block's share) and
     `dk = scale dS^T q` (this rank's queries' share of the block's keys).
+    With `dropout` (mask M as `weft.attention_block`'s), `dv = (P M)^T dy`
+    and `dS = P * ((dy v^T) M - D)`.
   }];
   let arguments = (ins Weft_FloatTensor:$dy, Weft_FloatTensor:$q,
                    Weft_FloatTensor:$k, Weft_FloatTensor:$v,
@@ -618,7 +626,9 @@ def Weft_AttentionBlockGradOp : Weft_Op<"attention_block_grad", [Pure]> {
                    I64Attr:$num_heads, I64Attr:$num_kv_heads,
                    OptionalAttr<F64Attr>:$scale, UnitAttr:$bidirectional,
                    OptionalAttr<I64Attr>:$window, StrArrayAttr:$seq_axes,
-                   I64Attr:$ring_step);
+                   I64Attr:$ring_step, OptionalAttr<F64Attr>:$dropout,
+                   OptionalAttr<I64Attr>:$dropout_site,
+                   OptionalAttr<ArrayAttr>:$dim_axes);
   let results = (outs Weft_FloatTensor:$dq, Weft_FloatTensor:$dk,
                  Weft_FloatTensor:$dv);
   let assemblyFormat =

@@ -1034,10 +1034,12 @@ Status InstChecker::run() {
     return checkAllToAll();
   case OpKind::RingShift:
     return checkRingShift();
-  case OpKind::AttentionBlock:
   case OpKind::SoftmaxMerge:
-  case OpKind::AttentionBlockGrad:
     return checkRingAttention();
+  case OpKind::AttentionBlock:
+  case OpKind::AttentionBlockGrad:
+    WEFT_RETURN_IF_ERROR(checkRingAttention());
+    return checkDimAxes(in(I.Op == OpKind::AttentionBlock ? 0 : 1));
   case OpKind::Wait:
     // Which start it completes: checkDataflow pairs them.
     return counts(1, 0);

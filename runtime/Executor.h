@@ -223,6 +223,7 @@ private:
     int64_t WaitsFor = -1; // wait: the start it completes
   };
   Status planMeshSteps();
+  void placeRows(BoundInstruction &BI, const Shape &X);
   int commKey(const std::string &Op, const AxesList &Axes);
   Status runCollective(size_t K);
   /// Async collectives (MeshOps.cpp): their name in messages, waiting for

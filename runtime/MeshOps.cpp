@@ -211,6 +211,8 @@ Status Executor::planMeshSteps() {
       };
       Positions(BI.SeqPos, R * Sq, Sq);
       Positions(BI.KeyPos, Origin * Sk, Sk);
+      if (A.DropP > 0) // the mask is keyed by global (sample, head, q, k)
+        placeRows(BI, BI.In[Qi].Spec->Dims);
       break;
     }
     case OpKind::AllToAll: {
@@ -271,17 +273,7 @@ Status Executor::planMeshSteps() {
       if (A.DropP <= 0 && !Prog.packsDocuments() && !A.KeyPadding &&
           !A.TokenTypes)
         break;
-      // Global coordinates of the rank's block: dim 0 holds one
-      // micro-batch's rows of the step's batch.
-      const Shape &X = BI.In[BI.Op == OpKind::AttentionGrad ? 1 : 0].Spec->Dims;
-      BI.DimFirst.assign(X.size(), 0);
-      BI.DimTotal = X;
-      for (size_t D = 0; D < X.size() && D < A.DimAxes.size(); ++D) {
-        BI.DimFirst[D] = M.shardIndex(Comm->rank(), A.DimAxes[D]) * X[D];
-        BI.DimTotal[D] = M.count(A.DimAxes[D]) * X[D];
-      }
-      BI.MicrobatchRows = BI.DimTotal[0];
-      BI.DimTotal[0] *= Prog.Microbatches;
+      placeRows(BI, BI.In[BI.Op == OpKind::AttentionGrad ? 1 : 0].Spec->Dims);
       break;
     }
     case OpKind::Embedding:
@@ -325,6 +317,22 @@ Status Executor::planMeshSteps() {
   }
   Pending.reserve(Requests.size());
   return Status::success();
+}
+
+// Global coordinates of the rank's block of X (the instruction's input,
+// laid out by its dim_axes): dim 0 holds one micro-batch's rows of the
+// step's batch. Dropout masks and packed documents are keyed by them.
+void Executor::placeRows(BoundInstruction &BI, const Shape &X) {
+  const OpAttrs &A = *BI.Attrs;
+  const Mesh &M = Prog.Devices;
+  BI.DimFirst.assign(X.size(), 0);
+  BI.DimTotal = X;
+  for (size_t D = 0; D < X.size() && D < A.DimAxes.size(); ++D) {
+    BI.DimFirst[D] = M.shardIndex(Comm->rank(), A.DimAxes[D]) * X[D];
+    BI.DimTotal[D] = M.count(A.DimAxes[D]) * X[D];
+  }
+  BI.MicrobatchRows = BI.DimTotal[0];
+  BI.DimTotal[0] *= Prog.Microbatches;
 }
 
 Status Executor::runCollective(size_t K) {

@@ -560,10 +560,10 @@ private:
     int64_t sq = rule.operands[qi][1], sk = rule.operands[qi + 1][1];
     if (!llvm::is_contained(axes.axes[sq], kContextAxis))
       return false;
-    StringRef unsupported = op->hasAttr("dropout")     ? "attention dropout"
-                            : op->hasAttr("key_padding") ? "key padding"
+    StringRef unsupported = op->hasAttr("key_padding") ? "key padding"
                             : fn->hasAttr(weft::attrname::kDocuments)
-                                ? "packed documents"
+                                ? "packed documents or padded rows "
+                                  "(--documents, --attention-mask)"
                                 : "";
     if (!unsupported.empty()) {
       op->emitOpError("ring context parallelism does not run ")
@@ -599,8 +599,9 @@ private:
   // The attributes every ring step shares with the attention it replaces.
   SmallVector<NamedAttribute> ringAttrs(Operation *op, int64_t step) {
     SmallVector<NamedAttribute> attrs;
-    for (StringRef name : {"num_heads", "num_kv_heads", "scale",
-                           "bidirectional", "window", "seq_axes"})
+    for (StringRef name :
+         {"num_heads", "num_kv_heads", "scale", "bidirectional", "window",
+          "seq_axes", "dropout", "dropout_site", "dim_axes"})
       if (Attribute a = op->getAttr(name))
         attrs.push_back(b.getNamedAttr(name, a));
     attrs.push_back(b.getNamedAttr("ring_step", b.getI64IntegerAttr(step)));

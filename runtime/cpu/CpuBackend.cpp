@@ -444,15 +444,26 @@ template <typename T> struct Kernels {
     return Status::success();
   }
   // Ring attention's steps (MeshOps.cpp sets the rows' positions).
-  static Status attentionBlock(const BI &I, const SC &, CpuState &S) {
+  // A ring step's dropout: attention's, over the whole sequence (q's dim 1
+  // in its dim_axes).
+  static const cpu::AttentionDropout *
+  ringDropout(const BI &I, const SC &Ctx, int64_t HeadDim,
+              cpu::AttentionDropout &D) {
+    if (!attentionDropout(I, Ctx, HeadDim, D))
+      return nullptr;
+    D.Seq = I.DimTotal[1];
+    return &D;
+  }
+  static Status attentionBlock(const BI &I, const SC &Ctx, CpuState &S) {
     const Shape &D = I.In[0].Spec->Dims, &Kd = I.In[1].Spec->Dims;
     const int64_t H = I.Attrs->NumHeads;
+    cpu::AttentionDropout Drop;
     cpu::attentionBlock(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
                         I.Out[0].as<T>(), I.Out[1].as<T>(), D[0], D[1], Kd[1],
                         I.SeqPos.data(), I.KeyPos.data(), H,
                         I.Attrs->NumKvHeads, D[2] / H, S.Scratch,
                         I.Attrs->AttnScale, !I.Attrs->Bidirectional,
-                        I.Attrs->Window);
+                        I.Attrs->Window, ringDropout(I, Ctx, D[2] / H, Drop));
     return Status::success();
   }
   static Status softmaxMerge(const BI &I, const SC &, CpuState &) {
@@ -463,15 +474,17 @@ template <typename T> struct Kernels {
                       D[0], D[1], H, D[2] / H);
     return Status::success();
   }
-  static Status attentionBlockGrad(const BI &I, const SC &, CpuState &S) {
+  static Status attentionBlockGrad(const BI &I, const SC &Ctx, CpuState &S) {
     const Shape &D = I.In[1].Spec->Dims, &Kd = I.In[2].Spec->Dims;
     const int64_t H = I.Attrs->NumHeads;
+    cpu::AttentionDropout Drop;
     cpu::attentionBlockGrad(
         I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(), I.In[3].as<T>(),
         I.In[4].as<T>(), I.In[5].as<T>(), I.Out[0].as<T>(), I.Out[1].as<T>(),
         I.Out[2].as<T>(), D[0], D[1], Kd[1], I.SeqPos.data(), I.KeyPos.data(),
         H, I.Attrs->NumKvHeads, D[2] / H, S.Scratch, I.Attrs->AttnScale,
-        !I.Attrs->Bidirectional, I.Attrs->Window);
+        !I.Attrs->Bidirectional, I.Attrs->Window,
+        ringDropout(I, Ctx, D[2] / H, Drop));
     return Status::success();
   }
   static Status dropout(const BI &I, const SC &Ctx, CpuState &) {

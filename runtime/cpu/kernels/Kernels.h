@@ -198,6 +198,9 @@ void reorderSequence(const T *X, T *Y, int64_t B, int64_t S, int64_t W,
 struct AttentionDropout {
   DropoutKey Key;
   int64_t BatchFirst = 0, HeadFirst = 0, Heads = 0;
+  /// Ring attention: the whole sequence's length (the keys of one kernel
+  /// call are a block of it).
+  int64_t Seq = 0;
 };
 /// Rows that pack documents: Pos[b * Stride + i] is query i's index in its
 /// document (causal attention then reads keys i - Pos .. i only).
@@ -234,7 +237,8 @@ template <typename T>
 void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse,
                     int64_t B, int64_t Sq, int64_t Sk, const int32_t *QPos,
                     const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
-                    void *Scratch, double Scale, bool Causal, int64_t Window);
+                    void *Scratch, double Scale, bool Causal, int64_t Window,
+                    const AttentionDropout *Drop = nullptr);
 template <typename T>
 void softmaxMerge(const T *O1, const T *L1, const T *O2, const T *L2, T *O,
                   T *L, int64_t B, int64_t S, int64_t H, int64_t Hd);
@@ -244,7 +248,7 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
                         int64_t B, int64_t Sq, int64_t Sk, const int32_t *QPos,
                         const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
                         void *Scratch, double Scale, bool Causal,
-                        int64_t Window);
+                        int64_t Window, const AttentionDropout *Drop = nullptr);
 
 /// y = x * keep / (1 - p) over a tensor of local shape Local whose element
 /// at local coordinates c is the global element First + c of a tensor of

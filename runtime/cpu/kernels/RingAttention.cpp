@@ -8,7 +8,9 @@
 // attentionBlock leaves the block's normalized output and the log of its
 // softmax denominator (lse); softmaxMerge combines two blocks by their
 // lses; attentionBlockGrad takes the whole row's output and lse, so each
-// block's probabilities are exact: P = exp(scale q.k - lse). Per (batch,
+// block's probabilities are exact: P = exp(scale q.k - lse). Dropout drops
+// the block's probabilities where they weigh v (keyed by global positions,
+// as attention's), never in the denominator, so blocks merge unchanged. Per (batch,
 // KV head), the group's query heads run in row blocks of RowBlock queries
 // with single-threaded GEMMs reading [B, S, H*hd] in place; the (batch, KV
 // head) loop is the parallel one, so a group's dk and dv have one writer.
@@ -57,6 +59,23 @@ void scores(const T *Q, const T *K, T *S, const BlockShape &D, int64_t Bi,
        K + Bi * D.Sk * D.ldk() + G * D.Hd, D.ldk(), T(0), S, D.Sk);
 }
 
+// Multiplies rows [I0, I0 + Rows) of query head Hq's block P by their
+// dropout factors (0 or 1 / (1 - p)), keyed as attention's mask: by the
+// global (sample, head, query position, key position).
+template <typename T>
+void dropBlock(T *P, int64_t Sk, int64_t Bi, int64_t Hq, int64_t I0,
+               int64_t Rows, const int32_t *QPos, const int32_t *KPos,
+               const AttentionDropout &D) {
+  const uint64_t Head = uint64_t((D.BatchFirst + Bi) * D.Heads + D.HeadFirst + Hq);
+  const uint64_t S = uint64_t(D.Seq);
+  for (int64_t R = 0; R < Rows; ++R) {
+    const uint64_t Row = (Head * S + uint64_t(QPos[I0 + R])) * S;
+    T *PR = P + R * Sk;
+    for (int64_t J = 0; J < Sk; ++J)
+      PR[J] *= T(D.Key.factor(Row + uint64_t(KPos[J])));
+  }
+}
+
 } // namespace
 
 size_t ringScratchBytes(int64_t Sk, size_t Elem, int Threads) {
@@ -67,7 +86,8 @@ template <typename T>
 void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse,
                     int64_t B, int64_t Sq, int64_t Sk, const int32_t *QPos,
                     const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
-                    void *Scratch, double Scale, bool Causal, int64_t Window) {
+                    void *Scratch, double Scale, bool Causal, int64_t Window,
+                    const AttentionDropout *Drop) {
   const BlockShape D{B, Sq, Sk, H, Hkv, Hd};
   const T Sc = scaleOf<T>(Scale, Hd);
   const T NegInf = -std::numeric_limits<T>::infinity();
@@ -100,6 +120,9 @@ void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse,
           Lse[(Bi * H + Hq) * Sq + I0 + R] =
               Sum > T(0) ? M + T(std::log(double(Sum))) : NegInf;
         }
+        // Dropped probabilities weigh v; the denominator counted them all.
+        if (Drop)
+          dropBlock(S, Sk, Bi, Hq, I0, Rows, QPos, KPos, *Drop);
         gemm(false, false, Rows, Hd, Sk, T(1), S, Sk,
              V + Bi * Sk * D.ldk() + G * Hd, D.ldk(), T(0),
              O + (Bi * Sq + I0) * D.ldq() + Hq * Hd, D.ldq());
@@ -140,7 +163,7 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
                         int64_t B, int64_t Sq, int64_t Sk, const int32_t *QPos,
                         const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
                         void *Scratch, double Scale, bool Causal,
-                        int64_t Window) {
+                        int64_t Window, const AttentionDropout *Drop) {
   const BlockShape D{B, Sq, Sk, H, Hkv, Hd};
   const T Sc = scaleOf<T>(Scale, Hd);
   const T NegInf = -std::numeric_limits<T>::infinity();
@@ -169,11 +192,11 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
                          ? vexp(Row[J] - L)
                          : T(0);
         }
-        // dv += P^T dy; dP = dy v^T.
-        gemm(true, false, Sk, Hd, Rows, T(1), P, Sk, Dy + Qoff, D.ldq(), T(1),
-             DvG, D.ldk());
+        // dP = dy v^T (with dropout: through the mask).
         gemm(false, true, Rows, Sk, Hd, T(1), Dy + Qoff, D.ldq(),
              V + Bi * Sk * D.ldk() + G * Hd, D.ldk(), T(0), Dp, Sk);
+        if (Drop)
+          dropBlock(Dp, Sk, Bi, Hq, I0, Rows, QPos, KPos, *Drop);
         // dS = P (dP - D), D = rowsum(dy * o); scaled once here.
         for (int64_t R = 0; R < Rows; ++R) {
           const T *DyR = Dy + Qoff + R * D.ldq(), *OR = O + Qoff + R * D.ldq();
@@ -189,6 +212,11 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
              K + Bi * Sk * D.ldk() + G * Hd, D.ldk(), T(0), Dq + Qoff, D.ldq());
         gemm(true, false, Sk, Hd, Rows, T(1), Dp, Sk, Q + Qoff, D.ldq(), T(1),
              DkG, D.ldk());
+        // dv += P^T dy (with dropout: the dropped P's, now dS is done).
+        if (Drop)
+          dropBlock(P, Sk, Bi, Hq, I0, Rows, QPos, KPos, *Drop);
+        gemm(true, false, Sk, Hd, Rows, T(1), P, Sk, Dy + Qoff, D.ldq(), T(1),
+             DvG, D.ldk());
       }
   }
 }
@@ -197,13 +225,14 @@ template void attentionBlock<float>(const float *, const float *,
                                     const float *, float *, float *, int64_t,
                                     int64_t, int64_t, const int32_t *,
                                     const int32_t *, int64_t, int64_t, int64_t,
-                                    void *, double, bool, int64_t);
+                                    void *, double, bool, int64_t,
+                                    const AttentionDropout *);
 template void attentionBlock<double>(const double *, const double *,
                                      const double *, double *, double *,
                                      int64_t, int64_t, int64_t,
                                      const int32_t *, const int32_t *, int64_t,
                                      int64_t, int64_t, void *, double, bool,
-                                     int64_t);
+                                     int64_t, const AttentionDropout *);
 template void softmaxMerge<float>(const float *, const float *, const float *,
                                   const float *, float *, float *, int64_t,
                                   int64_t, int64_t, int64_t);
@@ -215,11 +244,11 @@ template void attentionBlockGrad<float>(
     const float *, const float *, const float *, const float *, const float *,
     const float *, float *, float *, float *, int64_t, int64_t, int64_t,
     const int32_t *, const int32_t *, int64_t, int64_t, int64_t, void *,
-    double, bool, int64_t);
+    double, bool, int64_t, const AttentionDropout *);
 template void attentionBlockGrad<double>(
     const double *, const double *, const double *, const double *,
     const double *, const double *, double *, double *, double *, int64_t,
     int64_t, int64_t, const int32_t *, const int32_t *, int64_t, int64_t,
-    int64_t, void *, double, bool, int64_t);
+    int64_t, void *, double, bool, int64_t, const AttentionDropout *);
 
 } // namespace weft::cpu
