@@ -49,12 +49,28 @@ inline bool visible(int32_t Pq, int32_t Pk, bool Causal, int64_t Window) {
   return Pk <= Pq && (Window <= 0 || int64_t(Pq) - Pk < Window);
 }
 
-// Scores of rows [I0, I1) of query head h against every key of the block,
-// scaled: S (RowBlock x Sk).
+// The keys rows [I0, I0 + Rows) may see lie before KEnd: causal, one past
+// the last key at or before the rows' latest position (the block's keys
+// are one or two runs of rising positions, so most of a masked block is
+// skipped, as attention skips its upper triangle); else all of them.
+inline int64_t keyEnd(const int32_t *QPos, const int32_t *KPos, int64_t I0,
+                      int64_t Rows, int64_t Sk, bool Causal) {
+  if (!Causal)
+    return Sk;
+  const int32_t Last = *std::max_element(QPos + I0, QPos + I0 + Rows);
+  int64_t End = Sk;
+  while (End > 0 && KPos[End - 1] > Last)
+    --End;
+  return End;
+}
+
+// Scores of rows [I0, I0 + Rows) of query head h against keys [0, KEnd) of
+// the block, scaled: S (RowBlock x Sk, leading dimension Sk).
 template <typename T>
 void scores(const T *Q, const T *K, T *S, const BlockShape &D, int64_t Bi,
-            int64_t Hq, int64_t G, int64_t I0, int64_t Rows, T Scale) {
-  gemm(false, true, Rows, D.Sk, D.Hd, Scale,
+            int64_t Hq, int64_t G, int64_t I0, int64_t Rows, int64_t KEnd,
+            T Scale) {
+  gemm(false, true, Rows, KEnd, D.Hd, Scale,
        Q + (Bi * D.Sq + I0) * D.ldq() + Hq * D.Hd, D.ldq(),
        K + Bi * D.Sk * D.ldk() + G * D.Hd, D.ldk(), T(0), S, D.Sk);
 }
@@ -63,15 +79,15 @@ void scores(const T *Q, const T *K, T *S, const BlockShape &D, int64_t Bi,
 // dropout factors (0 or 1 / (1 - p)), keyed as attention's mask: by the
 // global (sample, head, query position, key position).
 template <typename T>
-void dropBlock(T *P, int64_t Sk, int64_t Bi, int64_t Hq, int64_t I0,
-               int64_t Rows, const int32_t *QPos, const int32_t *KPos,
-               const AttentionDropout &D) {
+void dropBlock(T *P, int64_t Sk, int64_t KEnd, int64_t Bi, int64_t Hq,
+               int64_t I0, int64_t Rows, const int32_t *QPos,
+               const int32_t *KPos, const AttentionDropout &D) {
   const uint64_t Head = uint64_t((D.BatchFirst + Bi) * D.Heads + D.HeadFirst + Hq);
   const uint64_t S = uint64_t(D.Seq);
   for (int64_t R = 0; R < Rows; ++R) {
     const uint64_t Row = (Head * S + uint64_t(QPos[I0 + R])) * S;
     T *PR = P + R * Sk;
-    for (int64_t J = 0; J < Sk; ++J)
+    for (int64_t J = 0; J < KEnd; ++J)
       PR[J] *= T(D.Key.factor(Row + uint64_t(KPos[J])));
   }
 }
@@ -99,33 +115,41 @@ void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse,
     for (int64_t Hq = G * Group; Hq < (G + 1) * Group; ++Hq)
       for (int64_t I0 = 0; I0 < Sq; I0 += RowBlock) {
         const int64_t Rows = std::min(RowBlock, Sq - I0);
-        scores(Q, K, S, D, Bi, Hq, G, I0, Rows, Sc);
+        const int64_t KEnd = keyEnd(QPos, KPos, I0, Rows, Sk, Causal);
+        T *Out = O + (Bi * Sq + I0) * D.ldq() + Hq * Hd;
+        if (KEnd == 0) { // no key of this block is visible to these rows
+          for (int64_t R = 0; R < Rows; ++R) {
+            std::fill(Out + R * D.ldq(), Out + R * D.ldq() + Hd, T(0));
+            Lse[(Bi * H + Hq) * Sq + I0 + R] = NegInf;
+          }
+          continue;
+        }
+        scores(Q, K, S, D, Bi, Hq, G, I0, Rows, KEnd, Sc);
         for (int64_t R = 0; R < Rows; ++R) {
           T *Row = S + R * Sk;
           const int32_t Pq = QPos[I0 + R];
           T M = NegInf;
-          for (int64_t J = 0; J < Sk; ++J)
+          for (int64_t J = 0; J < KEnd; ++J)
             if (visible(Pq, KPos[J], Causal, Window))
               M = std::max(M, Row[J]);
           T Sum = T(0);
-          for (int64_t J = 0; J < Sk; ++J) {
+          for (int64_t J = 0; J < KEnd; ++J) {
             Row[J] = M != NegInf && visible(Pq, KPos[J], Causal, Window)
                          ? vexp(Row[J] - M)
                          : T(0);
             Sum += Row[J];
           }
           const T Inv = Sum > T(0) ? T(1) / Sum : T(0);
-          for (int64_t J = 0; J < Sk; ++J)
+          for (int64_t J = 0; J < KEnd; ++J)
             Row[J] *= Inv;
           Lse[(Bi * H + Hq) * Sq + I0 + R] =
               Sum > T(0) ? M + T(std::log(double(Sum))) : NegInf;
         }
         // Dropped probabilities weigh v; the denominator counted them all.
         if (Drop)
-          dropBlock(S, Sk, Bi, Hq, I0, Rows, QPos, KPos, *Drop);
-        gemm(false, false, Rows, Hd, Sk, T(1), S, Sk,
-             V + Bi * Sk * D.ldk() + G * Hd, D.ldk(), T(0),
-             O + (Bi * Sq + I0) * D.ldq() + Hq * Hd, D.ldq());
+          dropBlock(S, Sk, KEnd, Bi, Hq, I0, Rows, QPos, KPos, *Drop);
+        gemm(false, false, Rows, Hd, KEnd, T(1), S, Sk,
+             V + Bi * Sk * D.ldk() + G * Hd, D.ldk(), T(0), Out, D.ldq());
       }
   }
 }
@@ -182,21 +206,28 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
       for (int64_t I0 = 0; I0 < Sq; I0 += RowBlock) {
         const int64_t Rows = std::min(RowBlock, Sq - I0);
         const int64_t Qoff = (Bi * Sq + I0) * D.ldq() + Hq * Hd;
-        scores(Q, K, P, D, Bi, Hq, G, I0, Rows, Sc);
+        const int64_t KEnd = keyEnd(QPos, KPos, I0, Rows, Sk, Causal);
+        if (KEnd == 0) { // these rows see no key of this block
+          for (int64_t R = 0; R < Rows; ++R)
+            std::fill(Dq + Qoff + R * D.ldq(), Dq + Qoff + R * D.ldq() + Hd,
+                      T(0));
+          continue;
+        }
+        scores(Q, K, P, D, Bi, Hq, G, I0, Rows, KEnd, Sc);
         for (int64_t R = 0; R < Rows; ++R) {
           T *Row = P + R * Sk;
           const int32_t Pq = QPos[I0 + R];
           const T L = Lse[(Bi * H + Hq) * Sq + I0 + R];
-          for (int64_t J = 0; J < Sk; ++J)
+          for (int64_t J = 0; J < KEnd; ++J)
             Row[J] = L != NegInf && visible(Pq, KPos[J], Causal, Window)
                          ? vexp(Row[J] - L)
                          : T(0);
         }
         // dP = dy v^T (with dropout: through the mask).
-        gemm(false, true, Rows, Sk, Hd, T(1), Dy + Qoff, D.ldq(),
+        gemm(false, true, Rows, KEnd, Hd, T(1), Dy + Qoff, D.ldq(),
              V + Bi * Sk * D.ldk() + G * Hd, D.ldk(), T(0), Dp, Sk);
         if (Drop)
-          dropBlock(Dp, Sk, Bi, Hq, I0, Rows, QPos, KPos, *Drop);
+          dropBlock(Dp, Sk, KEnd, Bi, Hq, I0, Rows, QPos, KPos, *Drop);
         // dS = P (dP - D), D = rowsum(dy * o); scaled once here.
         for (int64_t R = 0; R < Rows; ++R) {
           const T *DyR = Dy + Qoff + R * D.ldq(), *OR = O + Qoff + R * D.ldq();
@@ -204,19 +235,19 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
           for (int64_t X = 0; X < Hd; ++X)
             Delta += DyR[X] * OR[X];
           T *PR = P + R * Sk, *DpR = Dp + R * Sk;
-          for (int64_t J = 0; J < Sk; ++J)
+          for (int64_t J = 0; J < KEnd; ++J)
             DpR[J] = PR[J] * (DpR[J] - Delta) * Sc;
         }
         // dq = dS k; dk += dS^T q.
-        gemm(false, false, Rows, Hd, Sk, T(1), Dp, Sk,
+        gemm(false, false, Rows, Hd, KEnd, T(1), Dp, Sk,
              K + Bi * Sk * D.ldk() + G * Hd, D.ldk(), T(0), Dq + Qoff, D.ldq());
-        gemm(true, false, Sk, Hd, Rows, T(1), Dp, Sk, Q + Qoff, D.ldq(), T(1),
-             DkG, D.ldk());
+        gemm(true, false, KEnd, Hd, Rows, T(1), Dp, Sk, Q + Qoff, D.ldq(),
+             T(1), DkG, D.ldk());
         // dv += P^T dy (with dropout: the dropped P's, now dS is done).
         if (Drop)
-          dropBlock(P, Sk, Bi, Hq, I0, Rows, QPos, KPos, *Drop);
-        gemm(true, false, Sk, Hd, Rows, T(1), P, Sk, Dy + Qoff, D.ldq(), T(1),
-             DvG, D.ldk());
+          dropBlock(P, Sk, KEnd, Bi, Hq, I0, Rows, QPos, KPos, *Drop);
+        gemm(true, false, KEnd, Hd, Rows, T(1), P, Sk, Dy + Qoff, D.ldq(),
+             T(1), DvG, D.ldk());
       }
   }
 }
