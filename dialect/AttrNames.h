@@ -47,8 +47,7 @@ inline constexpr llvm::StringLiteral kSeqChunks = "weft.seq_chunks";
 /// from the sequence to the heads around attention (DeepSpeed's Ulysses);
 /// "ring" passes key and value blocks around the cp ranks, merged by an
 /// online softmax. Absent: attention all-gathers the keys and values.
-inline constexpr llvm::StringLiteral kContextParallel =
-    "weft.context_parallel";
+inline constexpr llvm::StringLiteral kContextParallel = "weft.context_parallel";
 /// The vocabulary (the token embedding table's rows, a positive integer) of
 /// a forward-only function, by weft-return-logits: the program's bound on
 /// token ids, whatever the function returns.

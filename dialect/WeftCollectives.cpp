@@ -151,9 +151,8 @@ LogicalResult AllToAllOp::verify() {
     int64_t expected = in.getDimSize(d);
     if (d == split) {
       if (expected % *n != 0)
-        return emitOpError("group size ")
-               << *n << " does not divide split_dim " << d << " of size "
-               << expected;
+        return emitOpError("group size ") << *n << " does not divide split_dim "
+                                          << d << " of size " << expected;
       expected /= *n;
     }
     if (d == concat)

@@ -327,10 +327,10 @@ struct OpAttrs {
   /// Cross-entropy ops of a masked-LM loss (version 9): a target of -100
   /// counts for nothing and the mean is over the step's counted targets.
   bool Masked = false;
-  AxesList SeqAxes;   // position_embedding(_grad), rope, attention(_grad)
+  AxesList SeqAxes;     // position_embedding(_grad), rope, attention(_grad)
   int64_t RingStep = 0; // attention_block(_grad): whose block, r - step
-  AxesList VocabAxes; // embedding(_grad), cross_entropy_stats(_grad)
-  AxesList ShardAxes; // adamw (ZeRO-1/2)
+  AxesList VocabAxes;   // embedding(_grad), cross_entropy_stats(_grad)
+  AxesList ShardAxes;   // adamw (ZeRO-1/2)
   /// pack, unpack: each piece in this many equal blocks, laid out block-major
   /// (a bucketed reduce-scatter's or all-gather's buffer); 1: end to end.
   int64_t Blocks = 1;

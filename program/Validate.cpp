@@ -474,8 +474,9 @@ Status InstChecker::checkAllToAll() const {
   WEFT_RETURN_IF_ERROR(sameDtype());
   if (I.In[0] == I.Out[0])
     return fail("in[0] and out[0] are the same buffer " +
-                std::to_string(I.In[0]) + "; all_to_all does not work in "
-                                          "place");
+                std::to_string(I.In[0]) +
+                "; all_to_all does not work in "
+                "place");
   if (I.Attrs.Dim != 0)
     return fail("attrs.dim=" + std::to_string(I.Attrs.Dim) +
                 ": all_to_all exchanges blocks of dim 0 (block_transpose "
@@ -539,8 +540,9 @@ Status InstChecker::checkRingShift() const {
   WEFT_RETURN_IF_ERROR(sameDtype());
   if (I.In[0] == I.Out[0])
     return fail("in[0] and out[0] are the same buffer " +
-                std::to_string(I.In[0]) + "; ring_shift does not work in "
-                                          "place");
+                std::to_string(I.In[0]) +
+                "; ring_shift does not work in "
+                "place");
   return shapeIs(false, 0, in(0).Dims);
 }
 
@@ -562,9 +564,9 @@ Status InstChecker::checkRingAttention() const {
   WEFT_RETURN_IF_ERROR(rankAtLeast(true, QI, 3));
   const Shape &Q = in(QI).Dims;
   if (Q.size() != 3 || H <= 0 || Q[2] % H != 0)
-    return fail(name(true, QI) + " has shape " + shapeString(Q) +
-                ", expected [B,S,H*hd] with H = num_heads=" +
-                std::to_string(H));
+    return fail(
+        name(true, QI) + " has shape " + shapeString(Q) +
+        ", expected [B,S,H*hd] with H = num_heads=" + std::to_string(H));
   const Shape Lse{Q[0], H, Q[1]};
   if (Merge) {
     WEFT_RETURN_IF_ERROR(shapeIs(true, 2, Q));
@@ -579,8 +581,7 @@ Status InstChecker::checkRingAttention() const {
                 " must be positive and divide num_heads=" + std::to_string(H));
   WEFT_RETURN_IF_ERROR(checkAxes(I.Attrs.SeqAxes, "seq_axes"));
   const int64_t C = P.Devices.count(I.Attrs.SeqAxes);
-  if (I.Attrs.SeqAxes.empty() || I.Attrs.RingStep < 0 ||
-      I.Attrs.RingStep >= C)
+  if (I.Attrs.SeqAxes.empty() || I.Attrs.RingStep < 0 || I.Attrs.RingStep >= C)
     return fail("ring_step=" + std::to_string(I.Attrs.RingStep) +
                 " must be a step of the ring over seq_axes " +
                 axesString(I.Attrs.SeqAxes) + " (0 to " +
@@ -682,8 +683,8 @@ Status InstChecker::run() {
       return fail("out[" + std::to_string(K) + "] buffer id " +
                   std::to_string(I.Out[K]) + " out of range [0, " +
                   std::to_string(P.Buffers.size()) + ")");
-  if (I.Attrs.Async && I.Op != OpKind::AllReduce &&
-      I.Op != OpKind::AllGather && I.Op != OpKind::RingShift)
+  if (I.Attrs.Async && I.Op != OpKind::AllReduce && I.Op != OpKind::AllGather &&
+      I.Op != OpKind::RingShift)
     return fail("attrs.async is only allowed on all_reduce, all_gather and "
                 "ring_shift");
   // A gradient stored unreduced (ZeRO-1) is read only by the reduction over

@@ -76,8 +76,7 @@ Status checkInFlight(const Program &P, size_t I, std::vector<InFlight> &Open) {
   for (const InFlight &F : Open)
     for (const std::vector<int64_t> *Ids : {&Inst.In, &Inst.Out})
       for (int64_t Id : *Ids)
-        if ((Ids == &Inst.Out && overlaps(P, Id, F.X)) ||
-            overlaps(P, Id, F.Y))
+        if ((Ids == &Inst.Out && overlaps(P, Id, F.X)) || overlaps(P, Id, F.Y))
           return Status::error(
               instName(P, I) + " touches " + bufferName(P, Id) + " while " +
               instName(P, F.Start) + " is in flight (wait for it first)");

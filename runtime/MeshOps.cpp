@@ -204,10 +204,10 @@ Status Executor::planMeshSteps() {
                            int64_t N) {
         Out.resize(size_t(N));
         for (int64_t I = 0; I < N; ++I)
-          Out[size_t(I)] = int32_t(
-              Prog.SeqChunks > 0
-                  ? seqPosition(First + I, Prog.Seq, Prog.SeqChunks)
-                  : First + I);
+          Out[size_t(I)] =
+              int32_t(Prog.SeqChunks > 0
+                          ? seqPosition(First + I, Prog.Seq, Prog.SeqChunks)
+                          : First + I);
       };
       Positions(BI.SeqPos, R * Sq, Sq);
       Positions(BI.KeyPos, Origin * Sk, Sk);
@@ -380,10 +380,10 @@ Status Executor::runCollective(size_t K) {
     AllToAllOps.clear();
     for (int P = 0; P < C; ++P)
       if (P != G.Rank) {
-        AllToAllOps.push_back({Transfer::Send, P, at(X.Data, P * Chunk, E),
-                               size_t(Chunk), T});
-        AllToAllOps.push_back({Transfer::Recv, P, at(Y.Data, P * Chunk, E),
-                               size_t(Chunk), T});
+        AllToAllOps.push_back(
+            {Transfer::Send, P, at(X.Data, P * Chunk, E), size_t(Chunk), T});
+        AllToAllOps.push_back(
+            {Transfer::Recv, P, at(Y.Data, P * Chunk, E), size_t(Chunk), T});
       }
     WEFT_RETURN_IF_ERROR(Q->copyOnDevice(at(Y.Data, G.Rank * Chunk, E),
                                          at(X.Data, G.Rank * Chunk, E),
@@ -393,7 +393,8 @@ Status Executor::runCollective(size_t K) {
     return Comm->wait(AllToAllRequest, *Q);
   }
   case OpKind::RingShift: {
-    const int Next = (G.Rank + 1) % int(C), Prev = (G.Rank + int(C) - 1) % int(C);
+    const int Next = (G.Rank + 1) % int(C),
+              Prev = (G.Rank + int(C) - 1) % int(C);
     RingOps.assign({{Transfer::Send, Next, X.Data, size_t(X.Numel), T},
                     {Transfer::Recv, Prev, Y.Data, size_t(X.Numel), T}});
     CommRequest &R = Requests[size_t(S.Request)];

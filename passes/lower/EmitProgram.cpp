@@ -813,10 +813,11 @@ private:
     int64_t span = (bytes + 63) / 64 * 64;
     scratchBytes = std::max(scratchBytes, 2 * span);
     auto scratch = [&](int64_t k) {
-      int64_t id = addBuffer(json::Object{{"kind", "arena"},
-                                          {"offset", scratchOffset + k * span},
-                                          {"shape", json::Array(moved)},
-                                          {"dtype", dtypeOf(in.getElementType())}});
+      int64_t id =
+          addBuffer(json::Object{{"kind", "arena"},
+                                 {"offset", scratchOffset + k * span},
+                                 {"shape", json::Array(moved)},
+                                 {"dtype", dtypeOf(in.getElementType())}});
       arenaSpan[id] = {scratchOffset + k * span, bytes};
       return id;
     };
@@ -838,12 +839,11 @@ private:
       transpose(x, sent, split, /*inverse=*/false);
     }
     int64_t received = concat == 0 ? y : scratch(1);
-    pushInstruction(
-        json::Object{{"op", "all_to_all"},
-                     {"in", json::Array{sent}},
-                     {"out", json::Array{received}},
-                     {"attrs", json::Object{{"axes", json::Array(axes)},
-                                            {"dim", 0}}}});
+    pushInstruction(json::Object{
+        {"op", "all_to_all"},
+        {"in", json::Array{sent}},
+        {"out", json::Array{received}},
+        {"attrs", json::Object{{"axes", json::Array(axes)}, {"dim", 0}}}});
     if (concat != 0)
       transpose(received, y, concat, /*inverse=*/true);
     return success();

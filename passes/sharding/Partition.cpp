@@ -190,8 +190,8 @@ private:
       shape[gathered] *= c;
       shape[scattered] /= c;
       return AllToAllOp::create(
-                 b, loc, RankedTensorType::get(shape, type.getElementType()),
-                 v, b.getStrArrayAttr({kContextAxis}), int64_t(scattered),
+                 b, loc, RankedTensorType::get(shape, type.getElementType()), v,
+                 b.getStrArrayAttr({kContextAxis}), int64_t(scattered),
                  int64_t(gathered), reasonAttr)
           .getResult();
     }
@@ -282,8 +282,7 @@ private:
       if (blocks[d] != 1 || to.blocksOf(d) != 1)
         return std::nullopt;
       ArrayRef<StringRef> h(have[d]), w(want);
-      if (!from && !h.empty() && h.back() == kContextAxis &&
-          h.drop_back() == w)
+      if (!from && !h.empty() && h.back() == kContextAxis && h.drop_back() == w)
         from = d;
       else if (!into && !w.empty() && w.back() == kContextAxis &&
                w.drop_back() == h)
@@ -533,10 +532,9 @@ private:
                                     " they are already split over";
       return op->emitOpError("all-to-all context parallelism splits the "
                              "heads over cp=")
-             << mesh.size(kContextAxis) << other
-             << ": num_heads=" << heads << " and num_kv_heads=" << kvHeads
-             << " must both be divisible by " << ways
-             << " (--context-parallel all-gather has no such need)";
+             << mesh.size(kContextAxis) << other << ": num_heads=" << heads
+             << " and num_kv_heads=" << kvHeads << " must both be divisible by "
+             << ways << " (--context-parallel all-gather has no such need)";
     }
     llvm::erase(axes.axes[sq], kContextAxis);
     axes.axes[fq].push_back(kContextAxis);
@@ -579,9 +577,8 @@ private:
     // a partial sum.
     for (auto [i, r] : llvm::enumerate(op->getResults())) {
       unsigned like = qi + unsigned(i);
-      ShardingAttr s =
-          shardingFromFactors(ctx, rule, axes, rule.operands[like],
-                              operandBlocksOf(rule, like), false);
+      ShardingAttr s = shardingFromFactors(ctx, rule, axes, rule.operands[like],
+                                           operandBlocksOf(rule, like), false);
       actual[r] = s;
       if (failed(localize(r, s, op->getLoc())))
         return failure();
@@ -620,8 +617,8 @@ private:
   // The log-sum-exp is f32 where the queries are bf16.
   RankedTensorType lseType(Value q, int64_t heads) {
     auto t = cast<RankedTensorType>(q.getType());
-    Type e = t.getElementType().isBF16() ? Type(b.getF32Type())
-                                         : t.getElementType();
+    Type e =
+        t.getElementType().isBF16() ? Type(b.getF32Type()) : t.getElementType();
     return RankedTensorType::get({t.getDimSize(0), heads, t.getDimSize(1)}, e);
   }
 
@@ -637,9 +634,9 @@ private:
         nextK = ringShift(k, loc, "ring attention: the next key block");
         nextV = ringShift(v, loc, "ring attention: the next value block");
       }
-      auto block = AttentionBlockOp::create(
-          b, loc, TypeRange{q.getType(), lse}, ValueRange{q, k, v},
-          ringAttrs(att, step));
+      auto block =
+          AttentionBlockOp::create(b, loc, TypeRange{q.getType(), lse},
+                                   ValueRange{q, k, v}, ringAttrs(att, step));
       if (step == 0) {
         o = block.getO();
         l = block.getLse();
@@ -675,7 +672,8 @@ private:
     for (int64_t step = 0; step < c; ++step) {
       Value nextK, nextV;
       if (step + 1 < c) {
-        nextK = ringShift(k, loc, "ring attention gradient: the next key block");
+        nextK =
+            ringShift(k, loc, "ring attention gradient: the next key block");
         nextV =
             ringShift(v, loc, "ring attention gradient: the next value block");
       }

@@ -446,9 +446,9 @@ template <typename T> struct Kernels {
   // Ring attention's steps (MeshOps.cpp sets the rows' positions).
   // A ring step's dropout: attention's, over the whole sequence (q's dim 1
   // in its dim_axes).
-  static const cpu::AttentionDropout *
-  ringDropout(const BI &I, const SC &Ctx, int64_t HeadDim,
-              cpu::AttentionDropout &D) {
+  static const cpu::AttentionDropout *ringDropout(const BI &I, const SC &Ctx,
+                                                  int64_t HeadDim,
+                                                  cpu::AttentionDropout &D) {
     if (!attentionDropout(I, Ctx, HeadDim, D))
       return nullptr;
     D.Seq = I.DimTotal[1];
@@ -470,8 +470,8 @@ template <typename T> struct Kernels {
     const Shape &D = I.In[0].Spec->Dims;
     const int64_t H = I.Attrs->NumHeads;
     cpu::softmaxMerge(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
-                      I.In[3].as<T>(), I.Out[0].as<T>(), I.Out[1].as<T>(),
-                      D[0], D[1], H, D[2] / H);
+                      I.In[3].as<T>(), I.Out[0].as<T>(), I.Out[1].as<T>(), D[0],
+                      D[1], H, D[2] / H);
     return Status::success();
   }
   static Status attentionBlockGrad(const BI &I, const SC &Ctx, CpuState &S) {

@@ -234,8 +234,8 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
 /// lse. Scratch: ringScratchBytes.
 size_t ringScratchBytes(int64_t Sk, size_t Elem, int Threads);
 template <typename T>
-void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse,
-                    int64_t B, int64_t Sq, int64_t Sk, const int32_t *QPos,
+void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse, int64_t B,
+                    int64_t Sq, int64_t Sk, const int32_t *QPos,
                     const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
                     void *Scratch, double Scale, bool Causal, int64_t Window,
                     const AttentionDropout *Drop = nullptr);

@@ -10,10 +10,10 @@
 // lses; attentionBlockGrad takes the whole row's output and lse, so each
 // block's probabilities are exact: P = exp(scale q.k - lse). Dropout drops
 // the block's probabilities where they weigh v (keyed by global positions,
-// as attention's), never in the denominator, so blocks merge unchanged. Per (batch,
-// KV head), the group's query heads run in row blocks of RowBlock queries
-// with single-threaded GEMMs reading [B, S, H*hd] in place; the (batch, KV
-// head) loop is the parallel one, so a group's dk and dv have one writer.
+// as attention's), never in the denominator, so blocks merge unchanged. Per
+// (batch, KV head), the group's query heads run in row blocks of RowBlock
+// queries with single-threaded GEMMs reading [B, S, H*hd] in place; the (batch,
+// KV head) loop is the parallel one, so a group's dk and dv have one writer.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/kernels/Blas.h"
@@ -82,7 +82,8 @@ template <typename T>
 void dropBlock(T *P, int64_t Sk, int64_t KEnd, int64_t Bi, int64_t Hq,
                int64_t I0, int64_t Rows, const int32_t *QPos,
                const int32_t *KPos, const AttentionDropout &D) {
-  const uint64_t Head = uint64_t((D.BatchFirst + Bi) * D.Heads + D.HeadFirst + Hq);
+  const uint64_t Head =
+      uint64_t((D.BatchFirst + Bi) * D.Heads + D.HeadFirst + Hq);
   const uint64_t S = uint64_t(D.Seq);
   for (int64_t R = 0; R < Rows; ++R) {
     const uint64_t Row = (Head * S + uint64_t(QPos[I0 + R])) * S;
@@ -99,8 +100,8 @@ size_t ringScratchBytes(int64_t Sk, size_t Elem, int Threads) {
 }
 
 template <typename T>
-void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse,
-                    int64_t B, int64_t Sq, int64_t Sk, const int32_t *QPos,
+void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse, int64_t B,
+                    int64_t Sq, int64_t Sk, const int32_t *QPos,
                     const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
                     void *Scratch, double Scale, bool Causal, int64_t Window,
                     const AttentionDropout *Drop) {
@@ -241,29 +242,28 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
         // dq = dS k; dk += dS^T q.
         gemm(false, false, Rows, Hd, KEnd, T(1), Dp, Sk,
              K + Bi * Sk * D.ldk() + G * Hd, D.ldk(), T(0), Dq + Qoff, D.ldq());
-        gemm(true, false, KEnd, Hd, Rows, T(1), Dp, Sk, Q + Qoff, D.ldq(),
-             T(1), DkG, D.ldk());
+        gemm(true, false, KEnd, Hd, Rows, T(1), Dp, Sk, Q + Qoff, D.ldq(), T(1),
+             DkG, D.ldk());
         // dv += P^T dy (with dropout: the dropped P's, now dS is done).
         if (Drop)
           dropBlock(P, Sk, KEnd, Bi, Hq, I0, Rows, QPos, KPos, *Drop);
-        gemm(true, false, KEnd, Hd, Rows, T(1), P, Sk, Dy + Qoff, D.ldq(),
-             T(1), DvG, D.ldk());
+        gemm(true, false, KEnd, Hd, Rows, T(1), P, Sk, Dy + Qoff, D.ldq(), T(1),
+             DvG, D.ldk());
       }
   }
 }
 
-template void attentionBlock<float>(const float *, const float *,
-                                    const float *, float *, float *, int64_t,
-                                    int64_t, int64_t, const int32_t *,
-                                    const int32_t *, int64_t, int64_t, int64_t,
-                                    void *, double, bool, int64_t,
-                                    const AttentionDropout *);
+template void attentionBlock<float>(const float *, const float *, const float *,
+                                    float *, float *, int64_t, int64_t, int64_t,
+                                    const int32_t *, const int32_t *, int64_t,
+                                    int64_t, int64_t, void *, double, bool,
+                                    int64_t, const AttentionDropout *);
 template void attentionBlock<double>(const double *, const double *,
                                      const double *, double *, double *,
-                                     int64_t, int64_t, int64_t,
-                                     const int32_t *, const int32_t *, int64_t,
-                                     int64_t, int64_t, void *, double, bool,
-                                     int64_t, const AttentionDropout *);
+                                     int64_t, int64_t, int64_t, const int32_t *,
+                                     const int32_t *, int64_t, int64_t, int64_t,
+                                     void *, double, bool, int64_t,
+                                     const AttentionDropout *);
 template void softmaxMerge<float>(const float *, const float *, const float *,
                                   const float *, float *, float *, int64_t,
                                   int64_t, int64_t, int64_t);
@@ -274,8 +274,8 @@ template void softmaxMerge<double>(const double *, const double *,
 template void attentionBlockGrad<float>(
     const float *, const float *, const float *, const float *, const float *,
     const float *, float *, float *, float *, int64_t, int64_t, int64_t,
-    const int32_t *, const int32_t *, int64_t, int64_t, int64_t, void *,
-    double, bool, int64_t, const AttentionDropout *);
+    const int32_t *, const int32_t *, int64_t, int64_t, int64_t, void *, double,
+    bool, int64_t, const AttentionDropout *);
 template void attentionBlockGrad<double>(
     const double *, const double *, const double *, const double *,
     const double *, const double *, double *, double *, double *, int64_t,
