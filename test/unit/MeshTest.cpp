@@ -586,10 +586,11 @@ TEST(AsyncAllReduce, LoaderRefusesAsyncElsewhereOrAsAnAttribute) {
   EXPECT_EQ(loadError(J), "");
   nlohmann::json Bad = J;
   Bad["instructions"][3]["attrs"]["async"] = true; // fill_start
-  EXPECT_NE(loadError(Bad).find("unknown op 'fill_start' in instructions[4] "
-                                "(only all_reduce and all_gather start "
-                                "asynchronously)"),
-            std::string::npos)
+  EXPECT_NE(
+      loadError(Bad).find("unknown op 'fill_start' in instructions[4] "
+                          "(only all_reduce, all_gather and ring_shift start "
+                          "asynchronously)"),
+      std::string::npos)
       << loadError(Bad);
   Bad = J;
   Bad["instructions"][2]["attrs"]["async"] = 1;
