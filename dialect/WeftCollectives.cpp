@@ -108,12 +108,19 @@ LogicalResult verifyResize(Operation *op, Value x, Value y, ArrayAttr axes,
 }
 } // namespace
 
-LogicalResult AllReduceOp::verify() {
-  if (failed(groupSize(*this, getAxes())))
+namespace {
+// A collective whose result is shaped as its operand (all_reduce, ring_shift).
+LogicalResult verifySameType(Operation *op, Value x, Value y, ArrayAttr axes) {
+  if (failed(groupSize(op, axes)))
     return failure();
-  if (getX().getType() != getResult().getType())
-    return emitOpError("result type must equal the operand type");
+  if (x.getType() != y.getType())
+    return op->emitOpError("result type must equal the operand type");
   return success();
+}
+} // namespace
+
+LogicalResult AllReduceOp::verify() {
+  return verifySameType(*this, getX(), getResult(), getAxes());
 }
 
 LogicalResult AllGatherOp::verify() {
@@ -125,11 +132,7 @@ LogicalResult ReduceScatterOp::verify() {
 }
 
 LogicalResult RingShiftOp::verify() {
-  if (failed(groupSize(*this, getAxes())))
-    return failure();
-  if (getX().getType() != getResult().getType())
-    return emitOpError("result type must equal the operand type");
-  return success();
+  return verifySameType(*this, getX(), getResult(), getAxes());
 }
 
 LogicalResult AllToAllOp::verify() {

@@ -155,6 +155,8 @@ private:
   Status checkCollective() const;
   Status checkShardedAdamW() const;
   Status checkBlockTranspose() const;
+  /// all_to_all and ring_shift: one group, one dtype, never in place.
+  Status checkExchange() const;
   Status checkAllToAll() const;
   Status checkRingShift() const;
   Status checkRingAttention() const;
@@ -466,17 +468,21 @@ Status InstChecker::checkCollective() const {
   return Status::success();
 }
 
-// x and y [c*b, ...]: block k of dim 0 goes to shard k, y's block k comes
-// from shard k (contiguous blocks: the program block_transposes first).
-Status InstChecker::checkAllToAll() const {
+Status InstChecker::checkExchange() const {
   WEFT_RETURN_IF_ERROR(counts(1, 1));
   WEFT_RETURN_IF_ERROR(checkGroup(I.Attrs.Axes, "axes"));
   WEFT_RETURN_IF_ERROR(sameDtype());
   if (I.In[0] == I.Out[0])
     return fail("in[0] and out[0] are the same buffer " +
-                std::to_string(I.In[0]) +
-                "; all_to_all does not work in "
-                "place");
+                std::to_string(I.In[0]) + "; " + opName(I.Op) +
+                " does not work in place");
+  return Status::success();
+}
+
+// x and y [c*b, ...]: block k of dim 0 goes to shard k, y's block k comes
+// from shard k (contiguous blocks: the program block_transposes first).
+Status InstChecker::checkAllToAll() const {
+  WEFT_RETURN_IF_ERROR(checkExchange());
   if (I.Attrs.Dim != 0)
     return fail("attrs.dim=" + std::to_string(I.Attrs.Dim) +
                 ": all_to_all exchanges blocks of dim 0 (block_transpose "
@@ -535,14 +541,7 @@ Status InstChecker::checkShardedAdamW() const {
 
 // ring_shift: x and y of one shape and dtype, y the previous shard's x.
 Status InstChecker::checkRingShift() const {
-  WEFT_RETURN_IF_ERROR(counts(1, 1));
-  WEFT_RETURN_IF_ERROR(checkGroup(I.Attrs.Axes, "axes"));
-  WEFT_RETURN_IF_ERROR(sameDtype());
-  if (I.In[0] == I.Out[0])
-    return fail("in[0] and out[0] are the same buffer " +
-                std::to_string(I.In[0]) +
-                "; ring_shift does not work in "
-                "place");
+  WEFT_RETURN_IF_ERROR(checkExchange());
   return shapeIs(false, 0, in(0).Dims);
 }
 

@@ -766,13 +766,7 @@ private:
     int64_t x = bufferIds.lookup(op.getOperand(0));
     int64_t y = arenaBuffer(op.getResult(0), offset);
     auto transpose = [&](int64_t in, int64_t out, bool inverse) {
-      json::Object attrs{{"axes", json::Array(axes)}, {"dim", dim}};
-      if (inverse)
-        attrs["inverse"] = true;
-      pushInstruction(json::Object{{"op", "block_transpose"},
-                                   {"in", json::Array{in}},
-                                   {"out", json::Array{out}},
-                                   {"attrs", std::move(attrs)}});
+      pushBlockTranspose(in, out, axes, dim, inverse);
     };
     auto collective = [&](int64_t in, int64_t out) {
       pushInstruction(json::Object{
@@ -789,6 +783,19 @@ private:
       collective(blocks, y);
     }
     return success();
+  }
+
+  // Moves dim's blocks (one per rank of axes) to dim 0 of out, or back with
+  // inverse.
+  void pushBlockTranspose(int64_t in, int64_t out, const json::Array &axes,
+                          int64_t dim, bool inverse) {
+    json::Object attrs{{"axes", json::Array(axes)}, {"dim", dim}};
+    if (inverse)
+      attrs["inverse"] = true;
+    pushInstruction(json::Object{{"op", "block_transpose"},
+                                 {"in", json::Array{in}},
+                                 {"out", json::Array{out}},
+                                 {"attrs", std::move(attrs)}});
   }
 
   // all_to_all(x, split_dim, concat_dim): the program moves split_dim's
@@ -825,13 +832,7 @@ private:
     int64_t y = arenaBuffer(op.getResult(), offset);
     auto transpose = [&](int64_t from, int64_t into, int64_t dim,
                          bool inverse) {
-      json::Object attrs{{"axes", json::Array(axes)}, {"dim", dim}};
-      if (inverse)
-        attrs["inverse"] = true;
-      pushInstruction(json::Object{{"op", "block_transpose"},
-                                   {"in", json::Array{from}},
-                                   {"out", json::Array{into}},
-                                   {"attrs", std::move(attrs)}});
+      pushBlockTranspose(from, into, axes, dim, inverse);
     };
     int64_t sent = x;
     if (split != 0) {

@@ -253,33 +253,20 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
   }
 }
 
-template void attentionBlock<float>(const float *, const float *, const float *,
-                                    float *, float *, int64_t, int64_t, int64_t,
-                                    const int32_t *, const int32_t *, int64_t,
-                                    int64_t, int64_t, void *, double, bool,
-                                    int64_t, const AttentionDropout *);
-template void attentionBlock<double>(const double *, const double *,
-                                     const double *, double *, double *,
-                                     int64_t, int64_t, int64_t, const int32_t *,
-                                     const int32_t *, int64_t, int64_t, int64_t,
-                                     void *, double, bool, int64_t,
-                                     const AttentionDropout *);
-template void softmaxMerge<float>(const float *, const float *, const float *,
-                                  const float *, float *, float *, int64_t,
-                                  int64_t, int64_t, int64_t);
-template void softmaxMerge<double>(const double *, const double *,
-                                   const double *, const double *, double *,
-                                   double *, int64_t, int64_t, int64_t,
-                                   int64_t);
-template void attentionBlockGrad<float>(
-    const float *, const float *, const float *, const float *, const float *,
-    const float *, float *, float *, float *, int64_t, int64_t, int64_t,
-    const int32_t *, const int32_t *, int64_t, int64_t, int64_t, void *, double,
-    bool, int64_t, const AttentionDropout *);
-template void attentionBlockGrad<double>(
-    const double *, const double *, const double *, const double *,
-    const double *, const double *, double *, double *, double *, int64_t,
-    int64_t, int64_t, const int32_t *, const int32_t *, int64_t, int64_t,
-    int64_t, void *, double, bool, int64_t, const AttentionDropout *);
+#define WEFT_RING_ATTENTION(T)                                                 \
+  template void attentionBlock<T>(                                             \
+      const T *, const T *, const T *, T *, T *, int64_t, int64_t, int64_t,    \
+      const int32_t *, const int32_t *, int64_t, int64_t, int64_t, void *,     \
+      double, bool, int64_t, const AttentionDropout *);                        \
+  template void softmaxMerge<T>(const T *, const T *, const T *, const T *,    \
+                                T *, T *, int64_t, int64_t, int64_t, int64_t); \
+  template void attentionBlockGrad<T>(                                         \
+      const T *, const T *, const T *, const T *, const T *, const T *, T *,   \
+      T *, T *, int64_t, int64_t, int64_t, const int32_t *, const int32_t *,   \
+      int64_t, int64_t, int64_t, void *, double, bool, int64_t,                \
+      const AttentionDropout *);
+WEFT_RING_ATTENTION(float)
+WEFT_RING_ATTENTION(double)
+#undef WEFT_RING_ATTENTION
 
 } // namespace weft::cpu
