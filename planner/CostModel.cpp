@@ -36,6 +36,18 @@ const char *recomputeName(Recompute r) {
   return "?";
 }
 
+const char *contextCommName(ContextComm c) {
+  switch (c) {
+  case ContextComm::AllGather:
+    return "all-gather";
+  case ContextComm::Ring:
+    return "ring";
+  case ContextComm::AllToAll:
+    return "all-to-all";
+  }
+  return "?";
+}
+
 double ringAllReduceSeconds(double bytes, int64_t n, const LinkTier &link) {
   if (n <= 1)
     return 0;
@@ -182,10 +194,124 @@ const LinkTier &tierFor(const Hardware &hw, int64_t stride, int64_t size,
   return inside ? hw.intraNode : hw.interNode;
 }
 
+// One layer's context-parallel transfers per micro-batch on one GPU.
+struct ContextCost {
+  std::string error;       // the variant cannot partition this model
+  double layerSeconds = 0; // on the critical path
+  double keptBytes = 0;    // what attention keeps (or holds at its peak)
+  std::vector<CollectiveUse> collectives; // per layer and micro-batch
+};
+
+// kv: one of K and V over the whole sequence (this GPU's tp heads); q: the
+// queries (and attention's output) so. Megatron's and weft's three
+// variants (docs/planner.md):
+// - all-gather: K and V gathered before attention, their gradients
+//   reduce-scattered after it; nothing overlaps; the gathered K and V stay
+//   for the gradient;
+// - ring: cp-1 steps shift a K and a V block (kv/cp each) to the next rank
+//   while the current block's attention runs (1/cp of the layer's); the
+//   gradient shifts K and V again and the dK and dV sums cp times (the
+//   last brings them home, exposed); only the blocks in flight are held;
+// - all-to-all: q, k, v and the output change from sequence to head
+//   layout, forward and backward (each sends (cp-1)/cp of its chunk);
+//   heads and KV heads must divide by cp*tp; the head-layout q, k, v and
+//   output stay for the gradient.
+ContextCost contextCost(const Layout &l, const ModelDims &c, const Hardware &hw,
+                        const PartTime &layer, bool breakdown, double kv,
+                        double q) {
+  ContextCost cc;
+  const char *tierName = "";
+  const LinkTier &tier = tierFor(hw, l.tp, l.cp, tierName);
+  const double cp = double(l.cp);
+  const double forwards = l.recompute == Recompute::Full ? 2.0 : 1.0;
+  switch (l.context) {
+  case ContextComm::AllGather: {
+    double one = groupGatherSeconds(kv, l.tp, l.cp, hw);
+    cc.layerSeconds = (2.0 * forwards + 2.0) * one;
+    cc.keptBytes = 2.0 * kv;
+    if (breakdown)
+      cc.collectives = {
+          {"all_gather", "cp", tierName,
+           "context parallelism: keys and values before attention", kv,
+           int64_t(2.0 * forwards), 2.0 * forwards * one},
+          {"reduce_scatter", "cp", tierName,
+           "context parallelism: their gradients after attention's", kv, 2,
+           2.0 * one}};
+    break;
+  }
+  case ContextComm::Ring: {
+    double block = kv / cp;
+    auto shift = [&](double bytes) {
+      return bytes / tier.bytesPerSecond() + tier.latencySeconds();
+    };
+    double fwdStep = std::max(0.0, shift(2 * block) - layer.attnFwd / cp);
+    double bwdStep = std::max(0.0, shift(4 * block) - layer.attnBwd / cp);
+    double fwd = (cp - 1) * fwdStep, bwd = (cp - 1) * bwdStep;
+    double home = shift(2 * block);
+    cc.layerSeconds = forwards * fwd + bwd + home;
+    cc.keptBytes = 4.0 * block; // this step's K and V, and the next's
+    if (breakdown)
+      cc.collectives = {
+          {"ring_shift", "cp", tierName,
+           "ring attention: the next K and V blocks, overlapping the block's "
+           "attention (seconds: exposed)",
+           block, int64_t(2 * forwards * (cp - 1) + 2 * (cp - 1)),
+           forwards * fwd + bwd / 2},
+          {"ring_shift", "cp", tierName,
+           "ring attention gradient: the dK and dV sums, the last shift home "
+           "exposed",
+           block, int64_t(2 * cp), bwd / 2 + home}};
+    break;
+  }
+  case ContextComm::AllToAll: {
+    int64_t ways = l.cp * l.tp;
+    if (c.numHeads % ways != 0 || c.numKvHeads % ways != 0) {
+      cc.error =
+          "cp=" + std::to_string(l.cp) +
+          " all-to-all splits the heads over cp*tp=" + std::to_string(ways) +
+          ": num_heads=" + std::to_string(c.numHeads) +
+          " and num_kv_heads=" + std::to_string(c.numKvHeads) +
+          " must both be divisible by it";
+      return cc;
+    }
+    double oneQ = ringGatherSeconds(q / cp, l.cp, tier);
+    double oneKv = ringGatherSeconds(kv / cp, l.cp, tier);
+    double pass = 2.0 * oneQ + 2.0 * oneKv;
+    cc.layerSeconds = forwards * pass + pass;
+    cc.keptBytes = (2.0 * q + 2.0 * kv) / cp;
+    if (breakdown)
+      cc.collectives = {
+          {"all_to_all", "cp", tierName,
+           "Ulysses: queries, output, their gradients (sequence <-> heads)",
+           q / cp, int64_t(2 * forwards + 2), (2 * forwards + 2) * oneQ},
+          {"all_to_all", "cp", tierName,
+           "Ulysses: keys, values and their gradients", kv / cp,
+           int64_t(2 * forwards + 2), (2 * forwards + 2) * oneKv}};
+    break;
+  }
+  }
+  return cc;
+}
+
+std::string contextHow(ContextComm c) {
+  switch (c) {
+  case ContextComm::AllGather:
+    return "(all-gather: 2 gathers of K and V, 2 reduce-scatters of their "
+           "gradients, not overlapped)";
+  case ContextComm::Ring:
+    return "(ring: cp-1 shifts of K and V blocks forward and backward, cp of "
+           "the dK and dV sums; exposed beyond each block's attention)";
+  case ContextComm::AllToAll:
+    return "(all-to-all: q, k, v, output and their gradients between "
+           "sequence and head layout, not overlapped)";
+  }
+  return "";
+}
+
 } // namespace
 
 Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
-                  int64_t globalBatch, double tokens) {
+                  int64_t globalBatch, double tokens, bool breakdown) {
   Estimate r;
   r.layout = l;
   const ModelDims &c = model.dims;
@@ -254,6 +380,9 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
             times * (c.forward && l.recompute == Recompute::Full ? 2 : 1);
         (c.perSequence ? tpStage : tpPerStep) += n * one;
         double perStep = n * (c.perSequence ? double(m) : 1.0);
+        tpCount += perStep;
+        if (!breakdown)
+          continue;
         auto &k =
             kinds[c.kind == TpCollective::AllReduce       ? "all_reduce"
                   : c.kind == TpCollective::ReduceScatter ? "reduce_scatter"
@@ -261,7 +390,6 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
         k[0] += perStep;
         k[1] += perStep * one;
         k[2] = std::max(k[2], bytes);
-        tpCount += perStep;
       }
     };
     add(tpc->layer, layersPerStage);
@@ -270,36 +398,36 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
     if (busiest == lastRank)
       add(tpc->last, 1);
     for (auto &[kind, k] : kinds)
-      r.collectives.push_back(
-          {kind, "tp", tpTierName,
-           "weft's Megatron layout" +
-               std::string(l.sequenceParallel ? " with SP" : "") +
-               ", read from the partitioned IR (largest message)",
-           k[2], int64_t(std::llround(k[0])), k[1]});
+      if (breakdown)
+        r.collectives.push_back(
+            {kind, "tp", tpTierName,
+             "weft's Megatron layout" +
+                 std::string(l.sequenceParallel ? " with SP" : "") +
+                 ", read from the partitioned IR (largest message)",
+             k[2], int64_t(std::llround(k[0])), k[1]});
   }
 
-  // --- context parallelism: each layer all-gathers K and V over cp (stride
-  // tp) before attention and reduce-scatters dK and dV after its gradient,
-  // again in a fully recomputed layer; not overlapped with compute ---
-  double cpStage = 0, kvBytes = 0;
+  // --- context parallelism (docs/planner.md): the transfers of each
+  // layer's attention over cp (stride tp), by the variant weft-compile
+  // builds; a fully recomputed layer's forward transfers run again ---
+  double cpStage = 0, kvBytes = 0, cpActBytes = 0;
   if (l.cp > 1) {
-    const char *cpTierName = "";
-    tierFor(hw, l.tp, l.cp, cpTierName);
     kvBytes = double(b) * s * h * double(c.numKvHeads) / double(c.numHeads) *
               e / double(l.tp);
-    double one = groupGatherSeconds(kvBytes, l.tp, l.cp, hw);
-    double gathers = 2.0 * (l.recompute == Recompute::Full ? 2 : 1);
-    cpStage = layersPerStage * (gathers + 2.0) * one;
-    r.collectives.push_back(
-        {"all_gather", "cp", cpTierName,
-         "context parallelism: keys and values before attention", kvBytes,
-         int64_t(std::llround(gathers * layersPerStage * m)),
-         m * layersPerStage * gathers * one});
-    r.collectives.push_back(
-        {"reduce_scatter", "cp", cpTierName,
-         "context parallelism: their gradients after attention's", kvBytes,
-         int64_t(std::llround(2.0 * layersPerStage * m)),
-         m * layersPerStage * 2.0 * one});
+    ContextCost cc = contextCost(l, c, hw, layer, breakdown, kvBytes,
+                                 double(b) * s * h * e / double(l.tp));
+    if (!cc.error.empty()) {
+      r.error = cc.error;
+      return r; // fits stays false
+    }
+    cpStage = layersPerStage * cc.layerSeconds;
+    cpActBytes = cc.keptBytes;
+    for (CollectiveUse u : cc.collectives) {
+      u.count = int64_t(std::llround(double(u.count) * layersPerStage * m));
+      u.seconds *= layersPerStage * m;
+      if (breakdown)
+        r.collectives.push_back(std::move(u));
+    }
   }
   r.cpCommS = m * cpStage;
 
@@ -311,9 +439,10 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
     double bytes = actBytes / l.tp;
     p2pMb =
         2.0 * v * (bytes / ppTier.bytesPerSecond() + ppTier.latencySeconds());
-    r.collectives.push_back({"send/recv", "pp", ppTierName,
-                             "activations forward, gradients backward", bytes,
-                             2 * v * m, m * p2pMb});
+    if (breakdown)
+      r.collectives.push_back({"send/recv", "pp", ppTierName,
+                               "activations forward, gradients backward", bytes,
+                               2 * v * m, m * p2pMb});
   }
   double perMb = stageCompute + tpStage + cpStage + p2pMb;
   double idle = double(l.pp - 1) / v;
@@ -352,9 +481,10 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
     double one = groupAllReduceSeconds(gradBytes, l.tp, l.cp, hw);
     int64_t times = l.zero >= 2 ? m : 1;
     cpGrad = double(times) * one;
-    r.collectives.push_back({"all_reduce", "cp", cpTierName,
-                             "gradients summed over cp (weights replicated)",
-                             gradBytes, times, cpGrad});
+    if (breakdown)
+      r.collectives.push_back({"all_reduce", "cp", cpTierName,
+                               "gradients summed over cp (weights replicated)",
+                               gradBytes, times, cpGrad});
   }
   if (l.dp > 1 || l.cp > 1) {
     double ar =
@@ -367,28 +497,34 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
     } else if (l.zero <= 1) {
       dpComm = ar;
       window = lastBwd; // gradients are final only in the last micro-batch
-      r.collectives.push_back(
-          {l.zero == 0 ? "all_reduce" : "reduce_scatter+all_gather", "dp",
-           dpTierName, l.zero == 0 ? "gradients" : "ZeRO-1: grads, params",
-           gradBytes, 1, ar});
+      if (breakdown)
+        r.collectives.push_back(
+            {l.zero == 0 ? "all_reduce" : "reduce_scatter+all_gather", "dp",
+             dpTierName, l.zero == 0 ? "gradients" : "ZeRO-1: grads, params",
+             gradBytes, 1, ar});
     } else if (l.zero == 2) {
       dpComm = m * gather + gather;
       window = m * lastBwd;
-      r.collectives.push_back({"reduce_scatter", "dp", dpTierName,
-                               "ZeRO-2: gradients every micro-batch", gradBytes,
-                               m, m * gather});
-      r.collectives.push_back({"all_gather", "dp", dpTierName,
-                               "ZeRO-2: updated parameters", gradBytes, 1,
-                               gather});
+      if (breakdown)
+        r.collectives.push_back({"reduce_scatter", "dp", dpTierName,
+                                 "ZeRO-2: gradients every micro-batch",
+                                 gradBytes, m, m * gather});
+      if (breakdown)
+        r.collectives.push_back({"all_gather", "dp", dpTierName,
+                                 "ZeRO-2: updated parameters", gradBytes, 1,
+                                 gather});
     } else {
       dpComm = 3.0 * m * gather;
       window = m * layersPerStage * layerCompute;
-      r.collectives.push_back({"all_gather", "dp", dpTierName,
-                               "ZeRO-3: parameters before forward and backward",
-                               gradBytes, 2 * m, 2 * m * gather});
-      r.collectives.push_back({"reduce_scatter", "dp", dpTierName,
-                               "ZeRO-3: gradients every micro-batch", gradBytes,
-                               m, m * gather});
+      if (breakdown)
+        r.collectives.push_back(
+            {"all_gather", "dp", dpTierName,
+             "ZeRO-3: parameters before forward and backward", gradBytes, 2 * m,
+             2 * m * gather});
+      if (breakdown)
+        r.collectives.push_back({"reduce_scatter", "dp", dpTierName,
+                                 "ZeRO-3: gradients every micro-batch",
+                                 gradBytes, m, m * gather});
     }
     dpComm += cpGrad;
     // What the overlap cannot hide: the part beyond the window, and at least
@@ -421,7 +557,7 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   double act = layerActivationBytes(s / l.cp, b, h, c.numHeads, l.tp,
                                     l.sequenceParallel, l.recompute) *
                    scale +
-               (l.recompute == Recompute::Full ? 0.0 : 2.0 * kvBytes);
+               (l.recompute == Recompute::Full ? 0.0 : cpActBytes);
   double inFlight = double(std::min<int64_t>(m, l.pp));
   if (l.schedule == Schedule::Interleaved && l.pp > 1)
     inFlight *= 1.0 + double(l.pp - 1) / (double(l.pp) * v);
@@ -435,7 +571,7 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
     peakAct += layerActivationBytes(s / l.cp, b, h, c.numHeads, l.tp,
                                     l.sequenceParallel, Recompute::None) *
                    scale +
-               2.0 * kvBytes;
+               cpActBytes;
   if (l.zero == 3) // one gathered layer, prefetching the next
     peakAct += 2.0 * model.layer.params / l.tp * e;
   r.activationBytes = peakAct;
@@ -452,6 +588,8 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   r.days = tokens > 0 ? tokens / r.tokensPerS / 86400.0 : 0;
 
   // --- the breakdown, each figure with how it was obtained ---
+  if (!breakdown)
+    return r;
   r.timeTerms = {
       {"compute", r.computeS, "s",
        fmt("%.0f micro-batches x (%.2f layers x (fwd %.4g + bwd", double(m),
@@ -466,11 +604,12 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
                       tpTierName + ", not overlapped"
                 : "tp=1: none"},
       {"cp_comm", r.cpCommS, "s",
-       l.cp > 1 ? fmt("%.0f layers x (2 all-gathers of K and V, 2 "
-                      "reduce-scatters of their gradients) of %.4g MB over "
-                      "cp=%.0f per micro-batch, not overlapped",
-                      layersPerStage, kvBytes / 1e6, double(l.cp))
-                : "cp=1: none"},
+       l.cp > 1
+           ? fmt("%.0f layers x ", layersPerStage) + contextHow(l.context) +
+                 fmt(" (K of %.4g MB, whole sequence) over cp=%.0f per "
+                     "micro-batch",
+                     kvBytes / 1e6, double(l.cp))
+           : "cp=1: none"},
       {"pp_p2p", r.p2pS, "s",
        l.pp > 1 ? fmt("2 x v=%.0f sends of b*s*h/tp per micro-batch", double(v))
                 : "pp=1: none"},

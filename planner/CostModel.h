@@ -17,8 +17,14 @@ namespace weft::cost {
 
 enum class Schedule { OneFOneB, Interleaved };
 enum class Recompute { None, Selective, Full };
+/// How attention sees a sequence split over cp (weft-compile
+/// --context-parallel): K and V all-gathered, passed around a ring, or cp
+/// moved from the sequence onto the heads by all-to-alls.
+enum class ContextComm { AllGather, Ring, AllToAll };
 const char *scheduleName(Schedule s);
 const char *recomputeName(Recompute r);
+/// weft-compile's spelling: all-gather, ring, all-to-all.
+const char *contextCommName(ContextComm c);
 
 /// A layout: mesh dp x pp x cp x tp (tp innermost, so it stays inside a node
 /// when tp <= GPUs per node; cp next, as Megatron orders them),
@@ -36,9 +42,10 @@ struct Layout {
   /// Megatron with --overlap-grad-reduce do).
   bool dpOverlap = true;
   /// Context parallelism: each sequence split over cp ranks in 2*cp
-  /// load-balanced chunks; attention all-gathers keys and values (weft's
-  /// variant, not overlapped with compute).
+  /// load-balanced chunks; attention sees the other chunks as `context`
+  /// says (only the ring overlaps its transfers with compute).
   int64_t cp = 1;
+  ContextComm context = ContextComm::AllGather;
 };
 
 /// One named figure of the breakdown, with how it was obtained.
@@ -104,9 +111,12 @@ double layerActivationBytes(int64_t s, int64_t b, int64_t h, int64_t heads,
                             int64_t tp, bool sp, Recompute r);
 
 /// Step time, memory and their breakdown for `layout` training `tokens`
-/// tokens (0: no day estimate); `globalBatch` sequences per step.
+/// tokens (0: no day estimate); `globalBatch` sequences per step. Without
+/// `breakdown` the terms and collectives stay empty: the search formats
+/// them only for the layouts it keeps (formatting was most of its time).
 Estimate estimate(const ModelCost &model, const Hardware &hw,
-                  const Layout &layout, int64_t globalBatch, double tokens);
+                  const Layout &layout, int64_t globalBatch, double tokens,
+                  bool breakdown = true);
 
 } // namespace weft::cost
 

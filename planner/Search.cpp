@@ -107,10 +107,22 @@ bool parseConstraints(const std::string &text, Constraints &out,
         return false;
       }
       out.recompute = r;
+    } else if (key == "context") {
+      std::optional<ContextComm> c;
+      for (ContextComm each :
+           {ContextComm::AllGather, ContextComm::Ring, ContextComm::AllToAll})
+        if (value == contextCommName(each))
+          c = each;
+      if (!c) {
+        error = "--fix context must be all-gather, ring or all-to-all, got '" +
+                value + "'";
+        return false;
+      }
+      out.context = c;
     } else {
-      error =
-          "unknown --fix key '" + key +
-          "' (expected dp, tp, pp, cp, mb, v, schedule, zero, sp, recompute)";
+      error = "unknown --fix key '" + key +
+              "' (expected dp, tp, pp, cp, mb, v, schedule, zero, sp, "
+              "recompute, context)";
       return false;
     }
   }
@@ -214,6 +226,13 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
         int64_t dp = o.gpus / (tp * pp * cp);
         if (!allow(f.dp, dp))
           continue;
+        // The three ways attention sees the other chunks (one without cp).
+        std::vector<ContextComm> contexts;
+        for (ContextComm cc :
+             {ContextComm::AllGather, ContextComm::Ring, ContextComm::AllToAll})
+          if ((cp > 1 || cc == ContextComm::AllGather) &&
+              (cp == 1 || allow(f.context, cc)))
+            contexts.push_back(cc);
         if (o.globalBatch % dp != 0) {
           batchRejects.insert(dp);
           reject("dp=" + std::to_string(dp) +
@@ -270,31 +289,35 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
                 if ((sp && tp == 1) || !allow(f.sequenceParallel, sp))
                   continue;
                 for (Recompute rc :
-                     {Recompute::None, Recompute::Selective, Recompute::Full}) {
-                  if (!allow(f.recompute, rc))
-                    continue;
-                  Layout l{dp, tp,   pp, mb, m,           schedule,
-                           v,  zero, sp, rc, o.dpOverlap, cp};
-                  Estimate est =
-                      estimate(model, hw, l, o.globalBatch, o.tokens);
-                  ++r.evaluated;
-                  if (!est.error.empty()) { // weft cannot partition it so
-                    reject(est.error);
-                    continue;
+                     {Recompute::None, Recompute::Selective, Recompute::Full})
+                  for (ContextComm cc : contexts) {
+                    if (!allow(f.recompute, rc))
+                      continue;
+                    Layout l{dp,   tp, pp, mb,          m,  schedule, v,
+                             zero, sp, rc, o.dpOverlap, cp, cc};
+                    Estimate est = estimate(model, hw, l, o.globalBatch,
+                                            o.tokens, /*breakdown=*/false);
+                    ++r.evaluated;
+                    if (!est.error.empty()) { // weft cannot partition it so
+                      reject(est.error);
+                      continue;
+                    }
+                    ++r.valid;
+                    if (!r.leastMemory ||
+                        est.memoryBytes < r.leastMemory->memoryBytes)
+                      r.leastMemory = est;
+                    if (est.fits)
+                      r.ranked.push_back(std::move(est));
                   }
-                  ++r.valid;
-                  if (!r.leastMemory ||
-                      est.memoryBytes < r.leastMemory->memoryBytes)
-                    r.leastMemory = est;
-                  if (est.fits)
-                    r.ranked.push_back(std::move(est));
-                }
               }
             }
         }
       }
     }
   }
+  if (r.leastMemory) // with its breakdown
+    r.leastMemory =
+        estimate(model, hw, r.leastMemory->layout, o.globalBatch, o.tokens);
   if (r.valid == 0) {
     r.error = "no layout of " + std::to_string(o.gpus) +
               " GPUs satisfies the constraints";
@@ -338,6 +361,10 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
   std::stable_sort(
       r.ranked.begin(), r.ranked.end(),
       [](const Estimate &a, const Estimate &b) { return a.stepS < b.stepS; });
+  // The breakdown of the layouts shown, which the search did not format.
+  for (size_t i = 0; i < r.ranked.size() && i < o.breakdownTop; ++i)
+    r.ranked[i] =
+        estimate(model, hw, r.ranked[i].layout, o.globalBatch, o.tokens);
   return r;
 }
 

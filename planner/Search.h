@@ -4,6 +4,7 @@
 
 #include "planner/CostModel.h"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,13 +13,15 @@ namespace weft::cost {
 
 /// `--fix tp=8,pp=4,...`: axes and choices the search may not change. Keys:
 /// dp tp pp cp mb (micro-batch) v (virtual stages) schedule
-/// (1f1b|interleaved) zero (0-3) sp (0|1) recompute (none|selective|full).
+/// (1f1b|interleaved) zero (0-3) sp (0|1) recompute (none|selective|full)
+/// context (all-gather|ring|all-to-all: how attention sees a cp split).
 struct Constraints {
   std::optional<int64_t> dp, tp, pp, cp, microBatch, virtualStages;
   std::optional<Schedule> schedule;
   std::optional<int> zero;
   std::optional<bool> sequenceParallel;
   std::optional<Recompute> recompute;
+  std::optional<ContextComm> context;
 };
 
 /// Parses `--fix`; false with `error` naming the key and value on a bad or
@@ -33,6 +36,9 @@ struct SearchOptions {
   Constraints fix;
   int64_t maxMicroBatch = 32;
   bool dpOverlap = true; // Layout::dpOverlap of every candidate
+  /// How many of the fastest layouts get their breakdown (terms and
+  /// collectives); the rest keep only their figures.
+  size_t breakdownTop = SIZE_MAX;
 };
 
 struct SearchResult {

@@ -24,19 +24,30 @@ ModelConfig preset(const std::string &name) {
   return c.config;
 }
 
-// The planner's costs of a preset's forward module built at `batch`.
-ModelCost analyze(const std::string &name, int64_t seq, int64_t batch = 1) {
+// The planner's costs of a model's forward module built at `batch`.
+ModelCost analyze(const ModelConfig &config, int64_t seq, int64_t batch = 1) {
   mlir::MLIRContext context;
   context.loadDialect<WeftDialect, mlir::func::FuncDialect>();
   BuildOptions options;
   options.batch = batch;
   options.seq = seq;
   std::string error;
-  auto module = buildModel(context, preset(name), options, error);
+  auto module = buildModel(context, config, options, error);
   EXPECT_TRUE(module) << error;
   ModelCost cost;
   EXPECT_TRUE(module && analyzeModule(*module, cost, error)) << error;
   return cost;
+}
+
+ModelCost analyze(const std::string &name, int64_t seq, int64_t batch = 1) {
+  return analyze(preset(name), seq, batch);
+}
+
+// Llama 3 8B with Llama 3.1's long context (RoPE positions up to `seq`).
+ModelCost analyzeLong(int64_t seq) {
+  ModelConfig c = preset("llama-3-8b");
+  c.maxPositions = seq;
+  return analyze(c, seq);
 }
 
 Hardware h100() { return lookupHardwarePreset("h100-80g").hardware; }
@@ -252,6 +263,7 @@ TEST(Search, Llama70BOn1024H100sIsFastAndKeepsTpInANode) {
   SearchOptions o;
   o.gpus = 1024;
   o.globalBatch = 1024;
+  o.breakdownTop = 10; // as weft-plan's --top
   SearchResult r = searchLayouts(m, h100(), o);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
@@ -278,6 +290,95 @@ TEST(Search, TpAcrossNodesCostsAnOrderOfMagnitudeMore) {
   double ratio = across.tpCommS / in.tpCommS;
   std::printf("TP comm, tp=8 across nodes / inside one: %.1fx\n", ratio);
   EXPECT_GT(ratio, 8.0) << ratio;
+}
+
+// The three ways attention sees a sequence split over cp, priced as weft
+// builds them (docs/planner.md). Llama 3 8B (32 heads, 8 KV heads), tp=8
+// in a node, cp=4 across nodes.
+Layout contextLayout(int64_t cp, ContextComm context) {
+  Layout l{1, 8, 1, 1, 1, Schedule::OneFOneB, 1, 0, true, Recompute::None};
+  l.cp = cp;
+  l.context = context;
+  return l;
+}
+
+TEST(ContextParallel, TheRingHidesItsShiftsBehindLongAttention) {
+  std::vector<double> ratios;
+  for (int64_t seq : {4096, 65536}) {
+    ModelCost m = analyzeLong(seq);
+    Estimate gather =
+        estimate(m, h100(), contextLayout(4, ContextComm::AllGather), 1, 0);
+    Estimate ring =
+        estimate(m, h100(), contextLayout(4, ContextComm::Ring), 1, 0);
+    ASSERT_TRUE(gather.error.empty() && ring.error.empty()) << ring.error;
+    std::printf("seq %lld, cp=4: all-gather %.4f s, ring %.4f s exposed\n",
+                (long long)seq, gather.cpCommS, ring.cpCommS);
+    // At 64K each block's attention outlasts its shift: only the last
+    // shift, bringing the dK and dV sums home, is exposed (1/6 of the
+    // all-gather's bytes). At 4K more shows.
+    ratios.push_back(ring.cpCommS / gather.cpCommS);
+    // The ring keeps no gathered K and V for the gradient.
+    EXPECT_LT(ring.activationBytes, gather.activationBytes);
+  }
+  EXPECT_LT(ratios[1], 0.2);
+  EXPECT_GT(ratios[0], 1.5 * ratios[1]);
+}
+
+TEST(ContextParallel, AllToAllPaysForQueriesAndNeedsTheHeads) {
+  // GPT-2 (12 heads, no GQA): all-to-all moves q, k, v and the output at
+  // (cp-1)/cp of a chunk each, half the all-gather's bytes at cp=4 (32
+  // sequences a micro-batch: bandwidth, not latency, sets the time).
+  ModelCost gpt = analyze("gpt2", 1024);
+  Layout l = contextLayout(4, ContextComm::AllGather);
+  l.tp = 1;
+  l.sequenceParallel = false;
+  l.microBatch = 32;
+  Estimate gather = estimate(gpt, h100(), l, 32, 0);
+  l.context = ContextComm::AllToAll;
+  Estimate a2a = estimate(gpt, h100(), l, 32, 0);
+  ASSERT_TRUE(a2a.error.empty()) << a2a.error;
+  EXPECT_LT(a2a.cpCommS, gather.cpCommS);
+  // Llama 3 8B's 8 KV heads: the queries' bytes make all-to-all dearer.
+  ModelCost llama = analyzeLong(8192);
+  Estimate llamaGather =
+      estimate(llama, h100(), contextLayout(4, ContextComm::AllGather), 1, 0);
+  // tp=8 x cp=4 splits the heads 32 ways: 8 KV heads cannot.
+  Estimate refused =
+      estimate(llama, h100(), contextLayout(4, ContextComm::AllToAll), 1, 0);
+  EXPECT_EQ(refused.error,
+            "cp=4 all-to-all splits the heads over cp*tp=32: num_heads=32 and "
+            "num_kv_heads=8 must both be divisible by it");
+  Layout two = contextLayout(4, ContextComm::AllToAll);
+  two.tp = 2;
+  Estimate llamaA2a = estimate(llama, h100(), two, 1, 0);
+  two.context = ContextComm::AllGather;
+  llamaGather = estimate(llama, h100(), two, 1, 0);
+  ASSERT_TRUE(llamaA2a.error.empty()) << llamaA2a.error;
+  EXPECT_GT(llamaA2a.cpCommS, llamaGather.cpCommS);
+}
+
+TEST(ContextParallel, TheSearchChoosesTheVariantAndFixHoldsIt) {
+  ModelCost m = analyzeLong(65536);
+  SearchOptions o;
+  o.gpus = 32;
+  o.globalBatch = 1;
+  o.breakdownTop = 1;
+  std::string error;
+  ASSERT_TRUE(parseConstraints("tp=8,cp=4", o.fix, error)) << error;
+  SearchResult r = searchLayouts(m, h100(), o);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.ranked.front().layout.context, ContextComm::Ring);
+  Constraints fix;
+  ASSERT_TRUE(parseConstraints("tp=8,cp=4,context=all-gather", fix, error))
+      << error;
+  o.fix = fix;
+  r = searchLayouts(m, h100(), o);
+  ASSERT_TRUE(r.ok()) << r.error;
+  for (const Estimate &e : r.ranked)
+    EXPECT_EQ(e.layout.context, ContextComm::AllGather);
+  EXPECT_FALSE(parseConstraints("context=p2p", fix, error));
+  EXPECT_EQ(error, "--fix context must be all-gather, ring or all-to-all, got "
+                   "'p2p'");
 }
 
 // The planner asks weft's own passes which tp layouts exist and what they

@@ -349,8 +349,12 @@ std::string applyPlan() {
     mesh += (mesh.empty() ? "" : ",") + std::string("dp=") + std::to_string(dp);
   // Context parallelism (rows of planners before it have none): inside dp,
   // outside tp.
-  if (int64_t cp = row->getInteger("cp").value_or(1); cp > 1)
+  if (int64_t cp = row->getInteger("cp").value_or(1); cp > 1) {
     mesh += (mesh.empty() ? "" : ",") + std::string("cp=") + std::to_string(cp);
+    // The variant the planner costed (rows before it priced all-gather).
+    std::optional<StringRef> context = row->getString("context_parallel");
+    contextParallelArg = context ? context->str() : "all-gather";
+  }
   if (tp > 1)
     mesh += (mesh.empty() ? "" : ",") + std::string("tp=") + std::to_string(tp);
   meshArg = mesh;

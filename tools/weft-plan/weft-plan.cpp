@@ -31,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -117,6 +118,9 @@ nlohmann::json toJson(const Estimate &e) {
           {"tp", l.tp},
           {"pp", l.pp},
           {"cp", l.cp},
+          // How attention sees the other chunks (weft-compile
+          // --context-parallel); all-gather where cp = 1.
+          {"context_parallel", contextCommName(l.context)},
           {"microbatch", l.microBatch},
           {"num_microbatches", l.numMicroBatches},
           {"schedule", scheduleName(l.schedule)},
@@ -148,11 +152,12 @@ nlohmann::json toJson(const Estimate &e) {
 }
 
 void printTable(const std::vector<Estimate> &rows, size_t top) {
-  std::printf("%4s %3s %3s %3s %3s %5s %-13s %4s %2s %-9s %9s %9s %9s %9s "
-              "%8s %4s %9s %5s %10s %8s\n",
-              "dp", "tp", "pp", "cp", "mb", "nmb", "schedule", "zero", "sp",
-              "recompute", "compute_s", "tp_comm_s", "dp_comm_s", "bubble_s",
-              "mem_GB", "fits", "step_s", "mfu", "tokens/s", "days");
+  std::printf("%4s %3s %3s %3s %-10s %3s %5s %-13s %4s %2s %-9s %9s %9s %9s "
+              "%9s %8s %4s %9s %5s %10s %8s\n",
+              "dp", "tp", "pp", "cp", "context", "mb", "nmb", "schedule",
+              "zero", "sp", "recompute", "compute_s", "tp_comm_s", "dp_comm_s",
+              "bubble_s", "mem_GB", "fits", "step_s", "mfu", "tokens/s",
+              "days");
   for (size_t i = 0; i < rows.size() && i < top; ++i) {
     const Estimate &e = rows[i];
     const Layout &l = e.layout;
@@ -160,14 +165,15 @@ void printTable(const std::vector<Estimate> &rows, size_t top) {
     if (l.schedule == Schedule::Interleaved)
       sched += "(v=" + std::to_string(l.virtualStages) + ")";
     // Three significant digits: a tiny model's millisecond step is not 0.
-    std::printf("%4lld %3lld %3lld %3lld %3lld %5lld %-13s %4d %2d %-9s %9.3g "
-                "%9.3g %9.3g %9.3g %8.3g %4s %9.3g %5.3f %10.0f %8.3g\n",
+    std::printf("%4lld %3lld %3lld %3lld %-10s %3lld %5lld %-13s %4d %2d %-9s "
+                "%9.3g %9.3g %9.3g %9.3g %8.3g %4s %9.3g %5.3f %10.0f %8.3g\n",
                 (long long)l.dp, (long long)l.tp, (long long)l.pp,
-                (long long)l.cp, (long long)l.microBatch,
-                (long long)l.numMicroBatches, sched.c_str(), l.zero,
-                int(l.sequenceParallel), recomputeName(l.recompute), e.computeS,
-                e.tpCommS, e.dpCommS, e.ppBubbleS, e.memoryBytes / 1e9,
-                e.fits ? "yes" : "no", e.stepS, e.mfu, e.tokensPerS, e.days);
+                (long long)l.cp, l.cp > 1 ? contextCommName(l.context) : "-",
+                (long long)l.microBatch, (long long)l.numMicroBatches,
+                sched.c_str(), l.zero, int(l.sequenceParallel),
+                recomputeName(l.recompute), e.computeS, e.tpCommS, e.dpCommS,
+                e.ppBubbleS, e.memoryBytes / 1e9, e.fits ? "yes" : "no",
+                e.stepS, e.mfu, e.tokensPerS, e.days);
   }
 }
 
@@ -176,7 +182,10 @@ void explain(const Estimate &e, const ModelCost &model, const Hardware &hw) {
   std::printf("\nlayout dp=%lld tp=%lld pp=%lld%s mb=%lld x %lld "
               "micro-batches, %s v=%lld, zero=%d, sp=%d, recompute=%s on %s\n",
               (long long)l.dp, (long long)l.tp, (long long)l.pp,
-              l.cp > 1 ? (" cp=" + std::to_string(l.cp)).c_str() : "",
+              l.cp > 1 ? (" cp=" + std::to_string(l.cp) + " (" +
+                          contextCommName(l.context) + ")")
+                             .c_str()
+                       : "",
               (long long)l.microBatch, (long long)l.numMicroBatches,
               scheduleName(l.schedule), (long long)l.virtualStages, l.zero,
               int(l.sequenceParallel), recomputeName(l.recompute),
@@ -361,6 +370,7 @@ int main(int argc, char **argv) {
                 std::to_string(model.seq) + " tokens per sequence of '" +
                 modelArg + "'");
   seqArg = model.seq;
+  options.breakdownTop = size_t(std::max(topArg.getValue(), 1));
   SearchResult result = searchLayouts(model, hw.hardware, options);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
