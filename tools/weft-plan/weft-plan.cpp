@@ -63,7 +63,8 @@ static cl::opt<int> topArg(cl::cat(planCategory), "top",
                            cl::desc("rows to print"), cl::init(10));
 static cl::opt<std::string>
     fixArg(cl::cat(planCategory), "fix",
-           cl::desc("constraints: dp,tp,pp,cp,mb,v,schedule,zero,sp,recompute"),
+           cl::desc("constraints: dp,tp,pp,cp,mb,v,schedule,zero,sp,recompute,"
+                    "context"),
            cl::value_desc("k=v,..."));
 static cl::opt<bool> jsonArg(cl::cat(planCategory), "json",
                              cl::desc("one JSON object per layout"));
