@@ -142,6 +142,10 @@ inline constexpr llvm::StringLiteral kStateStorageSharding =
     "weft.state_storage_sharding";
 /// On a param after weft-partition: its global shape (dense i64 array).
 inline constexpr llvm::StringLiteral kGlobalShape = "weft.global_shape";
+/// On a param: the rows (dim 0) it has in the model and its checkpoints;
+/// the rows past them are padding weft-pad-vocab added so that tp divides
+/// a vocabulary (zeros, which no lookup reads and no loss counts).
+inline constexpr llvm::StringLiteral kLogicalRows = "weft.logical_rows";
 
 /// On an op after weft-plan-memory: each result's arena offset in bytes
 /// (dense i64 array, one per result).

@@ -146,6 +146,21 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
         return fail() << "belongs on a weft.param";
       return verifySharding(op, value, Type(), name);
     }
+  if (name == an::kLogicalRows) {
+    auto rows = dyn_cast<IntegerAttr>(value);
+    auto param = dyn_cast<ParamOp>(op);
+    if (!param || !rows || param.getType().getRank() < 1)
+      return fail() << "must be a weft.param's rows in the model, got "
+                    << value;
+    // After weft-partition the type is a shard: its global shape bounds.
+    auto global = op->getAttrOfType<DenseI64ArrayAttr>(an::kGlobalShape);
+    int64_t stored =
+        global && !global.empty() ? global[0] : param.getType().getShape()[0];
+    if (rows.getInt() < 1 || rows.getInt() > stored)
+      return fail() << "is " << rows.getInt() << ", not in [1, " << stored
+                    << "] (the stored rows)";
+    return success();
+  }
   if (name == an::kGlobalShape) {
     auto shape = dyn_cast<DenseI64ArrayAttr>(value);
     if (!isa<ParamOp>(op) || !shape ||

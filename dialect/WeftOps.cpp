@@ -346,11 +346,29 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+// `classes` (weft-pad-vocab): the columns that are classes; whole logits
+// hold at least that many (a shard's are checked by the runtime).
+static LogicalResult checkClasses(std::optional<Location> loc,
+                                  std::optional<uint64_t> classes,
+                                  Value logits, bool whole) {
+  if (!classes)
+    return success();
+  int64_t n = int64_t(*classes), cols = typeOf(logits).getShape().back();
+  if (n < 1)
+    return emitOptionalError(loc, "classes must be >= 1, got ", n);
+  if (whole && n > cols)
+    return emitOptionalError(loc, "classes=", n, " exceeds the logits' ", cols,
+                             " columns");
+  return success();
+}
+
 LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
                                                std::optional<Location> loc,
                                                Adaptor adaptor,
                                                SmallVectorImpl<Type> &types) {
-  if (failed(checkLogits(loc, adaptor.getLogits(), adaptor.getTargets())))
+  if (failed(checkLogits(loc, adaptor.getLogits(), adaptor.getTargets())) ||
+      failed(checkClasses(loc, adaptor.getClasses(), adaptor.getLogits(),
+                          /*whole=*/true)))
     return failure();
   types.push_back(
       RankedTensorType::get({}, lossElementType(adaptor.getLogits())));
@@ -521,9 +539,13 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
 }
 
 LogicalResult
-CrossEntropyGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+CrossEntropyGradOp::inferReturnTypes(MLIRContext *,
+                                     std::optional<Location> loc,
                                      Adaptor adaptor,
                                      SmallVectorImpl<Type> &types) {
+  if (failed(checkClasses(loc, adaptor.getClasses(), adaptor.getLogits(),
+                          /*whole=*/true)))
+    return failure();
   types.push_back(adaptor.getLogits().getType());
   return success();
 }
@@ -535,7 +557,9 @@ CrossEntropyGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
 LogicalResult CrossEntropyStatsOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &types) {
-  if (failed(checkLogits(loc, adaptor.getLogits(), adaptor.getTargets())))
+  if (failed(checkLogits(loc, adaptor.getLogits(), adaptor.getTargets())) ||
+      failed(checkClasses(loc, adaptor.getClasses(), adaptor.getLogits(),
+                          /*whole=*/false)))
     return failure();
   SmallVector<int64_t> shape = {1};
   llvm::append_range(shape, typeOf(adaptor.getTargets()).getShape());
@@ -565,7 +589,9 @@ LogicalResult CrossEntropyStatsGradOp::inferReturnTypes(
     SmallVectorImpl<Type> &types) {
   if (failed(checkLogits(loc, adaptor.getLogits(), adaptor.getTargets())) ||
       failed(checkStats(loc, adaptor.getStats(),
-                        typeOf(adaptor.getTargets()).getShape())))
+                        typeOf(adaptor.getTargets()).getShape())) ||
+      failed(checkClasses(loc, adaptor.getClasses(), adaptor.getLogits(),
+                          /*whole=*/false)))
     return failure();
   // I64Attr's getter is unsigned: -1 would read as 2^64-1.
   if (int64_t(adaptor.getDenominator()) < 1)

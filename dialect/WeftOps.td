@@ -420,10 +420,12 @@ def Weft_CrossEntropyOp : Weft_ForwardOp<"cross_entropy",
     (a masked-language-model loss, `weft-masked-lm`) a target of -100
     counts for nothing, as PyTorch's `ignore_index`, and the mean is over
     the step's counted targets: a number the runtime learns from each
-    step's batch, not a constant of the program.
+    step's batch, not a constant of the program. With `classes` only
+    the first `classes` columns are classes: the rest are a vocabulary's
+    padding (weft-pad-vocab), outside the softmax.
   }];
   let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
-                   UnitAttr:$masked);
+                   UnitAttr:$masked, OptionalAttr<I64Attr>:$classes);
   let results = (outs Weft_Scalar:$loss);
 }
 
@@ -543,8 +545,13 @@ def Weft_CrossEntropyGradOp : Weft_ComputeOp<"cross_entropy_grad",
     [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>,
      DeclareOpInterfaceMethods<Weft_SplitReductionOpInterface>]> {
   let summary = "dlogits = (softmax(logits) - onehot(targets)) * dloss / rows";
+  let description = [{
+    With `classes`, as cross_entropy's: the padding columns past it get a
+    zero gradient.
+  }];
   let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
-                   Weft_Scalar:$dloss, UnitAttr:$masked);
+                   Weft_Scalar:$dloss, UnitAttr:$masked,
+                   OptionalAttr<I64Attr>:$classes);
   let results = (outs Weft_FloatTensor:$dlogits);
 }
 
@@ -660,10 +667,13 @@ def Weft_CrossEntropyStatsOp : Weft_LocalOp<"cross_entropy_stats"> {
     small collective, not a gather of the logits. With `masked`, a row
     whose target is -100 has the statistics (0, 0, 0): a sum of
     exponentials of 0, which no counted row has, marks it for
-    cross_entropy_from_stats.
+    cross_entropy_from_stats. With `classes` the global columns from
+    `classes` on are padding and count for nothing (weft-pad-vocab leaves
+    every shard at least one class).
   }];
   let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
-                   StrArrayAttr:$vocab_axes, UnitAttr:$masked);
+                   StrArrayAttr:$vocab_axes, UnitAttr:$masked,
+                   OptionalAttr<I64Attr>:$classes);
   let results = (outs Weft_FloatTensor:$stats);
 }
 
@@ -688,12 +698,12 @@ def Weft_CrossEntropyStatsGradOp : Weft_LocalOp<"cross_entropy_stats_grad"> {
     with `M` and `S` the row's global max and sum of exponentials, merged from
     `stats` as in cross_entropy_from_stats. With `masked`, a row whose
     target is -100 gets a zero gradient and the divisor is the step's
-    counted targets.
+    counted targets. With `classes` the padding columns get zero.
   }];
   let arguments = (ins Weft_FloatTensor:$logits, Weft_IdTensor:$targets,
                    Weft_FloatTensor:$stats, Weft_Scalar:$dloss,
                    StrArrayAttr:$vocab_axes, I64Attr:$denominator,
-                   UnitAttr:$masked);
+                   UnitAttr:$masked, OptionalAttr<I64Attr>:$classes);
   let results = (outs Weft_FloatTensor:$dlogits);
 }
 

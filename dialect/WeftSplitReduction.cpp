@@ -25,14 +25,15 @@ int64_t globalRows(const ShardingRule &rule) {
 }
 
 Value gatheredStats(OpBuilder &b, Location loc, Value logits, Value targets,
-                    ArrayAttr vocab, UnitAttr masked, int64_t shards,
-                    SharedValues &shared) {
+                    ArrayAttr vocab, UnitAttr masked, IntegerAttr classes,
+                    int64_t shards, SharedValues &shared) {
   auto key =
       std::make_pair(logits.getAsOpaquePointer(), targets.getAsOpaquePointer());
   if (Value known = shared[key])
     return known;
   Value local =
-      CrossEntropyStatsOp::create(b, loc, logits, targets, vocab, masked);
+      CrossEntropyStatsOp::create(b, loc, logits, targets, vocab, masked,
+                                  classes);
   auto type = cast<RankedTensorType>(local.getType());
   SmallVector<int64_t> shape(type.getShape());
   shape[0] = shards;
@@ -57,7 +58,8 @@ FailureOr<Value> CrossEntropyOp::buildSplitReduction(OpBuilder &b,
                                                      SharedValues &shared) {
   Value stats =
       gatheredStats(b, getLoc(), getLogits(), getTargets(),
-                    b.getStrArrayAttr(axes), getMaskedAttr(), shards, shared);
+                    b.getStrArrayAttr(axes), getMaskedAttr(), getClassesAttr(),
+                    shards, shared);
   return CrossEntropyFromStatsOp::create(b, getLoc(), stats,
                                          b.getI64IntegerAttr(globalRows(rule)),
                                          getMaskedAttr())
@@ -74,9 +76,11 @@ CrossEntropyGradOp::buildSplitReduction(OpBuilder &b, const ShardingRule &rule,
                                         int64_t shards, SharedValues &shared) {
   ArrayAttr vocab = b.getStrArrayAttr(axes);
   Value stats = gatheredStats(b, getLoc(), getLogits(), getTargets(), vocab,
-                              getMaskedAttr(), shards, shared);
+                              getMaskedAttr(), getClassesAttr(), shards,
+                              shared);
   return CrossEntropyStatsGradOp::create(
              b, getLoc(), getLogits(), getTargets(), stats, getDloss(), vocab,
-             b.getI64IntegerAttr(globalRows(rule)), getMaskedAttr())
+             b.getI64IntegerAttr(globalRows(rule)), getMaskedAttr(),
+             getClassesAttr())
       .getResult();
 }

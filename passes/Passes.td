@@ -33,6 +33,41 @@ def WeftInferTpRoles : Pass<"weft-infer-tp-roles", "mlir::ModuleOp"> {
   let dependentDialects = ["::weft::WeftDialect"];
 }
 
+def WeftPadVocab : Pass<"weft-pad-vocab", "mlir::ModuleOp"> {
+  let summary = "Pads a vocabulary to a multiple of tp, as Megatron-LM does";
+  let description = [{
+    Megatron's layout splits the token embedding and the LM head (the
+    parameters weft-infer-tp-roles marked `vocab`, along dim 0) over `tp`,
+    which must divide the vocabulary: GPT-2's 50,257 ids divide by no tp.
+    Like Megatron-LM's `--make-vocab-size-divisible-by`, this pass pads
+    them with rows up to the next multiple of `multiple`, and keeps the
+    model exactly the one described:
+    - each padded parameter keeps its model rows as `weft.logical_rows`:
+      the runtime initialises and checkpoints those rows only (the padding
+      is zeros, never saved), so a checkpoint is the unpadded model's;
+    - no token id reaches a padding row (the runtime refuses ids >= the
+      vocabulary), so the embedding never reads one;
+    - the head's logits gain padding columns, which the cross-entropy's
+      `classes` keeps outside the softmax: their gradient is 0, and so is
+      the padding rows' (AdamW's decay of 0 stays 0).
+    Nothing changes where `multiple` divides the vocabulary, where a vocab
+    parameter is split along another dim, where the head's logits feed
+    anything but a cross-entropy (returned logits), or where the padding
+    would leave the last shard no real row; weft-apply-layout then keeps
+    such a vocabulary replicated, with its warning.
+
+    ```mlir
+    %w = weft.param "transformer.wte.weight" ... : tensor<251x64xf32>
+    // multiple=2 -> weft.param ... {weft.logical_rows = 251} : tensor<252x64xf32>
+    //               weft.cross_entropy %logits, %t {classes = 251}
+    ```
+  }];
+  let options = [
+    Option<"multiple", "multiple", "int64_t", "1",
+           "pad the vocabulary to a multiple of this (tp)">,
+  ];
+}
+
 def WeftApplyLayout : Pass<"weft-apply-layout", "mlir::ModuleOp"> {
   let summary = "Declares the mesh and annotates parameters and inputs";
   let description = [{

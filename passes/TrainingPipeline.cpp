@@ -19,6 +19,22 @@ void weft::addOnnxLowering(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(createWeftLowerOnnxGeneric());
 }
 
+namespace {
+// An axis's size in a mesh spec ("dp=2,tp=4"); 0 when it has none or the
+// spec is malformed (weft-apply-layout refuses it, naming the entry).
+int64_t meshAxisSize(llvm::StringRef mesh, llvm::StringRef axis) {
+  llvm::SmallVector<llvm::StringRef> entries;
+  mesh.split(entries, ',');
+  for (llvm::StringRef entry : entries) {
+    auto [key, value] = entry.trim().split('=');
+    int64_t size = 0;
+    if (key.trim() == axis && !value.trim().getAsInteger(10, size))
+      return size;
+  }
+  return 0;
+}
+} // namespace
+
 void weft::addTrainingStage(OpPassManager &pm, int stage,
                             const TrainingPipelineOptions &o) {
   const bool sharded = !o.layout.mesh.empty();
@@ -39,6 +55,12 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
   // of a fused QKV dim takes its blocks from them.
   if (name == "layout" && sharded && o.layout.layout != "data")
     pm.addPass(createWeftInferTpRoles());
+  // Megatron's vocabulary split needs tp to divide the vocabulary: pad it
+  // (exactly: the padding is outside the loss and the checkpoints).
+  if (int64_t tp = meshAxisSize(o.layout.mesh, "tp");
+      name == "layout" && o.layout.layout == "megatron" && tp > 1 &&
+      !o.forwardOnly)
+    pm.addPass(createWeftPadVocab(WeftPadVocabOptions{tp}));
   if (name == "layout" && sharded)
     pm.addPass(createWeftApplyLayout(o.layout));
   if (name == "autodiff" && o.computeDtype != "f32")

@@ -500,6 +500,15 @@ Status parseParam(const json &J, size_t I, ParamSpec &P) {
   WEFT_RETURN_IF_ERROR(getBool(J, "weight_decay", Ctx, P.WeightDecay));
   bool Present;
   WEFT_RETURN_IF_ERROR(parseLayout(J, Ctx, P.Dims, P.Place, Present));
+  if (J.contains("logical_rows")) {
+    WEFT_RETURN_IF_ERROR(getInt(J, "logical_rows", Ctx, P.LogicalRows));
+    const Shape &G = P.Place.Global;
+    if (G.empty() || P.LogicalRows < 1 || P.LogicalRows > G[0])
+      return Status::error(
+          Ctx + ".logical_rows=" + std::to_string(P.LogicalRows) +
+          " is not in [1, " + std::to_string(G.empty() ? 0 : G[0]) +
+          "] (the rows the program stores, " + shapeString(G) + ")");
+  }
   const json *Init;
   WEFT_RETURN_IF_ERROR(need(J, "init", Ctx, Init));
   std::string Kind;
@@ -595,6 +604,17 @@ Status parseBuffer(const json &J, size_t I, BufferSpec &B) {
   return Status::success();
 }
 
+// A cross-entropy's `classes` (version 15): absent, or at least 1.
+Status getClasses(const json &Attrs, const std::string &Ctx, int64_t &Out) {
+  if (!Attrs.contains("classes"))
+    return Status::success();
+  WEFT_RETURN_IF_ERROR(getInt(Attrs, "classes", Ctx, Out));
+  if (Out < 1)
+    return Status::error("field 'classes' in " + Ctx + " must be >= 1, got " +
+                         std::to_string(Out));
+  return Status::success();
+}
+
 Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
                   OpAttrs &A) {
   const json *Attrs;
@@ -644,6 +664,8 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
     return getInt(*Attrs, "dim", ACtx, A.Dim);
   case OpKind::CrossEntropy:
   case OpKind::CrossEntropyGrad:
+    WEFT_RETURN_IF_ERROR(getClasses(*Attrs, ACtx, A.Classes));
+    [[fallthrough]];
   case OpKind::MseLoss:
   case OpKind::MseLossGrad:
     if (Attrs->contains("denominator"))
@@ -655,10 +677,12 @@ Status parseAttrs(const json &J, const std::string &Ctx, OpKind Op,
       return getAxes(*Attrs, "vocab_axes", ACtx, A.VocabAxes);
     return Status::success();
   case OpKind::CrossEntropyStats:
+    WEFT_RETURN_IF_ERROR(getClasses(*Attrs, ACtx, A.Classes));
     return getAxes(*Attrs, "vocab_axes", ACtx, A.VocabAxes);
   case OpKind::CrossEntropyFromStats:
     return getInt(*Attrs, "denominator", ACtx, A.Denominator);
   case OpKind::CrossEntropyStatsGrad:
+    WEFT_RETURN_IF_ERROR(getClasses(*Attrs, ACtx, A.Classes));
     WEFT_RETURN_IF_ERROR(getAxes(*Attrs, "vocab_axes", ACtx, A.VocabAxes));
     return getInt(*Attrs, "denominator", ACtx, A.Denominator);
   case OpKind::PositionEmbedding:
@@ -1046,6 +1070,19 @@ std::string shapeString(const int64_t *Dims, size_t Count, bool Spaced) {
   for (size_t I = 0; I < Count; ++I)
     R += (I ? (Spaced ? ", " : ",") : "") + std::to_string(Dims[I]);
   return R + "]";
+}
+
+Shape logicalShape(const ParamSpec &P, const Shape &Global) {
+  const Shape &Stored = P.Place.Global;
+  if (P.LogicalRows <= 0 || Stored.empty() || Global.empty() ||
+      P.LogicalRows >= Stored[0])
+    return Global;
+  int64_t RowElems = numElements(Stored) / Stored[0];
+  if (Global.size() == 1 && Stored.size() != 1) // flattened state
+    return {P.LogicalRows * RowElems};
+  Shape Out = Global;
+  Out[0] = P.LogicalRows;
+  return Out;
 }
 
 Shape unsplitInputShape(const Program &P, const BufferSpec &B) {

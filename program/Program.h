@@ -39,7 +39,7 @@ namespace weft {
 /// (context parallelism: a version-13 runtime would rotate and mask a
 /// block of the sequence as if it were the whole); older files are
 /// refused with a message to recompile.
-constexpr uint32_t ProgramFormatVersion = 14;
+constexpr uint32_t ProgramFormatVersion = 15;
 constexpr uint32_t ProgramFormatMinVersion = 5;
 constexpr size_t ProgramHeaderBytes = 28;
 
@@ -255,6 +255,10 @@ struct ParamSpec {
   InitSpec Init;
   bool WeightDecay = false;
   Layout Place = {}; // global shape and sharding (replicated when absent)
+  /// Version 15: the rows (dim 0) the parameter has in the model and its
+  /// checkpoints, where the program stores more (a vocabulary padded so
+  /// that tp divides it; the rows past them are zeros). 0: all of them.
+  int64_t LogicalRows = 0;
 };
 
 struct OptimizerSpec : Hyperparams {
@@ -327,6 +331,9 @@ struct OpAttrs {
   /// Cross-entropy ops of a masked-LM loss (version 9): a target of -100
   /// counts for nothing and the mean is over the step's counted targets.
   bool Masked = false;
+  /// Cross-entropy ops over a padded vocabulary (version 15): the global
+  /// columns from Classes on are padding, outside the softmax; 0: none.
+  int64_t Classes = 0;
   AxesList SeqAxes;     // position_embedding(_grad), rope, attention(_grad)
   int64_t RingStep = 0; // attention_block(_grad): whose block, r - step
   AxesList VocabAxes;   // embedding(_grad), cross_entropy_stats(_grad)
@@ -559,6 +566,12 @@ struct Program {
   }
   Mesh Devices; // empty: one rank
 };
+
+/// The shape a buffer of parameter P, stored as Global (the parameter's own
+/// global shape, or ZeRO's flattened state), has in the model and its
+/// checkpoints: Global without P's padding rows (a padded vocabulary,
+/// version 15), which are its last elements in row-major order.
+Shape logicalShape(const ParamSpec &P, const Shape &Global);
 
 /// An input buffer's shape for one micro-batch on one rank holding it
 /// whole: tokens and per-token targets [batch/microbatches, seq], per-sample

@@ -20,6 +20,16 @@ inline double normalFromKey(uint64_t Key, uint64_t Index) {
 template <typename T>
 void fillParam(const ParamSpec &P, uint64_t Key, T *Out, uint64_t Begin,
                uint64_t Count) {
+  // A padded vocabulary's rows past the model's are zeros (the last
+  // elements): what the model's checkpoint has not.
+  const uint64_t Logical =
+      uint64_t(numElements(logicalShape(P, P.Place.Global)));
+  if (Begin + Count > Logical) {
+    uint64_t Keep = Begin >= Logical ? 0 : Logical - Begin;
+    for (uint64_t I = Keep; I < Count; ++I)
+      Out[I] = T(0);
+    Count = Keep;
+  }
   switch (P.Init.K) {
   case InitSpec::Zeros:
   case InitSpec::Loaded: // zeros until the load (weft-run refuses a run

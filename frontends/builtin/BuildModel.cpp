@@ -133,7 +133,8 @@ public:
     Value head =
         c.tieEmbeddings ? wte : normal("lm_head.weight", {c.vocab, d}, std);
     Value logits = matmul(x, head, /*transposeB=*/true);
-    return CrossEntropyOp::create(b, loc, logits, targets);
+    return CrossEntropyOp::create(b, loc, logits, targets, UnitAttr(),
+                                  IntegerAttr());
   }
 
   // Llama: HF LlamaForCausalLM (nn.Linear weights are [out, in]).
@@ -192,7 +193,8 @@ public:
     Value head =
         c.tieEmbeddings ? embed : normal("lm_head.weight", {c.vocab, d}, std);
     Value logits = matmul(x, head, /*transposeB=*/true);
-    return CrossEntropyOp::create(b, loc, logits, targets);
+    return CrossEntropyOp::create(b, loc, logits, targets, UnitAttr(),
+                                  IntegerAttr());
   }
 
 private:

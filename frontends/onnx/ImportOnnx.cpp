@@ -1431,7 +1431,8 @@ std::string Importer::run(const onnx::ModelProto &model,
       regression
           ? MseLossOp::create(b, lossLoc, logits, body->getArgument(1))
                 .getResult()
-          : CrossEntropyOp::create(b, lossLoc, logits, body->getArgument(1))
+          : CrossEntropyOp::create(b, lossLoc, logits, body->getArgument(1),
+                                   UnitAttr(), IntegerAttr())
                 .getResult();
   func::ReturnOp::create(b, loc, loss);
   return "";

@@ -40,8 +40,9 @@ namespace {
 // version 6: pack and unpack may have `blocks`; version 7: forward-only
 // programs; version 8: their named tensor inputs and outputs; version 9:
 // masked-LM programs; version 10: constant buffers, select; version 14:
-// seq_axes on rope and attention (context parallelism).
-constexpr uint32_t kFormatVersion = 14;
+// seq_axes on rope and attention (context parallelism); version 15: a
+// padded vocabulary (logical_rows on params, classes on cross-entropies).
+constexpr uint32_t kFormatVersion = 15;
 
 // A pipeline stage's fragments (its schedule's virtual stages, and whether
 // its backward splits); one chunk, unsplit, for any other function.
@@ -277,17 +278,21 @@ public:
             {true, bufferIds.lookup(send.getX()), send.getPeer(), current});
         continue;
       }
+      // A padded vocabulary's (weft-pad-vocab) ids are its classes.
       if (auto ce = dyn_cast<CrossEntropyOp>(op))
-        vocab = ce.getLogits().getType().getShape().back();
+        vocab = ce.getClasses() ? int64_t(*ce.getClasses())
+                                : ce.getLogits().getType().getShape().back();
       if (auto stats = dyn_cast<CrossEntropyStatsOp>(op)) {
         SmallVector<StringRef> axes;
         for (Attribute a : stats.getVocabAxes())
           axes.push_back(cast<StringAttr>(a).getValue());
         // The logits hold one vocab shard.
-        vocab = cast<RankedTensorType>(stats.getLogits().getType())
-                    .getShape()
-                    .back() *
-                mesh.count(axes);
+        vocab = stats.getClasses()
+                    ? int64_t(*stats.getClasses())
+                    : cast<RankedTensorType>(stats.getLogits().getType())
+                              .getShape()
+                              .back() *
+                          mesh.count(axes);
       }
       if (failed(addInstruction(op)))
         return failure();
@@ -584,6 +589,9 @@ private:
                        {"shape", shapeOf(p.getResult())},
                        {"init", std::move(init)},
                        {"weight_decay", p.getType().getRank() >= 2}};
+    // Rows past these are a padded vocabulary's (format version 15).
+    if (auto rows = p->getAttrOfType<IntegerAttr>(weft::attrname::kLogicalRows))
+      entry["logical_rows"] = rows.getInt();
     addLayout(entry, global,
               p->getAttrOfType<ShardingAttr>(weft::attrname::kStorageSharding));
     params.push_back(std::move(entry));

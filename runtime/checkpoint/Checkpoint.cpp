@@ -65,10 +65,14 @@ Status loadInto(const Found &F, const std::string &Name, const Shape &Want,
 
 bool onMesh(const Executor &E) { return E.comm().size() > 1; }
 
-json layoutJson(const Layout &L) {
-  return {{"global_shape", L.Global},
-          {"sharding", L.Sharding},
-          {"blocks", L.Blocks}};
+json layoutJson(const Layout &L, const Shape &Logical) {
+  json J = {{"global_shape", L.Global},
+            {"sharding", L.Sharding},
+            {"blocks", L.Blocks}};
+  // A padded vocabulary: the rows the model has (the rest are padding).
+  if (Logical != L.Global)
+    J["logical_shape"] = Logical;
+  return J;
 }
 
 /// The persistent tensors a checkpoint holds, by name.
@@ -93,6 +97,7 @@ std::vector<Entry> entries(const Program &P, bool Optimizer) {
 struct ShardedCheckpoint {
   Mesh Saved;
   std::map<std::string, Layout> Layouts;
+  std::map<std::string, Shape> Logical; // layout.json's logical_shape
   std::vector<SafetensorsFile> Files; // model-rank<r>, optimizer-rank<r>
   std::vector<int64_t> FileRank;
 };
@@ -108,6 +113,7 @@ Expected<ShardedCheckpoint> readSharded(const fs::path &Dir) {
     return L.status();
   C.Saved = L->Saved;
   C.Layouts = std::move(L->Tensors);
+  C.Logical = std::move(L->Logical);
   std::error_code EC;
   for (int64_t R = 0; R < C.Saved.size(); ++R)
     for (const char *Kind : {"model", "optimizer"}) {
@@ -165,14 +171,39 @@ Status assemble(const ShardedCheckpoint &C, const std::string &Name, DType Type,
     return Status::error("tensor '" + Name + "': the rank files hold " +
                          std::to_string(Done.size()) + " of its " +
                          std::to_string(Need) + " shards");
+  // Without a padded vocabulary's rows (the last elements): the model's.
+  auto Logical = C.Logical.find(Name);
+  if (Logical != C.Logical.end()) {
+    GlobalDims = Logical->second;
+    Global.resize(size_t(numElements(GlobalDims)) * E);
+  }
   return Status::success();
 }
 
-/// Keeps the executor rank's block of a global tensor.
-Status place(Executor &E, const Entry &En, const std::vector<char> &Global,
-             const Shape &GlobalDims, const std::string &From) {
+/// Keeps the executor rank's block of a global tensor (the model's: where
+/// the program pads a vocabulary, its padding rows are zeros).
+Status place(Executor &E, const Entry &En, const std::vector<char> &Model,
+             const Shape &ModelDims, const std::string &From) {
   const BufferSpec &Spec = E.stateSpec(En.Param, En.Kind);
   const Layout &L = Spec.Place;
+  const size_t Elem = dtypeBytes(E.program().Type);
+  const Shape Logical = logicalShape(E.program().Params[En.Param], L.Global);
+  const std::vector<char> *Source = &Model;
+  Shape GlobalDims = ModelDims;
+  std::vector<char> Padded;
+  if (Logical != L.Global &&
+      numElements(ModelDims) == numElements(Logical) &&
+      (ModelDims == Logical || ModelDims.size() == 1 ||
+       Logical.size() == 1)) {
+    Padded.assign(size_t(numElements(L.Global)) * Elem, 0);
+    std::memcpy(Padded.data(), Model.data(),
+                size_t(numElements(Logical)) * Elem);
+    Source = &Padded;
+    GlobalDims = ModelDims.size() == 1 && L.Global.size() != 1
+                     ? Shape{numElements(L.Global)}
+                     : L.Global;
+  }
+  const std::vector<char> &Global = *Source;
   bool Exact = GlobalDims == L.Global;
   // Optimizer state may be stored flattened by ZeRO: the same elements as
   // one dim on either side.
@@ -181,13 +212,13 @@ Status place(Executor &E, const Entry &En, const std::vector<char> &Global,
                    numElements(GlobalDims) == numElements(L.Global);
   if (!Exact && !SameElems)
     return Status::error("tensor '" + From + "' has shape " +
-                         shapeString(GlobalDims) + ", expected " +
-                         shapeString(L.Global) + " for '" + En.Name + "'");
+                         shapeString(ModelDims) + ", expected " +
+                         shapeString(Logical) + " for '" + En.Name + "'");
   if (!E.holds(En.Param, En.Kind))
     return Status::success(); // another pipeline stage's
-  std::vector<char> Local(size_t(Spec.numel()) * dtypeBytes(E.program().Type));
+  std::vector<char> Local(size_t(Spec.numel()) * Elem);
   extractShard(shardMap(L, E.mesh(), E.rank()), Global.data(), Local.data(),
-               dtypeBytes(E.program().Type));
+               Elem);
   return E.writeState(En.Param, En.Kind, Local.data());
 }
 
@@ -365,10 +396,12 @@ Expected<int64_t> loadFlat(Executor &E, const fs::path &Dir,
                            "'");
     }
     const BufferSpec &Spec = E.stateSpec(En.Param, En.Kind);
+    // The model's shape (a padded vocabulary's without its padding rows).
+    const Shape Model = logicalShape(P.Params[En.Param], Spec.Place.Global);
     if (!E.holds(En.Param, En.Kind)) {
       // Another pipeline stage loads it; the shape is still checked.
-      if (F.Tensor->Dims != Spec.Dims && F.Tensor->Dims != Spec.Place.Global)
-        return loadInto(F, En.Name, Spec.Place.Global, P.Type, nullptr);
+      if (F.Tensor->Dims != Spec.Dims && F.Tensor->Dims != Model)
+        return loadInto(F, En.Name, Model, P.Type, nullptr);
       continue;
     }
     if (!Spec.Place.sharded() && F.Tensor->Dims == Spec.Dims) {
@@ -377,8 +410,8 @@ Expected<int64_t> loadFlat(Executor &E, const fs::path &Dir,
       WEFT_RETURN_IF_ERROR(E.writeState(En.Param, En.Kind, Local.data()));
       continue;
     }
-    if (En.Kind == BufferKind::Param && F.Tensor->Dims != Spec.Place.Global)
-      return loadInto(F, En.Name, Spec.Place.Global, P.Type, nullptr);
+    if (En.Kind == BufferKind::Param && F.Tensor->Dims != Model)
+      return loadInto(F, En.Name, Model, P.Type, nullptr);
     Global.resize(size_t(numElements(F.Tensor->Dims)) * dtypeBytes(P.Type));
     WEFT_RETURN_IF_ERROR(F.File->convert(*F.Tensor, P.Type, Global.data()));
     WEFT_RETURN_IF_ERROR(place(E, En, Global, F.Tensor->Dims, F.Tensor->Name));
@@ -442,8 +475,11 @@ snapshotCheckpoint(const Executor &E, int64_t Step,
   S.Batches = E.batchesDescription();
   if (onMesh(E) && E.rank() == 0) {
     json Tensors = json::object();
-    for (const Entry &En : entries(P, true))
-      Tensors[En.Name] = layoutJson(E.stateSpec(En.Param, En.Kind).Place);
+    for (const Entry &En : entries(P, true)) {
+      const Layout &L = E.stateSpec(En.Param, En.Kind).Place;
+      Tensors[En.Name] =
+          layoutJson(L, logicalShape(P.Params[En.Param], L.Global));
+    }
     S.LayoutJson = json{
         {"mesh", {{"axes", S.M.Axes}, {"shape", S.M.Dims}}},
         {"tensors",
@@ -628,8 +664,11 @@ Status saveGradients(const Executor &E, const std::string &Dir) {
                   All.data() + size_t(R) * Local * Elem, Globals[I].data(),
                   Elem);
     }
-    Tensors.push_back(
-        {P.Params[I].Name, P.Type, Spec.Place.Global, Globals[I].data()});
+    // The model's gradient: a padded vocabulary's rows (the last
+    // elements) are not written.
+    Tensors.push_back({P.Params[I].Name, P.Type,
+                       logicalShape(P.Params[I], Spec.Place.Global),
+                       Globals[I].data()});
   }
   Status S = Status::success();
   if (E.rank() == 0) {

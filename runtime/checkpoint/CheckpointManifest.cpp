@@ -181,6 +181,20 @@ Expected<CheckpointLayout> parseCheckpointLayout(const std::string &Text,
                            "sharding (lists of axis names)");
     WEFT_RETURN_IF_ERROR(checkGlobalLayout(
         C.Saved, L, "'" + Where + "': tensor '" + It.key() + "'"));
+    if (T.contains("logical_shape")) {
+      Shape Logical;
+      // The padding is the last elements: the logical shape holds fewer.
+      if (!intList(T["logical_shape"], Logical) ||
+          Logical.size() != L.Global.size() || Logical.empty() ||
+          Logical[0] < 1 || Logical[0] > L.Global[0] ||
+          !std::equal(Logical.begin() + 1, Logical.end(),
+                      L.Global.begin() + 1))
+        return Status::error("'" + Where + "': tensor '" + It.key() +
+                             "' has logical_shape " + T["logical_shape"].dump() +
+                             ", not global_shape " + shapeString(L.Global) +
+                             " with fewer rows");
+      C.Logical[It.key()] = Logical;
+    }
     C.Tensors[It.key()] = std::move(L);
   }
   return C;

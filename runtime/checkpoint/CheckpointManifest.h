@@ -53,6 +53,9 @@ Expected<int64_t> parseTrainerState(const std::string &Text,
 struct CheckpointLayout {
   Mesh Saved;
   std::map<std::string, Layout> Tensors;
+  /// A tensor whose rank files hold padding rows past the model's (a
+  /// vocabulary padded for tp): its shape without them, "logical_shape".
+  std::map<std::string, Shape> Logical;
 };
 Expected<CheckpointLayout> parseCheckpointLayout(const std::string &Text,
                                                  const std::string &Where);

@@ -504,19 +504,22 @@ template <typename T> struct Kernels {
   static Status crossEntropy(const BI &I, const SC &Ctx, CpuState &) {
     return cpu::crossEntropy(I.In[0].as<T>(), I.In[1].as<int32_t>(),
                              I.In[0].Rows, I.In[0].Last, I.Out[0].as<T>(),
-                             denominator(I, Ctx), I.Attrs->Masked);
+                             denominator(I, Ctx), I.Attrs->Masked,
+                             I.Attrs->Classes);
   }
   static Status crossEntropyGrad(const BI &I, const SC &Ctx, CpuState &) {
     return cpu::crossEntropyGrad(I.In[0].as<T>(), I.In[1].as<int32_t>(),
                                  I.In[2].as<T>(), I.Out[0].as<T>(),
                                  I.In[0].Rows, I.In[0].Last,
-                                 denominator(I, Ctx), I.Attrs->Masked);
+                                 denominator(I, Ctx), I.Attrs->Masked,
+                                 I.Attrs->Classes);
   }
   static Status crossEntropyStats(const BI &I, const SC &, CpuState &) {
     const TensorRef &L = I.In[0];
     return cpu::crossEntropyStats(L.as<T>(), I.In[1].as<int32_t>(), L.Rows,
                                   L.Last, I.VocabFirst, vocabTotal(I, L.Last),
-                                  I.Out[0].as<T>(), I.Attrs->Masked);
+                                  I.Out[0].as<T>(), I.Attrs->Masked,
+                                  I.Attrs->Classes);
   }
   static Status crossEntropyFromStats(const BI &I, const SC &Ctx, CpuState &) {
     const TensorRef &S = I.In[0];
@@ -532,7 +535,7 @@ template <typename T> struct Kernels {
         L.as<T>(), I.In[1].as<int32_t>(), I.In[2].as<T>(),
         I.In[2].Spec->Dims[0], I.In[3].as<T>(), I.Out[0].as<T>(), L.Rows,
         L.Last, I.VocabFirst, vocabTotal(I, L.Last), denominator(I, Ctx),
-        I.Attrs->Masked);
+        I.Attrs->Masked, I.Attrs->Classes);
   }
   static Status fill(const BI &I, const SC &, CpuState &) {
     const TensorRef &Y = I.Out[0];

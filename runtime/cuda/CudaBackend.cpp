@@ -632,6 +632,15 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
                            "does not run yet (it needs -100 targets skipped "
                            "and the step's count as divisor): run it with "
                            "--device cpu");
+    // A vocabulary padded for tp (weft-pad-vocab): the CUDA kernels read
+    // every column of a row as a class.
+    if (I.Attrs->Classes > 0)
+      return Status::error(describeInstruction(I) +
+                           " is a cross-entropy over a padded vocabulary "
+                           "(classes=" + std::to_string(I.Attrs->Classes) +
+                           "), which the CUDA backend does not run yet: run "
+                           "it with --device cpu, or a tp that divides the "
+                           "vocabulary");
     // Dropout of the probabilities inside the fused kernel: not on CUDA yet
     // (the dropout op itself is in the backend's missing list).
     if (I.Attrs->TokenTypes)

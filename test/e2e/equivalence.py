@@ -29,7 +29,9 @@ With LAYOUTS=context, the meshes split every sequence over a cp axis
 (CONTEXT: cp alone and beside dp, ZeRO-3, tp with sequence parallelism and
 pp); LAYOUTS=context-a2a the same with --context-parallel all-to-all
 (CONTEXT_A2A; a refusal for the heads counts as refused, not failed), and
-LAYOUTS=context-ring with --context-parallel ring (CONTEXT_RING). With
+LAYOUTS=context-ring with --context-parallel ring (CONTEXT_RING).
+LAYOUTS=vocab-pad: Megatron layouts of a model whose vocabulary tp does not
+divide (VOCAB_PAD: padded by weft-pad-vocab). With
 LAYOUTS=pipeline, the meshes are pipeline layouts (PIPELINES: pp alone
 and beside dp, tp, sequence parallelism and ZeRO 1-3, GPipe and 1F1B, with
 activation recomputation;
@@ -79,6 +81,20 @@ MESHES = [
     # ZeRO buckets: a layer's parameters by one all-gather (blocked unpack),
     # gradients by one reduce-scatter per bucket (blocked pack).
     (2, ["--mesh", "dp=2", "--zero", "3", "--zero-bucket-mb", "1"]),
+]
+
+
+# A vocabulary tp does not divide (251): Megatron's layout pads it
+# (weft-pad-vocab) to 252, the padding outside the loss and the
+# checkpoints, alone and beside dp with ZeRO-1 and -3 and sequence
+# parallelism.
+VOCAB_PAD = [
+    (2, ["--mesh", "tp=2", "--layout", "megatron"]),
+    (4, ["--mesh", "tp=4", "--layout", "megatron"]),
+    (4, ["--mesh", "dp=2,tp=2", "--layout", "megatron", "--zero", "1",
+         "--sequence-parallel"]),
+    (4, ["--mesh", "dp=2,tp=2", "--layout", "megatron", "--zero", "3",
+         "--sequence-parallel"]),
 ]
 
 
@@ -231,6 +247,8 @@ def main():
         meshes = CONTEXT_A2A
     elif layouts == "context-ring":
         meshes = CONTEXT_RING
+    elif layouts == "vocab-pad":
+        meshes = VOCAB_PAD
     elif micro > 1:
         # One rank, every layout, and ZeRO-3 regathering per micro-batch
         # (the default gathers once per step).
@@ -318,6 +336,8 @@ def main():
                  f"for their heads)")
     if layouts == "context-ring":
         what += " (ring context parallel)"
+    if layouts == "vocab-pad":
+        what += " (vocabulary padded for tp)"
     print(f"PASS: {len(meshes) - len(refused)} layouts of {model} ({dtype}){what} "
           f"train like one rank for {steps} steps")
 

@@ -99,7 +99,7 @@ TEST(WeftRun, ErrorsAndExitCodes) {
   Bad[8] = 15; // the version is a little-endian u32 at byte 8
   R = run(writeFile("cli_v15.wp", Bad) + " --dump");
   EXPECT_EQ(R.Code, 1);
-  EXPECT_NE(R.Out.find("format version 15, this runtime reads version 14"),
+  EXPECT_NE(R.Out.find("format version 16, this runtime reads version 15"),
             std::string::npos)
       << R.Out;
   R = run(Prog + " --dump");

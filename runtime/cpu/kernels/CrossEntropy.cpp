@@ -79,20 +79,49 @@ WEFT_SIMD_CLONES void rowGradF(const float *X, int64_t V, int32_t Target,
 
 } // namespace
 
+namespace {
+// The columns of a row that are classes: a padded vocabulary's first
+// Classes (weft-pad-vocab), else all V.
+Status classColumns(int64_t V, int64_t Classes, const char *Op, int64_t &C) {
+  C = Classes > 0 ? Classes : V;
+  if (C > V)
+    return Status::error(std::string(Op) + ": classes=" +
+                         std::to_string(Classes) + " exceeds the logits' " +
+                         std::to_string(V) + " columns");
+  return Status::success();
+}
+
+// A shard [First, First + V) of a padded vocabulary: its columns before
+// Classes (the padding is the last shards' tail; none of them is empty).
+Status shardClassColumns(int64_t V, int64_t First, int64_t Classes,
+                         const char *Op, int64_t &C) {
+  C = Classes > 0 ? std::min(V, Classes - First) : V;
+  if (C < 1)
+    return Status::error(std::string(Op) + ": the vocab shard [" +
+                         std::to_string(First) + ", " +
+                         std::to_string(First + V) + ") holds no class of " +
+                         std::to_string(Classes));
+  return Status::success();
+}
+} // namespace
+
 template <typename T>
 Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
-                    int64_t V, T *Loss, int64_t Denominator, bool Masked) {
+                    int64_t V, T *Loss, int64_t Denominator, bool Masked,
+                    int64_t Classes) {
+  int64_t C;
+  WEFT_RETURN_IF_ERROR(classColumns(V, Classes, "cross_entropy", C));
   WEFT_RETURN_IF_ERROR(
-      checkTargets(Targets, Rows, V, "cross_entropy", Masked, Denominator));
+      checkTargets(Targets, Rows, C, "cross_entropy", Masked, Denominator));
   double Total = 0;
 #pragma omp parallel for schedule(static) reduction(+ : Total) if (Rows * V > (1 << 14))
   for (int64_t R = 0; R < Rows; ++R) {
     if (Masked && Targets[R] == IgnoreTarget)
       continue;
     if constexpr (std::is_same_v<T, float>)
-      Total += rowLossF(Logits + R * V, V, Targets[R]);
+      Total += rowLossF(Logits + R * V, C, Targets[R]);
     else
-      Total += rowLoss(Logits + R * V, V, Targets[R]);
+      Total += rowLoss(Logits + R * V, C, Targets[R]);
   }
   *Loss = T(Total / divisor(Denominator, Rows, Masked));
   return Status::success();
@@ -101,8 +130,10 @@ Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
 template <typename T>
 Status crossEntropyGrad(const T *Logits, const int32_t *Targets, const T *DLoss,
                         T *DLogits, int64_t Rows, int64_t V,
-                        int64_t Denominator, bool Masked) {
-  WEFT_RETURN_IF_ERROR(checkTargets(Targets, Rows, V, "cross_entropy_grad",
+                        int64_t Denominator, bool Masked, int64_t Classes) {
+  int64_t C;
+  WEFT_RETURN_IF_ERROR(classColumns(V, Classes, "cross_entropy_grad", C));
+  WEFT_RETURN_IF_ERROR(checkTargets(Targets, Rows, C, "cross_entropy_grad",
                                     Masked, Denominator));
   const double Scale = double(*DLoss) / divisor(Denominator, Rows, Masked);
 #pragma omp parallel for schedule(static) if (Rows * V > (1 << 14))
@@ -112,9 +143,10 @@ Status crossEntropyGrad(const T *Logits, const int32_t *Targets, const T *DLoss,
       continue;
     }
     if constexpr (std::is_same_v<T, float>)
-      rowGradF(Logits + R * V, V, Targets[R], Scale, DLogits + R * V);
+      rowGradF(Logits + R * V, C, Targets[R], Scale, DLogits + R * V);
     else
-      rowGrad(Logits + R * V, V, Targets[R], Scale, DLogits + R * V);
+      rowGrad(Logits + R * V, C, Targets[R], Scale, DLogits + R * V);
+    std::fill(DLogits + R * V + C, DLogits + (R + 1) * V, T(0)); // padding
   }
   return Status::success();
 }
@@ -139,10 +171,14 @@ void mergeStats(const T *Stats, int64_t K, int64_t Rows, int64_t R, double &M,
 template <typename T>
 Status crossEntropyStats(const T *Logits, const int32_t *Targets, int64_t Rows,
                          int64_t V, int64_t First, int64_t Total, T *Stats,
-                         bool Masked) {
+                         bool Masked, int64_t Classes) {
+  int64_t C;
+  WEFT_RETURN_IF_ERROR(
+      shardClassColumns(V, First, Classes, "cross_entropy_stats", C));
   // The count is checked where the loss divides by it.
-  WEFT_RETURN_IF_ERROR(checkTargets(Targets, Rows, Total, "cross_entropy_stats",
-                                    Masked, INT64_MAX));
+  WEFT_RETURN_IF_ERROR(checkTargets(Targets, Rows,
+                                    Classes > 0 ? Classes : Total,
+                                    "cross_entropy_stats", Masked, INT64_MAX));
 #pragma omp parallel for schedule(static) if (Rows * V > (1 << 14))
   for (int64_t R = 0; R < Rows; ++R) {
     if (Masked && Targets[R] == IgnoreTarget) {
@@ -151,11 +187,11 @@ Status crossEntropyStats(const T *Logits, const int32_t *Targets, int64_t Rows,
       continue;
     }
     const T *X = Logits + R * V;
-    T M = rowMax(X, V);
+    T M = rowMax(X, C);
     int64_t Local = int64_t(Targets[R]) - First;
     Stats[R * 3] = M;
-    Stats[R * 3 + 1] = T(rowSumExp(X, V, M));
-    Stats[R * 3 + 2] = Local >= 0 && Local < V ? X[Local] : T(0);
+    Stats[R * 3 + 1] = T(rowSumExp(X, C, M));
+    Stats[R * 3 + 2] = Local >= 0 && Local < C ? X[Local] : T(0);
   }
   return Status::success();
 }
@@ -181,9 +217,15 @@ template <typename T>
 Status crossEntropyStatsGrad(const T *Logits, const int32_t *Targets,
                              const T *Stats, int64_t K, const T *DLoss,
                              T *DLogits, int64_t Rows, int64_t V, int64_t First,
-                             int64_t Total, int64_t Denominator, bool Masked) {
-  WEFT_RETURN_IF_ERROR(checkTargets(
-      Targets, Rows, Total, "cross_entropy_stats_grad", Masked, Denominator));
+                             int64_t Total, int64_t Denominator, bool Masked,
+                             int64_t Classes) {
+  int64_t C;
+  WEFT_RETURN_IF_ERROR(
+      shardClassColumns(V, First, Classes, "cross_entropy_stats_grad", C));
+  WEFT_RETURN_IF_ERROR(checkTargets(Targets, Rows,
+                                    Classes > 0 ? Classes : Total,
+                                    "cross_entropy_stats_grad", Masked,
+                                    Denominator));
   const double Scale = double(*DLoss) / divisor(Denominator, Rows, Masked);
 #pragma omp parallel for schedule(static) if (Rows * V > (1 << 14))
   for (int64_t R = 0; R < Rows; ++R) {
@@ -197,10 +239,11 @@ Status crossEntropyStatsGrad(const T *Logits, const int32_t *Targets,
     T *Dx = DLogits + R * V;
     const T Shift = T(M), Mul = T(Scale / S);
     int64_t Local = int64_t(Targets[R]) - First;
-    T Xt = Local >= 0 && Local < V ? X[Local] : T(0); // before Dx overwrites
-    for (int64_t J = 0; J < V; ++J)
+    T Xt = Local >= 0 && Local < C ? X[Local] : T(0); // before Dx overwrites
+    for (int64_t J = 0; J < C; ++J)
       Dx[J] = vexp(X[J] - Shift) * Mul;
-    if (Local >= 0 && Local < V)
+    std::fill(Dx + C, Dx + V, T(0)); // a padded vocabulary's tail
+    if (Local >= 0 && Local < C)
       Dx[Local] = T(double(vexp(Xt - Shift)) * double(Mul) - Scale);
   }
   return Status::success();
@@ -208,24 +251,25 @@ Status crossEntropyStatsGrad(const T *Logits, const int32_t *Targets,
 
 #define WEFT_INSTANTIATE_VOCAB_PARALLEL(T)                                     \
   template Status crossEntropyStats<T>(const T *, const int32_t *, int64_t,    \
-                                       int64_t, int64_t, int64_t, T *, bool);  \
+                                       int64_t, int64_t, int64_t, T *, bool,   \
+                                       int64_t);                               \
   template void crossEntropyFromStats<T>(const T *, int64_t, int64_t, int64_t, \
                                          T *, bool);                           \
   template Status crossEntropyStatsGrad<T>(                                    \
       const T *, const int32_t *, const T *, int64_t, const T *, T *, int64_t, \
-      int64_t, int64_t, int64_t, int64_t, bool);
+      int64_t, int64_t, int64_t, int64_t, bool, int64_t);
 WEFT_INSTANTIATE_VOCAB_PARALLEL(float)
 WEFT_INSTANTIATE_VOCAB_PARALLEL(double)
 
 template Status crossEntropy<float>(const float *, const int32_t *, int64_t,
-                                    int64_t, float *, int64_t, bool);
+                                    int64_t, float *, int64_t, bool, int64_t);
 template Status crossEntropy<double>(const double *, const int32_t *, int64_t,
-                                     int64_t, double *, int64_t, bool);
+                                     int64_t, double *, int64_t, bool, int64_t);
 template Status crossEntropyGrad<float>(const float *, const int32_t *,
                                         const float *, float *, int64_t,
-                                        int64_t, int64_t, bool);
+                                        int64_t, int64_t, bool, int64_t);
 template Status crossEntropyGrad<double>(const double *, const int32_t *,
                                          const double *, double *, int64_t,
-                                         int64_t, int64_t, bool);
+                                         int64_t, int64_t, bool, int64_t);
 
 } // namespace weft::cpu

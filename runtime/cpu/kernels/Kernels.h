@@ -271,22 +271,27 @@ constexpr int32_t IgnoreTarget = -100;
 // Masked (a masked-LM loss): rows whose target is IgnoreTarget add nothing
 // (their gradient is 0) and Denominator is the step's counted targets (0:
 // none, a loss of 0); more counted rows here than that is an error.
+// Classes > 0 (a vocabulary padded by weft-pad-vocab): only a row's first
+// Classes columns are classes; the rest are outside the softmax and get a
+// zero gradient.
 template <typename T>
 Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
                     int64_t V, T *Loss, int64_t Denominator = 0,
-                    bool Masked = false);
+                    bool Masked = false, int64_t Classes = 0);
 template <typename T>
 Status crossEntropyGrad(const T *Logits, const int32_t *Targets, const T *DLoss,
                         T *DLogits, int64_t Rows, int64_t V,
-                        int64_t Denominator = 0, bool Masked = false);
+                        int64_t Denominator = 0, bool Masked = false,
+                        int64_t Classes = 0);
 
 // Vocab-parallel cross entropy. Logits [Rows, V] hold the ids [First,
 // First + V) of Total. Stats [Rows, 3]: per row the max, the sum of
 // exp(x - max), and the target's logit when it lies in the shard, else 0.
+// Classes > 0: the global columns from Classes on are padding.
 template <typename T>
 Status crossEntropyStats(const T *Logits, const int32_t *Targets, int64_t Rows,
                          int64_t V, int64_t First, int64_t Total, T *Stats,
-                         bool Masked = false);
+                         bool Masked = false, int64_t Classes = 0);
 // Stats [K, Rows, 3] of K shards: Loss = sum over rows of the row's loss,
 // divided by Denominator.
 template <typename T>
@@ -300,7 +305,7 @@ Status crossEntropyStatsGrad(const T *Logits, const int32_t *Targets,
                              const T *Stats, int64_t K, const T *DLoss,
                              T *DLogits, int64_t Rows, int64_t V, int64_t First,
                              int64_t Total, int64_t Denominator,
-                             bool Masked = false);
+                             bool Masked = false, int64_t Classes = 0);
 
 /// One torch.optim.AdamW step (1-based Step) on N elements, in place.
 template <typename T>
