@@ -349,8 +349,8 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
 // `classes` (weft-pad-vocab): the columns that are classes; whole logits
 // hold at least that many (a shard's are checked by the runtime).
 static LogicalResult checkClasses(std::optional<Location> loc,
-                                  std::optional<uint64_t> classes,
-                                  Value logits, bool whole) {
+                                  std::optional<uint64_t> classes, Value logits,
+                                  bool whole) {
   if (!classes)
     return success();
   int64_t n = int64_t(*classes), cols = typeOf(logits).getShape().back();
@@ -539,8 +539,7 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
 }
 
 LogicalResult
-CrossEntropyGradOp::inferReturnTypes(MLIRContext *,
-                                     std::optional<Location> loc,
+CrossEntropyGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                      Adaptor adaptor,
                                      SmallVectorImpl<Type> &types) {
   if (failed(checkClasses(loc, adaptor.getClasses(), adaptor.getLogits(),

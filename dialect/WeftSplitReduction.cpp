@@ -31,9 +31,8 @@ Value gatheredStats(OpBuilder &b, Location loc, Value logits, Value targets,
       std::make_pair(logits.getAsOpaquePointer(), targets.getAsOpaquePointer());
   if (Value known = shared[key])
     return known;
-  Value local =
-      CrossEntropyStatsOp::create(b, loc, logits, targets, vocab, masked,
-                                  classes);
+  Value local = CrossEntropyStatsOp::create(b, loc, logits, targets, vocab,
+                                            masked, classes);
   auto type = cast<RankedTensorType>(local.getType());
   SmallVector<int64_t> shape(type.getShape());
   shape[0] = shards;
@@ -56,10 +55,9 @@ FailureOr<Value> CrossEntropyOp::buildSplitReduction(OpBuilder &b,
                                                      ArrayRef<StringRef> axes,
                                                      int64_t shards,
                                                      SharedValues &shared) {
-  Value stats =
-      gatheredStats(b, getLoc(), getLogits(), getTargets(),
-                    b.getStrArrayAttr(axes), getMaskedAttr(), getClassesAttr(),
-                    shards, shared);
+  Value stats = gatheredStats(b, getLoc(), getLogits(), getTargets(),
+                              b.getStrArrayAttr(axes), getMaskedAttr(),
+                              getClassesAttr(), shards, shared);
   return CrossEntropyFromStatsOp::create(b, getLoc(), stats,
                                          b.getI64IntegerAttr(globalRows(rule)),
                                          getMaskedAttr())
@@ -75,12 +73,12 @@ CrossEntropyGradOp::buildSplitReduction(OpBuilder &b, const ShardingRule &rule,
                                         ArrayRef<StringRef> axes,
                                         int64_t shards, SharedValues &shared) {
   ArrayAttr vocab = b.getStrArrayAttr(axes);
-  Value stats = gatheredStats(b, getLoc(), getLogits(), getTargets(), vocab,
-                              getMaskedAttr(), getClassesAttr(), shards,
-                              shared);
-  return CrossEntropyStatsGradOp::create(
-             b, getLoc(), getLogits(), getTargets(), stats, getDloss(), vocab,
-             b.getI64IntegerAttr(globalRows(rule)), getMaskedAttr(),
-             getClassesAttr())
+  Value stats =
+      gatheredStats(b, getLoc(), getLogits(), getTargets(), vocab,
+                    getMaskedAttr(), getClassesAttr(), shards, shared);
+  return CrossEntropyStatsGradOp::create(b, getLoc(), getLogits(), getTargets(),
+                                         stats, getDloss(), vocab,
+                                         b.getI64IntegerAttr(globalRows(rule)),
+                                         getMaskedAttr(), getClassesAttr())
       .getResult();
 }

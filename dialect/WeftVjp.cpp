@@ -182,9 +182,9 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
 
 LogicalResult CrossEntropyOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                        SmallVectorImpl<Value> &grads) {
-  grads.push_back(CrossEntropyGradOp::create(b, getLoc(), getLogits(),
-                                             getTargets(), dys[0],
-                                             getMaskedAttr(), getClassesAttr()));
+  grads.push_back(
+      CrossEntropyGradOp::create(b, getLoc(), getLogits(), getTargets(), dys[0],
+                                 getMaskedAttr(), getClassesAttr()));
   grads.push_back(nullptr);
   return success();
 }

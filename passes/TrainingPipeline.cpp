@@ -1,6 +1,7 @@
 //===- TrainingPipeline.cpp - the training pipeline and pass registration -===//
 #include "passes/Passes.h"
 #include "passes/TrainingFlags.h"
+#include "program/Program.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -20,18 +21,14 @@ void weft::addOnnxLowering(OpPassManager &pm) {
 }
 
 namespace {
-// An axis's size in a mesh spec ("dp=2,tp=4"); 0 when it has none or the
-// spec is malformed (weft-apply-layout refuses it, naming the entry).
-int64_t meshAxisSize(llvm::StringRef mesh, llvm::StringRef axis) {
-  llvm::SmallVector<llvm::StringRef> entries;
-  mesh.split(entries, ',');
-  for (llvm::StringRef entry : entries) {
-    auto [key, value] = entry.trim().split('=');
-    int64_t size = 0;
-    if (key.trim() == axis && !value.trim().getAsInteger(10, size))
-      return size;
-  }
-  return 0;
+// An axis's size in a mesh spec ("dp=2,tp=4", parsed by parseMeshSpec
+// alone); 0 when it has none or the spec is bad (weft-apply-layout
+// refuses it, naming the entry).
+int64_t meshAxisSize(const std::string &spec, llvm::StringRef axis) {
+  weft::Mesh mesh;
+  if (!weft::parseMeshSpec(spec, mesh).ok() || mesh.axisIndex(axis.str()) < 0)
+    return 0;
+  return mesh.Dims[size_t(mesh.axisIndex(axis.str()))];
 }
 } // namespace
 

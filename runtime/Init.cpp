@@ -2,6 +2,7 @@
 #include "runtime/Init.h"
 #include "program/Hash.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace weft {
@@ -22,10 +23,10 @@ void fillParam(const ParamSpec &P, uint64_t Key, T *Out, uint64_t Begin,
                uint64_t Count) {
   // A padded vocabulary's rows past the model's are zeros (the last
   // elements): what the model's checkpoint has not.
-  const uint64_t Logical =
-      uint64_t(numElements(logicalShape(P, P.Place.Global)));
-  if (Begin + Count > Logical) {
-    uint64_t Keep = Begin >= Logical ? 0 : Logical - Begin;
+  if (P.LogicalRows > 0) {
+    const uint64_t Logical =
+        uint64_t(numElements(logicalShape(P, P.Place.Global)));
+    uint64_t Keep = Begin >= Logical ? 0 : std::min(Count, Logical - Begin);
     for (uint64_t I = Keep; I < Count; ++I)
       Out[I] = T(0);
     Count = Keep;

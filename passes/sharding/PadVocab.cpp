@@ -49,8 +49,7 @@ FailureOr<VocabUses> collect(func::FuncOp fn) {
     auto role = p->getAttrOfType<TpRoleAttr>(attrname::kTpRole);
     int64_t rows = p.getType().getShape()[0];
     if (role.getDim() != 0 || p.getType().getRank() != 2 ||
-        (u.rows != 0 && u.rows != rows) ||
-        p->hasAttr(attrname::kLogicalRows))
+        (u.rows != 0 && u.rows != rows) || p->hasAttr(attrname::kLogicalRows))
       return failure();
     u.rows = rows;
     for (OpOperand &use : p->getUses()) {

@@ -98,7 +98,7 @@ struct ShardedCheckpoint {
   Mesh Saved;
   std::map<std::string, Layout> Layouts;
   std::map<std::string, Shape> Logical; // layout.json's logical_shape
-  std::vector<SafetensorsFile> Files; // model-rank<r>, optimizer-rank<r>
+  std::vector<SafetensorsFile> Files;   // model-rank<r>, optimizer-rank<r>
   std::vector<int64_t> FileRank;
 };
 
@@ -191,10 +191,8 @@ Status place(Executor &E, const Entry &En, const std::vector<char> &Model,
   const std::vector<char> *Source = &Model;
   Shape GlobalDims = ModelDims;
   std::vector<char> Padded;
-  if (Logical != L.Global &&
-      numElements(ModelDims) == numElements(Logical) &&
-      (ModelDims == Logical || ModelDims.size() == 1 ||
-       Logical.size() == 1)) {
+  if (Logical != L.Global && numElements(ModelDims) == numElements(Logical) &&
+      (ModelDims == Logical || ModelDims.size() == 1 || Logical.size() == 1)) {
     Padded.assign(size_t(numElements(L.Global)) * Elem, 0);
     std::memcpy(Padded.data(), Model.data(),
                 size_t(numElements(Logical)) * Elem);

@@ -187,12 +187,11 @@ Expected<CheckpointLayout> parseCheckpointLayout(const std::string &Text,
       if (!intList(T["logical_shape"], Logical) ||
           Logical.size() != L.Global.size() || Logical.empty() ||
           Logical[0] < 1 || Logical[0] > L.Global[0] ||
-          !std::equal(Logical.begin() + 1, Logical.end(),
-                      L.Global.begin() + 1))
+          !std::equal(Logical.begin() + 1, Logical.end(), L.Global.begin() + 1))
         return Status::error("'" + Where + "': tensor '" + It.key() +
-                             "' has logical_shape " + T["logical_shape"].dump() +
-                             ", not global_shape " + shapeString(L.Global) +
-                             " with fewer rows");
+                             "' has logical_shape " +
+                             T["logical_shape"].dump() + ", not global_shape " +
+                             shapeString(L.Global) + " with fewer rows");
       C.Logical[It.key()] = Logical;
     }
     C.Tensors[It.key()] = std::move(L);

@@ -508,11 +508,10 @@ template <typename T> struct Kernels {
                              I.Attrs->Classes);
   }
   static Status crossEntropyGrad(const BI &I, const SC &Ctx, CpuState &) {
-    return cpu::crossEntropyGrad(I.In[0].as<T>(), I.In[1].as<int32_t>(),
-                                 I.In[2].as<T>(), I.Out[0].as<T>(),
-                                 I.In[0].Rows, I.In[0].Last,
-                                 denominator(I, Ctx), I.Attrs->Masked,
-                                 I.Attrs->Classes);
+    return cpu::crossEntropyGrad(
+        I.In[0].as<T>(), I.In[1].as<int32_t>(), I.In[2].as<T>(),
+        I.Out[0].as<T>(), I.In[0].Rows, I.In[0].Last, denominator(I, Ctx),
+        I.Attrs->Masked, I.Attrs->Classes);
   }
   static Status crossEntropyStats(const BI &I, const SC &, CpuState &) {
     const TensorRef &L = I.In[0];

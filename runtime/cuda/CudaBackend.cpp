@@ -637,7 +637,8 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
     if (I.Attrs->Classes > 0)
       return Status::error(describeInstruction(I) +
                            " is a cross-entropy over a padded vocabulary "
-                           "(classes=" + std::to_string(I.Attrs->Classes) +
+                           "(classes=" +
+                           std::to_string(I.Attrs->Classes) +
                            "), which the CUDA backend does not run yet: run "
                            "it with --device cpu, or a tp that divides the "
                            "vocabulary");

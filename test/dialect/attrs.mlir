@@ -264,6 +264,24 @@ func.func @tp_role_type() -> tensor<4x8xf32> {
 
 // -----
 
+// A padded vocabulary's model rows: at least 1, at most the stored rows
+// (the global shape's, after weft-partition).
+func.func @logical_rows() -> tensor<4x8xf32> {
+  // expected-error @+1 {{weft.logical_rows is 5, not in [1, 4] (the stored rows)}}
+  %w = weft.param "w" {init = "zeros", weft.logical_rows = 5} : tensor<4x8xf32>
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @logical_rows_sharded() -> tensor<4x8xf32> {
+  // Stored as [8, 8] over two ranks: 7 model rows are fine.
+  %w = weft.param "w" {init = "zeros", weft.logical_rows = 7, weft.global_shape = array<i64: 8, 8>} : tensor<4x8xf32>
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
 func.func @global_shape() -> tensor<4x8xf32> {
   // expected-error @+1 {{weft.global_shape must be a weft.param's global shape, one size per dim, got array<i64: 8>}}
   %w = weft.param "w" {init = "zeros", weft.global_shape = array<i64: 8>} : tensor<4x8xf32>

@@ -101,6 +101,25 @@ func.func @mse_shapes(%p: tensor<2x1xf32>, %y: tensor<2xf32>) {
 
 // -----
 
+// A padded vocabulary's classes (weft-pad-vocab) are at most the columns.
+func.func @cross_entropy_classes(%l: tensor<2x8x256xf32>, %t: tensor<2x8xi32>) {
+  // expected-error @+2 {{classes=257 exceeds the logits' 256 columns}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.cross_entropy %l, %t {classes = 257} : (tensor<2x8x256xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_stats_classes(%l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+2 {{classes must be >= 1, got 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %s = weft.cross_entropy_stats %l, %t {vocab_axes = ["tp"], classes = 0} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<1x2x4x3xf32>
+  return
+}
+
+// -----
+
 func.func @cross_entropy_targets(%l: tensor<2x8x256xf32>, %t: tensor<2x7xi32>) {
   // expected-error @+2 {{logits [2, 8, 256] must be targets [2, 7] plus a vocab dim}}
   // expected-error @+1 {{failed to infer returned types}}

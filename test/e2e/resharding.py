@@ -9,7 +9,11 @@ uninterrupted 2*HALF-step run on one rank. Also loads unsharded weights (the
 1-rank checkpoint) on dp=2,tp=2, and a checkpoint saved under dp=2,cp=2
 with ZeRO-3 on one rank and tp=2.
 
-usage: resharding.py BIN_DIR DATA WORKDIR [HALF]
+MODEL (default gpt-tiny) may be a config whose vocabulary tp does not
+divide (251): the tp layouts then pad it (weft-pad-vocab), and every
+checkpoint still holds the model's 251 rows.
+
+usage: resharding.py BIN_DIR DATA WORKDIR [HALF [MODEL]]
 """
 import json
 import os
@@ -29,9 +33,12 @@ TOL = 1e-9  # f64: the layouts compute the same sums in other orders
 
 
 
+MODEL = "gpt-tiny"
+
+
 def compile_(bin_dir, work, name, flags):
     prog = f"{work}/{name}.weft"
-    run([f"{bin_dir}/weft-compile", "gpt-tiny", "--batch", "4", "--seq", "16",
+    run([f"{bin_dir}/weft-compile", MODEL, "--batch", "4", "--seq", "16",
          "--lr", "3e-3", "--dtype", "f64", "-o", prog, "--quiet"] + flags)
     return prog
 
@@ -57,12 +64,17 @@ def max_rel(a, b):
 def main():
     bin_dir, data, work = sys.argv[1:4]
     half = int(sys.argv[4]) if len(sys.argv) > 4 else 10
+    global MODEL
+    MODEL = sys.argv[5] if len(sys.argv) > 5 else MODEL
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     one = compile_(bin_dir, work, "one", [])
     ref_losses = train(bin_dir, one, 1, data, 2 * half, f"{work}/ref.jsonl",
                        ["--save", f"{work}/ref"])
     ref_params = wref_np.read_safetensors(f"{work}/ref/model.safetensors")[0]
+    # Every checkpoint holds the model's shapes (a padded vocabulary's
+    # rows are the program's, never the file's).
+    shapes = {k: v.shape for k, v in ref_params.items()}
 
     saved = compile_(bin_dir, work, "dp2tp2",
                      ["--mesh", "dp=2,tp=2", "--layout", "megatron"])
@@ -102,6 +114,18 @@ def main():
         loss_err = max(abs(a - b) / abs(b)
                        for a, b in zip(losses, ref_losses[half:]))
         params = gathered(bin_dir, one, data, f"{work}/case{i}", f"{work}/g{i}")
+        if {k: v.shape for k, v in params.items()} != shapes:
+            failures.append(f"{name}: gathered shapes differ from the model's")
+            continue
+        layout = os.path.join(f"{work}/case{i}", "layout.json")
+        if os.path.exists(layout):
+            for k, t in json.load(open(layout))["tensors"].items():
+                base = k.split(".exp_avg")[0]
+                if "logical_shape" in t and base in shapes and \
+                        t["logical_shape"] != list(shapes[base]) and \
+                        t["logical_shape"] != [int(np.prod(shapes[base]))]:
+                    failures.append(f"{name}: {k} logical_shape "
+                                    f"{t['logical_shape']}")
         param_err = max(max_rel(params[k], ref_params[k]) for k in ref_params)
         ok = len(losses) == half and loss_err <= TOL and param_err <= TOL
         print(f"{'ok  ' if ok else 'FAIL'} save @{half} -> load {name:30s} "

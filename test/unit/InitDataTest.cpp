@@ -24,6 +24,26 @@ TEST(Init, MatchesTheDocumentedFormula) {
   EXPECT_EQ(initNormal(7, "w", 5), Want);
 }
 
+// A vocabulary padded for tp (weft-pad-vocab): the model's rows take the
+// unpadded tensor's values, the padding row is 0, wherever a shard begins.
+TEST(Init, PaddedRowsAreZeroAndTheRestUnchanged) {
+  ParamSpec Model{"wte", {3, 4}, {InitSpec::Normal, 0.02}, true};
+  ParamSpec Padded = Model;
+  Padded.Dims = {4, 4};
+  Padded.Place = Layout::replicated({4, 4});
+  Padded.LogicalRows = 3;
+  std::vector<double> Want(12), Got(16, 9.0), Tail(6, 9.0);
+  initParam(Model, 5, DType::F64, Want.data(), 0, Want.size());
+  initParam(Padded, 5, DType::F64, Got.data(), 0, Got.size());
+  for (size_t I = 0; I < 12; ++I)
+    EXPECT_EQ(Got[I], Want[I]) << I;
+  for (size_t I = 12; I < 16; ++I)
+    EXPECT_EQ(Got[I], 0.0) << I;
+  // A shard of elements 10..15: two model values, then the padding.
+  initParam(Padded, 5, DType::F64, Tail.data(), 10, Tail.size());
+  EXPECT_EQ(Tail, std::vector<double>({Want[10], Want[11], 0, 0, 0, 0}));
+}
+
 TEST(Init, DeterministicAndLayoutIndependent) {
   ParamSpec P{
       "h.0.attn.c_attn.weight", {64, 48}, {InitSpec::Normal, 0.02}, true};

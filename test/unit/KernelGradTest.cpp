@@ -519,6 +519,74 @@ TEST(KernelGrad, MaskedCrossEntropy) {
   EXPECT_EQ(Out, 0.0);
 }
 
+// A vocabulary padded for tp (weft-pad-vocab): with Classes = 7 of 8
+// columns, the padding column (+50 here, which would dominate a softmax
+// over it) is outside the loss and gets a zero gradient, alone and split
+// over two vocab shards; a target in the padding, or a shard of padding
+// alone, is refused.
+TEST(KernelGrad, PaddedVocabularyClasses) {
+  const int64_t R = 3, V = 7, Vp = 8, K = 2, Vs = 4;
+  Vec L = randomVec(R * V, 5, 2.0);
+  Vec Lp(R * Vp, 50.0);
+  for (int64_t Row = 0; Row < R; ++Row)
+    for (int64_t J = 0; J < V; ++J)
+      Lp[Row * Vp + J] = L[Row * V + J];
+  std::vector<int32_t> T = {0, 6, 3};
+  double Plain = 0, Padded = 0, DLoss = 1.3;
+  ASSERT_TRUE(crossEntropy(L.data(), T.data(), R, V, &Plain).ok());
+  ASSERT_TRUE(
+      crossEntropy(Lp.data(), T.data(), R, Vp, &Padded, 0, false, V).ok());
+  EXPECT_NEAR(Padded, Plain, 1e-14);
+  Vec D(R * V), Dp(R * Vp, 9.0);
+  ASSERT_TRUE(
+      crossEntropyGrad(L.data(), T.data(), &DLoss, D.data(), R, V).ok());
+  ASSERT_TRUE(crossEntropyGrad(Lp.data(), T.data(), &DLoss, Dp.data(), R, Vp, 0,
+                               false, V)
+                  .ok());
+  for (int64_t Row = 0; Row < R; ++Row) {
+    for (int64_t J = 0; J < V; ++J)
+      EXPECT_NEAR(Dp[Row * Vp + J], D[Row * V + J], 1e-15);
+    EXPECT_EQ(Dp[Row * Vp + V], 0.0);
+  }
+  // Two shards of 4: the second holds ids 4-6 and the padding column.
+  Vec Stats(K * R * 3);
+  std::vector<Vec> Shards(K, Vec(R * Vs));
+  for (int64_t Q = 0; Q < K; ++Q) {
+    for (int64_t Row = 0; Row < R; ++Row)
+      for (int64_t J = 0; J < Vs; ++J)
+        Shards[Q][Row * Vs + J] = Lp[Row * Vp + Q * Vs + J];
+    ASSERT_TRUE(crossEntropyStats(Shards[Q].data(), T.data(), R, Vs, Q * Vs, Vp,
+                                  Stats.data() + Q * R * 3, false, V)
+                    .ok());
+  }
+  double FromStats = 0;
+  crossEntropyFromStats(Stats.data(), K, R, 0, &FromStats);
+  EXPECT_NEAR(FromStats, Plain, 1e-14);
+  for (int64_t Q = 0; Q < K; ++Q) {
+    Vec Ds(R * Vs, 9.0);
+    ASSERT_TRUE(crossEntropyStatsGrad(Shards[Q].data(), T.data(), Stats.data(),
+                                      K, &DLoss, Ds.data(), R, Vs, Q * Vs, Vp,
+                                      0, false, V)
+                    .ok());
+    for (int64_t Row = 0; Row < R; ++Row)
+      for (int64_t J = 0; J < Vs; ++J)
+        EXPECT_NEAR(Ds[Row * Vs + J], Dp[Row * Vp + Q * Vs + J], 1e-15);
+  }
+  std::vector<int32_t> Bad = {0, 7, 3};
+  Status S = crossEntropy(Lp.data(), Bad.data(), R, Vp, &Padded, 0, false, V);
+  ASSERT_FALSE(S.ok());
+  EXPECT_NE(S.message().find("target 7 at row 1 is outside [0, 7)"),
+            std::string::npos)
+      << S.message();
+  // Classes = 4 of 8 in shards of 2: the shard [4, 6) holds no class.
+  S = crossEntropyStats(Shards[1].data(), T.data(), R, 2, 4, Vp, Stats.data(),
+                        false, 4);
+  ASSERT_FALSE(S.ok());
+  EXPECT_NE(S.message().find("the vocab shard [4, 6) holds no class of 4"),
+            std::string::npos)
+      << S.message();
+}
+
 // Three vocab shards: the loss from the gathered statistics equals the
 // whole-vocab loss, and each shard's gradient is its columns of the whole
 // gradient.

@@ -105,7 +105,7 @@ TEST(ProgramLoader, RefusesBadMagic) {
 }
 
 TEST(ProgramLoader, RefusesOtherVersion) {
-  std::string F = encodeProgramContainer(tinyProgram().payload(), 15);
+  std::string F = encodeProgramContainer(tinyProgram().payload(), 16);
   EXPECT_MSG(errorOf(F), "format version 16, this runtime reads version 15");
   // An older file (the flat format of versions 1 and 2; version 3, without
   // mesh.groups and per-buffer bf16; version 4, of one stage) asks to be

@@ -85,9 +85,9 @@ namespace {
 Status classColumns(int64_t V, int64_t Classes, const char *Op, int64_t &C) {
   C = Classes > 0 ? Classes : V;
   if (C > V)
-    return Status::error(std::string(Op) + ": classes=" +
-                         std::to_string(Classes) + " exceeds the logits' " +
-                         std::to_string(V) + " columns");
+    return Status::error(
+        std::string(Op) + ": classes=" + std::to_string(Classes) +
+        " exceeds the logits' " + std::to_string(V) + " columns");
   return Status::success();
 }
 
@@ -222,10 +222,9 @@ Status crossEntropyStatsGrad(const T *Logits, const int32_t *Targets,
   int64_t C;
   WEFT_RETURN_IF_ERROR(
       shardClassColumns(V, First, Classes, "cross_entropy_stats_grad", C));
-  WEFT_RETURN_IF_ERROR(checkTargets(Targets, Rows,
-                                    Classes > 0 ? Classes : Total,
-                                    "cross_entropy_stats_grad", Masked,
-                                    Denominator));
+  WEFT_RETURN_IF_ERROR(
+      checkTargets(Targets, Rows, Classes > 0 ? Classes : Total,
+                   "cross_entropy_stats_grad", Masked, Denominator));
   const double Scale = double(*DLoss) / divisor(Denominator, Rows, Masked);
 #pragma omp parallel for schedule(static) if (Rows * V > (1 << 14))
   for (int64_t R = 0; R < Rows; ++R) {
