@@ -45,4 +45,22 @@ SentBytes sentBytes(bool AllReduce, double Bytes, int64_t Size,
   return S;
 }
 
+double allToAllAcross(double Bytes, const std::vector<int64_t> &NodeOf,
+                      size_t Q) {
+  if (Q >= NodeOf.size())
+    return 0;
+  const double N = double(NodeOf.size());
+  double Across = 0;
+  for (int64_t Node : NodeOf)
+    Across += Node != NodeOf[Q] ? Bytes / N : 0.0;
+  return Across;
+}
+
+double ringShiftAcross(double Bytes, const std::vector<int64_t> &NodeOf,
+                       size_t Q) {
+  if (Q >= NodeOf.size())
+    return 0;
+  return NodeOf[Q] != NodeOf[(Q + 1) % NodeOf.size()] ? Bytes : 0.0;
+}
+
 } // namespace weft

@@ -10,6 +10,7 @@
 #ifndef WEFT_PROGRAM_COMMBYTES_H
 #define WEFT_PROGRAM_COMMBYTES_H
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -37,6 +38,14 @@ struct SentBytes {
 };
 SentBytes sentBytes(bool AllReduce, double Bytes, int64_t Size,
                     const std::vector<int64_t> &NodeOf, bool Hierarchical);
+
+/// The bytes the group's shard Q sends across nodes in a point-to-point
+/// exchange: an all_to_all of a Bytes buffer sends block k (Bytes/n) to
+/// shard k; a ring_shift sends its whole Bytes to shard Q+1 (mod n).
+double allToAllAcross(double Bytes, const std::vector<int64_t> &NodeOf,
+                      size_t Q);
+double ringShiftAcross(double Bytes, const std::vector<int64_t> &NodeOf,
+                       size_t Q);
 
 } // namespace weft
 

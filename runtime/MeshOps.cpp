@@ -185,6 +185,9 @@ Status Executor::planMeshSteps() {
       const TensorRef &X = BI.In[0];
       S.Key = commKey("ring_shift", A.Axes);
       S.Bytes = double(X.Numel) * double(dtypeBytes(X.Spec->Type));
+      S.AcrossBytes =
+          ringShiftAcross(S.Bytes, S.Group->NodeOf,
+                          size_t(M.shardIndex(Comm->rank(), A.Axes)));
       S.Request = int(Requests.size());
       Requests.emplace_back();
       break;
@@ -224,6 +227,10 @@ Status Executor::planMeshSteps() {
       S.Key = commKey("all_to_all", A.Axes);
       S.Chunk = X.Numel / C;
       S.Bytes = double(X.Numel - S.Chunk) * double(dtypeBytes(X.Spec->Type));
+      S.AcrossBytes =
+          allToAllAcross(double(X.Numel) * double(dtypeBytes(X.Spec->Type)),
+                         S.Group->NodeOf,
+                         size_t(M.shardIndex(Comm->rank(), A.Axes)));
       AllToAllOps.reserve(size_t(2 * C));
       break;
     }

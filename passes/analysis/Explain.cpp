@@ -171,7 +171,9 @@ std::map<std::string, int64_t> commBytesOf(Operation *root) {
 double acrossNodes(const Collective &c, const MeshInfo &info, int64_t base,
                    int64_t perNode) {
   const bool reduce = c.kind == "all_reduce";
-  if (!reduce && c.kind != "reduce_scatter" && c.kind != "all_gather")
+  const bool exchange = c.kind == "all_to_all" || c.kind == "ring_shift";
+  if (!reduce && !exchange && c.kind != "reduce_scatter" &&
+      c.kind != "all_gather")
     return 0;
   Mesh mesh;
   mesh.Axes.assign(info.axes.begin(), info.axes.end());
@@ -179,11 +181,21 @@ double acrossNodes(const Collective &c, const MeshInfo &info, int64_t base,
   SmallVector<StringRef> names;
   StringRef(c.axes).split(names, ',', -1, false);
   std::vector<int64_t> nodeOf;
-  for (int64_t r : mesh.group(base, AxesList(names.begin(), names.end())))
+  size_t self = 0;
+  for (int64_t r : mesh.group(base, AxesList(names.begin(), names.end()))) {
+    if (r == base)
+      self = nodeOf.size();
     nodeOf.push_back(r / perNode);
+  }
   const int64_t n = int64_t(nodeOf.size());
   if (n < 2)
     return 0;
+  // Point to point: an all_to_all's buffer is n/(n-1) of what it sends.
+  if (c.kind == "ring_shift")
+    return ringShiftAcross(double(c.bytes), nodeOf, self);
+  if (c.kind == "all_to_all")
+    return allToAllAcross(double(c.bytes) * double(n) / double(n - 1), nodeOf,
+                          self);
   // The larger buffer, from the ring's bytes per rank.
   const double ring = reduce ? 2.0 : 1.0;
   const double big = double(c.bytes) * double(n) / (ring * double(n - 1));
