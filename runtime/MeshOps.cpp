@@ -214,7 +214,9 @@ Status Executor::planMeshSteps() {
       };
       Positions(BI.SeqPos, R * Sq, Sq);
       Positions(BI.KeyPos, Origin * Sk, Sk);
-      if (A.DropP > 0) // the mask is keyed by global (sample, head, q, k)
+      // The mask is keyed by global (sample, head, q, k); packed documents
+      // are read at the queries' global rows and positions.
+      if (A.DropP > 0 || Prog.packsDocuments())
         placeRows(BI, BI.In[Qi].Spec->Dims);
       break;
     }

@@ -558,15 +558,13 @@ private:
     int64_t sq = rule.operands[qi][1], sk = rule.operands[qi + 1][1];
     if (!llvm::is_contained(axes.axes[sq], kContextAxis))
       return false;
-    StringRef unsupported = op->hasAttr("key_padding") ? "key padding"
-                            : fn->hasAttr(weft::attrname::kDocuments)
-                                ? "packed documents or padded rows "
-                                  "(--documents, --attention-mask)"
-                                : "";
-    if (!unsupported.empty()) {
-      op->emitOpError("ring context parallelism does not run ")
-          << unsupported
-          << " yet: use --context-parallel all-gather or all-to-all";
+    // Packed documents and padded rows bound each query's keys by its
+    // document (the runtime's positions); an imported graph's key padding
+    // is not passed to the blocks yet.
+    if (op->hasAttr("key_padding")) {
+      op->emitOpError("ring context parallelism does not run an attention "
+                      "mask's key padding yet: use --context-parallel "
+                      "all-gather or all-to-all");
       return failure();
     }
     axes.axes[sk] = axes.axes[sq];

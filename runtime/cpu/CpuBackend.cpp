@@ -463,7 +463,8 @@ template <typename T> struct Kernels {
                         I.SeqPos.data(), I.KeyPos.data(), H,
                         I.Attrs->NumKvHeads, D[2] / H, S.Scratch,
                         I.Attrs->AttnScale, !I.Attrs->Bidirectional,
-                        I.Attrs->Window, ringDropout(I, Ctx, D[2] / H, Drop));
+                        I.Attrs->Window, ringDropout(I, Ctx, D[2] / H, Drop),
+                        documentRow(I, Ctx), Ctx.DocSeq);
     return Status::success();
   }
   static Status softmaxMerge(const BI &I, const SC &, CpuState &) {
@@ -484,7 +485,7 @@ template <typename T> struct Kernels {
         I.Out[2].as<T>(), D[0], D[1], Kd[1], I.SeqPos.data(), I.KeyPos.data(),
         H, I.Attrs->NumKvHeads, D[2] / H, S.Scratch, I.Attrs->AttnScale,
         !I.Attrs->Bidirectional, I.Attrs->Window,
-        ringDropout(I, Ctx, D[2] / H, Drop));
+        ringDropout(I, Ctx, D[2] / H, Drop), documentRow(I, Ctx), Ctx.DocSeq);
     return Status::success();
   }
   static Status dropout(const BI &I, const SC &Ctx, CpuState &) {

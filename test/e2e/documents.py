@@ -11,8 +11,9 @@ first token) counts for nothing. For gpt-tiny and llama-tiny in f64:
      targets -100: a causal model never reads what follows) give the same
      losses over 3 steps (1e-12) and the same step-1 gradients (1e-10);
   2. on a token file with EOS ids (--data), dp=2,tp=2 with sequence
-     parallelism and a 1F1B pipeline over 4 micro-batches train like one
-     rank (1e-12 / 1e-10).
+     parallelism, a 1F1B pipeline over 4 micro-batches, and context
+     parallelism in contiguous blocks (all-gather on cp=2, the ring on cp=2
+     and cp=4) train like one rank (1e-12 / 1e-10).
 """
 import json
 import os
@@ -102,10 +103,21 @@ for model in ("gpt-tiny", "llama-tiny"):
     subprocess.run([f"{BIN}/weft-compile", model, "-o", one] + common, check=True)
     os.makedirs(f"{WORK}/{model}-one")
     ref_m, ref_g = train(BIN, one, 1, DATA, f"{WORK}/{model}-one", 3)
-    for ranks, flags in ((4, ["--mesh", "dp=2,tp=2", "--layout", "megatron",
-                              "--sequence-parallel"]),
-                         (2, ["--mesh", "pp=2", "--microbatches", "4"])):
-        tag = f"{model}-" + "-".join(f.strip("-").replace("=", "") for f in flags)
+    # Context parallelism keeps documents' positions in the natural order:
+    # contiguous blocks (a layout file's "context_order"), all-gathered
+    # keys and the ring's blocks.
+    natural = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "context-natural.json")
+    for i, (ranks, flags) in enumerate((
+            (4, ["--mesh", "dp=2,tp=2", "--layout", "megatron",
+                 "--sequence-parallel"]),
+            (2, ["--mesh", "pp=2", "--microbatches", "4"]),
+            (2, ["--mesh", "cp=2", "--layout", natural]),
+            (2, ["--mesh", "cp=2", "--layout", natural,
+                 "--context-parallel", "ring"]),
+            (4, ["--mesh", "cp=4", "--layout", natural,
+                 "--context-parallel", "ring"]))):
+        tag = f"{model}-layout{i}"
         prog = f"{WORK}/{tag}.weft"
         subprocess.run([f"{BIN}/weft-compile", model, "-o", prog] + common + flags,
                        check=True)
@@ -113,7 +125,8 @@ for model in ("gpt-tiny", "llama-tiny"):
         m, g = train(BIN, prog, ranks, DATA, f"{WORK}/{tag}", 3)
         loss = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(m, ref_m))
         grad = max(max_rel(g[k], ref_g[k]) for k in ref_g)
-        print(f"{model} --documents {' '.join(flags)}: loss {loss:.1e}, grad {grad:.1e}")
+        shown = " ".join("natural" if f == natural else f for f in flags)
+        print(f"{model} --documents {shown}: loss {loss:.1e}, grad {grad:.1e}")
         if loss > 1e-12 or grad > 1e-10:
             failures.append(f"{model} {' '.join(flags)}: loss {loss:.2e} grad {grad:.2e}")
 if failures:

@@ -9,7 +9,9 @@ gpt-tiny (learned positions) and llama-tiny (RoPE) in f64:
   - unpadded, --seq 12: the reference;
   - right-padded, left-padded and mixed to --seq 16: the same losses over 3
     steps (1e-12) and step-1 gradients (1e-10);
-  - left-padded on dp=2,tp=2 with sequence parallelism: the same again;
+  - left-padded on dp=2,tp=2 with sequence parallelism, left-padded on cp=2
+    (contiguous blocks, keys all-gathered) and mixed on cp=2's ring: the
+    same again;
   - a padded position whose target is not -100, padding inside a sequence,
     and a run without the mask are refused by name.
 """
@@ -88,6 +90,14 @@ for model in ("gpt-tiny", "llama-tiny"):
     cases = [(w, padded(w), (), 1) for w in ("right", "left", "mixed")]
     cases.append(("left, dp=2,tp=2 SP", padded("left"),
                   ("--mesh", "dp=2,tp=2", "--layout", "megatron", "--sequence-parallel"), 4))
+    # Context parallelism in contiguous blocks: the keys all-gathered, and
+    # the ring's blocks, bounded by each row's tokens.
+    natural = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "context-natural.json")
+    cases.append(("left, cp=2 all-gather", padded("left"),
+                  ("--mesh", "cp=2", "--layout", natural), 2))
+    cases.append(("mixed, cp=2 ring", padded("mixed"),
+                  ("--mesh", "cp=2", "--layout", natural, "--context-parallel", "ring"), 2))
     for name, (toks, tgts, mask), flags, ranks in cases:
         tag = f"{model}-" + name.replace(" ", "").replace(",", "-").replace("=", "")
         (losses, grads), _ = run(model, tag, SEQ, toks, tgts, mask, flags, ranks)

@@ -231,14 +231,17 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
 /// attentionBlock: o like q, normalized over the block, and lse [B,H,Sq]
 /// (-inf: no visible key); softmaxMerge: the two blocks' combination;
 /// attentionBlockGrad: the block's dq and dk, dv from the whole rows' o and
-/// lse. Scratch: ringScratchBytes.
+/// lse. Scratch: ringScratchBytes. DocPos (packed documents, queries in
+/// natural order): row b's query i is DocPos[b * DocStride + i] positions
+/// into its document, and sees no key before the document's start.
 size_t ringScratchBytes(int64_t Sk, size_t Elem, int Threads);
 template <typename T>
 void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse, int64_t B,
                     int64_t Sq, int64_t Sk, const int32_t *QPos,
                     const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
                     void *Scratch, double Scale, bool Causal, int64_t Window,
-                    const AttentionDropout *Drop = nullptr);
+                    const AttentionDropout *Drop = nullptr,
+                    const int32_t *DocPos = nullptr, int64_t DocStride = 0);
 template <typename T>
 void softmaxMerge(const T *O1, const T *L1, const T *O2, const T *L2, T *O,
                   T *L, int64_t B, int64_t S, int64_t H, int64_t Hd);
@@ -248,7 +251,9 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
                         int64_t B, int64_t Sq, int64_t Sk, const int32_t *QPos,
                         const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
                         void *Scratch, double Scale, bool Causal,
-                        int64_t Window, const AttentionDropout *Drop = nullptr);
+                        int64_t Window, const AttentionDropout *Drop = nullptr,
+                        const int32_t *DocPos = nullptr,
+                        int64_t DocStride = 0);
 
 /// y = x * keep / (1 - p) over a tensor of local shape Local whose element
 /// at local coordinates c is the global element First + c of a tensor of

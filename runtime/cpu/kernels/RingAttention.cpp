@@ -42,11 +42,22 @@ template <typename T> T scaleOf(double Scale, int64_t Hd) {
   return T(Scale > 0 ? Scale : 1.0 / std::sqrt(double(Hd)));
 }
 
-// Whether query position Pq sees key position Pk.
-inline bool visible(int32_t Pq, int32_t Pk, bool Causal, int64_t Window) {
-  if (!Causal)
-    return true;
-  return Pk <= Pq && (Window <= 0 || int64_t(Pq) - Pk < Window);
+// The first key position query position Pq may see: a sliding window's
+// (causal), and a packed document's (its index in its document, Doc, read
+// as attention reads it: the document starts Doc positions before it).
+inline int64_t lowestKey(int32_t Pq, bool Causal, int64_t Window,
+                         const int32_t *Doc) {
+  int64_t Lo = std::numeric_limits<int64_t>::min();
+  if (Causal && Window > 0)
+    Lo = int64_t(Pq) - Window + 1;
+  if (Doc)
+    Lo = std::max<int64_t>(Lo, int64_t(Pq) - *Doc);
+  return Lo;
+}
+
+// Whether query position Pq sees key position Pk (Lo: lowestKey).
+inline bool visible(int32_t Pq, int32_t Pk, bool Causal, int64_t Lo) {
+  return (!Causal || Pk <= Pq) && Pk >= Lo;
 }
 
 // The keys rows [I0, I0 + Rows) may see lie before KEnd: causal, one past
@@ -104,7 +115,8 @@ void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse, int64_t B,
                     int64_t Sq, int64_t Sk, const int32_t *QPos,
                     const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
                     void *Scratch, double Scale, bool Causal, int64_t Window,
-                    const AttentionDropout *Drop) {
+                    const AttentionDropout *Drop, const int32_t *DocPos,
+                    int64_t DocStride) {
   const BlockShape D{B, Sq, Sk, H, Hkv, Hd};
   const T Sc = scaleOf<T>(Scale, Hd);
   const T NegInf = -std::numeric_limits<T>::infinity();
@@ -129,13 +141,16 @@ void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse, int64_t B,
         for (int64_t R = 0; R < Rows; ++R) {
           T *Row = S + R * Sk;
           const int32_t Pq = QPos[I0 + R];
+          const int64_t Lo =
+              lowestKey(Pq, Causal, Window,
+                        DocPos ? DocPos + Bi * DocStride + I0 + R : nullptr);
           T M = NegInf;
           for (int64_t J = 0; J < KEnd; ++J)
-            if (visible(Pq, KPos[J], Causal, Window))
+            if (visible(Pq, KPos[J], Causal, Lo))
               M = std::max(M, Row[J]);
           T Sum = T(0);
           for (int64_t J = 0; J < KEnd; ++J) {
-            Row[J] = M != NegInf && visible(Pq, KPos[J], Causal, Window)
+            Row[J] = M != NegInf && visible(Pq, KPos[J], Causal, Lo)
                          ? vexp(Row[J] - M)
                          : T(0);
             Sum += Row[J];
@@ -188,7 +203,8 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
                         int64_t B, int64_t Sq, int64_t Sk, const int32_t *QPos,
                         const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
                         void *Scratch, double Scale, bool Causal,
-                        int64_t Window, const AttentionDropout *Drop) {
+                        int64_t Window, const AttentionDropout *Drop,
+                        const int32_t *DocPos, int64_t DocStride) {
   const BlockShape D{B, Sq, Sk, H, Hkv, Hd};
   const T Sc = scaleOf<T>(Scale, Hd);
   const T NegInf = -std::numeric_limits<T>::infinity();
@@ -218,9 +234,12 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
         for (int64_t R = 0; R < Rows; ++R) {
           T *Row = P + R * Sk;
           const int32_t Pq = QPos[I0 + R];
+          const int64_t Lo =
+              lowestKey(Pq, Causal, Window,
+                        DocPos ? DocPos + Bi * DocStride + I0 + R : nullptr);
           const T L = Lse[(Bi * H + Hq) * Sq + I0 + R];
           for (int64_t J = 0; J < KEnd; ++J)
-            Row[J] = L != NegInf && visible(Pq, KPos[J], Causal, Window)
+            Row[J] = L != NegInf && visible(Pq, KPos[J], Causal, Lo)
                          ? vexp(Row[J] - L)
                          : T(0);
         }
@@ -257,14 +276,15 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
   template void attentionBlock<T>(                                             \
       const T *, const T *, const T *, T *, T *, int64_t, int64_t, int64_t,    \
       const int32_t *, const int32_t *, int64_t, int64_t, int64_t, void *,     \
-      double, bool, int64_t, const AttentionDropout *);                        \
+      double, bool, int64_t, const AttentionDropout *, const int32_t *,        \
+      int64_t);                                                                \
   template void softmaxMerge<T>(const T *, const T *, const T *, const T *,    \
                                 T *, T *, int64_t, int64_t, int64_t, int64_t); \
   template void attentionBlockGrad<T>(                                         \
       const T *, const T *, const T *, const T *, const T *, const T *, T *,   \
       T *, T *, int64_t, int64_t, int64_t, const int32_t *, const int32_t *,   \
       int64_t, int64_t, int64_t, void *, double, bool, int64_t,                \
-      const AttentionDropout *);
+      const AttentionDropout *, const int32_t *, int64_t);
 WEFT_RING_ATTENTION(float)
 WEFT_RING_ATTENTION(double)
 #undef WEFT_RING_ATTENTION
