@@ -582,12 +582,15 @@ def Weft_AttentionBlockOp : Weft_Op<"attention_block", [Pure]> {
     global positions; `scale`, `bidirectional` and `dropout` are
     attention's (its mask keyed by the global (sample, head, query, key),
     `dim_axes` placing q's dims), the dropped probabilities of the block
-    multiplying v while the denominator counts them all.
+    multiplying v while the denominator counts them all. Packed documents
+    and `key_padding` bound a query's keys as attention's do (the runtime's
+    positions and token spans, at `dim_axes`' global rows).
   }];
   let arguments = (ins Weft_FloatTensor:$q, Weft_FloatTensor:$k,
                    Weft_FloatTensor:$v, I64Attr:$num_heads,
                    I64Attr:$num_kv_heads, OptionalAttr<F64Attr>:$scale,
                    UnitAttr:$bidirectional, OptionalAttr<I64Attr>:$window,
+                   UnitAttr:$key_padding,
                    StrArrayAttr:$seq_axes, I64Attr:$ring_step,
                    OptionalAttr<F64Attr>:$dropout,
                    OptionalAttr<I64Attr>:$dropout_site,
@@ -632,7 +635,8 @@ def Weft_AttentionBlockGradOp : Weft_Op<"attention_block_grad", [Pure]> {
                    Weft_FloatTensor:$o, Weft_FloatTensor:$lse,
                    I64Attr:$num_heads, I64Attr:$num_kv_heads,
                    OptionalAttr<F64Attr>:$scale, UnitAttr:$bidirectional,
-                   OptionalAttr<I64Attr>:$window, StrArrayAttr:$seq_axes,
+                   OptionalAttr<I64Attr>:$window, UnitAttr:$key_padding,
+                   StrArrayAttr:$seq_axes,
                    I64Attr:$ring_step, OptionalAttr<F64Attr>:$dropout,
                    OptionalAttr<I64Attr>:$dropout_site,
                    OptionalAttr<ArrayAttr>:$dim_axes);

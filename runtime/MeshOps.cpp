@@ -185,9 +185,8 @@ Status Executor::planMeshSteps() {
       const TensorRef &X = BI.In[0];
       S.Key = commKey("ring_shift", A.Axes);
       S.Bytes = double(X.Numel) * double(dtypeBytes(X.Spec->Type));
-      S.AcrossBytes =
-          ringShiftAcross(S.Bytes, S.Group->NodeOf,
-                          size_t(M.shardIndex(Comm->rank(), A.Axes)));
+      S.AcrossBytes = ringShiftAcross(
+          S.Bytes, S.Group->NodeOf, size_t(M.shardIndex(Comm->rank(), A.Axes)));
       S.Request = int(Requests.size());
       Requests.emplace_back();
       break;
@@ -216,7 +215,7 @@ Status Executor::planMeshSteps() {
       Positions(BI.KeyPos, Origin * Sk, Sk);
       // The mask is keyed by global (sample, head, q, k); packed documents
       // are read at the queries' global rows and positions.
-      if (A.DropP > 0 || Prog.packsDocuments())
+      if (A.DropP > 0 || Prog.packsDocuments() || A.KeyPadding)
         placeRows(BI, BI.In[Qi].Spec->Dims);
       break;
     }
@@ -229,10 +228,9 @@ Status Executor::planMeshSteps() {
       S.Key = commKey("all_to_all", A.Axes);
       S.Chunk = X.Numel / C;
       S.Bytes = double(X.Numel - S.Chunk) * double(dtypeBytes(X.Spec->Type));
-      S.AcrossBytes =
-          allToAllAcross(double(X.Numel) * double(dtypeBytes(X.Spec->Type)),
-                         S.Group->NodeOf,
-                         size_t(M.shardIndex(Comm->rank(), A.Axes)));
+      S.AcrossBytes = allToAllAcross(
+          double(X.Numel) * double(dtypeBytes(X.Spec->Type)), S.Group->NodeOf,
+          size_t(M.shardIndex(Comm->rank(), A.Axes)));
       AllToAllOps.reserve(size_t(2 * C));
       break;
     }

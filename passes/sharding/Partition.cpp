@@ -558,15 +558,9 @@ private:
     int64_t sq = rule.operands[qi][1], sk = rule.operands[qi + 1][1];
     if (!llvm::is_contained(axes.axes[sq], kContextAxis))
       return false;
-    // Packed documents and padded rows bound each query's keys by its
-    // document (the runtime's positions); an imported graph's key padding
-    // is not passed to the blocks yet.
-    if (op->hasAttr("key_padding")) {
-      op->emitOpError("ring context parallelism does not run an attention "
-                      "mask's key padding yet: use --context-parallel "
-                      "all-gather or all-to-all");
-      return failure();
-    }
+    // Packed documents, padded rows and key padding bound each query's
+    // keys in the runtime (the step's positions and token spans), block by
+    // block as attention bounds them.
     axes.axes[sk] = axes.axes[sq];
     if (failed(requireOperands(op, rule, axes)))
       return failure();
@@ -596,7 +590,7 @@ private:
     SmallVector<NamedAttribute> attrs;
     for (StringRef name :
          {"num_heads", "num_kv_heads", "scale", "bidirectional", "window",
-          "seq_axes", "dropout", "dropout_site", "dim_axes"})
+          "key_padding", "seq_axes", "dropout", "dropout_site", "dim_axes"})
       if (Attribute a = op->getAttr(name))
         attrs.push_back(b.getNamedAttr(name, a));
     attrs.push_back(b.getNamedAttr("ring_step", b.getI64IntegerAttr(step)));

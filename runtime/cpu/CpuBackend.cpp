@@ -455,6 +455,7 @@ template <typename T> struct Kernels {
     return &D;
   }
   static Status attentionBlock(const BI &I, const SC &Ctx, CpuState &S) {
+    WEFT_RETURN_IF_ERROR(needSpans(I, Ctx));
     const Shape &D = I.In[0].Spec->Dims, &Kd = I.In[1].Spec->Dims;
     const int64_t H = I.Attrs->NumHeads;
     cpu::AttentionDropout Drop;
@@ -464,7 +465,7 @@ template <typename T> struct Kernels {
                         I.Attrs->NumKvHeads, D[2] / H, S.Scratch,
                         I.Attrs->AttnScale, !I.Attrs->Bidirectional,
                         I.Attrs->Window, ringDropout(I, Ctx, D[2] / H, Drop),
-                        documentRow(I, Ctx), Ctx.DocSeq);
+                        documentRow(I, Ctx), Ctx.DocSeq, keySpans(I, Ctx));
     return Status::success();
   }
   static Status softmaxMerge(const BI &I, const SC &, CpuState &) {
@@ -476,6 +477,7 @@ template <typename T> struct Kernels {
     return Status::success();
   }
   static Status attentionBlockGrad(const BI &I, const SC &Ctx, CpuState &S) {
+    WEFT_RETURN_IF_ERROR(needSpans(I, Ctx));
     const Shape &D = I.In[1].Spec->Dims, &Kd = I.In[2].Spec->Dims;
     const int64_t H = I.Attrs->NumHeads;
     cpu::AttentionDropout Drop;
@@ -485,7 +487,8 @@ template <typename T> struct Kernels {
         I.Out[2].as<T>(), D[0], D[1], Kd[1], I.SeqPos.data(), I.KeyPos.data(),
         H, I.Attrs->NumKvHeads, D[2] / H, S.Scratch, I.Attrs->AttnScale,
         !I.Attrs->Bidirectional, I.Attrs->Window,
-        ringDropout(I, Ctx, D[2] / H, Drop), documentRow(I, Ctx), Ctx.DocSeq);
+        ringDropout(I, Ctx, D[2] / H, Drop), documentRow(I, Ctx), Ctx.DocSeq,
+        keySpans(I, Ctx));
     return Status::success();
   }
   static Status dropout(const BI &I, const SC &Ctx, CpuState &) {

@@ -310,13 +310,15 @@ func.func @context_ring(%tokens: tensor<2x8xi32> {weft.sharding = #weft.sharding
 
 // -----
 
-// The ring does not read the step's attention mask yet (key padding):
-// refused by name.
+// The ring carries key padding to every block: the runtime bounds each
+// query's keys by its row's tokens, at the queries' global rows (dim_axes).
+// CHECK-LABEL: func.func @context_ring_key_padding
+// CHECK: weft.attention_block {{.*}}dim_axes = {{.*}}key_padding
+// CHECK: weft.attention_block_grad {{.*}}dim_axes = {{.*}}key_padding
 weft.mesh @mesh {axes = ["cp"], shape = array<i64: 2>}
 func.func @context_ring_key_padding(%tokens: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["cp"]]>}, %targets: tensor<2x8xi32> {weft.sharding = #weft.sharding<dims = [[], ["cp"]]>}) -> tensor<f32> attributes {weft.context_parallel = "ring"} {
   %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
   %x = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x8xi32>) -> tensor<2x8x8xf32>
-  // expected-error @+1 {{'weft.attention' op ring context parallelism does not run key padding yet: use --context-parallel all-gather or all-to-all}}
   %a = weft.attention %x, %x, %x {num_heads = 2, num_kv_heads = 2, key_padding} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
   %logits = weft.matmul %a, %wte {transpose_b = true} : (tensor<2x8x8xf32>, tensor<16x8xf32>) -> tensor<2x8x16xf32>
   %loss = weft.cross_entropy %logits, %targets : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>

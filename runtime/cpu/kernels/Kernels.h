@@ -233,7 +233,9 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
 /// attentionBlockGrad: the block's dq and dk, dv from the whole rows' o and
 /// lse. Scratch: ringScratchBytes. DocPos (packed documents, queries in
 /// natural order): row b's query i is DocPos[b * DocStride + i] positions
-/// into its document, and sees no key before the document's start.
+/// into its document, and sees no key before the document's start. Spans
+/// (key padding): row b's tokens are the keys [Spans[2b], Spans[2b+1]),
+/// as attention's.
 size_t ringScratchBytes(int64_t Sk, size_t Elem, int Threads);
 template <typename T>
 void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse, int64_t B,
@@ -241,7 +243,8 @@ void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse, int64_t B,
                     const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
                     void *Scratch, double Scale, bool Causal, int64_t Window,
                     const AttentionDropout *Drop = nullptr,
-                    const int32_t *DocPos = nullptr, int64_t DocStride = 0);
+                    const int32_t *DocPos = nullptr, int64_t DocStride = 0,
+                    const int32_t *Spans = nullptr);
 template <typename T>
 void softmaxMerge(const T *O1, const T *L1, const T *O2, const T *L2, T *O,
                   T *L, int64_t B, int64_t S, int64_t H, int64_t Hd);
@@ -252,8 +255,8 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
                         const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
                         void *Scratch, double Scale, bool Causal,
                         int64_t Window, const AttentionDropout *Drop = nullptr,
-                        const int32_t *DocPos = nullptr,
-                        int64_t DocStride = 0);
+                        const int32_t *DocPos = nullptr, int64_t DocStride = 0,
+                        const int32_t *Spans = nullptr);
 
 /// y = x * keep / (1 - p) over a tensor of local shape Local whose element
 /// at local coordinates c is the global element First + c of a tensor of

@@ -42,22 +42,30 @@ template <typename T> T scaleOf(double Scale, int64_t Hd) {
   return T(Scale > 0 ? Scale : 1.0 / std::sqrt(double(Hd)));
 }
 
-// The first key position query position Pq may see: a sliding window's
-// (causal), and a packed document's (its index in its document, Doc, read
-// as attention reads it: the document starts Doc positions before it).
-inline int64_t lowestKey(int32_t Pq, bool Causal, int64_t Window,
-                         const int32_t *Doc) {
-  int64_t Lo = std::numeric_limits<int64_t>::min();
+// The key positions [Lo, Hi] query position Pq sees, as attention's
+// masks bound them: causal, those up to Pq; a sliding window (causal),
+// those within it; a packed document (Doc: Pq's index in its document),
+// those of its document; key padding (Span: the row's tokens [F, E)),
+// those tokens, and a causal query before F, which has none, itself.
+struct KeyRange {
+  int64_t Lo, Hi;
+  bool has(int32_t Pk) const { return Lo <= Pk && Pk <= Hi; }
+};
+inline KeyRange keyRange(int32_t Pq, bool Causal, int64_t Window,
+                         const int32_t *Doc, const int32_t *Span) {
+  KeyRange K{std::numeric_limits<int64_t>::min(),
+             Causal ? int64_t(Pq) : std::numeric_limits<int64_t>::max()};
   if (Causal && Window > 0)
-    Lo = int64_t(Pq) - Window + 1;
+    K.Lo = int64_t(Pq) - Window + 1;
   if (Doc)
-    Lo = std::max<int64_t>(Lo, int64_t(Pq) - *Doc);
-  return Lo;
-}
-
-// Whether query position Pq sees key position Pk (Lo: lowestKey).
-inline bool visible(int32_t Pq, int32_t Pk, bool Causal, int64_t Lo) {
-  return (!Causal || Pk <= Pq) && Pk >= Lo;
+    K.Lo = std::max<int64_t>(K.Lo, int64_t(Pq) - *Doc);
+  if (Span) {
+    K.Lo = std::max<int64_t>(K.Lo, Span[0]);
+    K.Hi = std::min<int64_t>(K.Hi, int64_t(Span[1]) - 1);
+    if (K.Lo > K.Hi)
+      K.Lo = K.Hi = Pq;
+  }
+  return K;
 }
 
 // The keys rows [I0, I0 + Rows) may see lie before KEnd: causal, one past
@@ -116,7 +124,7 @@ void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse, int64_t B,
                     const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
                     void *Scratch, double Scale, bool Causal, int64_t Window,
                     const AttentionDropout *Drop, const int32_t *DocPos,
-                    int64_t DocStride) {
+                    int64_t DocStride, const int32_t *Spans) {
   const BlockShape D{B, Sq, Sk, H, Hkv, Hd};
   const T Sc = scaleOf<T>(Scale, Hd);
   const T NegInf = -std::numeric_limits<T>::infinity();
@@ -140,19 +148,17 @@ void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse, int64_t B,
         scores(Q, K, S, D, Bi, Hq, G, I0, Rows, KEnd, Sc);
         for (int64_t R = 0; R < Rows; ++R) {
           T *Row = S + R * Sk;
-          const int32_t Pq = QPos[I0 + R];
-          const int64_t Lo =
-              lowestKey(Pq, Causal, Window,
-                        DocPos ? DocPos + Bi * DocStride + I0 + R : nullptr);
+          const KeyRange Keys =
+              keyRange(QPos[I0 + R], Causal, Window,
+                       DocPos ? DocPos + Bi * DocStride + I0 + R : nullptr,
+                       Spans ? Spans + 2 * Bi : nullptr);
           T M = NegInf;
           for (int64_t J = 0; J < KEnd; ++J)
-            if (visible(Pq, KPos[J], Causal, Lo))
+            if (Keys.has(KPos[J]))
               M = std::max(M, Row[J]);
           T Sum = T(0);
           for (int64_t J = 0; J < KEnd; ++J) {
-            Row[J] = M != NegInf && visible(Pq, KPos[J], Causal, Lo)
-                         ? vexp(Row[J] - M)
-                         : T(0);
+            Row[J] = M != NegInf && Keys.has(KPos[J]) ? vexp(Row[J] - M) : T(0);
             Sum += Row[J];
           }
           const T Inv = Sum > T(0) ? T(1) / Sum : T(0);
@@ -204,7 +210,8 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
                         const int32_t *KPos, int64_t H, int64_t Hkv, int64_t Hd,
                         void *Scratch, double Scale, bool Causal,
                         int64_t Window, const AttentionDropout *Drop,
-                        const int32_t *DocPos, int64_t DocStride) {
+                        const int32_t *DocPos, int64_t DocStride,
+                        const int32_t *Spans) {
   const BlockShape D{B, Sq, Sk, H, Hkv, Hd};
   const T Sc = scaleOf<T>(Scale, Hd);
   const T NegInf = -std::numeric_limits<T>::infinity();
@@ -233,15 +240,13 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
         scores(Q, K, P, D, Bi, Hq, G, I0, Rows, KEnd, Sc);
         for (int64_t R = 0; R < Rows; ++R) {
           T *Row = P + R * Sk;
-          const int32_t Pq = QPos[I0 + R];
-          const int64_t Lo =
-              lowestKey(Pq, Causal, Window,
-                        DocPos ? DocPos + Bi * DocStride + I0 + R : nullptr);
+          const KeyRange Keys =
+              keyRange(QPos[I0 + R], Causal, Window,
+                       DocPos ? DocPos + Bi * DocStride + I0 + R : nullptr,
+                       Spans ? Spans + 2 * Bi : nullptr);
           const T L = Lse[(Bi * H + Hq) * Sq + I0 + R];
           for (int64_t J = 0; J < KEnd; ++J)
-            Row[J] = L != NegInf && visible(Pq, KPos[J], Causal, Lo)
-                         ? vexp(Row[J] - L)
-                         : T(0);
+            Row[J] = L != NegInf && Keys.has(KPos[J]) ? vexp(Row[J] - L) : T(0);
         }
         // dP = dy v^T (with dropout: through the mask).
         gemm(false, true, Rows, KEnd, Hd, T(1), Dy + Qoff, D.ldq(),
@@ -277,14 +282,14 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
       const T *, const T *, const T *, T *, T *, int64_t, int64_t, int64_t,    \
       const int32_t *, const int32_t *, int64_t, int64_t, int64_t, void *,     \
       double, bool, int64_t, const AttentionDropout *, const int32_t *,        \
-      int64_t);                                                                \
+      int64_t, const int32_t *);                                               \
   template void softmaxMerge<T>(const T *, const T *, const T *, const T *,    \
                                 T *, T *, int64_t, int64_t, int64_t, int64_t); \
   template void attentionBlockGrad<T>(                                         \
       const T *, const T *, const T *, const T *, const T *, const T *, T *,   \
       T *, T *, int64_t, int64_t, int64_t, const int32_t *, const int32_t *,   \
       int64_t, int64_t, int64_t, void *, double, bool, int64_t,                \
-      const AttentionDropout *, const int32_t *, int64_t);
+      const AttentionDropout *, const int32_t *, int64_t, const int32_t *);
 WEFT_RING_ATTENTION(float)
 WEFT_RING_ATTENTION(double)
 #undef WEFT_RING_ATTENTION
