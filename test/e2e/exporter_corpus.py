@@ -14,6 +14,9 @@ torch is installable). For each committed export:
      model (4 steps, losses 1e-9 relative): a tied head that the TorchScript
      exporter writes as a transposed copy trains tied (--tie-embeddings);
   3. f64: dp=2 trains like one rank, and tp=2 megatron where the graph
+     (tp=2 and tp=4 also on a GPT-2 of 251 ids, made by Debian's torch 1.13
+     and transformers 4.46: fixtures/export_gpt2_vocab251_onnx.py, which
+     weft-pad-vocab pads)
      raises to weft's layers (GPT-2, Llama and Qwen2 from both exporters,
      and Mistral, whose banded mask raises to weft.attention's window);
      pp=2 for the TorchScript Llama and BERT; cp=2 (context parallelism)
@@ -48,6 +51,11 @@ FIXTURES = {
     "gpt2-ts17": (["--tie-embeddings"], "gpt2-dyn18",
                   [["dp=2"], ["tp=2", "--layout", "megatron"]]),
     "gpt2-dyn18": ([], None, [["dp=2"], ["tp=2", "--layout", "megatron"]]),
+    # An odd vocabulary (251, as GPT-2's 50,257 divides by no tp): the
+    # tp=2 layout pads it (weft-pad-vocab), exactly.
+    "gpt2-v251-ts17": (["--tie-embeddings"], None,
+                       [["dp=2"], ["tp=2", "--layout", "megatron"],
+                        ["tp=4", "--layout", "megatron"]]),
     "qwen2-tied-ts14": (["--tie-embeddings"], None,
                         [["dp=2"], ["tp=2", "--layout", "megatron"]]),
     "llama3rope-ts17": ([], "llama3rope-dyn18",
