@@ -218,7 +218,13 @@ std::string dumpProgram(const Program &P) {
            : Pa.Init.K == InitSpec::Ones   ? "ones"
            : Pa.Init.K == InitSpec::Loaded ? "loaded"
                                            : "zeros")
-       << (Pa.WeightDecay ? "  decay" : "") << "\n";
+       << (Pa.WeightDecay ? "  decay" : "");
+    // A padded vocabulary's (version 15): the model's rows of the stored.
+    if (Pa.LogicalRows > 0)
+      OS << "  rows " << Pa.LogicalRows << " of "
+         << (Pa.Place.Global.empty() ? 0 : Pa.Place.Global[0])
+         << " (padded for tp)";
+    OS << "\n";
   }
   OS << "arena_bytes: " << P.ArenaBytes << "\n";
   OS << "buffers: " << P.Buffers.size() << "\n";
