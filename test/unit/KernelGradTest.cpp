@@ -434,6 +434,29 @@ TEST(KernelGrad, CrossEntropy) {
   EXPECT_NE(S.message().find("target 7 at row 1"), std::string::npos);
 }
 
+// Logits [R, V] widened to [R, Vp], the new columns Fill (a vocabulary
+// padded for tp).
+Vec padColumns(const Vec &L, int64_t R, int64_t V, int64_t Vp, double Fill) {
+  Vec Lp(size_t(R * Vp), Fill);
+  for (int64_t Row = 0; Row < R; ++Row)
+    for (int64_t J = 0; J < V; ++J)
+      Lp[size_t(Row * Vp + J)] = L[size_t(Row * V + J)];
+  return Lp;
+}
+
+// Logits [R, Vp] as K vocab shards [R, Vp / K], shard Q holding the
+// columns [Q * Vp / K, (Q + 1) * Vp / K).
+std::vector<Vec> vocabShards(const Vec &Lp, int64_t R, int64_t Vp, int64_t K) {
+  const int64_t Vs = Vp / K;
+  std::vector<Vec> Shards(size_t(K), Vec(size_t(R * Vs)));
+  for (int64_t Q = 0; Q < K; ++Q)
+    for (int64_t Row = 0; Row < R; ++Row)
+      for (int64_t J = 0; J < Vs; ++J)
+        Shards[size_t(Q)][size_t(Row * Vs + J)] =
+            Lp[size_t(Row * Vp + Q * Vs + J)];
+  return Shards;
+}
+
 // A masked loss: ignored rows (-100) add nothing and get zero gradient; the
 // mean divides by the step's count (here 5: other ranks hold 3 more), so the
 // loss is the counted rows' sum / 5 and the gradient its derivative. More
@@ -466,23 +489,16 @@ TEST(KernelGrad, MaskedCrossEntropy) {
   // The vocab-parallel path: two shards' statistics give the same loss and
   // the same gradient columns.
   const int64_t K = 2, Vs = 4, Vp = K * Vs; // V padded to 8 with -30s
-  Vec Lp(R * Vp, -30.0);
-  for (int64_t Row = 0; Row < R; ++Row)
-    for (int64_t J = 0; J < V; ++J)
-      Lp[Row * Vp + J] = L[Row * V + J];
+  Vec Lp = padColumns(L, R, V, Vp, -30.0);
   double Padded = 0;
   ASSERT_TRUE(
       crossEntropy(Lp.data(), T.data(), R, Vp, &Padded, Count, true).ok());
   Vec Stats(K * R * 3);
-  std::vector<Vec> Shards(K, Vec(R * Vs));
-  for (int64_t Q = 0; Q < K; ++Q) {
-    for (int64_t Row = 0; Row < R; ++Row)
-      for (int64_t J = 0; J < Vs; ++J)
-        Shards[Q][Row * Vs + J] = Lp[Row * Vp + Q * Vs + J];
+  std::vector<Vec> Shards = vocabShards(Lp, R, Vp, K);
+  for (int64_t Q = 0; Q < K; ++Q)
     ASSERT_TRUE(crossEntropyStats(Shards[Q].data(), T.data(), R, Vs, Q * Vs, Vp,
                                   Stats.data() + Q * R * 3, true)
                     .ok());
-  }
   double FromStats = 0;
   crossEntropyFromStats(Stats.data(), K, R, Count, &FromStats, true);
   EXPECT_NEAR(FromStats, Padded, 1e-14);
@@ -527,10 +543,7 @@ TEST(KernelGrad, MaskedCrossEntropy) {
 TEST(KernelGrad, PaddedVocabularyClasses) {
   const int64_t R = 3, V = 7, Vp = 8, K = 2, Vs = 4;
   Vec L = randomVec(R * V, 5, 2.0);
-  Vec Lp(R * Vp, 50.0);
-  for (int64_t Row = 0; Row < R; ++Row)
-    for (int64_t J = 0; J < V; ++J)
-      Lp[Row * Vp + J] = L[Row * V + J];
+  Vec Lp = padColumns(L, R, V, Vp, 50.0);
   std::vector<int32_t> T = {0, 6, 3};
   double Plain = 0, Padded = 0, DLoss = 1.3;
   ASSERT_TRUE(crossEntropy(L.data(), T.data(), R, V, &Plain).ok());
@@ -550,15 +563,11 @@ TEST(KernelGrad, PaddedVocabularyClasses) {
   }
   // Two shards of 4: the second holds ids 4-6 and the padding column.
   Vec Stats(K * R * 3);
-  std::vector<Vec> Shards(K, Vec(R * Vs));
-  for (int64_t Q = 0; Q < K; ++Q) {
-    for (int64_t Row = 0; Row < R; ++Row)
-      for (int64_t J = 0; J < Vs; ++J)
-        Shards[Q][Row * Vs + J] = Lp[Row * Vp + Q * Vs + J];
+  std::vector<Vec> Shards = vocabShards(Lp, R, Vp, K);
+  for (int64_t Q = 0; Q < K; ++Q)
     ASSERT_TRUE(crossEntropyStats(Shards[Q].data(), T.data(), R, Vs, Q * Vs, Vp,
                                   Stats.data() + Q * R * 3, false, V)
                     .ok());
-  }
   double FromStats = 0;
   crossEntropyFromStats(Stats.data(), K, R, 0, &FromStats);
   EXPECT_NEAR(FromStats, Plain, 1e-14);
@@ -583,6 +592,13 @@ TEST(KernelGrad, PaddedVocabularyClasses) {
                         false, 4);
   ASSERT_FALSE(S.ok());
   EXPECT_NE(S.message().find("the vocab shard [4, 6) holds no class of 4"),
+            std::string::npos)
+      << S.message();
+  // More classes than the whole vocabulary's columns.
+  S = crossEntropyStats(Shards[0].data(), T.data(), R, Vs, 0, Vp, Stats.data(),
+                        false, Vp + 1);
+  ASSERT_FALSE(S.ok());
+  EXPECT_NE(S.message().find("classes=9 exceeds the logits' 8 columns"),
             std::string::npos)
       << S.message();
 }

@@ -80,21 +80,16 @@ WEFT_SIMD_CLONES void rowGradF(const float *X, int64_t V, int32_t Target,
 } // namespace
 
 namespace {
-// The columns of a row that are classes: a padded vocabulary's first
-// Classes (weft-pad-vocab), else all V.
-Status classColumns(int64_t V, int64_t Classes, const char *Op, int64_t &C) {
-  C = Classes > 0 ? Classes : V;
-  if (C > V)
+// The columns of a row that are classes, for logits [.., V] holding the
+// vocab ids [First, First + V) of Total: with a padded vocabulary
+// (weft-pad-vocab) those before Classes, else all V. Every shard holds a
+// class (the pass leaves the padding to the last shard's tail).
+Status classColumns(int64_t V, int64_t First, int64_t Total, int64_t Classes,
+                    const char *Op, int64_t &C) {
+  if (Classes > Total)
     return Status::error(
         std::string(Op) + ": classes=" + std::to_string(Classes) +
-        " exceeds the logits' " + std::to_string(V) + " columns");
-  return Status::success();
-}
-
-// A shard [First, First + V) of a padded vocabulary: its columns before
-// Classes (the padding is the last shards' tail; none of them is empty).
-Status shardClassColumns(int64_t V, int64_t First, int64_t Classes,
-                         const char *Op, int64_t &C) {
+        " exceeds the logits' " + std::to_string(Total) + " columns");
   C = Classes > 0 ? std::min(V, Classes - First) : V;
   if (C < 1)
     return Status::error(std::string(Op) + ": the vocab shard [" +
@@ -110,7 +105,7 @@ Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
                     int64_t V, T *Loss, int64_t Denominator, bool Masked,
                     int64_t Classes) {
   int64_t C;
-  WEFT_RETURN_IF_ERROR(classColumns(V, Classes, "cross_entropy", C));
+  WEFT_RETURN_IF_ERROR(classColumns(V, 0, V, Classes, "cross_entropy", C));
   WEFT_RETURN_IF_ERROR(
       checkTargets(Targets, Rows, C, "cross_entropy", Masked, Denominator));
   double Total = 0;
@@ -132,7 +127,7 @@ Status crossEntropyGrad(const T *Logits, const int32_t *Targets, const T *DLoss,
                         T *DLogits, int64_t Rows, int64_t V,
                         int64_t Denominator, bool Masked, int64_t Classes) {
   int64_t C;
-  WEFT_RETURN_IF_ERROR(classColumns(V, Classes, "cross_entropy_grad", C));
+  WEFT_RETURN_IF_ERROR(classColumns(V, 0, V, Classes, "cross_entropy_grad", C));
   WEFT_RETURN_IF_ERROR(checkTargets(Targets, Rows, C, "cross_entropy_grad",
                                     Masked, Denominator));
   const double Scale = double(*DLoss) / divisor(Denominator, Rows, Masked);
@@ -174,7 +169,7 @@ Status crossEntropyStats(const T *Logits, const int32_t *Targets, int64_t Rows,
                          bool Masked, int64_t Classes) {
   int64_t C;
   WEFT_RETURN_IF_ERROR(
-      shardClassColumns(V, First, Classes, "cross_entropy_stats", C));
+      classColumns(V, First, Total, Classes, "cross_entropy_stats", C));
   // The count is checked where the loss divides by it.
   WEFT_RETURN_IF_ERROR(checkTargets(Targets, Rows,
                                     Classes > 0 ? Classes : Total,
@@ -221,7 +216,7 @@ Status crossEntropyStatsGrad(const T *Logits, const int32_t *Targets,
                              int64_t Classes) {
   int64_t C;
   WEFT_RETURN_IF_ERROR(
-      shardClassColumns(V, First, Classes, "cross_entropy_stats_grad", C));
+      classColumns(V, First, Total, Classes, "cross_entropy_stats_grad", C));
   WEFT_RETURN_IF_ERROR(
       checkTargets(Targets, Rows, Classes > 0 ? Classes : Total,
                    "cross_entropy_stats_grad", Masked, Denominator));
