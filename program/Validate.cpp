@@ -1312,6 +1312,41 @@ Status checkTargetsKind(const Program &P) {
   return Status::success();
 }
 
+// A padded vocabulary (version 15): its parameters agree on the model's
+// rows, which are the token ids' bound, and every cross-entropy keeps the
+// padding columns out of its softmax; `classes` without padded parameters
+// would leave columns of the model out.
+Status checkPaddedVocabulary(const Program &P) {
+  int64_t Rows = 0;
+  for (const ParamSpec &Par : P.Params) {
+    if (Par.LogicalRows <= 0)
+      continue;
+    if (Rows != 0 && Par.LogicalRows != Rows)
+      return Status::error("params '" + Par.Name + "' has logical_rows=" +
+                           std::to_string(Par.LogicalRows) +
+                           ", another padded parameter " +
+                           std::to_string(Rows) + ": one vocabulary");
+    Rows = Par.LogicalRows;
+  }
+  if (Rows != 0 && P.Vocab != Rows)
+    return Status::error("vocab=" + std::to_string(P.Vocab) +
+                         ", but the padded parameters have logical_rows=" +
+                         std::to_string(Rows));
+  for (size_t I = 0; I < P.Instructions.size(); ++I) {
+    const Instruction &Inst = P.Instructions[I];
+    if (!isCrossEntropy(Inst.Op) || Inst.Op == OpKind::CrossEntropyFromStats ||
+        Inst.Attrs.Classes == Rows)
+      continue;
+    return Status::error("instructions[" + std::to_string(I) + "] (" +
+                         opName(Inst.Op) +
+                         ") has classes=" + std::to_string(Inst.Attrs.Classes) +
+                         ", expected " + std::to_string(Rows) +
+                         (Rows ? " (the padded vocabulary's logical_rows)"
+                               : " (none: no parameter is padded)"));
+  }
+  return Status::success();
+}
+
 } // namespace
 
 Status validateProgram(const Program &P) {
@@ -1376,6 +1411,7 @@ Status validateProgram(const Program &P) {
       return Status::error("the program has a masked_lm recipe but no "
                            "masked cross_entropy computes its loss");
   }
+  WEFT_RETURN_IF_ERROR(checkPaddedVocabulary(P));
   if (!P.forwardOnly()) {
     const BufferSpec &L = P.Buffers[P.Loss];
     if (L.numel() != 1 || L.Type != P.Type)

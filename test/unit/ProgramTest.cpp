@@ -144,6 +144,27 @@ TEST(ProgramLoader, RefusesWrongFieldType) {
   EXPECT_MSG(errorOfJson(J), "field 'batch' in program must be an integer");
 }
 
+// A padded vocabulary (version 15) is one: its parameters' model rows are
+// the token ids' bound and every cross-entropy's classes; classes with no
+// padded parameter would drop real columns from the softmax.
+TEST(ProgramLoader, RefusesAnInconsistentPaddedVocabulary) {
+  nlohmann::json J = tinyProgram().root();
+  J["params"][0]["logical_rows"] = 15;
+  EXPECT_MSG(errorOfJson(J),
+             "vocab=16, but the padded parameters have logical_rows=15");
+  J["vocab"] = 15;
+  EXPECT_MSG(errorOfJson(J), "instructions[2] (cross_entropy) has classes=0, "
+                             "expected 15 (the padded vocabulary's "
+                             "logical_rows)");
+  J = tinyProgram().root();
+  J["instructions"][2]["attrs"]["classes"] = 15;
+  EXPECT_MSG(errorOfJson(J), "instructions[2] (cross_entropy) has classes=15, "
+                             "expected 0 (none: no parameter is padded)");
+  J = tinyProgram().root();
+  J["params"][0]["logical_rows"] = 17;
+  EXPECT_MSG(errorOfJson(J), "params[0].logical_rows=17 is not in [1, 16]");
+}
+
 TEST(ProgramLoader, RefusesBufferIdOutOfRange) {
   nlohmann::json J = tinyProgram().root();
   J["instructions"][1]["in"][1] = 999;
