@@ -22,13 +22,11 @@ void weft::addOnnxLowering(OpPassManager &pm) {
 
 namespace {
 // An axis's size in a mesh spec ("dp=2,tp=4", parsed by parseMeshSpec
-// alone); 0 when it has none or the spec is bad (weft-apply-layout
+// alone); 1 when it has none or the spec is bad (weft-apply-layout
 // refuses it, naming the entry).
-int64_t meshAxisSize(const std::string &spec, llvm::StringRef axis) {
+int64_t meshAxisSize(const std::string &spec, const std::string &axis) {
   weft::Mesh mesh;
-  if (!weft::parseMeshSpec(spec, mesh).ok() || mesh.axisIndex(axis.str()) < 0)
-    return 0;
-  return mesh.Dims[size_t(mesh.axisIndex(axis.str()))];
+  return weft::parseMeshSpec(spec, mesh).ok() ? mesh.count({axis}) : 1;
 }
 } // namespace
 

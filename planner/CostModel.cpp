@@ -422,11 +422,10 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
     }
     cpStage = layersPerStage * cc.layerSeconds;
     cpActBytes = cc.keptBytes;
-    for (CollectiveUse u : cc.collectives) {
+    for (CollectiveUse u : cc.collectives) { // none without breakdown
       u.count = int64_t(std::llround(double(u.count) * layersPerStage * m));
       u.seconds *= layersPerStage * m;
-      if (breakdown)
-        r.collectives.push_back(std::move(u));
+      r.collectives.push_back(std::move(u));
     }
   }
   r.cpCommS = m * cpStage;
@@ -505,26 +504,26 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
     } else if (l.zero == 2) {
       dpComm = m * gather + gather;
       window = m * lastBwd;
-      if (breakdown)
+      if (breakdown) {
         r.collectives.push_back({"reduce_scatter", "dp", dpTierName,
                                  "ZeRO-2: gradients every micro-batch",
                                  gradBytes, m, m * gather});
-      if (breakdown)
         r.collectives.push_back({"all_gather", "dp", dpTierName,
                                  "ZeRO-2: updated parameters", gradBytes, 1,
                                  gather});
+      }
     } else {
       dpComm = 3.0 * m * gather;
       window = m * layersPerStage * layerCompute;
-      if (breakdown)
+      if (breakdown) {
         r.collectives.push_back(
             {"all_gather", "dp", dpTierName,
              "ZeRO-3: parameters before forward and backward", gradBytes, 2 * m,
              2 * m * gather});
-      if (breakdown)
         r.collectives.push_back({"reduce_scatter", "dp", dpTierName,
                                  "ZeRO-3: gradients every micro-batch",
                                  gradBytes, m, m * gather});
+      }
     }
     dpComm += cpGrad;
     // What the overlap cannot hide: the part beyond the window, and at least

@@ -289,10 +289,10 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
                 if ((sp && tp == 1) || !allow(f.sequenceParallel, sp))
                   continue;
                 for (Recompute rc :
-                     {Recompute::None, Recompute::Selective, Recompute::Full})
+                     {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                  if (!allow(f.recompute, rc))
+                    continue;
                   for (ContextComm cc : contexts) {
-                    if (!allow(f.recompute, rc))
-                      continue;
                     Layout l{dp,   tp, pp, mb,          m,  schedule, v,
                              zero, sp, rc, o.dpOverlap, cp, cc};
                     Estimate est = estimate(model, hw, l, o.globalBatch,
@@ -309,6 +309,7 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
                     if (est.fits)
                       r.ranked.push_back(std::move(est));
                   }
+                }
               }
             }
         }
