@@ -2,14 +2,16 @@
 //
 // Format version 5 (docs/program-format.md, "Pipeline stages"). Each stage
 // is checked as a program of its own (stageView), then the stages'
-// schedules are simulated together, as the ranks will run them: a group of
-// consecutive transfers posts all of them and completes once each has met
-// its partner; a stage's k-th send to a peer meets the peer's k-th receive
-// from it (no tags, as NCCL). Between the actions that compute the step's
-// gradients and the update's every stage waits for all (the runtime sums the
-// loss there), and no group spans that point. A schedule that could wait
-// forever, or whose partners disagree on the micro-batch, shape or dtype, is
-// refused.
+// schedules are simulated together, as grouped transfers run them (NCCL,
+// WEFT_NO_ASYNC=1): a group of consecutive transfers posts all of them and
+// completes once each has met its partner; a stage's k-th send to a peer
+// meets the peer's k-th receive from it (no tags, as NCCL). The
+// asynchronous way (runtime/PipelineTransfers.cpp) blocks only where this
+// one does or later, so what passes here passes there. Between the actions
+// that compute the step's gradients and the update's every stage waits for
+// all (the runtime sums the loss there), and no group spans that point. A
+// schedule that could wait forever, or whose partners disagree on the
+// micro-batch, shape or dtype, is refused.
 //
 //===----------------------------------------------------------------------===//
 #include "program/Program.h"

@@ -30,6 +30,9 @@ Executor::Executor(Program P, std::unique_ptr<Backend> B)
 Executor::~Executor() {
   if (Staging)
     Impl->release(Staging);
+  for (const std::deque<TransferBuffer> *Pool : {&SendBuffers, &RecvBuffers})
+    for (const TransferBuffer &B : *Pool)
+      Impl->release(B.Data);
   Impl->release(Arena);
   Impl->release(Persistent);
 }
@@ -262,28 +265,6 @@ Status Executor::bind() {
   }
   const Stage &St = Prog.Stages.front();
   UpdateBegin = St.updateBegin();
-  // Staging for the receives of groups that also send (runTransfers).
-  size_t StagingBytes = 0;
-  for (size_t A = 0; A < St.Schedule.size();) {
-    size_t E = A, Bytes = 0;
-    bool Sends = false;
-    const size_t Limit = A < UpdateBegin ? UpdateBegin : St.Schedule.size();
-    for (; E < Limit && St.Schedule[E].isTransfer(); ++E) {
-      Sends |= St.Schedule[E].K == Action::Send;
-      if (St.Schedule[E].K == Action::Recv)
-        Bytes += align64(
-            size_t(Prog.Buffers[size_t(St.Schedule[E].Buffer)].bytes()));
-    }
-    if (Sends)
-      StagingBytes = std::max(StagingBytes, Bytes);
-    A = E == A ? A + 1 : E;
-  }
-  if (StagingBytes) {
-    Staging = Impl->allocate(StagingBytes);
-    if (!Staging)
-      return Status::error("cannot allocate " + std::to_string(StagingBytes) +
-                           " bytes of transfer staging");
-  }
   WEFT_RETURN_IF_ERROR(planMeshSteps());
   if (Prog.NumStages > 1) {
     Expected<const CommGroup *> G =
@@ -293,6 +274,7 @@ Status Executor::bind() {
     Pipeline = *G;
     // Bytes this rank sends to other stages, as "send/<axis>".
     TransferKey = commKey("send", AxesList{Prog.Devices.Pipeline});
+    WEFT_RETURN_IF_ERROR(planTransfers());
   }
   // Operands in per-micro-batch buffers follow the micro-batch's slot
   // (selectMicrobatch), from their slot-0 addresses as bound.
@@ -315,7 +297,7 @@ Status Executor::bind() {
   Expected<size_t> Scratch = Impl->prepare(Kernels);
   if (!Scratch.ok())
     return Scratch.status();
-  ScratchBytes = *Scratch + StagingBytes;
+  ScratchBytes += *Scratch;
   return Status::success();
 }
 
@@ -445,6 +427,8 @@ Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
       if (Timing)
         recordSpan(size_t(K), SpanKind::Test, T1);
     }
+    if (S.ok() && !InFlight.empty())
+      S = progressTransfers();
     if (!S.ok()) {
       // Leave nothing in flight; the first error is the one reported.
       (void)waitPending();
@@ -480,66 +464,6 @@ void *Executor::bufferAt(int64_t Id, int64_t K) const {
   if (K >= 0 && PerMicrobatch[size_t(Id)])
     W += (K % Prog.Stages.front().Slots) * Prog.ArenaBytes;
   return W;
-}
-
-Status Executor::runTransfers(size_t A, size_t End, size_t &Next) {
-  const Stage &St = Prog.Stages.front();
-  TransferOps.clear();
-  Span Sp;
-  Sp.Kind = SpanKind::Transfer;
-  Sp.Action = int32_t(A);
-  Sp.Microbatch = int32_t(St.Schedule[A].Microbatch);
-  Sp.Step = Ctx0Step;
-  size_t E = A;
-  bool Sends = false;
-  for (; E < End && St.Schedule[E].isTransfer(); ++E)
-    Sends |= St.Schedule[E].K == Action::Send;
-  // A group's receive may land where one of its sends reads (the sent value
-  // of one micro-batch, the received of the next, in one slot, or bytes the
-  // memory plan reuses): with sends in the group, receives go to staging
-  // and are copied into place once the group completes.
-  size_t StagedBytes = 0;
-  Staged.clear();
-  for (size_t I = A; I < E; ++I) {
-    const Action &T = St.Schedule[I];
-    const BufferSpec &B = Prog.Buffers[size_t(T.Buffer)];
-    Transfer X;
-    X.Dir = T.K == Action::Send ? Transfer::Send : Transfer::Recv;
-    X.Peer = int(T.Peer);
-    X.Buf = bufferAt(T.Buffer, T.Microbatch);
-    X.Count = size_t(B.numel());
-    X.T = B.Type;
-    if (T.K == Action::Recv && Sends) {
-      Staged.push_back({X.Buf, StagedBytes, size_t(B.bytes())});
-      X.Buf = static_cast<char *>(Staging) + StagedBytes;
-      StagedBytes += align64(size_t(B.bytes()));
-    }
-    TransferOps.push_back(X);
-    ++(T.K == Action::Send ? Sp.Sends : Sp.Recvs);
-    if (T.K == Action::Send)
-      Sp.Bytes += double(B.bytes());
-  }
-  Next = E;
-  if (TransferOps.empty())
-    return Status::success();
-  if (TransferKey >= 0)
-    CommTotals[size_t(TransferKey)] += Sp.Bytes;
-  const int64_t T0 = Timing ? Timeline::nowNs() : 0;
-  const int64_t W0 = Timeline::nowNs();
-  Status S = Comm->startTransfers(*Pipeline, TransferOps, *Q, TransferRequest);
-  if (S.ok())
-    S = Comm->wait(TransferRequest, *Q);
-  WaitNs += Timeline::nowNs() - W0;
-  for (size_t I = 0; I < Staged.size() && S.ok(); ++I)
-    S = Q->copyOnDevice(Staged[I].To,
-                        static_cast<char *>(Staging) + Staged[I].Offset,
-                        Staged[I].Bytes);
-  if (Timing) {
-    Sp.StartNs = T0;
-    Sp.DurNs = Timeline::nowNs() - T0;
-    Times.record(Sp);
-  }
-  return S.withContext("schedule[" + std::to_string(A) + "] (transfers)");
 }
 
 Status Executor::loadBatch(const BatchSource &Data, int64_t Step) {
@@ -684,14 +608,23 @@ Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,
   const Stage &St = Prog.Stages.front();
   const int64_t Fwd = St.lastForward();
   Ctx0Step = Ctx.Step;
+  // On an error, nothing stays in flight; the first error is reported.
+  auto Failed = [&](Status S) {
+    (void)finishTransfers();
+    return S;
+  };
   for (size_t A = Begin; A < End;) {
     const Action &Act = St.Schedule[A];
     if (Act.isTransfer()) {
       size_t Next;
-      WEFT_RETURN_IF_ERROR(runTransfers(A, End, Next));
+      if (Status S = runTransfers(A, End, Next); !S.ok())
+        return Failed(S);
       A = Next;
       continue;
     }
+    if (!InFlight.empty())
+      if (Status S = completeReceives(A); !S.ok())
+        return Failed(S);
     ++A;
     if (Only >= 0 && Act.Frag != Only)
       continue;
@@ -700,9 +633,10 @@ Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,
       selectMicrobatch(Act.Microbatch);
     Status S = run(F.Begin, F.End, Ctx);
     if (!S.ok())
-      return Act.Microbatch < 0 ? S
-                                : S.withContext("micro-batch " +
-                                                std::to_string(Act.Microbatch));
+      return Failed(
+          Act.Microbatch < 0
+              ? S
+              : S.withContext("micro-batch " + std::to_string(Act.Microbatch)));
     if (Act.Frag == Fwd && Prog.Loss >= 0) {
       // Copied now (the next micro-batch overwrites it), read after the
       // queue has run.
@@ -713,7 +647,7 @@ Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,
       ++LossCopies;
     }
   }
-  return Status::success();
+  return finishTransfers();
 }
 
 Status Executor::sumLosses() {

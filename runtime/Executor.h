@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <memory>
 
 namespace weft {
@@ -199,10 +200,28 @@ private:
   /// StepLoss = the sum of the copied losses (after the queue has run),
   /// from the last stage to every stage of a pipeline.
   Status sumLosses();
-  /// Starts the consecutive transfer actions from A (before End) of the
-  /// schedule together and completes them; returns the action after them in
-  /// Next.
+  /// Pipeline transfers (PipelineTransfers.cpp). The consecutive transfer
+  /// actions from A (before End) of the schedule: started, and completed
+  /// at once (grouped) or where needed (asynchronous); returns the action
+  /// after them in Next.
   Status runTransfers(size_t A, size_t End, size_t &Next);
+  /// At load: the staging buffers and where each group's receives
+  /// complete.
+  Status planTransfers();
+  Status runGroupedTransfers(size_t A, size_t E);
+  Status startTransfers(size_t A, size_t E);
+  /// A free send or receive buffer (its staging made when Staged), the
+  /// oldest group of that direction retired first when all are in flight.
+  Status takeTransferBuffer(bool Recv, bool Staged, size_t &Index);
+  /// Completes InFlight[I] (a receive: copied into place) and drops it.
+  Status retire(size_t I);
+  /// Tests the transfers in flight (progressing them); retires sends done.
+  Status progressTransfers();
+  /// Completes the receives needed before schedule action Before (all of
+  /// them: SIZE_MAX), copying them into place.
+  Status completeReceives(size_t Before);
+  /// Completes every transfer in flight (the end of a range of actions).
+  Status finishTransfers();
   /// Device address of buffer Id for micro-batch K (its slot's instance).
   void *bufferAt(int64_t Id, int64_t K) const;
   static size_t stateSlot(BufferKind K) {
@@ -299,16 +318,46 @@ private:
   /// An all_to_all's transfers (blocking: started and waited for at once).
   CommRequest AllToAllRequest;
   std::vector<Transfer> AllToAllOps;
-  /// A ring_shift's two transfers; AsyncRing: its _start form runs
-  /// asynchronously (not under WEFT_NO_ASYNC=1).
+  /// A ring_shift's two transfers; its _start form runs asynchronously
+  /// when AsyncAllowed.
   std::vector<Transfer> RingOps;
-  bool AsyncRing = true;
-  void *Staging = nullptr; // receives of groups that also send
+  /// Not under WEFT_NO_ASYNC=1: async collectives, ring shifts and
+  /// pipeline transfers run asynchronously.
+  bool AsyncAllowed = true;
+  void *Staging = nullptr; // grouped: receives of groups that also send
   struct StagedRecv {
     void *To;
     size_t Offset, Bytes;
   };
   std::vector<StagedRecv> Staged;
+  /// Asynchronous transfers (a communicator whose transfers complete
+  /// independently, not under WEFT_NO_ASYNC=1): a group's sends leave from
+  /// a staging copy, its receives land in staging and are copied into place
+  /// before their run, except where place is safe (planTransfers). At most
+  /// MaxTransferBuffers groups of each direction are in flight; the staging
+  /// is made at first use and then reused.
+  bool AsyncTransfers = false;
+  static constexpr size_t MaxTransferBuffers = 2;
+  struct TransferBuffer {
+    void *Data = nullptr; // staging, SendBufferBytes or RecvBufferBytes
+    CommRequest Request;
+    bool InUse = false;
+  };
+  std::deque<TransferBuffer> SendBuffers, RecvBuffers; // stable addresses
+  size_t SendBufferBytes = 0, RecvBufferBytes = 0;
+  /// Per schedule action starting a group: the run before which its
+  /// receives complete (their attached run; SIZE_MAX: the range's end),
+  /// and whether its sends and receives go without staging.
+  std::vector<size_t> ReceivedBy;
+  std::vector<bool> SendDirect, RecvDirect;
+  /// A group's sends or its receives, started and not yet retired.
+  struct InFlightTransfers {
+    bool Recv = false, Staged = true;
+    size_t Buffer = 0;
+    size_t Begin = 0, End = 0; // the group's schedule actions
+    int64_t StartNs = 0, DoneNs = -1;
+  };
+  std::vector<InFlightTransfers> InFlight;
   int64_t Ctx0Step = 0;   // the step runActions runs
   size_t UpdateBegin = 0; // Stage::updateBegin of the schedule
   double StepLoss = 0;

@@ -106,7 +106,7 @@ Status Executor::planMeshSteps() {
   }
   const char *NoAsync = std::getenv("WEFT_NO_ASYNC");
   const bool AsyncOn = !NoAsync || !*NoAsync || std::strcmp(NoAsync, "0") == 0;
-  AsyncRing = AsyncOn;
+  AsyncAllowed = AsyncOn;
   std::vector<size_t> Started; // starts not yet paired with their wait
   for (size_t K = 0; K < Bound.size(); ++K) {
     BoundInstruction &BI = Bound[K];
@@ -406,7 +406,7 @@ Status Executor::runCollective(size_t K) {
                     {Transfer::Recv, Prev, Y.Data, size_t(X.Numel), T}});
     CommRequest &R = Requests[size_t(S.Request)];
     WEFT_RETURN_IF_ERROR(Comm->startTransfers(G, RingOps, *Q, R));
-    if (BI.Attrs->Async && AsyncRing && R.Active) {
+    if (BI.Attrs->Async && AsyncAllowed && R.Active) {
       startedAsync(K);
       return Status::success();
     }

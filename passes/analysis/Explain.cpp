@@ -317,13 +317,14 @@ void printMemory(const Memory &m, int64_t slots, llvm::raw_ostream &os,
                      (long long)total, mib(total));
 }
 
-// The stages' runs laid out in time, a chunk's forward taking one unit and
-// its backward two (its two matmuls per forward one): each stage runs its
-// order, a forward after the previous virtual stage's (chunk c of stage s
-// is virtual stage c*n + s), a backward after the next one's. Returns per
-// stage a row: '.' idle, a forward of micro-batch k its digit (k mod 10),
-// a backward its letter ('a' + k mod 26), twice; split (ZB-H1), B its
-// letter and W its capital, once each.
+// The stages' runs laid out in time, transfers taking none and holding back
+// only the run that reads them (runtime/PipelineTransfers.cpp's asynchronous
+// way), a chunk's forward taking one unit and its backward two (its two
+// matmuls per forward one): each stage runs its order, a forward after the
+// previous virtual stage's (chunk c of stage s is virtual stage c*n + s), a
+// backward after the next one's. Returns per stage a row: '.' idle, a forward
+// of micro-batch k its digit (k mod 10), a backward its letter ('a' + k mod
+// 26), twice; split (ZB-H1), B its letter and W its capital, once each.
 std::vector<std::string> timeline(const PipelineSchedule &kind, int64_t n,
                                   int64_t m) {
   const int64_t nv = n * kind.VirtualStages;
@@ -444,7 +445,9 @@ void explainPipeline(ArrayRef<func::FuncOp> stages, llvm::raw_ostream &os,
                        "a backward twice a forward; (N-1)/(M+N-1) = %.1f%%)\n",
                        100 * bubble, 100 * pipelineBubble(n, m));
   if (width <= 160) {
-    os << "  timeline (digit: forward of that micro-batch, letter: its "
+    os << "  timeline (transfers overlapped, as the runtime runs them over "
+          "MPI: a send never holds its stage, a receive only its run; digit: "
+          "forward of that micro-batch, letter: its "
        << (kind.SplitBackward ? "input gradient (B), capital: its weight "
                                 "gradients (W)"
                               : "backward")

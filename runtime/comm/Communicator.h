@@ -153,6 +153,14 @@ public:
                                 const std::vector<Transfer> &Ops, Queue &Q,
                                 CommRequest &R) = 0;
   virtual Status barrier(const CommGroup &G) = 0;
+  /// Whether a startTransfers request completes on its own, whatever else
+  /// this rank has started or not (MPI: the peer's matching call suffices).
+  /// A pipeline stage may then start its sends and its receives as
+  /// separate requests and wait for each where it needs it. NCCL's are
+  /// ordered on one stream, where a send started before a receive holds
+  /// it back until the peer receives: its sends and receives must be
+  /// started together.
+  virtual bool independentTransfers() const { return false; }
 
   /// Ends every rank of the job with exit code Code (MPI_Abort), so that an
   /// error on one rank never leaves the others waiting in a collective. A

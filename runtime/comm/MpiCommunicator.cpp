@@ -458,6 +458,7 @@ public:
   Status barrier(const CommGroup &G) override {
     return check(MPI_Barrier(comm(G)), "MPI_Barrier");
   }
+  bool independentTransfers() const override { return true; }
 
 private:
   static constexpr int kTransferTag = 7;

@@ -159,6 +159,9 @@ public:
     Scope S(*this, Barrier, G);
     return Inner->barrier(G);
   }
+  bool independentTransfers() const override {
+    return Inner->independentTransfers();
+  }
 
 private:
   /// Marks a blocking call in flight for its lifetime.

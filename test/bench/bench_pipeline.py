@@ -17,10 +17,13 @@ over M micro-batches, with weft-run --trace. From the trace of steps 3..N:
 
 It prints each beside the textbook bubble of ideal stages, (p-1)/M, or
 (p-1)/(V M) interleaved (Narayanan et al. 2021), or (p-1)/(3M) for ZB-H1
-with F, B and W equally long (Qi et al. 2023); beside the bubble an ideal
-pipeline of the measured stages would have (the slowest rank's work times
-1 + that, over each rank's: a rank faster than the slowest idles for the
-difference every tick); and rank 0's peak bytes.
+with F, B and W equally long (Qi et al. 2023); beside the bubble of an ideal
+pipeline of the measured runs: each rank's schedule (weft-run --dump)
+replayed with every run (a forward, backward or weight-gradient fragment of
+one micro-batch) as long as the trace measured it and transfers that take
+no time, a run starting once its receives' sends have run (the bubble that
+unequal stages and unequal F, B and W leave even with perfect transfers);
+and rank 0's peak bytes.
 The orderings the schedules promise: interleaved has a smaller bubble than
 1F1B and GPipe, 1F1B a smaller peak than GPipe. pp=4 on a 2-core machine
 runs 4 ranks on 2 cores, so its figures include time-sharing; pp=2 is quiet
@@ -59,42 +62,119 @@ def run(cmd, **kw):
 
 def fragments(dump):
     """Per stage, the instruction ranges of its forward, backward and weight
-    runs."""
+    fragments by name, and its schedule's actions."""
     stages, current = [], None
     for line in dump.splitlines():
         if re.match(r"stage \d+:", line):
-            current = []
+            current = {"ranges": {}, "schedule": []}
             stages.append(current)
-        m = re.match(r"\s+-- fragment (forward|backward|weight)\S* \[(\d+), (\d+)\)", line)
+        m = re.match(r"\s+-- fragment ((?:forward|backward|weight)\S*) \[(\d+), (\d+)\)", line)
         if m and current is not None:
-            current.append((int(m.group(2)), int(m.group(3))))
+            current["ranges"][m.group(1)] = (int(m.group(2)), int(m.group(3)))
+        if line.startswith("schedule:") and current is not None:
+            for tok in line.split()[1:]:
+                m = re.match(r"(send|recv)\[\d+\](?:->|<-)(\d+)(?:\((\d+)\))?$", tok)
+                if m:
+                    current["schedule"].append(
+                        (m.group(1), int(m.group(2)), int(m.group(3) or -1)))
+                    continue
+                m = re.match(r"([\w.]+)(?:\((\d+)\))?$", tok)
+                current["schedule"].append(("run", m.group(1), int(m.group(2) or -1)))
     return stages
 
 
-def bubble(trace, ranges, first_step, ideal):
-    """The measured bubble, and the one an ideal pipeline of these stages
-    would have: the slowest rank's work times 1 + ideal, over each rank's
-    work (a faster stage also idles while the slowest works)."""
+def run_durations(spans, stage):
+    """Each per-micro-batch run of the stage's schedule (in order): its
+    instructions' summed time, read off the step's spans in time order."""
+    by_frag = {}
+    for name, (b, e) in stage["ranges"].items():
+        mine = [x for x in spans if b <= x["args"]["instruction"] < e]
+        n = max(e - b, 1)  # an empty fragment's runs take no time
+        by_frag[name] = [sum(x["dur"] for x in mine[i:i + n])
+                         for i in range(0, len(mine), n)]
+    used, out = {}, []
+    for kind, name, mb in stage["schedule"]:
+        if kind == "run" and name in stage["ranges"]:
+            k = used.get(name, 0)
+            used[name] = k + 1
+            out.append(by_frag[name][k] if k < len(by_frag[name]) else 0.0)
+    return out
+
+
+def ideal_window(stages, durations):
+    """The step's pipelined window with every run as long as measured and
+    transfers free: a run starts when its rank is free and the sends of its
+    receives (its micro-batch's, before it) have run."""
+    n = len(stages)
+    acts = []
+    for s, st in enumerate(stages):
+        a = [x for x in st["schedule"] if x[0] != "run" or x[1] in st["ranges"]]
+        acts.append([x for x in a if x[2] >= 0])  # the pipelined part
+    sent = {}  # (from, to) -> times of its sends, in order
+    taken = {}  # (from, to) -> receives matched so far
+    pos, clock, run_no = [0] * n, [0.0] * n, [0] * n
+    last_end = [0.0] * n  # per rank: end of its latest run (its sends' time)
+    waiting = [[] for _ in range(n)]  # receives posted before the next run
+    progress = True
+    while progress:
+        progress = False
+        for s in range(n):
+            while pos[s] < len(acts[s]):
+                kind, other, mb = acts[s][pos[s]]
+                if kind == "send":
+                    sent.setdefault((s, other), []).append(last_end[s])
+                elif kind == "recv":
+                    key = (other, s)
+                    waiting[s].append((key, taken.get(key, 0), mb))
+                    taken[key] = taken.get(key, 0) + 1
+                else:
+                    ready = clock[s]
+                    blocked = False
+                    for key, k, rmb in waiting[s]:
+                        if rmb != mb:
+                            continue
+                        times = sent.get(key, [])
+                        if k >= len(times):
+                            blocked = True
+                            break
+                        ready = max(ready, times[k])
+                    if blocked:
+                        break
+                    waiting[s] = [w for w in waiting[s] if w[2] != mb]
+                    clock[s] = ready + durations[s][run_no[s]]
+                    last_end[s] = clock[s]
+                    run_no[s] += 1
+                pos[s] += 1
+                progress = True
+    return max(clock)
+
+
+def bubble(trace, stages, first_step):
+    """The measured bubble per rank and step, and the one of an ideal
+    pipeline of the same runs (ideal_window)."""
     events = json.load(open(trace))
     events = events["traceEvents"] if isinstance(events, dict) else events
     per_step = {}
     for e in events:
-        if e.get("ph") != "X" or e.get("cat") != "compute":
+        if e.get("ph") != "X" or e.get("cat") != "compute" or e["tid"] != 0:
             continue
         step, inst = e["args"]["step"], e["args"]["instruction"]
-        if step < first_step or not any(b <= inst < end for b, end in ranges[e["pid"]]):
+        ranges = stages[e["pid"]]["ranges"].values()
+        if step < first_step or not any(b <= inst < end for b, end in ranges):
             continue
-        s = per_step.setdefault(step, {"lo": float("inf"), "hi": 0.0, "busy": {}})
-        s["lo"] = min(s["lo"], e["ts"])
-        s["hi"] = max(s["hi"], e["ts"] + e["dur"])
-        s["busy"][e["pid"]] = s["busy"].get(e["pid"], 0.0) + e["dur"]
-    ratios, balanced = [], []
-    for s in per_step.values():
-        window = s["hi"] - s["lo"]
-        slowest = max(s["busy"].values())
-        ratios += [(window - busy) / busy for busy in s["busy"].values()]
-        balanced += [slowest * (1 + ideal) / busy - 1 for busy in s["busy"].values()]
-    return statistics.median(ratios), statistics.median(balanced)
+        per_step.setdefault(step, {}).setdefault(e["pid"], []).append(e)
+    ratios, ideal = [], []
+    for ranks in per_step.values():
+        for spans in ranks.values():
+            spans.sort(key=lambda x: x["ts"])
+        lo = min(x["ts"] for sp in ranks.values() for x in sp)
+        hi = max(x["ts"] + x["dur"] for sp in ranks.values() for x in sp)
+        busy = {r: sum(x["dur"] for x in sp) for r, sp in ranks.items()}
+        durations = [run_durations(ranks[r], stages[r]) for r in range(len(stages))]
+        window = ideal_window(stages, durations)
+        ratios += [(hi - lo - b) / b for b in busy.values()]
+        ideal += [(window - b) / b for b in busy.values()]
+    return statistics.median(ratios), statistics.median(ideal)
 
 
 def main():
@@ -110,8 +190,8 @@ def main():
     print(f"model {MODEL['n_layer']} layers d {MODEL['n_embd']}, batch {BATCH} x seq {SEQ}, "
           f"f32, {m} micro-batches, 1 core per rank, steps 3..{args.steps}")
     print("| schedule | pp | step s | bubble measured | (p-1)/(V M) | error | "
-          "with these stages' imbalance | rank 0 peak MiB |")
-    print("|---|---|---|---|---|---|---|---|")
+          "ideal of these runs | over it | rank 0 peak MiB |")
+    print("|---|---|---|---|---|---|---|---|---|")
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         config = os.path.join(tmp, "gpt4.json")
@@ -124,7 +204,7 @@ def main():
             run([b("weft-compile"), config, "--batch", str(BATCH), "--seq", str(SEQ),
                  "--mesh", f"pp={pp}", "--microbatches", str(m), "--quiet", "-o",
                  prog] + flags)
-            ranges = fragments(run([b("weft-run"), prog, "--dump"]).stdout)
+            stages = fragments(run([b("weft-run"), prog, "--dump"]).stdout)
             trace = os.path.join(tmp, "t.json")
             metrics = os.path.join(tmp, "m.jsonl")
             run(["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl",
@@ -137,11 +217,12 @@ def main():
             peak = rows[-1]["peak_bytes"] / 2**20
             # ZB-H1 with F, B and W equally long: (p-1)/(3M).
             predicted = (pp - 1) / ((3 if name == "zb-h1" else v) * m)
-            measured, balanced = bubble(trace, ranges, 3, predicted)
+            measured, ideal = bubble(trace, stages, 3)
             error = (measured - predicted) / predicted
             results[(name, pp)] = (measured, peak)
             print(f"| {name} | {pp} | {step:.3f} | {measured:.3f} | {predicted:.3f} | "
-                  f"{error * 100:+.0f}% | {balanced:.3f} | {peak:.1f} |")
+                  f"{error * 100:+.0f}% | {ideal:.3f} | {(measured - ideal) / ideal * 100:+.0f}% | "
+                  f"{peak:.1f} |")
     gp, ob, il = (results[(n, 2)] for n in ("gpipe", "1f1b", "interleaved V=2"))
     zb = results[("zb-h1", 2)]
     orders = [("interleaved bubble < 1f1b's", il[0] < ob[0]),

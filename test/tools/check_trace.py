@@ -1,7 +1,8 @@
 """Checks a `weft-run --trace` file: valid Chrome trace-event JSON, a named
 process per rank, every instruction of every step on each rank's main
 queue (once, or once per micro-batch; spans in order, not overlapping), collectives with bytes and group,
-async collectives on their own track, pipeline transfers on theirs.
+async collectives on their own track, pipeline transfers (which may
+overlap each other) on theirs.
 Prints a summary line per rank.
 usage: check_trace.py TRACE RANKS STEPS INSTRUCTIONS
 INSTRUCTIONS: one count for every rank, or one per rank (N0,N1,...): a
@@ -38,8 +39,9 @@ for rank in range(ranks):
     transfers = [e for e in spans if e["cat"] == "transfer"]
     assert all(e["tid"] == 2 and e["args"]["microbatch"] >= -1 and
                e["args"]["step"] >= 1 for e in transfers), transfers
-    for a, b in zip(transfers, transfers[1:]):
-        assert a["ts"] + a["dur"] <= b["ts"] + 1e-3, (a, b)
+    # Asynchronous transfers overlap each other (a send in flight while
+    # the next group starts); each ends after it starts.
+    assert all(e["dur"] >= 0 for e in transfers), transfers
     kinds = collections.Counter(e["cat"] for e in spans)
     sent = sum(e["args"]["bytes"] for e in transfers)
     print(f"rank {rank} ({names[rank]}): {len(run)} instruction spans, "
