@@ -60,9 +60,14 @@ Status Executor::planTransfers() {
     }
     if (SendBytes)
       GroupedStaging = std::max(GroupedStaging, RecvBytes);
-    // The first run after the group, in its part of the step.
+    // The first run after the group that does anything (a stage that
+    // keeps its backward whole runs an empty weight fragment), in its part
+    // of the step.
     size_t NextRun = E;
-    while (NextRun < Limit && St.Schedule[NextRun].isTransfer())
+    while (NextRun < Limit &&
+           (St.Schedule[NextRun].isTransfer() ||
+            St.Fragments[size_t(St.Schedule[NextRun].Frag)].Begin ==
+                St.Fragments[size_t(St.Schedule[NextRun].Frag)].End))
       ++NextRun;
     // Receives land in place when no run comes between them and where
     // they complete (as grouped transfers do); sends leave from place when

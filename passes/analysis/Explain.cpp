@@ -245,12 +245,62 @@ void printCollectives(Operation *root, llvm::raw_ostream &os, StringRef indent,
 }
 
 struct Memory {
-  int64_t params = 0, grads = 0, state = 0, arena = 0;
+  int64_t params = 0, grads = 0, state = 0, arena = 0, staging = 0;
   /// Everything, the arena once per micro-batch in flight.
   int64_t total(int64_t slots) const {
-    return params + grads + state + arena * slots;
+    return params + grads + state + arena * slots + staging;
   }
 };
+
+// A pipeline stage's transfer staging at most, as the runtime's asynchronous
+// transfers hold it (runtime/PipelineTransfers.cpp): 2 groups of sends and 2
+// of receives in flight. A group sends what one run of a micro-batch sends
+// (interleaved: a forward's and a backward's); its receives need staging
+// only where runs lie between them and their own (weight gradients before
+// the run, an interleaved tick's forward before its backward). Once-per-step
+// transfers go from and to their place.
+int64_t transferStaging(func::FuncOp stage) {
+  llvm::StringMap<int64_t> sends, recvs; // per fragment and chunk
+  bool split = false, chunks = false;
+  auto key = [&](Operation *op) -> std::string {
+    auto f = op->getAttrOfType<StringAttr>(weft::attrname::kFragment);
+    if (!f || (f.getValue() != "forward" && f.getValue() != "backward" &&
+               f.getValue() != "weight"))
+      return "";
+    auto c = op->getAttrOfType<IntegerAttr>(weft::attrname::kChunk);
+    chunks |= c && c.getInt() > 0;
+    return (f.getValue() + "." + std::to_string(c ? c.getInt() : 0)).str();
+  };
+  stage.walk([&](Operation *op) {
+    if (auto f = op->getAttrOfType<StringAttr>(weft::attrname::kFragment))
+      split |= f.getValue() == "weight";
+    if (auto send = dyn_cast<SendOp>(op)) {
+      if (std::string k = key(op); !k.empty())
+        sends[k] += bytesOf(send.getOperand().getType());
+    } else if (auto recv = dyn_cast<RecvOp>(op)) {
+      if (std::string k = key(op); !k.empty())
+        recvs[k] += bytesOf(recv.getType());
+    }
+  });
+  // The largest forward's and the largest backward's (weight gradients
+  // count as backward: ZB-H1 sends none there).
+  auto largest = [](const llvm::StringMap<int64_t> &m, StringRef phase) {
+    int64_t most = 0;
+    for (const auto &e : m)
+      if (e.getKey().starts_with(phase))
+        most = std::max(most, e.getValue());
+    return most;
+  };
+  const int64_t sendBound =
+      largest(sends, "forward") +
+      std::max(largest(sends, "backward"), largest(sends, "weight"));
+  const int64_t fwdRecvs = largest(recvs, "forward"),
+                bwdRecvs = largest(recvs, "backward");
+  const int64_t recvBound = chunks  ? fwdRecvs + bwdRecvs
+                            : split ? std::max(fwdRecvs, bwdRecvs)
+                                    : 0;
+  return 2 * (sendBound + recvBound);
+}
 
 // Memory per rank, from the local types the partitioner gave; a replica
 // (a param another stage trains) holds its value only.
@@ -281,6 +331,7 @@ Memory memoryOf(Operation *root) {
   root->walk([&](func::FuncOp fn) {
     if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kArenaBytes))
       m.arena = a.getInt();
+    m.staging += transferStaging(fn);
   });
   return m;
 }
@@ -311,6 +362,11 @@ void printMemory(const Memory &m, int64_t slots, llvm::raw_ostream &os,
        << llvm::format(
               "  activations       %12lld bytes (%.2f MiB, the arena)\n",
               (long long)activations, mib(activations));
+  if (m.staging)
+    os << indent
+       << llvm::format("  transfer staging  %12lld bytes (%.2f MiB, at most: 2 "
+                       "groups of sends and of receives in flight)\n",
+                       (long long)m.staging, mib(m.staging));
   const int64_t total = m.total(slots);
   os << indent
      << llvm::format("  total             %12lld bytes (%.2f MiB)\n",

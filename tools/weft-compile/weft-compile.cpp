@@ -663,8 +663,9 @@ int main(int argc, char **argv) {
       if (bytes > limit)
         return fail(who + " needs " + std::to_string(bytes) + " bytes (" +
                     llvm::formatv("{0:F1}", bytes / 1048576.0).str() +
-                    " MiB: parameters, gradients, optimizer state and "
-                    "activations), over --memory-limit " +
+                    " MiB: parameters, gradients, optimizer state, "
+                    "activations and pipeline transfer staging), over "
+                    "--memory-limit " +
                     memoryLimitArg + " (" + std::to_string(limit) +
                     " bytes); --explain breaks it down");
   }
