@@ -12,7 +12,8 @@
    byte-identical to an uninterrupted run's.
 3. No hangs. An error on one rank (rank 0's metrics on a full disk) ends
    the whole job; a rank stopped by SIGSTOP is reported by its peer's
-   --collective-timeout, naming it, and the job ends.
+   --collective-timeout, naming it, and the job ends: on dp=2 (a
+   collective) and on pp=2 (a stage waiting for an asynchronous transfer).
 
 usage: fault_tolerance.py BINDIR TOKENS WORKDIR TRIALS SEED
 """
@@ -180,6 +181,11 @@ def no_hangs(prog):
              f"{r.returncode}\n{r.stderr[-1500:]}")
     print(f"error on rank 0: job ended in {took:.1f} s, exit {r.returncode}")
 
+
+def stopped_rank(prog, what):
+    """A rank stopped by SIGSTOP: its peer's --collective-timeout names it
+    and ends the job (what: the layout, for messages)."""
+    base = MPIRUN + ["-np", "2", RUN, prog, "--data", TOKENS, "--quiet"]
     timeout = 3
     stop_metrics = os.path.join(WORK, "stop.jsonl")
     if os.path.exists(stop_metrics):
@@ -209,9 +215,9 @@ def no_hangs(prog):
     want = re.search(r"rank 0: [a-z -]+ (over|for) .* at step \d+ did not complete "
                      r"within 3 s .*rank 1 stopped responding", err)
     if p.returncode == 0 or not want or took > timeout + 5:
-        fail(f"stopped rank: exit {p.returncode} after {took:.1f} s\n"
+        fail(f"stopped rank ({what}): exit {p.returncode} after {took:.1f} s\n"
              f"{err[-1500:]}")
-    print(f"stopped rank: job ended {took:.1f} s after SIGSTOP "
+    print(f"stopped rank ({what}): job ended {took:.1f} s after SIGSTOP "
           f"(--collective-timeout {timeout}); rank 0 named rank 1")
 
 
@@ -223,8 +229,13 @@ def main():
                 "--seq", "64"]
     run(compile_ + ["-o", prog1])
     run(compile_ + ["--mesh", "dp=2", "--zero", "1", "-o", prog2])
+    prog_pp = os.path.join(WORK, "pp2.weft")
+    run(compile_ + ["--mesh", "pp=2", "--microbatches", "4", "-o", prog_pp])
 
     no_hangs(prog2)
+    stopped_rank(prog2, "dp=2 ZeRO-1")
+    # A stage waiting for an asynchronous transfer from a stopped one.
+    stopped_rank(prog_pp, "pp=2 1F1B")
     for prog, ranks in ((prog1, 1), (prog2, 2)):
         for mode in (["--save"], ["--save-every"]):
             n = killed_save_points(prog, ranks, mode)
