@@ -210,9 +210,9 @@ private:
   Status planTransfers();
   Status runGroupedTransfers(size_t A, size_t E);
   Status startTransfers(size_t A, size_t E);
-  /// A free send or receive buffer (its staging made when Staged), the
-  /// oldest group of that direction retired first when all are in flight.
-  Status takeTransferBuffer(bool Recv, bool Staged, size_t &Index);
+  /// A free send or receive buffer, the oldest group of that direction
+  /// retired first when all are in flight.
+  Status takeTransferBuffer(bool Recv, size_t &Index);
   /// Completes InFlight[I] (a receive: copied into place) and drops it.
   Status retire(size_t I);
   /// Tests the transfers in flight (progressing them); retires sends done.
@@ -334,8 +334,8 @@ private:
   /// independently, not under WEFT_NO_ASYNC=1): a group's sends leave from
   /// a staging copy, its receives land in staging and are copied into place
   /// before their run, except where place is safe (planTransfers). At most
-  /// MaxTransferBuffers groups of each direction are in flight; the staging
-  /// is made at first use and then reused.
+  /// MaxTransferBuffers groups of each direction are in flight, each with
+  /// its buffer, made at load.
   bool AsyncTransfers = false;
   static constexpr size_t MaxTransferBuffers = 2;
   struct TransferBuffer {

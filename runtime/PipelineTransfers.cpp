@@ -82,8 +82,25 @@ Status Executor::planTransfers() {
       RecvBufferBytes = std::max(RecvBufferBytes, RecvBytes);
     A = E;
   }
-  if (AsyncTransfers)
-    return Status::success(); // staging is made at its first use
+  if (AsyncTransfers) {
+    // Every buffer at load, so that the peak does not depend on how many
+    // groups happened to be in flight at once (and --explain's bound holds).
+    for (bool Recv : {false, true}) {
+      std::deque<TransferBuffer> &Pool = Recv ? RecvBuffers : SendBuffers;
+      const size_t Bytes = Recv ? RecvBufferBytes : SendBufferBytes;
+      Pool.resize(MaxTransferBuffers);
+      for (size_t I = 0; I < Pool.size() && Bytes; ++I) {
+        Pool[I].Data = Impl->allocate(Bytes);
+        if (!Pool[I].Data)
+          return Status::error("cannot allocate " + std::to_string(Bytes) +
+                               " bytes of transfer staging (" +
+                               (Recv ? "receive" : "send") + " buffer " +
+                               std::to_string(I) + ")");
+        ScratchBytes += Bytes;
+      }
+    }
+    return Status::success();
+  }
   if (GroupedStaging) {
     Staging = Impl->allocate(GroupedStaging);
     if (!Staging)
@@ -161,38 +178,25 @@ Status Executor::runGroupedTransfers(size_t A, size_t E) {
   return S;
 }
 
-Status Executor::takeTransferBuffer(bool Recv, bool Staged, size_t &Index) {
+Status Executor::takeTransferBuffer(bool Recv, size_t &Index) {
   std::deque<TransferBuffer> &Pool = Recv ? RecvBuffers : SendBuffers;
-  if (Pool.size() == MaxTransferBuffers) {
-    // Every one in flight: retire this direction's oldest group (a receive
-    // completes early, which is safe anywhere between its action and its
-    // run).
-    WEFT_RETURN_IF_ERROR(progressTransfers());
-    bool Free = false;
-    for (const TransferBuffer &B : Pool)
-      Free |= !B.InUse;
-    for (size_t I = 0; !Free && I < InFlight.size(); ++I)
-      if (InFlight[I].Recv == Recv) {
-        WEFT_RETURN_IF_ERROR(retire(I));
-        Free = true;
-      }
-  }
-  Index = 0;
-  while (Index < Pool.size() && Pool[Index].InUse)
-    ++Index;
-  if (Index == Pool.size())
-    Pool.emplace_back();
-  TransferBuffer &B = Pool[Index];
-  const size_t Bytes = Recv ? RecvBufferBytes : SendBufferBytes;
-  if (Staged && !B.Data) {
-    B.Data = Impl->allocate(Bytes);
-    if (!B.Data)
-      return Status::error("cannot allocate " + std::to_string(Bytes) +
-                           " bytes of transfer staging (" +
-                           (Recv ? "receive" : "send") + " buffer " +
-                           std::to_string(Index) + ")");
-    ScratchBytes += Bytes;
-  }
+  auto FirstFree = [&] {
+    Index = 0;
+    while (Index < Pool.size() && Pool[Index].InUse)
+      ++Index;
+    return Index < Pool.size();
+  };
+  if (FirstFree())
+    return Status::success();
+  // Every one in flight: retire this direction's oldest group (a receive
+  // completes early, which is safe anywhere between its action and its
+  // run).
+  WEFT_RETURN_IF_ERROR(progressTransfers());
+  for (size_t I = 0; !FirstFree() && I < InFlight.size(); ++I)
+    if (InFlight[I].Recv == Recv)
+      WEFT_RETURN_IF_ERROR(retire(I));
+  if (!FirstFree())
+    return Status::error("no free transfer buffer"); // every one is retired
   return Status::success();
 }
 
@@ -211,7 +215,7 @@ Status Executor::startTransfers(size_t A, size_t E) {
       continue;
     const bool Staged = !(Recv ? RecvDirect : SendDirect)[A];
     size_t Index;
-    WEFT_RETURN_IF_ERROR(takeTransferBuffer(Recv, Staged, Index));
+    WEFT_RETURN_IF_ERROR(takeTransferBuffer(Recv, Index));
     TransferBuffer &Buf = (Recv ? RecvBuffers : SendBuffers)[Index];
     TransferOps.clear();
     size_t Offset = 0;
