@@ -608,9 +608,12 @@ Status Executor::runActions(size_t Begin, size_t End, const StepContext &Ctx,
   const Stage &St = Prog.Stages.front();
   const int64_t Fwd = St.lastForward();
   Ctx0Step = Ctx.Step;
-  // On an error, nothing stays in flight; the first error is reported.
+  // On an error, the transfers in flight are not waited for: a peer may
+  // never take or send them, and the caller must report the error and end
+  // the job (weft-run's abortJob) without first waiting out the collective
+  // timeout. Those done are retired.
   auto Failed = [&](Status S) {
-    (void)finishTransfers();
+    (void)progressTransfers();
     return S;
   };
   for (size_t A = Begin; A < End;) {

@@ -194,7 +194,8 @@ private:
   /// Rebinds the instructions that read an input to micro-batch K's.
   void selectMicrobatch(int64_t K);
   /// Runs the schedule's actions [Begin, End) (Only: those of that fragment);
-  /// copies the loss after every forward to LossHost.
+  /// copies the loss after every forward to LossHost. After an error,
+  /// pipeline transfers may stay in flight: the job must end.
   Status runActions(size_t Begin, size_t End, const StepContext &Ctx,
                     int64_t Only = -1);
   /// StepLoss = the sum of the copied losses (after the queue has run),
