@@ -12,7 +12,6 @@
 namespace weft {
 
 namespace {
-size_t align64(size_t N) { return (N + 63) / 64 * 64; }
 
 /// How often instruction K runs per step: the micro-batch count in a
 /// per-micro-batch fragment, else once.

@@ -223,8 +223,13 @@ private:
   Status completeReceives(size_t Before);
   /// Completes every transfer in flight (the end of a range of actions).
   Status finishTransfers();
+  /// A span of the transfer group starting at schedule action A, of this
+  /// step (times, counts and bytes left to the caller).
+  Span transferSpan(size_t A) const;
   /// Device address of buffer Id for micro-batch K (its slot's instance).
   void *bufferAt(int64_t Id, int64_t K) const;
+  /// N rounded up to a multiple of 64 (every device block's alignment).
+  static size_t align64(size_t N) { return (N + 63) / 64 * 64; }
   static size_t stateSlot(BufferKind K) {
     return K == BufferKind::Grad    ? 1
            : K == BufferKind::AdamM ? 2
@@ -353,7 +358,7 @@ private:
   std::vector<bool> SendDirect, RecvDirect;
   /// A group's sends or its receives, started and not yet retired.
   struct InFlightTransfers {
-    bool Recv = false, Staged = true;
+    bool Recv = false;
     size_t Buffer = 0;
     size_t Begin = 0, End = 0; // the group's schedule actions
     int64_t StartNs = 0, DoneNs = -1;

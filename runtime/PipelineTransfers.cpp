@@ -28,10 +28,6 @@
 
 namespace weft {
 
-namespace {
-size_t align64(size_t N) { return (N + 63) & ~size_t(63); }
-} // namespace
-
 Status Executor::planTransfers() {
   const Stage &St = Prog.Stages.front();
   const size_t N = St.Schedule.size();
@@ -121,14 +117,19 @@ Status Executor::runTransfers(size_t A, size_t End, size_t &Next) {
       .withContext("schedule[" + std::to_string(A) + "] (transfers)");
 }
 
-Status Executor::runGroupedTransfers(size_t A, size_t E) {
-  const Stage &St = Prog.Stages.front();
-  TransferOps.clear();
+Span Executor::transferSpan(size_t A) const {
   Span Sp;
   Sp.Kind = SpanKind::Transfer;
   Sp.Action = int32_t(A);
-  Sp.Microbatch = int32_t(St.Schedule[A].Microbatch);
+  Sp.Microbatch = int32_t(Prog.Stages.front().Schedule[A].Microbatch);
   Sp.Step = Ctx0Step;
+  return Sp;
+}
+
+Status Executor::runGroupedTransfers(size_t A, size_t E) {
+  const Stage &St = Prog.Stages.front();
+  TransferOps.clear();
+  Span Sp = transferSpan(A);
   bool Sends = false;
   for (size_t I = A; I < E; ++I)
     Sends |= St.Schedule[I].K == Action::Send;
@@ -242,7 +243,6 @@ Status Executor::startTransfers(size_t A, size_t E) {
       CommTotals[size_t(TransferKey)] += Bytes;
     InFlightTransfers F;
     F.Recv = Recv;
-    F.Staged = Staged;
     F.Buffer = Index;
     F.Begin = A;
     F.End = E;
@@ -269,14 +269,16 @@ Status Executor::retire(size_t I) {
     F.DoneNs = Timeline::nowNs();
     WaitNs += F.DoneNs - W0;
   }
-  Span Sp;
+  // A staged receive is copied into place now.
+  const bool CopyIn = F.Recv && !RecvDirect[F.Begin];
+  Span Sp = transferSpan(F.Begin);
   size_t Offset = 0;
   for (size_t A = F.Begin; A < F.End; ++A) {
     const Action &T = St.Schedule[A];
     if ((T.K == Action::Recv) != F.Recv)
       continue;
     const size_t Bytes = size_t(Prog.Buffers[size_t(T.Buffer)].bytes());
-    if (F.Recv && F.Staged && S.ok())
+    if (CopyIn && S.ok())
       S = Q->copyOnDevice(bufferAt(T.Buffer, T.Microbatch),
                           static_cast<char *>(Buf.Data) + Offset, Bytes);
     Offset += align64(Bytes);
@@ -286,10 +288,6 @@ Status Executor::retire(size_t I) {
   }
   Buf.InUse = false;
   if (Timing) {
-    Sp.Kind = SpanKind::Transfer;
-    Sp.Action = int32_t(F.Begin);
-    Sp.Microbatch = int32_t(St.Schedule[F.Begin].Microbatch);
-    Sp.Step = Ctx0Step;
     Sp.StartNs = F.StartNs;
     Sp.DurNs = F.DoneNs - F.StartNs;
     Times.record(Sp);
