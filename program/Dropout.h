@@ -13,13 +13,9 @@
 #ifndef WEFT_PROGRAM_DROPOUT_H
 #define WEFT_PROGRAM_DROPOUT_H
 
-#include <cstdint>
+#include "program/HostDevice.h"
 
-#if defined(__CUDACC__)
-#define WEFT_HOST_DEVICE __host__ __device__
-#else
-#define WEFT_HOST_DEVICE
-#endif
+#include <cstdint>
 
 namespace weft {
 

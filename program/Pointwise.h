@@ -3,12 +3,14 @@
 // weft.pointwise's and weft.binary's functions (the generic path, docs/
 // design.md decision 20) with their derivatives, as PyTorch's autograd takes
 // them (relu'(0) = 0, abs'(0) = 0). Header only and dependency free: the
-// dialect's verifier, the program loader and the CPU kernels share one
-// definition.
+// dialect's verifier, the program loader, the CPU kernels and the CUDA
+// kernels share one definition (the math functions are WEFT_HOST_DEVICE).
 //
 //===----------------------------------------------------------------------===//
 #ifndef WEFT_PROGRAM_POINTWISE_H
 #define WEFT_PROGRAM_POINTWISE_H
+
+#include "program/HostDevice.h"
 
 #include <cmath>
 #include <string>
@@ -165,7 +167,8 @@ inline bool parseBinaryFn(const std::string &Name, BinaryFn &Out) {
 }
 
 /// fn(x) (C: the scalar), computed in T.
-template <typename T> inline T pointwise(PointwiseFn Fn, T X, T C) {
+template <typename T>
+WEFT_HOST_DEVICE inline T pointwise(PointwiseFn Fn, T X, T C) {
   switch (Fn) {
   case PointwiseFn::Neg:
     return -X;
@@ -220,7 +223,8 @@ template <typename T> inline T pointwise(PointwiseFn Fn, T X, T C) {
 }
 
 /// dy * fn'(x).
-template <typename T> inline T pointwiseGrad(PointwiseFn Fn, T X, T C, T Dy) {
+template <typename T>
+WEFT_HOST_DEVICE inline T pointwiseGrad(PointwiseFn Fn, T X, T C, T Dy) {
   switch (Fn) {
   case PointwiseFn::Neg:
     return -Dy;
@@ -277,7 +281,7 @@ template <typename T> inline T pointwiseGrad(PointwiseFn Fn, T X, T C, T Dy) {
   return Dy;
 }
 
-template <typename T> inline T binary(BinaryFn Fn, T A, T B) {
+template <typename T> WEFT_HOST_DEVICE inline T binary(BinaryFn Fn, T A, T B) {
   switch (Fn) {
   case BinaryFn::Add:
     return A + B;
@@ -313,7 +317,7 @@ template <typename T> inline T binary(BinaryFn Fn, T A, T B) {
 
 /// dy * d(a fn b)/d(operand), operand 0 (a) or 1 (b).
 template <typename T>
-inline T binaryGrad(BinaryFn Fn, int Operand, T A, T B, T Dy) {
+WEFT_HOST_DEVICE inline T binaryGrad(BinaryFn Fn, int Operand, T A, T B, T Dy) {
   switch (Fn) {
   case BinaryFn::Add:
     return Dy;

@@ -39,7 +39,7 @@ struct TensorRef {
 struct BoundInstruction {
   OpKind Op;
   const OpAttrs *Attrs;
-  size_t Index; // position in the program, for messages
+  size_t Index = 0; // position in the program; backends key plans by it
   std::vector<TensorRef> In, Out;
   /// Ops with `vocab_axes`: the first vocab id of this rank's shard, and the
   /// whole vocab (0: the local one). Set at load (MeshOps.cpp).
@@ -202,6 +202,9 @@ Expected<std::unique_ptr<Backend>> createCudaBackend(DType Type);
 int cudaDeviceCount();
 /// Whether this build has the CUDA backend.
 bool haveCuda();
+/// The ops the CUDA backend has no kernel for in Type, in the op table's
+/// order (runtime/KernelTable.h); needs the plugin, not a device.
+Expected<std::vector<OpKind>> cudaMissingKernels(DType Type);
 
 } // namespace weft
 

@@ -36,7 +36,19 @@ kernel_programs() {
     done
   done
   $c gpt-tiny --batch 4 --seq 32 --mesh tp=2 --layout megatron -o "$k/gpt-tiny-tp2.weft" &&
-    $c "$root/test/e2e/qwen2-tiny.json" --batch 4 --seq 32 -o "$k/qwen2-tiny-f32.weft"
+    $c "$root/test/e2e/qwen2-tiny.json" --batch 4 --seq 32 -o "$k/qwen2-tiny-f32.weft" || return 1
+  # Imported graphs: the generic path (f64, f32, bf16; a windowed ALiBi
+  # attention written out), a padded vocabulary over tp=2, a classifier's
+  # masked loss on labels, a regression's mse; and hidden dropout.
+  local f=$root/test/e2e/fixtures
+  for t in f64 f32 bf16; do
+    $c "$f/generic-tiny-torch-export.onnx" --batch 2 --seq 16 --dtype $t -o "$k/generic-tiny-$t.weft" || return 1
+  done
+  $c "$f/generic-window-tiny-torch-export.onnx" --batch 2 --seq 16 -o "$k/generic-window-tiny-f32.weft" &&
+    $c "$f/corpus/gpt2-v251-ts17.onnx" --batch 2 --seq 16 --tie-embeddings --mesh tp=2 --layout megatron -o "$k/gpt2-v251-tp2.weft" &&
+    $c "$f/corpus/bert-cls-ts17.onnx" --batch 2 --seq 16 --loss cross-entropy --classes 3 -o "$k/bert-cls-f32.weft" &&
+    $c "$f/minilm-reg-tiny-torch-export.onnx" --batch 2 --seq 16 --loss mse -o "$k/minilm-reg-f32.weft" &&
+    $c "$root/test/gpu/gpt-hidden-dropout.json" --batch 4 --seq 32 -o "$k/gpt-dropout-f32.weft"
 }
 
 prepare() {

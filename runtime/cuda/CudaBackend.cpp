@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Backend.h"
+#include "runtime/CrossEntropyRows.h"
 #include "runtime/KernelTable.h"
 #include "runtime/cuda/CudaMatmul.h"
 #include "runtime/cuda/CudaQueue.h"
@@ -57,6 +58,27 @@ Status check(cudaError_t E, const BI &I) {
   return cudaStatus(E, describeInstruction(I));
 }
 
+/// The GEMM of a matmul (2-D views of its operands), and the one GEMM of
+/// each batch index of a batch_matmul ([b..., m, k] x [b..., k, n]).
+GemmShape matmulGemm(const BI &I, DType T) {
+  const TensorRef &A = I.In[0], &B = I.In[1];
+  GemmShape S;
+  S.TransA = I.Attrs->TransposeA;
+  S.TransB = I.Attrs->TransposeB;
+  S.Type = T;
+  if (I.Op == OpKind::BatchMatmul) {
+    const Shape &Ad = A.Spec->Dims, &Bd = B.Spec->Dims;
+    const size_t R = Ad.size();
+    S.M = Ad[S.TransA ? R - 1 : R - 2];
+    S.K = Ad[S.TransA ? R - 2 : R - 1];
+    S.N = Bd[S.TransB ? R - 2 : R - 1];
+    return S;
+  }
+  S.M = S.TransA ? A.Last : A.Rows;
+  S.K = S.TransA ? A.Rows : A.Last;
+  S.N = S.TransB ? B.Rows : B.Last;
+  return S;
+}
 /// The loss type of a cross entropy whose logits are T.
 template <typename T>
 using LossOf = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
@@ -246,43 +268,80 @@ template <typename T> struct Kernels {
                      D[2] / H, I.Attrs->AttnScale, C.Scratch, C.Stream),
                  I);
   }
-  static Status crossEntropy(const BI &I, const SC &, Ctx &C) {
-    return check(cuda::crossEntropy(I.In[0].as<T>(), I.In[1].as<int32_t>(),
-                                    I.In[0].Rows, I.In[0].Last,
-                                    I.Out[0].as<L>(), I.Attrs->Denominator,
-                                    C.Scratch, C.Sink, C.Stream),
-                 I);
+  // The columns a row's loss reads and its divisor (a masked loss: the
+  // step's counted targets), as the CPU's (runtime/CrossEntropyRows.h).
+  static Status ceRows(const BI &I, const SC &Step, int64_t V, int64_t First,
+                       int64_t Total, CeRows &How) {
+    WEFT_RETURN_IF_ERROR(classColumns(V, First, Total, I.Attrs->Classes,
+                                      opName(I.Op), How.Columns)
+                             .withContext(describeInstruction(I)));
+    How.Masked = I.Attrs->Masked;
+    if (How.Masked && Step.CountedTargets < 0)
+      return Status::error(describeInstruction(I) +
+                           ": the step's count of targets is unknown");
+    const int64_t Rows = I.In[0].Rows;
+    How.Divisor =
+        lossDivisor(How.Masked ? Step.CountedTargets : I.Attrs->Denominator,
+                    Rows, How.Masked);
+    return Status::success();
   }
-  static Status crossEntropyGrad(const BI &I, const SC &, Ctx &C) {
-    return check(cuda::crossEntropyGrad(I.In[0].as<T>(), I.In[1].as<int32_t>(),
-                                        I.In[2].as<L>(), I.Out[0].as<T>(),
-                                        I.In[0].Rows, I.In[0].Last,
-                                        I.Attrs->Denominator, C.Sink, C.Stream),
-                 I);
+  // Targets of a vocab-parallel loss lie in the classes, or the vocabulary.
+  static int64_t targetBound(const BI &I, int64_t Total) {
+    return I.Attrs->Classes > 0 ? I.Attrs->Classes : Total;
   }
-  static Status crossEntropyStats(const BI &I, const SC &, Ctx &C) {
+  static Status crossEntropy(const BI &I, const SC &Step, Ctx &C) {
     const TensorRef &Lg = I.In[0];
+    CeRows How;
+    WEFT_RETURN_IF_ERROR(ceRows(I, Step, Lg.Last, 0, Lg.Last, How));
+    return check(cuda::crossEntropy(Lg.as<T>(), I.In[1].as<int32_t>(), Lg.Rows,
+                                    Lg.Last, How, I.Out[0].as<L>(), C.Scratch,
+                                    C.Sink, C.Stream),
+                 I);
+  }
+  static Status crossEntropyGrad(const BI &I, const SC &Step, Ctx &C) {
+    const TensorRef &Lg = I.In[0];
+    CeRows How;
+    WEFT_RETURN_IF_ERROR(ceRows(I, Step, Lg.Last, 0, Lg.Last, How));
+    return check(cuda::crossEntropyGrad(
+                     Lg.as<T>(), I.In[1].as<int32_t>(), I.In[2].as<L>(),
+                     I.Out[0].as<T>(), Lg.Rows, Lg.Last, How, C.Sink, C.Stream),
+                 I);
+  }
+  static Status crossEntropyStats(const BI &I, const SC &Step, Ctx &C) {
+    const TensorRef &Lg = I.In[0];
+    const int64_t Total = vocabTotal(I, Lg.Last);
+    CeRows How;
+    WEFT_RETURN_IF_ERROR(ceRows(I, Step, Lg.Last, I.VocabFirst, Total, How));
     return check(cuda::crossEntropyStats(Lg.as<T>(), I.In[1].as<int32_t>(),
                                          Lg.Rows, Lg.Last, I.VocabFirst,
-                                         vocabTotal(I, Lg.Last),
+                                         targetBound(I, Total), How,
                                          I.Out[0].as<L>(), C.Sink, C.Stream),
                  I);
   }
-  static Status crossEntropyFromStats(const BI &I, const SC &, Ctx &C) {
+  static Status crossEntropyFromStats(const BI &I, const SC &Step, Ctx &C) {
     const TensorRef &St = I.In[0];
-    int64_t K = St.Spec->Dims[0];
-    return check(cuda::crossEntropyFromStats(
-                     St.as<L>(), K, St.Numel / (3 * K), I.Attrs->Denominator,
-                     I.Out[0].as<L>(), C.Scratch, C.Stream),
+    const int64_t K = St.Spec->Dims[0], Rows = St.Numel / (3 * K);
+    CeRows How;
+    How.Columns = 1; // reads no logits
+    How.Masked = I.Attrs->Masked;
+    How.Divisor =
+        lossDivisor(How.Masked ? Step.CountedTargets : I.Attrs->Denominator,
+                    Rows, How.Masked);
+    return check(cuda::crossEntropyFromStats(St.as<L>(), K, Rows, How,
+                                             I.Out[0].as<L>(), C.Scratch,
+                                             C.Stream),
                  I);
   }
-  static Status crossEntropyStatsGrad(const BI &I, const SC &, Ctx &C) {
+  static Status crossEntropyStatsGrad(const BI &I, const SC &Step, Ctx &C) {
     const TensorRef &Lg = I.In[0];
+    const int64_t Total = vocabTotal(I, Lg.Last);
+    CeRows How;
+    WEFT_RETURN_IF_ERROR(ceRows(I, Step, Lg.Last, I.VocabFirst, Total, How));
     return check(cuda::crossEntropyStatsGrad(
                      Lg.as<T>(), I.In[1].as<int32_t>(), I.In[2].as<L>(),
                      I.In[2].Spec->Dims[0], I.In[3].as<L>(), I.Out[0].as<T>(),
-                     Lg.Rows, Lg.Last, I.VocabFirst, vocabTotal(I, Lg.Last),
-                     I.Attrs->Denominator, C.Sink, C.Stream),
+                     Lg.Rows, Lg.Last, I.VocabFirst, targetBound(I, Total), How,
+                     C.Sink, C.Stream),
                  I);
   }
   static Status fill(const BI &I, const SC &, Ctx &C) {
@@ -296,6 +355,112 @@ template <typename T> struct Kernels {
     const AdamWParams P = adamwParams(I, Step);
     return check(cuda::adamw(I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
                              I.In[3].as<T>(), I.In[0].Numel, P, C.Stream),
+                 I);
+  }
+
+  // The generic path: shapes come from the buffers (validated at load).
+  static const Shape &dims(const TensorRef &R) { return R.Spec->Dims; }
+  static Status pointwise(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::pointwise(I.Attrs->Pointwise, I.Attrs->Scalar,
+                                 I.In[0].as<T>(), I.Out[0].as<T>(),
+                                 I.In[0].Numel, C.Stream),
+                 I);
+  }
+  static Status pointwiseGrad(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::pointwiseGrad(I.Attrs->Pointwise, I.Attrs->Scalar,
+                                     I.In[0].as<T>(), I.In[1].as<T>(),
+                                     I.Out[0].as<T>(), I.In[0].Numel, C.Stream),
+                 I);
+  }
+  static Status binary(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::binary(I.Attrs->Binary, I.In[0].as<T>(), dims(I.In[0]),
+                              I.In[1].as<T>(), dims(I.In[1]), I.Out[0].as<T>(),
+                              dims(I.Out[0]), C.Stream),
+                 I);
+  }
+  static Status binaryGrad(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::binaryGrad(I.Attrs->Binary, int(I.Attrs->Operand),
+                                  I.In[0].as<T>(), dims(I.In[0]),
+                                  I.In[1].as<T>(), dims(I.In[1]),
+                                  I.In[2].as<T>(), dims(I.In[2]),
+                                  I.Out[0].as<T>(), C.Stream),
+                 I);
+  }
+  static Status select(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::select(I.In[0].as<T>(), dims(I.In[0]), I.In[1].as<T>(),
+                              dims(I.In[1]), I.In[2].as<T>(), dims(I.In[2]),
+                              I.Out[0].as<T>(), dims(I.Out[0]), C.Stream),
+                 I);
+  }
+  static Status selectGrad(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::selectGrad(int(I.Attrs->Operand), I.In[0].as<T>(),
+                                  dims(I.In[0]), I.In[1].as<T>(), dims(I.In[1]),
+                                  I.Out[0].as<T>(), dims(I.Out[0]), C.Stream),
+                 I);
+  }
+  static Status broadcast(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::broadcast(I.In[0].as<T>(), dims(I.In[0]),
+                                 I.Out[0].as<T>(), dims(I.Out[0]), C.Stream),
+                 I);
+  }
+  static Status reduce(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::reduce(I.In[0].as<T>(), dims(I.In[0]), I.Out[0].as<T>(),
+                              dims(I.Out[0]), C.Stream),
+                 I);
+  }
+  static Status transpose(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::transpose(I.In[0].as<T>(), dims(I.In[0]), I.Attrs->Perm,
+                                 I.Out[0].as<T>(), C.Stream),
+                 I);
+  }
+  static Status softmax(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::softmax(I.In[0].as<T>(), I.Out[0].as<T>(), I.In[0].Rows,
+                               I.In[0].Last, C.Stream),
+                 I);
+  }
+  static Status softmaxGrad(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::softmaxGrad(I.In[0].as<T>(), I.In[1].as<T>(),
+                                   I.Out[0].as<T>(), I.In[0].Rows, I.In[0].Last,
+                                   C.Stream),
+                 I);
+  }
+  // One GEMM per batch index, each on the plan prepare made for one.
+  static Status batchMatmul(const BI &I, const SC &, Ctx &C) {
+    const GemmShape G = matmulGemm(I, I.In[0].Spec->Type); // M, N, K
+    const int64_t Batch = I.In[0].Numel / (G.M * G.K);
+    for (int64_t B = 0; B < Batch; ++B)
+      WEFT_RETURN_IF_ERROR(C.Gemm->run(
+          C.Lt, I.In[0].as<T>() + B * G.M * G.K,
+          I.In[1].as<T>() + B * G.K * G.N, I.Out[0].as<T>() + B * G.M * G.N,
+          C.Workspace, GemmWorkspaceBytes, C.Stream));
+    return Status::success();
+  }
+  // mean((pred - target)^2) over the step's elements (attrs.denominator,
+  // else this rank's), as the CPU.
+  static int64_t mseDivisor(const BI &I) {
+    return I.Attrs->Denominator ? I.Attrs->Denominator : I.In[0].Numel;
+  }
+  static Status mseLoss(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::mseLoss(I.In[0].as<T>(), I.In[1].as<T>(), I.In[0].Numel,
+                               mseDivisor(I), I.Out[0].as<T>(), C.Stream),
+                 I);
+  }
+  static Status mseLossGrad(const BI &I, const SC &, Ctx &C) {
+    return check(cuda::mseLossGrad(I.In[0].as<T>(), I.In[1].as<T>(),
+                                   I.In[2].as<T>(), I.In[0].Numel,
+                                   mseDivisor(I), I.Out[0].as<T>(), C.Stream),
+                 I);
+  }
+  static Status dropout(const BI &I, const SC &Step, Ctx &C) {
+    // Placed at load (MeshOps.cpp): this micro-batch's rows of the step.
+    std::vector<int64_t> First = I.DimFirst;
+    if (First.empty())
+      First.assign(dims(I.In[0]).size(), 0);
+    First[0] += Step.Microbatch * I.MicrobatchRows;
+    const std::vector<int64_t> &Total =
+        I.DimTotal.empty() ? dims(I.In[0]) : I.DimTotal;
+    return check(cuda::dropout(I.In[0].as<T>(), I.Out[0].as<T>(), dims(I.In[0]),
+                               First, Total, dropoutKey(I, Step), C.Stream),
                  I);
   }
 
@@ -338,6 +503,21 @@ template <typename T> struct Kernels {
     Set(OpKind::CrossEntropyStatsGrad, crossEntropyStatsGrad);
     Set(OpKind::Fill, fill);
     Set(OpKind::AdamW, adamw);
+    Set(OpKind::Pointwise, pointwise);
+    Set(OpKind::PointwiseGrad, pointwiseGrad);
+    Set(OpKind::Binary, binary);
+    Set(OpKind::BinaryGrad, binaryGrad);
+    Set(OpKind::Select, select);
+    Set(OpKind::SelectGrad, selectGrad);
+    Set(OpKind::Broadcast, broadcast);
+    Set(OpKind::Reduce, reduce);
+    Set(OpKind::Transpose, transpose);
+    Set(OpKind::Softmax, softmax);
+    Set(OpKind::SoftmaxGrad, softmaxGrad);
+    Set(OpKind::BatchMatmul, batchMatmul);
+    Set(OpKind::MseLoss, mseLoss);
+    Set(OpKind::MseLossGrad, mseLossGrad);
+    Set(OpKind::Dropout, dropout);
     return Tab;
   }
 };
@@ -456,6 +636,7 @@ struct Bytes {
   static KernelFn of(OpKind K) {
     switch (K) {
     case OpKind::Copy:
+    case OpKind::Reshape: // the same bytes in another shape
       return copy;
     case OpKind::Pack:
       return pack;
@@ -475,17 +656,25 @@ struct Bytes {
   }
 };
 
+/// Which of kernelTables() runs dtype T.
+int tableOf(DType T) { return T == DType::F64 ? 1 : T == DType::BF16 ? 2 : 0; }
+
+/// The f32, f64 and bf16 tables (tableOf's order); the byte-moving ops in
+/// each.
+std::array<KernelTable<KernelFn>, 3> kernelTables() {
+  std::array<KernelTable<KernelFn>, 3> Tables = {Kernels<float>::table(),
+                                                 Kernels<double>::table(),
+                                                 Kernels<bf16>::table()};
+  for (KernelTable<KernelFn> &Table : Tables)
+    for (int K = 0; K < NumOpKinds; ++K)
+      if (KernelFn F = Bytes::of(OpKind(K)))
+        Table.set(OpKind(K), F);
+  return Tables;
+}
+
 class CudaBackend final : public Backend {
 public:
-  CudaBackend() {
-    Tables[0] = Kernels<float>::table();
-    Tables[1] = Kernels<double>::table();
-    Tables[2] = Kernels<bf16>::table();
-    for (KernelTable<KernelFn> &Table : Tables)
-      for (int K = 0; K < NumOpKinds; ++K)
-        if (KernelFn F = Bytes::of(OpKind(K)))
-          Table.set(OpKind(K), F);
-  }
+  CudaBackend() : Tables(kernelTables()) {}
   std::vector<OpKind> missingKernels(DType T) const override {
     return Tables[tableOf(T)].missing();
   }
@@ -561,9 +750,6 @@ private:
     BI Copy; // the instruction with widened pointers, refreshed per run
   };
 
-  static int tableOf(DType T) {
-    return T == DType::F64 ? 1 : T == DType::BF16 ? 2 : 0;
-  }
   std::string nameOf(int I) const {
     std::string Op = I >= 0 && size_t(I) < OpNames.size() ? OpNames[I] : "?";
     return "instructions[" + std::to_string(I) + "] (" + Op + ")";
@@ -622,33 +808,14 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
       OpNames.resize(I.Index + 1);
     }
     OpNames[I.Index] = opName(I.Op);
-    // The CUDA cross-entropy kernels divide by a static denominator and
-    // read every target: a masked cross-entropy (format version 9: a
-    // masked-LM loss, or one on given targets) runs on CPUs.
-    if (I.Attrs->Masked)
-      return Status::error(describeInstruction(I) +
-                           " is a masked cross-entropy (a masked-LM loss or "
-                           "one on given targets), which the CUDA backend "
-                           "does not run yet (it needs -100 targets skipped "
-                           "and the step's count as divisor): run it with "
-                           "--device cpu");
-    // A vocabulary padded for tp (weft-pad-vocab): the CUDA kernels read
-    // every column of a row as a class.
-    if (I.Attrs->Classes > 0)
-      return Status::error(describeInstruction(I) +
-                           " is a cross-entropy over a padded vocabulary "
-                           "(classes=" +
-                           std::to_string(I.Attrs->Classes) +
-                           "), which the CUDA backend does not run yet: run "
-                           "it with --device cpu, or a tp that divides the "
-                           "vocabulary");
-    // Dropout of the probabilities inside the fused kernel: not on CUDA yet
-    // (the dropout op itself is in the backend's missing list).
+    // BERT's token-type embedding read from the step's batch.
     if (I.Attrs->TokenTypes)
       return Status::error(describeInstruction(I) +
                            " reads the step's token types, which the CUDA "
                            "backend does not run yet: run it with --device "
                            "cpu");
+    // Dropout of the probabilities inside the fused kernel, windows and key
+    // padding: the CUDA attention kernel has none of them yet.
     if ((I.Op == OpKind::Attention || I.Op == OpKind::AttentionGrad) &&
         (I.Attrs->DropP > 0 || I.Attrs->Window > 0 || I.Attrs->KeyPadding))
       return Status::error(describeInstruction(I) +
@@ -668,6 +835,17 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
                            "parallelism over seq_axes), which the CUDA "
                            "backend does not run yet: run it with --device "
                            "cpu");
+    // The generic kernels index through MaxGenericRank dims at most.
+    for (const auto *Ops : {&I.In, &I.Out})
+      for (size_t K = 0; K < Ops->size(); ++K)
+        if ((*Ops)[K].Spec->Dims.size() > size_t(MaxGenericRank) &&
+            backendRunsOp(I.Op))
+          return Status::error(
+              describeInstruction(I) + ": " + (Ops == &I.In ? "in[" : "out[") +
+              std::to_string(K) + "] has " +
+              std::to_string((*Ops)[K].Spec->Dims.size()) +
+              " dims; the CUDA kernels take at most " +
+              std::to_string(MaxGenericRank) + ": run it with --device cpu");
     auto P = std::make_unique<Plan>();
     Expected<KernelChoice> Choice = chooseKernel(I);
     if (!Choice.ok())
@@ -691,15 +869,8 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
     if (!Need.ok())
       return Need.status();
     KernelBytes = std::max(KernelBytes, align256(*Need));
-    if (I.Op == OpKind::Matmul) {
-      const TensorRef &A = I.In[0], &B = I.In[1];
-      GemmShape S;
-      S.TransA = I.Attrs->TransposeA;
-      S.TransB = I.Attrs->TransposeB;
-      S.M = S.TransA ? A.Last : A.Rows;
-      S.K = S.TransA ? A.Rows : A.Last;
-      S.N = S.TransB ? B.Rows : B.Last;
-      S.Type = T;
+    if (I.Op == OpKind::Matmul || I.Op == OpKind::BatchMatmul) {
+      const GemmShape S = matmulGemm(I, T);
       Expected<std::unique_ptr<CudaMatmulPlan>> G =
           CudaMatmulPlan::create(Lt, S, GemmWorkspaceBytes);
       if (!G.ok())
@@ -838,6 +1009,10 @@ int countCudaDevices() {
     return 0;
   }
   return N;
+}
+
+std::vector<OpKind> cudaMissingKernelsOf(DType T) {
+  return kernelTables()[tableOf(T)].missing();
 }
 
 Expected<std::unique_ptr<Backend>> createCudaBackendOnDevice(DType) {

@@ -83,6 +83,13 @@ Expected<std::unique_ptr<Backend>> createCudaBackend(DType Type) {
   return (*P)->CreateBackend(Type);
 }
 
+Expected<std::vector<OpKind>> cudaMissingKernels(DType Type) {
+  Expected<const CudaPlugin *> P = load();
+  if (!P.ok())
+    return P.status();
+  return (*P)->MissingKernels(Type);
+}
+
 Status cudaRankCommunicator(std::unique_ptr<Communicator> &Host, bool Share) {
   Expected<const CudaPlugin *> P = load();
   if (!P.ok())

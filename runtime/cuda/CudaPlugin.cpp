@@ -6,6 +6,7 @@ extern "C" __attribute__((visibility("default"))) const weft::CudaPlugin *
 weftCudaPlugin() {
   static const weft::CudaPlugin Table = {
       weft::CudaPluginVersion, weft::createCudaBackendOnDevice,
-      weft::countCudaDevices, weft::cudaRankCommunicatorOnDevice};
+      weft::countCudaDevices, weft::cudaRankCommunicatorOnDevice,
+      weft::cudaMissingKernelsOf};
   return &Table;
 }

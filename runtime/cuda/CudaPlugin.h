@@ -16,17 +16,20 @@
 #include "runtime/comm/Communicator.h"
 
 #include <memory>
+#include <vector>
 
 namespace weft {
 
 /// Bumped whenever the table or a type it passes changes.
-constexpr int CudaPluginVersion = 2;
+constexpr int CudaPluginVersion = 3;
 
 struct CudaPlugin {
   int Version;
   Expected<std::unique_ptr<Backend>> (*CreateBackend)(DType Type);
   int (*DeviceCount)();
   Status (*RankCommunicator)(std::unique_ptr<Communicator> &Host, bool Share);
+  /// The ops the backend has no kernel for in Type (needs no device).
+  std::vector<OpKind> (*MissingKernels)(DType Type);
 };
 
 } // namespace weft

@@ -13,6 +13,10 @@ Expected<std::unique_ptr<Backend>> createCudaBackend(DType) {
                        "CUDA compiler, cuBLASLt or CUDA runtime)");
 }
 
+Expected<std::vector<OpKind>> cudaMissingKernels(DType) {
+  return Status::error("this weft was built without CUDA");
+}
+
 Status cudaRankCommunicator(std::unique_ptr<Communicator> &, bool) {
   return Status::error("this weft was built without CUDA");
 }

@@ -11,11 +11,14 @@
 #include "runtime/comm/Communicator.h"
 
 #include <memory>
+#include <vector>
 
 namespace weft {
 
 Expected<std::unique_ptr<Backend>> createCudaBackendOnDevice(DType Type);
 int countCudaDevices();
+/// The ops without a kernel in Type's table; no device needed.
+std::vector<OpKind> cudaMissingKernelsOf(DType Type);
 /// Makes this rank's CUDA device current (see cudaRankCommunicator).
 Status selectCudaDeviceForRank(bool Share, int WorldSize, int &Device);
 Status cudaRankCommunicatorOnDevice(std::unique_ptr<Communicator> &Host,

@@ -2,13 +2,17 @@
 //
 // The GPU tests (docs/design.md, "The device boundary"): every instruction
 // of real programs (compiled by weft-compile into WEFT_GPU_PROGRAMS: GPT-2
-// and Llama shapes in f64, f32 and bf16) runs on the CPU backend and on the
-// CUDA backend from the same random operands, and their outputs must agree:
+// and Llama shapes in f64, f32 and bf16; imported graphs on the generic
+// path, a padded vocabulary, masked and mse losses, dropout) runs on the
+// CPU backend and on the CUDA backend from the same random operands, and
+// their outputs must agree:
 // f64 to 1e-10, f32 to 1e-4 and bf16 to 2e-2, each relative to the largest
 // value of the output (bf16 keeps 8 significant bits: two roundings of one
 // value may differ by 2^-7). The fused attention is checked against the
 // plain reference kernel on shapes that cut its tiles unevenly, and data
-// errors (a token id outside the vocab) must come back as errors.
+// errors (a token id outside the vocab) must come back as errors. An
+// instruction the CUDA backend refuses by name (a feature it does not run
+// yet) is listed, not compared.
 //
 // Without a CUDA device the binary says so and exits 77, which ctest
 // reports as skipped (SKIP_RETURN_CODE).
@@ -100,7 +104,13 @@ TensorRef refOf(const BufferSpec &S, void *Data) {
   return R;
 }
 
-/// Operand values a kernel accepts: ids and targets inside the vocab, Adam's
+/// The shards of the vocabulary an op with vocab_axes splits (1: none).
+int64_t vocabShards(const Program &P, const Instruction &I) {
+  return std::max<int64_t>(P.Devices.count(I.Attrs.VocabAxes), 1);
+}
+
+/// Operand values a kernel accepts: ids inside the vocab, targets inside
+/// the program's bound (a masked loss's every third -100, ignored), Adam's
 /// second moment non-negative, the rest normal.
 std::vector<char> randomOperand(const Program &P, const Instruction &I,
                                 int64_t Id, std::mt19937 &G) {
@@ -109,16 +119,24 @@ std::vector<char> randomOperand(const Program &P, const Instruction &I,
   std::normal_distribution<double> Normal(0.0, 1.0);
   const bool SecondMoment =
       I.Op == OpKind::AdamW && I.In.size() > 3 && I.In[3] == Id;
-  // A vocab-parallel op run alone (no mesh bound) reads ids of its own
-  // shard of the table: [0, vocab / shards).
-  const int64_t Vocab =
-      std::max<int64_t>(P.Vocab / P.Devices.count(I.Attrs.VocabAxes), 1);
+  const bool Targets = isCrossEntropy(I.Op) && I.In.size() > 1 && I.In[1] == Id;
+  // Merged vocab statistics [K, .., 3] (max, sum of exponentials, target
+  // logit): a sum is at least 1 (the max's own term).
+  const bool Stats = (I.Op == OpKind::CrossEntropyFromStats && I.In[0] == Id) ||
+                     (I.Op == OpKind::CrossEntropyStatsGrad &&
+                      I.In.size() > 2 && I.In[2] == Id);
+  const int64_t Bound =
+      std::max<int64_t>(Targets ? P.targetBound() : P.Vocab, 1);
   for (int64_t K = 0; K < S.numel(); ++K) {
     double V;
     if (S.Type == DType::I32)
-      V = double(G() % uint64_t(Vocab));
+      V = Targets && I.Attrs.Masked && K % 3 == 1
+              ? -100.0
+              : double(G() % uint64_t(Bound));
     else if (SecondMoment)
       V = std::fabs(Normal(G)) * 1e-3;
+    else if (Stats && K % 3 == 1)
+      V = 1 + std::fabs(Normal(G));
     else
       V = Normal(G);
     setValue(Bytes, S.Type, size_t(K), V);
@@ -129,7 +147,18 @@ std::vector<char> randomOperand(const Program &P, const Instruction &I,
 struct Outcome {
   size_t Compared = 0;
   std::set<std::string> Ops;
+  /// Instructions the CUDA backend refuses by name, as documented (an
+  /// encoder's bidirectional attention, attention dropout, windows): op
+  /// names, printed, not compared.
+  std::set<std::string> Refused;
 };
+
+/// Whether Message is one of the CUDA backend's named refusals of a
+/// feature it does not run (CudaBackend::prepare), rather than a failure.
+bool namedRefusal(const std::string &Message) {
+  return Message.find("does not run yet") != std::string::npos ||
+         Message.find("runs on the CPU backend only") != std::string::npos;
+}
 
 /// Runs instruction N of P on both backends from the same operands and
 /// compares every output buffer.
@@ -162,10 +191,43 @@ void compareInstruction(const Program &P, size_t N, Backend &Gpu, Queue &Q,
     CpuI.Out.push_back(refOf(P.Buffers[size_t(Id)], Host[Id].data()));
     GpuI.Out.push_back(refOf(P.Buffers[size_t(Id)], Device[Id]));
   }
+  // A vocab-parallel op runs as the last shard (a padded vocabulary's
+  // tail is there); dropout as the whole tensor of micro-batch 1.
+  const int64_t Shards = vocabShards(P, I);
+  if (!I.Attrs.VocabAxes.empty() && !I.In.empty()) {
+    const int64_t Local =
+        I.Op == OpKind::Embedding || I.Op == OpKind::EmbeddingGrad
+            ? P.Buffers[size_t(I.Op == OpKind::Embedding ? I.In[0] : I.Out[0])]
+                  .Dims[0]
+            : P.Buffers[size_t(I.In[0])].Dims.back();
+    CpuI.VocabTotal = GpuI.VocabTotal = Local * Shards;
+    CpuI.VocabFirst = GpuI.VocabFirst = Local * (Shards - 1);
+  }
+  if (!I.In.empty()) {
+    const Shape &D = P.Buffers[size_t(I.In[0])].Dims;
+    CpuI.DimFirst = GpuI.DimFirst = std::vector<int64_t>(D.size(), 0);
+    CpuI.DimTotal = GpuI.DimTotal = D;
+    if (!D.empty()) {
+      CpuI.DimTotal[0] = GpuI.DimTotal[0] = 2 * D[0];
+      CpuI.MicrobatchRows = GpuI.MicrobatchRows = D[0];
+    }
+  }
   StepContext Ctx;
   Ctx.Lr = 1e-3;
   Ctx.Step = 3;
   Ctx.Optimizer = &P.Optimizer;
+  Ctx.Seed = 1234;
+  Ctx.Microbatch = 1;
+  // A masked loss divides by the step's counted targets: here, these.
+  Ctx.CountedTargets = 1;
+  if (isCrossEntropy(I.Op) && I.In.size() > 1 &&
+      P.Buffers[size_t(I.In[1])].Type == DType::I32) {
+    const std::vector<char> &T = Host[I.In[1]];
+    const auto *Ids = reinterpret_cast<const int32_t *>(T.data());
+    Ctx.CountedTargets = 0;
+    for (size_t K = 0; K < T.size() / sizeof(int32_t); ++K)
+      Ctx.CountedTargets += Ids[K] != -100;
+  }
   const std::string What =
       "instructions[" + std::to_string(N) + "] (" + opName(I.Op) + ")";
   Expected<size_t> CpuPrep = Cpu->prepare({CpuI});
@@ -173,6 +235,12 @@ void compareInstruction(const Program &P, size_t N, Backend &Gpu, Queue &Q,
   Status CpuRun = Cpu->run(CpuI, Ctx, hostQueue());
   ASSERT_TRUE(CpuRun.ok()) << What << ": " << CpuRun.message();
   Expected<size_t> GpuPrep = Gpu.prepare({GpuI});
+  if (!GpuPrep.ok() && namedRefusal(GpuPrep.message())) {
+    Out.Refused.insert(opName(I.Op));
+    for (auto &[Id, D] : Device)
+      Gpu.release(D);
+    return;
+  }
   ASSERT_TRUE(GpuPrep.ok()) << What << ": " << GpuPrep.message();
   Status GpuRun = Gpu.run(GpuI, Ctx, Q);
   ASSERT_TRUE(GpuRun.ok()) << What << ": " << GpuRun.message();
@@ -183,13 +251,16 @@ void compareInstruction(const Program &P, size_t N, Backend &Gpu, Queue &Q,
     std::vector<char> Got(Host[Id].size());
     ASSERT_TRUE(Q.copyToHost(Got.data(), Device[Id], Got.size()).ok());
     ASSERT_TRUE(Q.synchronize().ok());
+    // A NaN on both sides agrees (log or sqrt of a negative operand); a
+    // NaN on one side only is the worst error.
     double Scale = 0, Worst = 0;
     size_t At = 0;
     for (int64_t K = 0; K < S.numel(); ++K)
       Scale = std::max(Scale, std::fabs(valueAt(Host[Id], S.Type, K)));
     for (int64_t K = 0; K < S.numel(); ++K) {
-      double D =
-          std::fabs(valueAt(Got, S.Type, K) - valueAt(Host[Id], S.Type, K));
+      const double A = valueAt(Got, S.Type, K),
+                   B = valueAt(Host[Id], S.Type, K);
+      const double D = std::isnan(A) && std::isnan(B) ? 0 : std::fabs(A - B);
       if (!(D <= Worst)) { // NaN counts as the worst
         Worst = D;
         At = size_t(K);
@@ -217,6 +288,7 @@ bool backendOp(const Program &P, const Instruction &I) {
   BoundInstruction B;
   B.Op = I.Op;
   B.Attrs = &I.Attrs;
+  B.Index = 0; // the backend sizes its plans by it
   for (int64_t Id : I.In)
     B.In.push_back(refOf(P.Buffers[size_t(Id)], nullptr));
   for (int64_t Id : I.Out)
@@ -253,7 +325,11 @@ TEST(CudaKernels, EveryInstructionOfEveryProgramMatchesTheCpu) {
         return;
     }
     std::cout << F << ": " << Out.Compared << " instructions, "
-              << Out.Ops.size() << " ops agree with the CPU\n";
+              << Out.Ops.size() << " ops agree with the CPU";
+    for (const std::string &Op : Out.Refused)
+      std::cout << (Op == *Out.Refused.begin() ? "; refused by name: " : ", ")
+                << Op;
+    std::cout << "\n";
   }
 }
 
@@ -411,24 +487,4 @@ int main(int Argc, char **Argv) {
   }
   ::testing::InitGoogleTest(&Argc, Argv);
   return RUN_ALL_TESTS();
-}
-
-// The ops the CUDA backend has no kernel for (runtime/KernelTable.h), the
-// same in f32, f64 and bf16: the generic path's ops, the regression loss
-// and dropout. A program using one is refused at load, naming it and these; a
-// kernel added or lost changes this list.
-TEST(CudaKernels, TheOpsTheBackendLacksAreTheListedOnes) {
-  Expected<std::unique_ptr<Backend>> Gpu = createCudaBackend(DType::F32);
-  ASSERT_TRUE(Gpu.ok()) << Gpu.message();
-  const std::set<std::string> Want = {
-      "batch_matmul",   "binary",   "binary_grad",   "broadcast",
-      "dropout",        "mse_loss", "mse_loss_grad", "pointwise",
-      "pointwise_grad", "reduce",   "reshape",       "select",
-      "select_grad",    "softmax",  "softmax_grad",  "transpose"};
-  for (DType T : {DType::F32, DType::F64, DType::BF16}) {
-    std::set<std::string> Got;
-    for (OpKind K : (*Gpu)->missingKernels(T))
-      Got.insert(opName(K));
-    EXPECT_EQ(Got, Want) << dtypeName(T);
-  }
 }

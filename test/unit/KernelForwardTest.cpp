@@ -9,6 +9,8 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 using namespace weft;
@@ -269,6 +271,25 @@ TEST(KernelTable, TheCpuBackendLacksNoOp) {
   for (weft::DType T : {weft::DType::F32, weft::DType::F64}) {
     std::unique_ptr<weft::Backend> B = weft::createCpuBackend(T);
     EXPECT_TRUE(B->missingKernels(T).empty());
+  }
+}
+
+// The CUDA backend's gaps, read from its plugin (no device needed): a new
+// op without a CUDA kernel fails here, on every machine that builds CUDA.
+TEST(KernelTable, TheCudaBackendLacksOnlyTheListedOps) {
+  if (!weft::haveCuda())
+    GTEST_SKIP() << "this weft was built without CUDA";
+  const std::set<std::string> Want = {"attention_block", "softmax_merge",
+                                      "attention_block_grad"};
+  for (weft::DType T :
+       {weft::DType::F32, weft::DType::F64, weft::DType::BF16}) {
+    weft::Expected<std::vector<weft::OpKind>> Missing =
+        weft::cudaMissingKernels(T);
+    ASSERT_TRUE(Missing.ok()) << Missing.message();
+    std::set<std::string> Got;
+    for (weft::OpKind K : *Missing)
+      Got.insert(weft::opName(K));
+    EXPECT_EQ(Got, Want) << weft::dtypeName(T);
   }
 }
 

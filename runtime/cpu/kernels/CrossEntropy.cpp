@@ -1,4 +1,5 @@
 //===- CrossEntropy.cpp - mean cross entropy over rows, and its gradient --===//
+#include "runtime/CrossEntropyRows.h"
 #include "runtime/cpu/kernels/FastMath.h"
 #include "runtime/cpu/kernels/Kernels.h"
 #include "runtime/cpu/kernels/Parallel.h"
@@ -41,17 +42,6 @@ Status checkTargets(const int32_t *Targets, int64_t Rows, int64_t V,
   return Status::success();
 }
 
-// The mean's divisor: a masked loss's counted targets (none: every row is
-// ignored, the sum is 0), else Denominator or the rows.
-double divisor(int64_t Denominator, int64_t Rows, bool Masked) {
-  if (Masked)
-    return double(std::max<int64_t>(Denominator, 1));
-  return double(Denominator > 0 ? Denominator : Rows);
-}
-} // namespace
-
-namespace {
-
 template <typename T>
 inline double rowLoss(const T *X, int64_t V, int32_t Target) {
   T M = rowMax(X, V);
@@ -79,27 +69,6 @@ WEFT_SIMD_CLONES void rowGradF(const float *X, int64_t V, int32_t Target,
 
 } // namespace
 
-namespace {
-// The columns of a row that are classes, for logits [.., V] holding the
-// vocab ids [First, First + V) of Total: with a padded vocabulary
-// (weft-pad-vocab) those before Classes, else all V. Every shard holds a
-// class (the pass leaves the padding to the last shard's tail).
-Status classColumns(int64_t V, int64_t First, int64_t Total, int64_t Classes,
-                    const char *Op, int64_t &C) {
-  if (Classes > Total)
-    return Status::error(
-        std::string(Op) + ": classes=" + std::to_string(Classes) +
-        " exceeds the logits' " + std::to_string(Total) + " columns");
-  C = Classes > 0 ? std::min(V, Classes - First) : V;
-  if (C < 1)
-    return Status::error(std::string(Op) + ": the vocab shard [" +
-                         std::to_string(First) + ", " +
-                         std::to_string(First + V) + ") holds no class of " +
-                         std::to_string(Classes));
-  return Status::success();
-}
-} // namespace
-
 template <typename T>
 Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
                     int64_t V, T *Loss, int64_t Denominator, bool Masked,
@@ -118,7 +87,7 @@ Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
     else
       Total += rowLoss(Logits + R * V, C, Targets[R]);
   }
-  *Loss = T(Total / divisor(Denominator, Rows, Masked));
+  *Loss = T(Total / lossDivisor(Denominator, Rows, Masked));
   return Status::success();
 }
 
@@ -130,7 +99,7 @@ Status crossEntropyGrad(const T *Logits, const int32_t *Targets, const T *DLoss,
   WEFT_RETURN_IF_ERROR(classColumns(V, 0, V, Classes, "cross_entropy_grad", C));
   WEFT_RETURN_IF_ERROR(checkTargets(Targets, Rows, C, "cross_entropy_grad",
                                     Masked, Denominator));
-  const double Scale = double(*DLoss) / divisor(Denominator, Rows, Masked);
+  const double Scale = double(*DLoss) / lossDivisor(Denominator, Rows, Masked);
 #pragma omp parallel for schedule(static) if (Rows * V > (1 << 14))
   for (int64_t R = 0; R < Rows; ++R) {
     if (Masked && Targets[R] == IgnoreTarget) {
@@ -205,7 +174,7 @@ void crossEntropyFromStats(const T *Stats, int64_t K, int64_t Rows,
       Target += double(Stats[(Q * Rows + R) * 3 + 2]);
     Total += M + std::log(S) - Target;
   }
-  *Loss = T(Total / divisor(Denominator, Rows, Masked));
+  *Loss = T(Total / lossDivisor(Denominator, Rows, Masked));
 }
 
 template <typename T>
@@ -220,7 +189,7 @@ Status crossEntropyStatsGrad(const T *Logits, const int32_t *Targets,
   WEFT_RETURN_IF_ERROR(
       checkTargets(Targets, Rows, Classes > 0 ? Classes : Total,
                    "cross_entropy_stats_grad", Masked, Denominator));
-  const double Scale = double(*DLoss) / divisor(Denominator, Rows, Masked);
+  const double Scale = double(*DLoss) / lossDivisor(Denominator, Rows, Masked);
 #pragma omp parallel for schedule(static) if (Rows * V > (1 << 14))
   for (int64_t R = 0; R < Rows; ++R) {
     if (Masked && Targets[R] == IgnoreTarget) {

@@ -15,6 +15,7 @@
 #include "program/Pointwise.h"
 #include "program/Status.h"
 #include "runtime/AdamWParams.h"
+#include "runtime/CrossEntropyRows.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -268,10 +269,6 @@ void dropout(const T *X, T *Y, const std::vector<int64_t> &Local,
              const std::vector<int64_t> &First,
              const std::vector<int64_t> &Total, const DropoutKey &Key,
              const int32_t *SeqPos = nullptr);
-
-// A target the loss ignores (PyTorch's ignore_index): a position a
-// masked-LM batch does not predict.
-constexpr int32_t IgnoreTarget = -100;
 
 // Cross entropy over Rows rows of Logits [Rows, V], summed and divided by
 // Denominator (0: Rows, the mean): a rank's share of a mean over more rows

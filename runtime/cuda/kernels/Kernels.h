@@ -17,6 +17,8 @@
 #define WEFT_RUNTIME_KERNELS_CUDA_KERNELS_H
 
 #include "program/Activation.h"
+#include "program/Dropout.h"
+#include "program/Pointwise.h"
 #include "runtime/AdamWParams.h"
 
 #include <cuda_bf16.h>
@@ -24,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace weft::cuda {
 
@@ -144,35 +147,108 @@ cudaError_t rope(const T *X, T *Y, int64_t B, int64_t Sq, int64_t H, int64_t Hd,
                  double Scale, cudaStream_t S);
 
 // Cross entropy (Loss and DLoss: one element of type L; f32 for bf16
-// logits).
+// logits), as the CPU kernels (runtime/cpu/kernels/Kernels.h).
+/// Which columns and rows count (runtime/CrossEntropyRows.h): a row's first
+/// Columns columns are classes (the rest, a padded vocabulary's tail, get
+/// a zero gradient); Masked skips rows whose target is -100; the summed
+/// losses are divided by Divisor.
+struct CeRows {
+  int64_t Columns = 0;
+  bool Masked = false;
+  double Divisor = 1;
+};
 template <typename T, typename L>
 cudaError_t crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
-                         int64_t V, L *Loss, int64_t Denominator, void *Scratch,
+                         int64_t V, const CeRows &How, L *Loss, void *Scratch,
                          ErrorSink E, cudaStream_t S);
 template <typename T, typename L>
 cudaError_t crossEntropyGrad(const T *Logits, const int32_t *Targets,
                              const L *DLoss, T *DLogits, int64_t Rows,
-                             int64_t V, int64_t Denominator, ErrorSink E,
+                             int64_t V, const CeRows &How, ErrorSink E,
                              cudaStream_t S);
 /// Rows doubles: the per-row losses before their sum.
 inline size_t crossEntropyScratchBytes(int64_t Rows) {
   return size_t(Rows) * sizeof(double);
 }
+/// A vocab shard's statistics; targets are checked against TargetBound
+/// (the classes, or the whole vocabulary), How.Divisor is unused.
 template <typename T, typename L>
 cudaError_t crossEntropyStats(const T *Logits, const int32_t *Targets,
                               int64_t Rows, int64_t V, int64_t First,
-                              int64_t Total, L *Stats, ErrorSink E,
-                              cudaStream_t S);
+                              int64_t TargetBound, const CeRows &How, L *Stats,
+                              ErrorSink E, cudaStream_t S);
 template <typename L>
 cudaError_t crossEntropyFromStats(const L *Stats, int64_t K, int64_t Rows,
-                                  int64_t Denominator, L *Loss, void *Scratch,
+                                  const CeRows &How, L *Loss, void *Scratch,
                                   cudaStream_t S);
 template <typename T, typename L>
 cudaError_t
 crossEntropyStatsGrad(const T *Logits, const int32_t *Targets, const L *Stats,
                       int64_t K, const L *DLoss, T *DLogits, int64_t Rows,
-                      int64_t V, int64_t First, int64_t Total,
-                      int64_t Denominator, ErrorSink E, cudaStream_t S);
+                      int64_t V, int64_t First, int64_t TargetBound,
+                      const CeRows &How, ErrorSink E, cudaStream_t S);
+
+// The generic path (docs/design.md decision 20), as the CPU's
+// (runtime/cpu/kernels/Generic.cpp): shapes broadcast as NumPy's, up to
+// MaxGenericRank dims. An output summed over stretched dims is one thread
+// per element adding its terms in the row-major order of the full shape:
+// the CPU's order, so the sum does not depend on scheduling.
+using GenericDims = std::vector<int64_t>;
+constexpr int MaxGenericRank = 8;
+template <typename T>
+cudaError_t pointwise(PointwiseFn Fn, double C, const T *X, T *Y, int64_t N,
+                      cudaStream_t S);
+template <typename T>
+cudaError_t pointwiseGrad(PointwiseFn Fn, double C, const T *X, const T *Dy,
+                          T *Dx, int64_t N, cudaStream_t S);
+template <typename T>
+cudaError_t binary(BinaryFn Fn, const T *A, const GenericDims &AShape,
+                   const T *B, const GenericDims &BShape, T *Y,
+                   const GenericDims &YShape, cudaStream_t S);
+template <typename T>
+cudaError_t binaryGrad(BinaryFn Fn, int Operand, const T *A,
+                       const GenericDims &AShape, const T *B,
+                       const GenericDims &BShape, const T *Dy,
+                       const GenericDims &YShape, T *Out, cudaStream_t S);
+template <typename T>
+cudaError_t select(const T *C, const GenericDims &CShape, const T *A,
+                   const GenericDims &AShape, const T *B,
+                   const GenericDims &BShape, T *Y, const GenericDims &YShape,
+                   cudaStream_t S);
+template <typename T>
+cudaError_t selectGrad(int Operand, const T *C, const GenericDims &CShape,
+                       const T *Dy, const GenericDims &YShape, T *Out,
+                       const GenericDims &OutShape, cudaStream_t S);
+template <typename T>
+cudaError_t broadcast(const T *X, const GenericDims &XShape, T *Y,
+                      const GenericDims &YShape, cudaStream_t S);
+template <typename T>
+cudaError_t reduce(const T *X, const GenericDims &XShape, T *Y,
+                   const GenericDims &YShape, cudaStream_t S);
+template <typename T>
+cudaError_t transpose(const T *X, const GenericDims &XShape,
+                      const GenericDims &Perm, T *Y, cudaStream_t S);
+/// Softmax over the last dim of X [Rows, N], and its gradient from Y.
+template <typename T>
+cudaError_t softmax(const T *X, T *Y, int64_t Rows, int64_t N, cudaStream_t S);
+template <typename T>
+cudaError_t softmaxGrad(const T *Y, const T *Dy, T *Dx, int64_t Rows, int64_t N,
+                        cudaStream_t S);
+/// Loss = sum((P - Y)^2) / Divisor (summed in f64, as the CPU), and
+/// DP = (P - Y) * 2 * DLoss / Divisor.
+template <typename T>
+cudaError_t mseLoss(const T *P, const T *Y, int64_t N, int64_t Divisor, T *Loss,
+                    cudaStream_t S);
+template <typename T>
+cudaError_t mseLossGrad(const T *P, const T *Y, const T *DLoss, int64_t N,
+                        int64_t Divisor, T *DP, cudaStream_t S);
+/// Inverted dropout of X (shape Local, the rank's block at First of the
+/// global shape Total), each element's mask drawn from its global index
+/// (program/Dropout.h).
+template <typename T>
+cudaError_t dropout(const T *X, T *Y, const GenericDims &Local,
+                    const GenericDims &First, const GenericDims &Total,
+                    const DropoutKey &Key, cudaStream_t S);
 
 /// One torch.optim.AdamW step on N elements in place (see cpu::adamw).
 template <typename T>
