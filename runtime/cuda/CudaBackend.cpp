@@ -782,7 +782,7 @@ Expected<size_t> CudaBackend::kernelScratch(const BI &I, DType T) const {
   case OpKind::ReduceRows:
     return columnSumScratchBytes(I.In[0].Rows, I.In[0].Last, 1);
   case OpKind::EmbeddingGrad:
-    return embeddingGradScratchBytes(I.In[1].Numel);
+    return embeddingGradScratchBytes(I.In[1].Numel, I.Out[0].Last);
   case OpKind::CrossEntropy:
     return crossEntropyScratchBytes(I.In[0].Rows);
   case OpKind::CrossEntropyFromStats: {

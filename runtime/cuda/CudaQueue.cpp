@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 namespace weft {
 
@@ -36,16 +37,60 @@ CudaQueue::~CudaQueue() {
     cudaStreamSynchronize(Stream);
     cudaStreamDestroy(Stream);
   }
+  for (Staging &S : Stagings) {
+    if (S.Buffer)
+      cudaFreeHost(S.Buffer);
+    if (S.Read)
+      cudaEventDestroy(S.Read);
+  }
   if (HostErrors)
     cudaFreeHost(HostErrors);
 }
 
+Status CudaQueue::stagingFor(size_t Bytes, Staging *&Out) {
+  Staging &S = Stagings[NextStaging];
+  NextStaging = (NextStaging + 1) % 2;
+  if (S.InFlight) {
+    S.InFlight = false;
+    WEFT_RETURN_IF_ERROR(cudaStatus(cudaEventSynchronize(S.Read),
+                                    "cudaEventSynchronize (staging)"));
+  }
+  if (!S.Read)
+    WEFT_RETURN_IF_ERROR(
+        cudaStatus(cudaEventCreateWithFlags(&S.Read, cudaEventDisableTiming),
+                   "cudaEventCreateWithFlags (staging)"));
+  if (S.Bytes < Bytes) {
+    if (S.Buffer)
+      cudaFreeHost(S.Buffer);
+    S.Buffer = nullptr;
+    S.Bytes = 0;
+    WEFT_RETURN_IF_ERROR(cudaStatus(cudaMallocHost(&S.Buffer, Bytes),
+                                    "cudaMallocHost (" + std::to_string(Bytes) +
+                                        " bytes of staging)"));
+    S.Bytes = Bytes;
+  }
+  Out = &S;
+  return Status::success();
+}
+
 Status CudaQueue::copyToDevice(void *Device, const void *Host, size_t Bytes) {
-  if (!Bytes)
-    return Status::success();
-  return cudaStatus(
-      cudaMemcpyAsync(Device, Host, Bytes, cudaMemcpyHostToDevice, Stream),
-      "cudaMemcpyAsync (host to device, " + std::to_string(Bytes) + " bytes)");
+  auto *D = static_cast<char *>(Device);
+  const auto *H = static_cast<const char *>(Host);
+  for (size_t At = 0; At < Bytes;) {
+    const size_t N = std::min(Bytes - At, MaxStagingBytes);
+    Staging *S = nullptr;
+    WEFT_RETURN_IF_ERROR(stagingFor(N, S));
+    std::memcpy(S->Buffer, H + At, N);
+    WEFT_RETURN_IF_ERROR(cudaStatus(
+        cudaMemcpyAsync(D + At, S->Buffer, N, cudaMemcpyHostToDevice, Stream),
+        "cudaMemcpyAsync (host to device, " + std::to_string(Bytes) +
+            " bytes)"));
+    WEFT_RETURN_IF_ERROR(cudaStatus(cudaEventRecord(S->Read, Stream),
+                                    "cudaEventRecord (staging)"));
+    S->InFlight = true;
+    At += N;
+  }
+  return Status::success();
 }
 
 Status CudaQueue::copyToHost(void *Host, const void *Device, size_t Bytes) {

@@ -1,7 +1,12 @@
 //===- CudaQueue.h - A queue on a CUDA stream -------------------*- C++ -*-===//
 //
 // The CUDA side of the device boundary (runtime/Queue.h): work on one
-// stream, events as cudaEvent_t, copies as cudaMemcpyAsync. Kernels report
+// stream, events as cudaEvent_t, copies as cudaMemcpyAsync. Host-to-device
+// copies go through pinned staging buffers: from pageable memory,
+// cudaMemcpyAsync first waits for the stream's earlier work, so the host
+// could not run ahead of the device (the step's tokens, every
+// micro-batch). The caller's buffer may change once copyToDevice returns,
+// as before. Kernels report
 // data errors (a token id outside the vocab) into a KernelError slot in
 // device memory; synchronize() reads it and turns the first one into an
 // error naming the instruction.
@@ -56,9 +61,23 @@ public:
   /// Waits for the stream, then reports (and clears) a kernel's data error.
   Status synchronize() override;
 
+  /// Bytes of one staging buffer at most; a longer copy goes in pieces.
+  static constexpr size_t MaxStagingBytes = size_t(64) << 20;
+
 private:
+  /// A pinned buffer, and the event after the copy that last read it.
+  struct Staging {
+    void *Buffer = nullptr;
+    size_t Bytes = 0;
+    cudaEvent_t Read = nullptr;
+    bool InFlight = false;
+  };
   CudaQueue() = default;
+  /// Staging that holds Bytes and is free to write (its last copy done).
+  Status stagingFor(size_t Bytes, Staging *&Out);
   cudaStream_t Stream = nullptr;
+  Staging Stagings[2]; // used in turn, so a copy overlaps the next memcpy
+  int NextStaging = 0;
   cuda::KernelError *Errors = nullptr;
   cuda::KernelError *HostErrors = nullptr; // pinned
   InstructionNamer Namer;

@@ -473,6 +473,96 @@ TEST(CudaKernels, TokenIdOutsideTheVocabIsAnError) {
   EXPECT_TRUE(Q->synchronize().ok()) << "the error is reported once";
 }
 
+// A padding id repeated over most of the batch: its rows are summed in
+// pieces across many chunks of sorted positions (Embedding.cu), another
+// id's run crosses one chunk boundary, the rest are short; every row
+// agrees with the CPU's one serial sum to rounding.
+TEST(CudaKernels, EmbeddingGradOfARepeatedIdMatchesTheCpu) {
+  Expected<std::unique_ptr<Backend>> Gpu = createCudaBackend(DType::F64);
+  ASSERT_TRUE(Gpu.ok()) << Gpu.message();
+  std::unique_ptr<Queue> Q = (*Gpu)->createQueue();
+  std::unique_ptr<Backend> Cpu = createCpuBackend(DType::F64);
+  const int64_t N = 1000, V = 50, D = 72;
+  BufferSpec Dy, Ids, Table;
+  Dy.Dims = {N, D};
+  Dy.Type = Table.Type = DType::F64;
+  Ids.Dims = {N};
+  Ids.Type = DType::I32;
+  Table.Dims = {V, D};
+  std::mt19937 G(7);
+  std::normal_distribution<double> Normal(0.0, 1.0);
+  std::vector<double> HostDy(static_cast<size_t>(N * D)),
+      CpuTable(static_cast<size_t>(V * D));
+  for (double &X : HostDy)
+    X = Normal(G);
+  std::vector<int32_t> HostIds(static_cast<size_t>(N));
+  for (int64_t K = 0; K < N; ++K)
+    HostIds[size_t(K)] = K % 5 == 4            ? int32_t(1 + G() % (V - 1))
+                         : K >= 300 && K < 430 ? 7
+                                               : 0;
+  void *DDy = (*Gpu)->allocate(Dy.bytes()),
+       *DIds = (*Gpu)->allocate(Ids.bytes()),
+       *DTable = (*Gpu)->allocate(Table.bytes());
+  ASSERT_TRUE(Q->copyToDevice(DDy, HostDy.data(), Dy.bytes()).ok());
+  ASSERT_TRUE(Q->copyToDevice(DIds, HostIds.data(), Ids.bytes()).ok());
+  OpAttrs Attrs;
+  BoundInstruction I;
+  I.Op = OpKind::EmbeddingGrad;
+  I.Attrs = &Attrs;
+  I.In = {refOf(Dy, DDy), refOf(Ids, DIds)};
+  I.Out = {refOf(Table, DTable)};
+  BoundInstruction C = I;
+  C.In = {refOf(Dy, HostDy.data()), refOf(Ids, HostIds.data())};
+  C.Out = {refOf(Table, CpuTable.data())};
+  StepContext Ctx;
+  ASSERT_TRUE(Cpu->prepare({C}).ok());
+  ASSERT_TRUE(Cpu->run(C, Ctx, hostQueue()).ok());
+  ASSERT_TRUE((*Gpu)->prepare({I}).ok());
+  ASSERT_TRUE((*Gpu)->run(I, Ctx, *Q).ok());
+  std::vector<double> Got(size_t(V * D));
+  ASSERT_TRUE(Q->copyToHost(Got.data(), DTable, Table.bytes()).ok());
+  ASSERT_TRUE(Q->synchronize().ok());
+  for (int64_t K = 0; K < V * D; ++K)
+    ASSERT_NEAR(Got[size_t(K)], CpuTable[size_t(K)],
+                1e-10 * (1 + std::fabs(CpuTable[size_t(K)])))
+        << "row " << K / D << ", column " << K % D;
+  for (void *P : {DDy, DIds, DTable})
+    (*Gpu)->release(P);
+}
+
+// Host-to-device copies go through pinned staging (CudaQueue): the bytes
+// are the host buffer's at the call, whatever the caller writes there
+// next, across the staging's pieces and its two buffers in turn.
+TEST(CudaKernels, HostCopiesTakeTheBytesAtTheCall) {
+  Expected<std::unique_ptr<Backend>> Gpu = createCudaBackend(DType::F32);
+  ASSERT_TRUE(Gpu.ok()) << Gpu.message();
+  std::unique_ptr<Queue> Q = (*Gpu)->createQueue();
+  const size_t Sizes[] = {1, 4096, (size_t(64) << 20) + 12345, 777};
+  std::vector<unsigned char> Host;
+  std::vector<void *> Device;
+  for (size_t K = 0; K < 4; ++K) {
+    Host.assign(Sizes[K], 0);
+    for (size_t I = 0; I < Sizes[K]; ++I)
+      Host[I] = static_cast<unsigned char>(I * 7 + K);
+    Device.push_back((*Gpu)->allocate(Sizes[K]));
+    ASSERT_NE(Device.back(), nullptr);
+    ASSERT_TRUE(Q->copyToDevice(Device.back(), Host.data(), Sizes[K]).ok());
+    std::fill(Host.begin(), Host.end(), 0xAB); // the caller's next bytes
+  }
+  for (size_t K = 0; K < 4; ++K) {
+    std::vector<unsigned char> Got(Sizes[K]);
+    ASSERT_TRUE(Q->copyToHost(Got.data(), Device[K], Sizes[K]).ok());
+    ASSERT_TRUE(Q->synchronize().ok());
+    size_t Bad = Sizes[K];
+    for (size_t I = 0; I < Sizes[K] && Bad == Sizes[K]; ++I)
+      if (Got[I] != static_cast<unsigned char>(I * 7 + K))
+        Bad = I;
+    EXPECT_EQ(Bad, Sizes[K]) << "copy " << K << " of " << Sizes[K]
+                             << " bytes differs at byte " << Bad;
+    (*Gpu)->release(Device[K]);
+  }
+}
+
 } // namespace
 
 int main(int Argc, char **Argv) {

@@ -2,12 +2,18 @@
 //
 // The embedding gradient is a scatter-add of Dy's rows into the table rows
 // of their ids. To stay deterministic (no float atomics), the ids are sorted
-// with their positions (a stable radix sort: positions ascend within an id),
-// and one block per run of equal ids sums that run's rows in token order,
-// as the CPU kernel does.
+// with their positions (a stable radix sort: positions ascend within an id).
+// Then the sorted positions are cut into chunks of GradChunk: a block per
+// chunk sums, in token order, each run of equal ids within it. A run inside
+// one chunk is its table row; the pieces of a run that crosses chunks (a
+// padding id repeated across the batch) are added in chunk order by a
+// second kernel. So no run is summed serially by one block, and the sum
+// does not depend on scheduling (it may round apart from the CPU's one
+// serial sum).
 //
 // Scratch of embeddingGrad (embeddingGradScratchBytes): keys and values in
-// and out (4 x N int32), then cub's temporary storage.
+// and out (4 x N int32), cub's temporary storage, then two pieces per
+// chunk ([chunks, 2, D] doubles at most).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/kernels/Common.cuh"
@@ -42,33 +48,71 @@ __global__ void iotaKernel(int32_t *X, int64_t N) {
   WEFT_GRID_STRIDE(I, N) { X[I] = int32_t(I); }
 }
 
-// Block per sorted position that starts a run of equal ids.
+constexpr int64_t GradChunk = 64; // sorted positions per block
+
+// Block c sums each run of equal ids among sorted positions [c L, c L + L)
+// in token order. A run wholly inside goes to its table row; the piece of
+// a run that began before the chunk to Pieces[2c] (the chunk's head), the
+// piece of one that began in it and goes on to Pieces[2c + 1] (its tail).
 template <typename T>
-__global__ void embeddingGradRunsKernel(const T *Dy, const int32_t *SortedIds,
-                                        const int32_t *Positions, int64_t N,
-                                        int64_t V, int64_t D, T *DTable,
-                                        int64_t First, int64_t Total,
-                                        ErrorSink E) {
-  const int64_t Start = blockIdx.x;
-  const int32_t Id = SortedIds[Start];
-  if (Start > 0 && SortedIds[Start - 1] == Id)
-    return;
-  if (Id < 0 || Id >= Total) {
-    if (threadIdx.x == 0)
-      reportError(E, IdOutOfRange, Positions[Start], Id, Total);
-    return;
+__global__ void embeddingGradChunksKernel(const T *Dy, const int32_t *SortedIds,
+                                          const int32_t *Positions, int64_t N,
+                                          int64_t V, int64_t D, T *DTable,
+                                          Acc<T> *Pieces, int64_t First,
+                                          int64_t Total, ErrorSink E) {
+  const int64_t C = blockIdx.x, C0 = C * GradChunk, C1 = min(N, C0 + GradChunk);
+  for (int64_t A = C0; A < C1;) { // every thread walks the same runs
+    const int32_t Id = SortedIds[A];
+    int64_t B = A + 1;
+    while (B < C1 && SortedIds[B] == Id)
+      ++B;
+    const bool Begins = A == 0 || SortedIds[A - 1] != Id;
+    const bool Ends = B == N || SortedIds[B] != Id;
+    const int64_t Row = int64_t(Id) - First;
+    if (Id < 0 || Id >= Total) {
+      if (Begins && threadIdx.x == 0)
+        reportError(E, IdOutOfRange, Positions[A], Id, Total);
+    } else if (Row >= 0 && Row < V) {
+      Acc<T> *Piece = Pieces + (2 * C + (Begins ? 1 : 0)) * D;
+      for (int64_t Col = threadIdx.x; Col < D; Col += blockDim.x) {
+        Acc<T> Sum = 0;
+        for (int64_t K = A; K < B; ++K)
+          Sum += toAcc(Dy[int64_t(Positions[K]) * D + Col]);
+        if (Begins && Ends)
+          DTable[Row * D + Col] = fromAcc<T>(Sum);
+        else
+          Piece[Col] = Sum;
+      }
+    }
+    A = B;
   }
+}
+
+// Block c: the run that begins in chunk c and goes on past it, if any, as
+// its pieces' sum in chunk order (c's tail, then the next chunks' heads).
+template <typename T>
+__global__ void embeddingGradPiecesKernel(const int32_t *SortedIds, int64_t N,
+                                          int64_t V, int64_t D, T *DTable,
+                                          const Acc<T> *Pieces, int64_t First,
+                                          int64_t Total) {
+  const int64_t C = blockIdx.x, C0 = C * GradChunk,
+                End = min(N, C0 + GradChunk);
+  const int32_t Id = SortedIds[End - 1];
+  const bool GoesOn = End < N && SortedIds[End] == Id;
+  const bool BeganHere =
+      C0 == 0 || SortedIds[C0] != Id || SortedIds[C0 - 1] != Id;
   const int64_t Row = int64_t(Id) - First;
-  if (Row < 0 || Row >= V)
+  if (!GoesOn || !BeganHere || Id < 0 || Id >= Total || Row < 0 || Row >= V)
     return;
-  int64_t End = Start + 1;
-  while (End < N && SortedIds[End] == Id)
-    ++End;
-  for (int64_t C = threadIdx.x; C < D; C += blockDim.x) {
-    Acc<T> Sum = 0;
-    for (int64_t K = Start; K < End; ++K)
-      Sum += toAcc(Dy[int64_t(Positions[K]) * D + C]);
-    DTable[Row * D + C] = fromAcc<T>(Sum);
+  for (int64_t Col = threadIdx.x; Col < D; Col += blockDim.x) {
+    Acc<T> Sum = Pieces[(2 * C + 1) * D + Col];
+    for (int64_t Next = C + 1;; ++Next) {
+      Sum += Pieces[2 * Next * D + Col];
+      const int64_t NextEnd = min(N, (Next + 1) * GradChunk);
+      if (NextEnd == N || SortedIds[NextEnd] != Id)
+        break;
+    }
+    DTable[Row * D + Col] = fromAcc<T>(Sum);
   }
 }
 
@@ -128,10 +172,13 @@ size_t cubSortBytes(int64_t N) {
   return Bytes;
 }
 
+int64_t gradChunks(int64_t N) { return (N + GradChunk - 1) / GradChunk; }
+
 } // namespace
 
-size_t embeddingGradScratchBytes(int64_t N) {
-  return 4 * align256(size_t(N) * sizeof(int32_t)) + align256(cubSortBytes(N));
+size_t embeddingGradScratchBytes(int64_t N, int64_t D) {
+  return 4 * align256(size_t(N) * sizeof(int32_t)) + align256(cubSortBytes(N)) +
+         size_t(gradChunks(N)) * 2 * size_t(D) * sizeof(double);
 }
 
 template <typename T>
@@ -166,8 +213,13 @@ cudaError_t embeddingGrad(const T *Dy, const int32_t *Ids, int64_t N, int64_t V,
                                         ValsOut, int(N), 0, 32, S);
   if (Err != cudaSuccess)
     return Err;
-  embeddingGradRunsKernel<<<unsigned(N), RowThreads, 0, S>>>(
-      Dy, KeysOut, ValsOut, N, V, D, DTable, First, Total, E);
+  auto *Pieces =
+      reinterpret_cast<Acc<T> *>(P + 4 * Slot + align256(cubSortBytes(N)));
+  const unsigned Chunks = unsigned(gradChunks(N));
+  embeddingGradChunksKernel<<<Chunks, RowThreads, 0, S>>>(
+      Dy, KeysOut, ValsOut, N, V, D, DTable, Pieces, First, Total, E);
+  embeddingGradPiecesKernel<<<Chunks, RowThreads, 0, S>>>(
+      KeysOut, N, V, D, DTable, Pieces, First, Total);
   return cudaGetLastError();
 }
 

@@ -59,13 +59,14 @@ template <typename T>
 cudaError_t embedding(const T *Table, int64_t V, int64_t D, const int32_t *Ids,
                       int64_t N, T *Y, int64_t First, int64_t Total,
                       ErrorSink E, cudaStream_t S);
-/// DTable is overwritten (zeroed, then rows of ids in the shard summed in
-/// token order). Scratch: embeddingGradScratchBytes(N).
+/// DTable is overwritten (zeroed, then rows of ids in the shard summed:
+/// in token order within chunks of sorted positions, the chunks' pieces in
+/// order). Scratch: embeddingGradScratchBytes(N, D).
 template <typename T>
 cudaError_t embeddingGrad(const T *Dy, const int32_t *Ids, int64_t N, int64_t V,
                           int64_t D, T *DTable, int64_t First, int64_t Total,
                           void *Scratch, ErrorSink E, cudaStream_t S);
-size_t embeddingGradScratchBytes(int64_t N);
+size_t embeddingGradScratchBytes(int64_t N, int64_t D);
 template <typename T>
 cudaError_t positionEmbedding(const T *X, const T *Table, T *Y, int64_t B,
                               int64_t Sq, int64_t D, cudaStream_t S);
