@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/NcclCommunicator.h"
+#include "runtime/comm/DeviceWait.h"
 
 #include <nccl.h>
 
@@ -50,6 +51,26 @@ Status checkNccl(ncclResult_t R, const char *Call) {
   if (Last && *Last)
     Msg += std::string(" (") + Last + ")";
   return Status::error(Msg);
+}
+
+/// DeviceWait's view of NCCL (runtime/comm/DeviceWait.h).
+Expected<Progress> ncclProgress(void *C) {
+  ncclResult_t Async = ncclSuccess;
+  WEFT_RETURN_IF_ERROR(
+      checkNccl(ncclCommGetAsyncError(static_cast<ncclComm_t>(C), &Async),
+                "ncclCommGetAsyncError"));
+  if (Async == ncclInProgress)
+    return Progress::Running;
+  if (Async == ncclSuccess)
+    return Progress::Done;
+  return checkNccl(Async, "ncclCommGetAsyncError");
+}
+void ncclAbortComm(void *C) { ncclCommAbort(static_cast<ncclComm_t>(C)); }
+NcclWaitApi ncclWaitApi() {
+  NcclWaitApi A;
+  A.AsyncError = ncclProgress;
+  A.Abort = ncclAbortComm;
+  return A;
 }
 
 /// One row per DType NCCL moves (bf16 as NCCL's own: it sums in f32 and
@@ -93,6 +114,7 @@ struct NcclGroup {
   CommGroup G;
   const CommGroup *Boot = nullptr;
   ncclComm_t Comm = nullptr;
+  mutable const char *LastCall = nullptr; // for messages
 };
 
 /// A started operation: on the communication stream (its events), or, on
@@ -133,11 +155,17 @@ Status requestState(CommRequest &R, NcclRequestState *&St) {
 class NcclCommunicator final : public Communicator {
 public:
   NcclCommunicator(std::unique_ptr<Communicator> Boot, int Dev,
-                   cudaStream_t CommStream)
-      : Bootstrap(std::move(Boot)), Device(Dev), CommStream(CommStream) {}
+                   cudaStream_t CommStream, double TimeoutSeconds)
+      : Bootstrap(std::move(Boot)), Device(Dev), CommStream(CommStream),
+        Timeout(TimeoutSeconds) {
+    setStreamWaitCheck([this](double Waited) {
+      return checkCommunicators(Waited, "waiting for the device");
+    });
+  }
   // In Groups' key order, the same on every rank: destroying a
   // communicator may talk to its peers.
   ~NcclCommunicator() override {
+    setStreamWaitCheck(nullptr);
     cudaSetDevice(Device);
     cudaStreamSynchronize(CommStream);
     for (auto &[Key, Rec] : Groups)
@@ -191,7 +219,8 @@ public:
       return Bootstrap->allReduce(*Rec->Boot, Send, Recv, Count, T, Q);
     Enqueue E;
     WEFT_RETURN_IF_ERROR(prepare(Q, T, Count, 1, "ncclAllReduce", E));
-    return checkNccl(
+    return settled(
+        Rec->Comm,
         ncclAllReduce(Send, Recv, Count, E.Type, ncclSum, Rec->Comm, E.Stream),
         "ncclAllReduce");
   }
@@ -204,9 +233,10 @@ public:
     Enqueue E;
     WEFT_RETURN_IF_ERROR(
         prepare(Q, T, Count, size_t(G.Size), "ncclAllGather", E));
-    return checkNccl(ncclAllGather(ownChunk(G, Send, Recv, Count, T), Recv,
-                                   Count, E.Type, Rec->Comm, E.Stream),
-                     "ncclAllGather");
+    return settled(Rec->Comm,
+                   ncclAllGather(ownChunk(G, Send, Recv, Count, T), Recv, Count,
+                                 E.Type, Rec->Comm, E.Stream),
+                   "ncclAllGather");
   }
   Status reduceScatter(const CommGroup &G, const void *Send, void *Recv,
                        size_t Count, DType T, Queue &Q) override {
@@ -217,9 +247,10 @@ public:
     Enqueue E;
     WEFT_RETURN_IF_ERROR(
         prepare(Q, T, Count, size_t(G.Size), "ncclReduceScatter", E));
-    return checkNccl(ncclReduceScatter(Send, Recv, Count, E.Type, ncclSum,
-                                       Rec->Comm, E.Stream),
-                     "ncclReduceScatter");
+    return settled(Rec->Comm,
+                   ncclReduceScatter(Send, Recv, Count, E.Type, ncclSum,
+                                     Rec->Comm, E.Stream),
+                   "ncclReduceScatter");
   }
   Status broadcast(const CommGroup &G, void *Buf, size_t Count, DType T,
                    int Root, Queue &Q) override {
@@ -230,7 +261,8 @@ public:
     WEFT_RETURN_IF_ERROR(checkRoot(G, Root, "ncclBroadcast"));
     Enqueue E;
     WEFT_RETURN_IF_ERROR(prepare(Q, T, Count, 1, "ncclBroadcast", E));
-    return checkNccl(
+    return settled(
+        Rec->Comm,
         ncclBroadcast(Buf, Buf, Count, E.Type, Root, Rec->Comm, E.Stream),
         "ncclBroadcast");
   }
@@ -243,9 +275,10 @@ public:
     WEFT_RETURN_IF_ERROR(checkRoot(G, Root, "ncclReduce"));
     Enqueue E;
     WEFT_RETURN_IF_ERROR(prepare(Q, T, Count, 1, "ncclReduce", E));
-    return checkNccl(ncclReduce(Send, Recv, Count, E.Type, ncclSum, Root,
-                                Rec->Comm, E.Stream),
-                     "ncclReduce");
+    return settled(Rec->Comm,
+                   ncclReduce(Send, Recv, Count, E.Type, ncclSum, Root,
+                              Rec->Comm, E.Stream),
+                   "ncclReduce");
   }
 
   Status iallReduce(const CommGroup &G, const void *Send, void *Recv,
@@ -262,9 +295,10 @@ public:
     WEFT_RETURN_IF_ERROR(prepare(Q, T, Count, 1, Call, E));
     WEFT_RETURN_IF_ERROR(beginAsync(E, *St, Call));
     return endAsync(R, *St, Rec->Comm, Call,
-                    checkNccl(ncclAllReduce(Send, Recv, Count, E.Type, ncclSum,
-                                            Rec->Comm, CommStream),
-                              Call));
+                    settled(Rec->Comm,
+                            ncclAllReduce(Send, Recv, Count, E.Type, ncclSum,
+                                          Rec->Comm, CommStream),
+                            Call));
   }
   Status iallGather(const CommGroup &G, const void *Send, void *Recv,
                     size_t Count, DType T, Queue &Q, CommRequest &R) override {
@@ -281,9 +315,10 @@ public:
     WEFT_RETURN_IF_ERROR(beginAsync(E, *St, Call));
     return endAsync(
         R, *St, Rec->Comm, Call,
-        checkNccl(ncclAllGather(ownChunk(G, Send, Recv, Count, T), Recv, Count,
-                                E.Type, Rec->Comm, CommStream),
-                  Call));
+        settled(Rec->Comm,
+                ncclAllGather(ownChunk(G, Send, Recv, Count, T), Recv, Count,
+                              E.Type, Rec->Comm, CommStream),
+                Call));
   }
   Status startTransfers(const CommGroup &G, const std::vector<Transfer> &Ops,
                         Queue &Q, CommRequest &R) override {
@@ -320,18 +355,19 @@ public:
       const Transfer &X = Ops[I];
       ncclDataType_t D = ncclFloat32;
       (void)ncclType(X.T, "", D); // checked above
-      S = X.Dir == Transfer::Send
-              ? checkNccl(
-                    ncclSend(X.Buf, X.Count, D, X.Peer, Rec->Comm, CommStream),
-                    "ncclSend")
-              : checkNccl(
-                    ncclRecv(X.Buf, X.Count, D, X.Peer, Rec->Comm, CommStream),
-                    "ncclRecv");
+      S = X.Dir == Transfer::Send ? settled(Rec->Comm,
+                                            ncclSend(X.Buf, X.Count, D, X.Peer,
+                                                     Rec->Comm, CommStream),
+                                            "ncclSend")
+                                  : settled(Rec->Comm,
+                                            ncclRecv(X.Buf, X.Count, D, X.Peer,
+                                                     Rec->Comm, CommStream),
+                                            "ncclRecv");
       if (!S.ok())
         S = S.withContext("transfers[" + std::to_string(I) + "] with peer " +
                           std::to_string(X.Peer));
     }
-    Status End = checkNccl(ncclGroupEnd(), "ncclGroupEnd");
+    Status End = settled(Rec->Comm, ncclGroupEnd(), "ncclGroupEnd");
     return endAsync(R, *St, Rec->Comm, Call, S.ok() ? End : S);
   }
 
@@ -382,8 +418,20 @@ public:
     R.Active = false;
     if (St->OnBootstrap)
       return Bootstrap->wait(St->Inner, Q);
-    if (Q.hostMemory()) // a synchronous queue: the host waits
-      return checkCuda(cudaEventSynchronize(St->Done), "cudaEventSynchronize");
+    if (Q.hostMemory()) { // a synchronous queue: the host waits
+      cudaEvent_t Done = St->Done;
+      return waitPolling(
+          [Done]() -> Expected<Progress> {
+            cudaError_t E = cudaEventQuery(Done);
+            if (E == cudaErrorNotReady)
+              return Progress::Running;
+            WEFT_RETURN_IF_ERROR(checkCuda(E, "cudaEventQuery"));
+            return Progress::Done;
+          },
+          [this](double Waited) {
+            return checkCommunicators(Waited, "waiting for an operation");
+          });
+    }
     cudaStream_t S = nullptr;
     Status Found = streamOf(Q, "wait", S);
     if (!Found.ok()) {
@@ -408,6 +456,34 @@ public:
   }
 
 private:
+  /// An NCCL call's result on Comm, a non-blocking communicator: a call
+  /// still in progress (NCCL enqueues it) is waited for, under the timeout.
+  Status settled(ncclComm_t Comm, ncclResult_t R, const char *Call) {
+    if (R != ncclInProgress)
+      return checkNccl(R, Call);
+    Status S = waitForComm(ncclWaitApi(), Comm, Timeout,
+                           "rank " + std::to_string(rank()) + ", " + Call);
+    if (!S.ok())
+      abandon(Comm); // aborted
+    return S;
+  }
+  /// DeviceWait's check of every communicator of the rank: an asynchronous
+  /// error or the timeout aborts them all (so that the device's work
+  /// drains) and names them.
+  Status checkCommunicators(double Waited, const std::string &What) {
+    std::vector<CommInFlight> Comms;
+    for (auto &[Key, Rec] : Groups)
+      if (Rec.Comm)
+        Comms.push_back({Rec.Comm, describeMembers(*Rec.Boot),
+                         Rec.LastCall ? Rec.LastCall : ""});
+    Status S = weft::checkCommunicators(ncclWaitApi(), Comms, Waited, Timeout,
+                                        rank(), What);
+    if (!S.ok())
+      for (auto &[Key, Rec] : Groups)
+        Rec.Comm = nullptr; // every one is aborted
+    return S;
+  }
+
   /// What a device call enqueues with.
   struct Enqueue {
     cudaStream_t Stream = nullptr;
@@ -430,6 +506,7 @@ private:
     if (!Rec->Comm)
       return Status::error(std::string(Call) +
                            ": the NCCL communicator was aborted");
+    Rec->LastCall = Call;
     return Status::success();
   }
   static Status checkRoot(const CommGroup &G, int Root, const char *Call) {
@@ -544,10 +621,24 @@ private:
                            std::to_string(B.Members[0]) + ": " +
                            ncclGetErrorString(ncclResult_t(Msg[0])));
     std::memcpy(&Id, &Msg[1], sizeof(Id));
+    // Non-blocking, so that the wait for a peer that failed before its
+    // init ends after the timeout instead of never (runtime/comm/
+    // DeviceWait.h); the communicator's calls may then return
+    // ncclInProgress (settled()).
+    ncclConfig_t Config = NCCL_CONFIG_INITIALIZER;
+    Config.blocking = 0;
     Status S = checkCuda(cudaSetDevice(Device), "cudaSetDevice");
-    if (S.ok())
-      S = checkNccl(ncclCommInitRank(&Comm, B.Size, Id, B.Rank),
-                    "ncclCommInitRank");
+    if (S.ok()) {
+      ncclResult_t R =
+          ncclCommInitRankConfig(&Comm, B.Size, Id, B.Rank, &Config);
+      S = R == ncclInProgress || (R == ncclSuccess && Comm)
+              ? waitForComm(ncclWaitApi(), Comm, Timeout,
+                            "rank " + std::to_string(rank()) +
+                                ", ncclCommInitRankConfig")
+              : checkNccl(R, "ncclCommInitRankConfig");
+      if (!S.ok())
+        Comm = nullptr; // aborted, or never made
+    }
     int32_t Failed = S.ok() ? 0 : 1;
     Status Vote =
         Bootstrap->allReduce(B, &Failed, &Failed, 1, DType::I32, hostQueue());
@@ -572,13 +663,14 @@ private:
   std::unique_ptr<Communicator> Bootstrap;
   int Device;
   cudaStream_t CommStream;
+  double Timeout; // seconds; 0: none
   std::map<std::pair<std::string, AxesList>, NcclGroup> Groups;
 };
 
 } // namespace
 
 Status createNcclCommunicator(std::unique_ptr<Communicator> &Bootstrap,
-                              int Device) {
+                              int Device, double TimeoutSeconds) {
   if (!Bootstrap)
     return Status::error("the NCCL communicator needs a bootstrap "
                          "communicator");
@@ -588,8 +680,8 @@ Status createNcclCommunicator(std::unique_ptr<Communicator> &Bootstrap,
   WEFT_RETURN_IF_ERROR(
       checkCuda(cudaStreamCreateWithFlags(&CommStream, cudaStreamNonBlocking),
                 "cudaStreamCreateWithFlags"));
-  Bootstrap = std::unique_ptr<Communicator>(
-      new NcclCommunicator(std::move(Bootstrap), Device, CommStream));
+  Bootstrap = std::unique_ptr<Communicator>(new NcclCommunicator(
+      std::move(Bootstrap), Device, CommStream, TimeoutSeconds));
   return Status::success();
 }
 

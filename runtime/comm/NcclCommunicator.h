@@ -33,8 +33,13 @@ namespace weft {
 /// streams (nothing is synchronized first).
 /// On success Bootstrap is replaced by the NCCL communicator that owns it;
 /// on an error it is left as it was.
+///
+/// NCCL's failures end waits instead of hanging them (runtime/comm/
+/// DeviceWait.h): its communicators are non-blocking, their init is waited
+/// for under TimeoutSeconds (0: none), and while a CUDA queue synchronizes,
+/// every communicator's asynchronous error and the timeout are checked.
 Status createNcclCommunicator(std::unique_ptr<Communicator> &Bootstrap,
-                              int Device);
+                              int Device, double TimeoutSeconds);
 
 } // namespace weft
 

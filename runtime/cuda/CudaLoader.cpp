@@ -90,11 +90,12 @@ Expected<std::vector<OpKind>> cudaMissingKernels(DType Type) {
   return (*P)->MissingKernels(Type);
 }
 
-Status cudaRankCommunicator(std::unique_ptr<Communicator> &Host, bool Share) {
+Status cudaRankCommunicator(std::unique_ptr<Communicator> &Host, bool Share,
+                            double TimeoutSeconds) {
   Expected<const CudaPlugin *> P = load();
   if (!P.ok())
     return P.status();
-  return (*P)->RankCommunicator(Host, Share);
+  return (*P)->RankCommunicator(Host, Share, TimeoutSeconds);
 }
 
 } // namespace weft

@@ -27,7 +27,8 @@ struct CudaPlugin {
   int Version;
   Expected<std::unique_ptr<Backend>> (*CreateBackend)(DType Type);
   int (*DeviceCount)();
-  Status (*RankCommunicator)(std::unique_ptr<Communicator> &Host, bool Share);
+  Status (*RankCommunicator)(std::unique_ptr<Communicator> &Host, bool Share,
+                             double TimeoutSeconds);
   /// The ops the backend has no kernel for in Type (needs no device).
   std::vector<OpKind> (*MissingKernels)(DType Type);
 };

@@ -1,5 +1,6 @@
 //===- CudaQueue.cpp - A queue on a CUDA stream ---------------------------===//
 #include "runtime/cuda/CudaQueue.h"
+#include "runtime/comm/DeviceWait.h"
 #include "runtime/cuda/HostPlans.h"
 
 #include <algorithm>
@@ -13,6 +14,17 @@ Status cudaStatus(cudaError_t E, const std::string &What) {
     return Status::success();
   return Status::error(What + ": " + cudaGetErrorName(E) + " (" +
                        cudaGetErrorString(E) + ")");
+}
+
+namespace {
+std::function<Status(double)> &streamWaitCheck() {
+  static std::function<Status(double)> Check;
+  return Check;
+}
+} // namespace
+
+void setStreamWaitCheck(std::function<Status(double Waited)> Check) {
+  streamWaitCheck() = std::move(Check);
 }
 
 Expected<std::unique_ptr<CudaQueue>>
@@ -157,8 +169,19 @@ Status CudaQueue::synchronize() {
         cudaStatus(cudaMemcpyAsync(HostErrors, Errors, sizeof(*HostErrors),
                                    cudaMemcpyDeviceToHost, Stream),
                    "cudaMemcpyAsync (kernel error slot)"));
-  WEFT_RETURN_IF_ERROR(
-      cudaStatus(cudaStreamSynchronize(Stream), "cudaStreamSynchronize"));
+  if (const std::function<Status(double)> &Check = streamWaitCheck())
+    WEFT_RETURN_IF_ERROR(waitPolling(
+        [this]() -> Expected<Progress> {
+          cudaError_t E = cudaStreamQuery(Stream);
+          if (E == cudaErrorNotReady)
+            return Progress::Running;
+          WEFT_RETURN_IF_ERROR(cudaStatus(E, "cudaStreamQuery"));
+          return Progress::Done;
+        },
+        Check));
+  else
+    WEFT_RETURN_IF_ERROR(
+        cudaStatus(cudaStreamSynchronize(Stream), "cudaStreamSynchronize"));
   if (!Errors || HostErrors->Instruction1 == 0)
     return Status::success();
   const cuda::KernelError K = *HostErrors;

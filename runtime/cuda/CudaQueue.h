@@ -30,6 +30,12 @@ namespace weft {
 /// "what: cudaErrorX (message)", or success.
 Status cudaStatus(cudaError_t E, const std::string &What);
 
+/// While a CUDA queue synchronizes, Check is called between looks at its
+/// stream with the seconds waited; an error it returns ends the wait
+/// (runtime/comm/DeviceWait.h). The NCCL communicator sets it while it
+/// exists; unset, a queue blocks in cudaStreamSynchronize.
+void setStreamWaitCheck(std::function<Status(double Waited)> Check);
+
 /// Names instruction I for a kernel error message ("instructions[3]
 /// (embedding)").
 using InstructionNamer = std::function<std::string(int)>;

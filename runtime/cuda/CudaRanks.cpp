@@ -110,7 +110,7 @@ Status selectCudaDeviceForRank(bool Share, int WorldSize, int &Device) {
 }
 
 Status cudaRankCommunicatorOnDevice(std::unique_ptr<Communicator> &Host,
-                                    bool Share) {
+                                    bool Share, double TimeoutSeconds) {
   int Device = 0;
   // On an error Host stays as it is: the caller prints the error and ends
   // the job through it (destroying it would finalize MPI, which waits for
@@ -124,7 +124,7 @@ Status cudaRankCommunicatorOnDevice(std::unique_ptr<Communicator> &Host,
   }
 #ifdef WEFT_HAVE_NCCL
   if (!Share)
-    return createNcclCommunicator(Host, Device);
+    return createNcclCommunicator(Host, Device, TimeoutSeconds);
 #endif
   Host = createStagedCommunicator(std::move(Host));
   return Status::success();

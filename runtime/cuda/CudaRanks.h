@@ -16,8 +16,11 @@ namespace weft {
 /// GPU per rank, Host with host-staged buffers when ranks share GPUs (or
 /// NCCL is missing): Host is replaced. On an error Host is left as it was,
 /// so that the caller can end the job through it. A build without CUDA
-/// returns an error.
-Status cudaRankCommunicator(std::unique_ptr<Communicator> &Host, bool Share);
+/// returns an error. TimeoutSeconds (0: none) bounds NCCL's waits: its
+/// communicators' init, and a wait for the device while NCCL collectives
+/// run (runtime/comm/DeviceWait.h).
+Status cudaRankCommunicator(std::unique_ptr<Communicator> &Host, bool Share,
+                            double TimeoutSeconds);
 
 } // namespace weft
 

@@ -17,7 +17,7 @@ Expected<std::vector<OpKind>> cudaMissingKernels(DType) {
   return Status::error("this weft was built without CUDA");
 }
 
-Status cudaRankCommunicator(std::unique_ptr<Communicator> &, bool) {
+Status cudaRankCommunicator(std::unique_ptr<Communicator> &, bool, double) {
   return Status::error("this weft was built without CUDA");
 }
 

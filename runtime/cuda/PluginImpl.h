@@ -22,7 +22,7 @@ std::vector<OpKind> cudaMissingKernelsOf(DType Type);
 /// Makes this rank's CUDA device current (see cudaRankCommunicator).
 Status selectCudaDeviceForRank(bool Share, int WorldSize, int &Device);
 Status cudaRankCommunicatorOnDevice(std::unique_ptr<Communicator> &Host,
-                                    bool Share);
+                                    bool Share, double TimeoutSeconds);
 
 } // namespace weft
 

@@ -794,7 +794,8 @@ int main(int Argc, char **Argv) {
     return fail("--share-gpu needs --device cuda");
   if (O.Device == "cuda") {
     JobComm = Comm->get(); // an error below ends the job through it
-    if (Status S = cudaRankCommunicator(*Comm, O.ShareGpu); !S.ok())
+    if (Status S = cudaRankCommunicator(*Comm, O.ShareGpu, O.CollectiveTimeout);
+        !S.ok())
       return fail("--device cuda: " + S.message());
   }
   WatchedCommunicator *Watched = nullptr;
