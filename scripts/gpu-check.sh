@@ -39,7 +39,9 @@ kernel_programs() {
     $c "$root/test/e2e/qwen2-tiny.json" --batch 4 --seq 32 -o "$k/qwen2-tiny-f32.weft" || return 1
   # Imported graphs: the generic path (f64, f32, bf16; a windowed ALiBi
   # attention written out), a padded vocabulary over tp=2, a classifier's
-  # masked loss on labels, a regression's mse; and hidden dropout.
+  # masked loss on labels and bidirectional attention, a regression's mse;
+  # dropout (hidden and attention's), a sliding window, and context
+  # parallelism (a block of queries; the ring's blocks).
   local f=$root/test/e2e/fixtures
   for t in f64 f32 bf16; do
     $c "$f/generic-tiny-torch-export.onnx" --batch 2 --seq 16 --dtype $t -o "$k/generic-tiny-$t.weft" || return 1
@@ -48,7 +50,12 @@ kernel_programs() {
     $c "$f/corpus/gpt2-v251-ts17.onnx" --batch 2 --seq 16 --tie-embeddings --mesh tp=2 --layout megatron -o "$k/gpt2-v251-tp2.weft" &&
     $c "$f/corpus/bert-cls-ts17.onnx" --batch 2 --seq 16 --loss cross-entropy --classes 3 -o "$k/bert-cls-f32.weft" &&
     $c "$f/minilm-reg-tiny-torch-export.onnx" --batch 2 --seq 16 --loss mse -o "$k/minilm-reg-f32.weft" &&
-    $c "$root/test/gpu/gpt-hidden-dropout.json" --batch 4 --seq 32 -o "$k/gpt-dropout-f32.weft"
+    $c "$root/test/e2e/gpt-dropout.json" --batch 4 --seq 32 -o "$k/gpt-dropout-f32.weft" &&
+    $c "$root/test/e2e/mistral-window4.json" --batch 4 --seq 32 -o "$k/mistral-window-f32.weft" &&
+    $c llama-tiny --batch 4 --seq 32 --mesh cp=2 -o "$k/llama-tiny-cp2.weft" || return 1
+  for t in f64 f32 bf16; do
+    $c llama-tiny --batch 4 --seq 32 --dtype $t --mesh cp=2 --context-parallel ring -o "$k/llama-tiny-ring-$t.weft" || return 1
+  done
 }
 
 prepare() {

@@ -14,6 +14,7 @@
 // 15). Ops that only move bytes run on any dtype.
 //
 //===----------------------------------------------------------------------===//
+#include "program/SeqChunks.h"
 #include "runtime/Backend.h"
 #include "runtime/CrossEntropyRows.h"
 #include "runtime/KernelTable.h"
@@ -41,6 +42,18 @@ constexpr size_t GemmWorkspaceBytes = size_t(32) << 20;
 
 size_t align256(size_t Bytes) { return (Bytes + 255) / 256 * 256; }
 
+/// Attention's positions on the device (MaskedAttention.cu): the queries'
+/// and keys' global positions, copied at prepare; the step's packed
+/// documents and key spans, copied per run.
+struct MaskArrays {
+  int32_t *QPos = nullptr, *KPos = nullptr, *Doc = nullptr, *Spans = nullptr;
+  std::vector<int32_t> HostDoc; // the rows' document positions, gathered
+  ~MaskArrays() {
+    for (int32_t *P : {QPos, KPos, Doc, Spans})
+      cudaFree(P);
+  }
+};
+
 /// What a kernel adapter needs besides the instruction.
 struct Ctx {
   cudaStream_t Stream = nullptr;
@@ -49,7 +62,9 @@ struct Ctx {
   cublasLtHandle_t Lt = nullptr;
   void *Workspace = nullptr;
   const CudaMatmulPlan *Gemm = nullptr;
-  const double *InvFreq = nullptr; // rope, on the device
+  const double *InvFreq = nullptr;   // rope, on the device
+  struct MaskArrays *Mask = nullptr; // attention's positions and masks
+  CudaQueue *Queue = nullptr;
 };
 
 using KernelFn = Status (*)(const BI &, const SC &, Ctx &);
@@ -79,6 +94,57 @@ GemmShape matmulGemm(const BI &I, DType T) {
   S.N = S.TransB ? B.Rows : B.Last;
   return S;
 }
+/// The attention ops, which read the rows' positions (MaskArrays).
+bool attentionOp(OpKind K) {
+  return K == OpKind::Attention || K == OpKind::AttentionGrad ||
+         K == OpKind::AttentionBlock || K == OpKind::AttentionBlockGrad;
+}
+
+/// Device int32 copies of Host (N elements; uninitialized when Host is
+/// null) for attention's positions.
+Status deviceInts(const int32_t *Host, int64_t N, const BI &I, int32_t *&Out) {
+  WEFT_RETURN_IF_ERROR(cudaStatus(
+      cudaMalloc(reinterpret_cast<void **>(&Out),
+                 std::max<size_t>(size_t(N) * sizeof(int32_t), 1)),
+      describeInstruction(I) + ": cudaMalloc (attention positions)"));
+  if (!Host || N == 0)
+    return Status::success();
+  return cudaStatus(cudaMemcpy(Out, Host, size_t(N) * sizeof(int32_t),
+                               cudaMemcpyHostToDevice),
+                    describeInstruction(I) + ": cudaMemcpy (positions)");
+}
+
+/// An attention op's rows' global positions on the device: the queries'
+/// (SeqPos, else SeqFirst on), the keys' (a ring block's KeyPos, else the
+/// sequence in its stored order), and room for a run's documents and key
+/// spans.
+Expected<std::unique_ptr<MaskArrays>> maskArrays(const BI &I) {
+  const bool Grad =
+      I.Op == OpKind::AttentionGrad || I.Op == OpKind::AttentionBlockGrad;
+  const Shape &Qd = I.In[Grad ? 1 : 0].Spec->Dims;
+  const Shape &Kd = I.In[Grad ? 2 : 1].Spec->Dims;
+  const bool Ring =
+      I.Op == OpKind::AttentionBlock || I.Op == OpKind::AttentionBlockGrad;
+  std::vector<int32_t> Q(static_cast<size_t>(Qd[1])),
+      K(static_cast<size_t>(Kd[1]));
+  for (int64_t R = 0; R < Qd[1]; ++R)
+    Q[size_t(R)] =
+        I.SeqPos.empty() ? int32_t(I.SeqFirst + R) : I.SeqPos[size_t(R)];
+  if (Ring && I.KeyPos.size() != K.size())
+    return Status::error(
+        describeInstruction(I) + ": " + std::to_string(I.KeyPos.size()) +
+        " key positions for " + std::to_string(K.size()) + " keys");
+  for (int64_t J = 0; J < Kd[1]; ++J)
+    K[size_t(J)] = Ring ? I.KeyPos[size_t(J)]
+                        : int32_t(seqPosition(J, Kd[1], I.SeqChunks));
+  auto M = std::make_unique<MaskArrays>();
+  WEFT_RETURN_IF_ERROR(deviceInts(Q.data(), Qd[1], I, M->QPos));
+  WEFT_RETURN_IF_ERROR(deviceInts(K.data(), Kd[1], I, M->KPos));
+  WEFT_RETURN_IF_ERROR(deviceInts(nullptr, Qd[0] * Qd[1], I, M->Doc));
+  WEFT_RETURN_IF_ERROR(deviceInts(nullptr, 2 * Qd[0], I, M->Spans));
+  return M;
+}
+
 /// The loss type of a cross entropy whose logits are T.
 template <typename T>
 using LossOf = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
@@ -237,35 +303,139 @@ template <typename T> struct Kernels {
     int64_t H = I.Attrs->NumHeads;
     return check(cuda::rope(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1], H,
                             D[2] / H, I.Attrs->Theta, I.Attrs->Inverse,
-                            C.InvFreq, I.Attrs->Scale, C.Stream),
+                            C.InvFreq, I.Attrs->Scale, I.SeqFirst, C.Stream),
                  I);
   }
-  // weft's CUDA attention kernel is causal only (Attention.cu).
-  static Status bidirectionalRefused() {
-    return Status::error("bidirectional attention (an encoder's) runs on "
-                         "the CPU backend only: the CUDA kernel is causal");
+  // Plain causal attention runs on the fused kernels (Attention.cu); any
+  // mask, dropout or block of the sequence on MaskedAttention.cu's.
+  static bool plain(const BI &I, const SC &Step) {
+    const OpAttrs &At = *I.Attrs;
+    return !At.Bidirectional && At.Window <= 0 && At.DropP <= 0 &&
+           !At.KeyPadding && At.SeqAxes.empty() && I.SeqPos.empty() &&
+           I.SeqChunks <= 0 && !documentRow(I, Step);
   }
-  static Status attention(const BI &I, const SC &, Ctx &C) {
-    if (I.Attrs->Bidirectional)
-      return bidirectionalRefused();
+  // The masked kernels' arguments; this run's documents and key spans
+  // copied to the device. QIn is the queries' input.
+  static Status masked(const BI &I, const SC &Step, Ctx &C, size_t QIn,
+                       bool Ring, MaskedAttention &M) {
+    const Shape &Qd = I.In[QIn].Spec->Dims, &Kd = I.In[QIn + 1].Spec->Dims;
+    const OpAttrs &At = *I.Attrs;
+    M.B = Qd[0];
+    M.Sq = Qd[1];
+    M.Sk = Kd[1];
+    M.H = At.NumHeads;
+    M.Hkv = At.NumKvHeads;
+    M.Hd = Qd[2] / M.H;
+    M.Scale = At.AttnScale;
+    M.Causal = !At.Bidirectional;
+    M.Window = At.Window;
+    M.QPos = C.Mask->QPos;
+    M.KPos = C.Mask->KPos;
+    if (At.KeyPadding && !keySpans(I, Step))
+      return Status::error(describeInstruction(I) +
+                           ": the step's attention mask is not set");
+    if (const int32_t *Doc = documentRow(I, Step)) {
+      std::vector<int32_t> &H = C.Mask->HostDoc;
+      H.resize(size_t(M.B * M.Sq));
+      for (int64_t B = 0; B < M.B; ++B)
+        std::copy(Doc + B * Step.DocSeq, Doc + B * Step.DocSeq + M.Sq,
+                  H.begin() + B * M.Sq);
+      WEFT_RETURN_IF_ERROR(C.Queue->copyToDevice(C.Mask->Doc, H.data(),
+                                                 H.size() * sizeof(int32_t)));
+      M.Doc = C.Mask->Doc;
+      M.DocStride = M.Sq;
+    }
+    if (const int32_t *Spans = keySpans(I, Step)) {
+      WEFT_RETURN_IF_ERROR(C.Queue->copyToDevice(
+          C.Mask->Spans, Spans, size_t(2 * M.B) * sizeof(int32_t)));
+      M.Spans = C.Mask->Spans;
+    }
+    if (At.DropP > 0) {
+      M.Drop = true;
+      M.Key = dropoutKey(I, Step);
+      M.BatchFirst = I.DimFirst[0] + Step.Microbatch * I.MicrobatchRows;
+      M.HeadFirst = I.DimFirst[2] / M.Hd;
+      M.Heads = I.DimTotal[2] / M.Hd;
+      M.Seq = Ring ? I.DimTotal[1] : M.Sk;
+    }
+    return Status::success();
+  }
+  static Status attention(const BI &I, const SC &Step, Ctx &C) {
     const Shape &D = I.In[0].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
-    return check(cuda::attention(I.In[0].as<T>(), I.In[1].as<T>(),
-                                 I.In[2].as<T>(), I.Out[0].as<T>(), D[0], D[1],
-                                 H, I.Attrs->NumKvHeads, D[2] / H,
-                                 I.Attrs->AttnScale, C.Scratch, C.Stream),
+    if (plain(I, Step))
+      return check(cuda::attention(I.In[0].as<T>(), I.In[1].as<T>(),
+                                   I.In[2].as<T>(), I.Out[0].as<T>(), D[0],
+                                   D[1], H, I.Attrs->NumKvHeads, D[2] / H,
+                                   I.Attrs->AttnScale, C.Scratch, C.Stream),
+                   I);
+    MaskedAttention M;
+    WEFT_RETURN_IF_ERROR(masked(I, Step, C, 0, false, M));
+    return check(cuda::maskedAttention(M, I.In[0].as<T>(), I.In[1].as<T>(),
+                                       I.In[2].as<T>(), I.Out[0].as<T>(),
+                                       static_cast<T *>(nullptr), C.Stream),
                  I);
   }
-  static Status attentionGrad(const BI &I, const SC &, Ctx &C) {
-    if (I.Attrs->Bidirectional)
-      return bidirectionalRefused();
+  static Status attentionGrad(const BI &I, const SC &Step, Ctx &C) {
     const Shape &D = I.In[1].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
-    return check(cuda::attentionGrad(
-                     I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
-                     I.In[3].as<T>(), I.Out[0].as<T>(), I.Out[1].as<T>(),
-                     I.Out[2].as<T>(), D[0], D[1], H, I.Attrs->NumKvHeads,
-                     D[2] / H, I.Attrs->AttnScale, C.Scratch, C.Stream),
+    if (plain(I, Step))
+      return check(cuda::attentionGrad(
+                       I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
+                       I.In[3].as<T>(), I.Out[0].as<T>(), I.Out[1].as<T>(),
+                       I.Out[2].as<T>(), D[0], D[1], H, I.Attrs->NumKvHeads,
+                       D[2] / H, I.Attrs->AttnScale, C.Scratch, C.Stream),
+                   I);
+    // The whole rows' o and log-sum-exp again, then the block gradient.
+    MaskedAttention M;
+    WEFT_RETURN_IF_ERROR(masked(I, Step, C, 1, false, M));
+    T *O = static_cast<T *>(C.Scratch);
+    T *Lse = O + maskedRowsOf(I);
+    void *Rest = static_cast<char *>(C.Scratch) + maskedGradExtraBytes(I);
+    WEFT_RETURN_IF_ERROR(
+        check(cuda::maskedAttention(M, I.In[1].as<T>(), I.In[2].as<T>(),
+                                    I.In[3].as<T>(), O, Lse, C.Stream),
+              I));
+    return check(cuda::maskedAttentionGrad(
+                     M, I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
+                     I.In[3].as<T>(), O, Lse, I.Out[0].as<T>(),
+                     I.Out[1].as<T>(), I.Out[2].as<T>(), Rest, C.Stream),
+                 I);
+  }
+  // The o and log-sum-exp a masked attention gradient recomputes, in T,
+  // before the kernel's own scratch: elements of o, then bytes of both.
+  static int64_t maskedRowsOf(const BI &I) { return I.In[1].Numel; }
+  static size_t maskedGradExtraBytes(const BI &I) {
+    const Shape &D = I.In[1].Spec->Dims;
+    const size_t Lse = size_t(D[0] * I.Attrs->NumHeads * D[1]);
+    return align256((size_t(I.In[1].Numel) + Lse) * sizeof(T));
+  }
+  // Ring attention (MeshOps.cpp sets the rows' positions).
+  static Status attentionBlock(const BI &I, const SC &Step, Ctx &C) {
+    MaskedAttention M;
+    WEFT_RETURN_IF_ERROR(masked(I, Step, C, 0, true, M));
+    return check(cuda::maskedAttention(M, I.In[0].as<T>(), I.In[1].as<T>(),
+                                       I.In[2].as<T>(), I.Out[0].as<T>(),
+                                       I.Out[1].as<T>(), C.Stream),
+                 I);
+  }
+  static Status softmaxMerge(const BI &I, const SC &, Ctx &C) {
+    const Shape &D = I.In[0].Spec->Dims;
+    const int64_t H = I.Attrs->NumHeads;
+    return check(cuda::softmaxMerge(I.In[0].as<T>(), I.In[1].as<T>(),
+                                    I.In[2].as<T>(), I.In[3].as<T>(),
+                                    I.Out[0].as<T>(), I.Out[1].as<T>(), D[0],
+                                    D[1], H, D[2] / H, C.Stream),
+                 I);
+  }
+  static Status attentionBlockGrad(const BI &I, const SC &Step, Ctx &C) {
+    MaskedAttention M;
+    WEFT_RETURN_IF_ERROR(masked(I, Step, C, 1, true, M));
+    return check(cuda::maskedAttentionGrad(
+                     M, I.In[0].as<T>(), I.In[1].as<T>(), I.In[2].as<T>(),
+                     I.In[3].as<T>(), I.In[4].as<T>(), I.In[5].as<T>(),
+                     I.Out[0].as<T>(), I.Out[1].as<T>(), I.Out[2].as<T>(),
+                     C.Scratch, C.Stream),
                  I);
   }
   // The columns a row's loss reads and its divisor (a masked loss: the
@@ -496,6 +666,9 @@ template <typename T> struct Kernels {
     Set(OpKind::Rope, rope);
     Set(OpKind::Attention, attention);
     Set(OpKind::AttentionGrad, attentionGrad);
+    Set(OpKind::AttentionBlock, attentionBlock);
+    Set(OpKind::SoftmaxMerge, softmaxMerge);
+    Set(OpKind::AttentionBlockGrad, attentionBlockGrad);
     Set(OpKind::CrossEntropy, crossEntropy);
     Set(OpKind::CrossEntropyGrad, crossEntropyGrad);
     Set(OpKind::CrossEntropyStats, crossEntropyStats);
@@ -748,6 +921,7 @@ private:
     bool Widen = false;
     WideningPlan At;
     BI Copy; // the instruction with widened pointers, refreshed per run
+    std::unique_ptr<MaskArrays> Mask; // attention ops
   };
 
   std::string nameOf(int I) const {
@@ -773,8 +947,19 @@ Expected<size_t> CudaBackend::kernelScratch(const BI &I, DType T) const {
   case OpKind::AttentionGrad: {
     const Shape &D = I.In[I.Op == OpKind::Attention ? 0 : 1].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
-    return attentionScratchBytes(D[0], D[1], H, I.Attrs->NumKvHeads, D[2] / H,
-                                 E);
+    const size_t Fused =
+        attentionScratchBytes(D[0], D[1], H, I.Attrs->NumKvHeads, D[2] / H, E);
+    if (I.Op == OpKind::Attention)
+      return Fused;
+    // The masked gradient: o and the log-sum-exp in T, then its own.
+    const size_t Masked =
+        align256((size_t(numElements(D)) + size_t(D[0] * H * D[1])) * E) +
+        maskedAttentionScratchBytes(D[0], D[1], H);
+    return std::max(Fused, Masked);
+  }
+  case OpKind::AttentionBlockGrad: {
+    const Shape &D = I.In[1].Spec->Dims;
+    return maskedAttentionScratchBytes(D[0], D[1], I.Attrs->NumHeads);
   }
   case OpKind::LayerNormGrad:
   case OpKind::RmsNormGrad:
@@ -814,26 +999,14 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
                            " reads the step's token types, which the CUDA "
                            "backend does not run yet: run it with --device "
                            "cpu");
-    // Dropout of the probabilities inside the fused kernel, windows and key
-    // padding: the CUDA attention kernel has none of them yet.
-    if ((I.Op == OpKind::Attention || I.Op == OpKind::AttentionGrad) &&
-        (I.Attrs->DropP > 0 || I.Attrs->Window > 0 || I.Attrs->KeyPadding))
+    // Load-balanced context parallelism: rows out of order. Attention takes
+    // their positions (MaskedAttention.cu); rope, dropout and position
+    // embeddings do not yet.
+    if (!I.SeqPos.empty() && !attentionOp(I.Op))
       return Status::error(describeInstruction(I) +
-                           " drops its probabilities (attention dropout), "
-                           "slides a window or reads an attention mask, "
-                           "which the CUDA backend does not run yet: run it "
-                           "with --device cpu");
-    // Context parallelism: a block of queries against the whole sequence's
-    // keys, and rope from the block's first position. The CUDA kernels take
-    // the whole sequence only.
-    if (((I.Op == OpKind::Attention || I.Op == OpKind::AttentionGrad ||
-          I.Op == OpKind::Rope) &&
-         !I.Attrs->SeqAxes.empty()) ||
-        !I.SeqPos.empty())
-      return Status::error(describeInstruction(I) +
-                           " holds a block of the sequence (context "
-                           "parallelism over seq_axes), which the CUDA "
-                           "backend does not run yet: run it with --device "
+                           " holds load-balanced chunks of the sequence "
+                           "(context parallelism), which the CUDA backend "
+                           "runs for attention only: run it with --device "
                            "cpu");
     // The generic kernels index through MaxGenericRank dims at most.
     for (const auto *Ops : {&I.In, &I.Out})
@@ -891,6 +1064,12 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
           describeInstruction(I) + ": cudaMemcpy (rope frequencies)"));
       P->InvFreq = D;
     }
+    if (attentionOp(I.Op)) {
+      Expected<std::unique_ptr<MaskArrays>> M = maskArrays(I);
+      if (!M.ok())
+        return M.status();
+      P->Mask = std::move(*M);
+    }
     Plans[I.Index] = std::move(P);
   }
   release(Scratch);
@@ -922,6 +1101,8 @@ Status CudaBackend::run(const BI &I, const SC &SCtx, Queue &Q) {
   C.Workspace = Workspace;
   C.Gemm = P.Gemm.get();
   C.InvFreq = P.InvFreq;
+  C.Mask = P.Mask.get();
+  C.Queue = CQ;
   if (!P.Widen)
     return P.Fn(I, SCtx, C);
   // bf16 operands to f32 scratch, the f32 kernel, f32 results to bf16.

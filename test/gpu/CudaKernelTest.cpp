@@ -212,6 +212,18 @@ void compareInstruction(const Program &P, size_t N, Backend &Gpu, Queue &Q,
       CpuI.MicrobatchRows = GpuI.MicrobatchRows = D[0];
     }
   }
+  // A ring step's block: queries and keys at positions 0, 1, ...
+  if (I.Op == OpKind::AttentionBlock || I.Op == OpKind::AttentionBlockGrad) {
+    const size_t Q = I.Op == OpKind::AttentionBlock ? 0 : 1;
+    const int64_t Sq = P.Buffers[size_t(I.In[Q])].Dims[1],
+                  Sk = P.Buffers[size_t(I.In[Q + 1])].Dims[1];
+    for (int64_t R = 0; R < Sq; ++R)
+      CpuI.SeqPos.push_back(int32_t(R));
+    for (int64_t R = 0; R < Sk; ++R)
+      CpuI.KeyPos.push_back(int32_t(R));
+    GpuI.SeqPos = CpuI.SeqPos;
+    GpuI.KeyPos = CpuI.KeyPos;
+  }
   StepContext Ctx;
   Ctx.Lr = 1e-3;
   Ctx.Step = 3;

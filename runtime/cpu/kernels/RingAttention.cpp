@@ -16,6 +16,7 @@
 // KV head) loop is the parallel one, so a group's dk and dv have one writer.
 //
 //===----------------------------------------------------------------------===//
+#include "program/AttentionMask.h"
 #include "runtime/cpu/kernels/Blas.h"
 #include "runtime/cpu/kernels/FastMath.h"
 #include "runtime/cpu/kernels/Kernels.h"
@@ -40,32 +41,6 @@ struct BlockShape {
 
 template <typename T> T scaleOf(double Scale, int64_t Hd) {
   return T(Scale > 0 ? Scale : 1.0 / std::sqrt(double(Hd)));
-}
-
-// The key positions [Lo, Hi] query position Pq sees, as attention's
-// masks bound them: causal, those up to Pq; a sliding window (causal),
-// those within it; a packed document (Doc: Pq's index in its document),
-// those of its document; key padding (Span: the row's tokens [F, E)),
-// those tokens, and a causal query before F, which has none, itself.
-struct KeyRange {
-  int64_t Lo, Hi;
-  bool has(int32_t Pk) const { return Lo <= Pk && Pk <= Hi; }
-};
-inline KeyRange keyRange(int32_t Pq, bool Causal, int64_t Window,
-                         const int32_t *Doc, const int32_t *Span) {
-  KeyRange K{std::numeric_limits<int64_t>::min(),
-             Causal ? int64_t(Pq) : std::numeric_limits<int64_t>::max()};
-  if (Causal && Window > 0)
-    K.Lo = int64_t(Pq) - Window + 1;
-  if (Doc)
-    K.Lo = std::max<int64_t>(K.Lo, int64_t(Pq) - *Doc);
-  if (Span) {
-    K.Lo = std::max<int64_t>(K.Lo, Span[0]);
-    K.Hi = std::min<int64_t>(K.Hi, int64_t(Span[1]) - 1);
-    if (K.Lo > K.Hi)
-      K.Lo = K.Hi = Pq;
-  }
-  return K;
 }
 
 // The keys rows [I0, I0 + Rows) may see lie before KEnd: causal, one past

@@ -143,11 +143,11 @@ __global__ void positionEmbeddingGradKernel(const T *Dy, T *DTable, int64_t B,
 template <typename T>
 __global__ void ropeKernel(const T *X, T *Y, int64_t B, int64_t Sq, int64_t H,
                            int64_t Hd, double Theta, bool Inverse,
-                           const double *InvFreq, double Scale) {
+                           const double *InvFreq, double Scale, int64_t First) {
   const int64_t Half = Hd / 2;
   WEFT_GRID_STRIDE(J, B * Sq * H * Half) {
     const int64_t I = J % Half, Hh = (J / Half) % H, Row = J / (Half * H);
-    const int64_t Pos = Row % Sq;
+    const int64_t Pos = First + Row % Sq; // a block of the sequence: its own
     const double F =
         InvFreq ? InvFreq[I] : pow(Theta, -2.0 * double(I) / double(Hd));
     const double Angle = double(Pos) * F * (Inverse ? -1.0 : 1.0);
@@ -246,11 +246,11 @@ cudaError_t positionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t Sq,
 template <typename T>
 cudaError_t rope(const T *X, T *Y, int64_t B, int64_t Sq, int64_t H, int64_t Hd,
                  double Theta, bool Inverse, const double *InvFreq,
-                 double Scale, cudaStream_t S) {
+                 double Scale, int64_t First, cudaStream_t S) {
   const int64_t N = B * Sq * H * (Hd / 2);
   if (N > 0)
     ropeKernel<<<elementwiseBlocks(N), ElementwiseThreads, 0, S>>>(
-        X, Y, B, Sq, H, Hd, Theta, Inverse, InvFreq, Scale);
+        X, Y, B, Sq, H, Hd, Theta, Inverse, InvFreq, Scale, First);
   return cudaGetLastError();
 }
 
@@ -268,7 +268,7 @@ cudaError_t rope(const T *X, T *Y, int64_t B, int64_t Sq, int64_t H, int64_t Hd,
                                                 int64_t, cudaStream_t);        \
   template cudaError_t rope<T>(const T *, T *, int64_t, int64_t, int64_t,      \
                                int64_t, double, bool, const double *, double,  \
-                               cudaStream_t);
+                               int64_t, cudaStream_t);
 WEFT_INSTANTIATE(float)
 WEFT_INSTANTIATE(double)
 WEFT_INSTANTIATE(bf16)

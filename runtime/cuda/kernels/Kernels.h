@@ -140,12 +140,55 @@ template <typename T>
 cudaError_t actGrad(Activation K, const T *Dy, const T *X, T *Dx, int64_t N,
                     cudaStream_t S);
 
-/// Rotary embedding (HF rotate_half) on X [B,Sq,H*Hd]; InvFreq: Hd/2 device
-/// doubles or null (Theta^(-2i/Hd)).
+/// Rotary embedding (HF rotate_half) on X [B,Sq,H*Hd], row s at position
+/// First + s; InvFreq: Hd/2 device doubles or null (Theta^(-2i/Hd)).
 template <typename T>
 cudaError_t rope(const T *X, T *Y, int64_t B, int64_t Sq, int64_t H, int64_t Hd,
                  double Theta, bool Inverse, const double *InvFreq,
-                 double Scale, cudaStream_t S);
+                 double Scale, int64_t First, cudaStream_t S);
+
+/// Attention under every mask, and ring attention's blocks
+/// (MaskedAttention.cu): Q [B,Sq,H*Hd] at global positions QPos [Sq]
+/// against K, V [B,Sk,Hkv*Hd] at KPos [Sk]; each query sees the keys of
+/// program/AttentionMask.h's range, their probabilities dropped as the
+/// CPU's. Every pointer is device memory.
+struct MaskedAttention {
+  int64_t B = 0, Sq = 0, Sk = 0, H = 0, Hkv = 0, Hd = 0;
+  double Scale = 0; // 0: 1/sqrt(Hd)
+  bool Causal = true;
+  int64_t Window = 0;
+  const int32_t *QPos = nullptr, *KPos = nullptr;
+  /// Packed documents: Doc[b * DocStride + i] is local query i's index in
+  /// its document (null: none).
+  const int32_t *Doc = nullptr;
+  int64_t DocStride = 0;
+  /// Key padding: row b's tokens are the keys [Spans[2b], Spans[2b+1]).
+  const int32_t *Spans = nullptr;
+  /// Dropout of the probabilities: global element ((BatchFirst + b) *
+  /// Heads + HeadFirst + h, query position, key position) of a
+  /// [.., Seq, Seq] mask.
+  bool Drop = false;
+  DropoutKey Key;
+  int64_t BatchFirst = 0, HeadFirst = 0, Heads = 0, Seq = 0;
+};
+/// O normalized over the visible keys and Lse [B,H,Sq] (-inf, O = 0: none
+/// visible; Lse may be null).
+template <typename T>
+cudaError_t maskedAttention(const MaskedAttention &M, const T *Q, const T *K,
+                            const T *V, T *O, T *Lse, cudaStream_t S);
+/// The block's dq and dk, dv from the whole rows' O and Lse. Scratch:
+/// maskedAttentionScratchBytes(B, Sq, H).
+template <typename T>
+cudaError_t maskedAttentionGrad(const MaskedAttention &M, const T *Dy,
+                                const T *Q, const T *K, const T *V, const T *O,
+                                const T *Lse, T *Dq, T *Dk, T *Dv,
+                                void *Scratch, cudaStream_t S);
+size_t maskedAttentionScratchBytes(int64_t B, int64_t Sq, int64_t H);
+/// Two blocks' outputs [B,S,H*Hd] and log-sum-exps [B,H,S] merged.
+template <typename T>
+cudaError_t softmaxMerge(const T *O1, const T *L1, const T *O2, const T *L2,
+                         T *O, T *L, int64_t B, int64_t S, int64_t H,
+                         int64_t Hd, cudaStream_t St);
 
 // Cross entropy (Loss and DLoss: one element of type L; f32 for bf16
 // logits), as the CPU kernels (runtime/cpu/kernels/Kernels.h).
