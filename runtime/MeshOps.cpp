@@ -81,12 +81,6 @@ void Executor::resetCommBytes() {
 
 Status Executor::planMeshSteps() {
   Steps.assign(Bound.size(), MeshStep());
-  if (Prog.packsDocuments() && std::string(Impl->name()) != "cpu")
-    return Status::error(std::string("the program packs documents "
-                                     "(documents.eos), which the ") +
-                         Impl->name() +
-                         " backend does not run yet: run it with --device "
-                         "cpu");
   const size_t E = dtypeBytes(Prog.Type);
   const Mesh &M = Prog.Devices;
   // The world group first (checkpoints and --save-grads gather over it),

@@ -40,8 +40,9 @@ kernel_programs() {
   # Imported graphs: the generic path (f64, f32, bf16; a windowed ALiBi
   # attention written out), a padded vocabulary over tp=2, a classifier's
   # masked loss on labels and bidirectional attention, a regression's mse;
-  # dropout (hidden and attention's), a sliding window, and context
-  # parallelism (a block of queries; the ring's blocks).
+  # dropout (hidden and attention's), a sliding window, context
+  # parallelism (a block of queries; the ring's blocks), packed documents,
+  # key padding and token types.
   local f=$root/test/e2e/fixtures
   for t in f64 f32 bf16; do
     $c "$f/generic-tiny-torch-export.onnx" --batch 2 --seq 16 --dtype $t -o "$k/generic-tiny-$t.weft" || return 1
@@ -52,7 +53,10 @@ kernel_programs() {
     $c "$f/minilm-reg-tiny-torch-export.onnx" --batch 2 --seq 16 --loss mse -o "$k/minilm-reg-f32.weft" &&
     $c "$root/test/e2e/gpt-dropout.json" --batch 4 --seq 32 -o "$k/gpt-dropout-f32.weft" &&
     $c "$root/test/e2e/mistral-window4.json" --batch 4 --seq 32 -o "$k/mistral-window-f32.weft" &&
-    $c llama-tiny --batch 4 --seq 32 --mesh cp=2 -o "$k/llama-tiny-cp2.weft" || return 1
+    $c llama-tiny --batch 4 --seq 32 --mesh cp=2 -o "$k/llama-tiny-cp2.weft" &&
+    $c gpt-tiny --batch 4 --seq 32 --documents 0 -o "$k/gpt-tiny-documents.weft" &&
+    $c "$f/padded/llama-padded.onnx" --loss cross-entropy -o "$k/llama-padded-f32.weft" &&
+    $c "$f/padded/bert-cls-types.onnx" --loss cross-entropy --classes 3 -o "$k/bert-cls-types-f32.weft" || return 1
   for t in f64 f32 bf16; do
     $c llama-tiny --batch 4 --seq 32 --dtype $t --mesh cp=2 --context-parallel ring -o "$k/llama-tiny-ring-$t.weft" || return 1
   done

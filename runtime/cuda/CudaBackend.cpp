@@ -42,14 +42,18 @@ constexpr size_t GemmWorkspaceBytes = size_t(32) << 20;
 
 size_t align256(size_t Bytes) { return (Bytes + 255) / 256 * 256; }
 
-/// Attention's positions on the device (MaskedAttention.cu): the queries'
+/// Positions on the device. Attention's (MaskedAttention.cu): the queries'
 /// and keys' global positions, copied at prepare; the step's packed
-/// documents and key spans, copied per run.
-struct MaskArrays {
-  int32_t *QPos = nullptr, *KPos = nullptr, *Doc = nullptr, *Spans = nullptr;
-  std::vector<int32_t> HostDoc; // the rows' document positions, gathered
-  ~MaskArrays() {
-    for (int32_t *P : {QPos, KPos, Doc, Spans})
+/// documents and key spans, copied per run. Rope's, dropout's and a
+/// position embedding's: load-balanced rows' positions (SeqPos), copied at
+/// prepare; a position embedding's table row per token (Rows: packed
+/// documents' positions or token types per run, else SeqPos per row).
+struct PositionArrays {
+  int32_t *QPos = nullptr, *KPos = nullptr, *Doc = nullptr, *Spans = nullptr,
+          *SeqPos = nullptr, *Rows = nullptr;
+  std::vector<int32_t> HostDoc; // a run's rows, gathered
+  ~PositionArrays() {
+    for (int32_t *P : {QPos, KPos, Doc, Spans, SeqPos, Rows})
       cudaFree(P);
   }
 };
@@ -62,8 +66,8 @@ struct Ctx {
   cublasLtHandle_t Lt = nullptr;
   void *Workspace = nullptr;
   const CudaMatmulPlan *Gemm = nullptr;
-  const double *InvFreq = nullptr;   // rope, on the device
-  struct MaskArrays *Mask = nullptr; // attention's positions and masks
+  const double *InvFreq = nullptr;            // rope, on the device
+  struct PositionArrays *Positions = nullptr; // rows' positions, masks
   CudaQueue *Queue = nullptr;
 };
 
@@ -94,7 +98,7 @@ GemmShape matmulGemm(const BI &I, DType T) {
   S.N = S.TransB ? B.Rows : B.Last;
   return S;
 }
-/// The attention ops, which read the rows' positions (MaskArrays).
+/// The attention ops, which read the rows' positions (PositionArrays).
 bool attentionOp(OpKind K) {
   return K == OpKind::Attention || K == OpKind::AttentionGrad ||
          K == OpKind::AttentionBlock || K == OpKind::AttentionBlockGrad;
@@ -118,7 +122,23 @@ Status deviceInts(const int32_t *Host, int64_t N, const BI &I, int32_t *&Out) {
 /// (SeqPos, else SeqFirst on), the keys' (a ring block's KeyPos, else the
 /// sequence in its stored order), and room for a run's documents and key
 /// spans.
-Expected<std::unique_ptr<MaskArrays>> maskArrays(const BI &I) {
+Expected<std::unique_ptr<PositionArrays>> positionArrays(const BI &I) {
+  if (!attentionOp(I.Op)) { // rope, dropout, position embeddings
+    auto M = std::make_unique<PositionArrays>();
+    const Shape &D = I.In[0].Spec->Dims;
+    if (!I.SeqPos.empty())
+      WEFT_RETURN_IF_ERROR(
+          deviceInts(I.SeqPos.data(), int64_t(I.SeqPos.size()), I, M->SeqPos));
+    if (I.Op == OpKind::PositionEmbedding ||
+        I.Op == OpKind::PositionEmbeddingGrad) {
+      std::vector<int32_t> Rows;
+      for (int64_t B = 0; !I.SeqPos.empty() && B < D[0]; ++B)
+        Rows.insert(Rows.end(), I.SeqPos.begin(), I.SeqPos.end());
+      WEFT_RETURN_IF_ERROR(deviceInts(Rows.empty() ? nullptr : Rows.data(),
+                                      D[0] * D[1], I, M->Rows));
+    }
+    return M;
+  }
   const bool Grad =
       I.Op == OpKind::AttentionGrad || I.Op == OpKind::AttentionBlockGrad;
   const Shape &Qd = I.In[Grad ? 1 : 0].Spec->Dims;
@@ -137,7 +157,7 @@ Expected<std::unique_ptr<MaskArrays>> maskArrays(const BI &I) {
   for (int64_t J = 0; J < Kd[1]; ++J)
     K[size_t(J)] = Ring ? I.KeyPos[size_t(J)]
                         : int32_t(seqPosition(J, Kd[1], I.SeqChunks));
-  auto M = std::make_unique<MaskArrays>();
+  auto M = std::make_unique<PositionArrays>();
   WEFT_RETURN_IF_ERROR(deviceInts(Q.data(), Qd[1], I, M->QPos));
   WEFT_RETURN_IF_ERROR(deviceInts(K.data(), Kd[1], I, M->KPos));
   WEFT_RETURN_IF_ERROR(deviceInts(nullptr, Qd[0] * Qd[1], I, M->Doc));
@@ -168,18 +188,61 @@ template <typename T> struct Kernels {
                                      C.Scratch, C.Sink, C.Stream),
                  I);
   }
-  static Status positionEmbedding(const BI &I, const SC &, Ctx &C) {
+  // The table row of every token, on the device, when it is not its
+  // position from SeqFirst: packed documents' positions or token types
+  // (this run's rows, copied), or load-balanced chunks' (prepare's); null
+  // otherwise.
+  static Status tableRows(const BI &I, const SC &Step, Ctx &C,
+                          const int32_t *&Rows) {
     const Shape &D = I.In[0].Spec->Dims;
+    const int32_t *Pos =
+        I.Attrs->TokenTypes ? tokenTypeRow(I, Step) : documentRow(I, Step);
+    if (I.Attrs->TokenTypes && !Pos)
+      return Status::error(describeInstruction(I) +
+                           ": the step's token types are not set");
+    Rows = nullptr;
+    if (Pos) {
+      std::vector<int32_t> &H = C.Positions->HostDoc;
+      H.resize(size_t(D[0] * D[1]));
+      for (int64_t B = 0; B < D[0]; ++B)
+        std::copy(Pos + B * Step.DocSeq, Pos + B * Step.DocSeq + D[1],
+                  H.begin() + B * D[1]);
+      WEFT_RETURN_IF_ERROR(C.Queue->copyToDevice(C.Positions->Rows, H.data(),
+                                                 H.size() * sizeof(int32_t)));
+      Rows = C.Positions->Rows;
+    } else if (!I.SeqPos.empty()) {
+      Rows = C.Positions->Rows;
+    }
+    return Status::success();
+  }
+  static Status positionEmbedding(const BI &I, const SC &Step, Ctx &C) {
+    const Shape &D = I.In[0].Spec->Dims;
+    const int32_t *Rows = nullptr;
+    WEFT_RETURN_IF_ERROR(tableRows(I, Step, C, Rows));
+    if (Rows)
+      return check(cuda::positionEmbeddingAt(I.In[0].as<T>(), I.In[1].as<T>(),
+                                             I.Out[0].as<T>(), D[0] * D[1],
+                                             D[2], Rows, C.Stream),
+                   I);
     return check(cuda::positionEmbedding(
                      I.In[0].as<T>(), I.In[1].as<T>() + I.SeqFirst * D[2],
                      I.Out[0].as<T>(), D[0], D[1], D[2], C.Stream),
                  I);
   }
-  static Status positionEmbeddingGrad(const BI &I, const SC &, Ctx &C) {
+  // Rows given: the embedding gradient's scatter-add, the rows as ids.
+  static Status positionEmbeddingGrad(const BI &I, const SC &Step, Ctx &C) {
     const Shape &D = I.In[0].Spec->Dims;
-    return check(cuda::positionEmbeddingGrad(I.In[0].as<T>(), I.Out[0].as<T>(),
-                                             D[0], D[1], I.Out[0].Rows, D[2],
-                                             I.SeqFirst, C.Stream),
+    const TensorRef &Tab = I.Out[0];
+    const int32_t *Rows = nullptr;
+    WEFT_RETURN_IF_ERROR(tableRows(I, Step, C, Rows));
+    if (Rows)
+      return check(cuda::embeddingGrad(I.In[0].as<T>(), Rows, D[0] * D[1],
+                                       Tab.Rows, Tab.Last, Tab.as<T>(), 0,
+                                       Tab.Rows, C.Scratch, C.Sink, C.Stream),
+                   I);
+    return check(cuda::positionEmbeddingGrad(I.In[0].as<T>(), Tab.as<T>(), D[0],
+                                             D[1], Tab.Rows, D[2], I.SeqFirst,
+                                             C.Stream),
                  I);
   }
   static Status matmul(const BI &I, const SC &, Ctx &C) {
@@ -303,7 +366,8 @@ template <typename T> struct Kernels {
     int64_t H = I.Attrs->NumHeads;
     return check(cuda::rope(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1], H,
                             D[2] / H, I.Attrs->Theta, I.Attrs->Inverse,
-                            C.InvFreq, I.Attrs->Scale, I.SeqFirst, C.Stream),
+                            C.InvFreq, I.Attrs->Scale, I.SeqFirst,
+                            C.Positions->SeqPos, C.Stream),
                  I);
   }
   // Plain causal attention runs on the fused kernels (Attention.cu); any
@@ -329,26 +393,26 @@ template <typename T> struct Kernels {
     M.Scale = At.AttnScale;
     M.Causal = !At.Bidirectional;
     M.Window = At.Window;
-    M.QPos = C.Mask->QPos;
-    M.KPos = C.Mask->KPos;
+    M.QPos = C.Positions->QPos;
+    M.KPos = C.Positions->KPos;
     if (At.KeyPadding && !keySpans(I, Step))
       return Status::error(describeInstruction(I) +
                            ": the step's attention mask is not set");
     if (const int32_t *Doc = documentRow(I, Step)) {
-      std::vector<int32_t> &H = C.Mask->HostDoc;
+      std::vector<int32_t> &H = C.Positions->HostDoc;
       H.resize(size_t(M.B * M.Sq));
       for (int64_t B = 0; B < M.B; ++B)
         std::copy(Doc + B * Step.DocSeq, Doc + B * Step.DocSeq + M.Sq,
                   H.begin() + B * M.Sq);
-      WEFT_RETURN_IF_ERROR(C.Queue->copyToDevice(C.Mask->Doc, H.data(),
+      WEFT_RETURN_IF_ERROR(C.Queue->copyToDevice(C.Positions->Doc, H.data(),
                                                  H.size() * sizeof(int32_t)));
-      M.Doc = C.Mask->Doc;
+      M.Doc = C.Positions->Doc;
       M.DocStride = M.Sq;
     }
     if (const int32_t *Spans = keySpans(I, Step)) {
       WEFT_RETURN_IF_ERROR(C.Queue->copyToDevice(
-          C.Mask->Spans, Spans, size_t(2 * M.B) * sizeof(int32_t)));
-      M.Spans = C.Mask->Spans;
+          C.Positions->Spans, Spans, size_t(2 * M.B) * sizeof(int32_t)));
+      M.Spans = C.Positions->Spans;
     }
     if (At.DropP > 0) {
       M.Drop = true;
@@ -630,7 +694,8 @@ template <typename T> struct Kernels {
     const std::vector<int64_t> &Total =
         I.DimTotal.empty() ? dims(I.In[0]) : I.DimTotal;
     return check(cuda::dropout(I.In[0].as<T>(), I.Out[0].as<T>(), dims(I.In[0]),
-                               First, Total, dropoutKey(I, Step), C.Stream),
+                               First, Total, dropoutKey(I, Step),
+                               C.Positions->SeqPos, C.Stream),
                  I);
   }
 
@@ -921,7 +986,7 @@ private:
     bool Widen = false;
     WideningPlan At;
     BI Copy; // the instruction with widened pointers, refreshed per run
-    std::unique_ptr<MaskArrays> Mask; // attention ops
+    std::unique_ptr<PositionArrays> Positions; // ops that read positions
   };
 
   std::string nameOf(int I) const {
@@ -968,6 +1033,8 @@ Expected<size_t> CudaBackend::kernelScratch(const BI &I, DType T) const {
     return columnSumScratchBytes(I.In[0].Rows, I.In[0].Last, 1);
   case OpKind::EmbeddingGrad:
     return embeddingGradScratchBytes(I.In[1].Numel, I.Out[0].Last);
+  case OpKind::PositionEmbeddingGrad: // rows given: an embedding gradient
+    return embeddingGradScratchBytes(I.In[0].Rows, I.Out[0].Last);
   case OpKind::CrossEntropy:
     return crossEntropyScratchBytes(I.In[0].Rows);
   case OpKind::CrossEntropyFromStats: {
@@ -993,21 +1060,6 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
       OpNames.resize(I.Index + 1);
     }
     OpNames[I.Index] = opName(I.Op);
-    // BERT's token-type embedding read from the step's batch.
-    if (I.Attrs->TokenTypes)
-      return Status::error(describeInstruction(I) +
-                           " reads the step's token types, which the CUDA "
-                           "backend does not run yet: run it with --device "
-                           "cpu");
-    // Load-balanced context parallelism: rows out of order. Attention takes
-    // their positions (MaskedAttention.cu); rope, dropout and position
-    // embeddings do not yet.
-    if (!I.SeqPos.empty() && !attentionOp(I.Op))
-      return Status::error(describeInstruction(I) +
-                           " holds load-balanced chunks of the sequence "
-                           "(context parallelism), which the CUDA backend "
-                           "runs for attention only: run it with --device "
-                           "cpu");
     // The generic kernels index through MaxGenericRank dims at most.
     for (const auto *Ops : {&I.In, &I.Out})
       for (size_t K = 0; K < Ops->size(); ++K)
@@ -1064,11 +1116,13 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
           describeInstruction(I) + ": cudaMemcpy (rope frequencies)"));
       P->InvFreq = D;
     }
-    if (attentionOp(I.Op)) {
-      Expected<std::unique_ptr<MaskArrays>> M = maskArrays(I);
+    if (attentionOp(I.Op) || I.Op == OpKind::Rope || I.Op == OpKind::Dropout ||
+        I.Op == OpKind::PositionEmbedding ||
+        I.Op == OpKind::PositionEmbeddingGrad) {
+      Expected<std::unique_ptr<PositionArrays>> M = positionArrays(I);
       if (!M.ok())
         return M.status();
-      P->Mask = std::move(*M);
+      P->Positions = std::move(*M);
     }
     Plans[I.Index] = std::move(P);
   }
@@ -1101,7 +1155,7 @@ Status CudaBackend::run(const BI &I, const SC &SCtx, Queue &Q) {
   C.Workspace = Workspace;
   C.Gemm = P.Gemm.get();
   C.InvFreq = P.InvFreq;
-  C.Mask = P.Mask.get();
+  C.Positions = P.Positions.get();
   C.Queue = CQ;
   if (!P.Widen)
     return P.Fn(I, SCtx, C);

@@ -125,6 +125,18 @@ __global__ void positionEmbeddingKernel(const T *X, const T *Table, T *Y,
   }
 }
 
+// Row r (of B*Sq) adds table row Pos[r]: packed documents' positions,
+// token types, or load-balanced chunks' positions.
+template <typename T>
+__global__ void positionEmbeddingAtKernel(const T *X, const T *Table, T *Y,
+                                          int64_t N, int64_t D,
+                                          const int32_t *Pos) {
+  WEFT_GRID_STRIDE(I, N * D) {
+    const int64_t Row = Pos[I / D], C = I % D;
+    Y[I] = fromAcc<T>(toAcc(X[I]) + toAcc(Table[Row * D + C]));
+  }
+}
+
 template <typename T>
 __global__ void positionEmbeddingGradKernel(const T *Dy, T *DTable, int64_t B,
                                             int64_t Sq, int64_t P, int64_t D,
@@ -143,11 +155,13 @@ __global__ void positionEmbeddingGradKernel(const T *Dy, T *DTable, int64_t B,
 template <typename T>
 __global__ void ropeKernel(const T *X, T *Y, int64_t B, int64_t Sq, int64_t H,
                            int64_t Hd, double Theta, bool Inverse,
-                           const double *InvFreq, double Scale, int64_t First) {
+                           const double *InvFreq, double Scale, int64_t First,
+                           const int32_t *Positions) {
   const int64_t Half = Hd / 2;
   WEFT_GRID_STRIDE(J, B * Sq * H * Half) {
     const int64_t I = J % Half, Hh = (J / Half) % H, Row = J / (Half * H);
-    const int64_t Pos = First + Row % Sq; // a block of the sequence: its own
+    // A block of the sequence: from its first position, or each row's.
+    const int64_t Pos = Positions ? Positions[Row % Sq] : First + Row % Sq;
     const double F =
         InvFreq ? InvFreq[I] : pow(Theta, -2.0 * double(I) / double(Hd));
     const double Angle = double(Pos) * F * (Inverse ? -1.0 : 1.0);
@@ -244,13 +258,23 @@ cudaError_t positionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t Sq,
 }
 
 template <typename T>
+cudaError_t positionEmbeddingAt(const T *X, const T *Table, T *Y, int64_t N,
+                                int64_t D, const int32_t *Pos, cudaStream_t S) {
+  if (N * D > 0)
+    positionEmbeddingAtKernel<<<elementwiseBlocks(N * D), ElementwiseThreads, 0,
+                                S>>>(X, Table, Y, N, D, Pos);
+  return cudaGetLastError();
+}
+
+template <typename T>
 cudaError_t rope(const T *X, T *Y, int64_t B, int64_t Sq, int64_t H, int64_t Hd,
                  double Theta, bool Inverse, const double *InvFreq,
-                 double Scale, int64_t First, cudaStream_t S) {
+                 double Scale, int64_t First, const int32_t *Positions,
+                 cudaStream_t S) {
   const int64_t N = B * Sq * H * (Hd / 2);
   if (N > 0)
     ropeKernel<<<elementwiseBlocks(N), ElementwiseThreads, 0, S>>>(
-        X, Y, B, Sq, H, Hd, Theta, Inverse, InvFreq, Scale, First);
+        X, Y, B, Sq, H, Hd, Theta, Inverse, InvFreq, Scale, First, Positions);
   return cudaGetLastError();
 }
 
@@ -266,9 +290,12 @@ cudaError_t rope(const T *X, T *Y, int64_t B, int64_t Sq, int64_t H, int64_t Hd,
   template cudaError_t positionEmbeddingGrad<T>(const T *, T *, int64_t,       \
                                                 int64_t, int64_t, int64_t,     \
                                                 int64_t, cudaStream_t);        \
+  template cudaError_t positionEmbeddingAt<T>(const T *, const T *, T *,       \
+                                              int64_t, int64_t,                \
+                                              const int32_t *, cudaStream_t);  \
   template cudaError_t rope<T>(const T *, T *, int64_t, int64_t, int64_t,      \
                                int64_t, double, bool, const double *, double,  \
-                               int64_t, cudaStream_t);
+                               int64_t, const int32_t *, cudaStream_t);
 WEFT_INSTANTIATE(float)
 WEFT_INSTANTIATE(double)
 WEFT_INSTANTIATE(bf16)

@@ -263,7 +263,7 @@ struct Block {
 
 template <typename T>
 __global__ void dropoutKernel(const T *X, T *Y, int64_t N, Block B,
-                              DropoutKey Key) {
+                              DropoutKey Key, const int32_t *SeqPos) {
   WEFT_GRID_STRIDE(I, N) {
     // The element's global index: its coordinates, offset by the rank's
     // block, read in the global shape.
@@ -272,7 +272,8 @@ __global__ void dropoutKernel(const T *X, T *Y, int64_t N, Block B,
     for (int D = B.Rank - 1; D >= 0; --D) {
       const int64_t C = Rest % B.Local[D];
       Rest /= B.Local[D];
-      Index += uint64_t(B.First[D] + C) * Stride;
+      const int64_t G = D == 1 && SeqPos ? SeqPos[C] : B.First[D] + C;
+      Index += uint64_t(G) * Stride;
       Stride *= uint64_t(B.Total[D]);
     }
     Y[I] = fromAcc<T>(toAcc(X[I]) * Acc<T>(Key.factor(Index)));
@@ -441,7 +442,8 @@ cudaError_t mseLossGrad(const T *P, const T *Y, const T *DLoss, int64_t N,
 template <typename T>
 cudaError_t dropout(const T *X, T *Y, const GenericDims &Local,
                     const GenericDims &First, const GenericDims &Total,
-                    const DropoutKey &Key, cudaStream_t S) {
+                    const DropoutKey &Key, const int32_t *SeqPos,
+                    cudaStream_t S) {
   const size_t R = Local.size();
   if (R > size_t(MaxGenericRank) || First.size() != R || Total.size() != R)
     return cudaErrorInvalidValue;
@@ -454,8 +456,8 @@ cudaError_t dropout(const T *X, T *Y, const GenericDims &Local,
   }
   const int64_t N = numel(Local);
   if (N > 0)
-    dropoutKernel<<<elementwiseBlocks(N), ElementwiseThreads, 0, S>>>(X, Y, N,
-                                                                      B, Key);
+    dropoutKernel<<<elementwiseBlocks(N), ElementwiseThreads, 0, S>>>(
+        X, Y, N, B, Key, SeqPos);
   return cudaGetLastError();
 }
 
@@ -490,9 +492,9 @@ cudaError_t dropout(const T *X, T *Y, const GenericDims &Local,
                                   cudaStream_t);                               \
   template cudaError_t mseLossGrad<T>(const T *, const T *, const T *,         \
                                       int64_t, int64_t, T *, cudaStream_t);    \
-  template cudaError_t dropout<T>(const T *, T *, const GenericDims &,         \
-                                  const GenericDims &, const GenericDims &,    \
-                                  const DropoutKey &, cudaStream_t);
+  template cudaError_t dropout<T>(                                             \
+      const T *, T *, const GenericDims &, const GenericDims &,                \
+      const GenericDims &, const DropoutKey &, const int32_t *, cudaStream_t);
 WEFT_INSTANTIATE(float)
 WEFT_INSTANTIATE(double)
 WEFT_INSTANTIATE(bf16)

@@ -141,11 +141,19 @@ cudaError_t actGrad(Activation K, const T *Dy, const T *X, T *Dx, int64_t N,
                     cudaStream_t S);
 
 /// Rotary embedding (HF rotate_half) on X [B,Sq,H*Hd], row s at position
-/// First + s; InvFreq: Hd/2 device doubles or null (Theta^(-2i/Hd)).
+/// Positions[s] (device; null: First + s); InvFreq: Hd/2 device doubles or
+/// null (Theta^(-2i/Hd)).
 template <typename T>
 cudaError_t rope(const T *X, T *Y, int64_t B, int64_t Sq, int64_t H, int64_t Hd,
                  double Theta, bool Inverse, const double *InvFreq,
-                 double Scale, int64_t First, cudaStream_t S);
+                 double Scale, int64_t First, const int32_t *Positions,
+                 cudaStream_t S);
+/// Y = X + Table[Pos[r]] for each of the N rows r of X [N, D] (Pos:
+/// device): packed documents' positions, token types, load-balanced
+/// chunks' positions. Its gradient is embeddingGrad with Pos as the ids.
+template <typename T>
+cudaError_t positionEmbeddingAt(const T *X, const T *Table, T *Y, int64_t N,
+                                int64_t D, const int32_t *Pos, cudaStream_t S);
 
 /// Attention under every mask, and ring attention's blocks
 /// (MaskedAttention.cu): Q [B,Sq,H*Hd] at global positions QPos [Sq]
@@ -288,11 +296,13 @@ cudaError_t mseLossGrad(const T *P, const T *Y, const T *DLoss, int64_t N,
                         int64_t Divisor, T *DP, cudaStream_t S);
 /// Inverted dropout of X (shape Local, the rank's block at First of the
 /// global shape Total), each element's mask drawn from its global index
-/// (program/Dropout.h).
+/// (program/Dropout.h); SeqPos (device, or null): dim 1's global
+/// coordinate of each local one (load-balanced chunks).
 template <typename T>
 cudaError_t dropout(const T *X, T *Y, const GenericDims &Local,
                     const GenericDims &First, const GenericDims &Total,
-                    const DropoutKey &Key, cudaStream_t S);
+                    const DropoutKey &Key, const int32_t *SeqPos,
+                    cudaStream_t S);
 
 /// One torch.optim.AdamW step on N elements in place (see cpu::adamw).
 template <typename T>
