@@ -76,6 +76,13 @@ prepare() {
     $c $m --batch 8 --seq 64 --lr 1e-3 --dtype bf16 -o "$p/$m-bf16.weft"
     $c $m --batch 4 --seq 16 --dtype f64 -o "$p/$m-f64.weft"
   done
+  # The masked attention's features, trained: dropout (the CPU's masks),
+  # a sliding window, packed documents, and a grad check of each.
+  $c "$root/test/e2e/gpt-dropout.json" --batch 8 --seq 64 --lr 1e-3 -o "$p/gpt-dropout-f32.weft"
+  $c "$root/test/e2e/mistral-window4.json" --batch 8 --seq 64 --lr 1e-3 -o "$p/mistral-window-f32.weft"
+  $c gpt-tiny --batch 8 --seq 64 --lr 1e-3 --documents 0 -o "$p/gpt-documents-f32.weft"
+  $c "$root/test/e2e/mistral-window4.json" --batch 2 --seq 16 --dtype f64 -o "$p/mistral-window-f64.weft"
+  $c gpt-tiny --batch 2 --seq 16 --dtype f64 --documents 0 -o "$p/gpt-documents-f64.weft"
   # Two ranks sharing one GPU (staged MPI), where mpirun exists there.
   $c gpt-tiny --batch 8 --seq 64 --lr 1e-3 --mesh tp=2 --layout megatron -o "$p/gpt-tiny-tp2.weft"
   $c gpt-tiny --batch 8 --seq 64 --lr 1e-3 --mesh dp=2 --zero 3 -o "$p/gpt-tiny-dp2-zero3.weft"
@@ -193,8 +200,8 @@ main() {
   WEFT_GPU_PROGRAMS=$p/kernels step cuda-kernels 120 $bin/weft-cuda-tests
   if [ "$dry" = 1 ]; then
     echo "dry run: the steps below need a CUDA device" | tee -a "$out/summary.txt"
-    for s in gpt-tiny-like-cpu llama-tiny-like-cpu grad-check-f64 bf16-like-f32 \
-             tp2-on-one-gpu dp2-zero3-on-one-gpu benchmark; do
+    for s in gpt-tiny-like-cpu llama-tiny-like-cpu masked-like-cpu grad-check-f64 \
+             bf16-like-f32 tp2-on-one-gpu dp2-zero3-on-one-gpu benchmark; do
       echo "  $s" | tee -a "$out/summary.txt"
     done
     exit 0
@@ -203,6 +210,11 @@ main() {
   step llama-tiny-like-cpu 60 train_like_cpu llama-tiny
   step grad-check-f64-gpt 60 $bin/weft-run "$p/gpt-tiny-f64.weft" --device cuda --grad-check 4 --grad-tol 1e-6
   step grad-check-f64-llama 60 $bin/weft-run "$p/llama-tiny-f64.weft" --device cuda --grad-check 4 --grad-tol 1e-6
+  step dropout-like-cpu 60 train_like_cpu gpt-dropout
+  step window-like-cpu 60 train_like_cpu mistral-window
+  step documents-like-cpu 60 train_like_cpu gpt-documents
+  step grad-check-f64-window 60 $bin/weft-run "$p/mistral-window-f64.weft" --device cuda --grad-check 4 --grad-tol 1e-6
+  step grad-check-f64-documents 60 $bin/weft-run "$p/gpt-documents-f64.weft" --device cuda --grad-check 4 --grad-tol 1e-6
   step bf16-like-f32 120 bf16_like_f32 gpt-tiny
   step tp2-on-one-gpu 60 mesh_on_one_gpu gpt-tiny-tp2
   step dp2-zero3-on-one-gpu 60 mesh_on_one_gpu gpt-tiny-dp2-zero3
