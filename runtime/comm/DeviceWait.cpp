@@ -76,15 +76,16 @@ Status checkCommunicators(const NcclWaitApi &Api,
     return Status::success();
   std::string Groups;
   for (const CommInFlight &C : Comms)
-    if (C.Comm)
+    if (C.Comm && C.Pending)
       Groups += (Groups.empty() ? "" : "; ") + describe(C);
+  if (Groups.empty()) // the device computes; no collective waits
+    return Status::success();
   abortAll(Api, Comms);
   return Status::error(
       Who + ": not complete after " + seconds(TimeoutSeconds) +
       " s (--collective-timeout): an NCCL collective waits for a peer that "
-      "failed or stopped" +
-      (Groups.empty() ? "" : " (the rank's communicators: " + Groups + ")") +
-      "; every NCCL communicator of the rank is aborted");
+      "failed or stopped (pending: " +
+      Groups + "); every NCCL communicator of the rank is aborted");
 }
 
 Status waitForComm(const NcclWaitApi &Api, void *Comm, double TimeoutSeconds,

@@ -45,14 +45,17 @@ struct NcclWaitApi {
   void (*Abort)(void *Comm) = nullptr;
 };
 
-/// A communicator of the rank: its group, and the call it last started.
+/// A communicator of the rank: its group, the call it last started, and
+/// whether that call is still running on the device.
 struct CommInFlight {
   void *Comm = nullptr;
   std::string Group, LastCall;
+  bool Pending = false;
 };
 
 /// waitPolling's check for a rank's NCCL communicators: ends the wait when
-/// one reports an asynchronous error, or after TimeoutSeconds (0: never).
+/// one reports an asynchronous error, or after TimeoutSeconds (0: never)
+/// while one has a call pending (a wait for compute alone never times out).
 /// Then every communicator of Comms is aborted (and its Comm cleared) and
 /// the error names Rank, What was waited for, the group and its last call.
 Status checkCommunicators(const NcclWaitApi &Api,

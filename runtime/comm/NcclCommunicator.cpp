@@ -115,6 +115,9 @@ struct NcclGroup {
   const CommGroup *Boot = nullptr;
   ncclComm_t Comm = nullptr;
   mutable const char *LastCall = nullptr; // for messages
+  /// Recorded after each operation it enqueues: while it is not complete,
+  /// the group has NCCL work in flight (the collective timeout applies).
+  mutable cudaEvent_t Last = nullptr;
 };
 
 /// A started operation: on the communication stream (its events), or, on
@@ -168,9 +171,20 @@ public:
     setStreamWaitCheck(nullptr);
     cudaSetDevice(Device);
     cudaStreamSynchronize(CommStream);
-    for (auto &[Key, Rec] : Groups)
-      if (Rec.Comm)
-        ncclCommDestroy(Rec.Comm);
+    // Non-blocking communicators are finalized (polled until done) before
+    // they are destroyed.
+    for (auto &[Key, Rec] : Groups) {
+      if (Rec.Comm) {
+        bool Aborted = false; // by a finalize past the timeout
+        if (ncclCommFinalize(Rec.Comm) == ncclInProgress)
+          Aborted =
+              !waitForComm(ncclWaitApi(), Rec.Comm, Timeout, "finalize").ok();
+        if (!Aborted)
+          ncclCommDestroy(Rec.Comm);
+      }
+      if (Rec.Last)
+        cudaEventDestroy(Rec.Last);
+    }
     cudaStreamDestroy(CommStream);
   }
   const char *name() const override { return "nccl"; }
@@ -220,9 +234,9 @@ public:
     Enqueue E;
     WEFT_RETURN_IF_ERROR(prepare(Q, T, Count, 1, "ncclAllReduce", E));
     return settled(
-        Rec->Comm,
+        Rec,
         ncclAllReduce(Send, Recv, Count, E.Type, ncclSum, Rec->Comm, E.Stream),
-        "ncclAllReduce");
+        "ncclAllReduce", E.Stream);
   }
   Status allGather(const CommGroup &G, const void *Send, void *Recv,
                    size_t Count, DType T, Queue &Q) override {
@@ -233,10 +247,10 @@ public:
     Enqueue E;
     WEFT_RETURN_IF_ERROR(
         prepare(Q, T, Count, size_t(G.Size), "ncclAllGather", E));
-    return settled(Rec->Comm,
+    return settled(Rec,
                    ncclAllGather(ownChunk(G, Send, Recv, Count, T), Recv, Count,
                                  E.Type, Rec->Comm, E.Stream),
-                   "ncclAllGather");
+                   "ncclAllGather", E.Stream);
   }
   Status reduceScatter(const CommGroup &G, const void *Send, void *Recv,
                        size_t Count, DType T, Queue &Q) override {
@@ -247,10 +261,10 @@ public:
     Enqueue E;
     WEFT_RETURN_IF_ERROR(
         prepare(Q, T, Count, size_t(G.Size), "ncclReduceScatter", E));
-    return settled(Rec->Comm,
+    return settled(Rec,
                    ncclReduceScatter(Send, Recv, Count, E.Type, ncclSum,
                                      Rec->Comm, E.Stream),
-                   "ncclReduceScatter");
+                   "ncclReduceScatter", E.Stream);
   }
   Status broadcast(const CommGroup &G, void *Buf, size_t Count, DType T,
                    int Root, Queue &Q) override {
@@ -262,9 +276,8 @@ public:
     Enqueue E;
     WEFT_RETURN_IF_ERROR(prepare(Q, T, Count, 1, "ncclBroadcast", E));
     return settled(
-        Rec->Comm,
-        ncclBroadcast(Buf, Buf, Count, E.Type, Root, Rec->Comm, E.Stream),
-        "ncclBroadcast");
+        Rec, ncclBroadcast(Buf, Buf, Count, E.Type, Root, Rec->Comm, E.Stream),
+        "ncclBroadcast", E.Stream);
   }
   Status reduce(const CommGroup &G, const void *Send, void *Recv, size_t Count,
                 DType T, int Root, Queue &Q) override {
@@ -275,10 +288,10 @@ public:
     WEFT_RETURN_IF_ERROR(checkRoot(G, Root, "ncclReduce"));
     Enqueue E;
     WEFT_RETURN_IF_ERROR(prepare(Q, T, Count, 1, "ncclReduce", E));
-    return settled(Rec->Comm,
+    return settled(Rec,
                    ncclReduce(Send, Recv, Count, E.Type, ncclSum, Root,
                               Rec->Comm, E.Stream),
-                   "ncclReduce");
+                   "ncclReduce", E.Stream);
   }
 
   Status iallReduce(const CommGroup &G, const void *Send, void *Recv,
@@ -295,10 +308,10 @@ public:
     WEFT_RETURN_IF_ERROR(prepare(Q, T, Count, 1, Call, E));
     WEFT_RETURN_IF_ERROR(beginAsync(E, *St, Call));
     return endAsync(R, *St, Rec->Comm, Call,
-                    settled(Rec->Comm,
+                    settled(Rec,
                             ncclAllReduce(Send, Recv, Count, E.Type, ncclSum,
                                           Rec->Comm, CommStream),
-                            Call));
+                            Call, CommStream));
   }
   Status iallGather(const CommGroup &G, const void *Send, void *Recv,
                     size_t Count, DType T, Queue &Q, CommRequest &R) override {
@@ -315,10 +328,10 @@ public:
     WEFT_RETURN_IF_ERROR(beginAsync(E, *St, Call));
     return endAsync(
         R, *St, Rec->Comm, Call,
-        settled(Rec->Comm,
+        settled(Rec,
                 ncclAllGather(ownChunk(G, Send, Recv, Count, T), Recv, Count,
                               E.Type, Rec->Comm, CommStream),
-                Call));
+                Call, CommStream));
   }
   Status startTransfers(const CommGroup &G, const std::vector<Transfer> &Ops,
                         Queue &Q, CommRequest &R) override {
@@ -355,19 +368,17 @@ public:
       const Transfer &X = Ops[I];
       ncclDataType_t D = ncclFloat32;
       (void)ncclType(X.T, "", D); // checked above
-      S = X.Dir == Transfer::Send ? settled(Rec->Comm,
-                                            ncclSend(X.Buf, X.Count, D, X.Peer,
-                                                     Rec->Comm, CommStream),
-                                            "ncclSend")
-                                  : settled(Rec->Comm,
-                                            ncclRecv(X.Buf, X.Count, D, X.Peer,
-                                                     Rec->Comm, CommStream),
-                                            "ncclRecv");
+      S = X.Dir == Transfer::Send ? queued(ncclSend(X.Buf, X.Count, D, X.Peer,
+                                                    Rec->Comm, CommStream),
+                                           "ncclSend")
+                                  : queued(ncclRecv(X.Buf, X.Count, D, X.Peer,
+                                                    Rec->Comm, CommStream),
+                                           "ncclRecv");
       if (!S.ok())
         S = S.withContext("transfers[" + std::to_string(I) + "] with peer " +
                           std::to_string(X.Peer));
     }
-    Status End = settled(Rec->Comm, ncclGroupEnd(), "ncclGroupEnd");
+    Status End = settled(Rec, ncclGroupEnd(), "ncclGroupEnd", CommStream);
     return endAsync(R, *St, Rec->Comm, Call, S.ok() ? End : S);
   }
 
@@ -391,7 +402,13 @@ public:
       R.Active = false;
       return checkCuda(Query, "cudaEventQuery");
     }
-    // Still running: a failed peer shows here, not as a completion.
+    // Still running: a failed peer shows here, not as a completion. A
+    // communicator aborted since (another wait's failure) is gone.
+    if (!live(St->Comm)) {
+      R.Active = false;
+      return Status::error("the NCCL communicator of this operation was "
+                           "aborted");
+    }
     ncclResult_t Async = ncclSuccess;
     Status S = checkNccl(ncclCommGetAsyncError(St->Comm, &Async),
                          "ncclCommGetAsyncError");
@@ -456,16 +473,39 @@ public:
   }
 
 private:
-  /// An NCCL call's result on Comm, a non-blocking communicator: a call
-  /// still in progress (NCCL enqueues it) is waited for, under the timeout.
-  Status settled(ncclComm_t Comm, ncclResult_t R, const char *Call) {
-    if (R != ncclInProgress)
-      return checkNccl(R, Call);
-    Status S = waitForComm(ncclWaitApi(), Comm, Timeout,
-                           "rank " + std::to_string(rank()) + ", " + Call);
-    if (!S.ok())
-      abandon(Comm); // aborted
-    return S;
+  /// An NCCL call's result on Rec's communicator, which is non-blocking:
+  /// a call still in progress (NCCL enqueues it) is waited for, under the
+  /// timeout. Once it is enqueued on Stream, Rec's event marks it.
+  Status settled(const NcclGroup *Rec, ncclResult_t R, const char *Call,
+                 cudaStream_t Stream) {
+    ncclComm_t Comm = Rec->Comm;
+    Status S = R == ncclInProgress
+                   ? waitForComm(ncclWaitApi(), Comm, Timeout,
+                                 "rank " + std::to_string(rank()) + ", " + Call)
+                   : checkNccl(R, Call);
+    if (!S.ok()) {
+      if (R == ncclInProgress)
+        abandon(Comm); // aborted
+      return S;
+    }
+    if (!Rec->Last)
+      WEFT_RETURN_IF_ERROR(checkCuda(
+          cudaEventCreateWithFlags(&Rec->Last, cudaEventDisableTiming),
+          "cudaEventCreateWithFlags"));
+    return checkCuda(cudaEventRecord(Rec->Last, Stream), "cudaEventRecord")
+        .withContext(Call);
+  }
+  /// A send or receive inside a group: NCCL only queues it (in progress
+  /// until ncclGroupEnd, which is settled).
+  static Status queued(ncclResult_t R, const char *Call) {
+    return R == ncclInProgress ? Status::success() : checkNccl(R, Call);
+  }
+  /// Whether Comm is still one of the groups' (not aborted since).
+  bool live(ncclComm_t Comm) const {
+    for (const auto &KV : Groups)
+      if (Comm && KV.second.Comm == Comm)
+        return true;
+    return false;
   }
   /// DeviceWait's check of every communicator of the rank: an asynchronous
   /// error or the timeout aborts them all (so that the device's work
@@ -474,8 +514,10 @@ private:
     std::vector<CommInFlight> Comms;
     for (auto &[Key, Rec] : Groups)
       if (Rec.Comm)
-        Comms.push_back({Rec.Comm, describeMembers(*Rec.Boot),
-                         Rec.LastCall ? Rec.LastCall : ""});
+        Comms.push_back(
+            {Rec.Comm, describeMembers(*Rec.Boot),
+             Rec.LastCall ? Rec.LastCall : "",
+             Rec.Last && cudaEventQuery(Rec.Last) == cudaErrorNotReady});
     Status S = weft::checkCommunicators(ncclWaitApi(), Comms, Waited, Timeout,
                                         rank(), What);
     if (!S.ok())
@@ -631,10 +673,13 @@ private:
     if (S.ok()) {
       ncclResult_t R =
           ncclCommInitRankConfig(&Comm, B.Size, Id, B.Rank, &Config);
-      S = R == ncclInProgress || (R == ncclSuccess && Comm)
+      S = (R == ncclInProgress || R == ncclSuccess) && Comm
               ? waitForComm(ncclWaitApi(), Comm, Timeout,
                             "rank " + std::to_string(rank()) +
                                 ", ncclCommInitRankConfig")
+          : R == ncclSuccess
+              ? Status::error("ncclCommInitRankConfig returned no "
+                              "communicator")
               : checkNccl(R, "ncclCommInitRankConfig");
       if (!S.ok())
         Comm = nullptr; // aborted, or never made

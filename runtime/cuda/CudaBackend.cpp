@@ -130,7 +130,7 @@ Expected<std::unique_ptr<PositionArrays>> positionArrays(const BI &I) {
       WEFT_RETURN_IF_ERROR(
           deviceInts(I.SeqPos.data(), int64_t(I.SeqPos.size()), I, M->SeqPos));
     if (I.Op == OpKind::PositionEmbedding ||
-        I.Op == OpKind::PositionEmbeddingGrad) {
+        I.Op == OpKind::PositionEmbeddingGrad || I.Op == OpKind::Rope) {
       std::vector<int32_t> Rows;
       for (int64_t B = 0; !I.SeqPos.empty() && B < D[0]; ++B)
         Rows.insert(Rows.end(), I.SeqPos.begin(), I.SeqPos.end());
@@ -165,6 +165,12 @@ Expected<std::unique_ptr<PositionArrays>> positionArrays(const BI &I) {
   return M;
 }
 
+/// A masked attention gradient's recomputed o [B,S,H*Hd] and log-sum-exp
+/// [B,H,S], of Elem bytes each, 256-aligned.
+size_t recomputeBytes(const Shape &Q, int64_t H, size_t Elem) {
+  return align256((size_t(numElements(Q)) + size_t(Q[0] * H * Q[1])) * Elem);
+}
+
 /// The loss type of a cross entropy whose logits are T.
 template <typename T>
 using LossOf = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
@@ -188,6 +194,16 @@ template <typename T> struct Kernels {
                                      C.Scratch, C.Sink, C.Stream),
                  I);
   }
+  // Rows [B, S] of a step-wide host array (rows Stride apart) to Device
+  // [B * S], through the queue's staging.
+  static Status copyRows(const int32_t *Host, int64_t Stride, int64_t B,
+                         int64_t S, Ctx &C, int32_t *Device) {
+    std::vector<int32_t> &H = C.Positions->HostDoc;
+    H.resize(size_t(B * S));
+    for (int64_t R = 0; R < B; ++R)
+      std::copy(Host + R * Stride, Host + R * Stride + S, H.begin() + R * S);
+    return C.Queue->copyToDevice(Device, H.data(), H.size() * sizeof(int32_t));
+  }
   // The table row of every token, on the device, when it is not its
   // position from SeqFirst: packed documents' positions or token types
   // (this run's rows, copied), or load-balanced chunks' (prepare's); null
@@ -202,13 +218,8 @@ template <typename T> struct Kernels {
                            ": the step's token types are not set");
     Rows = nullptr;
     if (Pos) {
-      std::vector<int32_t> &H = C.Positions->HostDoc;
-      H.resize(size_t(D[0] * D[1]));
-      for (int64_t B = 0; B < D[0]; ++B)
-        std::copy(Pos + B * Step.DocSeq, Pos + B * Step.DocSeq + D[1],
-                  H.begin() + B * D[1]);
-      WEFT_RETURN_IF_ERROR(C.Queue->copyToDevice(C.Positions->Rows, H.data(),
-                                                 H.size() * sizeof(int32_t)));
+      WEFT_RETURN_IF_ERROR(
+          copyRows(Pos, Step.DocSeq, D[0], D[1], C, C.Positions->Rows));
       Rows = C.Positions->Rows;
     } else if (!I.SeqPos.empty()) {
       Rows = C.Positions->Rows;
@@ -361,13 +372,23 @@ template <typename T> struct Kernels {
                                   I.Out[1].as<T>(), I.In[0].Numel, C.Stream),
                  I);
   }
-  static Status rope(const BI &I, const SC &, Ctx &C) {
+  // Positions from SeqFirst, load-balanced rows' (one row for all), or
+  // packed documents' (this run's, a row per sample), as the CPU's.
+  static Status rope(const BI &I, const SC &Step, Ctx &C) {
     const Shape &D = I.In[0].Spec->Dims;
     int64_t H = I.Attrs->NumHeads;
+    const int32_t *Pos = C.Positions->SeqPos;
+    int64_t Stride = 0;
+    if (const int32_t *Doc = documentRow(I, Step)) {
+      WEFT_RETURN_IF_ERROR(
+          copyRows(Doc, Step.DocSeq, D[0], D[1], C, C.Positions->Rows));
+      Pos = C.Positions->Rows;
+      Stride = D[1];
+    }
     return check(cuda::rope(I.In[0].as<T>(), I.Out[0].as<T>(), D[0], D[1], H,
                             D[2] / H, I.Attrs->Theta, I.Attrs->Inverse,
-                            C.InvFreq, I.Attrs->Scale, I.SeqFirst,
-                            C.Positions->SeqPos, C.Stream),
+                            C.InvFreq, I.Attrs->Scale, I.SeqFirst, Pos, Stride,
+                            C.Stream),
                  I);
   }
   // Plain causal attention runs on the fused kernels (Attention.cu); any
@@ -399,13 +420,8 @@ template <typename T> struct Kernels {
       return Status::error(describeInstruction(I) +
                            ": the step's attention mask is not set");
     if (const int32_t *Doc = documentRow(I, Step)) {
-      std::vector<int32_t> &H = C.Positions->HostDoc;
-      H.resize(size_t(M.B * M.Sq));
-      for (int64_t B = 0; B < M.B; ++B)
-        std::copy(Doc + B * Step.DocSeq, Doc + B * Step.DocSeq + M.Sq,
-                  H.begin() + B * M.Sq);
-      WEFT_RETURN_IF_ERROR(C.Queue->copyToDevice(C.Positions->Doc, H.data(),
-                                                 H.size() * sizeof(int32_t)));
+      WEFT_RETURN_IF_ERROR(
+          copyRows(Doc, Step.DocSeq, M.B, M.Sq, C, C.Positions->Doc));
       M.Doc = C.Positions->Doc;
       M.DocStride = M.Sq;
     }
@@ -450,11 +466,12 @@ template <typename T> struct Kernels {
                        I.Out[2].as<T>(), D[0], D[1], H, I.Attrs->NumKvHeads,
                        D[2] / H, I.Attrs->AttnScale, C.Scratch, C.Stream),
                    I);
-    // The whole rows' o and log-sum-exp again, then the block gradient.
+    // The whole rows' o and log-sum-exp again (f32 for bf16, as the CPU's
+    // widened kernel), then the block gradient.
     MaskedAttention M;
     WEFT_RETURN_IF_ERROR(masked(I, Step, C, 1, false, M));
-    T *O = static_cast<T *>(C.Scratch);
-    T *Lse = O + maskedRowsOf(I);
+    L *O = static_cast<L *>(C.Scratch);
+    L *Lse = O + maskedRowsOf(I);
     void *Rest = static_cast<char *>(C.Scratch) + maskedGradExtraBytes(I);
     WEFT_RETURN_IF_ERROR(
         check(cuda::maskedAttention(M, I.In[1].as<T>(), I.In[2].as<T>(),
@@ -466,13 +483,11 @@ template <typename T> struct Kernels {
                      I.Out[1].as<T>(), I.Out[2].as<T>(), Rest, C.Stream),
                  I);
   }
-  // The o and log-sum-exp a masked attention gradient recomputes, in T,
+  // The o and log-sum-exp a masked attention gradient recomputes, in L,
   // before the kernel's own scratch: elements of o, then bytes of both.
   static int64_t maskedRowsOf(const BI &I) { return I.In[1].Numel; }
   static size_t maskedGradExtraBytes(const BI &I) {
-    const Shape &D = I.In[1].Spec->Dims;
-    const size_t Lse = size_t(D[0] * I.Attrs->NumHeads * D[1]);
-    return align256((size_t(I.In[1].Numel) + Lse) * sizeof(T));
+    return recomputeBytes(I.In[1].Spec->Dims, I.Attrs->NumHeads, sizeof(L));
   }
   // Ring attention (MeshOps.cpp sets the rows' positions).
   static Status attentionBlock(const BI &I, const SC &Step, Ctx &C) {
@@ -510,7 +525,9 @@ template <typename T> struct Kernels {
                                       opName(I.Op), How.Columns)
                              .withContext(describeInstruction(I)));
     How.Masked = I.Attrs->Masked;
-    if (How.Masked && Step.CountedTargets < 0)
+    // The statistics divide nothing: they need no count (as the CPU's).
+    if (How.Masked && Step.CountedTargets < 0 &&
+        I.Op != OpKind::CrossEntropyStats)
       return Status::error(describeInstruction(I) +
                            ": the step's count of targets is unknown");
     const int64_t Rows = I.In[0].Rows;
@@ -1016,9 +1033,10 @@ Expected<size_t> CudaBackend::kernelScratch(const BI &I, DType T) const {
         attentionScratchBytes(D[0], D[1], H, I.Attrs->NumKvHeads, D[2] / H, E);
     if (I.Op == OpKind::Attention)
       return Fused;
-    // The masked gradient: o and the log-sum-exp in T, then its own.
+    // The masked gradient: o and the log-sum-exp (f32 for bf16), then its
+    // own.
     const size_t Masked =
-        align256((size_t(numElements(D)) + size_t(D[0] * H * D[1])) * E) +
+        recomputeBytes(D, H, T == DType::BF16 ? sizeof(float) : E) +
         maskedAttentionScratchBytes(D[0], D[1], H);
     return std::max(Fused, Masked);
   }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 
 namespace weft {
 
@@ -49,19 +50,25 @@ CudaQueue::~CudaQueue() {
     cudaStreamSynchronize(Stream);
     cudaStreamDestroy(Stream);
   }
-  for (Staging &S : Stagings) {
+  auto Free = [](Staging &S) {
     if (S.Buffer)
       cudaFreeHost(S.Buffer);
     if (S.Read)
       cudaEventDestroy(S.Read);
-  }
+  };
+  for (Staging &S : Large)
+    Free(S);
+  for (Staging &S : Small)
+    Free(S);
   if (HostErrors)
     cudaFreeHost(HostErrors);
 }
 
 Status CudaQueue::stagingFor(size_t Bytes, Staging *&Out) {
-  Staging &S = Stagings[NextStaging];
-  NextStaging = (NextStaging + 1) % 2;
+  const bool IsSmall = Bytes <= SmallStagingBytes;
+  int &Next = IsSmall ? NextSmall : NextLarge;
+  Staging &S = IsSmall ? Small[Next] : Large[Next];
+  Next = (Next + 1) % int(IsSmall ? std::size(Small) : std::size(Large));
   if (S.InFlight) {
     S.InFlight = false;
     WEFT_RETURN_IF_ERROR(cudaStatus(cudaEventSynchronize(S.Read),

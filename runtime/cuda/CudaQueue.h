@@ -69,6 +69,8 @@ public:
 
   /// Bytes of one staging buffer at most; a longer copy goes in pieces.
   static constexpr size_t MaxStagingBytes = size_t(64) << 20;
+  /// Copies up to this size (tokens, positions) take small buffers.
+  static constexpr size_t SmallStagingBytes = size_t(1) << 20;
 
 private:
   /// A pinned buffer, and the event after the copy that last read it.
@@ -82,8 +84,12 @@ private:
   /// Staging that holds Bytes and is free to write (its last copy done).
   Status stagingFor(size_t Bytes, Staging *&Out);
   cudaStream_t Stream = nullptr;
-  Staging Stagings[2]; // used in turn, so a copy overlaps the next memcpy
-  int NextStaging = 0;
+  // Used in turn, so that a copy overlaps the next memcpy: two large
+  // buffers, and 16 small ones so that the host runs ahead of the device
+  // by as many small copies (a step's positions, per layer) before it
+  // waits for one.
+  Staging Large[2], Small[16];
+  int NextLarge = 0, NextSmall = 0;
   cuda::KernelError *Errors = nullptr;
   cuda::KernelError *HostErrors = nullptr; // pinned
   InstructionNamer Namer;

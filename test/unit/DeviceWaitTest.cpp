@@ -122,11 +122,13 @@ TEST(DeviceWait, AnAsyncErrorEndsTheDeviceWait) {
 }
 
 // A stopped peer reports nothing: past the collective timeout the wait ends,
-// naming every communicator, which are aborted.
+// naming the communicators with a call pending; all are aborted.
 TEST(DeviceWait, AStoppedPeerTimesTheDeviceWaitOut) {
-  FakeComm A;
-  A.Busy = -1;
-  std::vector<CommInFlight> Comms = {{&A, "world ranks 0,1", "ncclAllGather"}};
+  FakeComm A, B;
+  A.Busy = B.Busy = -1;
+  std::vector<CommInFlight> Comms = {
+      {&A, "world ranks 0,1", "ncclAllGather", true},
+      {&B, "world ranks 0,2", "ncclSend", false}};
   Status S =
       waitPolling([]() -> Expected<Progress> { return Progress::Running; },
                   [&](double Waited) {
@@ -137,10 +139,29 @@ TEST(DeviceWait, AStoppedPeerTimesTheDeviceWaitOut) {
   EXPECT_TRUE(has(S.message(), "rank 1, waiting for the device: not complete "
                                "after 0.05 s (--collective-timeout)"))
       << S.message();
-  EXPECT_TRUE(has(S.message(), "group (world ranks 0,1), which last ran "
-                               "ncclAllGather"))
+  EXPECT_TRUE(has(S.message(), "pending: group (world ranks 0,1), which "
+                               "last ran ncclAllGather)"))
       << S.message();
+  EXPECT_FALSE(has(S.message(), "ncclSend")) << S.message();
   EXPECT_EQ(A.Aborts, 1);
+  EXPECT_EQ(B.Aborts, 1);
+}
+
+// A long wait for compute alone (no call pending) is not a stuck collective.
+TEST(DeviceWait, ALongComputeWaitDoesNotTimeOut) {
+  FakeComm A;
+  A.Busy = -1;
+  std::vector<CommInFlight> Comms = {{&A, "world ranks 0,1", "ncclAllReduce"}};
+  int Looks = 0;
+  Status S = waitPolling(
+      [&]() -> Expected<Progress> {
+        return ++Looks < 400 ? Progress::Running : Progress::Done;
+      },
+      [&](double Waited) {
+        return checkCommunicators(fakeApi(), Comms, Waited, 0.01, 0, "sync");
+      });
+  EXPECT_TRUE(S.ok()) << S.message();
+  EXPECT_EQ(A.Aborts, 0);
 }
 
 // Work that completes ends the wait; nothing is aborted, and a look's own

@@ -156,12 +156,15 @@ template <typename T>
 __global__ void ropeKernel(const T *X, T *Y, int64_t B, int64_t Sq, int64_t H,
                            int64_t Hd, double Theta, bool Inverse,
                            const double *InvFreq, double Scale, int64_t First,
-                           const int32_t *Positions) {
+                           const int32_t *Positions, int64_t PosStride) {
   const int64_t Half = Hd / 2;
   WEFT_GRID_STRIDE(J, B * Sq * H * Half) {
     const int64_t I = J % Half, Hh = (J / Half) % H, Row = J / (Half * H);
-    // A block of the sequence: from its first position, or each row's.
-    const int64_t Pos = Positions ? Positions[Row % Sq] : First + Row % Sq;
+    // A block of the sequence: from its first position, or each token's
+    // (load-balanced chunks: one row for all, PosStride 0; packed
+    // documents: a row per sample).
+    const int64_t Pos = Positions ? Positions[(Row / Sq) * PosStride + Row % Sq]
+                                  : First + Row % Sq;
     const double F =
         InvFreq ? InvFreq[I] : pow(Theta, -2.0 * double(I) / double(Hd));
     const double Angle = double(Pos) * F * (Inverse ? -1.0 : 1.0);
@@ -270,11 +273,12 @@ template <typename T>
 cudaError_t rope(const T *X, T *Y, int64_t B, int64_t Sq, int64_t H, int64_t Hd,
                  double Theta, bool Inverse, const double *InvFreq,
                  double Scale, int64_t First, const int32_t *Positions,
-                 cudaStream_t S) {
+                 int64_t PosStride, cudaStream_t S) {
   const int64_t N = B * Sq * H * (Hd / 2);
   if (N > 0)
     ropeKernel<<<elementwiseBlocks(N), ElementwiseThreads, 0, S>>>(
-        X, Y, B, Sq, H, Hd, Theta, Inverse, InvFreq, Scale, First, Positions);
+        X, Y, B, Sq, H, Hd, Theta, Inverse, InvFreq, Scale, First, Positions,
+        PosStride);
   return cudaGetLastError();
 }
 
@@ -295,7 +299,8 @@ cudaError_t rope(const T *X, T *Y, int64_t B, int64_t Sq, int64_t H, int64_t Hd,
                                               const int32_t *, cudaStream_t);  \
   template cudaError_t rope<T>(const T *, T *, int64_t, int64_t, int64_t,      \
                                int64_t, double, bool, const double *, double,  \
-                               int64_t, const int32_t *, cudaStream_t);
+                               int64_t, const int32_t *, int64_t,              \
+                               cudaStream_t);
 WEFT_INSTANTIATE(float)
 WEFT_INSTANTIATE(double)
 WEFT_INSTANTIATE(bf16)

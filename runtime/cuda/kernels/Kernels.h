@@ -140,14 +140,14 @@ template <typename T>
 cudaError_t actGrad(Activation K, const T *Dy, const T *X, T *Dx, int64_t N,
                     cudaStream_t S);
 
-/// Rotary embedding (HF rotate_half) on X [B,Sq,H*Hd], row s at position
-/// Positions[s] (device; null: First + s); InvFreq: Hd/2 device doubles or
-/// null (Theta^(-2i/Hd)).
+/// Rotary embedding (HF rotate_half) on X [B,Sq,H*Hd], token (b, s) at
+/// position Positions[b * PosStride + s] (device; null: First + s);
+/// InvFreq: Hd/2 device doubles or null (Theta^(-2i/Hd)).
 template <typename T>
 cudaError_t rope(const T *X, T *Y, int64_t B, int64_t Sq, int64_t H, int64_t Hd,
                  double Theta, bool Inverse, const double *InvFreq,
                  double Scale, int64_t First, const int32_t *Positions,
-                 cudaStream_t S);
+                 int64_t PosStride, cudaStream_t S);
 /// Y = X + Table[Pos[r]] for each of the N rows r of X [N, D] (Pos:
 /// device): packed documents' positions, token types, load-balanced
 /// chunks' positions. Its gradient is embeddingGrad with Pos as the ids.
@@ -180,17 +180,18 @@ struct MaskedAttention {
   int64_t BatchFirst = 0, HeadFirst = 0, Heads = 0, Seq = 0;
 };
 /// O normalized over the visible keys and Lse [B,H,Sq] (-inf, O = 0: none
-/// visible; Lse may be null).
-template <typename T>
+/// visible; Lse may be null), both of type S: T, or f32 for bf16 inputs
+/// (a whole-sequence gradient recomputes them at the CPU's precision).
+template <typename T, typename S>
 cudaError_t maskedAttention(const MaskedAttention &M, const T *Q, const T *K,
-                            const T *V, T *O, T *Lse, cudaStream_t S);
+                            const T *V, S *O, S *Lse, cudaStream_t St);
 /// The block's dq and dk, dv from the whole rows' O and Lse. Scratch:
 /// maskedAttentionScratchBytes(B, Sq, H).
-template <typename T>
+template <typename T, typename S>
 cudaError_t maskedAttentionGrad(const MaskedAttention &M, const T *Dy,
-                                const T *Q, const T *K, const T *V, const T *O,
-                                const T *Lse, T *Dq, T *Dk, T *Dv,
-                                void *Scratch, cudaStream_t S);
+                                const T *Q, const T *K, const T *V, const S *O,
+                                const S *Lse, T *Dq, T *Dk, T *Dv,
+                                void *Scratch, cudaStream_t St);
 size_t maskedAttentionScratchBytes(int64_t B, int64_t Sq, int64_t H);
 /// Two blocks' outputs [B,S,H*Hd] and log-sum-exps [B,H,S] merged.
 template <typename T>

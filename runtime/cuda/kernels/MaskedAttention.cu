@@ -98,10 +98,10 @@ template <typename T> __device__ Acc<T> scaleOf(const MaskedAttention &M) {
 // Forward, a block per (batch, head, query), the query minor: o normalized
 // over the visible keys (dropped probabilities weigh v; the denominator
 // counts them all), lse = max + log(sum) (-inf and o = 0: none visible).
-template <typename T>
+template <typename T, typename S>
 __global__ void __launch_bounds__(Threads)
-    forwardKernel(MaskedAttention M, const T *Q, const T *K, const T *V, T *O,
-                  T *Lse) {
+    forwardKernel(MaskedAttention M, const T *Q, const T *K, const T *V, S *O,
+                  S *Lse) {
   using A = Acc<T>;
   __shared__ A Qs[MaxHd], Ps[Threads], Buf[32];
   const int64_t Blk = blockIdx.x, I = Blk % M.Sq, BH = Blk / M.Sq;
@@ -141,20 +141,20 @@ __global__ void __launch_bounds__(Threads)
   for (int N = 0; N < PerThread; ++N) {
     const int64_t C = threadIdx.x + Threads * N;
     if (C < M.Hd)
-      O[Off + C] = fromAcc<T>(Out[N] * Inv);
+      O[Off + C] = fromAcc<S>(Out[N] * Inv);
   }
   if (threadIdx.x == 0 && Lse)
     Lse[BH * M.Sq + I] =
-        fromAcc<T>(Sum > A(0) ? Mx + accLog(Sum) : negInf<A>());
+        fromAcc<S>(Sum > A(0) ? Mx + accLog(Sum) : negInf<A>());
 }
 
 // Gradient, a block per (batch, head, query): D = dy . o (into Dsum) and
 // dq = Scale sum_j P_j (dP_j - D) k_j, with P = exp(s - lse) over the
 // visible keys and dP = (dy . v_j) times the dropout factor.
-template <typename T>
+template <typename T, typename S>
 __global__ void __launch_bounds__(Threads)
     queryGradKernel(MaskedAttention M, const T *Dy, const T *Q, const T *K,
-                    const T *V, const T *O, const T *Lse, T *Dq, Acc<T> *Dsum) {
+                    const T *V, const S *O, const S *Lse, T *Dq, Acc<T> *Dsum) {
   using A = Acc<T>;
   __shared__ A Qs[MaxHd], Dys[MaxHd], Gs[Threads], Buf[32];
   const int64_t Blk = blockIdx.x, I = Blk % M.Sq, BH = Blk / M.Sq;
@@ -203,10 +203,10 @@ __global__ void __launch_bounds__(Threads)
 // Gradient, a block per (batch, KV head, key): over the group's heads and
 // every query that sees the key, dv = sum P dropped dy and
 // dk = Scale sum P (dP - D) q.
-template <typename T>
+template <typename T, typename S>
 __global__ void __launch_bounds__(Threads)
     keyGradKernel(MaskedAttention M, const T *Dy, const T *Q, const T *K,
-                  const T *V, const T *Lse, const Acc<T> *Dsum, T *Dk, T *Dv) {
+                  const T *V, const S *Lse, const Acc<T> *Dsum, T *Dk, T *Dv) {
   using A = Acc<T>;
   __shared__ A Ks[MaxHd], Vs[MaxHd], Gs[Threads], Ws[Threads];
   const int64_t Blk = blockIdx.x, J = Blk % M.Sk, BG = Blk / M.Sk;
@@ -296,30 +296,30 @@ size_t maskedAttentionScratchBytes(int64_t B, int64_t Sq, int64_t H) {
   return roundUp256(size_t(B) * size_t(H) * size_t(Sq) * sizeof(double));
 }
 
-template <typename T>
+template <typename T, typename S>
 cudaError_t maskedAttention(const MaskedAttention &M, const T *Q, const T *K,
-                            const T *V, T *O, T *Lse, cudaStream_t S) {
+                            const T *V, S *O, S *Lse, cudaStream_t St) {
   if (badShape(M))
     return cudaErrorInvalidValue;
   if (M.B * M.H * M.Sq > 0)
-    forwardKernel<<<unsigned(M.B * M.H * M.Sq), Threads, 0, S>>>(M, Q, K, V, O,
-                                                                 Lse);
+    forwardKernel<<<unsigned(M.B * M.H * M.Sq), Threads, 0, St>>>(M, Q, K, V, O,
+                                                                  Lse);
   return cudaGetLastError();
 }
 
-template <typename T>
+template <typename T, typename S>
 cudaError_t maskedAttentionGrad(const MaskedAttention &M, const T *Dy,
-                                const T *Q, const T *K, const T *V, const T *O,
-                                const T *Lse, T *Dq, T *Dk, T *Dv,
-                                void *Scratch, cudaStream_t S) {
+                                const T *Q, const T *K, const T *V, const S *O,
+                                const S *Lse, T *Dq, T *Dk, T *Dv,
+                                void *Scratch, cudaStream_t St) {
   if (badShape(M))
     return cudaErrorInvalidValue;
   auto *Dsum = static_cast<Acc<T> *>(Scratch);
   if (M.B * M.H * M.Sq > 0)
-    queryGradKernel<<<unsigned(M.B * M.H * M.Sq), Threads, 0, S>>>(
+    queryGradKernel<<<unsigned(M.B * M.H * M.Sq), Threads, 0, St>>>(
         M, Dy, Q, K, V, O, Lse, Dq, Dsum);
   if (M.B * M.Hkv * M.Sk > 0)
-    keyGradKernel<<<unsigned(M.B * M.Hkv * M.Sk), Threads, 0, S>>>(
+    keyGradKernel<<<unsigned(M.B * M.Hkv * M.Sk), Threads, 0, St>>>(
         M, Dy, Q, K, V, Lse, Dsum, Dk, Dv);
   return cudaGetLastError();
 }
@@ -335,13 +335,19 @@ cudaError_t softmaxMerge(const T *O1, const T *L1, const T *O2, const T *L2,
   return cudaGetLastError();
 }
 
-#define WEFT_INSTANTIATE(T)                                                    \
-  template cudaError_t maskedAttention<T>(const MaskedAttention &, const T *,  \
-                                          const T *, const T *, T *, T *,      \
-                                          cudaStream_t);                       \
-  template cudaError_t maskedAttentionGrad<T>(                                 \
+#define WEFT_INSTANTIATE_MASKED(T, S)                                          \
+  template cudaError_t maskedAttention<T, S>(const MaskedAttention &,          \
+                                             const T *, const T *, const T *,  \
+                                             S *, S *, cudaStream_t);          \
+  template cudaError_t maskedAttentionGrad<T, S>(                              \
       const MaskedAttention &, const T *, const T *, const T *, const T *,     \
-      const T *, const T *, T *, T *, T *, void *, cudaStream_t);              \
+      const S *, const S *, T *, T *, T *, void *, cudaStream_t);
+WEFT_INSTANTIATE_MASKED(float, float)
+WEFT_INSTANTIATE_MASKED(double, double)
+WEFT_INSTANTIATE_MASKED(bf16, bf16)
+WEFT_INSTANTIATE_MASKED(bf16, float) // o and lse recomputed in f32
+
+#define WEFT_INSTANTIATE(T)                                                    \
   template cudaError_t softmaxMerge<T>(const T *, const T *, const T *,        \
                                        const T *, T *, T *, int64_t, int64_t,  \
                                        int64_t, int64_t, cudaStream_t);
