@@ -200,8 +200,9 @@ main() {
   WEFT_GPU_PROGRAMS=$p/kernels step cuda-kernels 120 $bin/weft-cuda-tests
   if [ "$dry" = 1 ]; then
     echo "dry run: the steps below need a CUDA device" | tee -a "$out/summary.txt"
-    for s in gpt-tiny-like-cpu llama-tiny-like-cpu masked-like-cpu grad-check-f64 \
-             bf16-like-f32 tp2-on-one-gpu dp2-zero3-on-one-gpu benchmark; do
+    for s in gpt-tiny-like-cpu llama-tiny-like-cpu grad-check-f64 dropout-like-cpu \
+             window-like-cpu documents-like-cpu bf16-like-f32 tp2-on-one-gpu \
+             dp2-zero3-on-one-gpu benchmark; do
       echo "  $s" | tee -a "$out/summary.txt"
     done
     exit 0
