@@ -167,6 +167,8 @@ std::string attrString(const Instruction &I) {
     Add("denominator=" + std::to_string(A.Denominator));
   if (A.Masked)
     Add("masked");
+  if (A.Classes > 0) // a padded vocabulary: the columns from it on are padding
+    Add("classes=" + std::to_string(A.Classes));
   return R;
 }
 
