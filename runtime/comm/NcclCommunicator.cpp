@@ -114,6 +114,7 @@ struct NcclGroup {
   CommGroup G;
   const CommGroup *Boot = nullptr;
   ncclComm_t Comm = nullptr;
+  std::string Members;                    // "world ranks 0,1", for messages
   mutable const char *LastCall = nullptr; // for messages
   /// Recorded after each operation it enqueues: while it is not complete,
   /// the group has NCCL work in flight (the collective timeout applies).
@@ -222,6 +223,7 @@ public:
     Rec.G.Native = &Rec;
     Rec.Boot = &B;
     Rec.Comm = Comm;
+    Rec.Members = describeMembers(B);
     return &Rec.G;
   }
 
@@ -438,12 +440,8 @@ public:
     if (Q.hostMemory()) { // a synchronous queue: the host waits
       cudaEvent_t Done = St->Done;
       return waitPolling(
-          [Done]() -> Expected<Progress> {
-            cudaError_t E = cudaEventQuery(Done);
-            if (E == cudaErrorNotReady)
-              return Progress::Running;
-            WEFT_RETURN_IF_ERROR(checkCuda(E, "cudaEventQuery"));
-            return Progress::Done;
+          [Done] {
+            return cudaProgress(cudaEventQuery(Done), "cudaEventQuery");
           },
           [this](double Waited) {
             return checkCommunicators(Waited, "waiting for an operation");
@@ -515,8 +513,7 @@ private:
     for (auto &[Key, Rec] : Groups)
       if (Rec.Comm)
         Comms.push_back(
-            {Rec.Comm, describeMembers(*Rec.Boot),
-             Rec.LastCall ? Rec.LastCall : "",
+            {Rec.Comm, Rec.Members, Rec.LastCall ? Rec.LastCall : "",
              Rec.Last && cudaEventQuery(Rec.Last) == cudaErrorNotReady});
     Status S = weft::checkCommunicators(ncclWaitApi(), Comms, Waited, Timeout,
                                         rank(), What);

@@ -1089,6 +1089,19 @@ Expected<size_t> CudaBackend::prepare(const std::vector<BI> &Insts) {
               std::to_string((*Ops)[K].Spec->Dims.size()) +
               " dims; the CUDA kernels take at most " +
               std::to_string(MaxGenericRank) + ": run it with --device cpu");
+    // Both attention kernels hold a query row of the head dim in shared
+    // memory: 256 values at most.
+    if (attentionOp(I.Op)) {
+      const bool Grad =
+          I.Op == OpKind::AttentionGrad || I.Op == OpKind::AttentionBlockGrad;
+      const int64_t Hd =
+          I.In[Grad ? 1 : 0].Spec->Dims.back() / I.Attrs->NumHeads;
+      if (Hd > MaxAttentionHeadDim)
+        return Status::error(
+            describeInstruction(I) + ": head dim " + std::to_string(Hd) +
+            " exceeds the CUDA attention kernels' " +
+            std::to_string(MaxAttentionHeadDim) + ": run it with --device cpu");
+    }
     auto P = std::make_unique<Plan>();
     Expected<KernelChoice> Choice = chooseKernel(I);
     if (!Choice.ok())

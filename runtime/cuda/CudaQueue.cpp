@@ -1,6 +1,5 @@
 //===- CudaQueue.cpp - A queue on a CUDA stream ---------------------------===//
 #include "runtime/cuda/CudaQueue.h"
-#include "runtime/comm/DeviceWait.h"
 #include "runtime/cuda/HostPlans.h"
 
 #include <algorithm>
@@ -15,6 +14,13 @@ Status cudaStatus(cudaError_t E, const std::string &What) {
     return Status::success();
   return Status::error(What + ": " + cudaGetErrorName(E) + " (" +
                        cudaGetErrorString(E) + ")");
+}
+
+Expected<Progress> cudaProgress(cudaError_t Query, const char *What) {
+  if (Query == cudaErrorNotReady)
+    return Progress::Running;
+  WEFT_RETURN_IF_ERROR(cudaStatus(Query, What));
+  return Progress::Done;
 }
 
 namespace {
@@ -178,12 +184,8 @@ Status CudaQueue::synchronize() {
                    "cudaMemcpyAsync (kernel error slot)"));
   if (const std::function<Status(double)> &Check = streamWaitCheck())
     WEFT_RETURN_IF_ERROR(waitPolling(
-        [this]() -> Expected<Progress> {
-          cudaError_t E = cudaStreamQuery(Stream);
-          if (E == cudaErrorNotReady)
-            return Progress::Running;
-          WEFT_RETURN_IF_ERROR(cudaStatus(E, "cudaStreamQuery"));
-          return Progress::Done;
+        [this] {
+          return cudaProgress(cudaStreamQuery(Stream), "cudaStreamQuery");
         },
         Check));
   else

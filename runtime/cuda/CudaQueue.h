@@ -17,6 +17,7 @@
 
 #include "program/Status.h"
 #include "runtime/Queue.h"
+#include "runtime/comm/DeviceWait.h"
 #include "runtime/cuda/kernels/Kernels.h"
 
 #include <cuda_runtime_api.h>
@@ -29,6 +30,11 @@ namespace weft {
 
 /// "what: cudaErrorX (message)", or success.
 Status cudaStatus(cudaError_t E, const std::string &What);
+
+/// A look at CUDA work for waitPolling (runtime/comm/DeviceWait.h): the
+/// result of cudaStreamQuery or cudaEventQuery (What) as Done, Running
+/// (cudaErrorNotReady) or the error.
+Expected<Progress> cudaProgress(cudaError_t Query, const char *What);
 
 /// While a CUDA queue synchronizes, Check is called between looks at its
 /// stream with the seconds waited; an error it returns ends the wait

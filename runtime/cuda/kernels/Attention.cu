@@ -65,6 +65,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/kernels/Kernels.h"
+#include "runtime/cuda/kernels/RowWalk.cuh"
 
 #include <cuda_runtime.h>
 #include <mma.h>
@@ -82,7 +83,7 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 /// The largest head dimension any of the kernels take.
-constexpr int64_t MaxHeadDim = 256;
+constexpr int64_t MaxHeadDim = MaxAttentionHeadDim;
 
 /// The problem's sizes; Group = H / Hkv query heads share a KV head.
 struct Dims {
@@ -1075,35 +1076,9 @@ template <bool IsMax, typename A> __device__ A blockReduce(A X, A *Buf) {
   return X;
 }
 
-/// Loads a row of Hd values into shared memory (the caller syncs).
-template <typename A, typename T>
-__device__ void loadRow(A *Dst, const T *Src, int64_t Hd) {
-  for (int64_t C = threadIdx.x; C < Hd; C += Threads)
-    Dst[C] = toCompute(Src[C]);
-}
-
-template <typename A, typename T>
-__device__ A dot(const A *X, const T *Y, int64_t Hd) {
-  A S = A(0);
-  for (int64_t C = 0; C < Hd; ++C)
-    S += X[C] * toCompute(Y[C]);
-  return S;
-}
-
-/// Acc[N] += sum over c < Count of W[c] times row c of Src (rows Stride
-/// apart), at column threadIdx.x + Threads N.
-template <typename A, typename T>
-__device__ void accumulateRows(A (&Acc)[PerThread], const A *W, int Count,
-                               const T *Src, int64_t Stride, int64_t Hd) {
-#pragma unroll
-  for (int N = 0; N < PerThread; ++N) {
-    const int64_t C = threadIdx.x + Threads * N;
-    if (C >= Hd)
-      break;
-    for (int Cc = 0; Cc < Count; ++Cc)
-      Acc[N] += W[Cc] * toCompute(Src[Cc * Stride + C]);
-  }
-}
+using rows::accumulateRows;
+using rows::dot;
+using rows::loadRow;
 
 /// Forward: a block per (batch, head, query), the query index minor.
 template <typename T>

@@ -163,38 +163,46 @@ __global__ void pointwiseGradKernel(PointwiseFn Fn, Acc<T> C, const T *X,
   }
 }
 
-template <typename T>
-__global__ void binaryKernel(BinaryFn Fn, const T *A, const T *B, T *Y,
-                             int64_t N, Indexer<2> X) {
+// Y[i] = F(the operands' offsets at i): binary, select, broadcast and
+// transpose.
+template <typename T, int K, typename Value>
+__global__ void mapKernel(T *Y, int64_t N, Indexer<K> X, Value F) {
   WEFT_GRID_STRIDE(I, N) {
-    int64_t Off[2];
+    int64_t Off[K];
     X.offsets(I, Off);
-    Y[I] = fromAcc<T>(
+    Y[I] = F(Off);
+  }
+}
+
+template <typename T, int K, typename Value>
+cudaError_t launchMap(T *Y, int64_t N, const Indexer<K> &X, Value F,
+                      cudaStream_t S) {
+  if (N > 0)
+    mapKernel<<<elementwiseBlocks(N), ElementwiseThreads, 0, S>>>(Y, N, X, F);
+  return cudaGetLastError();
+}
+
+// The values of the maps (operand k at Off[k]).
+template <typename T> struct BinaryValue {
+  BinaryFn Fn;
+  const T *A, *B;
+  __device__ T operator()(const int64_t (&Off)[2]) const {
+    return fromAcc<T>(
         weft::binary<Acc<T>>(Fn, toAcc(A[Off[0]]), toAcc(B[Off[1]])));
   }
-}
-
+};
 // Only the picked operand is read: a mask's -inf in the other never
 // reaches y.
-template <typename T>
-__global__ void selectKernel(const T *C, const T *A, const T *B, T *Y,
-                             int64_t N, Indexer<3> X) {
-  WEFT_GRID_STRIDE(I, N) {
-    int64_t Off[3];
-    X.offsets(I, Off);
-    Y[I] = toAcc(C[Off[0]]) != Acc<T>(0) ? A[Off[1]] : B[Off[2]];
+template <typename T> struct SelectValue {
+  const T *C, *A, *B;
+  __device__ T operator()(const int64_t (&Off)[3]) const {
+    return toAcc(C[Off[0]]) != Acc<T>(0) ? A[Off[1]] : B[Off[2]];
   }
-}
-
-// Y[i] = X[offset of i]: broadcast and transpose.
-template <typename T>
-__global__ void gatherKernel(const T *X, T *Y, int64_t N, Indexer<1> Ix) {
-  WEFT_GRID_STRIDE(I, N) {
-    int64_t Off[1];
-    Ix.offsets(I, Off);
-    Y[I] = X[Off[0]];
-  }
-}
+};
+template <typename T> struct GatherValue {
+  const T *X;
+  __device__ T operator()(const int64_t (&Off)[1]) const { return X[Off[0]]; }
+};
 
 template <typename T>
 __global__ void softmaxKernel(const T *X, T *Y, int64_t N) {
@@ -309,11 +317,7 @@ cudaError_t binary(BinaryFn Fn, const T *A, const GenericDims &AShape,
   Indexer<2> X;
   if (!makeIndexer(YShape, {&AShape, &BShape}, X))
     return cudaErrorInvalidValue;
-  const int64_t N = numel(YShape);
-  if (N > 0)
-    binaryKernel<<<elementwiseBlocks(N), ElementwiseThreads, 0, S>>>(Fn, A, B,
-                                                                     Y, N, X);
-  return cudaGetLastError();
+  return launchMap(Y, numel(YShape), X, BinaryValue<T>{Fn, A, B}, S);
 }
 
 template <typename T>
@@ -336,11 +340,7 @@ cudaError_t select(const T *C, const GenericDims &CShape, const T *A,
   Indexer<3> X;
   if (!makeIndexer(YShape, {&CShape, &AShape, &BShape}, X))
     return cudaErrorInvalidValue;
-  const int64_t N = numel(YShape);
-  if (N > 0)
-    selectKernel<<<elementwiseBlocks(N), ElementwiseThreads, 0, S>>>(C, A, B, Y,
-                                                                     N, X);
-  return cudaGetLastError();
+  return launchMap(Y, numel(YShape), X, SelectValue<T>{C, A, B}, S);
 }
 
 template <typename T>
@@ -359,11 +359,7 @@ cudaError_t broadcast(const T *X, const GenericDims &XShape, T *Y,
   Indexer<1> Ix;
   if (!makeIndexer(YShape, {&XShape}, Ix))
     return cudaErrorInvalidValue;
-  const int64_t N = numel(YShape);
-  if (N > 0)
-    gatherKernel<<<elementwiseBlocks(N), ElementwiseThreads, 0, S>>>(X, Y, N,
-                                                                     Ix);
-  return cudaGetLastError();
+  return launchMap(Y, numel(YShape), Ix, GatherValue<T>{X}, S);
 }
 
 template <typename T>
@@ -393,11 +389,7 @@ cudaError_t transpose(const T *X, const GenericDims &XShape,
     Ix.Dim[D] = XShape[size_t(Perm[D])];
     Ix.Stride[0][D] = XStrides[size_t(Perm[D])];
   }
-  const int64_t N = numel(XShape);
-  if (N > 0)
-    gatherKernel<<<elementwiseBlocks(N), ElementwiseThreads, 0, S>>>(X, Y, N,
-                                                                     Ix);
-  return cudaGetLastError();
+  return launchMap(Y, numel(XShape), Ix, GatherValue<T>{X}, S);
 }
 
 template <typename T>

@@ -155,6 +155,10 @@ template <typename T>
 cudaError_t positionEmbeddingAt(const T *X, const T *Table, T *Y, int64_t N,
                                 int64_t D, const int32_t *Pos, cudaStream_t S);
 
+/// The largest head dimension the attention kernels (fused and masked)
+/// take.
+constexpr int64_t MaxAttentionHeadDim = 256;
+
 /// Attention under every mask, and ring attention's blocks
 /// (MaskedAttention.cu): Q [B,Sq,H*Hd] at global positions QPos [Sq]
 /// against K, V [B,Sk,Hkv*Hd] at KPos [Sk]; each query sees the keys of

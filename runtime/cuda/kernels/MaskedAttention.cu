@@ -22,13 +22,14 @@
 //===----------------------------------------------------------------------===//
 #include "program/AttentionMask.h"
 #include "runtime/cuda/kernels/Common.cuh"
+#include "runtime/cuda/kernels/RowWalk.cuh"
 
 namespace weft::cuda {
 
 namespace {
 
 constexpr int Threads = 128;
-constexpr int64_t MaxHd = 256;
+constexpr int64_t MaxHd = MaxAttentionHeadDim;
 constexpr int PerThread = int(MaxHd) / Threads;
 
 template <typename A> __device__ __forceinline__ A negInf() {
@@ -41,34 +42,19 @@ template <> __device__ __forceinline__ double accLog(double X) {
   return log(X);
 }
 
-template <typename A, typename T>
-__device__ void loadRow(A *Dst, const T *Src, int64_t Hd) {
-  for (int64_t C = threadIdx.x; C < Hd; C += Threads)
-    Dst[C] = toAcc(Src[C]);
-}
+using rows::accumulateRows;
+using rows::dot;
+using rows::loadRow;
 
-template <typename A, typename T>
-__device__ A dot(const A *X, const T *Y, int64_t Hd) {
-  A S = A(0);
-  for (int64_t C = 0; C < Hd; ++C)
-    S += X[C] * toAcc(Y[C]);
-  return S;
-}
-
-/// Acc[N] += sum over c < Count of W[c] times row c of Src (rows Stride
-/// apart), at column threadIdx.x + Threads N.
-template <typename A, typename T>
-__device__ void accumulateRows(A (&Acc)[PerThread], const A *W, int Count,
-                               const T *Src, int64_t Stride, int64_t Hd) {
-#pragma unroll
-  for (int N = 0; N < PerThread; ++N) {
-    const int64_t C = threadIdx.x + Threads * N;
-    if (C >= Hd)
-      break;
-    for (int Cc = 0; Cc < Count; ++Cc)
-      Acc[N] += W[Cc] * toAcc(Src[Cc * Stride + C]);
-  }
-}
+/// The row of a block per (batch, head, query), the query minor: its
+/// indices, the offset of its query row, and of its KV head's row 0.
+struct QueryRow {
+  int64_t I, BH, Bi, Hh, LdK, Off, KvOff;
+  __device__ explicit QueryRow(const MaskedAttention &M)
+      : I(blockIdx.x % M.Sq), BH(blockIdx.x / M.Sq), Bi(BH / M.H), Hh(BH % M.H),
+        LdK(M.Hkv * M.Hd), Off((Bi * M.Sq + I) * M.H * M.Hd + Hh * M.Hd),
+        KvOff(Bi * M.Sk * LdK + Hh / (M.H / M.Hkv) * M.Hd) {}
+};
 
 /// The keys local query I of batch row Bi sees.
 __device__ __forceinline__ KeyRange rangeOf(const MaskedAttention &M,
@@ -104,12 +90,10 @@ __global__ void __launch_bounds__(Threads)
                   S *Lse) {
   using A = Acc<T>;
   __shared__ A Qs[MaxHd], Ps[Threads], Buf[32];
-  const int64_t Blk = blockIdx.x, I = Blk % M.Sq, BH = Blk / M.Sq;
-  const int64_t Bi = BH / M.H, Hh = BH % M.H, G = Hh / (M.H / M.Hkv);
-  const int64_t LdQ = M.H * M.Hd, LdK = M.Hkv * M.Hd;
-  const T *Kr = K + Bi * M.Sk * LdK + G * M.Hd;
-  const T *Vr = V + Bi * M.Sk * LdK + G * M.Hd;
-  const int64_t Off = (Bi * M.Sq + I) * LdQ + Hh * M.Hd;
+  const QueryRow Row(M);
+  const int64_t I = Row.I, BH = Row.BH, Bi = Row.Bi, Hh = Row.Hh, LdK = Row.LdK,
+                Off = Row.Off;
+  const T *Kr = K + Row.KvOff, *Vr = V + Row.KvOff;
   const A Sc = scaleOf<T>(M);
   loadRow(Qs, Q + Off, M.Hd);
   __syncthreads();
@@ -157,12 +141,10 @@ __global__ void __launch_bounds__(Threads)
                     const T *V, const S *O, const S *Lse, T *Dq, Acc<T> *Dsum) {
   using A = Acc<T>;
   __shared__ A Qs[MaxHd], Dys[MaxHd], Gs[Threads], Buf[32];
-  const int64_t Blk = blockIdx.x, I = Blk % M.Sq, BH = Blk / M.Sq;
-  const int64_t Bi = BH / M.H, Hh = BH % M.H, G = Hh / (M.H / M.Hkv);
-  const int64_t LdQ = M.H * M.Hd, LdK = M.Hkv * M.Hd;
-  const T *Kr = K + Bi * M.Sk * LdK + G * M.Hd;
-  const T *Vr = V + Bi * M.Sk * LdK + G * M.Hd;
-  const int64_t Off = (Bi * M.Sq + I) * LdQ + Hh * M.Hd;
+  const QueryRow Row(M);
+  const int64_t I = Row.I, BH = Row.BH, Bi = Row.Bi, Hh = Row.Hh, LdK = Row.LdK,
+                Off = Row.Off;
+  const T *Kr = K + Row.KvOff, *Vr = V + Row.KvOff;
   const A Sc = scaleOf<T>(M);
   loadRow(Qs, Q + Off, M.Hd);
   loadRow(Dys, Dy + Off, M.Hd);
