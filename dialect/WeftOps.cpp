@@ -159,6 +159,16 @@ LogicalResult AdamWOp::verify() {
   return success();
 }
 
+LogicalResult AccumulateOp::verify() {
+  // The sum starts from zero once per step; an accumulator made any other
+  // way would carry what it held into the next step.
+  auto fill = getAcc().getDefiningOp<FillOp>();
+  if (!fill || fill.getValue().convertToDouble() != 0.0)
+    return emitOpError("accumulates into a value that is not a zero "
+                       "weft.fill");
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Forward ops
 //===----------------------------------------------------------------------===//

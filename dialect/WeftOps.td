@@ -136,15 +136,39 @@ def Weft_SendOp : Weft_Op<"send", [MemoryEffects<[MemWrite]>]> {
     coordinates. weft-cut-stages puts the sends of a fragment at its end and
     the receives at its start; weft-emit-program turns them into the
     schedule's send and recv actions, one per micro-batch, and a stage's
-    k-th send to a peer meets that peer's k-th receive from it.
+    k-th send to a peer meets that peer's k-th receive from it. A send
+    marked `once` (of a `weft.accumulate` sum, in the optimizer fragment)
+    is one action per step, after the stage's last pipeline run: the sum is
+    complete there, and the peer receives it before its optimizer.
 
     ```mlir
     weft.send %h {peer = 1 : i64} : tensor<2x8x64xf32>
     %h = weft.recv {peer = 0 : i64} : tensor<2x8x64xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$x, I64Attr:$peer);
+  let arguments = (ins AnyRankedTensor:$x, I64Attr:$peer, UnitAttr:$once);
   let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def Weft_AccumulateOp : Weft_Op<"accumulate",
+    [MemoryEffects<[MemRead, MemWrite]>, AllTypesMatch<["acc", "x"]>]> {
+  let summary = "adds a value into a step accumulator, in place";
+  let description = [{
+    Adds `x` into the storage of `acc`, a zero `weft.fill` of the prologue,
+    so that `acc` holds the sum over the step's micro-batches of what `x`
+    was in each. weft-cut-stages sums a tied embedding's head gradient this
+    way on the stage that holds the replica, and sends the sum once per
+    step (`weft.send` with `once`) instead of once per micro-batch.
+
+    ```mlir
+    %acc = weft.fill {value = 0.0 : f64, weft.fragment = "prologue"} : tensor<256x64xf32>
+    weft.accumulate %acc, %dw {weft.fragment = "backward"} : tensor<256x64xf32>
+    weft.send %acc {peer = 0 : i64, once, weft.fragment = "optimizer"} : tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins Weft_FloatTensor:$acc, Weft_FloatTensor:$x);
+  let assemblyFormat = "$acc `,` $x attr-dict `:` type($x)";
+  let hasVerifier = 1;
 }
 
 def Weft_RecvOp : Weft_Op<"recv", [MemoryEffects<[MemRead]>]> {

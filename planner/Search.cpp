@@ -252,9 +252,8 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
               allow(f.virtualStages, int64_t(1)))
             schedules.push_back({Schedule::OneFOneB, 1});
           // Interleaved: M a multiple of pp, the layers in pp * V equal
-          // chunks, and no tied embedding past two stages (its gradient
-          // would travel from the head's chunk to stage 0's against the
-          // schedule's direction: weft-cut-stages refuses it).
+          // chunks (a tied embedding's gradient crosses once per step,
+          // outside the schedule's chunk order).
           // Why interleaving is impossible matters when it was asked for.
           const bool askedInterleaved = f.schedule.has_value();
           if (pp > 1 && allow(f.schedule, Schedule::Interleaved)) {
@@ -263,12 +262,6 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
                 reject("interleaved on pp=" + std::to_string(pp) + " needs " +
                        "the micro-batches (" + std::to_string(m) +
                        ") a multiple of pp");
-            } else if (pp > 2 && model.lastTiedParams > 0) {
-              if (askedInterleaved)
-                reject("interleaved on pp=" + std::to_string(pp) +
-                       " cannot carry the tied embedding's gradient from the "
-                       "head to stage 0 (weft-compile refuses it: pp=2, or "
-                       "1F1B)");
             } else
               for (int64_t v = 2; v <= c.numLayers / pp; ++v)
                 if (allow(f.virtualStages, v)) {

@@ -427,12 +427,14 @@ struct Stage {
   /// The forward that ends with the loss on the last stage: the last chunk's.
   int64_t lastForward() const { return find(false, Chunks - 1); }
   /// The first action of the step's update: the optimizer's run, or the
-  /// receives just before it. The runtime completes every stage's actions
-  /// before it, and sums the loss over the stages, before any stage goes on
-  /// (a barrier): transfers never group across it.
+  /// once-per-step transfers just before it (receives, and sends of a sum
+  /// over the step's micro-batches). The runtime completes every stage's
+  /// actions before it, and sums the loss over the stages, before any stage
+  /// goes on (a barrier): transfers never group across it.
   size_t updateBegin() const;
   /// The run action transfer A belongs to: its micro-batch's next run for a
-  /// receive, its previous for a send; -1 when there is none.
+  /// receive, its previous for a send; -1 when there is none. A send in the
+  /// update before the optimizer's run belongs to that run.
   int64_t attachedRun(size_t A) const;
 };
 

@@ -970,13 +970,14 @@ Status InstChecker::run() {
   case OpKind::Fill:
     return counts(0, 1);
   case OpKind::Accumulate:
-    // grad += x: the one op that reads what it writes besides adamw, so it
-    // may only write a gradient (persistent, zeroed by prologue).
+    // y += x: the one op that reads what it writes besides adamw, so it
+    // may only write a gradient (persistent, zeroed by prologue) or a step
+    // sum in the arena (checkDataflow: written before, one instance).
     WEFT_RETURN_IF_ERROR(counts(1, 1));
     WEFT_RETURN_IF_ERROR(floats({0}, {0}));
-    if (out(0).Kind != BufferKind::Grad)
+    if (out(0).Kind != BufferKind::Grad && out(0).Kind != BufferKind::Arena)
       return fail("out[0] is a " + std::string(bufferKindName(out(0).Kind)) +
-                  " buffer, expected a grad buffer");
+                  " buffer, expected a grad or arena buffer");
     WEFT_RETURN_IF_ERROR(sameDtype());
     return shapeIs(false, 0, in(0).Dims);
   case OpKind::Copy:

@@ -240,7 +240,12 @@ Status checkDataflow(const Program &P) {
     WEFT_RETURN_IF_ERROR(checkInputUse(P, I));
     WEFT_RETURN_IF_ERROR(checkDenominator(P, I));
     WEFT_RETURN_IF_ERROR(checkMasked(P, I));
-    for (int64_t Id : Inst.In) {
+    // accumulate reads the arena sum it writes (a step sum, written first
+    // by the prologue).
+    std::vector<int64_t> Reads = Inst.In;
+    if (Inst.Op == OpKind::Accumulate)
+      Reads.push_back(Inst.Out[0]);
+    for (int64_t Id : Reads) {
       const BufferSpec &B = P.Buffers[size_t(Id)];
       if (B.Kind != BufferKind::Arena)
         continue;
@@ -320,8 +325,11 @@ Status checkDataflow(const Program &P) {
       if (F.PerMicrobatch)
         for (int64_t I = F.Begin; I < F.End; ++I)
           for (int64_t Id : P.Instructions[size_t(I)].Out)
+            // A step sum has one instance on purpose: each micro-batch adds
+            // into it.
             if (P.Buffers[size_t(Id)].Kind == BufferKind::Arena &&
-                !PerMb[size_t(Id)])
+                !PerMb[size_t(Id)] &&
+                P.Instructions[size_t(I)].Op != OpKind::Accumulate)
               return Status::error(
                   instName(P, size_t(I)) + " writes " + bufferName(P, Id) +
                   " once per micro-batch, but a once-per-step fragment "

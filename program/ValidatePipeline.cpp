@@ -214,7 +214,7 @@ Status simulate(const Program &P) {
         continue;
       const size_t Peer = size_t(P.Stages[S].Schedule[A].Peer);
       std::string Blocked =
-          Pos[Peer] == Barrier[Peer] &&
+          Pos[Peer] == Barrier[Peer] && !AllAtBarrier() &&
                   Pos[Peer] < P.Stages[Peer].Schedule.size()
               ? "stage " + std::to_string(Peer) +
                     " waits for every stage to finish its gradients"

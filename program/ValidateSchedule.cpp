@@ -40,14 +40,22 @@ size_t Stage::updateBegin() const {
   for (size_t I = 0; I < Schedule.size(); ++I)
     if (!Schedule[I].isTransfer() && Schedule[I].Frag == Opt)
       A = I;
-  while (A > 0 && Schedule[A - 1].K == Action::Recv &&
+  while (A > 0 && Schedule[A - 1].isTransfer() &&
          Schedule[A - 1].Microbatch < 0)
     --A;
   return A;
 }
 
 int64_t Stage::attachedRun(size_t A) const {
-  const bool Next = Schedule[A].K == Action::Recv;
+  // A once-per-step send whose group a once-per-step run follows (the
+  // optimizer's) belongs to that run.
+  bool Next = Schedule[A].K == Action::Recv;
+  if (!Next && Schedule[A].Microbatch < 0) {
+    size_t B = A;
+    while (B < Schedule.size() && Schedule[B].isTransfer())
+      ++B;
+    Next = B < Schedule.size() && Schedule[B].Microbatch < 0;
+  }
   for (int64_t B = int64_t(A); B >= 0 && B < int64_t(Schedule.size());
        B += Next ? 1 : -1)
     if (!Schedule[size_t(B)].isTransfer() &&

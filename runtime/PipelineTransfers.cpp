@@ -37,13 +37,19 @@ Status Executor::planTransfers() {
   RecvDirect.assign(N, false);
   size_t GroupedStaging = 0;
   for (size_t A = 0; A < N;) {
-    size_t E = A, SendBytes = 0, RecvBytes = 0;
+    // ArenaRecvBytes: grouped, what lands in staging (a receive into a
+    // param's storage, a replica's value, cannot land where a send of the
+    // group reads).
+    size_t E = A, SendBytes = 0, RecvBytes = 0, ArenaRecvBytes = 0;
     const size_t Limit = A < UpdateBegin ? UpdateBegin : N;
     for (; E < Limit && St.Schedule[E].isTransfer(); ++E) {
       const Action &T = St.Schedule[E];
       const size_t Bytes =
           align64(size_t(Prog.Buffers[size_t(T.Buffer)].bytes()));
       (T.K == Action::Send ? SendBytes : RecvBytes) += Bytes;
+      if (T.K == Action::Recv &&
+          Prog.Buffers[size_t(T.Buffer)].Kind == BufferKind::Arena)
+        ArenaRecvBytes += Bytes;
       if (T.K == Action::Recv) {
         const int64_t Run = St.attachedRun(E);
         if (Run >= 0 && size_t(Run) < Limit)
@@ -55,7 +61,7 @@ Status Executor::planTransfers() {
       continue;
     }
     if (SendBytes)
-      GroupedStaging = std::max(GroupedStaging, RecvBytes);
+      GroupedStaging = std::max(GroupedStaging, ArenaRecvBytes);
     // The first run after the group that does anything (a stage that
     // keeps its backward whole runs an empty weight fragment), in its part
     // of the step.
@@ -71,7 +77,9 @@ Status Executor::planTransfers() {
     // others go through staging.
     RecvDirect[A] = ReceivedBy[A] == NextRun ||
                     (ReceivedBy[A] == SIZE_MAX && NextRun == Limit);
-    SendDirect[A] = !RecvBytes && NextRun == Limit;
+    // In the update, a send before the optimizer's run is a step's sum,
+    // which the memory plan keeps through that run (checkDataflow).
+    SendDirect[A] = (!RecvBytes && NextRun == Limit) || A >= UpdateBegin;
     if (!SendDirect[A])
       SendBufferBytes = std::max(SendBufferBytes, SendBytes);
     if (!RecvDirect[A])
@@ -148,7 +156,7 @@ Status Executor::runGroupedTransfers(size_t A, size_t E) {
     X.Buf = bufferAt(T.Buffer, T.Microbatch);
     X.Count = size_t(B.numel());
     X.T = B.Type;
-    if (T.K == Action::Recv && Sends) {
+    if (T.K == Action::Recv && Sends && B.Kind == BufferKind::Arena) {
       Staged.push_back({X.Buf, StagedBytes, size_t(B.bytes())});
       X.Buf = static_cast<char *>(Staging) + StagedBytes;
       StagedBytes += align64(size_t(B.bytes()));

@@ -96,7 +96,8 @@ SmallVector<Collective> collectivesOf(Operation *root) {
       StringRef what = !mark                           ? "value"
                        : mark.getValue() == "forward"  ? "activation"
                        : mark.getValue() == "backward" ? "gradient"
-                                                       : "updated parameter";
+                       : send.getOnce() ? "gradient summed over the step"
+                                        : "updated parameter";
       auto type = cast<RankedTensorType>(send.getX().getType());
       out.push_back({"send", axis ? axis.str() : "",
                      (what + " to stage " + Twine(send.getPeer())).str(),

@@ -150,11 +150,13 @@ void addLayout(json::Object &entry, ArrayRef<int64_t> globalShape,
 }
 
 // A send or receive of a pipeline stage (weft.send, weft.recv): a schedule
-// action beside every run of its fragment (a FragmentKeys number).
+// action beside every run of its fragment (a FragmentKeys number), or, for
+// a send marked once, one after the stage's last pipeline run.
 struct TransferRecord {
   bool send;
   int64_t buffer, peer;
   int fragment;
+  bool once = false;
 };
 
 class ProgramWriter {
@@ -274,8 +276,8 @@ public:
       if (auto send = dyn_cast<SendOp>(op)) {
         if (!bufferIds.count(send.getX()))
           return op.emitOpError("sends a value the program does not know");
-        transfers.push_back(
-            {true, bufferIds.lookup(send.getX()), send.getPeer(), current});
+        transfers.push_back({true, bufferIds.lookup(send.getX()),
+                             send.getPeer(), current, send.getOnce()});
         continue;
       }
       // A padded vocabulary's (weft-pad-vocab) ids are its classes.
@@ -688,6 +690,17 @@ private:
       bufferIds[g.getResult()] = it->second[0];
       return success();
     }
+    // A step accumulator (weft.accumulate): its fill's arena buffer, += x.
+    if (auto acc = dyn_cast<AccumulateOp>(op)) {
+      if (!bufferIds.count(acc.getAcc()))
+        return op.emitOpError("accumulates into a value the program does "
+                              "not know");
+      pushInstruction(json::Object{{"op", "accumulate"},
+                                   {"in", idsOf(acc.getX())},
+                                   {"out", idsOf(acc.getAcc())},
+                                   {"attrs", json::Object{}}});
+      return success();
+    }
     if (auto g = dyn_cast<ParamGradOp>(op)) {
       auto it = paramState.find(g.getName());
       if (it == paramState.end())
@@ -1083,12 +1096,18 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
             a["microbatch"] = k;
           schedule.push_back(std::move(a));
         };
+        // A sum over the step (weft.accumulate) leaves before the
+        // optimizer's run, after the barrier that ends the pipeline, where
+        // its peer receives it for its own optimizer.
+        for (const TransferRecord &t : writer.transfers)
+          if (t.send && t.once && t.fragment == frag)
+            action(json::Object{{"send", t.buffer + base}, {"to", t.peer}});
         for (const TransferRecord &t : writer.transfers)
           if (receives && !t.send && t.fragment == frag)
             action(json::Object{{"recv", t.buffer + base}, {"from", t.peer}});
         action(json::Object{{"run", writer.fragmentKeys().name(frag)}});
         for (const TransferRecord &t : writer.transfers)
-          if (t.send && t.fragment == frag)
+          if (t.send && !t.once && t.fragment == frag)
             action(json::Object{{"send", t.buffer + base}, {"to", t.peer}});
       };
       const FragmentKeys &keys = writer.fragmentKeys();

@@ -23,6 +23,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/BitVector.h"
 
 #include <algorithm>
@@ -56,6 +57,23 @@ struct Crossing {
   unsigned result;
   int64_t from, to; // ranks
   int64_t sendKey, recvKey;
+};
+
+// A gradient made on one stage and only accumulated into a param's on
+// another, alone or added to one made there, through linear collectives (a
+// ZeRO reduce-scatter): a tied embedding's head gradient, made on the stage
+// holding the replica (GPT-2 124M: 154 MB), or a bias gradient the
+// producing stage reduced. Sent per micro-batch it would cross the pipeline
+// M times; instead the making stage sums it over the step (weft.accumulate)
+// and sends the sum once, and the param's stage stores that, through the
+// same collectives, before its optimizer.
+struct StepCrossing {
+  int64_t producer; // op index in the function
+  unsigned result;
+  int64_t from, to; // ranks
+  int64_t add;      // the add on the param's stage, or -1 (stored alone)
+  SmallVector<int64_t> collectives; // from the add (or value) to param_grad
+  int64_t paramGrad;
 };
 
 struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
@@ -108,6 +126,7 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
     if (failed(assignPhases()) || failed(assignLayers()) ||
         failed(assignStages()))
       return signalPassFailure();
+    findStepCrossings(microbatches);
     SmallVector<Crossing> crossings;
     if (failed(findCrossings(crossings)))
       return signalPassFailure();
@@ -458,6 +477,70 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
     return "";
   }
 
+  // The step crossings (StepCrossing): only with several micro-batches,
+  // whose gradients the param's stage accumulates. Walks up from each
+  // accumulated gradient, over linear collectives on its stage, to a value
+  // made on another rank that nothing else reads, alone or added to one of
+  // this stage's.
+  void findStepCrossings(int64_t microbatches) {
+    stepCrossings.clear();
+    if (microbatches < 2)
+      return;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      auto store = dyn_cast<ParamGradOp>(ops[i]);
+      if (!store || !store.getAccumulate() || phase[i] != kBackward ||
+          stage[i] < 0)
+        continue;
+      const int64_t r = rankOf(stage[i]);
+      // A value of the function's ops, read once, by an op on rank r.
+      auto madeHere = [&](Value v, bool here) -> Operation * {
+        Operation *d = v.getDefiningOp();
+        if (!d || !v.hasOneUse())
+          return nullptr;
+        int64_t j = index[d];
+        if (copied[j] || phase[j] != kBackward || stage[j] < 0 ||
+            (rankOf(stage[j]) == r) != here)
+          return nullptr;
+        return d;
+      };
+      SmallVector<int64_t> chain;
+      Value cur = store.getGrad();
+      while (Operation *d = madeHere(cur, true)) {
+        if (!isa<ReduceScatterOp, AllReduceOp>(d) || d->getNumOperands() != 1 ||
+            d->getNumResults() != 1)
+          break;
+        chain.insert(chain.begin(), index[d]);
+        cur = d->getOperand(0);
+      }
+      int64_t add = -1;
+      Value x = cur;
+      if (auto sum = dyn_cast_or_null<AddOp>(madeHere(cur, true))) {
+        add = index[sum.getOperation()];
+        x = madeHere(sum.getLhs(), false) ? sum.getLhs() : sum.getRhs();
+        if (sum.getLhs() == sum.getRhs())
+          continue;
+      }
+      Operation *producer = madeHere(x, false);
+      if (!producer)
+        continue;
+      stepCrossings.push_back({index[producer],
+                               cast<OpResult>(x).getResultNumber(),
+                               rankOf(stage[index[producer]]), r, add,
+                               std::move(chain), int64_t(i)});
+    }
+  }
+
+  const StepCrossing *stepCrossingOf(Operation *producer,
+                                     unsigned result) const {
+    auto it = index.find(producer);
+    if (it == index.end())
+      return nullptr;
+    for (const StepCrossing &c : stepCrossings)
+      if (c.producer == it->second && c.result == result)
+        return &c;
+    return nullptr;
+  }
+
   LogicalResult findCrossings(SmallVectorImpl<Crossing> &out) {
     std::map<std::tuple<int64_t, unsigned, int64_t>, size_t> seen;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -468,7 +551,8 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
         if (!d)
           continue;
         int64_t j = index[d];
-        if (copied[j] || rankOf(stage[j]) == rankOf(stage[i]))
+        if (copied[j] || rankOf(stage[j]) == rankOf(stage[i]) ||
+            stepCrossingOf(d, cast<OpResult>(v).getResultNumber()))
           continue;
         Phase from = Phase(phase[j]), to = Phase(phase[i]);
         if (from == kPrologue || from == kOptimizer || to == kPrologue ||
@@ -502,7 +586,9 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
                       "the next up"
                    << (from == kBackward && stage[i] == 0
                            ? " (a tied embedding's gradient from the head "
-                             "needs a pipeline of two stages, or 1F1B)"
+                             "crosses once per step over several "
+                             "micro-batches; over one it needs a pipeline of "
+                             "two stages, or 1F1B)"
                            : "");
           recvKey = fragmentKey(from, chunkOf(next));
         }
@@ -654,9 +740,10 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
         after = send;
       }
     }
+    const int64_t optimizerKey = fragmentKey(kOptimizer, 0);
+    cutStepCrossings(s, mine, key, keep, firstOf, lastOf, mark);
     // Replicas: the param's stage sends its value after the optimizer; a
     // stage that reads it receives it before its own optimizer.
-    const int64_t optimizerKey = fragmentKey(kOptimizer, 0);
     // The sends follow each other in param order, as the receives do: each
     // after the one before (all after the same anchor would reverse them,
     // and transfers between two stages pair in order).
@@ -704,6 +791,75 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
     return success();
   }
 
+  // Rank s's side of the step crossings: the maker sums the value into a
+  // zero of the prologue and sends the sum before its optimizer; the
+  // param's stage drops the per-micro-batch add and, first in its
+  // optimizer, receives the sum and stores it through the same collectives.
+  template <typename FirstOf, typename LastOf, typename Mark>
+  void cutStepCrossings(int64_t s, ArrayRef<Operation *> mine,
+                        ArrayRef<int64_t> key, std::vector<bool> &keep,
+                        FirstOf firstOf, LastOf lastOf, Mark mark) {
+    OpBuilder b(fn.getContext());
+    const int64_t prologueKey = fragmentKey(kPrologue, 0),
+                  optimizerKey = fragmentKey(kOptimizer, 0);
+    // Both ends keep the crossings' order (transfers between two stages pair
+    // in order), and the receives come first in the optimizer: they all
+    // land as it begins.
+    Operation *lastSend = nullptr;
+    SmallVector<std::pair<const StepCrossing *, Value>> received;
+    for (const StepCrossing &c : stepCrossings) {
+      Value x = mine[c.producer]->getResult(c.result);
+      auto type = cast<RankedTensorType>(x.getType());
+      if (c.from == s) {
+        b.setInsertionPoint(firstOf(prologueKey));
+        auto acc = FillOp::create(b, x.getLoc(), type, b.getF64FloatAttr(0.0));
+        mark(acc, prologueKey);
+        b.setInsertionPointAfter(mine[c.producer]);
+        mark(AccumulateOp::create(b, x.getLoc(), acc, x), key[c.producer]);
+        // Last in the optimizer, so that the memory plan keeps the sum
+        // through it; the schedule sends it before the optimizer's run.
+        b.setInsertionPointAfter(lastSend ? lastSend : lastOf(optimizerKey));
+        auto send = SendOp::create(b, x.getLoc(), acc, c.to);
+        send.setOnce(true);
+        mark(send, optimizerKey);
+        lastSend = send;
+      } else if (c.to == s) {
+        b.setInsertionPoint(firstOf(optimizerKey));
+        auto recv =
+            RecvOp::create(b, x.getLoc(), type, b.getI64IntegerAttr(c.from));
+        mark(recv, optimizerKey);
+        received.push_back({&c, recv.getResult()});
+      }
+    }
+    for (auto [c, sum] : received) {
+      Value x = mine[c->producer]->getResult(c->result);
+      b.setInsertionPoint(firstOf(optimizerKey));
+      IRMapping map;
+      map.map(c->add >= 0 ? mine[c->add]->getResult(0) : x, sum);
+      for (int64_t k : c->collectives) {
+        Operation *copy = b.clone(*mine[k], map);
+        mark(copy, optimizerKey);
+        sum = copy->getResult(0);
+      }
+      auto store = cast<ParamGradOp>(mine[c->paramGrad]);
+      auto total = ParamGradOp::create(b, store.getLoc(), store.getName(), sum);
+      total.setAccumulate(true);
+      mark(total, optimizerKey);
+      if (c->add >= 0) {
+        // Each micro-batch stores this stage's own gradient.
+        Operation *add = mine[c->add];
+        add->getResult(0).replaceAllUsesWith(
+            add->getOperand(add->getOperand(0) == x ? 1 : 0));
+        keep[c->add] = false;
+      } else {
+        // Nothing of it is left per micro-batch.
+        keep[c->paramGrad] = false;
+        for (int64_t k : c->collectives)
+          keep[k] = false;
+      }
+    }
+  }
+
   /// Pipeline ranks (N, the stages option) and model chunks per rank (V);
   /// whether backwards split into B and W (ZB-H1).
   int64_t ranks = 1, chunks = 1;
@@ -721,5 +877,6 @@ struct CutStages : weft::impl::WeftCutStagesBase<CutStages> {
   llvm::StringMap<llvm::BitVector> paramAvail;
   /// Per param read on other ranks than its own: those ranks.
   llvm::StringMap<std::set<int64_t>> replicas;
+  SmallVector<StepCrossing> stepCrossings;
 };
 } // namespace

@@ -720,3 +720,13 @@ func.func @attention_dropout_without_site(%q: tensor<2x8x16xf32>) {
   %y = weft.attention %q, %q, %q {num_heads = 2 : i64, num_kv_heads = 2 : i64, dropout = 0.1 : f64} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
   return
 }
+
+// -----
+
+// A step accumulator starts from zero each step: a zero weft.fill.
+func.func @accumulate_into_nonzero(%x: tensor<4x8xf32>) {
+  %acc = weft.fill {value = 1.0} : tensor<4x8xf32>
+  // expected-error @+1 {{'weft.accumulate' op accumulates into a value that is not a zero weft.fill}}
+  weft.accumulate %acc, %x : tensor<4x8xf32>
+  return
+}

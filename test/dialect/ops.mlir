@@ -175,3 +175,14 @@ func.func @dropout(%x: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
   %1 = weft.dropout %0 {p = 0.1 : f64, site = 3 : i64, dim_axes = [["dp"], [], []]} : tensor<2x8x64xf32>
   return %1 : tensor<2x8x64xf32>
 }
+
+// A tied head's gradient summed over the micro-batches, sent once a step.
+// CHECK-LABEL: func @step_accumulator
+// CHECK: weft.accumulate %[[ACC:.*]], %{{.*}} : tensor<4x8xf32>
+// CHECK: weft.send %[[ACC]] {once, peer = 0 : i64} : tensor<4x8xf32>
+func.func @step_accumulator(%x: tensor<4x8xf32>) {
+  %acc = weft.fill {value = 0.0} : tensor<4x8xf32>
+  weft.accumulate %acc, %x : tensor<4x8xf32>
+  weft.send %acc {peer = 0 : i64, once} : tensor<4x8xf32>
+  return
+}

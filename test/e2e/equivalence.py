@@ -36,7 +36,7 @@ LAYOUTS=pipeline, the meshes are pipeline layouts (PIPELINES: pp alone
 and beside dp, tp, sequence parallelism and ZeRO 1-3, GPipe and 1F1B, with
 activation recomputation;
 LAYOUTS=pipeline4: four and three uneven stages; pipeline-interleaved:
-interleaved 1F1B; pipeline-zb: ZB-H1); each is compiled with --microbatches MICROBATCHES (at least
+interleaved 1F1B, pipeline-interleaved4: on four stages; pipeline-zb: ZB-H1); each is compiled with --microbatches MICROBATCHES (at least
 the stage count) and checked the same way; rank 0 runs stage 0, whose
 bytes (collectives, and transfers to other stages as send/pp) are checked
 against the first stage --explain prints.
@@ -140,6 +140,14 @@ INTERLEAVED = [
 ]
 
 
+# Interleaved on four stages (eight layers): a tied embedding's gradient
+# from the head skips chunks, so it crosses once per step.
+INTERLEAVED4 = [
+    (4, ["--mesh", "pp=4", "--pipeline-schedule", "interleaved",
+         "--virtual-stages", "2"]),
+]
+
+
 # Zero-bubble ZB-H1: backwards split into B and W (four layers for pp=4).
 ZERO_BUBBLE = [
     (2, ["--mesh", "pp=2", "--pipeline-schedule", "zb-h1"]),
@@ -240,6 +248,7 @@ def main():
     meshes = MESHES
     if layouts.startswith("pipeline"):
         meshes = {"pipeline4": PIPELINES4, "pipeline-interleaved": INTERLEAVED,
+                  "pipeline-interleaved4": INTERLEAVED4,
                   "pipeline-zb": ZERO_BUBBLE}.get(layouts, PIPELINES)
     elif layouts == "context":
         meshes = CONTEXT

@@ -4,8 +4,9 @@ usage: mutate_program.py IN.weft OUT.weft MUTATION
 MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           denominator | eps-zero | deep | huge-blocks | other-blocks |
           pp-deadlock | pp-order | pp-shape | pp-foreign | pp-slots |
-          pp-arena | pp-arena-big (the last seven on a program of pipeline
-          stages) | fo-v6 | fo-loss | fo-targets | fo-grad | fo-shape |
+          pp-arena | pp-arena-big | pp-sum-unzeroed | pp-sum-late (the last
+          nine on a program of pipeline stages, the last two of a tied
+          head's) | fo-v6 | fo-loss | fo-targets | fo-grad | fo-shape |
           fo-unwritten | fo-adamw | fo-fragment | fo-pipeline | fo-batch (the
           last ten on a forward-only program; fo-pipeline on one with a
           mesh) | t-v7 | t-dtype | t-sharded | t-batch | t-dup-output |
@@ -112,6 +113,23 @@ elif mutation == "pp-foreign":
     inst["in"][0] = next(i for i, b in enumerate(p["buffers"])
                          if b.get("stage", 0) == 0 and b["kind"] == "arena"
                          and b["shape"] == shape)
+elif mutation == "pp-sum-unzeroed":
+    # The last stage's step sum (a tied head's gradient) is never zeroed:
+    # its first accumulate would read what the last step left.
+    acc = next(i for f in p["stages"][-1]["fragments"]
+               for i in f["instructions"]
+               if i["op"] == "accumulate"
+               and p["buffers"][i["out"][0]]["kind"] == "arena")
+    for f in p["stages"][-1]["fragments"]:
+        f["instructions"] = [i for i in f["instructions"]
+                             if not (i["op"] == "fill"
+                                     and i["out"] == acc["out"])]
+elif mutation == "pp-sum-late":
+    # The last stage sends its step sum after its optimizer, which waits
+    # for the updated replica that stage 0 sends only after the sum.
+    sched = p["stages"][-1]["schedule"]
+    sums = [a for a in sched if "send" in a and "microbatch" not in a]
+    p["stages"][-1]["schedule"] = [a for a in sched if a not in sums] + sums
 elif mutation == "pp-slots":
     p["stages"][0]["slots"] = 1
 elif mutation == "pp-arena":  # stage 0's arena too small for its buffers
