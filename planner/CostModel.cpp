@@ -431,7 +431,7 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   r.cpCommS = m * cpStage;
 
   // --- pipeline: p2p of activations (scatter/gather over tp) and bubble ---
-  double p2pMb = 0;
+  double p2pMb = 0, p2pStep = 0;
   if (l.pp > 1) {
     const char *ppTierName = "";
     const LinkTier &ppTier = tierFor(hw, l.tp * l.cp, l.pp, ppTierName);
@@ -442,6 +442,16 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
       r.collectives.push_back({"send/recv", "pp", ppTierName,
                                "activations forward, gradients backward", bytes,
                                2 * v * m, m * p2pMb});
+    // A tied head's gradient, summed over the step on the last stage, goes
+    // to the first before its optimizer (weft-cut-stages); nothing hides it.
+    if (model.lastTiedParams > 0) {
+      double tied = double(model.lastTiedParams) / l.tp * e;
+      p2pStep = tied / ppTier.bytesPerSecond() + ppTier.latencySeconds();
+      if (breakdown)
+        r.collectives.push_back({"send/recv", "pp", ppTierName,
+                                 "tied head's gradient, once per step", tied,
+                                 1, p2pStep});
+    }
   }
   double perMb = stageCompute + tpStage + cpStage + p2pMb;
   double idle = double(l.pp - 1) / v;
@@ -449,7 +459,7 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   r.bubbleFraction = weft::pipelineBubble(l.pp, m, v);
   r.computeS = m * stageCompute;
   r.tpCommS = m * tpStage + tpPerStep;
-  r.p2pS = m * p2pMb;
+  r.p2pS = m * p2pMb + p2pStep;
   r.ppBubbleS = idle * perMb;
 
   // --- data parallelism: gradients (ZeRO: shards), overlapped with backward
