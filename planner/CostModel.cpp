@@ -115,15 +115,18 @@ double zeroBytesPerParam(int stage, int64_t d) {
 
 double layerActivationBytes(int64_t s, int64_t b, int64_t h, int64_t heads,
                             int64_t tp, bool sp, Recompute r) {
+  // Korthikanti et al.'s 5as/h term (the a*s^2*b scores, softmax and
+  // dropout mask) is absent: weft's attention keeps no scores (its gradient
+  // recomputes them from q, k and v, as FlashAttention does), so recompute
+  // none holds what selective holds.
+  (void)heads;
   double sbh = double(s) * b * h, t = double(tp);
-  double attn = 5.0 * heads * s / h; // the a*s^2*b scores, softmax, dropout
   switch (r) {
   case Recompute::Full:
     return 2.0 * sbh / (sp ? t : 1.0);
   case Recompute::Selective:
-    return sp ? sbh * 34.0 / t : sbh * (10.0 + 24.0 / t);
   case Recompute::None:
-    return sp ? sbh * (34.0 + attn) / t : sbh * (10.0 + 24.0 / t + attn / t);
+    return sp ? sbh * 34.0 / t : sbh * (10.0 + 24.0 / t);
   }
   return 0;
 }
@@ -449,8 +452,8 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
       p2pStep = tied / ppTier.bytesPerSecond() + ppTier.latencySeconds();
       if (breakdown)
         r.collectives.push_back({"send/recv", "pp", ppTierName,
-                                 "tied head's gradient, once per step", tied,
-                                 1, p2pStep});
+                                 "tied head's gradient, once per step", tied, 1,
+                                 p2pStep});
     }
   }
   double perMb = stageCompute + tpStage + cpStage + p2pMb;

@@ -252,8 +252,11 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
               allow(f.virtualStages, int64_t(1)))
             schedules.push_back({Schedule::OneFOneB, 1});
           // Interleaved: M a multiple of pp, the layers in pp * V equal
-          // chunks (a tied embedding's gradient crosses once per step,
-          // outside the schedule's chunk order).
+          // chunks, or with the first and last a layer short beside the
+          // embeddings and the head (Llama 3 405B's 126 layers on pp=16,
+          // as Meta cut them; weft-cut-stages balances chunks by FLOPs as it
+          // does stages); a tied embedding's gradient crosses once per
+          // step, outside the schedule's chunk order.
           // Why interleaving is impossible matters when it was asked for.
           const bool askedInterleaved = f.schedule.has_value();
           if (pp > 1 && allow(f.schedule, Schedule::Interleaved)) {
@@ -265,13 +268,15 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
             } else
               for (int64_t v = 2; v <= c.numLayers / pp; ++v)
                 if (allow(f.virtualStages, v)) {
-                  if (c.numLayers % (pp * v) == 0)
+                  if (c.numLayers % (pp * v) == 0 ||
+                      (c.numLayers + 2) % (pp * v) == 0)
                     schedules.push_back({Schedule::Interleaved, v});
                   else if (f.virtualStages)
                     reject("interleaved v=" + std::to_string(v) +
                            " on pp=" + std::to_string(pp) +
                            " needs num_layers=" + std::to_string(c.numLayers) +
-                           " divisible by pp*v=" + std::to_string(pp * v));
+                           " (or 2 more) divisible by pp*v=" +
+                           std::to_string(pp * v));
                 }
           }
           for (auto [schedule, v] : schedules)
