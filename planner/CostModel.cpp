@@ -176,9 +176,15 @@ PartTime partTime(const PartCost &c, const Hardware &hw, int64_t b, int64_t tp,
   double bwdRatio = c.gemmFlops > 0 ? c.backwardGemmFlops / c.gemmFlops : 2.0;
   t.gemmBwd = t.gemmFwd * bwdRatio;
   if (c.attentionFlops > 0) {
-    double eff = hw.gemmEfficiency(double(c.attentionHeadDim));
-    t.attnFwd = c.attentionFlops * b / tp / cp / (peak * eff);
-    t.attnBwd = c.backwardAttentionFlops * b / tp / cp / (peak * eff);
+    // A fused kernel (FlashAttention's kind) skips what the mask hides
+    // (causal: about half); batched GEMMs and a softmax (the GEMM curve at
+    // the head dim) compute every score.
+    const bool fused = hw.attentionEfficiency > 0;
+    double eff = fused ? hw.attentionEfficiency
+                       : hw.gemmEfficiency(double(c.attentionHeadDim));
+    double run = fused ? c.attentionRunFlops / c.attentionFlops : 1.0;
+    t.attnFwd = run * c.attentionFlops * b / tp / cp / (peak * eff);
+    t.attnBwd = run * c.backwardAttentionFlops * b / tp / cp / (peak * eff);
   }
   double fwdElems =
       (c.elemsTp * b / tp + c.elemsRep * b / (sp ? tp : 1)) / double(cp);
@@ -501,8 +507,15 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   if (l.dp > 1 || l.cp > 1) {
     double ar =
         l.dp > 1 ? groupAllReduceSeconds(gradBytes, dpStride, l.dp, hw) : 0.0;
+    // ZeRO-2 and -3 move a layer at a time (FSDP's units, weft's ZeRO
+    // buckets), so each collective pays its ring's latency: (n-1) hops on
+    // 512 GPUs are milliseconds, beside a small model's compute.
+    const double units = std::max(1.0, std::ceil(layersPerStage)) + 1;
     double gather =
-        l.dp > 1 ? groupGatherSeconds(gradBytes, dpStride, l.dp, hw) : 0.0;
+        l.dp <= 1 ? 0.0
+        : l.zero >= 2
+            ? units * groupGatherSeconds(gradBytes / units, dpStride, l.dp, hw)
+            : groupGatherSeconds(gradBytes, dpStride, l.dp, hw);
     double lastBwd = layersPerStage * (layer.bwd() + recompute);
     if (l.dp == 1) {
       window = lastBwd;

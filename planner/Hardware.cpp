@@ -51,6 +51,13 @@ const std::map<std::string, Hardware> &presets() {
                          {8 * 400 / 8.0 / 8, 10, 0.8}, {0.68, 320});
     t["h200-141g"] = make("h200-141g", 8, 989, 141, 4800, {450, 3, 0.8},
                           {8 * 400 / 8.0 / 8, 10, 0.8}, {0.68, 320});
+    // FlashAttention's published reach: FlashAttention-2 "50-73% of the
+    // theoretical maximum" on A100 (Dao 2023; the low end: the backward is
+    // slower), and "only 35% utilization" on H100 (Shah et al. 2024, the
+    // FlashAttention-3 paper), the kernel the PyTorch stacks ran.
+    t["a100-80g"].attentionEfficiency = 0.5;
+    t["h100-80g"].attentionEfficiency = 0.35;
+    t["h200-141g"].attentionEfficiency = 0.35;
     // This machine (docs: ../shared/ENVIRONMENT.md): two ranks on 2 cores,
     // f32 OpenBLAS ~185 GFLOP/s on 2 threads, 24 GiB, memcpy ~15 GB/s, Open
     // MPI all-reduce ~3.3 GB/s bus bandwidth. `--calibrate` re-measures.
@@ -194,6 +201,16 @@ HardwareResult parseHardwareText(const std::string &text,
                hw.computeDtype + "\"";
   if (in.error.empty() && hw.gemm.max > 1)
     in.error = source + ": field 'gemm_efficiency.max' must be at most 1";
+  if (in.error.empty() && j.contains("attention_efficiency")) {
+    const nlohmann::json &a = j["attention_efficiency"];
+    if (!a.is_number() || a.get<double>() <= 0 || a.get<double>() > 1)
+      in.error = source +
+                 ": field 'attention_efficiency' must be a number in (0, 1], "
+                 "got " +
+                 a.dump();
+    else
+      hw.attentionEfficiency = a.get<double>();
+  }
   if (j.contains("measured") && j["measured"].is_string())
     hw.measured = j["measured"].get<std::string>();
   if (in.error.empty() && j.contains("collectives")) {
@@ -245,6 +262,8 @@ std::string hardwareToJson(const Hardware &hw) {
       {"gemm_efficiency",
        {{"max", hw.gemm.max}, {"half_dim", hw.gemm.halfDim}}},
   };
+  if (hw.attentionEfficiency > 0)
+    j["attention_efficiency"] = hw.attentionEfficiency;
   if (hw.hierarchical)
     j["collectives"] = "hierarchical";
   if (!hw.measured.empty())

@@ -45,6 +45,10 @@ struct Hardware {
   double hbmGBps = 0;    // memory-bound ops (norms, elementwise, optimizer)
   LinkTier intraNode, interNode;
   GemmEfficiency gemm;
+  /// Fraction of peak the fused attention kernel (FlashAttention's kind:
+  /// scores never leave the chip) reaches, forward and backward; 0: the
+  /// GEMM curve at the head dim (JSON's optional "attention_efficiency").
+  double attentionEfficiency = 0;
   /// How a group across nodes runs its collectives: false, one ring over the
   /// inter-node tier (NCCL's rings); true, hierarchically (weft's MPI
   /// communicator on CPUs: within the node, across, within). JSON's optional

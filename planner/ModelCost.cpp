@@ -68,6 +68,19 @@ double attentionFlops(Value q, int64_t &headDim, int64_t numHeads) {
   return 4.0 * batch * seq * seq * width;
 }
 
+// The share of (query, key) pairs attention computes: all of them
+// bidirectional; causal, query i reads i + 1 keys (at most the window's W).
+double attendedFraction(AttentionOp at) {
+  if (at.getBidirectional())
+    return 1.0;
+  auto t = cast<RankedTensorType>(at.getQ().getType());
+  double s = double(t.getShape()[t.getRank() - 2]);
+  double w = at.getWindow() ? std::min(double(*at.getWindow()), s) : s;
+  // sum over i < s of min(i + 1, w)
+  double pairs = w * (w + 1) / 2 + (s - w) * w;
+  return pairs / (s * s);
+}
+
 // What one sequence reads and writes: an activation (perSequence) counts
 // 1/batch of its elements, a parameter-sized value (a weight's gradient, a
 // table) all of them, as in a module of batch 1.
@@ -151,7 +164,9 @@ void walkForward(Operation &op, PartCost &cost, Walk &w) {
   }
   if (auto at = dyn_cast<AttentionOp>(op)) {
     int64_t hd = 0;
-    cost.attentionFlops += attentionFlops(at.getQ(), hd, at.getNumHeads());
+    double flops = attentionFlops(at.getQ(), hd, at.getNumHeads());
+    cost.attentionFlops += flops;
+    cost.attentionRunFlops += flops * attendedFraction(at);
     cost.attentionHeadDim = hd;
     w.split.insert(at.getResult());
     return;
@@ -183,6 +198,7 @@ void walkBackward(Operation &op, PartCost &cost, const Elems &elems) {
 void scale(PartCost &p, double f, bool elems = true) {
   p.gemmFlops *= f;
   p.attentionFlops *= f;
+  p.attentionRunFlops *= f;
   p.backwardGemmFlops *= f;
   p.backwardAttentionFlops *= f;
   if (!elems)
@@ -197,6 +213,7 @@ void accumulate(PartCost &a, const PartCost &b) {
   a.gemms.insert(a.gemms.end(), b.gemms.begin(), b.gemms.end());
   a.gemmFlops += b.gemmFlops;
   a.attentionFlops += b.attentionFlops;
+  a.attentionRunFlops += b.attentionRunFlops;
   a.attentionHeadDim =
       a.attentionHeadDim ? a.attentionHeadDim : b.attentionHeadDim;
   a.backwardGemmFlops += b.backwardGemmFlops;

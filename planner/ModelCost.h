@@ -48,9 +48,13 @@ struct Gemm {
 
 /// Costs per sequence (batch 1) of a part of the model.
 struct PartCost {
-  std::vector<Gemm> gemms;           // forward GEMMs
-  double gemmFlops = 0;              // forward GEMMs
-  double attentionFlops = 0;         // forward attention core (QK^T, AV)
+  std::vector<Gemm> gemms;   // forward GEMMs
+  double gemmFlops = 0;      // forward GEMMs
+  double attentionFlops = 0; // forward attention core (QK^T, AV)
+  /// What of it runs: a causal mask's kernel skips the masked blocks
+  /// (about half), a sliding window all but W keys of each query. Time is
+  /// this over the kernel's rate; model FLOPs (MFU) count the whole.
+  double attentionRunFlops = 0;
   int64_t attentionHeadDim = 0;      // the batched GEMMs' small dimension
   double backwardGemmFlops = 0;      // matmuls the autodiff appended
   double backwardAttentionFlops = 0; // attention_grad (recomputes QK^T)

@@ -304,7 +304,8 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
                     if (!r.leastMemory ||
                         est.memoryBytes < r.leastMemory->memoryBytes)
                       r.leastMemory = est;
-                    if (est.fits)
+                    r.fitting += est.fits;
+                    if (est.fits || o.memoryUnchecked)
                       r.ranked.push_back(std::move(est));
                   }
                 }

@@ -36,13 +36,18 @@ struct SearchOptions {
   Constraints fix;
   int64_t maxMicroBatch = 32;
   bool dpOverlap = true; // Layout::dpOverlap of every candidate
+  /// Rank layouts that do not fit too (a published run's layout, which fit
+  /// its cluster however its framework held its activations).
+  bool memoryUnchecked = false;
   /// How many of the fastest layouts get their breakdown (terms and
   /// collectives); the rest keep only their figures.
   size_t breakdownTop = SIZE_MAX;
 };
 
 struct SearchResult {
-  std::vector<Estimate> ranked;        // fitting layouts, fastest first
+  std::vector<Estimate> ranked; // fitting layouts (all with memoryUnchecked),
+                                // fastest first
+  int64_t fitting = 0;          // layouts that fit in memory
   std::optional<Estimate> leastMemory; // over all valid layouts
   int64_t evaluated = 0, valid = 0;
   std::string error; // no valid layout, or none fits

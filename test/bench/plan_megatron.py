@@ -44,7 +44,15 @@ def eq3(batch, layers, hidden):
 
 
 def plan(binary, config, gpus, batch, fix=None):
-    cmd = [binary, config, "--cluster", "a100-80g", "--gpus", str(gpus),
+    # Megatron-LM 2021 ran attention as batched GEMMs and a fused softmax,
+    # not a FlashAttention kernel: the a100-80g preset without its
+    # attention_efficiency (test/bench/plan_published.py's a100()).
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from plan_published import a100
+    cluster = os.path.join(os.path.dirname(config), "a100-no-flash.json")
+    with open(cluster, "w") as f:
+        json.dump(a100(flash=False), f)
+    cmd = [binary, config, "--cluster", cluster, "--gpus", str(gpus),
            "--global-batch", str(batch), "--seq", str(SEQ), "--json",
            "--top", "1", "--no-dp-overlap"]
     if fix:

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <set>
 
 using namespace weft;
 using namespace weft::cost;
@@ -259,6 +260,54 @@ TEST(Hardware, MissingFieldIsNamed) {
   EXPECT_EQ(r.error, "c.json: missing field 'links.inter_node.latency_us'");
 }
 
+TEST(Hardware, AttentionEfficiencyIsOptionalAndChecked) {
+  Hardware hw = h100();
+  EXPECT_EQ(hw.attentionEfficiency, 0.35); // FlashAttention-2 on H100
+  std::string text = hardwareToJson(hw);
+  EXPECT_EQ(parseHardwareText(text, "c.json").hardware.attentionEfficiency,
+            0.35);
+  text.replace(text.find("0.35"), 4, "1.5");
+  EXPECT_EQ(parseHardwareText(text, "c.json").error,
+            "c.json: field 'attention_efficiency' must be a number in (0, 1], "
+            "got 1.5");
+}
+
+// A fused attention kernel skips the blocks a causal mask hides: at long
+// sequences the attention time is about half the full count's; model FLOPs
+// (MFU) still count every score. Batched GEMMs (no attention_efficiency)
+// compute every score.
+TEST(OpCost, CausalAttentionRunsHalfItsScores) {
+  ModelCost m = analyze("llama-3-8b", 8192);
+  ASSERT_GT(m.layer.attentionFlops, 0);
+  EXPECT_NEAR(m.layer.attentionRunFlops / m.layer.attentionFlops,
+              (8192.0 + 1) / (2 * 8192), 1e-12);
+  Layout l;
+  l.dp = 8;
+  Hardware fused = h100(), batched = h100();
+  batched.attentionEfficiency = 0;
+  Estimate a = estimate(m, fused, l, 8, 0), b = estimate(m, batched, l, 8, 0);
+  EXPECT_LT(a.computeS, b.computeS);
+  // The same model FLOPs.
+  EXPECT_NEAR(a.mfu * a.stepS / (b.mfu * b.stepS), 1.0, 1e-12);
+}
+
+// ZeRO-3 moves a layer at a time: on 512 GPUs each all-gather and
+// reduce-scatter pays (n-1) hops of latency, which a small model's compute
+// does not hide.
+TEST(Search, ZeroThreePaysEachLayersRingLatency) {
+  ModelCost m = analyze("gpt2", 1024);
+  Layout l;
+  l.dp = 512;
+  l.zero = 3;
+  l.microBatch = 1;
+  Hardware hw = h100();
+  Estimate slow = estimate(m, hw, l, 512, 0);
+  hw.interNode.latencyUs = 0;
+  Estimate fast = estimate(m, hw, l, 512, 0);
+  // 3 collectives of 13 layer units, 511 hops of 10 us each.
+  EXPECT_NEAR(slow.dpCommS - fast.dpCommS, 3 * 13 * 511 * 10e-6, 1e-3);
+}
+
 // --- search ----------------------------------------------------------------
 
 TEST(Search, Llama70BOn1024H100sIsFastAndKeepsTpInANode) {
@@ -441,6 +490,25 @@ TEST(Search, UnevenStagesArePlanned) {
   const Estimate &best = r.ranked.front();
   EXPECT_EQ(best.stages.substr(0, 4), "0-7,");
   EXPECT_EQ(best.stages.substr(best.stages.size() - 8), ",119-125");
+}
+
+// Meta cut Llama 3 405B's 126 layers for interleaving on pp=16 with the
+// first and last chunks a layer short: 126 + 2 = 16 * 2 * 4 = 16 * 4 * 2
+// (v = 8 would leave those chunks empty).
+TEST(Search, InterleavingTakesLayersPlusTwo) {
+  ModelCost m = analyze("llama-3-405b", 8192);
+  SearchOptions o;
+  o.gpus = 2048;
+  o.globalBatch = 2048;
+  o.fix.tp = 8;
+  o.fix.pp = 16;
+  o.fix.schedule = Schedule::Interleaved;
+  SearchResult r = searchLayouts(m, h100(), o);
+  ASSERT_TRUE(r.ok()) << r.error;
+  std::set<int64_t> vs;
+  for (const Estimate &e : r.ranked)
+    vs.insert(e.layout.virtualStages);
+  EXPECT_EQ(vs, (std::set<int64_t>{2, 4}));
 }
 
 TEST(Search, ConstraintsAndBadInput) {

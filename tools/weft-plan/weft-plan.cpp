@@ -75,6 +75,11 @@ static cl::opt<bool> noDpOverlapArg(
     cl::cat(planCategory), "no-dp-overlap",
     cl::desc(
         "gradient reduction does not overlap backward (Megatron-LM 2021)"));
+static cl::opt<bool> memoryUncheckedArg(
+    cl::cat(planCategory), "memory-unchecked",
+    cl::desc("rank layouts that do not fit in memory too (to time a "
+             "published run's layout, which fit however its framework held "
+             "its activations); the fits column still says"));
 static cl::opt<std::string> lossArg(
     cl::cat(planCategory), "loss",
     cl::desc("next-token (default), masked-lm, cross-entropy or mse (as "
@@ -352,6 +357,7 @@ int main(int argc, char **argv) {
   options.globalBatch = batchArg;
   options.tokens = tokensArg;
   options.dpOverlap = !noDpOverlapArg;
+  options.memoryUnchecked = memoryUncheckedArg;
   std::string error;
   if (!parseConstraints(fixArg, options.fix, error))
     return fail(error);
@@ -389,17 +395,17 @@ int main(int argc, char **argv) {
                           {"global_batch", batchArg.getValue()},
                           {"seq", seqArg.getValue()},
                           {"evaluated", result.evaluated},
-                          {"fitting", result.ranked.size()},
+                          {"fitting", result.fitting},
                           {"search_seconds", seconds},
                           {"layouts", rows}};
     std::cout << doc.dump(2) << "\n";
     return 0;
   }
   std::printf("weft-plan: %s on %lld x %s, global batch %lld x %lld tokens: "
-              "%lld layouts evaluated, %zu fit, %.3f s\n",
+              "%lld layouts evaluated, %lld fit, %.3f s\n",
               model.dims.name.c_str(), (long long)gpusArg,
               hw.hardware.name.c_str(), (long long)batchArg, (long long)seqArg,
-              (long long)result.evaluated, result.ranked.size(), seconds);
+              (long long)result.evaluated, (long long)result.fitting, seconds);
   printTable(result.ranked, size_t(topArg));
   if (explainArg)
     explain(result.ranked.front(), model, hw.hardware);
