@@ -137,9 +137,10 @@ def Weft_SendOp : Weft_Op<"send", [MemoryEffects<[MemWrite]>]> {
     the receives at its start; weft-emit-program turns them into the
     schedule's send and recv actions, one per micro-batch, and a stage's
     k-th send to a peer meets that peer's k-th receive from it. A send
-    marked `once` (of a `weft.accumulate` sum, in the optimizer fragment)
-    is one action per step, after the stage's last pipeline run: the sum is
-    complete there, and the peer receives it before its optimizer.
+    marked `once` (of a `weft.accumulate` sum, last in the optimizer
+    fragment, so that the memory plan keeps the sum through it) is one
+    action per step, right before the optimizer's run, after the barrier
+    that ends the pipeline; the peer receives it before its own optimizer.
 
     ```mlir
     weft.send %h {peer = 1 : i64} : tensor<2x8x64xf32>

@@ -151,7 +151,7 @@ void addLayout(json::Object &entry, ArrayRef<int64_t> globalShape,
 
 // A send or receive of a pipeline stage (weft.send, weft.recv): a schedule
 // action beside every run of its fragment (a FragmentKeys number), or, for
-// a send marked once, one after the stage's last pipeline run.
+// a send marked once, one right before the optimizer's run.
 struct TransferRecord {
   bool send;
   int64_t buffer, peer;
