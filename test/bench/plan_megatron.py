@@ -20,6 +20,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plan_published import a100, gpt, run_plan  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # params, heads, hidden, layers, TP, PP, GPUs, batch, published TFLOP/s/GPU
@@ -43,25 +46,12 @@ def eq3(batch, layers, hidden):
     return 96 * batch * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
 
 
-def plan(binary, config, gpus, batch, fix=None):
+def plan(binary, tmp, config, gpus, batch, fix=None):
     # Megatron-LM 2021 ran attention as batched GEMMs and a fused softmax,
     # not a FlashAttention kernel: the a100-80g preset without its
-    # attention_efficiency (test/bench/plan_published.py's a100()).
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from plan_published import a100
-    cluster = os.path.join(os.path.dirname(config), "a100-no-flash.json")
-    with open(cluster, "w") as f:
-        json.dump(a100(flash=False), f)
-    cmd = [binary, config, "--cluster", cluster, "--gpus", str(gpus),
-           "--global-batch", str(batch), "--seq", str(SEQ), "--json",
-           "--top", "1", "--no-dp-overlap"]
-    if fix:
-        cmd += ["--fix", fix]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        return None, out.stderr.strip()
-    doc = json.loads(out.stdout)
-    return (doc["layouts"][0] if doc["layouts"] else None), ""
+    # attention_efficiency; it did not overlap the gradient all-reduce.
+    return run_plan(binary, tmp, config, a100(flash=False), gpus, batch, SEQ,
+                    fix, ["--no-dp-overlap"])
 
 
 def main():
@@ -76,16 +66,12 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name, heads, hidden, layers, tp, pp, gpus, batch, pub in TABLE:
-            config = os.path.join(tmp, f"megatron-{name}.json")
-            with open(config, "w") as f:
-                json.dump({"model_type": "gpt2", "n_layer": layers,
-                           "n_embd": hidden, "n_head": heads,
-                           "vocab_size": VOCAB, "n_positions": SEQ}, f)
+            config = gpt(layers, hidden, heads, VOCAB, SEQ)
             fix = f"tp={tp},pp={pp},recompute=full,zero=0,sp=0"
             if pp > 1:
                 fix += ",schedule=interleaved"
-            fixed, err = plan(binary, config, gpus, batch, fix)
-            best, err2 = plan(binary, config, gpus, batch)
+            fixed, err = plan(binary, tmp, config, gpus, batch, fix)
+            best, err2 = plan(binary, tmp, config, gpus, batch)
             flops = eq3(batch, layers, hidden)
             if fixed is None:
                 print(f"| {name} | {tp} | {pp} | {gpus} | {batch} | {pub} | "

@@ -238,31 +238,39 @@ def a100(inter_gbps=8 * 200 / 8.0 / 8, flash=True):
 JEAN_ZAY = a100(inter_gbps=4 * 100 / 8.0 / 8, flash=False)
 
 
-def plan(binary, tmp, case):
-    config = case["config"]
-    cluster = case["cluster"]
-    if isinstance(cluster, dict):
-        path = os.path.join(tmp, "cluster.json")
-        with open(path, "w") as f:
-            json.dump(cluster, f)
-        cluster = path
-    if isinstance(config, dict):
-        path = os.path.join(tmp, "config.json")
-        with open(path, "w") as f:
-            json.dump(config, f)
-        config = path
-    cmd = [binary, config, "--cluster", cluster, "--gpus",
-           str(case["gpus"]), "--global-batch", str(case["batch"]), "--seq",
-           str(case["seq"]), "--json", "--top", "1", "--fix", case["fix"]]
-    if case.get("no_overlap"):
-        cmd.append("--no-dp-overlap")
-    if case.get("memory_unchecked"):
-        cmd.append("--memory-unchecked")
+def run_plan(binary, tmp, config, cluster, gpus, batch, seq, fix=None,
+             flags=()):
+    """weft-plan's best layout as its JSON row (None and the error when
+    there is none). `config` and `cluster` are a preset's name or a dict,
+    written to `tmp`."""
+    def path(what, name):
+        if not isinstance(what, dict):
+            return what
+        out = os.path.join(tmp, name)
+        with open(out, "w") as f:
+            json.dump(what, f)
+        return out
+    cmd = [binary, path(config, "config.json"), "--cluster",
+           path(cluster, "cluster.json"), "--gpus", str(gpus),
+           "--global-batch", str(batch), "--seq", str(seq), "--json", "--top",
+           "1", *flags]
+    if fix:
+        cmd += ["--fix", fix]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         return None, out.stderr.strip().splitlines()[-1]
     doc = json.loads(out.stdout)
     return (doc["layouts"][0] if doc["layouts"] else None), "no layout"
+
+
+def plan(binary, tmp, case):
+    flags = []
+    if case.get("no_overlap"):
+        flags.append("--no-dp-overlap")
+    if case.get("memory_unchecked"):
+        flags.append("--memory-unchecked")
+    return run_plan(binary, tmp, case["config"], case["cluster"], case["gpus"],
+                    case["batch"], case["seq"], case["fix"], flags)
 
 
 def main():
