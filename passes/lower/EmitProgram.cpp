@@ -276,6 +276,13 @@ public:
       if (auto send = dyn_cast<SendOp>(op)) {
         if (!bufferIds.count(send.getX()))
           return op.emitOpError("sends a value the program does not know");
+        // The schedule places a once send before the optimizer's run: in
+        // any other fragment it would mean nothing the schedule can say.
+        if (send.getOnce() && frags.phase(current) != kOptimizer)
+          return op.emitOpError("is marked once in fragment '")
+                 << frags.name(current)
+                 << "': a send once per step belongs to the optimizer "
+                    "fragment";
         transfers.push_back({true, bufferIds.lookup(send.getX()),
                              send.getPeer(), current, send.getOnce()});
         continue;

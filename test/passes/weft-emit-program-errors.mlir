@@ -26,3 +26,17 @@ func.func @wrong_mean(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> te
   %loss = weft.cross_entropy %logits, %targets {denominator = 7 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A send once per step (a weft.accumulate sum's) is scheduled before the
+// optimizer's run; in a per-micro-batch fragment it would mean nothing.
+func.func @once_in_forward(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
+  %w = weft.param "w" {init = "zeros"} : tensor<16x8xf32>
+  %x = weft.embedding %w, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  // expected-error @+1 {{'weft.send' op is marked once in fragment 'forward': a send once per step belongs to the optimizer fragment}}
+  weft.send %x {peer = 1 : i64, once} : tensor<2x4x8xf32>
+  %logits = weft.matmul %x, %w {transpose_b = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
