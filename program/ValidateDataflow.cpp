@@ -242,10 +242,10 @@ Status checkDataflow(const Program &P) {
     WEFT_RETURN_IF_ERROR(checkMasked(P, I));
     // accumulate reads the arena sum it writes (a step sum, written first
     // by the prologue).
-    std::vector<int64_t> Reads = Inst.In;
-    if (Inst.Op == OpKind::Accumulate)
-      Reads.push_back(Inst.Out[0]);
-    for (int64_t Id : Reads) {
+    const size_t NumReads =
+        Inst.In.size() + (Inst.Op == OpKind::Accumulate ? 1 : 0);
+    for (size_t R = 0; R < NumReads; ++R) {
+      const int64_t Id = R < Inst.In.size() ? Inst.In[R] : Inst.Out[0];
       const BufferSpec &B = P.Buffers[size_t(Id)];
       if (B.Kind != BufferKind::Arena)
         continue;

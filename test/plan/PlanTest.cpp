@@ -464,19 +464,25 @@ TEST(Search, TpLayoutsAreWeftsOwn) {
   EXPECT_EQ(ag, 4); // ... and an all-gather
 }
 
+// Llama 3 405B on 2,048 H100s, tp=8 and pp=16 under `schedule`.
+static SearchOptions llama405OnSixteenStages(Schedule schedule) {
+  SearchOptions o;
+  o.gpus = 2048;
+  o.globalBatch = 2048;
+  o.fix.tp = 8;
+  o.fix.pp = 16;
+  o.fix.schedule = schedule;
+  return o;
+}
+
 // Llama 3 405B put 126 layers on 16 stages: pp need not divide the layers.
 // The planner cuts them as weft-cut-stages does (by forward FLOPs, the
 // embeddings on the first stage, the head on the last) and says so.
 TEST(Search, UnevenStagesArePlanned) {
   ModelCost m = analyze("llama-3-405b", 8192);
   ASSERT_EQ(m.dims.numLayers, 126);
-  SearchOptions o;
-  o.gpus = 2048;
-  o.globalBatch = 2048;
-  o.fix.tp = 8;
-  o.fix.pp = 16;
-  o.fix.schedule = Schedule::OneFOneB;
-  SearchResult r = searchLayouts(m, h100(), o);
+  SearchResult r =
+      searchLayouts(m, h100(), llama405OnSixteenStages(Schedule::OneFOneB));
   ASSERT_TRUE(r.ok()) << r.error;
   const std::vector<int64_t> &chunks = m.chunkLayers(16);
   ASSERT_EQ(chunks.size(), 16u);
@@ -497,13 +503,8 @@ TEST(Search, UnevenStagesArePlanned) {
 // (v = 8 would leave those chunks empty).
 TEST(Search, InterleavingTakesLayersPlusTwo) {
   ModelCost m = analyze("llama-3-405b", 8192);
-  SearchOptions o;
-  o.gpus = 2048;
-  o.globalBatch = 2048;
-  o.fix.tp = 8;
-  o.fix.pp = 16;
-  o.fix.schedule = Schedule::Interleaved;
-  SearchResult r = searchLayouts(m, h100(), o);
+  SearchResult r =
+      searchLayouts(m, h100(), llama405OnSixteenStages(Schedule::Interleaved));
   ASSERT_TRUE(r.ok()) << r.error;
   std::set<int64_t> vs;
   for (const Estimate &e : r.ranked)
