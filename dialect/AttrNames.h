@@ -20,6 +20,11 @@ inline constexpr llvm::StringLiteral kModel = "weft.model";
 inline constexpr llvm::StringLiteral kOptimizer = "weft.optimizer";
 /// The activation arena's size in bytes (an integer), by weft-plan-memory.
 inline constexpr llvm::StringLiteral kArenaBytes = "weft.arena_bytes";
+/// The part of a pipeline stage's arena instanced per micro-batch in flight
+/// (an integer, at most the arena's size), by weft-plan-memory: the values
+/// a micro-batch keeps between its runs lie below it, the rest (the
+/// step's values and each run's scratch) past it, once.
+inline constexpr llvm::StringLiteral kSlotBytes = "weft.slot_bytes";
 /// The mesh the function's shardings and collectives refer to (a symbol
 /// naming a weft.mesh), by weft-apply-layout.
 inline constexpr llvm::StringLiteral kMesh = "weft.mesh";

@@ -187,6 +187,16 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
       return fail() << "must be a non-negative integer, got " << value;
     return success();
   }
+  if (name == an::kSlotBytes) {
+    auto bytes = dyn_cast<IntegerAttr>(value);
+    auto arena = op->getAttrOfType<IntegerAttr>(an::kArenaBytes);
+    if (!isa<func::FuncOp>(op) || !bytes || bytes.getInt() < 0 ||
+        bytes.getInt() % 64 != 0 || (arena && bytes.getInt() > arena.getInt()))
+      return fail() << "must be a function's per-slot arena bytes, a "
+                       "multiple of 64 up to its weft.arena_bytes, got "
+                    << value;
+    return success();
+  }
   if (name == an::kMicrobatches) {
     auto m = dyn_cast<IntegerAttr>(value);
     if (!isa<func::FuncOp>(op) || !m || m.getInt() < 1 ||

@@ -282,7 +282,9 @@ std::string dumpProgram(const Program &P) {
       OS << "stage " << S << ": " << End - Begin << " instructions, slots "
          << St.Slots << ", arena "
          << (St.ArenaBytes >= 0 ? St.ArenaBytes : P.ArenaBytes)
-         << " bytes per slot\n";
+         << (St.SlotBytes >= 0
+                 ? " bytes, " + std::to_string(St.SlotBytes) + " per slot\n"
+                 : std::string(" bytes per slot\n"));
     // A stage's instructions are numbered from 0, as messages number them.
     for (int64_t I = Begin; I < End; ++I) {
       const Instruction &In = P.Instructions[size_t(I)];

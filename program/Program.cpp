@@ -911,6 +911,13 @@ Status parseStage(const json &J, size_t SI, Program &P) {
                            ": arena_bytes=" + std::to_string(S.ArenaBytes) +
                            " (expected 0 to 2^60)");
   }
+  if (J.contains("slot_bytes")) {
+    WEFT_RETURN_IF_ERROR(getInt(J, "slot_bytes", Ctx, S.SlotBytes));
+    if (S.SlotBytes < 0 || S.SlotBytes > (int64_t(1) << 60) ||
+        S.SlotBytes % 64 != 0)
+      return Status::error(Ctx + ": slot_bytes=" + std::to_string(S.SlotBytes) +
+                           " (expected a multiple of 64 from 0 to 2^60)");
+  }
   if (J.contains("slots")) {
     WEFT_RETURN_IF_ERROR(getInt(J, "slots", Ctx, S.Slots));
     if (S.Slots < 1 || S.Slots > (int64_t(1) << 20))

@@ -416,6 +416,12 @@ struct Stage {
   /// The stage's own activation arena per slot (format version 5, a
   /// pipeline stage's "arena_bytes"); -1: the program's arena_bytes.
   int64_t ArenaBytes = -1;
+  /// The part of that arena instanced per slot (a pipeline stage's
+  /// "slot_bytes"): a per-micro-batch buffer below it lies in instance
+  /// k mod Slots; the arena from it on is one instance that the
+  /// micro-batches share (once-per-step values, and what a run writes and
+  /// reads itself: its scratch). -1: the whole arena.
+  int64_t SlotBytes = -1;
   /// Index of the fragment named Name, or -1.
   int64_t find(const std::string &Name) const;
   /// Index of the forward (or backward) fragment of chunk C, or -1.
@@ -589,6 +595,17 @@ Program stageView(const Program &P, size_t S);
 /// (instanced per slot): written first in a per-micro-batch fragment or
 /// received for one.
 std::vector<bool> perMicrobatchBuffers(const Program &View);
+/// The per-slot part of a stage view's arena: its SlotBytes, or the whole
+/// arena.
+int64_t slotBytes(const Program &View);
+/// The bytes a stage view's arena takes: the per-slot part once per slot,
+/// the shared rest once (validateProgram bounds it by 2^60).
+int64_t arenaAllocation(const Program &View);
+/// Where arena buffer Id of a stage view begins, from the arena's start,
+/// for micro-batch K (or -1: a once-per-step access): instance K mod Slots
+/// of the per-slot part, or the shared part after the last instance.
+int64_t arenaAddress(const Program &View, const std::vector<bool> &PerMb,
+                     int64_t Id, int64_t K);
 /// Format version 5 (program/ValidatePipeline.cpp): the pipeline axis and
 /// one stage per coordinate, every instruction touching buffers of its own
 /// stage, and the stages' schedules simulated together: every send matches

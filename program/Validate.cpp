@@ -1165,6 +1165,18 @@ Status checkBuffer(const Program &P, size_t Index) {
           (Arena != P.ArenaBytes
                ? " (stage " + std::to_string(B.StageIndex) + "'s)"
                : ""));
+    // Either in the per-slot part or in the shared one, not across both.
+    const int64_t Slot =
+        B.StageIndex >= 0 && B.StageIndex < int64_t(P.Stages.size())
+            ? P.Stages[size_t(B.StageIndex)].SlotBytes
+            : -1;
+    if (Slot >= 0 && B.Offset < Slot && B.Offset + B.bytes() > Slot)
+      return Status::error(Ctx + " " + shapeString(B.Dims) + " at offset " +
+                           std::to_string(B.Offset) + " needs bytes up to " +
+                           std::to_string(B.Offset + B.bytes()) +
+                           ", across stage " + std::to_string(B.StageIndex) +
+                           "'s slot_bytes=" + std::to_string(Slot) +
+                           " (the end of its per-slot part)");
     return Status::success();
   }
   case BufferKind::Constant:
@@ -1385,6 +1397,21 @@ Status validateProgram(const Program &P) {
           "stages[" + std::to_string(S) +
           "]: arena_bytes=" + std::to_string(P.Stages[S].ArenaBytes) +
           " exceeds the program's arena_bytes=" + std::to_string(P.ArenaBytes));
+  for (size_t S = 0; S < P.Stages.size(); ++S) {
+    const Stage &St = P.Stages[S];
+    const int64_t Arena = St.ArenaBytes >= 0 ? St.ArenaBytes : P.ArenaBytes;
+    if (St.SlotBytes > Arena)
+      return Status::error("stages[" + std::to_string(S) +
+                           "]: slot_bytes=" + std::to_string(St.SlotBytes) +
+                           " exceeds its arena_bytes=" + std::to_string(Arena));
+    // The per-slot part once per slot, the rest once: at most 2^60.
+    const int64_t Slot = St.SlotBytes >= 0 ? St.SlotBytes : Arena;
+    if (St.Slots > 1 && Slot > ((int64_t(1) << 60) - Arena) / (St.Slots - 1))
+      return Status::error(
+          "stages[" + std::to_string(S) + "]: " + std::to_string(St.Slots) +
+          " slots of " + std::to_string(Slot) + " bytes and " +
+          std::to_string(Arena - Slot) + " shared arena bytes exceed 2^60");
+  }
   WEFT_RETURN_IF_ERROR(
       checkUniqueNames(P.Params.size(), "params", "",
                        [&](size_t I) { return &P.Params[I].Name; }));

@@ -156,6 +156,51 @@ Status checkMasked(const Program &P, size_t I) {
   return Status::success();
 }
 
+// With several slots, the arena past slot_bytes is one instance that the
+// micro-batches in flight share. A per-micro-batch buffer there is a run's
+// scratch: one fragment writes and reads it, and no transfer touches it
+// (an asynchronous one would read or write it while another micro-batch's
+// run reuses the bytes).
+Status checkSharedArena(const Program &P, const std::vector<bool> &PerMb) {
+  const Stage &St = P.Stages.front();
+  const int64_t Slot = slotBytes(P);
+  auto Shared = [&](int64_t Id) {
+    const BufferSpec &B = P.Buffers[size_t(Id)];
+    return B.Kind == BufferKind::Arena && PerMb[size_t(Id)] && B.Offset >= Slot;
+  };
+  for (size_t A = 0; A < St.Schedule.size(); ++A) {
+    const Action &Act = St.Schedule[A];
+    if (Act.isTransfer() && Act.Microbatch >= 0 && Shared(Act.Buffer))
+      return Status::error(
+          "schedule[" + std::to_string(A) + "] " +
+          (Act.K == Action::Send ? "sends " : "receives ") +
+          bufferName(P, Act.Buffer) + " for micro-batch " +
+          std::to_string(Act.Microbatch) +
+          ", but it lies past slot_bytes=" + std::to_string(Slot) +
+          ", where the micro-batches in flight share one instance");
+  }
+  std::vector<int64_t> Owner(P.Buffers.size(), -1);
+  for (size_t F = 0; F < St.Fragments.size(); ++F)
+    for (int64_t I = St.Fragments[F].Begin; I < St.Fragments[F].End; ++I)
+      for (const std::vector<int64_t> *Ids :
+           {&P.Instructions[size_t(I)].In, &P.Instructions[size_t(I)].Out})
+        for (int64_t Id : *Ids) {
+          if (!Shared(Id))
+            continue;
+          int64_t &O = Owner[size_t(Id)];
+          if (O >= 0 && O != int64_t(F))
+            return Status::error(
+                instName(P, size_t(I)) + " in fragment '" +
+                St.Fragments[F].Name + "' touches " + bufferName(P, Id) +
+                ", which fragment '" + St.Fragments[size_t(O)].Name +
+                "' also uses: past slot_bytes=" + std::to_string(Slot) +
+                " the micro-batches in flight share it, so only one "
+                "fragment's run may hold a value there");
+          O = int64_t(F);
+        }
+  return Status::success();
+}
+
 struct Interval {
   int64_t First = -1, Last = -1; // instruction indices; -1: unused
 };
@@ -334,6 +379,7 @@ Status checkDataflow(const Program &P) {
                   instName(P, size_t(I)) + " writes " + bufferName(P, Id) +
                   " once per micro-batch, but a once-per-step fragment "
                   "wrote it first: with several slots it has one instance");
+    WEFT_RETURN_IF_ERROR(checkSharedArena(P, PerMb));
   }
   for (size_t Id = 0; Id < P.Buffers.size(); ++Id)
     if (Carried[Id])
@@ -369,6 +415,25 @@ Status checkDataflow(const Program &P) {
 } // namespace weft
 
 namespace weft {
+
+int64_t slotBytes(const Program &V) {
+  const int64_t S = V.Stages.front().SlotBytes;
+  return S >= 0 ? S : V.ArenaBytes;
+}
+
+int64_t arenaAllocation(const Program &V) {
+  const int64_t Slot = slotBytes(V);
+  return (V.Stages.front().Slots - 1) * Slot + V.ArenaBytes;
+}
+
+int64_t arenaAddress(const Program &V, const std::vector<bool> &PerMb,
+                     int64_t Id, int64_t K) {
+  const int64_t Slot = slotBytes(V), Slots = V.Stages.front().Slots;
+  const int64_t Offset = V.Buffers[size_t(Id)].Offset;
+  if (Offset >= Slot)
+    return (Slots - 1) * Slot + Offset;
+  return K >= 0 && PerMb[size_t(Id)] ? (K % Slots) * Slot + Offset : Offset;
+}
 
 std::vector<bool> perMicrobatchBuffers(const Program &V) {
   std::vector<bool> Per(V.Buffers.size(), false), Seen(V.Buffers.size(), false);

@@ -169,13 +169,10 @@ Status Executor::bind() {
           std::to_string(I) + "])");
   }
   PersistentBytes = Total;
-  // One arena instance per slot: the micro-batches in flight.
+  // The arena's per-slot part once per micro-batch in flight, its shared
+  // part once (validateProgram bounded the sum by 2^60).
   const int64_t Slots = Prog.Stages.front().Slots;
-  if (Prog.ArenaBytes > (int64_t(1) << 60) / Slots)
-    return Status::error("arena_bytes " + std::to_string(Prog.ArenaBytes) +
-                         " times " + std::to_string(Slots) +
-                         " slots overflows");
-  const size_t ArenaTotal = size_t(Prog.ArenaBytes * Slots);
+  const size_t ArenaTotal = size_t(arenaAllocation(Prog));
   Persistent = Impl->allocate(Total);
   Arena = Impl->allocate(ArenaTotal);
   if (!Persistent || !Arena)
@@ -189,6 +186,11 @@ Status Executor::bind() {
   Tokens = reinterpret_cast<int32_t *>(Base + TokensOff);
   Targets = reinterpret_cast<int32_t *>(Base + TargetsOff);
 
+  PerMicrobatch = perMicrobatchBuffers(Prog);
+  // Those with an instance per slot: per micro-batch, in the per-slot part.
+  for (size_t I = 0; I < Prog.Buffers.size(); ++I)
+    if (Prog.Buffers[I].Offset >= slotBytes(Prog))
+      PerMicrobatch[I] = false;
   Where.assign(Prog.Buffers.size(), nullptr);
   for (size_t I = 0; I < Prog.Buffers.size(); ++I) {
     const BufferSpec &B = Prog.Buffers[I];
@@ -200,8 +202,9 @@ Status Executor::bind() {
                  : B.Name == "tokens" ? Tokens
                                       : Targets;
       break;
-    case BufferKind::Arena:
-      Where[I] = static_cast<char *>(Arena) + B.Offset;
+    case BufferKind::Arena: // slot 0's instance, or the shared part
+      Where[I] = static_cast<char *>(Arena) +
+                 arenaAddress(Prog, PerMicrobatch, int64_t(I), 0);
       break;
     case BufferKind::Constant:
       Where[I] = Base + TensorOff[I];
@@ -222,7 +225,6 @@ Status Executor::bind() {
       break;
     }
   }
-  PerMicrobatch = perMicrobatchBuffers(Prog);
   if (Prog.Loss >= 0) {
     LossData = Where[Prog.Loss];
     LossHost.resize(size_t(Prog.Microbatches) *
@@ -450,7 +452,7 @@ void Executor::selectMicrobatch(int64_t K) {
     Bound[U.Inst].In[U.Pos].Data = U.Targets ? targets(K) : tokens(K);
   if (!SlotUses.empty()) {
     char *Base = static_cast<char *>(Arena) +
-                 (K % Prog.Stages.front().Slots) * Prog.ArenaBytes;
+                 (K % Prog.Stages.front().Slots) * slotBytes(Prog);
     for (const SlotUse &U : SlotUses)
       (U.Out ? Bound[U.Inst].Out : Bound[U.Inst].In)[U.Pos].Data =
           Base + U.Offset;
@@ -461,7 +463,7 @@ void Executor::selectMicrobatch(int64_t K) {
 void *Executor::bufferAt(int64_t Id, int64_t K) const {
   char *W = static_cast<char *>(Where[size_t(Id)]);
   if (K >= 0 && PerMicrobatch[size_t(Id)])
-    W += (K % Prog.Stages.front().Slots) * Prog.ArenaBytes;
+    W += (K % Prog.Stages.front().Slots) * slotBytes(Prog);
   return W;
 }
 

@@ -158,10 +158,9 @@ public:
   Status setParamElement(size_t P, int64_t I, double V);
   double gradElement(size_t P, int64_t I) const;
 
-  /// The activation arena: one instance per slot (micro-batch in flight).
-  size_t arenaBytes() const {
-    return size_t(Prog.ArenaBytes * Prog.Stages.front().Slots);
-  }
+  /// The activation arena: its per-slot part once per slot (micro-batch in
+  /// flight), its shared part once.
+  size_t arenaBytes() const { return size_t(arenaAllocation(Prog)); }
   /// Parameters, grads, Adam m/v, inputs and kernel scratch.
   size_t persistentBytes() const { return PersistentBytes + ScratchBytes; }
   size_t peakBytes() const { return arenaBytes() + persistentBytes(); }
@@ -312,7 +311,7 @@ private:
     int64_t Offset;
   };
   std::vector<SlotUse> SlotUses;
-  std::vector<bool> PerMicrobatch; // per buffer (perMicrobatchBuffers)
+  std::vector<bool> PerMicrobatch; // per buffer: an instance per slot
   std::vector<bool> Owned;         // per param: its value
   std::vector<bool> StateOwned;    // per param: its grad and Adam state
   std::vector<int64_t> OwnerStage; // per param

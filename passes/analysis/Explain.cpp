@@ -247,9 +247,17 @@ void printCollectives(Operation *root, llvm::raw_ostream &os, StringRef indent,
 
 struct Memory {
   int64_t params = 0, grads = 0, state = 0, arena = 0, staging = 0;
-  /// Everything, the arena once per micro-batch in flight.
+  /// The arena's per-slot part (weft.slot_bytes; -1: the whole arena).
+  int64_t slot = -1;
+  int64_t perSlot() const { return slot >= 0 ? slot : arena; }
+  /// The arena: its per-slot part once per micro-batch in flight, the
+  /// shared rest once.
+  int64_t activations(int64_t slots) const {
+    return perSlot() * slots + (arena - perSlot());
+  }
+  /// Everything.
   int64_t total(int64_t slots) const {
-    return params + grads + state + arena * slots + staging;
+    return params + grads + state + activations(slots) + staging;
   }
 };
 
@@ -332,6 +340,8 @@ Memory memoryOf(Operation *root) {
   root->walk([&](func::FuncOp fn) {
     if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kArenaBytes))
       m.arena = a.getInt();
+    if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kSlotBytes))
+      m.slot = a.getInt();
     m.staging += transferStaging(fn);
   });
   return m;
@@ -340,7 +350,7 @@ Memory memoryOf(Operation *root) {
 void printMemory(const Memory &m, int64_t slots, llvm::raw_ostream &os,
                  StringRef indent) {
   auto mib = [](int64_t b) { return b / 1048576.0; };
-  const int64_t activations = m.arena * slots;
+  const int64_t activations = m.activations(slots);
   os << indent << "memory per rank:\n"
      << indent
      << llvm::format("  parameters        %12lld bytes (%.2f MiB)\n",
@@ -352,12 +362,20 @@ void printMemory(const Memory &m, int64_t slots, llvm::raw_ostream &os,
      << llvm::format(
             "  optimizer state   %12lld bytes (%.2f MiB, Adam m + v)\n",
             (long long)m.state, mib(m.state));
-  if (slots > 1)
+  if (slots > 1 && m.slot < 0)
     os << indent
        << llvm::format("  activations       %12lld bytes (%.2f MiB, the arena "
                        "x %lld micro-batches in flight)\n",
                        (long long)activations, mib(activations),
                        (long long)slots);
+  else if (slots > 1)
+    os << indent
+       << llvm::format("  activations       %12lld bytes (%.2f MiB: %.2f MiB "
+                       "kept x %lld micro-batches in flight, %.2f MiB "
+                       "shared)\n",
+                       (long long)activations, mib(activations),
+                       mib(m.perSlot()), (long long)slots,
+                       mib(m.arena - m.perSlot()));
   else
     os << indent
        << llvm::format(

@@ -376,6 +376,8 @@ public:
     // Scratch for ZeRO-1's reduced gradient blocks lies past the plan.
     program["arena_bytes"] =
         scratchBytes ? scratchOffset + scratchBytes : arenaBytes.getInt();
+    if (auto slot = fn->getAttrOfType<IntegerAttr>(weft::attrname::kSlotBytes))
+      program["slot_bytes"] = slot.getInt();
     program["buffers"] = std::move(buffers);
     program["microbatches"] = microbatches;
     program["stages"] = json::Array{stageJson(microbatches)};
@@ -1193,6 +1195,9 @@ struct EmitProgram : weft::impl::WeftEmitProgramBase<EmitProgram> {
       stage["slots"] = weft::pipelineSlots(kind, s, n, m);
       // Each stage's ranks allocate its own arena (times its slots).
       stage["arena_bytes"] = *p.getInteger("arena_bytes");
+      // The part of it instanced per slot (weft-plan-memory's split).
+      if (std::optional<int64_t> slot = p.getInteger("slot_bytes"))
+        stage["slot_bytes"] = *slot;
       stages.push_back(std::move(stage));
       arena = std::max(arena, *p.getInteger("arena_bytes"));
       if (*p.getInteger("loss") >= 0)

@@ -93,6 +93,40 @@ func.func @zero3(%targets: tensor<2x4xi32>, %x: tensor<2x4x8xf32>, %dy: tensor<2
 
 // -----
 
+// Mixed precision: a parameter's bf16 copy that the backward reads (%wc,
+// read by the input gradient's matmul) is the same every micro-batch, so
+// it is made once per step, in the prologue, after the parameters; a copy
+// only the forward reads (%ec, an embedding table's) stays where it is
+// used. Each gradient is added to its grad buffer right after it is made,
+// with the reduce-scatter that only feeds that store, rather than at the
+// backward's end, so no micro-batch holds all its gradients at once.
+// CHECK-LABEL: func @bf16
+// CHECK:       %[[W:.*]] = weft.param "w"
+// CHECK-NEXT:  %[[E:.*]] = weft.param "e"
+// CHECK-NEXT:  %[[WC:.*]] = weft.cast %[[W]] {weft.fragment = "prologue"}
+// CHECK-NEXT:  weft.cast %[[E]] :
+// CHECK:       %[[DW:.*]] = weft.matmul %{{.*}}, %{{.*}} {transpose_a = true}
+// CHECK-NEXT:  %[[RS:.*]] = weft.reduce_scatter %[[DW]]
+// CHECK-NEXT:  weft.param_grad "w", %[[RS]] {accumulate}
+// CHECK-NEXT:  weft.matmul %{{.*}}, %[[WC]] {transpose_b = true}
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @bf16(%targets: tensor<2x4xi32>, %x: tensor<2x4x8xbf16>, %dy: tensor<2x4x8xbf16>) -> tensor<f32> {
+  %w = weft.param "w" {init = "zeros"} : tensor<8x8xf32>
+  %wc = weft.cast %w : tensor<8x8xf32> to tensor<8x8xbf16>
+  %e = weft.param "e" {init = "zeros"} : tensor<8x8xf32>
+  %ec = weft.cast %e : tensor<8x8xf32> to tensor<8x8xbf16>
+  %y = weft.matmul %x, %wc : (tensor<2x4x8xbf16>, tensor<8x8xbf16>) -> tensor<2x4x8xbf16>
+  %z = weft.matmul %y, %ec : (tensor<2x4x8xbf16>, tensor<8x8xbf16>) -> tensor<2x4x8xbf16>
+  %l = weft.cross_entropy %z, %targets {denominator = 8 : i64} : (tensor<2x4x8xbf16>, tensor<2x4xi32>) -> tensor<f32>
+  %dw = weft.matmul %x, %dy {transpose_a = true} : (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>) -> tensor<8x8xbf16>
+  %rs = weft.reduce_scatter %dw {axes = ["dp"], dim = 0 : i64} : (tensor<8x8xbf16>) -> tensor<4x8xbf16>
+  %dx = weft.matmul %dy, %wc {transpose_b = true} : (tensor<2x4x8xbf16>, tensor<8x8xbf16>) -> tensor<2x4x8xbf16>
+  weft.param_grad "w", %rs : tensor<4x8xbf16>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Negative: a micro-batch count the runtime cannot schedule.
 // RUN: not weft-opt %s -split-input-file -weft-accumulate-gradients="microbatches=0" 2>&1 | FileCheck %s --check-prefix=ZERO
 // ZERO: error: microbatches must be 1 to 2^20, got 0

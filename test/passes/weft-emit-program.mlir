@@ -43,9 +43,13 @@
 // MB-NEXT:   1  fill  in=[] out=[{{3|7}}]  value=0
 // MB-NEXT:  -- fragment forward [2, 6), per micro-batch
 // MB:          cross_entropy  in=[{{[0-9]+}},1] out=[{{[0-9]+}}]  denominator=16
+// Each gradient is added to its grad buffer as soon as it is made (the
+// norm weight's before the embedding's gradient is computed), not all at
+// the end of the backward.
 // MB:          rms_norm_grad  in={{.*}} out=[{{[0-9]+}},[[G:[0-9]+]]]
-// MB:          accumulate  in={{.*}} out=[3]
 // MB-NEXT:     accumulate  in=[[[G]]] out=[7]
+// MB-NEXT:     embedding_grad
+// MB:          accumulate  in={{.*}} out=[3]
 // MB-NEXT:  -- fragment optimizer
 // MB:      schedule: prologue forward(0) backward(0) forward(1) backward(1) optimizer
 

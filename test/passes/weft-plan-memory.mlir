@@ -88,3 +88,50 @@ func.func @async_all_reduce(%x: tensor<16xf32>) -> tensor<16xf32> {
   %3 = weft.add %1, %2 : tensor<16xf32>
   return %3 : tensor<16xf32>
 }
+
+// -----
+
+// A pipeline stage that holds 2 micro-batches at once (stage 0 of 2 under
+// 1F1B with 4 micro-batches) splits its arena. What a micro-batch keeps
+// from one run to another lies in the per-slot part, [0, weft.slot_bytes),
+// which the runtime instances per slot: %a (its forward's value that its
+// backward reads), %c (sent after the run) and %g (received before it).
+// What a run makes and reads itself, %b, %b2, %d and %e, lies past it in
+// one instance that the micro-batches share. Split: 2 x 2048 + 8192 bytes;
+// one arena per slot would take 2 x 9216.
+// CHECK-LABEL: func @stage
+// CHECK-SAME:  weft.arena_bytes = 10240 : i64
+// CHECK-SAME:  weft.slot_bytes = 2048 : i64
+// CHECK:       %[[A:.*]] = weft.gelu %{{.*}} {weft.fragment = "forward", weft.offsets = array<i64: 0>}
+// CHECK-NEXT:  weft.gelu %{{.*}} {weft.fragment = "forward", weft.offsets = array<i64: 2048>}
+// CHECK-NEXT:  weft.gelu %{{.*}} {weft.fragment = "forward", weft.offsets = array<i64: 6144>}
+// CHECK-NEXT:  %[[C:.*]] = weft.gelu %[[A]] {weft.fragment = "forward", weft.offsets = array<i64: 1024>}
+// CHECK:       weft.recv {peer = 1 : i64, weft.fragment = "backward", weft.offsets = array<i64: 1024>}
+// CHECK-NEXT:  weft.mul %{{.*}}, %[[A]] {weft.fragment = "backward", weft.offsets = array<i64: 2048>}
+// CHECK-NEXT:  weft.gelu %{{.*}} {weft.fragment = "backward", weft.offsets = array<i64: 3072>}
+func.func @stage(%x: tensor<256xf32>, %big: tensor<1024xf32>) attributes {weft.microbatches = 4 : i64, weft.num_stages = 2 : i64, weft.pipeline_axis = "pp", weft.pipeline_schedule = #weft.schedule<kind = "1f1b">, weft.stage = 0 : i64} {
+  %a = weft.gelu %x {weft.fragment = "forward"} : tensor<256xf32>
+  %b = weft.gelu %big {weft.fragment = "forward"} : tensor<1024xf32>
+  %b2 = weft.gelu %b {weft.fragment = "forward"} : tensor<1024xf32>
+  %c = weft.gelu %a {weft.fragment = "forward"} : tensor<256xf32>
+  weft.send %c {peer = 1 : i64, weft.fragment = "forward"} : tensor<256xf32>
+  %g = weft.recv {peer = 1 : i64, weft.fragment = "backward"} : tensor<256xf32>
+  %d = weft.mul %g, %a {weft.fragment = "backward"} : tensor<256xf32>
+  %e = weft.gelu %d {weft.fragment = "backward"} : tensor<256xf32>
+  return
+}
+
+// -----
+
+// Stage 1 of the same pipeline holds one micro-batch at a time: one arena,
+// no split (split, it could only be larger).
+// CHECK-LABEL: func @last_stage
+// CHECK-SAME:  weft.arena_bytes
+// CHECK-NOT:   weft.slot_bytes
+func.func @last_stage(%x: tensor<256xf32>, %big: tensor<1024xf32>) attributes {weft.microbatches = 4 : i64, weft.num_stages = 2 : i64, weft.pipeline_axis = "pp", weft.pipeline_schedule = #weft.schedule<kind = "1f1b">, weft.stage = 1 : i64} {
+  %a = weft.gelu %x {weft.fragment = "forward"} : tensor<256xf32>
+  %b = weft.gelu %big {weft.fragment = "forward"} : tensor<1024xf32>
+  %d = weft.mul %b, %b {weft.fragment = "backward"} : tensor<1024xf32>
+  %e = weft.mul %a, %a {weft.fragment = "backward"} : tensor<256xf32>
+  return
+}

@@ -4,9 +4,10 @@ usage: mutate_program.py IN.weft OUT.weft MUTATION
 MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           denominator | eps-zero | deep | huge-blocks | other-blocks |
           pp-deadlock | pp-order | pp-shape | pp-foreign | pp-slots |
-          pp-arena | pp-arena-big | pp-sum-unzeroed | pp-sum-late (the last
-          nine on a program of pipeline stages, the last two of a tied
-          head's) | fo-v6 | fo-loss | fo-targets | fo-grad | fo-shape |
+          pp-arena | pp-arena-big | pp-slot-across | pp-slot-shared |
+          pp-shared-kept | pp-sum-unzeroed | pp-sum-late (the last twelve on
+          a program of pipeline stages whose stage 0 splits its arena, the
+          last two of a tied head's) | fo-v6 | fo-loss | fo-targets | fo-grad | fo-shape |
           fo-unwritten | fo-adamw | fo-fragment | fo-pipeline | fo-batch (the
           last ten on a forward-only program; fo-pipeline on one with a
           mesh) | t-v7 | t-dtype | t-sharded | t-batch | t-dup-output |
@@ -38,6 +39,13 @@ def instructions(program):
     """Every instruction of every fragment (format version 3), in order."""
     return [i for s in program["stages"] for f in s["fragments"]
             for i in f["instructions"]]
+
+
+def buffer_bytes(b):
+    size = {"f64": 8, "bf16": 2}.get(b["dtype"], 4)
+    for d in b["shape"]:
+        size *= d
+    return size
 
 
 def first(program, op):
@@ -134,6 +142,30 @@ elif mutation == "pp-slots":
     p["stages"][0]["slots"] = 1
 elif mutation == "pp-arena":  # stage 0's arena too small for its buffers
     p["stages"][0]["arena_bytes"] = 64
+    p["stages"][0].pop("slot_bytes", None)
+elif mutation in ("pp-slot-across", "pp-slot-shared", "pp-shared-kept"):
+    st = p["stages"][0]
+    mine = [b for b in p["buffers"]
+            if b["kind"] == "arena" and b.get("stage", 0) == 0]
+    if mutation == "pp-slot-across":  # the per-slot part ends inside a buffer
+        big = next(b for b in mine if b["offset"] + 64 < st["slot_bytes"]
+                   and buffer_bytes(b) > 64)
+        st["slot_bytes"] = big["offset"] + 64
+    elif mutation == "pp-slot-shared":  # every buffer in the shared part
+        st["slot_bytes"] = 0
+    else:  # a forward's value its backward reads, moved to the shared part
+        runs = {}
+        for f in st["fragments"]:
+            for i in f["instructions"]:
+                for b in i["in"] + i["out"]:
+                    runs.setdefault(b, set()).add(f["name"])
+        sent = {a.get("send", a.get("recv")) for a in st["schedule"]}
+        kept = next(k for k, b in enumerate(p["buffers"])
+                    if b in mine and runs.get(k) == {"forward", "backward"}
+                    and k not in sent)
+        p["buffers"][kept]["offset"] = st["arena_bytes"]
+        st["arena_bytes"] += -(-buffer_bytes(p["buffers"][kept]) // 64) * 64
+        p["arena_bytes"] = max(p["arena_bytes"], st["arena_bytes"])
 elif mutation == "pp-arena-big":  # a stage's arena past the program's
     p["stages"][0]["arena_bytes"] = p["arena_bytes"] + 64
 elif mutation == "fo-v6":  # outputs in a file of the version before them
