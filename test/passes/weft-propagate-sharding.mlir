@@ -73,3 +73,22 @@ func.func @sequence_parallel_vocab_table(%ids: tensor<2x4xi32>, %dy: tensor<2x4x
   %sc = weft.shard %s {sharding = #weft.sharding<dims = [[], ["tp"], []]>} : tensor<2x4x8xf32>
   return %sc : tensor<2x4x8xf32>
 }
+
+// -----
+
+// The same under mixed precision: the lookup reads the table's bf16 copy (a
+// cast of the parameter), which counts as the parameter. The copy stays
+// split like the table and the lookup's result is a partial sum; the whole
+// table is not gathered over tp.
+// CHECK-LABEL: func @sequence_parallel_bf16_table
+// CHECK: weft.cast {{.*}}weft.shardings = [#weft.sharding<dims = {{\[\["tp"\], \[\]\]}}>]
+// CHECK: weft.embedding {{.*}}weft.shardings = [#weft.sharding<dims = {{\[\[\], \[\], \[\]\]}}>]
+// CHECK: weft.shard {{.*}}weft.shardings = [#weft.sharding<dims = {{\[\[\], \["tp"\], \[\]\]}}>]
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+func.func @sequence_parallel_bf16_table(%ids: tensor<2x4xi32>) -> tensor<2x4x8xbf16> {
+  %wte = weft.param "embed" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [["tp"], []]>} : tensor<16x8xf32>
+  %w16 = weft.cast %wte : tensor<16x8xf32> to tensor<16x8xbf16>
+  %h = weft.embedding %w16, %ids : (tensor<16x8xbf16>, tensor<2x4xi32>) -> tensor<2x4x8xbf16>
+  %c = weft.shard %h {sharding = #weft.sharding<dims = [[], ["tp"], []]>} : tensor<2x4x8xbf16>
+  return %c : tensor<2x4x8xbf16>
+}
