@@ -11,6 +11,7 @@
 #include "dialect/WeftDialect.h"
 #include "passes/NamedTensors.h"
 #include "passes/Passes.h"
+#include "passes/lower/DirectGradients.h"
 #include "passes/pipeline/FragmentKeys.h"
 #include "passes/sharding/ShardingUtils.h"
 #include "program/Base64.h"
@@ -203,23 +204,9 @@ public:
     Block &body = fn.getBody().front();
     // A gradient computed only to be stored is written straight into the
     // parameter's grad buffer: no copy (0.5 GB per step for GPT-2 124M).
-    // Not when it is added to the stored one, nor when it is computed from
-    // the stored one (an all-reduce of it would run in place); a zero fill
-    // only where it clears the gradient.
     for (Operation &op : body)
-      if (auto g = dyn_cast<ParamGradOp>(op)) {
-        Value v = g.getGrad();
-        Operation *def = v.getDefiningOp();
-        bool fromStored = def && llvm::any_of(def->getOperands(), [](Value x) {
-                            return x.getDefiningOp<StoredGradOp>();
-                          });
-        bool clears =
-            isa_and_nonnull<FillOp>(def) && fragmentOf(g) == kPrologue;
-        // A received value lands in the arena (a transfer's buffer).
-        if (def && v.hasOneUse() && !g.getAccumulate() && !fromStored &&
-            !isa<ParamOp, RecvOp>(def) && (clears || !isa<FillOp>(def)))
-          storedDirectly[v] = g.getName();
-      }
+      if (auto g = dyn_cast<ParamGradOp>(op); g && weft::storedDirectly(g))
+        storedDirectly[g.getGrad()] = g.getName();
     // Every parameter first: a fragment may store a gradient above them.
     for (Operation &op : body)
       if (auto p = dyn_cast<ParamOp>(op))

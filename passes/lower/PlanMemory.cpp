@@ -11,6 +11,7 @@
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
+#include "passes/lower/DirectGradients.h"
 #include "program/PipelineSchedule.h"
 
 #include "mlir/IR/Builders.h"
@@ -207,15 +208,27 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
     Arena arenas[2];
     DenseMap<Value, int64_t> offsets;
     DenseMap<Value, bool> shared;
+    llvm::DenseSet<Value> direct;
     for (Operation &op : body) {
       // A stored gradient is read from its grad buffer, not the arena, and
       // a constant from its own buffer.
       if (isa<ParamOp, StoredGradOp, ConstantOp>(op) ||
           op.getNumResults() == 0) {
-        releaseDead(op, index.lookup(&op), lastUse, offsets, shared, arenas);
+        releaseDead(op, index.lookup(&op), lastUse, offsets, shared, direct,
+                    arenas);
         continue;
       }
       for (Value r : op.getResults()) {
+        // Written into its grad buffer, not the arena (weft-emit-program
+        // ignores its offset).
+        if (r.hasOneUse())
+          if (auto store = dyn_cast<ParamGradOp>(*r.getUsers().begin());
+              store && weft::storedDirectly(store)) {
+            offsets[r] = 0;
+            shared[r] = false;
+            direct.insert(r);
+            continue;
+          }
         const bool inShared = split && !keptBetweenRuns(r);
         Arena &arena = arenas[inShared];
         std::optional<int64_t> offset = arena.allocate(byteSize(r));
@@ -230,7 +243,8 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
         shared[r] = inShared;
       }
       plan.offsets.push_back({&op, {}});
-      releaseDead(op, index.lookup(&op), lastUse, offsets, shared, arenas);
+      releaseDead(op, index.lookup(&op), lastUse, offsets, shared, direct,
+                  arenas);
       // Results nobody reads (e.g. an unused split part) die at once.
       for (Value r : op.getResults())
         if (r.use_empty())
@@ -293,10 +307,11 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
   static void releaseDead(Operation &op, int64_t at, const LastUse &lastUse,
                           DenseMap<Value, int64_t> &offsets,
                           const DenseMap<Value, bool> &shared,
+                          const llvm::DenseSet<Value> &direct,
                           Arena (&arenas)[2]) {
     llvm::SmallDenseSet<Value> seen;
     for (Value v : op.getOperands()) {
-      if (!offsets.count(v) || !seen.insert(v).second)
+      if (!offsets.count(v) || direct.count(v) || !seen.insert(v).second)
         continue;
       if (lastUse(v) == at)
         arenas[shared.lookup(v)].release(offsets[v], byteSize(v));

@@ -126,7 +126,7 @@ struct AccumulateGradients
 
   // Autodiff stores every gradient at the end of the backward, so each
   // micro-batch's gradients would all be live in the arena at once (Llama
-  // 3 405B, pp=16, tp=8: 13.7 GB on stage 0). Each is added to its grad
+  // 3 405B, pp=16, tp=8: 13.3 GiB on stage 0). Each is added to its grad
   // buffer right after it is made instead, with the reductions that only
   // feed its store (ZeRO's reduce-scatter, a sequence-parallel norm
   // weight's all-reduce): the same adds into the same buffers, sooner.
@@ -196,7 +196,7 @@ struct AccumulateGradients
   // A cast of a parameter (or of a copy the prologue gathered) that the
   // backward reads moves to the prologue: it is the same every micro-batch,
   // and each micro-batch would otherwise keep its own copy from its forward
-  // to its backward (Llama 3 405B on pp=16, tp=8: 6.1 GB per micro-batch
+  // to its backward (Llama 3 405B on pp=16, tp=8: 6.0 GiB per micro-batch
   // in flight on stage 0). A cast only the forward reads (an embedding
   // table's) stays there: held for the step it would outlive its use.
   void hoistParameterCasts(Block &body) {

@@ -61,9 +61,11 @@ def main():
         if not ok:
             failures.append(f"ZeRO-{zero}")
     # Gradient accumulation: 8 rows per step in M micro-batches. The arena
-    # holds one micro-batch: at most the arena of a step of 8/M rows (less:
-    # each micro-batch adds each gradient to its grad buffer as soon as it
-    # is made, where a one-step program stores them at its backward's end).
+    # holds one micro-batch: the arena of a step of 8/M rows, but for one
+    # gradient. A one-step program writes each gradient straight into its
+    # buffer; a micro-batch makes it in the arena and adds it to the buffer
+    # at once, so at most the largest (gpt-tiny's 256 x 64 f32 table, 65536
+    # bytes) is there with the rest.
     for m in (2, 4):
         prog = f"{work}/mb{m}.weft"
         rep = report(run([f"{bin_dir}/weft-compile", "gpt-tiny", "--batch", "8",
@@ -75,7 +77,8 @@ def main():
                    "--threads", "1", "--quiet"])
         peak = int(re.search(r"peak bytes (\d+)", out).group(1))
         peak_err = abs(peak - rep["total"]) / rep["total"]
-        ok = rep["activations"] <= small["activations"] and peak_err <= 0.02
+        ok = (abs(rep["activations"] - small["activations"]) <= 65536
+              and peak_err <= 0.02)
         print(f"{'ok  ' if ok else 'FAIL'} batch 8 in {m} micro-batches: arena "
               f"{rep['activations']} B (a step of {8 // m} rows: "
               f"{small['activations']} B), report total {rep['total']} B, "

@@ -135,3 +135,23 @@ func.func @last_stage(%x: tensor<256xf32>, %big: tensor<1024xf32>) attributes {w
   %e = weft.mul %a, %a {weft.fragment = "backward"} : tensor<256xf32>
   return
 }
+
+// -----
+
+// A gradient made only to be stored (%dw) is written straight into its
+// parameter's grad buffer by weft-emit-program, so it takes no arena bytes:
+// the arena holds %h alone. A gradient added to the stored one
+// ({accumulate}, %dv) is made in the arena.
+// CHECK-LABEL: func @direct_gradient
+// CHECK-SAME:  weft.arena_bytes = 2048 : i64
+// CHECK:       weft.gelu %{{.*}} {weft.offsets = array<i64: 0>}
+// CHECK:       weft.matmul %{{.*}} {transpose_a = true, weft.offsets = array<i64: 0>}
+// CHECK:       weft.matmul %{{.*}} {transpose_a = true, weft.offsets = array<i64: 1024>}
+func.func @direct_gradient(%x: tensor<16x16xf32>, %dy: tensor<16x16xf32>) -> tensor<16x16xf32> {
+  %h = weft.gelu %x : tensor<16x16xf32>
+  %dw = weft.matmul %h, %dy {transpose_a = true} : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  weft.param_grad "w", %dw : tensor<16x16xf32>
+  %dv = weft.matmul %h, %dy {transpose_a = true} : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  weft.param_grad "v", %dv {accumulate} : tensor<16x16xf32>
+  return %h : tensor<16x16xf32>
+}
