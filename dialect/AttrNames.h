@@ -125,6 +125,10 @@ inline constexpr llvm::StringLiteral kSharding = "weft.sharding";
 /// first use (the program's *_start and wait), so its input stays live
 /// until then (weft-plan-memory).
 inline constexpr llvm::StringLiteral kAsync = "weft.async";
+/// On an all-gather (a unit attribute, by weft-regather-activations): it
+/// gathers again, for the backward, a forward activation whose gathered
+/// copy the forward does not keep.
+inline constexpr llvm::StringLiteral kRegather = "weft.regather";
 /// On a weft.adamw: the mesh axes its parameter's optimizer state is split
 /// over (a list of axis names of the mesh in scope), by weft-partition;
 /// the update gathers the parameter over them (ZeRO).

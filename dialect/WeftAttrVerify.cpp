@@ -187,6 +187,11 @@ LogicalResult WeftDialect::verifyOperationAttribute(Operation *op,
       return fail() << "must be a non-negative integer, got " << value;
     return success();
   }
+  if (name == an::kRegather) {
+    if (!isa<AllGatherOp>(op) || !isa<UnitAttr>(value))
+      return fail() << "must be a unit attribute on a weft.all_gather";
+    return success();
+  }
   if (name == an::kSlotBytes) {
     auto bytes = dyn_cast<IntegerAttr>(value);
     auto arena = op->getAttrOfType<IntegerAttr>(an::kArenaBytes);

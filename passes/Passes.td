@@ -165,6 +165,35 @@ def WeftFoldCollectives : Pass<"weft-fold-collectives", "mlir::func::FuncOp"> {
   }];
 }
 
+def WeftRegatherActivations
+    : Pass<"weft-regather-activations", "mlir::func::FuncOp"> {
+  let summary = "Gathers a forward activation again in the backward instead of keeping it whole";
+  let description = [{
+    Under sequence parallelism a column-parallel matmul reads its input
+    all-gathered over tp, and its weight gradient reads that gathered input
+    again in the backward. Keeping it would hold tp times the bytes of the
+    shard from the forward to the backward (Llama 3 405B, tp=8: 4 GiB of
+    the 7.5 GiB a micro-batch keeps on stage 0). As Korthikanti et al. 2022
+    (section 4.2.2) and Megatron do, the backward's matmuls read a second
+    all-gather of the shard, made right before the first of them and marked
+    `weft.regather`; the forward's gathered copy dies in the forward. The
+    same bytes gathered twice: the values are the same.
+
+    Only an activation's gather the forward makes and backward matmuls
+    read moves; a parameter's (ZeRO-3) stays, and so does one the backward
+    recomputes (`--recompute full`).
+
+    ```mlir
+    %g = weft.all_gather %x {axes = ["tp"], dim = 1 : i64} : (tensor<2x4x8xf32>) -> tensor<2x8x8xf32>
+    %y = weft.matmul %g, %w : ...                       // forward
+    %dw = weft.matmul %g, %dy {transpose_a = true} : ... // backward
+    // becomes, before %dw:
+    %g2 = weft.all_gather %x {axes = ["tp"], dim = 1 : i64, weft.regather} : ...
+    %dw = weft.matmul %g2, %dy {transpose_a = true} : ...
+    ```
+  }];
+}
+
 def WeftCutStages : Pass<"weft-cut-stages", "mlir::ModuleOp"> {
   let summary = "Cuts the training step into pipeline stages";
   let description = [{

@@ -81,6 +81,9 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
   if (name == "partition" && sharded) {
     pm.addPass(createWeftPartition());
     pm.addNestedPass<func::FuncOp>(createWeftFoldCollectives());
+    // Sequence parallelism's gathered inputs: gathered again in the
+    // backward, not kept (before micro-batches and stages copy the step).
+    pm.addNestedPass<func::FuncOp>(createWeftRegatherActivations());
     // Before bucketing, which then buckets the once-per-step reductions.
     if (o.microbatches != 1)
       pm.addNestedPass<func::FuncOp>(createWeftAccumulateGradients(accumulate));

@@ -385,8 +385,12 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
         double one = c.kind == TpCollective::AllReduce
                          ? ringAllReduceSeconds(bytes, l.tp, tpTier)
                          : ringGatherSeconds(bytes, l.tp, tpTier);
-        double n =
-            times * (c.forward && l.recompute == Recompute::Full ? 2 : 1);
+        // Full recomputation runs the forward's collectives again, and its
+        // weight gradients read the recomputed gathers: no regathering.
+        const bool full = l.recompute == Recompute::Full;
+        if (c.regather && full)
+          continue;
+        double n = times * (c.forward && full ? 2 : 1);
         (c.perSequence ? tpStage : tpPerStep) += n * one;
         double perStep = n * (c.perSequence ? double(m) : 1.0);
         tpCount += perStep;

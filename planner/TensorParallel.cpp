@@ -93,8 +93,8 @@ bool cutToTwoLayers(ModuleOp forward, int64_t numLayers) {
 }
 
 namespace {
-// weft-compile's stages through propagation, then its partition and
-// folding; not its gradient buckets, which would pack parameter-sized
+// weft-compile's stages through propagation, then its partition, folding
+// and regathering; not its gradient buckets, which would pack parameter-sized
 // reductions of several layers into one. Errors become `diagnostics`;
 // warnings (a vocab tp does not divide) are the compiler's to print.
 LogicalResult runThroughPartition(ModuleOp module,
@@ -108,6 +108,7 @@ LogicalResult runThroughPartition(ModuleOp module,
   }
   pm.addPass(createWeftPartition());
   pm.addNestedPass<func::FuncOp>(createWeftFoldCollectives());
+  pm.addNestedPass<func::FuncOp>(createWeftRegatherActivations());
   ScopedDiagnosticHandler handler(module->getContext(), [&](Diagnostic &d) {
     if (d.getSeverity() == DiagnosticSeverity::Error)
       diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
@@ -179,6 +180,10 @@ bool tensorParallelCollectives(ModuleOp forward, int64_t tp, bool sp,
         if (auto it = of.find(op.getOperand(0)); it != of.end())
           std::tie(layer, isForward) = it->second;
     }
+    // A gather again for the backward serves the backward, though it
+    // reads a forward value (weft-regather-activations).
+    if (op.hasAttr(weft::attrname::kRegather))
+      isForward = false;
     for (Value r : op.getResults())
       of[r] = {layer, isForward};
     TpCollective c;
@@ -196,6 +201,7 @@ bool tensorParallelCollectives(ModuleOp forward, int64_t tp, bool sp,
     if (c.perSequence)
       c.elems /= double(batch);
     c.forward = isForward;
+    c.regather = op.hasAttr(weft::attrname::kRegather);
     byLayer[layer].push_back(c);
   }
 

@@ -30,6 +30,9 @@ struct TpCollective {
   double elems = 0;
   bool perSequence = true;
   bool forward = true; // serves the forward (runs again under full recompute)
+  /// Gathers a forward activation again for the backward's weight
+  /// gradients (weft.regather): full recomputation gathers it anew instead.
+  bool regather = false;
 };
 
 /// The tp collectives of one transformer layer (the layers' mean: each

@@ -16,7 +16,9 @@ all-gather (n-1)/n S, S the whole tensor's bytes in the group):
   logit: Megatron's three all-reduces of b*s floats; weft gathers each
   shard's three, the same bytes at tp=2).
 - Sequence parallelism (Korthikanti et al. 2022): each of those all-reduces
-  becomes a reduce-scatter and an all-gather (the same bytes), and the
+  becomes a reduce-scatter and an all-gather (the same bytes), the backward
+  gathers each column-parallel matmul's input again (section 4.2.2: two per
+  layer and the head's), and the
   parameters of the sequence-split ops (norms, row-parallel biases) have
   gradients partial over tp, all-reduced over tp once per step (under
   ZeRO-2/3 after the dp reduce-scatter: only the rank's dp shard).
@@ -178,6 +180,11 @@ def textbook(model, dtype, batch, seq, flags):
         if o["sp"]:
             need.add("reduce_scatter", "tp", act, tp, reductions * M)
             need.add("all_gather", "tp", act, tp, reductions * M)
+            # The backward gathers each column-parallel input again for its
+            # weight gradient (the attention's and the MLP's per layer, the
+            # head's) rather than keep it whole (Korthikanti et al. 2022,
+            # section 4.2.2).
+            need.add("all_gather", "tp", act, tp, (2 * L + 1) * M)
         else:
             need.add("all_reduce", "tp", act, tp, reductions * M)
         # Three statistics per row from each vocab shard.

@@ -456,12 +456,18 @@ TEST(Search, TpLayoutsAreWeftsOwn) {
   }
   const TpCollectives *sp8 = m.tensorParallel(8, true, error);
   ASSERT_NE(sp8, nullptr) << error;
-  int rs = 0, ag = 0;
-  for (const TpCollective &c : sp8->layer)
+  int rs = 0, ag = 0, forwardAg = 0;
+  for (const TpCollective &c : sp8->layer) {
     (c.kind == TpCollective::ReduceScatter ? rs : ag) +=
         c.kind != TpCollective::AllReduce;
+    forwardAg += c.kind == TpCollective::AllGather && c.forward;
+  }
   EXPECT_EQ(rs, 4); // SP: each all-reduce becomes a reduce-scatter ...
-  EXPECT_EQ(ag, 4); // ... and an all-gather
+  // ... and an all-gather, and the backward gathers the attention's and the
+  // MLP's inputs again for their weight gradients (Korthikanti et al. 2022,
+  // section 4.2.2): those serve the backward, not the forward.
+  EXPECT_EQ(ag, 6);
+  EXPECT_EQ(forwardAg, 2);
 }
 
 // Llama 3 405B on 2,048 H100s, tp=8 and pp=16 under `schedule`.

@@ -1,0 +1,43 @@
+// RUN: weft-opt %s -split-input-file -weft-regather-activations | FileCheck %s
+
+// Sequence parallelism: the input of a column-parallel matmul is gathered
+// over tp. The forward's matmul reads the gathered copy; the backward's
+// weight gradient reads a second gather of the shard, made right before it,
+// so the forward's copy is not kept to the backward (Korthikanti et al.
+// 2022, section 4.2.2). The input gradient's matmul never read it.
+// CHECK-LABEL: func @sequence_parallel
+// CHECK:       %[[G:.*]] = weft.all_gather %[[X:.*]] {axes = ["tp"], dim = 1 : i64}
+// CHECK-NEXT:  weft.matmul %[[G]], %{{.*}} :
+// CHECK:       weft.cross_entropy
+// CHECK:       weft.matmul %{{.*}}, %{{.*}} {transpose_b = true}
+// CHECK-NEXT:  %[[G2:.*]] = weft.all_gather %[[X]] {axes = ["tp"], dim = 1 : i64, weft.regather}
+// CHECK-NEXT:  weft.matmul %[[G2]], %{{.*}} {transpose_a = true}
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+func.func @sequence_parallel(%x: tensor<2x2x8xf32>, %targets: tensor<2x4xi32>, %dy: tensor<2x4x8xf32>) -> tensor<f32> {
+  %w = weft.param "w" {init = "zeros"} : tensor<8x8xf32>
+  %g = weft.all_gather %x {axes = ["tp"], dim = 1 : i64} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
+  %y = weft.matmul %g, %w : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %l = weft.cross_entropy %y, %targets {denominator = 8 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %dx = weft.matmul %dy, %w {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %dw = weft.matmul %g, %dy {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  weft.param_grad "w", %dw : tensor<8x8xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Negative: a parameter's gather (ZeRO-3) is not an activation's, and a
+// gather only the forward reads has nothing to gather again; both stay as
+// they are.
+// CHECK-LABEL: func @parameters_and_forward_only
+// CHECK-NOT:   weft.regather
+weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2, 2>}
+func.func @parameters_and_forward_only(%x: tensor<2x2x8xf32>, %targets: tensor<2x4xi32>, %dy: tensor<2x4x8xf32>) -> tensor<f32> {
+  %w = weft.param "w" {init = "zeros"} : tensor<4x8xf32>
+  %wg = weft.all_gather %w {axes = ["dp"], dim = 0 : i64} : (tensor<4x8xf32>) -> tensor<8x8xf32>
+  %g = weft.all_gather %x {axes = ["tp"], dim = 1 : i64} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
+  %y = weft.matmul %g, %wg : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %l = weft.cross_entropy %y, %targets {denominator = 8 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %dx = weft.matmul %dy, %wg {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  return %l : tensor<f32>
+}
