@@ -28,6 +28,7 @@
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
+#include "passes/model/ReturnedLoss.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -119,7 +120,7 @@ struct AccumulateGradients
            {stored.getOperation(), reduce.getOperation(), total.getOperation()})
         op->setAttr(an::kFragment, optimizer);
     }
-    if (Operation *lossOp = lossOf(body))
+    if (Operation *lossOp = weft::lossOp(body))
       for (ParamGradOp store : stores)
         storeEarly(store, lossOp);
   }
@@ -200,7 +201,7 @@ struct AccumulateGradients
   // in flight on stage 0). A cast only the forward reads (an embedding
   // table's) stays there: held for the step it would outlive its use.
   void hoistParameterCasts(Block &body) {
-    Operation *lossOp = lossOf(body);
+    Operation *lossOp = weft::lossOp(body);
     if (!lossOp)
       return;
     auto prologue = StringAttr::get(&getContext(), "prologue");
@@ -230,13 +231,6 @@ struct AccumulateGradients
       c->setAttr(an::kFragment, prologue);
       after = c;
     }
-  }
-
-  // The op that makes the returned loss: the forward ends with it.
-  static Operation *lossOf(Block &body) {
-    auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
-    return ret && ret.getNumOperands() == 1 ? ret.getOperand(0).getDefiningOp()
-                                            : nullptr;
   }
 
   // Moves the parameters to the top of the block, in their order, so that

@@ -24,6 +24,15 @@ inline CrossEntropyOp returnedCrossEntropy(mlir::func::FuncOp fn) {
   return loss;
 }
 
+/// The op that makes the one value a block returns: a training step's
+/// loss, which ends its forward (the ops after it are the backward). Null
+/// when the block returns nothing or several values.
+inline mlir::Operation *lossOp(mlir::Block &body) {
+  auto ret = mlir::dyn_cast<mlir::func::ReturnOp>(body.getTerminator());
+  return ret && ret.getNumOperands() == 1 ? ret.getOperand(0).getDefiningOp()
+                                          : nullptr;
+}
+
 } // namespace weft
 
 #endif // WEFT_PASSES_MODEL_RETURNEDLOSS_H

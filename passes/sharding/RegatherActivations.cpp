@@ -2,6 +2,7 @@
 #include "dialect/AttrNames.h"
 #include "dialect/WeftDialect.h"
 #include "passes/Passes.h"
+#include "passes/model/ReturnedLoss.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -22,12 +23,9 @@ struct RegatherActivations
     if (fn.isExternal())
       return;
     Block &body = fn.getBody().front();
-    // The forward ends with the op that makes the returned loss; a
-    // forward-only function has no backward.
-    auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
-    Operation *lossOp = ret && ret.getNumOperands() == 1
-                            ? ret.getOperand(0).getDefiningOp()
-                            : nullptr;
+    // The forward ends with the loss; a forward-only function has no
+    // backward.
+    Operation *lossOp = weft::lossOp(body);
     if (!lossOp)
       return;
     SmallVector<AllGatherOp> gathers;
