@@ -44,16 +44,20 @@ struct RegatherActivations
       if (g->hasAttr(weft::attrname::kAsync) ||
           g->hasAttr(weft::attrname::kFragment) || src.getDefiningOp<ParamOp>())
         continue;
+      // Read by the forward, and in the backward by matmuls alone (another
+      // backward reader would keep the gathered copy anyway).
       SmallVector<OpOperand *> backward;
-      bool forward = false;
+      bool forward = false, other = false;
       for (OpOperand &use : g->getUses()) {
         Operation *user = use.getOwner();
-        if (lossOp->isBeforeInBlock(user) && isa<MatmulOp>(user))
+        if (!lossOp->isBeforeInBlock(user))
+          forward = true;
+        else if (isa<MatmulOp>(user))
           backward.push_back(&use);
         else
-          forward = true;
+          other = true;
       }
-      if (backward.empty() || !forward)
+      if (backward.empty() || !forward || other)
         continue;
       Operation *first = backward.front()->getOwner();
       for (OpOperand *use : backward)

@@ -26,9 +26,10 @@ func.func @sequence_parallel(%x: tensor<2x2x8xf32>, %targets: tensor<2x4xi32>, %
 
 // -----
 
-// Negative: a parameter's gather (ZeRO-3) is not an activation's, and a
-// gather only the forward reads has nothing to gather again; both stay as
-// they are.
+// Negative: a parameter's gather (ZeRO-3) is not an activation's, a gather
+// only the forward reads has nothing to gather again, and one another
+// backward op reads too (%s, an add) would be kept anyway; all stay as they
+// are.
 // CHECK-LABEL: func @parameters_and_forward_only
 // CHECK-NOT:   weft.regather
 weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2, 2>}
@@ -36,8 +37,13 @@ func.func @parameters_and_forward_only(%x: tensor<2x2x8xf32>, %targets: tensor<2
   %w = weft.param "w" {init = "zeros"} : tensor<4x8xf32>
   %wg = weft.all_gather %w {axes = ["dp"], dim = 0 : i64} : (tensor<4x8xf32>) -> tensor<8x8xf32>
   %g = weft.all_gather %x {axes = ["tp"], dim = 1 : i64} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
+  %h = weft.all_gather %x {axes = ["tp"], dim = 1 : i64} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
+  %z = weft.gelu %h : tensor<2x4x8xf32>
   %y = weft.matmul %g, %wg : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
-  %l = weft.cross_entropy %y, %targets {denominator = 8 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %yz = weft.add %y, %z : tensor<2x4x8xf32>
+  %l = weft.cross_entropy %yz, %targets {denominator = 8 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
   %dx = weft.matmul %dy, %wg {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %s = weft.add %h, %dy : tensor<2x4x8xf32>
+  %dv = weft.matmul %h, %s {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<8x8xf32>
   return %l : tensor<f32>
 }
