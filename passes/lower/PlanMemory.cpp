@@ -162,7 +162,7 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
     // of bytes between the parts, so a stage takes it only when the split
     // arena, its per-slot part once per slot, is the smaller (gpt-tiny's
     // pp=2 stage 0 at 2 slots is 2% larger split; Llama 3 405B's pp=16
-    // stage 0 at 16 slots is 2x smaller).
+    // stage 0 at 16 slots is 2.4x smaller).
     const int64_t slots = slotsOf(fn);
     Plan joint = place(body, index, lastUse, /*split=*/false);
     if (!joint.ok)
