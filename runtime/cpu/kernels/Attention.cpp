@@ -41,12 +41,8 @@ inline void softmaxRows(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
     T *Row = P + (I - I0) * Ld;
     int64_t N = Causal ? I + 1 : KEnd;
     T M = rowMax(Row, N);
-    T Sum = T(0);
-    for (int64_t J = 0; J < N; ++J) {
-      Row[J] = vexp(Row[J] - M);
-      Sum += Row[J];
-    }
-    T Inv = T(1) / Sum;
+    // Lanes, not one running sum: the exps vectorise.
+    T Inv = T(1) / T(rowSumExpStore(Row, N, M, Row));
     for (int64_t J = 0; J < N; ++J)
       Row[J] *= Inv;
     for (int64_t J = N; J < KEnd; ++J)
@@ -66,6 +62,34 @@ void softmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
     softmaxRowsF(P, Ld, I0, I1, KEnd, Causal);
   else
     softmaxRows(P, Ld, I0, I1, KEnd, Causal);
+}
+
+/// dS = P (dP - rowsum(P dP)) for one row, in place in DR: the sum over the
+/// N keys the row reads (P is 0 past them), the product over all KEnd.
+template <typename T>
+inline void softmaxGradRow(const T *PR, T *DR, int64_t N, int64_t KEnd) {
+  T Dot = T(rowDot(PR, DR, N));
+  for (int64_t J = 0; J < KEnd; ++J)
+    DR[J] = PR[J] * (DR[J] - Dot);
+}
+
+WEFT_SIMD_CLONES void softmaxGradRowF(const float *PR, float *DR, int64_t N,
+                                      int64_t KEnd) {
+  softmaxGradRow(PR, DR, N, KEnd);
+}
+
+template <typename T>
+void softmaxGradRows(const T *P, T *DP, int64_t Ld, int64_t G0, int64_t G1,
+                     int64_t KEnd, bool Causal) {
+  for (int64_t I = G0; I < G1; ++I) {
+    const T *PR = P + (I - G0) * Ld;
+    T *DR = DP + (I - G0) * Ld;
+    const int64_t N = Causal ? I + 1 : KEnd;
+    if constexpr (std::is_same_v<T, float>)
+      softmaxGradRowF(PR, DR, N, KEnd);
+    else
+      softmaxGradRow(PR, DR, N, KEnd);
+  }
 }
 
 // Packed documents: query I of a row reads keys [I - Pos[I], I], its own
@@ -216,14 +240,7 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
           if (Drop)
             dropRows(DP, Sk, Bi, Hh, Sk, G0, G1, KEnd, *Drop);
           // dS = P (dP - rowsum(P dP)), in place in DP (P is 0 where masked).
-          for (int64_t I = G0; I < G1; ++I) {
-            T *PR = P + (I - G0) * Sk, *DR = DP + (I - G0) * Sk;
-            T Dot = T(0);
-            for (int64_t J = 0, N = Causal ? I + 1 : KEnd; J < N; ++J)
-              Dot += PR[J] * DR[J];
-            for (int64_t J = 0; J < KEnd; ++J)
-              DR[J] = PR[J] * (DR[J] - Dot);
-          }
+          softmaxGradRows(P, DP, Sk, G0, G1, KEnd, Causal);
           // dQ[i0:i1] = scale dS K[0:kend]; dK[0:kend] += scale dS^T Q[i0:i1]
           gemm(false, false, M, Hd, KEnd, Scale, DP, Sk, Kp, Ldk, T(0),
                Dqp + I0 * Ldq, Ldq);

@@ -48,15 +48,17 @@ inline double rowLoss(const T *X, int64_t V, int32_t Target) {
   return double(M) + std::log(rowSumExp(X, V, M)) - double(X[Target]);
 }
 
+// Dx is X (in place) or disjoint from it. One exp per logit: the sum's
+// pass stores them, and the last pass scales.
 template <typename T>
 inline void rowGrad(const T *X, int64_t V, int32_t Target, double Scale,
                     T *Dx) {
   T M = rowMax(X, V);
-  T K = T(Scale / rowSumExp(X, V, M));
-  T Xt = X[Target]; // read before writing: Dx may alias X
+  T K = T(Scale / rowSumExpStore(X, V, M, Dx));
+  T Et = Dx[Target];
   for (int64_t J = 0; J < V; ++J)
-    Dx[J] = vexp(X[J] - M) * K;
-  Dx[Target] = T(double(vexp(Xt - M)) * double(K) - Scale);
+    Dx[J] *= K;
+  Dx[Target] = T(double(Et) * double(K) - Scale);
 }
 
 WEFT_SIMD_CLONES double rowLossF(const float *X, int64_t V, int32_t Target) {

@@ -84,24 +84,49 @@ template <typename T> inline T rowMax(const T *X, int64_t N) {
   return M;
 }
 
-/// Sum of exp(X[i] - Shift). Float lanes over chunks of 256 elements, each
-/// chunk flushed into a double total to bound the rounding.
-template <typename T> inline double rowSumExp(const T *X, int64_t N, T Shift) {
+/// Sum of Term(0..N-1) in float lanes over chunks of up to 256 elements,
+/// each chunk flushed into a double total to bound the rounding; the last
+/// N mod Lanes terms are added one by one. Short rows (a causal attention's
+/// first keys) vectorise as well as long ones.
+template <typename T, typename TermFn>
+inline double laneSum(int64_t N, TermFn Term) {
   constexpr int64_t Chunk = 256;
+  const int64_t Vec = N / Lanes * Lanes;
   double Total = 0;
-  int64_t I = 0;
-  for (; I + Chunk <= N; I += Chunk) {
+  for (int64_t I = 0; I < Vec; I += Chunk) {
+    const int64_t End = std::min(I + Chunk, Vec);
     T Acc[Lanes] = {};
-    const T *P = X + I;
-    for (int64_t J = 0; J < Chunk; J += Lanes)
+    for (int64_t J = I; J < End; J += Lanes)
       for (int L = 0; L < Lanes; ++L)
-        Acc[L] += vexp(P[J + L] - Shift);
+        Acc[L] += Term(J + L);
     for (int L = 0; L < Lanes; ++L)
       Total += Acc[L];
   }
-  for (; I < N; ++I)
-    Total += vexp(X[I] - Shift);
+  for (int64_t I = Vec; I < N; ++I)
+    Total += Term(I);
   return Total;
+}
+
+/// Sum of exp(X[i] - Shift).
+template <typename T> inline double rowSumExp(const T *X, int64_t N, T Shift) {
+  return laneSum<T>(N, [&](int64_t I) { return vexp(X[I] - Shift); });
+}
+
+/// rowSumExp that also stores each exp(X[i] - Shift) in Out[i], so a
+/// softmax needs no second exp per element. Out is X (in place) or disjoint
+/// from it.
+template <typename T>
+inline double rowSumExpStore(const T *X, int64_t N, T Shift, T *Out) {
+  return laneSum<T>(N, [&](int64_t I) {
+    T E = vexp(X[I] - Shift);
+    Out[I] = E;
+    return E;
+  });
+}
+
+/// Sum of A[i] * B[i].
+template <typename T> inline double rowDot(const T *A, const T *B, int64_t N) {
+  return laneSum<T>(N, [&](int64_t I) { return A[I] * B[I]; });
 }
 
 } // namespace weft::cpu

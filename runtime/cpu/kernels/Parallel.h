@@ -1,4 +1,4 @@
-//===- Parallel.h - Chunked parallel loops and AVX2 clones -----*- C++ -*-===//
+//===- Parallel.h - Chunked parallel loops and SIMD clones -----*- C++ -*-===//
 #ifndef WEFT_RUNTIME_KERNELS_CPU_PARALLEL_H
 #define WEFT_RUNTIME_KERNELS_CPU_PARALLEL_H
 
@@ -7,13 +7,15 @@
 #include <algorithm>
 #include <cstdint>
 
-/// Compiles a function twice, for AVX2 and for baseline x86-64, and picks one
-/// at load time by the CPU (binaries must run on any x86-64). Only for
-/// non-template functions; they call the shared inline body. AVX2 without FMA
-/// computes every element exactly as SSE2 does, so results do not depend on
-/// the machine.
+/// Compiles a function three times, for AVX-512, AVX2 and baseline x86-64,
+/// and picks one at load time by the CPU (binaries must run on any x86-64).
+/// Only for non-template functions; they call the shared inline body. The
+/// runtime is compiled with -ffp-contract=off, so no clone fuses a multiply
+/// and an add (AVX-512F has FMA): every clone computes each element exactly
+/// as SSE2 does, and results do not depend on the machine.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define WEFT_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#define WEFT_SIMD_CLONES                                                       \
+  __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define WEFT_SIMD_CLONES
 #endif
