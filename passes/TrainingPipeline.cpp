@@ -76,17 +76,25 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
   WeftAccumulateGradientsOptions accumulate;
   accumulate.microbatches = o.microbatches;
   accumulate.gatherOnce = o.gatherParamsOnce;
-  if (name == "partition" && !sharded && o.microbatches != 1)
+  if (name == "partition" && !sharded && o.microbatches != 1) {
     pm.addNestedPass<func::FuncOp>(createWeftAccumulateGradients(accumulate));
+    // Added to the buffer as made: each micro-batch's gradients are not
+    // all in the arena at once.
+    pm.addNestedPass<func::FuncOp>(createWeftStoreGradientsEarly());
+  }
   if (name == "partition" && sharded) {
     pm.addPass(createWeftPartition());
     pm.addNestedPass<func::FuncOp>(createWeftFoldCollectives());
     // Sequence parallelism's gathered inputs: gathered again in the
     // backward, not kept (before micro-batches and stages copy the step).
-    pm.addNestedPass<func::FuncOp>(createWeftRegatherActivations());
+    // ZeRO-3 gathered per micro-batch: its parameters likewise.
+    pm.addNestedPass<func::FuncOp>(createWeftRegatherActivations(
+        WeftRegatherActivationsOptions{!o.gatherParamsOnce}));
     // Before bucketing, which then buckets the once-per-step reductions.
     if (o.microbatches != 1)
       pm.addNestedPass<func::FuncOp>(createWeftAccumulateGradients(accumulate));
+    // After accumulation, whose once-per-step reductions stay.
+    pm.addNestedPass<func::FuncOp>(createWeftStoreGradientsEarly());
     // Before bucketing: each stage buckets its own gradients.
     if (o.pipeline.stages > 1)
       pm.addPass(createWeftCutStages(o.pipeline));

@@ -120,36 +120,6 @@ struct AccumulateGradients
            {stored.getOperation(), reduce.getOperation(), total.getOperation()})
         op->setAttr(an::kFragment, optimizer);
     }
-    if (Operation *lossOp = weft::lossOp(body))
-      for (ParamGradOp store : stores)
-        storeEarly(store, lossOp);
-  }
-
-  // Autodiff stores every gradient at the end of the backward, so each
-  // micro-batch's gradients would all be live in the arena at once (Llama
-  // 3 405B, pp=16, tp=8: 13.3 GiB on stage 0). Each is added to its grad
-  // buffer right after it is made instead, with the reductions that only
-  // feed its store (ZeRO's reduce-scatter, a sequence-parallel norm
-  // weight's all-reduce): the same adds into the same buffers, sooner.
-  static void storeEarly(ParamGradOp store, Operation *lossOp) {
-    SmallVector<Operation *> chain{store};
-    Value v = store.getGrad();
-    while (Operation *def = v.getDefiningOp()) {
-      if (!isa<ReduceScatterOp, AllReduceOp>(def) || !def->hasOneUse() ||
-          def->hasAttr(an::kFragment) || def->hasAttr(an::kAsync))
-        break;
-      chain.push_back(def);
-      v = def->getOperand(0);
-    }
-    // Not into the forward: the ops after the loss are the backward.
-    Operation *after = v.getDefiningOp();
-    if (!after || after->hasAttr(an::kFragment) ||
-        !lossOp->isBeforeInBlock(after))
-      return;
-    for (Operation *op : llvm::reverse(chain)) {
-      op->moveAfter(after);
-      after = op;
-    }
   }
 
   // ZeRO-3: each use site's parameter gather runs once per step, in the

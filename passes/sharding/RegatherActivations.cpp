@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace weft {
 #define GEN_PASS_DEF_WEFTREGATHERACTIVATIONS
@@ -16,8 +17,23 @@ using namespace mlir;
 using namespace weft;
 
 namespace {
+// Whether a matmul runs after the last reader of `held` before `first`.
+bool matmulBetween(Operation *held, Operation *first) {
+  Operation *last = held;
+  for (Operation *user : held->getUsers())
+    if (user->isBeforeInBlock(first) && last->isBeforeInBlock(user))
+      last = user;
+  for (Operation *op = last->getNextNode(); op && op != first;
+       op = op->getNextNode())
+    if (isa<MatmulOp>(op))
+      return true;
+  return false;
+}
+
 struct RegatherActivations
     : weft::impl::WeftRegatherActivationsBase<RegatherActivations> {
+  using WeftRegatherActivationsBase::WeftRegatherActivationsBase;
+
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
     if (fn.isExternal())
@@ -36,19 +52,26 @@ struct RegatherActivations
         gathers.push_back(g);
     }
     for (AllGatherOp g : gathers) {
-      // An activation's: not a parameter's (or its bf16 copy's, ZeRO-3),
-      // nor one made once per step.
+      // What the readers read: the gathered copy, or its one cast (a bf16
+      // program computes on a bf16 copy of a gathered parameter).
+      Operation *held = g;
+      if (g->hasOneUse())
+        if (auto c = dyn_cast<CastOp>(*g->getUsers().begin()))
+          held = c;
       Value src = g.getX();
       while (auto c = src.getDefiningOp<CastOp>())
         src = c->getOperand(0);
-      if (g->hasAttr(weft::attrname::kAsync) ||
-          g->hasAttr(weft::attrname::kFragment) || src.getDefiningOp<ParamOp>())
+      // An activation's, or with `parameters` a parameter's (ZeRO-3,
+      // gathered per micro-batch); not one made once per step.
+      const bool param = bool(src.getDefiningOp<ParamOp>());
+      if (g->hasAttr(weft::attrname::kFragment) ||
+          (param ? !parameters : g->hasAttr(weft::attrname::kAsync)))
         continue;
       // Read by the forward, and in the backward by matmuls alone (another
       // backward reader would keep the gathered copy anyway).
       SmallVector<OpOperand *> backward;
       bool forward = false, other = false;
-      for (OpOperand &use : g->getUses()) {
+      for (OpOperand &use : held->getUses()) {
         Operation *user = use.getOwner();
         if (!lossOp->isBeforeInBlock(user))
           forward = true;
@@ -63,11 +86,22 @@ struct RegatherActivations
       for (OpOperand *use : backward)
         if (use->getOwner()->isBeforeInBlock(first))
           first = use->getOwner();
+      // A parameter is gathered again only where its copy would be held
+      // across other matmuls: the head's, read by the forward right before
+      // the loss and by the backward right after, is kept.
+      if (param && !matmulBetween(held, first))
+        continue;
       OpBuilder b(first);
       auto again = cast<AllGatherOp>(b.clone(*g));
       again->setAttr(weft::attrname::kRegather, b.getUnitAttr());
+      Value copy = again.getResult();
+      if (held != g.getOperation()) {
+        IRMapping map;
+        map.map(g.getResult(), copy);
+        copy = b.clone(*held, map)->getResult(0);
+      }
       for (OpOperand *use : backward)
-        use->set(again.getResult());
+        use->set(copy);
     }
   }
 };

@@ -97,9 +97,8 @@ func.func @zero3(%targets: tensor<2x4xi32>, %x: tensor<2x4x8xf32>, %dy: tensor<2
 // read by the input gradient's matmul) is the same every micro-batch, so
 // it is made once per step, in the prologue, after the parameters; a copy
 // only the forward reads (%ec, an embedding table's) stays where it is
-// used. Each gradient is added to its grad buffer right after it is made,
-// with the reduce-scatter that only feeds that store, rather than at the
-// backward's end, so no micro-batch holds all its gradients at once.
+// used. (weft-store-gradients-early then moves the store and its
+// reduce-scatter up to the gradient.)
 // CHECK-LABEL: func @bf16
 // CHECK:       %[[W:.*]] = weft.param "w"
 // CHECK-NEXT:  %[[E:.*]] = weft.param "e"
@@ -107,8 +106,8 @@ func.func @zero3(%targets: tensor<2x4xi32>, %x: tensor<2x4x8xf32>, %dy: tensor<2
 // CHECK-NEXT:  weft.cast %[[E]] :
 // CHECK:       %[[DW:.*]] = weft.matmul %{{.*}}, %{{.*}} {transpose_a = true}
 // CHECK-NEXT:  %[[RS:.*]] = weft.reduce_scatter %[[DW]]
-// CHECK-NEXT:  weft.param_grad "w", %[[RS]] {accumulate}
 // CHECK-NEXT:  weft.matmul %{{.*}}, %[[WC]] {transpose_b = true}
+// CHECK-NEXT:  weft.param_grad "w", %[[RS]] {accumulate}
 weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
 func.func @bf16(%targets: tensor<2x4xi32>, %x: tensor<2x4x8xbf16>, %dy: tensor<2x4x8xbf16>) -> tensor<f32> {
   %w = weft.param "w" {init = "zeros"} : tensor<8x8xf32>

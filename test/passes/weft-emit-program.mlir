@@ -34,7 +34,7 @@
 // Two micro-batches, each the function's 2 rows: the step's batch is 4; a
 // prologue fragment clears the gradients, each micro-batch adds its own,
 // and the cross-entropy divides by the step's 16 rows.
-// RUN: weft-opt %s -split-input-file -weft-autodiff -weft-insert-adamw -weft-accumulate-gradients=microbatches=2 -weft-plan-memory -weft-emit-program="output=%t.mb.weft" -o /dev/null
+// RUN: weft-opt %s -split-input-file -weft-autodiff -weft-insert-adamw -weft-accumulate-gradients=microbatches=2 -weft-store-gradients-early -weft-plan-memory -weft-emit-program="output=%t.mb.weft" -o /dev/null
 // RUN: weft-run %t.mb.weft --dump | FileCheck %s --check-prefix=MB
 // MB:      program: model tiny | dtype f32 | batch 4 | seq 4
 // MB:      microbatches: 2
