@@ -100,17 +100,22 @@ double groupGatherSeconds(double bytes, int64_t stride, int64_t size,
   return groupSeconds(bytes, stride, size, hw, false);
 }
 
-double zeroBytesPerParam(int stage, int64_t d) {
-  switch (stage) {
-  case 0:
-    return 16;
-  case 1:
-    return 4 + 12.0 / d;
-  case 2:
-    return 2 + 14.0 / d;
-  default:
-    return 16.0 / d;
-  }
+StateBytes stateBytesPerParam(int stage, int64_t d) {
+  const double shard = 1.0 / double(d);
+  StateBytes b;
+  b.params = stage >= 3 ? 4 * shard : 4;
+  b.grads = stage >= 2 ? 4 * shard : 4;
+  b.optimizer = stage >= 1 ? 8 * shard : 8;
+  return b;
+}
+
+StateBytes masterWeightStateBytesPerParam(int stage, int64_t d) {
+  const double shard = 1.0 / double(d);
+  StateBytes b;
+  b.params = stage >= 3 ? 2 * shard : 2;
+  b.grads = stage >= 2 ? 2 * shard : 2;
+  b.optimizer = stage >= 1 ? 12 * shard : 12;
+  return b;
 }
 
 double layerActivationBytes(int64_t s, int64_t b, int64_t h, int64_t heads,
@@ -568,19 +573,23 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   r.stepS = r.computeS + r.tpCommS + r.cpCommS + r.p2pS + r.ppBubbleS +
             r.dpCommS + r.optimizerS;
 
-  // --- memory per GPU ---
-  int64_t d = l.dp;
-  double pB = 2, gB = 2, oB = 12;
-  if (l.zero >= 1)
-    oB = 12.0 / d;
-  if (l.zero >= 2)
-    gB = 2.0 / d;
-  if (l.zero >= 3)
-    pB = 2.0 / d;
-  double scale = e / 2.0; // the formulas are for 2-byte activations
-  r.paramBytes = gpuParams * pB * scale;
-  r.gradBytes = gpuParams * gB * scale;
-  r.optimizerBytes = gpuParams * oB;
+  // --- memory per GPU, as weft holds it (or a framework with master
+  // weights) ---
+  double scale = e / 2.0; // the activation formulas are for 2-byte values
+  StateBytes state = stateBytesPerParam(l.zero, l.dp);
+  if (l.masterWeights) { // its weights and gradients in the compute dtype
+    state = masterWeightStateBytesPerParam(l.zero, l.dp);
+    state.params *= scale;
+    state.grads *= scale;
+  }
+  r.paramBytes = gpuParams * state.params;
+  r.gradBytes = gpuParams * state.grads;
+  r.optimizerBytes = gpuParams * state.optimizer;
+  // weft's bf16 matmuls read bf16 copies of its fp32 weights, made once
+  // per step and held in the activation arena (ZeRO-3's are the gathered
+  // layers' below).
+  const double weightCopies =
+      e == 2 && l.zero < 3 && !l.masterWeights ? gpuParams * 2.0 : 0.0;
   // Context parallelism: a layer's activations of s/cp tokens, and the
   // gathered keys and values attention keeps for its gradient.
   double act = layerActivationBytes(s / l.cp, b, h, c.numHeads, l.tp,
@@ -603,7 +612,7 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
                cpActBytes;
   if (l.zero == 3) // one gathered layer, prefetching the next
     peakAct += 2.0 * model.layer.params / l.tp * e;
-  r.activationBytes = peakAct;
+  r.activationBytes = peakAct + weightCopies;
   r.memoryBytes =
       r.paramBytes + r.gradBytes + r.optimizerBytes + r.activationBytes;
   double usable = 0.95 * hw.memoryBytes();
@@ -663,15 +672,22 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   };
   r.memoryTerms = {
       {"parameters", r.paramBytes, "B",
-       fmt("%.4g params/GPU (stage / tp) x %.3g B", gpuParams, pB * scale)},
+       fmt("%.4g params/GPU (stage / tp) x %.3g B", gpuParams, state.params) +
+           (l.masterWeights ? " (compute dtype)" : " (fp32)")},
       {"gradients", r.gradBytes, "B",
-       fmt("%.4g params/GPU x %.3g B", gpuParams, gB * scale)},
+       fmt("%.4g params/GPU x %.3g B", gpuParams, state.grads) +
+           (l.masterWeights ? " (compute dtype)" : " (fp32)")},
       {"optimizer_state", r.optimizerBytes, "B",
-       fmt("%.4g params/GPU x %.3g B (fp32 master, Adam m, v)", gpuParams, oB)},
+       fmt("%.4g params/GPU x %.3g B", gpuParams, state.optimizer) +
+           (l.masterWeights ? " (fp32 master, Adam m, v)"
+                            : " (fp32 Adam m, v)")},
       {"activations", r.activationBytes, "B",
        fmt("%.3g micro-batches in flight x %.3g layers x %.4g MB/layer "
            "(Korthikanti et al. 2022), + logits, recompute and ZeRO-3 buffers",
-           inFlight, layersPerStage, act / 1e6)},
+           inFlight, layersPerStage, act / 1e6) +
+           (weightCopies > 0 ? fmt(", + the weights' bf16 copies (%.3g GB)",
+                                   weightCopies / 1e9)
+                             : std::string())},
       {"total", r.memoryBytes, "B",
        fmt("fits if <= 95%% of %.4g GB", hw.memoryGB)},
   };

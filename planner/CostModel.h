@@ -41,6 +41,11 @@ struct Layout {
   /// not searched: Megatron-LM 2021 did not overlap it; DeepSpeed and
   /// Megatron with --overlap-grad-reduce do).
   bool dpOverlap = true;
+  /// Training state as Megatron-LM, DeepSpeed and FSDP hold it (bf16
+  /// weights and gradients, an fp32 master copy sharded with Adam's m and
+  /// v), not as weft does (a framework property, not searched: to time a
+  /// published run's layout).
+  bool masterWeights = false;
   /// Context parallelism: each sequence split over cp ranks in 2*cp
   /// load-balanced chunks; attention sees the other chunks as `context`
   /// says (only the ring overlaps its transfers with compute).
@@ -101,10 +106,22 @@ double groupAllReduceSeconds(double bytes, int64_t stride, int64_t size,
 /// All-gather or reduce-scatter, likewise.
 double groupGatherSeconds(double bytes, int64_t stride, int64_t size,
                           const Hardware &hw);
-/// Bytes per parameter of training state per GPU under ZeRO on d ranks
-/// (bf16 params + grads, fp32 master + Adam m, v): 16, 4 + 12/d, 2 + 14/d,
-/// 16/d.
-double zeroBytesPerParam(int stage, int64_t d);
+/// Training state per parameter per GPU as weft holds it (weft-compile
+/// --explain's "memory per rank"): fp32 parameters, gradients and Adam m
+/// and v whatever the compute dtype, a bf16 program computing on copies of
+/// the weights. ZeRO on d ranks shards m and v (stage 1), the gradients too
+/// (2), the parameters too (3): 16, 8 + 8/d, 4 + 12/d, 16/d bytes in all.
+/// (The ZeRO paper's bf16 parameters with a sharded fp32 master hold less
+/// at stages 1 and 2: 4 + 12/d and 2 + 14/d.)
+struct StateBytes {
+  double params = 0, grads = 0, optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+};
+StateBytes stateBytesPerParam(int stage, int64_t d);
+/// The ZeRO paper's count, Megatron-LM's, DeepSpeed's and FSDP's: bf16
+/// parameters and gradients, the fp32 master with Adam m and v (12 bytes),
+/// sharded by stage: 16, 4 + 12/d, 2 + 14/d, 16/d bytes in all.
+StateBytes masterWeightStateBytesPerParam(int stage, int64_t d);
 /// Activation bytes of one layer for one micro-batch (Korthikanti et al.
 /// 2022, 2-byte activations): s*b*h*(34 + 5*a*s/h) unparallelised.
 double layerActivationBytes(int64_t s, int64_t b, int64_t h, int64_t heads,

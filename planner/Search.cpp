@@ -291,8 +291,9 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
                   if (!allow(f.recompute, rc))
                     continue;
                   for (ContextComm cc : contexts) {
-                    Layout l{dp,   tp, pp, mb,          m,  schedule, v,
-                             zero, sp, rc, o.dpOverlap, cp, cc};
+                    Layout l{dp, tp,   pp, mb, m,           schedule,
+                             v,  zero, sp, rc, o.dpOverlap, o.masterWeights,
+                             cp, cc};
                     Estimate est = estimate(model, hw, l, o.globalBatch,
                                             o.tokens, /*breakdown=*/false);
                     ++r.evaluated;

@@ -49,9 +49,10 @@ def eq3(batch, layers, hidden):
 def plan(binary, tmp, config, gpus, batch, fix=None):
     # Megatron-LM 2021 ran attention as batched GEMMs and a fused softmax,
     # not a FlashAttention kernel: the a100-80g preset without its
-    # attention_efficiency; it did not overlap the gradient all-reduce.
+    # attention_efficiency; it did not overlap the gradient all-reduce, and
+    # held bf16 weights with an fp32 master copy (--master-weights).
     return run_plan(binary, tmp, config, a100(flash=False), gpus, batch, SEQ,
-                    fix, ["--no-dp-overlap"])
+                    fix, ["--no-dp-overlap", "--master-weights"])
 
 
 def main():

@@ -264,7 +264,10 @@ def run_plan(binary, tmp, config, cluster, gpus, batch, seq, fix=None,
 
 
 def plan(binary, tmp, case):
-    flags = []
+    # Every source's framework (Megatron-LM, DeepSpeed, FSDP, llm-foundry's
+    # Composer) holds bf16 weights with an fp32 master copy, not weft's fp32
+    # weights: its memory decides which layouts fit the published run.
+    flags = ["--master-weights"]
     if case.get("no_overlap"):
         flags.append("--no-dp-overlap")
     if case.get("memory_unchecked"):

@@ -56,8 +56,8 @@ Hardware h100() { return lookupHardwarePreset("h100-80g").hardware; }
 // --- seed arithmetic -------------------------------------------------------
 
 TEST(Seed, SeventyBillionUnderAdamIsAboutOnePointOneTerabytes) {
-  EXPECT_EQ(zeroBytesPerParam(0, 1), 16.0);
-  double bytes = 70e9 * zeroBytesPerParam(0, 64);
+  EXPECT_EQ(stateBytesPerParam(0, 1).total(), 16.0);
+  double bytes = 70e9 * stateBytesPerParam(0, 64).total();
   EXPECT_NEAR(bytes, 1.12e12, 1e9);
   // The preset's IR-counted parameters (70.6e9) give the same ~1.1 TB.
   ModelCost m = analyze("llama-3-70b", 128);
@@ -74,12 +74,23 @@ TEST(Seed, SixNDFor70BOn15TTokens) {
   EXPECT_NEAR(days, 180, 3); // ~180 days on 1,024 H100s
 }
 
+// weft's state: fp32 parameters, gradients, Adam m and v, sharded by stage
+// (weft-compile --explain's "memory per rank").
 TEST(Seed, ZeroBytesPerGpu) {
   for (int64_t d : {1, 2, 8, 64}) {
-    EXPECT_DOUBLE_EQ(zeroBytesPerParam(0, d), 16.0);
-    EXPECT_DOUBLE_EQ(zeroBytesPerParam(1, d), 4.0 + 12.0 / d);
-    EXPECT_DOUBLE_EQ(zeroBytesPerParam(2, d), 2.0 + 14.0 / d);
-    EXPECT_DOUBLE_EQ(zeroBytesPerParam(3, d), 16.0 / d);
+    EXPECT_DOUBLE_EQ(stateBytesPerParam(0, d).total(), 16.0);
+    EXPECT_DOUBLE_EQ(stateBytesPerParam(1, d).total(), 8.0 + 8.0 / d);
+    EXPECT_DOUBLE_EQ(stateBytesPerParam(2, d).total(), 4.0 + 12.0 / d);
+    EXPECT_DOUBLE_EQ(stateBytesPerParam(3, d).total(), 16.0 / d);
+    EXPECT_DOUBLE_EQ(stateBytesPerParam(2, d).grads, 4.0 / d);
+    EXPECT_DOUBLE_EQ(stateBytesPerParam(1, d).params, 4.0);
+    // The ZeRO paper's (weft-plan --master-weights).
+    EXPECT_DOUBLE_EQ(masterWeightStateBytesPerParam(0, d).total(), 16.0);
+    EXPECT_DOUBLE_EQ(masterWeightStateBytesPerParam(1, d).total(),
+                     4.0 + 12.0 / d);
+    EXPECT_DOUBLE_EQ(masterWeightStateBytesPerParam(2, d).total(),
+                     2.0 + 14.0 / d);
+    EXPECT_DOUBLE_EQ(masterWeightStateBytesPerParam(3, d).total(), 16.0 / d);
   }
 }
 

@@ -63,9 +63,10 @@ static cl::opt<int64_t> microbatchesArg(
     cl::init(1));
 static cl::opt<std::string> zero3GatherArg(
     cl::cat(compileCategory), "zero3-gather",
-    cl::desc("with --microbatches and ZeRO-3: gather each parameter once per "
-             "'step' (the default: the gathered copies stay for the step) or "
-             "once per 'microbatch' (less memory, M times the traffic)"),
+    cl::desc("with ZeRO-3: gather each parameter once per 'step' (the "
+             "default: the gathered copies stay for the step) or in each "
+             "'microbatch', for its forward and again for its backward "
+             "(FSDP's way: the least memory, 2M times the traffic)"),
     cl::init("step"));
 static cl::opt<std::string> pipelineScheduleArg(
     cl::cat(compileCategory), "pipeline-schedule",
@@ -303,6 +304,10 @@ std::string applyPlan() {
   }
   if (!row)
     return "plan file '" + planArg + "' holds no layout object";
+  if (row->getBoolean("master_weights").value_or(false))
+    return "the plan counted memory as a framework with bf16 master weights "
+           "holds it (weft-plan --master-weights), not as weft does: plan "
+           "without --master-weights";
   auto integer = [&](const char *key) -> std::optional<int64_t> {
     return row->getInteger(key);
   };
@@ -342,6 +347,19 @@ std::string applyPlan() {
   if (root)
     if (auto seq = root->getInteger("seq"))
       seqArg = *seq;
+  // The dtype the planner costed (bf16 on GPU clusters): its memory and
+  // step time are of that program, not of the f32 default. Plans before
+  // the field have none.
+  if (auto dtype = root ? root->getString("dtype") : std::nullopt) {
+    if (*dtype != "bf16" && *dtype != "f32")
+      return "plan file '" + planArg + "' has dtype '" + dtype->str() +
+             "': expected bf16 or f32";
+    if (dtypeArg.getNumOccurrences() && dtypeArg != *dtype)
+      return "--dtype " + dtypeArg + " asks for another program than the " +
+             "plan, which was costed in " + dtype->str() +
+             ": drop --dtype, or plan on a cluster of that dtype";
+    dtypeArg = dtype->str();
+  }
   std::string mesh;
   if (pp > 1)
     mesh = "pp=" + std::to_string(pp); // outermost, as the planner places it

@@ -75,6 +75,13 @@ static cl::opt<bool> noDpOverlapArg(
     cl::cat(planCategory), "no-dp-overlap",
     cl::desc(
         "gradient reduction does not overlap backward (Megatron-LM 2021)"));
+static cl::opt<bool> masterWeightsArg(
+    cl::cat(planCategory), "master-weights",
+    cl::desc("count the training state as Megatron-LM, DeepSpeed and FSDP "
+             "hold it (bf16 weights and gradients, an fp32 master copy "
+             "sharded with Adam's state), to time a published run's layout; "
+             "weft holds fp32 weights, and weft-compile --plan refuses such "
+             "a plan"));
 static cl::opt<bool> memoryUncheckedArg(
     cl::cat(planCategory), "memory-unchecked",
     cl::desc("rank layouts that do not fit in memory too (to time a "
@@ -141,6 +148,9 @@ nlohmann::json toJson(const Estimate &e) {
           {"sequence_parallel", l.sequenceParallel},
           {"recompute", recomputeName(l.recompute)},
           {"dp_overlap", l.dpOverlap},
+          // Memory counted as a framework with master weights holds it
+          // (--master-weights), not as weft does.
+          {"master_weights", l.masterWeights},
           {"compute_s", e.computeS},
           {"tp_comm_s", e.tpCommS},
           {"cp_comm_s", e.cpCommS},
@@ -357,6 +367,7 @@ int main(int argc, char **argv) {
   options.globalBatch = batchArg;
   options.tokens = tokensArg;
   options.dpOverlap = !noDpOverlapArg;
+  options.masterWeights = masterWeightsArg;
   options.memoryUnchecked = memoryUncheckedArg;
   std::string error;
   if (!parseConstraints(fixArg, options.fix, error))
@@ -391,6 +402,9 @@ int main(int argc, char **argv) {
       rows.push_back(toJson(result.ranked[i]));
     nlohmann::json doc = {{"model", model.dims.name},
                           {"cluster", hw.hardware.name},
+                          // The dtype the layouts were costed in;
+                          // weft-compile --plan compiles in it.
+                          {"dtype", hw.hardware.computeDtype},
                           {"gpus", gpusArg.getValue()},
                           {"global_batch", batchArg.getValue()},
                           {"seq", seqArg.getValue()},
