@@ -158,11 +158,18 @@ weft::assignOpFactors(Operation *op, const ShardingRule &rule,
   SmallVector<bool> isParam;
   for (Value v : op->getOperands()) {
     ins.push_back(shardingOf(v));
-    // A parameter's bf16 copy (weft-mixed-precision) weighs as the
-    // parameter itself.
-    auto copy = v.getDefiningOp<CastOp>();
-    isParam.push_back(v.getDefiningOp<ParamOp>() ||
-                      (copy && copy.getX().getDefiningOp<ParamOp>()));
+    // A parameter's bf16 copy (weft-mixed-precision) and its gather from
+    // ZeRO-3's storage (made by weft-partition when an earlier user, such
+    // as that copy, was partitioned) weigh as the parameter itself: else
+    // a sequence-parallel input's split would win over the weight's
+    // (Llama under SP, ZeRO-3 and bf16 gathered every weight over tp).
+    Value source = v;
+    while (Operation *def = source.getDefiningOp()) {
+      if (!isa<CastOp, AllGatherOp>(def))
+        break;
+      source = def->getOperand(0);
+    }
+    isParam.push_back(bool(source.getDefiningOp<ParamOp>()));
   }
   for (Value v : op->getResults())
     outs.push_back(shardingOf(v));

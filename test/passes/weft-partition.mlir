@@ -120,6 +120,30 @@ func.func @zero3(%tokens: tensor<2x4xi32> {weft.sharding = #weft.sharding<dims =
 
 // -----
 
+// ZeRO-3 under sequence parallelism in bf16: the matmul reads the bf16 copy
+// of the weight's dp-gather, made when the copy was partitioned. The
+// weight still weighs as a parameter, so it keeps its tp split and the
+// sequence-split input is gathered over tp, as without ZeRO-3 (it was the
+// weight that was gathered over tp, silently undoing tensor parallelism).
+// CHECK-LABEL: func @zero3_sequence_parallel_bf16
+// CHECK:       weft.all_gather %{{.*}} {axes = ["dp"], dim = 0 : i64, reason = "weft.cast operand 0: [dp, tp] -> [*, tp]"}
+// CHECK:       weft.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64, reason = "weft.matmul operand 0: [*, tp, *] -> [*, *, *]"}
+// CHECK-NOT:   reason = "weft.matmul operand 1: [*, tp] -> [*, *]"
+weft.mesh @mesh {axes = ["dp", "tp"], shape = array<i64: 2, 2>}
+func.func @zero3_sequence_parallel_bf16(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
+  %wte = weft.param "wte" {init = "normal", std = 0.02} : tensor<16x8xf32>
+  %x0 = weft.embedding %wte, %tokens : (tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %x = weft.shard %x0 {sharding = #weft.sharding<dims = [[], ["tp"], []]>} : tensor<2x4x8xf32>
+  %xc = weft.cast %x : tensor<2x4x8xf32> to tensor<2x4x8xbf16>
+  %w = weft.param "fc.weight" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [[], ["tp"]]>, weft.storage = #weft.sharding<dims = [["dp"], ["tp"]]>, weft.grad_storage = #weft.sharding<dims = [["dp"], ["tp"]]>} : tensor<8x16xf32>
+  %wc = weft.cast %w : tensor<8x16xf32> to tensor<8x16xbf16>
+  %logits = weft.matmul %xc, %wc : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xbf16>
+  %loss = weft.cross_entropy %logits, %targets : (tensor<2x4x16xbf16>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // Negative: on a mesh where nothing is split, no collective is needed.
 // CHECK-LABEL: func @replicated
 // CHECK-NOT:   weft.all_reduce
