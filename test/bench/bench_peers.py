@@ -42,8 +42,10 @@ REF = os.path.join(REPO, "test", "reference")
 DEFAULT_VENV_PY = os.path.join(os.path.expanduser("~"), ".cache", "weft", "bench-venv", "bin", "python")
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"]
 GPT2 = dict(n_layer=12, n_embd=768, n_head=12, vocab=50257, n_positions=1024)
-# Goals of issue 14, item 5: weft's step time at most this fraction of the peer's.
-GOALS = {"eager": 0.6, "compile": 0.7, "ddp": 0.6, "fsdp2": 0.6}
+# Issue 36's goals (weft / peer step time; the one-rank step's fraction of
+# the run's best sgemm below).
+GOALS = {"eager": 0.55, "compile": 0.7, "ddp": 0.6, "fsdp2": 0.55}
+SGEMM_GOAL = 0.92
 
 
 def flops_per_step(B, S):
@@ -291,7 +293,7 @@ def main(a):
         gf = flops_per_step(a.batch, a.seq) / mean["one"] / 1e9
         out["weft_one_gflops"] = gf
         out["fraction_of_best_sgemm"] = gf / best_sgemm
-        print(f"weft one-rank step: {gf:.1f} GFLOP/s = {gf / best_sgemm:.2f} of the best sgemm (goal >= 0.9)")
+        print(f"weft one-rank step: {gf:.1f} GFLOP/s = {gf / best_sgemm:.2f} of the best sgemm (goal >= {SGEMM_GOAL})")
     out["ratios"] = ratios
     print(json.dumps(out))
 
