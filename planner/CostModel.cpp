@@ -100,22 +100,28 @@ double groupGatherSeconds(double bytes, int64_t stride, int64_t size,
   return groupSeconds(bytes, stride, size, hw, false);
 }
 
-StateBytes stateBytesPerParam(int stage, int64_t d) {
+namespace {
+// Whole bytes per parameter, sharded over d ranks as ZeRO's stage says:
+// the optimizer's from stage 1, the gradients' from 2, the parameters'
+// from 3.
+StateBytes shardedState(int stage, int64_t d, StateBytes whole) {
   const double shard = 1.0 / double(d);
-  StateBytes b;
-  b.params = stage >= 3 ? 4 * shard : 4;
-  b.grads = stage >= 2 ? 4 * shard : 4;
-  b.optimizer = stage >= 1 ? 8 * shard : 8;
-  return b;
+  if (stage >= 1)
+    whole.optimizer *= shard;
+  if (stage >= 2)
+    whole.grads *= shard;
+  if (stage >= 3)
+    whole.params *= shard;
+  return whole;
+}
+} // namespace
+
+StateBytes stateBytesPerParam(int stage, int64_t d) {
+  return shardedState(stage, d, {4, 4, 8});
 }
 
 StateBytes masterWeightStateBytesPerParam(int stage, int64_t d) {
-  const double shard = 1.0 / double(d);
-  StateBytes b;
-  b.params = stage >= 3 ? 2 * shard : 2;
-  b.grads = stage >= 2 ? 2 * shard : 2;
-  b.optimizer = stage >= 1 ? 12 * shard : 12;
-  return b;
+  return shardedState(stage, d, {2, 2, 12});
 }
 
 double layerActivationBytes(int64_t s, int64_t b, int64_t h, int64_t heads,

@@ -66,7 +66,7 @@ static cl::opt<std::string> zero3GatherArg(
     cl::desc("with ZeRO-3: gather each parameter once per 'step' (the "
              "default: the gathered copies stay for the step) or in each "
              "'microbatch', for its forward and again for its backward "
-             "(FSDP's way: the least memory, 2M times the traffic)"),
+             "(FSDP's way: the least memory, about 2M times the gathers)"),
     cl::init("step"));
 static cl::opt<std::string> pipelineScheduleArg(
     cl::cat(compileCategory), "pipeline-schedule",
