@@ -17,7 +17,8 @@ namespace {
 constexpr int64_t ParallelGrain = 1 << 14;
 constexpr double SqrtTwoOverPi = 0.79788456080286535588;
 
-template <typename T> inline void geluSpan(const T *X, T *Y, int64_t N) {
+template <typename T>
+WEFT_CLONE_BODY void geluSpan(const T *X, T *Y, int64_t N) {
   const T C = T(SqrtTwoOverPi), A = T(0.044715);
   for (int64_t I = 0; I < N; ++I) {
     T V = X[I];
@@ -26,7 +27,7 @@ template <typename T> inline void geluSpan(const T *X, T *Y, int64_t N) {
 }
 
 template <typename T>
-inline void geluGradSpan(const T *Dy, const T *X, T *Dx, int64_t N) {
+WEFT_CLONE_BODY void geluGradSpan(const T *Dy, const T *X, T *Dx, int64_t N) {
   const T C = T(SqrtTwoOverPi), A = T(0.044715);
   for (int64_t I = 0; I < N; ++I) {
     T V = X[I];
@@ -37,13 +38,14 @@ inline void geluGradSpan(const T *Dy, const T *X, T *Dx, int64_t N) {
   }
 }
 
-template <typename T> inline void siluSpan(const T *X, T *Y, int64_t N) {
+template <typename T>
+WEFT_CLONE_BODY void siluSpan(const T *X, T *Y, int64_t N) {
   for (int64_t I = 0; I < N; ++I)
     Y[I] = X[I] * vsigmoid(X[I]);
 }
 
 template <typename T>
-inline void siluGradSpan(const T *Dy, const T *X, T *Dx, int64_t N) {
+WEFT_CLONE_BODY void siluGradSpan(const T *Dy, const T *X, T *Dx, int64_t N) {
   for (int64_t I = 0; I < N; ++I) {
     T S = vsigmoid(X[I]);
     Dx[I] = Dy[I] * S * (T(1) + X[I] * (T(1) - S));
@@ -51,14 +53,14 @@ inline void siluGradSpan(const T *Dy, const T *X, T *Dx, int64_t N) {
 }
 
 template <typename T>
-inline void swigluSpan(const T *Gate, const T *Up, T *Y, int64_t N) {
+WEFT_CLONE_BODY void swigluSpan(const T *Gate, const T *Up, T *Y, int64_t N) {
   for (int64_t I = 0; I < N; ++I)
     Y[I] = Gate[I] * vsigmoid(Gate[I]) * Up[I];
 }
 
 template <typename T>
-inline void swigluGradSpan(const T *Dy, const T *Gate, const T *Up, T *DGate,
-                           T *DUp, int64_t N) {
+WEFT_CLONE_BODY void swigluGradSpan(const T *Dy, const T *Gate, const T *Up,
+                                    T *DGate, T *DUp, int64_t N) {
   for (int64_t I = 0; I < N; ++I) {
     T G = Gate[I], S = vsigmoid(G);
     T Dyi = Dy[I], U = Up[I];

@@ -29,14 +29,14 @@ namespace weft::cpu {
 
 namespace {
 
-constexpr int64_t RowBlock = 64;
+constexpr int64_t RowBlock = AttentionRowBlock;
 
 /// Softmax of rows [I0, I1) of a scores block (row r of the block holds
 /// global query I0+r; columns [0, KEnd) are valid), masking keys after the
 /// query when causal (KEnd = I1 then), else over all KEnd keys.
 template <typename T>
-inline void softmaxRows(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
-                        bool Causal) {
+WEFT_CLONE_BODY void softmaxRows(T *P, int64_t Ld, int64_t I0, int64_t I1,
+                                 int64_t KEnd, bool Causal) {
   for (int64_t I = I0; I < I1; ++I) {
     T *Row = P + (I - I0) * Ld;
     int64_t N = Causal ? I + 1 : KEnd;
@@ -67,7 +67,8 @@ void softmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
 /// dS = P (dP - rowsum(P dP)) for one row, in place in DR: the sum over the
 /// N keys the row reads (P is 0 past them), the product over all KEnd.
 template <typename T>
-inline void softmaxGradRow(const T *PR, T *DR, int64_t N, int64_t KEnd) {
+WEFT_CLONE_BODY void softmaxGradRow(const T *PR, T *DR, int64_t N,
+                                    int64_t KEnd) {
   T Dot = T(rowDot(PR, DR, N));
   for (int64_t J = 0; J < KEnd; ++J)
     DR[J] = PR[J] * (DR[J] - Dot);

@@ -43,7 +43,7 @@ Status checkTargets(const int32_t *Targets, int64_t Rows, int64_t V,
 }
 
 template <typename T>
-inline double rowLoss(const T *X, int64_t V, int32_t Target) {
+WEFT_CLONE_BODY double rowLoss(const T *X, int64_t V, int32_t Target) {
   T M = rowMax(X, V);
   return double(M) + std::log(rowSumExp(X, V, M)) - double(X[Target]);
 }
@@ -51,8 +51,8 @@ inline double rowLoss(const T *X, int64_t V, int32_t Target) {
 // Dx is X (in place) or disjoint from it. One exp per logit: the sum's
 // pass stores them, and the last pass scales.
 template <typename T>
-inline void rowGrad(const T *X, int64_t V, int32_t Target, double Scale,
-                    T *Dx) {
+WEFT_CLONE_BODY void rowGrad(const T *X, int64_t V, int32_t Target,
+                             double Scale, T *Dx) {
   T M = rowMax(X, V);
   T K = T(Scale / rowSumExpStore(X, V, M, Dx));
   T Et = Dx[Target];

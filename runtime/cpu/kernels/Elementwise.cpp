@@ -1,18 +1,79 @@
-//===- Elementwise.cpp - add, mul, bias_add, reduce_rows, fill, copy, split
-//-===//
+//===- Elementwise.cpp - add, mul, bias_add, reduce_rows, copies ---------===//
 #include "runtime/cpu/kernels/Kernels.h"
+#include "runtime/cpu/kernels/Parallel.h"
 
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace weft::cpu {
 
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t ParallelGrain = 1 << 15;
 
-template <typename T> void add(const T *A, const T *B, T *Y, int64_t N) {
-#pragma omp parallel for schedule(static) if (N > ParallelGrain)
+namespace {
+
+// Float bodies compiled per instruction set (WEFT_SIMD_CLONES): each element
+// is one correctly rounded operation, so every clone gives the same bits.
+template <typename T>
+WEFT_CLONE_BODY void addRange(const T *A, const T *B, T *Y, int64_t N) {
   for (int64_t I = 0; I < N; ++I)
     Y[I] = A[I] + B[I];
+}
+
+WEFT_SIMD_CLONES void addRangeF(const float *A, const float *B, float *Y,
+                                int64_t N) {
+  addRange(A, B, Y, N);
+}
+
+template <typename T>
+WEFT_CLONE_BODY void biasAddRows(const T *X, const T *Bias, T *Y, int64_t Rows,
+                                 int64_t N) {
+  for (int64_t R = 0; R < Rows; ++R) {
+    const T *XR = X + R * N;
+    T *YR = Y + R * N;
+    for (int64_t C = 0; C < N; ++C)
+      YR[C] = XR[C] + Bias[C];
+  }
+}
+
+WEFT_SIMD_CLONES void biasAddRowsF(const float *X, const float *Bias, float *Y,
+                                   int64_t Rows, int64_t N) {
+  biasAddRows(X, Bias, Y, Rows, N);
+}
+
+// Column sums of a block of up to ColumnBlock columns, in double, each column
+// summed over the rows in order: the lanes are columns, so the order (and the
+// result) is the same at every vector width and thread count.
+constexpr int64_t ColumnBlock = 64;
+
+template <typename T>
+WEFT_CLONE_BODY void sumColumns(const T *X, T *Y, int64_t Rows, int64_t N,
+                                int64_t C0, int64_t C1) {
+  double Acc[ColumnBlock] = {};
+  for (int64_t R = 0; R < Rows; ++R) {
+    const T *XR = X + R * N + C0;
+    for (int64_t C = 0; C < C1 - C0; ++C)
+      Acc[C] += double(XR[C]);
+  }
+  for (int64_t C = C0; C < C1; ++C)
+    Y[C] = T(Acc[C - C0]);
+}
+
+WEFT_SIMD_CLONES void sumColumnsF(const float *X, float *Y, int64_t Rows,
+                                  int64_t N, int64_t C0, int64_t C1) {
+  sumColumns(X, Y, Rows, N, C0, C1);
+}
+
+} // namespace
+
+template <typename T> void add(const T *A, const T *B, T *Y, int64_t N) {
+  forChunks(N, ParallelGrain, [&](int64_t Begin, int64_t End) {
+    if constexpr (std::is_same_v<T, float>)
+      addRangeF(A + Begin, B + Begin, Y + Begin, End - Begin);
+    else
+      addRange(A + Begin, B + Begin, Y + Begin, End - Begin);
+  });
 }
 
 template <typename T> void mul(const T *A, const T *B, T *Y, int64_t N) {
@@ -35,32 +96,27 @@ void copyBytes(const void *X, void *Y, size_t Bytes) {
 
 template <typename T>
 void biasAdd(const T *X, const T *Bias, T *Y, int64_t Rows, int64_t N) {
-#pragma omp parallel for schedule(static) if (Rows * N > ParallelGrain)
-  for (int64_t R = 0; R < Rows; ++R) {
-    const T *XR = X + R * N;
-    T *YR = Y + R * N;
-    for (int64_t C = 0; C < N; ++C)
-      YR[C] = XR[C] + Bias[C];
-  }
+  forChunks(
+      Rows, N > 0 ? ParallelGrain / N : Rows, [&](int64_t Begin, int64_t End) {
+        if constexpr (std::is_same_v<T, float>)
+          biasAddRowsF(X + Begin * N, Bias, Y + Begin * N, End - Begin, N);
+        else
+          biasAddRows(X + Begin * N, Bias, Y + Begin * N, End - Begin, N);
+      });
 }
 
 // Parallel over column blocks, so the sum order (and the result) does not
 // depend on the thread count.
 template <typename T>
 void reduceRows(const T *X, T *Y, int64_t Rows, int64_t N) {
-  constexpr int64_t Block = 64;
-  int64_t NumBlocks = (N + Block - 1) / Block;
+  int64_t NumBlocks = (N + ColumnBlock - 1) / ColumnBlock;
 #pragma omp parallel for schedule(static) if (Rows * N > ParallelGrain)
   for (int64_t Blk = 0; Blk < NumBlocks; ++Blk) {
-    int64_t C0 = Blk * Block, C1 = std::min(N, C0 + Block);
-    double Acc[Block] = {};
-    for (int64_t R = 0; R < Rows; ++R) {
-      const T *XR = X + R * N;
-      for (int64_t C = C0; C < C1; ++C)
-        Acc[C - C0] += XR[C];
-    }
-    for (int64_t C = C0; C < C1; ++C)
-      Y[C] = T(Acc[C - C0]);
+    int64_t C0 = Blk * ColumnBlock, C1 = std::min(N, C0 + ColumnBlock);
+    if constexpr (std::is_same_v<T, float>)
+      sumColumnsF(X, Y, Rows, N, C0, C1);
+    else
+      sumColumns(X, Y, Rows, N, C0, C1);
   }
 }
 

@@ -180,11 +180,13 @@ struct QueryRuns {
 // Causal attention of scores Scale * q.k (Scale 0: 1/sqrt(Hd)).
 // Q, Y: [B,Sq,H*Hd]; K, V: [B,Sk,Hkv*Hd], the keys in their order; Runs
 // place the queries in the keys' sequence (Sq = Sk and one run from 0 but
-// under context parallelism). Scratch holds two blocks of min(Sq,64) x Sk
-// elements per thread (Threads = omp_get_max_threads() when the kernel runs).
+// under context parallelism). Queries run in blocks of AttentionRowBlock rows;
+// scratch holds two blocks of min(Sq, AttentionRowBlock) x Sk elements per
+// thread (Threads = omp_get_max_threads() when the kernel runs).
+constexpr int64_t AttentionRowBlock = 64;
 inline size_t attentionScratchBytes(int64_t Sq, int64_t Sk, size_t ElemBytes,
                                     int Threads) {
-  int64_t Blk = Sq < 64 ? Sq : 64;
+  int64_t Blk = Sq < AttentionRowBlock ? Sq : AttentionRowBlock;
   return size_t(Threads) * 2 * size_t(Blk) * size_t(Sk) * ElemBytes;
 }
 /// Load-balanced context parallelism: copies X [B, S, W], each sequence held

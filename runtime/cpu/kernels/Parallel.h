@@ -20,6 +20,15 @@
 #define WEFT_SIMD_CLONES
 #endif
 
+/// For the bodies a WEFT_SIMD_CLONES function calls: a body GCC leaves out
+/// of line is compiled once, for baseline x86-64, and every clone calls that
+/// copy (seen for loops with a local array: the column sums ran in SSE2).
+#if defined(__GNUC__)
+#define WEFT_CLONE_BODY __attribute__((always_inline)) inline
+#else
+#define WEFT_CLONE_BODY inline
+#endif
+
 namespace weft::cpu {
 
 /// Calls F(Begin, End) on one contiguous range per thread (ranges start at
