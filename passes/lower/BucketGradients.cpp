@@ -5,6 +5,8 @@
 #include "passes/sharding/ShardingUtils.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace weft {
 #define GEN_PASS_DEF_WEFTBUCKETGRADIENTS
@@ -20,6 +22,14 @@ int64_t bytesOf(Value v) {
   return t.getNumElements() * t.getElementTypeBitWidth() / 8;
 }
 
+// Whether two ops run in the same fragment, of the same model chunk.
+bool inTheSameFragment(Operation *a, Operation *b) {
+  return a->getAttr(weft::attrname::kFragment) ==
+             b->getAttr(weft::attrname::kFragment) &&
+         a->getAttr(weft::attrname::kChunk) ==
+             b->getAttr(weft::attrname::kChunk);
+}
+
 // Whether collective `op` may join a bucket started by `first`: over the
 // same axes, of the same element type, in the same fragment (of the same
 // model chunk, under an interleaved schedule).
@@ -27,10 +37,7 @@ template <typename CollectiveOp>
 bool sameBucket(CollectiveOp first, CollectiveOp op) {
   return first.getAxes() == op.getAxes() &&
          first.getType().getElementType() == op.getType().getElementType() &&
-         first->getAttr(weft::attrname::kFragment) ==
-             op->getAttr(weft::attrname::kFragment) &&
-         first->getAttr(weft::attrname::kChunk) ==
-             op->getAttr(weft::attrname::kChunk);
+         inTheSameFragment(first, op);
 }
 
 // An all-reduce whose only use stores a parameter's gradient.
@@ -107,6 +114,15 @@ std::optional<int64_t> usedRows(Value g, func::FuncOp fn,
   return all ? rows : std::nullopt;
 }
 
+// A reduction the pass made: its first op (the pack, or the collective),
+// the collective, and the ops that read its result, in order (the unpack
+// and the stores).
+struct Reduction {
+  Operation *begin;
+  Operation *start;
+  SmallVector<Operation *> finish;
+};
+
 struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
   using WeftBucketGradientsBase::WeftBucketGradientsBase;
 
@@ -172,10 +188,11 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
       return da && db && da->isBeforeInBlock(db);
     });
     SmallVector<AllReduceOp> bucket;
+    SmallVector<Reduction> made;
     int64_t bytes = 0;
     auto flush = [&] {
       if (!bucket.empty())
-        emitBucket(bucket);
+        emitBucket(bucket, made);
       bucket.clear();
       bytes = 0;
     };
@@ -187,6 +204,7 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
       bytes += bytesOf(op.getX());
     }
     flush();
+    finishBeforeTheNext(made);
     if (zeroBucketBytes <= 0)
       return;
     bucketReduceScatters(mesh);
@@ -363,8 +381,10 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
   // (asynchronously: the runtime completes it when its result is read, so it
   // overlaps the rest of backward), and finishes it where the gradients are
   // stored. One gradient: its own all-reduce; several: pack, one all-reduce,
-  // unpack. bucket-bytes=0 keeps one all-reduce per gradient.
-  void emitBucket(SmallVector<AllReduceOp> group) {
+  // unpack. bucket-bytes=0 keeps one all-reduce per gradient. Appends what
+  // it made to `made`, a reduction per entry.
+  void emitBucket(SmallVector<AllReduceOp> group,
+                  SmallVector<Reduction> &made) {
     SmallVector<Value> pieces;
     for (AllReduceOp op : group)
       pieces.push_back(op.getX());
@@ -378,6 +398,7 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
       for (AllReduceOp op : group) {
         op->moveBefore(b.getInsertionBlock(), b.getInsertionPoint());
         op->setAttr(weft::attrname::kAsync, b.getUnitAttr());
+        made.push_back({op, op, {*op->getUsers().begin()}});
       }
       return;
     }
@@ -412,6 +433,11 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
     else
       b.setInsertionPoint(firstStore);
     auto unpack = UnpackOp::create(b, loc, types, reduce.getResult());
+    // In the gradients' fragment (the optimizer's, for the once-per-step
+    // reductions of micro-batches' sums), as finishBeforeTheNext compares.
+    inFragmentOf(group.front(), {packed.getDefiningOp(), reduce.getOperation(),
+                                 unpack.getOperation()});
+    Reduction r{packed.getDefiningOp(), reduce, {unpack}};
     Operation *after = unpack;
     for (auto [i, op] : llvm::enumerate(group)) {
       AllReduceOp single = op;
@@ -420,6 +446,52 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
       single.erase();
       store->moveAfter(after);
       after = store;
+      r.finish.push_back(store);
+    }
+    made.push_back(std::move(r));
+  }
+
+  // Each reduction is finished (its result read: unpacked, stored) just
+  // before the next one begins, not where its gradients are stored:
+  // weft-store-gradients-early puts each store right after its gradient, so
+  // every wait followed its start and nothing overlapped (DDP's all-reduce
+  // on a GPU). One reduction in flight while the next bucket's gradients are
+  // computed; the last is finished where its gradients are stored.
+  static void finishBeforeTheNext(ArrayRef<Reduction> made) {
+    for (size_t k = 0; k + 1 < made.size(); ++k) {
+      const Reduction &r = made[k];
+      Operation *next = made[k + 1].begin;
+      Block *block = r.finish.front()->getBlock();
+      if (next->getBlock() != block ||
+          !llvm::all_of(r.finish,
+                        [&](Operation *op) {
+                          return op->getBlock() == block &&
+                                 op->isBeforeInBlock(next);
+                        }) ||
+          !inTheSameFragment(r.start, made[k + 1].start))
+        continue;
+      // Nothing in between may read what the finishing ops make, or a
+      // gradient they store.
+      llvm::SmallPtrSet<Operation *, 8> finishing(r.finish.begin(),
+                                                  r.finish.end());
+      llvm::StringSet<> names;
+      for (Operation *op : r.finish)
+        if (auto store = dyn_cast<ParamGradOp>(op))
+          names.insert(store.getName());
+      bool readInBetween = false;
+      for (Operation *op = r.finish.front()->getNextNode(); op != next;
+           op = op->getNextNode()) {
+        if (finishing.contains(op))
+          continue;
+        if (auto stored = dyn_cast<StoredGradOp>(op))
+          readInBetween |= names.contains(stored.getName());
+        for (Value operand : op->getOperands())
+          readInBetween |= finishing.contains(operand.getDefiningOp());
+      }
+      if (readInBetween)
+        continue;
+      for (Operation *op : r.finish)
+        op->moveBefore(next);
     }
   }
 };

@@ -46,6 +46,49 @@ func.func @step(%xa: tensor<16xf32>, %xb: tensor<4x4xf32>, %xc: tensor<16xf32>, 
 
 // -----
 
+// Gradients stored as they are made (weft-store-gradients-early): a
+// reduction is read where the next one begins, not at its stores right after
+// its start, so it overlaps the backward up to there. Buckets {d, c, b} and
+// {a}: the first is unpacked and stored just before the second starts; the
+// last where its gradient is stored.
+// CHECK-LABEL: func @stored_early
+// CHECK:      %[[GD:.*]] = weft.gelu %arg3
+// CHECK-NEXT: %[[GC:.*]] = weft.gelu %arg2
+// CHECK-NEXT: %[[GB:.*]] = weft.gelu %arg1
+// CHECK-NEXT: %[[P:.*]] = weft.pack %[[GD]], %[[GC]], %[[GB]]
+// CHECK-NEXT: %[[R:.*]] = weft.all_reduce %[[P]] {axes = ["dp"], reason = "gradient bucket of 3 tensors (192 bytes)", weft.async}
+// CHECK-NEXT: %[[GA:.*]] = weft.gelu %arg0
+// CHECK-NEXT: %[[U:.*]]:3 = weft.unpack %[[R]]
+// CHECK-NEXT: weft.param_grad "d", %[[U]]#0
+// CHECK-NEXT: weft.param_grad "c", %[[U]]#1
+// CHECK-NEXT: weft.param_grad "b", %[[U]]#2
+// CHECK-NEXT: %[[RA:.*]] = weft.all_reduce %[[GA]] {axes = ["dp"], weft.async}
+// CHECK-NEXT: weft.param_grad "a", %[[RA]]
+// Without buckets, each all-reduce is read where the next one starts.
+// OFF-LABEL: func @stored_early
+// OFF:      %[[RD:.*]] = weft.all_reduce %{{.*}} {axes = ["dp"], weft.async}
+// OFF-NEXT: %[[GC:.*]] = weft.gelu %arg2
+// OFF-NEXT: weft.param_grad "d", %[[RD]]
+// OFF-NEXT: weft.all_reduce %[[GC]] {axes = ["dp"], weft.async}
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @stored_early(%xa: tensor<16xf32>, %xb: tensor<16xf32>, %xc: tensor<16xf32>, %xd: tensor<16xf32>) {
+  %gd = weft.gelu %xd : tensor<16xf32>
+  %rd = weft.all_reduce %gd {axes = ["dp"]} : (tensor<16xf32>) -> tensor<16xf32>
+  weft.param_grad "d", %rd : tensor<16xf32>
+  %gc = weft.gelu %xc : tensor<16xf32>
+  %rc = weft.all_reduce %gc {axes = ["dp"]} : (tensor<16xf32>) -> tensor<16xf32>
+  weft.param_grad "c", %rc : tensor<16xf32>
+  %gb = weft.gelu %xb : tensor<16xf32>
+  %rb = weft.all_reduce %gb {axes = ["dp"]} : (tensor<16xf32>) -> tensor<16xf32>
+  weft.param_grad "b", %rb : tensor<16xf32>
+  %ga = weft.gelu %xa : tensor<16xf32>
+  %ra = weft.all_reduce %ga {axes = ["dp"]} : (tensor<16xf32>) -> tensor<16xf32>
+  weft.param_grad "a", %ra : tensor<16xf32>
+  return
+}
+
+// -----
+
 // A position table's gradient is zero past the sequence on every rank: only
 // its first rows are reduced (3 of 8 here; under sequence parallelism the
 // local 2 positions times the tp shards, 4), and packed back with zeros
