@@ -257,6 +257,17 @@ public:
       R.Active = St.Hier.Phase >= 0;
       return Status::success();
     }
+    // Where shared memory serves the group, the reduction runs here, to the
+    // end: Open MPI progresses an MPI_Iallreduce only inside MPI calls, at
+    // 0.4 GB/s on GPT-2's 26 MB buckets (66 ms each, dp=2 on 2 cores)
+    // against 13-18 ms through shared memory, and a rank computing on its
+    // only core has none to spare for it. The request is then complete.
+    ShmCollectives *Shm = nullptr;
+    WEFT_RETURN_IF_ERROR(shmFor("all_reduce", G, Count * E, T, true, Shm));
+    if (Shm) {
+      R.Active = false;
+      return Shm->allReduce(Send, Recv, Count, T);
+    }
     if (St.Handles.size() < N)
       St.Handles.resize(N, MPI_REQUEST_NULL);
     St.Started = 0;
