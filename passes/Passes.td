@@ -320,10 +320,13 @@ def WeftBucketGradients : Pass<"weft-bucket-gradients", "mlir::func::FuncOp"> {
     Buckets follow the order backward computes the gradients; each bucket's
     all-reduce starts right after its last gradient is computed and is marked
     `async` (weft-emit-program writes it as all_reduce_start and a wait right
-    before the first use of its result), so the runtime overlaps it with the
-    rest of backward and completes
-    it where the gradients are stored. `bucket-bytes=0` keeps one all-reduce
-    per gradient (each still started early and asynchronous).
+    before the first use of its result). Its result is unpacked and stored
+    just before the next bucket begins (the last: where its gradients are
+    stored), so it overlaps the backward up to there with one reduction in
+    flight; gradients stored as they are made (weft-store-gradients-early)
+    would otherwise wait right after each start. `bucket-bytes=0` keeps one
+    all-reduce per gradient (each still started early and asynchronous, and
+    finished where the next starts).
 
     A position table's gradient, zero past the sequence on every rank, is
     reduced only over its first rows. With `zero-bucket-bytes` > 0, ZeRO's
