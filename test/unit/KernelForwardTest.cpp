@@ -209,6 +209,26 @@ TEST(KernelForward, ThreadCountDoesNotChangeResults) {
   EXPECT_EQ(A, B);
 }
 
+// The scan runs in one range per thread: the index is the first bad value's
+// whichever range holds it, and one in a later range never hides an earlier.
+TEST(KernelForward, FirstNonFiniteIsTheFirstAtEveryThreadCount) {
+  const int64_t N = int64_t(1) << 20;
+  std::vector<float> X(size_t(N), 1.0f);
+  int Saved = numThreads();
+  for (int Threads : {1, 2, 3}) {
+    setNumThreads(Threads);
+    std::fill(X.begin(), X.end(), 1.0f);
+    EXPECT_EQ(firstNonFinite(X.data(), N), -1) << Threads << " threads";
+    X[size_t(N - 1)] = INFINITY;
+    EXPECT_EQ(firstNonFinite(X.data(), N), N - 1) << Threads << " threads";
+    X[size_t(N / 2 + 5)] = -INFINITY;
+    EXPECT_EQ(firstNonFinite(X.data(), N), N / 2 + 5) << Threads << " threads";
+    X[100] = NAN;
+    EXPECT_EQ(firstNonFinite(X.data(), N), 100) << Threads << " threads";
+  }
+  setNumThreads(Saved);
+}
+
 } // namespace
 
 // OpenBLAS on a VM with a masked CPU model falls back to pre-AVX kernels;
