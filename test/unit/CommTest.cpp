@@ -497,10 +497,16 @@ TEST(Comm, NonblockingAllReduceInChunks) {
                     ->iallReduce(G, X.data(), Y.data(), Count, DType::F32,
                                  hostQueue(), Req)
                     .ok());
-    EXPECT_TRUE(Req.Active);
-    Status Again = World->iallReduce(G, X.data(), Y.data(), Count, DType::F32,
-                                     hostQueue(), Req);
-    EXPECT_FALSE(Again.ok());
+    // Over MPI (WEFT_NO_SHM=1: the comm-mpirun-np2-no-shm test) the chunks
+    // are in flight; through shared memory, on one node, the reduction
+    // completed at its start.
+    if (std::getenv("WEFT_NO_SHM"))
+      EXPECT_TRUE(Req.Active);
+    if (Req.Active) {
+      Status Again = World->iallReduce(G, X.data(), Y.data(), Count, DType::F32,
+                                       hostQueue(), Req);
+      EXPECT_FALSE(Again.ok());
+    }
     if (Round == 0) {
       // Complete by testing only.
       bool Done = false;
