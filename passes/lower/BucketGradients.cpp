@@ -470,8 +470,9 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
                         }) ||
           !inTheSameFragment(r.start, made[k + 1].start))
         continue;
-      // Nothing in between may read what the finishing ops make, or a
-      // gradient they store.
+      // Nothing in between may read what the finishing ops make, or read
+      // or add to a gradient they store (added in another order, a sum
+      // would round differently).
       llvm::SmallPtrSet<Operation *, 8> finishing(r.finish.begin(),
                                                   r.finish.end());
       llvm::StringSet<> names;
@@ -485,6 +486,8 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
           continue;
         if (auto stored = dyn_cast<StoredGradOp>(op))
           readInBetween |= names.contains(stored.getName());
+        if (auto store = dyn_cast<ParamGradOp>(op))
+          readInBetween |= names.contains(store.getName());
         for (Value operand : op->getOperands())
           readInBetween |= finishing.contains(operand.getDefiningOp());
       }

@@ -89,6 +89,46 @@ func.func @stored_early(%xa: tensor<16xf32>, %xb: tensor<16xf32>, %xc: tensor<16
 
 // -----
 
+// The negative case: a stored gradient read before the next reduction
+// begins keeps its store where it is, so the read sees it.
+// OFF-LABEL: func @read_before_the_next
+// OFF:      %[[RD:.*]] = weft.all_reduce %{{.*}} {axes = ["dp"], weft.async}
+// OFF-NEXT: weft.param_grad "d", %[[RD]]
+// OFF-NEXT: weft.stored_grad "d"
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @read_before_the_next(%xc: tensor<16xf32>, %xd: tensor<16xf32>) -> tensor<16xf32> {
+  %gd = weft.gelu %xd : tensor<16xf32>
+  %rd = weft.all_reduce %gd {axes = ["dp"]} : (tensor<16xf32>) -> tensor<16xf32>
+  weft.param_grad "d", %rd : tensor<16xf32>
+  %sd = weft.stored_grad "d" : tensor<16xf32>
+  %gc = weft.gelu %xc : tensor<16xf32>
+  %rc = weft.all_reduce %gc {axes = ["dp"]} : (tensor<16xf32>) -> tensor<16xf32>
+  weft.param_grad "c", %rc : tensor<16xf32>
+  return %sd : tensor<16xf32>
+}
+
+// -----
+
+// Nor past another addition to the same gradient: the sum would round in
+// another order.
+// OFF-LABEL: func @added_before_the_next
+// OFF:      %[[RD:.*]] = weft.all_reduce %{{.*}} {axes = ["dp"], weft.async}
+// OFF-NEXT: weft.param_grad "d", %[[RD]]
+// OFF-NEXT: weft.param_grad "d", %arg0 {accumulate}
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @added_before_the_next(%xc: tensor<16xf32>, %xd: tensor<16xf32>) {
+  %gd = weft.gelu %xd : tensor<16xf32>
+  %rd = weft.all_reduce %gd {axes = ["dp"]} : (tensor<16xf32>) -> tensor<16xf32>
+  weft.param_grad "d", %rd : tensor<16xf32>
+  weft.param_grad "d", %xc {accumulate} : tensor<16xf32>
+  %gc = weft.gelu %xc : tensor<16xf32>
+  %rc = weft.all_reduce %gc {axes = ["dp"]} : (tensor<16xf32>) -> tensor<16xf32>
+  weft.param_grad "c", %rc : tensor<16xf32>
+  return
+}
+
+// -----
+
 // A position table's gradient is zero past the sequence on every rank: only
 // its first rows are reduced (3 of 8 here; under sequence parallelism the
 // local 2 positions times the tp shards, 4), and packed back with zeros
