@@ -289,6 +289,22 @@ def main(a):
             ratios[f"{w}/{p}"] = mean[w] / mean[p]
             print(f"{w:18s} {mean[w]:8.3f}   {p:14s} {mean[p]:8.3f}   {mean[w] / mean[p]:5.2f}  "
                   f"<= {GOALS[p]}{'' if mean[w] / mean[p] <= GOALS[p] else '  (missed)'}")
+    # What each goal asks of weft's step, beside the step's FLOPs run at the
+    # best sgemm and nothing else (a rank of the 2-rank runs: its half of
+    # the global batch on 1 of the run's threads): a goal below that floor
+    # needs a faster GEMM than the machine's best, not less glue.
+    if best_sgemm > 0:
+        for w, p in rows:
+            if p not in mean:
+                continue
+            one = w == "one"
+            floor = flops_per_step(a.batch if one else a.dist_batch // 2, a.seq) / 1e9 / (
+                best_sgemm * (1.0 if one else 1.0 / a.threads))
+            want = GOALS[p] * mean[p]
+            out.setdefault("goal_step_s", {})[f"{w}/{p}"] = want
+            out.setdefault("flops_floor_s", {})[w] = floor
+            print(f"goal {w}/{p}: a {want:.2f} s step; the FLOPs alone at the best sgemm: {floor:.2f} s"
+                  f"{'  (below that floor)' if want < floor else ''}")
     if "one" in mean and best_sgemm > 0:
         gf = flops_per_step(a.batch, a.seq) / mean["one"] / 1e9
         out["weft_one_gflops"] = gf
