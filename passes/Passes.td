@@ -34,11 +34,14 @@ def WeftInferTpRoles : Pass<"weft-infer-tp-roles", "mlir::ModuleOp"> {
 }
 
 def WeftPadVocab : Pass<"weft-pad-vocab", "mlir::ModuleOp"> {
-  let summary = "Pads a vocabulary to a multiple of tp, as Megatron-LM does";
+  let summary = "Pads a vocabulary to a multiple of tp (and dp under ZeRO), as Megatron-LM does";
   let description = [{
     Megatron's layout splits the token embedding and the LM head (the
     parameters weft-infer-tp-roles marked `vocab`, along dim 0) over `tp`,
     which must divide the vocabulary: GPT-2's 50,257 ids divide by no tp.
+    ZeRO splits their rows (or each tp shard's) over `dp` as well, which
+    must divide them too: weft-compile asks for a multiple of tp x dp, so
+    GPT-2's table no longer keeps whole state on every rank under ZeRO.
     Like Megatron-LM's `--make-vocab-size-divisible-by`, this pass pads
     them with rows up to the next multiple of `multiple`, and keeps the
     model exactly the one described:

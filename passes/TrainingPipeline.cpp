@@ -46,16 +46,23 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
         WeftPackDocumentsOptions{o.documents, o.attentionMask}));
   if (name == "forward" && o.forwardOnly)
     pm.addNestedPass<func::FuncOp>(createWeftReturnLogits());
+  // Megatron's vocabulary split needs tp to divide the vocabulary, and
+  // ZeRO's split of a table's rows over dp needs dp to divide its part:
+  // pad it (exactly: the padding is outside the loss and the checkpoints).
+  // Without, GPT-2's 50,257-row table kept whole state on every rank under
+  // ZeRO (31% of its parameters).
+  const int64_t tp = meshAxisSize(o.layout.mesh, "tp"),
+                dp = meshAxisSize(o.layout.mesh, "dp");
+  const bool vocabOverTp = o.layout.layout == "megatron" && tp > 1,
+             vocabOverDp = o.layout.zero > 0 && dp > 1;
   // Megatron's layout splits by structural roles; a layout file's split
-  // of a fused QKV dim takes its blocks from them.
-  if (name == "layout" && sharded && o.layout.layout != "data")
+  // of a fused QKV dim takes its blocks from them; the padding finds the
+  // vocabulary by them.
+  if (name == "layout" && sharded && (o.layout.layout != "data" || vocabOverDp))
     pm.addPass(createWeftInferTpRoles());
-  // Megatron's vocabulary split needs tp to divide the vocabulary: pad it
-  // (exactly: the padding is outside the loss and the checkpoints).
-  if (int64_t tp = meshAxisSize(o.layout.mesh, "tp");
-      name == "layout" && o.layout.layout == "megatron" && tp > 1 &&
-      !o.forwardOnly)
-    pm.addPass(createWeftPadVocab(WeftPadVocabOptions{tp}));
+  if (name == "layout" && (vocabOverTp || vocabOverDp) && !o.forwardOnly)
+    pm.addPass(createWeftPadVocab(
+        WeftPadVocabOptions{(vocabOverTp ? tp : 1) * (vocabOverDp ? dp : 1)}));
   if (name == "layout" && sharded)
     pm.addPass(createWeftApplyLayout(o.layout));
   if (name == "autodiff" && o.computeDtype != "f32")

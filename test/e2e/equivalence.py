@@ -87,7 +87,8 @@ MESHES = [
 # A vocabulary tp does not divide (251): Megatron's layout pads it
 # (weft-pad-vocab) to 252, the padding outside the loss and the
 # checkpoints, alone and beside dp with ZeRO-1 and -3 and sequence
-# parallelism.
+# parallelism. ZeRO on data parallelism alone pads it for dp, so its
+# tables' state splits over dp too.
 VOCAB_PAD = [
     (2, ["--mesh", "tp=2", "--layout", "megatron"]),
     (4, ["--mesh", "tp=4", "--layout", "megatron"]),
@@ -95,6 +96,8 @@ VOCAB_PAD = [
          "--sequence-parallel"]),
     (4, ["--mesh", "dp=2,tp=2", "--layout", "megatron", "--zero", "3",
          "--sequence-parallel"]),
+    (2, ["--mesh", "dp=2", "--zero", "1"]),
+    (4, ["--mesh", "dp=4", "--zero", "3"]),
 ]
 
 
@@ -346,7 +349,7 @@ def main():
     if layouts == "context-ring":
         what += " (ring context parallel)"
     if layouts == "vocab-pad":
-        what += " (vocabulary padded for tp)"
+        what += " (vocabulary padded for tp and ZeRO)"
     print(f"PASS: {len(meshes) - len(refused)} layouts of {model} ({dtype}){what} "
           f"train like one rank for {steps} steps")
 
