@@ -279,6 +279,7 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
                                ArrayRef<std::pair<std::string, DimAxes>> globs,
                                int64_t zeroStage) {
     int64_t tp = meshInfo.size("tp"), dp = meshInfo.size("dp");
+    std::vector<std::string> whole; // ZeRO left these unsplit
     auto walk = fn.walk([&](ParamOp p) -> WalkResult {
       StringRef name = p.getName();
       ArrayRef<int64_t> shape = p.getType().getShape();
@@ -344,6 +345,9 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
         int64_t c = 1;
         for (const std::string &a : storage[0])
           c *= meshInfo.size(a);
+        if (shape[0] % (c * blocks[0]) != 0)
+          whole.push_back(name.str() + " [" + std::to_string(shape[0]) +
+                          " rows, split " + std::to_string(c) + " ways]");
         if (shape[0] % (c * blocks[0]) == 0) {
           ShardingAttr s = toAttr(storage, blocks);
           p->setAttr(weft::attrname::kStateStorage, s);
@@ -365,7 +369,26 @@ struct ApplyLayout : weft::impl::WeftApplyLayoutBase<ApplyLayout> {
       }
       return WalkResult::advance();
     });
+    warnWholeState(whole, zeroStage);
     return failure(walk.wasInterrupted());
+  }
+
+  // ZeRO splits a parameter's rows over dp only where dp (times the rows'
+  // other split) divides them; it says which it left whole, once.
+  static void warnWholeState(ArrayRef<std::string> whole, int64_t zeroStage) {
+    if (whole.empty() || !warnOnce("zero whole " + whole.front()))
+      return;
+    auto &w = llvm::WithColor::warning(llvm::errs(), "weft");
+    w << "zero=" << zeroStage << " splits no rows of " << whole.size()
+      << " parameter" << (whole.size() > 1 ? "s" : "")
+      << " whose dim 0 the split does not divide, so their gradients and "
+         "optimizer state stay whole on every rank: ";
+    const size_t shown = std::min<size_t>(whole.size(), 3);
+    for (size_t i = 0; i < shown; ++i)
+      w << (i ? ", " : "") << whole[i];
+    if (whole.size() > shown)
+      w << " and " << whole.size() - shown << " more";
+    w << "\n";
   }
 
   LogicalResult checkHeads(func::FuncOp fn) {
