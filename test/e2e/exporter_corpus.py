@@ -52,10 +52,11 @@ FIXTURES = {
                   [["dp=2"], ["tp=2", "--layout", "megatron"]]),
     "gpt2-dyn18": ([], None, [["dp=2"], ["tp=2", "--layout", "megatron"]]),
     # An odd vocabulary (251, as GPT-2's 50,257 divides by no tp): the
-    # tp=2 layout pads it (weft-pad-vocab), exactly.
+    # tp=2 layout pads it (weft-pad-vocab), exactly; so does ZeRO on dp.
     "gpt2-v251-ts17": (["--tie-embeddings"], None,
                        [["dp=2"], ["tp=2", "--layout", "megatron"],
-                        ["tp=4", "--layout", "megatron"]]),
+                        ["tp=4", "--layout", "megatron"],
+                        ["dp=2", "--zero", "1"], ["dp=2", "--zero", "3"]]),
     "qwen2-tied-ts14": (["--tie-embeddings"], None,
                         [["dp=2"], ["tp=2", "--layout", "megatron"]]),
     "llama3rope-ts17": ([], "llama3rope-dyn18",
