@@ -235,6 +235,18 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   else
     shape.append(a.getShape().begin(), a.getShape().end() - 1);
   shape.push_back(tb ? bRows : bLast);
+  if (Value bias = adaptor.getBias()) {
+    // A linear layer's bias (weft-fuse-bias), one per output column.
+    auto t = typeOf(bias);
+    if (ta)
+      return emitOptionalError(loc, "a bias needs transpose_a=false (a "
+                                    "weight gradient has none)");
+    if (t.getRank() != 1 || t.getDimSize(0) != shape.back())
+      return emitOptionalError(loc, "bias is ", shapeStr(t.getShape()),
+                               ", expected [", shape.back(), "]");
+    if (failed(checkSameElementType(loc, adaptor.getA(), bias)))
+      return failure();
+  }
   types.push_back(withShape(a, shape));
   return success();
 }

@@ -247,11 +247,30 @@ def Weft_MatmulOp : Weft_ForwardOp<"matmul"> {
     %y = weft.matmul %x, %w {transpose_b = true}
         : (tensor<8x64x64xf32>, tensor<192x64xf32>) -> tensor<8x64x192xf32>
     ```
+
+    An optional third operand `bias` (`[N]`, the result's last dim) is added
+    to every row of the product, as PyTorch's addmm: weft-fuse-bias folds a
+    `weft.bias_add` into the matmul that makes its input, after autodiff and
+    partitioning, so no other pass sees it. Not with `transpose_a`.
+
+    ```mlir
+    %y = weft.matmul %x, %w, %b
+        : (tensor<8x64x64xf32>, tensor<64x192xf32>, tensor<192xf32>)
+        -> tensor<8x64x192xf32>
+    ```
   }];
   let arguments = (ins Weft_FloatTensor:$a, Weft_FloatTensor:$b,
+                   Optional<Weft_FloatTensor>:$bias,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
   let results = (outs Weft_FloatTensor:$result);
+  let builders = [
+    // Without a bias: every pass but weft-fuse-bias builds this form.
+    OpBuilder<(ins "::mlir::Value":$a, "::mlir::Value":$b,
+                   "bool":$transpose_a, "bool":$transpose_b), [{
+      build($_builder, $_state, a, b, ::mlir::Value(), transpose_a,
+            transpose_b);
+    }]>];
 }
 
 def Weft_BiasAddOp : Weft_ForwardOp<"bias_add"> {

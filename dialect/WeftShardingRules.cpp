@@ -139,6 +139,9 @@ ShardingRule MatmulOp::getShardingRule() {
   }
   r.operands = {ta ? concat(ka, m) : concat(m, ka),
                 tb ? concat(n, kb) : concat(kb, n)};
+  // A fused bias (weft-fuse-bias) is split as the output's columns.
+  if (Value bias = getBias())
+    r.operands.push_back(n.size() == 1 ? n : fresh(r, shapeOf(bias), true));
   r.results = {concat(m, n)};
   return r;
 }

@@ -38,6 +38,9 @@ LogicalResult PositionEmbeddingOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
 //   db = dc^T op(a)            (b transposed)
 LogicalResult MatmulOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys,
                                  SmallVectorImpl<Value> &grads) {
+  if (getBias())
+    return emitOpError("has a fused bias (weft-fuse-bias), which runs after "
+                       "autodiff: differentiate the matmul and its bias_add");
   Value dc = dys[0];
   bool ta = getTransposeA(), tb = getTransposeB();
   Location loc = getLoc();

@@ -489,6 +489,35 @@ def WeftInsertAdamW : Pass<"weft-insert-adamw", "mlir::func::FuncOp"> {
   let dependentDialects = ["::weft::WeftDialect"];
 }
 
+def WeftFuseBias : Pass<"weft-fuse-bias", "mlir::func::FuncOp"> {
+  let summary = "Folds a linear layer's bias_add into its matmul";
+  let description = [{
+    A `weft.bias_add` whose input is a `weft.matmul`'s only use becomes that
+    matmul's `bias` operand: the kernel starts the product from the bias
+    rows (BLAS's beta = 1, PyTorch's addmm), so the bias costs no pass of its
+    own over the output. It runs after partitioning, where a row-parallel
+    layer's all-reduce already stands between its matmul and its bias (the
+    bias is added once, to the sum), so only what adds the bias to each
+    rank's whole product fuses. Not in a bf16 program, whose matmul rounds
+    its product to bf16 before the add; not when the two carry different
+    fragment or stage marks.
+
+    Before:
+    ```mlir
+    %m = weft.matmul %x, %w : (tensor<8x64x64xf32>, tensor<64x192xf32>)
+        -> tensor<8x64x192xf32>
+    %y = weft.bias_add %m, %b : (tensor<8x64x192xf32>, tensor<192xf32>)
+        -> tensor<8x64x192xf32>
+    ```
+    After:
+    ```mlir
+    %y = weft.matmul %x, %w, %b
+        : (tensor<8x64x64xf32>, tensor<64x192xf32>, tensor<192xf32>)
+        -> tensor<8x64x192xf32>
+    ```
+  }];
+}
+
 def WeftPlanMemory : Pass<"weft-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Places every temporary tensor in one preallocated arena";
   let description = [{

@@ -113,8 +113,11 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
     prefetch.distance = o.prefetchOps;
     pm.addNestedPass<func::FuncOp>(createWeftPrefetchParams(prefetch));
   }
-  if (name == "plan-memory")
+  if (name == "plan-memory") {
+    // After partitioning: a row-parallel bias follows its all-reduce.
+    pm.addNestedPass<func::FuncOp>(createWeftFuseBias());
     pm.addNestedPass<func::FuncOp>(createWeftPlanMemory());
+  }
 }
 
 void weft::buildTrainingPipeline(OpPassManager &pm,

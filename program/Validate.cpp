@@ -211,8 +211,14 @@ Status InstChecker::checkVocabParallel() const {
 }
 
 Status InstChecker::checkMatmul() const {
-  WEFT_RETURN_IF_ERROR(counts(2, 1));
-  WEFT_RETURN_IF_ERROR(floats({0, 1}, {0}));
+  // Version 16: a linear layer's bias, in[2] (weft-fuse-bias).
+  const bool Bias = I.In.size() == 3;
+  if (Bias && P.Version < 16)
+    return fail("a matmul's bias (in[2]) needs format version 16, the file "
+                "is version " +
+                std::to_string(P.Version));
+  WEFT_RETURN_IF_ERROR(counts(Bias ? 3 : 2, 1));
+  WEFT_RETURN_IF_ERROR(Bias ? floats({0, 1, 2}, {0}) : floats({0, 1}, {0}));
   for (size_t K = 0; K < 2; ++K)
     WEFT_RETURN_IF_ERROR(rankAtLeast(true, K, 1));
   WEFT_RETURN_IF_ERROR(rankAtLeast(false, 0, 1));
@@ -232,7 +238,9 @@ Status InstChecker::checkMatmul() const {
                 std::to_string(rows(C)) + "," + std::to_string(last(C)) +
                 "]), expected a 2-D view [" + std::to_string(M) + "," +
                 std::to_string(N) + "]");
-  return Status::success();
+  if (Bias && I.Attrs.TransposeA)
+    return fail("a bias needs transpose_a=false");
+  return Bias ? rowVector(true, 2, N) : Status::success();
 }
 
 // The generic path's ops (docs/design.md decision 20).

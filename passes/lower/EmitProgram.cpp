@@ -42,8 +42,9 @@ namespace {
 // programs; version 8: their named tensor inputs and outputs; version 9:
 // masked-LM programs; version 10: constant buffers, select; version 14:
 // seq_axes on rope and attention (context parallelism); version 15: a
-// padded vocabulary (logical_rows on params, classes on cross-entropies).
-constexpr uint32_t kFormatVersion = 15;
+// padded vocabulary (logical_rows on params, classes on cross-entropies);
+// version 16: a matmul's fused bias (weft-fuse-bias).
+constexpr uint32_t kFormatVersion = 16;
 
 // A pipeline stage's fragments (its schedule's virtual stages, and whether
 // its backward splits); one chunk, unsplit, for any other function.

@@ -91,7 +91,9 @@ template <typename T> struct Kernels {
     bool TA = I.Attrs->TransposeA, TB = I.Attrs->TransposeB;
     int64_t M = TA ? A.Last : A.Rows, K = TA ? A.Rows : A.Last;
     int64_t N = TB ? B.Rows : B.Last;
-    cpu::matmul(A.as<T>(), B.as<T>(), I.Out[0].as<T>(), M, N, K, TA, TB);
+    // A fused bias (weft-fuse-bias), in[2].
+    const T *Bias = I.In.size() > 2 ? I.In[2].as<T>() : nullptr;
+    cpu::matmul(A.as<T>(), B.as<T>(), I.Out[0].as<T>(), M, N, K, TA, TB, Bias);
     return Status::success();
   }
   static Status biasAdd(const BI &I, const SC &, CpuState &) {

@@ -257,8 +257,18 @@ template <typename T> struct Kernels {
                  I);
   }
   static Status matmul(const BI &I, const SC &, Ctx &C) {
-    return C.Gemm->run(C.Lt, I.In[0].Data, I.In[1].Data, I.Out[0].Data,
-                       C.Workspace, GemmWorkspaceBytes, C.Stream);
+    WEFT_RETURN_IF_ERROR(C.Gemm->run(C.Lt, I.In[0].Data, I.In[1].Data,
+                                     I.Out[0].Data, C.Workspace,
+                                     GemmWorkspaceBytes, C.Stream));
+    if (I.In.size() < 3)
+      return Status::success();
+    // A fused bias (weft-fuse-bias), added in place after the product: the
+    // same two kernels as an unfused bias_add. cuBLASLt's bias epilogue
+    // would fold it into the GEMM (not done: no GPU to check it on).
+    const TensorRef &Y = I.Out[0];
+    return check(cuda::biasAdd(Y.as<T>(), I.In[2].as<T>(), Y.as<T>(), Y.Rows,
+                               Y.Last, C.Stream),
+                 I);
   }
   static Status biasAdd(const BI &I, const SC &, Ctx &C) {
     return check(cuda::biasAdd(I.In[0].as<T>(), I.In[1].as<T>(),

@@ -10,6 +10,26 @@ func.func @matmul_contracting_mismatch(%a: tensor<8x64xf32>, %b: tensor<32x16xf3
 
 // -----
 
+// A fused bias (weft-fuse-bias): one per output column, never on a weight
+// gradient's product (transpose_a).
+func.func @matmul_bias_length(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>, %b: tensor<5xf32>) {
+  // expected-error @+2 {{bias is [5], expected [6]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.matmul %x, %w, %b : (tensor<4x8xf32>, tensor<8x6xf32>, tensor<5xf32>) -> tensor<4x6xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_bias_transpose_a(%x: tensor<4x8xf32>, %dy: tensor<4x6xf32>, %b: tensor<6xf32>) {
+  // expected-error @+2 {{a bias needs transpose_a=false (a weight gradient has none)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.matmul %x, %dy, %b {transpose_a = true} : (tensor<4x8xf32>, tensor<4x6xf32>, tensor<6xf32>) -> tensor<8x6xf32>
+  return
+}
+
+// -----
+
 func.func @matmul_wrong_result(%a: tensor<8x64xf32>, %b: tensor<64x16xf32>) {
   // expected-error @+2 {{inferred type(s) 'tensor<8x16xf32>' are incompatible with return type(s) of operation 'tensor<8x17xf32>'}}
   // expected-error @+1 {{failed to infer returned types}}

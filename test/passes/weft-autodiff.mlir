@@ -113,3 +113,16 @@ func.func @constants(%x: tensor<2x4xf32>, %t: tensor<2xi32>) -> tensor<f32> {
   %l = weft.cross_entropy %m, %t : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A fused bias (weft-fuse-bias) appears only after autodiff: a matmul that
+// carries one is refused, not differentiated without its bias.
+func.func @fused_bias(%x: tensor<2x4xf32>, %t: tensor<2xi32>) -> tensor<f32> {
+  %w = weft.param "w" {init = "normal", std = 0.02} : tensor<4x4xf32>
+  %b = weft.param "b" {init = "zeros"} : tensor<4xf32>
+  // expected-error @+1 {{'weft.matmul' op has a fused bias (weft-fuse-bias), which runs after autodiff: differentiate the matmul and its bias_add}}
+  %y = weft.matmul %x, %w, %b : (tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %l = weft.cross_entropy %y, %t : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

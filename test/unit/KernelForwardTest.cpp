@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace weft;
@@ -67,6 +68,32 @@ TEST(KernelForward, MatmulAllTransposes) {
         }
       expectNear(C, Want, 1e-5, "matmul");
     }
+}
+
+// A fused bias (weft-fuse-bias): the product starts from the bias rows.
+// Against the naive loop, at 1 and 2 threads (2: blocks of rows when M >= N,
+// of columns otherwise), and an empty contraction (the bias alone).
+TEST(KernelForward, MatmulWithBias) {
+  int Saved = numThreads();
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{160, 96, 160},
+                         {48, 200, 300},
+                         {5, 7, 0}})
+    for (int Threads : {1, 2}) {
+      setNumThreads(Threads);
+      auto A = randomF(M * K, 3), B = randomF(K * N, 4), Bias = randomF(N, 5);
+      std::vector<float> C(M * N, 7.0f); // stale values are overwritten
+      matmul(A.data(), B.data(), C.data(), M, N, K, false, true, Bias.data());
+      std::vector<double> Want(M * N);
+      for (int64_t I = 0; I < M; ++I)
+        for (int64_t J = 0; J < N; ++J) {
+          double S = Bias[J];
+          for (int64_t P = 0; P < K; ++P)
+            S += double(A[I * K + P]) * double(B[J * K + P]);
+          Want[I * N + J] = S;
+        }
+      expectNear(C, Want, 1e-4, "matmul with bias");
+    }
+  setNumThreads(Saved);
 }
 
 // Causal and bidirectional (no mask, an encoder's): against a plain loop.

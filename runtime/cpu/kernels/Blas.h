@@ -42,13 +42,13 @@ inline void gemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K,
 }
 #endif
 
-/// C = op(A) op(B) split over the OpenMP threads by blocks of C's rows or
-/// columns, each block one single-threaded BLAS call. OpenBLAS itself is
-/// kept at one thread (see setNumThreads): its own pool would fight the
-/// OpenMP pool for the cores.
+/// C = op(A) op(B) (+ Bias[N] on every row) split over the OpenMP threads
+/// by blocks of C's rows or columns, each block one single-threaded BLAS
+/// call. OpenBLAS itself is kept at one thread (see setNumThreads): its own
+/// pool would fight the OpenMP pool for the cores.
 template <typename T>
 void parallelGemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K, const T *A,
-                  const T *B, T *C);
+                  const T *B, T *C, const T *Bias = nullptr);
 
 } // namespace weft::cpu
 

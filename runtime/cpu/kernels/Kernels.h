@@ -54,11 +54,11 @@ void documentPositionEmbeddingGrad(const T *Dy, T *DTable, int64_t B, int64_t S,
                                    int64_t P, int64_t D, const int32_t *Pos,
                                    int64_t Stride);
 
-// C[M,N] = op(A) op(B); A is [M,K] ([K,M] when TransA), B is [K,N] ([N,K]
-// when TransB).
+// C[M,N] = op(A) op(B) (+ Bias[N] on every row); A is [M,K] ([K,M] when
+// TransA), B is [K,N] ([N,K] when TransB).
 template <typename T>
 void matmul(const T *A, const T *B, T *C, int64_t M, int64_t N, int64_t K,
-            bool TransA, bool TransB);
+            bool TransA, bool TransB, const T *Bias = nullptr);
 
 // The generic path (Generic.cpp; docs/design.md decision 20). Shapes are
 // full row-major shapes; Broadcast.h's rules (validated at load).

@@ -188,14 +188,30 @@ std::string blasRestartNote() {
          Core;
 }
 
+namespace {
+// C's block of rows [R0, R1) x columns [C0, C1) (row stride N) set to the
+// bias: the GEMM then adds the product to it (beta = 1), as addmm, where
+// beta = 0 would have zeroed the block (OpenBLAS clears C before it
+// accumulates), so the bias costs no extra pass over C.
+template <typename T>
+void fillBias(T *C, int64_t N, int64_t R0, int64_t R1, int64_t C0, int64_t C1,
+              const T *Bias) {
+  for (int64_t R = R0; R < R1; ++R)
+    std::copy(Bias + C0, Bias + C1, C + R * N + C0);
+}
+} // namespace
+
 template <typename T>
 void parallelGemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K, const T *A,
-                  const T *B, T *C) {
+                  const T *B, T *C, const T *Bias) {
   const int64_t Lda = TA ? M : K, Ldb = TB ? K : N;
+  const T Beta = Bias ? T(1) : T(0);
   int Threads = omp_get_max_threads();
   // Below ~4 MFLOP a parallel region costs more than it saves.
   if (Threads == 1 || omp_in_parallel() || double(M) * N * K < 2e6) {
-    gemm(TA, TB, M, N, K, T(1), A, Lda, B, Ldb, T(0), C, N);
+    if (Bias)
+      fillBias(C, N, 0, M, 0, N, Bias);
+    gemm(TA, TB, M, N, K, T(1), A, Lda, B, Ldb, Beta, C, N);
     return;
   }
   const bool SplitM = M >= N;
@@ -209,17 +225,23 @@ void parallelGemm(bool TA, bool TB, int64_t M, int64_t N, int64_t K, const T *A,
     int64_t Lo = Ci * Chunk, Len = std::min(Chunk, Dim - Lo);
     if (SplitM) {
       const T *Ab = TA ? A + Lo : A + Lo * Lda;
-      gemm(TA, TB, Len, N, K, T(1), Ab, Lda, B, Ldb, T(0), C + Lo * N, N);
+      if (Bias)
+        fillBias(C, N, Lo, Lo + Len, 0, N, Bias);
+      gemm(TA, TB, Len, N, K, T(1), Ab, Lda, B, Ldb, Beta, C + Lo * N, N);
     } else {
       const T *Bb = TB ? B + Lo * Ldb : B + Lo;
-      gemm(TA, TB, M, Len, K, T(1), A, Lda, Bb, Ldb, T(0), C + Lo, N);
+      if (Bias)
+        fillBias(C, N, 0, M, Lo, Lo + Len, Bias);
+      gemm(TA, TB, M, Len, K, T(1), A, Lda, Bb, Ldb, Beta, C + Lo, N);
     }
   }
 }
 
 template void parallelGemm<float>(bool, bool, int64_t, int64_t, int64_t,
-                                  const float *, const float *, float *);
+                                  const float *, const float *, float *,
+                                  const float *);
 template void parallelGemm<double>(bool, bool, int64_t, int64_t, int64_t,
-                                   const double *, const double *, double *);
+                                   const double *, const double *, double *,
+                                   const double *);
 
 } // namespace weft::cpu
