@@ -521,13 +521,19 @@ def WeftFuseBias : Pass<"weft-fuse-bias", "mlir::func::FuncOp"> {
 def WeftPlanMemory : Pass<"weft-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Places every temporary tensor in one preallocated arena";
   let description = [{
-    Liveness-based first-fit placement in program order: a result is placed
+    Liveness-based best-fit placement in program order: a result is placed
     before its op's operands are released, so no kernel reads and writes the
     same bytes; a value's bytes are reused after its last use. Each op gets
     `weft.offsets` (byte offset per result, 64-byte aligned) and the function
     `weft.arena_bytes` (the peak). Parameters, gradients and Adam moments are
     persistent and not in the arena. Page faults are expensive on the machines
     we run on, so the runtime allocates and touches the arena once.
+
+    A gradient bucket's inputs (an unblocked `weft.pack`) that are computed
+    for it alone are written straight into the pack's buffer, where the pack
+    would put them (DDP's `gradient_as_bucket_view`): the buffer is placed
+    at the first of them, and the pack copies only the rest (an input read
+    by another op, or one not at a 64-byte boundary of the flat buffer).
   }];
 }
 

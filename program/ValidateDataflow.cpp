@@ -12,6 +12,7 @@
 #include "program/Program.h"
 
 #include <algorithm>
+#include <set>
 #include <unordered_map>
 
 namespace weft {
@@ -207,6 +208,27 @@ struct Interval {
 
 } // namespace
 
+// The (input, output) buffer pairs of packs whose input lies where the pack
+// puts it, at the same arena bytes (a gradient weft-plan-memory wrote
+// straight into its bucket): the two meet at the pack and share its bytes.
+static std::set<std::pair<int64_t, int64_t>> packedInPlace(const Program &P) {
+  std::set<std::pair<int64_t, int64_t>> Pairs;
+  for (const Instruction &I : P.Instructions) {
+    if (I.Op != OpKind::Pack || I.Attrs.Blocks != 1 || I.Out.size() != 1)
+      continue;
+    const BufferSpec &Out = P.Buffers[size_t(I.Out[0])];
+    int64_t Flat = 0;
+    for (int64_t Id : I.In) {
+      const BufferSpec &In = P.Buffers[size_t(Id)];
+      if (In.Kind == BufferKind::Arena && Out.Kind == BufferKind::Arena &&
+          In.StageIndex == Out.StageIndex && In.Offset == Out.Offset + Flat)
+        Pairs.insert({Id, I.Out[0]});
+      Flat += In.bytes();
+    }
+  }
+  return Pairs;
+}
+
 Status checkDataflow(const Program &P) {
   const size_t N = P.Instructions.size();
   if (N == 0)
@@ -386,6 +408,7 @@ Status checkDataflow(const Program &P) {
       Live[Id].Last = std::max(Live[Id].Last, LoopEnd - 1);
 
   // Live arena buffers must not share bytes: sweep them in offset order.
+  const std::set<std::pair<int64_t, int64_t>> InPlacePacks = packedInPlace(P);
   std::vector<int64_t> Ids;
   for (size_t Id = 0; Id < P.Buffers.size(); ++Id)
     if (P.Buffers[Id].Kind == BufferKind::Arena && Live[Id].First >= 0)
@@ -400,6 +423,13 @@ Status checkDataflow(const Program &P) {
       if (BB.Offset >= BA.Offset + BA.bytes())
         break;
       const Interval &LA = Live[size_t(Ids[A])], &LB = Live[size_t(Ids[B])];
+      // A pack's input in place in its output: they meet at the pack only.
+      auto MeetAtPack = [&](int64_t In, int64_t Out) {
+        return InPlacePacks.count({In, Out}) &&
+               Live[size_t(In)].Last == Live[size_t(Out)].First;
+      };
+      if (MeetAtPack(Ids[A], Ids[B]) || MeetAtPack(Ids[B], Ids[A]))
+        continue;
       if (LA.First <= LB.Last && LB.First <= LA.Last)
         return Status::error(
             bufferName(P, Ids[A]) + " and " + bufferName(P, Ids[B]) +

@@ -208,7 +208,24 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
     Arena arenas[2];
     DenseMap<Value, int64_t> offsets;
     DenseMap<Value, bool> shared;
+    // Values whose bytes are not their own to release: written into a grad
+    // buffer, or into a pack's buffer (released with the pack's result).
     llvm::DenseSet<Value> direct;
+    const DenseMap<Value, PackSlot> intoPack = packedInPlace(body, split);
+    DenseMap<Operation *, int64_t> packAt; // a pack's buffer, once placed
+    auto allocate = [&](Operation &op, Value r, bool inShared) -> bool {
+      std::optional<int64_t> offset = arenas[inShared].allocate(byteSize(r));
+      if (!offset) {
+        op.emitError() << "the activation arena would exceed 2^60 bytes "
+                          "placing this op's result of "
+                       << byteSize(r) << " bytes (high-water mark "
+                       << arenas[inShared].peak() << " bytes)";
+        return false;
+      }
+      offsets[r] = *offset;
+      shared[r] = inShared;
+      return true;
+    };
     for (Operation &op : body) {
       // A stored gradient is read from its grad buffer, not the arena, and
       // a constant from its own buffer.
@@ -229,18 +246,26 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
             direct.insert(r);
             continue;
           }
-        const bool inShared = split && !keptBetweenRuns(r);
-        Arena &arena = arenas[inShared];
-        std::optional<int64_t> offset = arena.allocate(byteSize(r));
-        if (!offset) {
-          op.emitError() << "the activation arena would exceed 2^60 bytes "
-                            "placing this op's result of "
-                         << byteSize(r) << " bytes (high-water mark "
-                         << arena.peak() << " bytes)";
+        // A pack's buffer is placed by its first input written into it.
+        auto pack = dyn_cast<PackOp>(op);
+        Value packed = pack ? pack.getResult() : Value();
+        if (auto it = intoPack.find(r); it != intoPack.end())
+          packed = it->second.pack->getResult(0);
+        if (packed && !packAt.count(packed.getDefiningOp())) {
+          if (!allocate(op, packed, split && !keptBetweenRuns(packed)))
+            return plan;
+          packAt[packed.getDefiningOp()] = offsets[packed];
+        }
+        if (pack) {
+          offsets[r] = packAt[pack.getOperation()];
+          shared[r] = split && !keptBetweenRuns(r);
+        } else if (auto it = intoPack.find(r); it != intoPack.end()) {
+          offsets[r] = packAt[it->second.pack] + it->second.at;
+          shared[r] = split && !keptBetweenRuns(packed);
+          direct.insert(r);
+        } else if (!allocate(op, r, split && !keptBetweenRuns(r))) {
           return plan;
         }
-        offsets[r] = *offset;
-        shared[r] = inShared;
       }
       plan.offsets.push_back({&op, {}});
       releaseDead(op, index.lookup(&op), lastUse, offsets, shared, direct,
@@ -264,6 +289,47 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
         placed.push_back(offsets[r] + (shared[r] ? plan.slotBytes : 0));
     plan.ok = true;
     return plan;
+  }
+
+  /// Where a value is written into a pack's buffer.
+  struct PackSlot {
+    Operation *pack;
+    int64_t at; // bytes from the buffer's start
+  };
+
+  // A gradient bucket's inputs (weft-bucket-gradients) written straight
+  // into the pack's buffer, as DDP's gradient_as_bucket_view: the pack then
+  // copies nothing of them. Each must be computed in the arena for the pack
+  // alone, start at a 64-byte boundary of the flat buffer (a program's
+  // arena offsets are), and lie in the pack's part of the arena. Not a
+  // blocked pack, whose inputs are interleaved.
+  static DenseMap<Value, PackSlot> packedInPlace(Block &body, bool split) {
+    DenseMap<Value, PackSlot> into;
+    for (Operation &op : body) {
+      auto pack = dyn_cast<PackOp>(op);
+      if (!pack || pack.getBlocks() != 1)
+        continue;
+      int64_t at = 0;
+      for (Value v : pack.getInputs()) {
+        Operation *def = v.getDefiningOp();
+        if (at % kAlignment == 0 && def && def->getBlock() == &body &&
+            v.hasOneUse() && !movesBytes(def) &&
+            (!split || keptBetweenRuns(v) == keptBetweenRuns(pack.getResult())))
+          into[v] = {pack.getOperation(), at};
+        at += *tensorBytes(v.getType());
+      }
+    }
+    return into;
+  }
+
+  // Ops that do not just compute a fresh result: parameters, stored
+  // gradients and constants have buffers of their own; a collective, a
+  // transfer, a pack or an unpack moves bytes, which the runtime may do in
+  // place or after the op (an async one).
+  static bool movesBytes(Operation *def) {
+    return isa<ParamOp, StoredGradOp, ConstantOp, RecvOp, SendOp, PackOp,
+               UnpackOp, AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
+               RingShiftOp>(def);
   }
 
   // The micro-batches a pipeline stage function holds at once (1 for any

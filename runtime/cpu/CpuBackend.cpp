@@ -597,6 +597,8 @@ template <typename T> struct Kernels {
   // blocks = n) block b of every piece, for b = 0..n-1.
   static Status pack(const BI &I, const SC &, CpuState &) {
     char *Out = static_cast<char *>(I.Out[0].Data);
+    // A gradient written into its bucket (weft-plan-memory) is there:
+    // copyBytes skips a copy onto itself.
     forEachPackedRun(
         I, [&](const TensorRef &Piece, size_t At, size_t Flat, size_t Bytes) {
           cpu::copyBytes(static_cast<const char *>(Piece.Data) + At, Out + Flat,

@@ -812,10 +812,11 @@ struct Bytes {
     cudaError_t E = cudaSuccess;
     forEachPackedRun(
         I, [&](const TensorRef &Piece, size_t At, size_t Flat, size_t Bytes) {
-          if (E == cudaSuccess)
-            E = cudaMemcpyAsync(Out + Flat,
-                                static_cast<const char *>(Piece.Data) + At,
-                                Bytes, cudaMemcpyDeviceToDevice, C.Stream);
+          // A gradient written into its bucket (weft-plan-memory) is there.
+          const char *From = static_cast<const char *>(Piece.Data) + At;
+          if (E == cudaSuccess && From != Out + Flat)
+            E = cudaMemcpyAsync(Out + Flat, From, Bytes,
+                                cudaMemcpyDeviceToDevice, C.Stream);
         });
     return check(E, I);
   }

@@ -155,3 +155,30 @@ func.func @direct_gradient(%x: tensor<16x16xf32>, %dy: tensor<16x16xf32>) -> ten
   weft.param_grad "v", %dv {accumulate} : tensor<16x16xf32>
   return %h : tensor<16x16xf32>
 }
+
+// -----
+
+// A gradient bucket (weft-bucket-gradients) whose gradients are made for it
+// alone: each is written into the pack's buffer where the pack would copy
+// it (DDP's gradient_as_bucket_view), so the pack copies nothing. The
+// buffer [0, 1088) is placed at the first of them: %a at 0, %b at 256, and
+// the pack at 0. %c is read by the silu too, and %d starts 1 KiB + 4 B in,
+// not at a 64-byte boundary: each keeps bytes of its own, and the pack
+// copies them.
+// CHECK-LABEL: func @bucket_in_place
+// CHECK-SAME:  weft.arena_bytes = 1280 : i64
+// CHECK:       %[[A:.*]] = weft.gelu %arg0 {weft.offsets = array<i64: 0>} : tensor<64xf32>
+// CHECK:       %[[B:.*]] = weft.gelu %arg1 {weft.offsets = array<i64: 256>} : tensor<192xf32>
+// CHECK:       %[[C:.*]] = weft.gelu %arg2 {weft.offsets = array<i64: 1088>} : tensor<1xf32>
+// CHECK:       weft.silu %[[C]] {weft.offsets = array<i64: 1152>}
+// CHECK:       %[[D:.*]] = weft.gelu %arg3 {weft.offsets = array<i64: 1216>} : tensor<4xf32>
+// CHECK:       weft.pack %[[A]], %[[B]], %[[C]], %[[D]] {weft.offsets = array<i64: 0>}
+func.func @bucket_in_place(%x: tensor<64xf32>, %y: tensor<192xf32>, %z: tensor<1xf32>, %w: tensor<4xf32>) -> (tensor<261xf32>, tensor<1xf32>) {
+  %a = weft.gelu %x : tensor<64xf32>
+  %b = weft.gelu %y : tensor<192xf32>
+  %c = weft.gelu %z : tensor<1xf32>
+  %s = weft.silu %c : tensor<1xf32>
+  %d = weft.gelu %w : tensor<4xf32>
+  %p = weft.pack %a, %b, %c, %d : (tensor<64xf32>, tensor<192xf32>, tensor<1xf32>, tensor<4xf32>) -> tensor<261xf32>
+  return %p, %s : tensor<261xf32>, tensor<1xf32>
+}

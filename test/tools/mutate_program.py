@@ -21,7 +21,8 @@ MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           last seven on a
           sequence classifier's program: classes, one label per sample) |
           r-v10 | r-int | r-denominator (the last three on a regression's
-          program: float targets, mse_loss)"""
+          program: float targets, mse_loss) | pack-shift (a data-parallel
+          program whose bucket holds gradients written in place)"""
 import base64
 import json
 import struct
@@ -76,6 +77,20 @@ elif mutation == "overlap":
     mm = next(i for i in instructions(p) if i["op"] == "matmul"
               and p["buffers"][i["in"][0]]["kind"] == "arena")
     p["buffers"][mm["out"][0]]["offset"] = p["buffers"][mm["in"][0]]["offset"]
+elif mutation == "pack-shift":
+    # A gradient written into its bucket, moved 64 bytes off where the
+    # pack puts it: it then shares the bucket's bytes at the pack.
+    done = False
+    for i in instructions(p):
+        if i["op"] != "pack" or done:
+            continue
+        out = p["buffers"][i["out"][0]]
+        for b in i["in"]:
+            if p["buffers"][b]["kind"] == "arena" and p["buffers"][b]["offset"] == out["offset"]:
+                p["buffers"][b]["offset"] += 64
+                done = True
+                break
+    assert done, "no gradient written into its bucket"
 elif mutation == "in-place":
     g = first(p, "gelu")
     g["out"] = [g["in"][0]]
