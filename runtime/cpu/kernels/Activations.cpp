@@ -97,46 +97,31 @@ WEFT_SIMD_CLONES void swigluGradF(const float *Dy, const float *G,
 
 template <typename T> void gelu(const T *X, T *Y, int64_t N) {
   forChunks(N, ParallelGrain, [&](int64_t B, int64_t E) {
-    if constexpr (std::is_same_v<T, float>)
-      geluF(X + B, Y + B, E - B);
-    else
-      geluSpan(X + B, Y + B, E - B);
+    byType<T>(geluF, geluSpan<T>, X + B, Y + B, E - B);
   });
 }
 
 template <typename T> void geluGrad(const T *Dy, const T *X, T *Dx, int64_t N) {
   forChunks(N, ParallelGrain, [&](int64_t B, int64_t E) {
-    if constexpr (std::is_same_v<T, float>)
-      geluGradF(Dy + B, X + B, Dx + B, E - B);
-    else
-      geluGradSpan(Dy + B, X + B, Dx + B, E - B);
+    byType<T>(geluGradF, geluGradSpan<T>, Dy + B, X + B, Dx + B, E - B);
   });
 }
 
 template <typename T> void silu(const T *X, T *Y, int64_t N) {
   forChunks(N, ParallelGrain, [&](int64_t B, int64_t E) {
-    if constexpr (std::is_same_v<T, float>)
-      siluF(X + B, Y + B, E - B);
-    else
-      siluSpan(X + B, Y + B, E - B);
+    byType<T>(siluF, siluSpan<T>, X + B, Y + B, E - B);
   });
 }
 
 template <typename T> void siluGrad(const T *Dy, const T *X, T *Dx, int64_t N) {
   forChunks(N, ParallelGrain, [&](int64_t B, int64_t E) {
-    if constexpr (std::is_same_v<T, float>)
-      siluGradF(Dy + B, X + B, Dx + B, E - B);
-    else
-      siluGradSpan(Dy + B, X + B, Dx + B, E - B);
+    byType<T>(siluGradF, siluGradSpan<T>, Dy + B, X + B, Dx + B, E - B);
   });
 }
 
 template <typename T> void swiglu(const T *Gate, const T *Up, T *Y, int64_t N) {
   forChunks(N, ParallelGrain, [&](int64_t B, int64_t E) {
-    if constexpr (std::is_same_v<T, float>)
-      swigluF(Gate + B, Up + B, Y + B, E - B);
-    else
-      swigluSpan(Gate + B, Up + B, Y + B, E - B);
+    byType<T>(swigluF, swigluSpan<T>, Gate + B, Up + B, Y + B, E - B);
   });
 }
 
@@ -144,10 +129,8 @@ template <typename T>
 void swigluGrad(const T *Dy, const T *Gate, const T *Up, T *DGate, T *DUp,
                 int64_t N) {
   forChunks(N, ParallelGrain, [&](int64_t B, int64_t E) {
-    if constexpr (std::is_same_v<T, float>)
-      swigluGradF(Dy + B, Gate + B, Up + B, DGate + B, DUp + B, E - B);
-    else
-      swigluGradSpan(Dy + B, Gate + B, Up + B, DGate + B, DUp + B, E - B);
+    byType<T>(swigluGradF, swigluGradSpan<T>, Dy + B, Gate + B, Up + B,
+              DGate + B, DUp + B, E - B);
   });
 }
 

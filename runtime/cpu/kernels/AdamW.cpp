@@ -57,12 +57,8 @@ void adamw(T *Param, const T *Grad, T *M, T *V, int64_t N,
                             T(std::sqrt(Bc2)),
                             T(P.Eps)};
   forChunks(N, int64_t(1) << 15, [&](int64_t Begin, int64_t End) {
-    if constexpr (std::is_same_v<T, float>)
-      adamwRangeF(Param + Begin, Grad + Begin, M + Begin, V + Begin,
-                  End - Begin, K);
-    else
-      adamwRange(Param + Begin, Grad + Begin, M + Begin, V + Begin, End - Begin,
-                 K);
+    byType<T>(adamwRangeF, adamwRange<T>, Param + Begin, Grad + Begin,
+              M + Begin, V + Begin, End - Begin, K);
   });
 }
 

@@ -58,10 +58,7 @@ WEFT_SIMD_CLONES void softmaxRowsF(float *P, int64_t Ld, int64_t I0, int64_t I1,
 template <typename T>
 void softmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
                   bool Causal) {
-  if constexpr (std::is_same_v<T, float>)
-    softmaxRowsF(P, Ld, I0, I1, KEnd, Causal);
-  else
-    softmaxRows(P, Ld, I0, I1, KEnd, Causal);
+  byType<T>(softmaxRowsF, softmaxRows<T>, P, Ld, I0, I1, KEnd, Causal);
 }
 
 /// dS = P (dP - rowsum(P dP)) for one row, in place in DR: the sum over the
@@ -86,10 +83,7 @@ void softmaxGradRows(const T *P, T *DP, int64_t Ld, int64_t G0, int64_t G1,
     const T *PR = P + (I - G0) * Ld;
     T *DR = DP + (I - G0) * Ld;
     const int64_t N = Causal ? I + 1 : KEnd;
-    if constexpr (std::is_same_v<T, float>)
-      softmaxGradRowF(PR, DR, N, KEnd);
-    else
-      softmaxGradRow(PR, DR, N, KEnd);
+    byType<T>(softmaxGradRowF, softmaxGradRow<T>, PR, DR, N, KEnd);
   }
 }
 

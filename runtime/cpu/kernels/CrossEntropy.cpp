@@ -84,10 +84,7 @@ Status crossEntropy(const T *Logits, const int32_t *Targets, int64_t Rows,
   for (int64_t R = 0; R < Rows; ++R) {
     if (Masked && Targets[R] == IgnoreTarget)
       continue;
-    if constexpr (std::is_same_v<T, float>)
-      Total += rowLossF(Logits + R * V, C, Targets[R]);
-    else
-      Total += rowLoss(Logits + R * V, C, Targets[R]);
+    Total += byType<T>(rowLossF, rowLoss<T>, Logits + R * V, C, Targets[R]);
   }
   *Loss = T(Total / lossDivisor(Denominator, Rows, Masked));
   return Status::success();
@@ -108,10 +105,8 @@ Status crossEntropyGrad(const T *Logits, const int32_t *Targets, const T *DLoss,
       std::fill(DLogits + R * V, DLogits + (R + 1) * V, T(0));
       continue;
     }
-    if constexpr (std::is_same_v<T, float>)
-      rowGradF(Logits + R * V, C, Targets[R], Scale, DLogits + R * V);
-    else
-      rowGrad(Logits + R * V, C, Targets[R], Scale, DLogits + R * V);
+    byType<T>(rowGradF, rowGrad<T>, Logits + R * V, C, Targets[R], Scale,
+              DLogits + R * V);
     std::fill(DLogits + R * V + C, DLogits + (R + 1) * V, T(0)); // padding
   }
   return Status::success();

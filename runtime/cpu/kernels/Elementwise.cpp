@@ -69,10 +69,8 @@ WEFT_SIMD_CLONES void sumColumnsF(const float *X, float *Y, int64_t Rows,
 
 template <typename T> void add(const T *A, const T *B, T *Y, int64_t N) {
   forChunks(N, ParallelGrain, [&](int64_t Begin, int64_t End) {
-    if constexpr (std::is_same_v<T, float>)
-      addRangeF(A + Begin, B + Begin, Y + Begin, End - Begin);
-    else
-      addRange(A + Begin, B + Begin, Y + Begin, End - Begin);
+    byType<T>(addRangeF, addRange<T>, A + Begin, B + Begin, Y + Begin,
+              End - Begin);
   });
 }
 
@@ -96,13 +94,11 @@ void copyBytes(const void *X, void *Y, size_t Bytes) {
 
 template <typename T>
 void biasAdd(const T *X, const T *Bias, T *Y, int64_t Rows, int64_t N) {
-  forChunks(
-      Rows, N > 0 ? ParallelGrain / N : Rows, [&](int64_t Begin, int64_t End) {
-        if constexpr (std::is_same_v<T, float>)
-          biasAddRowsF(X + Begin * N, Bias, Y + Begin * N, End - Begin, N);
-        else
-          biasAddRows(X + Begin * N, Bias, Y + Begin * N, End - Begin, N);
-      });
+  forChunks(Rows, N > 0 ? ParallelGrain / N : Rows,
+            [&](int64_t Begin, int64_t End) {
+              byType<T>(biasAddRowsF, biasAddRows<T>, X + Begin * N, Bias,
+                        Y + Begin * N, End - Begin, N);
+            });
 }
 
 // Parallel over column blocks, so the sum order (and the result) does not
@@ -113,10 +109,7 @@ void reduceRows(const T *X, T *Y, int64_t Rows, int64_t N) {
 #pragma omp parallel for schedule(static) if (Rows * N > ParallelGrain)
   for (int64_t Blk = 0; Blk < NumBlocks; ++Blk) {
     int64_t C0 = Blk * ColumnBlock, C1 = std::min(N, C0 + ColumnBlock);
-    if constexpr (std::is_same_v<T, float>)
-      sumColumnsF(X, Y, Rows, N, C0, C1);
-    else
-      sumColumns(X, Y, Rows, N, C0, C1);
+    byType<T>(sumColumnsF, sumColumns<T>, X, Y, Rows, N, C0, C1);
   }
 }
 

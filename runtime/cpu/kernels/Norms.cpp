@@ -173,10 +173,8 @@ void layerNorm(const T *X, const T *Gamma, const T *Beta, T *Y, int64_t Rows,
                int64_t D, double Eps) {
 #pragma omp parallel for schedule(static) if (Rows * D > ParallelGrain)
   for (int64_t R = 0; R < Rows; ++R) {
-    if constexpr (std::is_same_v<T, float>)
-      layerNormRowF(X + R * D, Gamma, Beta, Y + R * D, D, Eps);
-    else
-      layerNormRow(X + R * D, Gamma, Beta, Y + R * D, D, Eps);
+    byType<T>(layerNormRowF, layerNormRow<T>, X + R * D, Gamma, Beta, Y + R * D,
+              D, Eps);
   }
 }
 
@@ -187,21 +185,15 @@ void layerNormGrad(const T *Dy, const T *X, const T *Gamma, T *Dx, T *DGamma,
   double *Stats = static_cast<double *>(Scratch); // mean, rstd per row
 #pragma omp parallel for schedule(static) if (Rows * D > ParallelGrain)
   for (int64_t R = 0; R < Rows; ++R) {
-    if constexpr (std::is_same_v<T, float>)
-      layerNormGradRowF(Dy + R * D, X + R * D, Gamma, Dx + R * D, D, Eps,
-                        Stats + 2 * R);
-    else
-      layerNormGradRow(Dy + R * D, X + R * D, Gamma, Dx + R * D, D, Eps,
-                       Stats + 2 * R);
+    byType<T>(layerNormGradRowF, layerNormGradRow<T>, Dy + R * D, X + R * D,
+              Gamma, Dx + R * D, D, Eps, Stats + 2 * R);
   }
   int64_t NumBlocks = (D + ColBlock - 1) / ColBlock;
 #pragma omp parallel for schedule(static) if (Rows * D > ParallelGrain)
   for (int64_t Blk = 0; Blk < NumBlocks; ++Blk) {
     int64_t C0 = Blk * ColBlock, C1 = std::min(D, C0 + ColBlock);
-    if constexpr (std::is_same_v<T, float>)
-      layerNormParamGradsF(Dy, X, Stats, DGamma, DBeta, Rows, D, C0, C1);
-    else
-      layerNormParamGrads(Dy, X, Stats, DGamma, DBeta, Rows, D, C0, C1);
+    byType<T>(layerNormParamGradsF, layerNormParamGrads<T>, Dy, X, Stats,
+              DGamma, DBeta, Rows, D, C0, C1);
   }
 }
 
@@ -210,10 +202,7 @@ void rmsNorm(const T *X, const T *Gamma, T *Y, int64_t Rows, int64_t D,
              double Eps) {
 #pragma omp parallel for schedule(static) if (Rows * D > ParallelGrain)
   for (int64_t R = 0; R < Rows; ++R) {
-    if constexpr (std::is_same_v<T, float>)
-      rmsNormRowF(X + R * D, Gamma, Y + R * D, D, Eps);
-    else
-      rmsNormRow(X + R * D, Gamma, Y + R * D, D, Eps);
+    byType<T>(rmsNormRowF, rmsNormRow<T>, X + R * D, Gamma, Y + R * D, D, Eps);
   }
 }
 
@@ -223,21 +212,15 @@ void rmsNormGrad(const T *Dy, const T *X, const T *Gamma, T *Dx, T *DGamma,
   double *Stats = static_cast<double *>(Scratch); // rstd per row
 #pragma omp parallel for schedule(static) if (Rows * D > ParallelGrain)
   for (int64_t R = 0; R < Rows; ++R) {
-    if constexpr (std::is_same_v<T, float>)
-      rmsNormGradRowF(Dy + R * D, X + R * D, Gamma, Dx + R * D, D, Eps,
-                      Stats + R);
-    else
-      rmsNormGradRow(Dy + R * D, X + R * D, Gamma, Dx + R * D, D, Eps,
-                     Stats + R);
+    byType<T>(rmsNormGradRowF, rmsNormGradRow<T>, Dy + R * D, X + R * D, Gamma,
+              Dx + R * D, D, Eps, Stats + R);
   }
   int64_t NumBlocks = (D + ColBlock - 1) / ColBlock;
 #pragma omp parallel for schedule(static) if (Rows * D > ParallelGrain)
   for (int64_t Blk = 0; Blk < NumBlocks; ++Blk) {
     int64_t C0 = Blk * ColBlock, C1 = std::min(D, C0 + ColBlock);
-    if constexpr (std::is_same_v<T, float>)
-      rmsNormParamGradsF(Dy, X, Stats, DGamma, Rows, D, C0, C1);
-    else
-      rmsNormParamGrads(Dy, X, Stats, DGamma, Rows, D, C0, C1);
+    byType<T>(rmsNormParamGradsF, rmsNormParamGrads<T>, Dy, X, Stats, DGamma,
+              Rows, D, C0, C1);
   }
 }
 

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 /// Compiles a function three times, for AVX-512, AVX2 and baseline x86-64,
 /// and picks one at load time by the CPU (binaries must run on any x86-64).
@@ -46,6 +48,16 @@ template <typename Fn> void forChunks(int64_t N, int64_t Grain, Fn F) {
     if (Begin < End)
       F(Begin, End);
   }
+}
+
+/// Calls FloatClone (a WEFT_SIMD_CLONES function, which exists for f32 only)
+/// when T is float, else Body (the template body it wraps, for f64).
+template <typename T, typename Clone, typename Body, typename... Args>
+inline decltype(auto) byType(Clone &&FloatClone, Body &&Generic, Args &&...A) {
+  if constexpr (std::is_same_v<T, float>)
+    return FloatClone(std::forward<Args>(A)...);
+  else
+    return Generic(std::forward<Args>(A)...);
 }
 
 } // namespace weft::cpu
