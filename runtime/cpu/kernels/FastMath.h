@@ -107,8 +107,17 @@ WEFT_CLONE_BODY double laneSum(int64_t N, TermFn Term) {
     for (int L = 0; L < Lanes; ++L)
       Total += Acc[L];
   }
-  for (int64_t I = Vec; I < N; ++I)
-    Total += Term(I);
+  // The last N mod Lanes terms, one per lane (a lane past N adds 0): the
+  // same sum as adding them one by one, but the AVX clones compute them as
+  // one masked vector, where a short row spent most of its time in them.
+  if (Vec < N) {
+    T Acc[Lanes] = {};
+    for (int L = 0; L < Lanes; ++L)
+      if (Vec + L < N)
+        Acc[L] = Term(Vec + L);
+    for (int L = 0; L < Lanes; ++L)
+      Total += Acc[L];
+  }
   return Total;
 }
 
