@@ -89,34 +89,40 @@ template <typename T> WEFT_CLONE_BODY T rowMax(const T *X, int64_t N) {
   return M;
 }
 
+/// The 16 lanes' sum in double, as a tree (lane L plus lane L + 8, then
+/// + 4, + 2, + 1): four vector adds deep where adding the lanes one by one
+/// was sixteen dependent scalar adds, the longest part of a short row.
+template <typename T> WEFT_CLONE_BODY double treeSum(const T (&Acc)[Lanes]) {
+  double S[Lanes];
+  for (int L = 0; L < Lanes; ++L)
+    S[L] = double(Acc[L]);
+  for (int W = Lanes / 2; W >= 1; W /= 2)
+    for (int L = 0; L < W; ++L)
+      S[L] += S[L + W];
+  return S[0];
+}
+
 /// Sum of Term(0..N-1) in float lanes over chunks of up to 256 elements,
-/// each chunk flushed into a double total to bound the rounding; the last
-/// N mod Lanes terms are added one by one. Short rows (a causal attention's
-/// first keys) vectorise as well as long ones.
+/// each chunk's lanes added in double (treeSum) to bound the rounding. The
+/// last chunk's final N mod Lanes terms go one to a lane (the lanes past N
+/// add nothing), which the AVX clones compute as one masked vector: short
+/// rows (a causal attention's first keys) vectorise as well as long ones.
 template <typename T, typename TermFn>
 WEFT_CLONE_BODY double laneSum(int64_t N, TermFn Term) {
-  constexpr int64_t Chunk = 256;
-  const int64_t Vec = N / Lanes * Lanes;
+  constexpr int64_t Chunk = 256; // a multiple of Lanes
   double Total = 0;
-  for (int64_t I = 0; I < Vec; I += Chunk) {
-    const int64_t End = std::min(I + Chunk, Vec);
+  for (int64_t I = 0; I < N; I += Chunk) {
+    const int64_t End = std::min(I + Chunk, N);
     T Acc[Lanes] = {};
-    for (int64_t J = I; J < End; J += Lanes)
+    int64_t J = I;
+    for (; J + Lanes <= End; J += Lanes)
       for (int L = 0; L < Lanes; ++L)
         Acc[L] += Term(J + L);
-    for (int L = 0; L < Lanes; ++L)
-      Total += Acc[L];
-  }
-  // The last N mod Lanes terms, one per lane (a lane past N adds 0): the
-  // same sum as adding them one by one, but the AVX clones compute them as
-  // one masked vector, where a short row spent most of its time in them.
-  if (Vec < N) {
-    T Acc[Lanes] = {};
-    for (int L = 0; L < Lanes; ++L)
-      if (Vec + L < N)
-        Acc[L] = Term(Vec + L);
-    for (int L = 0; L < Lanes; ++L)
-      Total += Acc[L];
+    if (J < End)
+      for (int L = 0; L < Lanes; ++L)
+        if (J + L < End)
+          Acc[L] += Term(J + L);
+    Total += treeSum<T>(Acc);
   }
   return Total;
 }
