@@ -10,12 +10,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/kernels/Kernels.h"
+#include "test/bench/KernelBenchArgs.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,17 +25,8 @@ using namespace weft;
 int main(int Argc, char **Argv) {
   cpu::restartWithRightBlasKernels(Argv);
   int Threads = 0, Reps = 3;
-  for (int I = 1; I < Argc; I += 2) {
-    if (I + 1 < Argc && !std::strcmp(Argv[I], "--threads"))
-      Threads = std::atoi(Argv[I + 1]);
-    else if (I + 1 < Argc && !std::strcmp(Argv[I], "--reps"))
-      Reps = std::max(1, std::atoi(Argv[I + 1]));
-    else {
-      std::fprintf(stderr,
-                   "usage: weft-bench-attention [--threads N] [--reps R]\n");
-      return 2;
-    }
-  }
+  if (!parseKernelBenchArgs(Argc, Argv, "weft-bench-attention", Threads, Reps))
+    return 2;
   cpu::setNumThreads(Threads);
   const int64_t B = 4, S = 256, H = 12, Hd = 64, D = H * Hd, Layers = 12;
   const size_t Elems = size_t(B * S * D);

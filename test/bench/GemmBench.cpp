@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/kernels/Kernels.h"
+#include "test/bench/KernelBenchArgs.h"
 
 #include <cblas.h>
 
@@ -19,7 +20,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -50,16 +50,8 @@ const Shape Shapes[] = {
 int main(int Argc, char **Argv) {
   cpu::restartWithRightBlasKernels(Argv);
   int Threads = 0, Reps = 5;
-  for (int I = 1; I < Argc; I += 2) {
-    if (I + 1 < Argc && !std::strcmp(Argv[I], "--threads"))
-      Threads = std::atoi(Argv[I + 1]);
-    else if (I + 1 < Argc && !std::strcmp(Argv[I], "--reps"))
-      Reps = std::max(1, std::atoi(Argv[I + 1]));
-    else {
-      std::fprintf(stderr, "usage: weft-bench-gemm [--threads N] [--reps R]\n");
-      return 2;
-    }
-  }
+  if (!parseKernelBenchArgs(Argc, Argv, "weft-bench-gemm", Threads, Reps))
+    return 2;
   cpu::setNumThreads(Threads);
   const std::string Lib = cpu::blasName();
   const char *Core = Lib.c_str();
