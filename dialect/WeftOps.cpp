@@ -246,6 +246,11 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
                                ", expected [", shape.back(), "]");
     if (failed(checkSameElementType(loc, adaptor.getA(), bias)))
       return failure();
+    // bf16 rounds the product before the bias is added: two ops.
+    if (t.getElementType().isBF16())
+      return emitOptionalError(loc, "a bias needs f32 or f64, got bf16 (a "
+                                    "bf16 product is rounded before its "
+                                    "bias_add)");
   }
   types.push_back(withShape(a, shape));
   return success();

@@ -240,6 +240,11 @@ Status InstChecker::checkMatmul() const {
                 std::to_string(N) + "]");
   if (Bias && I.Attrs.TransposeA)
     return fail("a bias needs transpose_a=false");
+  // bf16 rounds the product before its bias is added (two ops); one fused
+  // op would round once on the CPU and twice on CUDA.
+  if (Bias && C.Type == DType::BF16)
+    return fail("a bias needs an f32 or f64 out[0], got bf16 (weft-fuse-bias "
+                "leaves bf16's bias_add unfused)");
   return Bias ? rowVector(true, 2, N) : Status::success();
 }
 

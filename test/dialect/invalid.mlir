@@ -30,6 +30,16 @@ func.func @matmul_bias_transpose_a(%x: tensor<4x8xf32>, %dy: tensor<4x6xf32>, %b
 
 // -----
 
+// bf16 keeps its bias_add: the product is rounded to bf16 before the add.
+func.func @matmul_bias_bf16(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %b: tensor<6xbf16>) {
+  // expected-error @+2 {{a bias needs f32 or f64, got bf16 (a bf16 product is rounded before its bias_add)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = weft.matmul %x, %w, %b : (tensor<4x8xbf16>, tensor<8x6xbf16>, tensor<6xbf16>) -> tensor<4x6xbf16>
+  return
+}
+
+// -----
+
 func.func @matmul_wrong_result(%a: tensor<8x64xf32>, %b: tensor<64x16xf32>) {
   // expected-error @+2 {{inferred type(s) 'tensor<8x16xf32>' are incompatible with return type(s) of operation 'tensor<8x17xf32>'}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -22,7 +22,8 @@ MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           sequence classifier's program: classes, one label per sample) |
           r-v10 | r-int | r-denominator (the last three on a regression's
           program: float targets, mse_loss) | pack-shift (a data-parallel
-          program whose bucket holds gradients written in place)"""
+          program whose bucket holds gradients written in place) |
+          bf16-bias (a bf16 program)"""
 import base64
 import json
 import struct
@@ -91,6 +92,22 @@ elif mutation == "pack-shift":
                 done = True
                 break
     assert done, "no gradient written into its bucket"
+elif mutation == "bf16-bias":
+    # A bf16 program's first bias_add folded into its matmul by hand (the
+    # compiler leaves bf16's bias_add unfused).
+    for f in (f for s in p["stages"] for f in s["fragments"]):
+        ins = f["instructions"]
+        mms = {i["out"][0]: i for i in ins if i["op"] == "matmul"}
+        add = next((i for i in ins if i["op"] == "bias_add"
+                    and i["in"][0] in mms), None)
+        if add:
+            mm = mms[add["in"][0]]
+            mm["in"].append(add["in"][1])
+            mm["out"] = add["out"]
+            ins.remove(add)
+            break
+    else:
+        raise AssertionError("no bias_add after a matmul")
 elif mutation == "in-place":
     g = first(p, "gelu")
     g["out"] = [g["in"][0]]
