@@ -10,9 +10,11 @@
 #include "runtime/cpu/kernels/Kernels.h"
 
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -728,10 +730,20 @@ public:
   }
 
   void *allocate(size_t Bytes) override {
-    size_t Rounded = (std::max<size_t>(Bytes, 1) + 63) / 64 * 64;
-    void *P = std::aligned_alloc(64, Rounded);
+    // Buffers of 2 MiB and more on transparent huge pages: Debian's kernels
+    // give them only to memory that asks (THP "madvise"), and with 4 KiB
+    // pages the GEMMs' packing and the optimizer's sweeps miss the TLB.
+    // GPT-2 124M's one-rank step ran 0-4% faster, its GEMMs 2-4%.
+    const size_t Huge = size_t(1) << 21;
+    const size_t Align = Bytes >= Huge ? Huge : 64;
+    if (Bytes > SIZE_MAX - Align)
+      return nullptr;
+    size_t Rounded = (std::max<size_t>(Bytes, 1) + Align - 1) / Align * Align;
+    void *P = std::aligned_alloc(Align, Rounded);
     if (!P)
       return nullptr;
+    if (Align == Huge)
+      madvise(P, Rounded, MADV_HUGEPAGE); // advice: a failure costs nothing
     // Fault the pages in now, not in step 1 (~12 us per 4 KiB page in these
     // VMs); both threads fault in parallel.
     char *C = static_cast<char *>(P);
