@@ -61,6 +61,32 @@ WEFT_CLONE_BODY void rowGrad(const T *X, int64_t V, int32_t Target,
   Dx[Target] = T(double(Et) * double(K) - Scale);
 }
 
+// A vocabulary shard's row statistics: max, sum of exponentials relative
+// to it, and the target's logit when the shard holds it (Local in [0, C)).
+template <typename T>
+WEFT_CLONE_BODY void rowStats(const T *X, int64_t C, int64_t Local, T *St) {
+  T M = rowMax(X, C);
+  St[0] = M;
+  St[1] = T(rowSumExp(X, C, M));
+  St[2] = Local >= 0 && Local < C ? X[Local] : T(0);
+}
+
+template <typename T>
+WEFT_CLONE_BODY void rowScaledExp(const T *X, int64_t C, T Shift, T Mul,
+                                  T *Dx) {
+  for (int64_t J = 0; J < C; ++J)
+    Dx[J] = vexp(X[J] - Shift) * Mul;
+}
+
+WEFT_SIMD_CLONES void rowStatsF(const float *X, int64_t C, int64_t Local,
+                                float *St) {
+  rowStats(X, C, Local, St);
+}
+WEFT_SIMD_CLONES void rowScaledExpF(const float *X, int64_t C, float Shift,
+                                    float Mul, float *Dx) {
+  rowScaledExp(X, C, Shift, Mul, Dx);
+}
+
 WEFT_SIMD_CLONES double rowLossF(const float *X, int64_t V, int32_t Target) {
   return rowLoss(X, V, Target);
 }
@@ -147,12 +173,8 @@ Status crossEntropyStats(const T *Logits, const int32_t *Targets, int64_t Rows,
       Stats[R * 3] = Stats[R * 3 + 1] = Stats[R * 3 + 2] = T(0);
       continue;
     }
-    const T *X = Logits + R * V;
-    T M = rowMax(X, C);
-    int64_t Local = int64_t(Targets[R]) - First;
-    Stats[R * 3] = M;
-    Stats[R * 3 + 1] = T(rowSumExp(X, C, M));
-    Stats[R * 3 + 2] = Local >= 0 && Local < C ? X[Local] : T(0);
+    byType<T>(rowStatsF, rowStats<T>, Logits + R * V, C,
+              int64_t(Targets[R]) - First, Stats + R * 3);
   }
   return Status::success();
 }
@@ -200,8 +222,7 @@ Status crossEntropyStatsGrad(const T *Logits, const int32_t *Targets,
     const T Shift = T(M), Mul = T(Scale / S);
     int64_t Local = int64_t(Targets[R]) - First;
     T Xt = Local >= 0 && Local < C ? X[Local] : T(0); // before Dx overwrites
-    for (int64_t J = 0; J < C; ++J)
-      Dx[J] = vexp(X[J] - Shift) * Mul;
+    byType<T>(rowScaledExpF, rowScaledExp<T>, X, C, Shift, Mul, Dx);
     std::fill(Dx + C, Dx + V, T(0)); // a padded vocabulary's tail
     if (Local >= 0 && Local < C)
       Dx[Local] = T(double(vexp(Xt - Shift)) * double(Mul) - Scale);
