@@ -110,7 +110,7 @@ void softmaxDocumentRows(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
         Lo = Hi = I;
     }
     // Keys Lo..Hi, as one row of Hi + 1 - Lo keys, all read.
-    softmaxRows(Row + Lo, Ld, I, I + 1, Hi + 1 - Lo, false);
+    softmaxBlock(Row + Lo, Ld, I, I + 1, Hi + 1 - Lo, false);
     for (int64_t J = 0; J < Lo; ++J)
       Row[J] = T(0);
     for (int64_t J = Hi + 1; J < KEnd; ++J)
