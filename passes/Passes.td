@@ -489,6 +489,44 @@ def WeftInsertAdamW : Pass<"weft-insert-adamw", "mlir::func::FuncOp"> {
   let dependentDialects = ["::weft::WeftDialect"];
 }
 
+def WeftShareLossStats : Pass<"weft-share-loss-stats", "mlir::func::FuncOp"> {
+  let summary = "A cross-entropy's gradient reuses its forward's softmax "
+                "statistics";
+  let description = [{
+    A `weft.cross_entropy` and the `weft.cross_entropy_grad` of the same
+    logits and targets each find every row's max and sum of exponentials;
+    the gradient's kernel passed over a row three times (max, exponentials
+    and their sum, scale). Both become the vocab-parallel ops over one
+    shard (`vocab_axes = []`, no all-gather): `cross_entropy_stats` keeps
+    the forward's statistics, `cross_entropy_from_stats` gives the loss and
+    `cross_entropy_stats_grad` the gradient in one pass, `exp(x - M) / S`
+    less the target's one-hot, times `dloss / denominator`. The ops keep
+    their marks; the denominator is weft-partition's where it set one, else
+    the local rows. Runs after partitioning, where a vocabulary split
+    already took this form with its all-gather.
+
+    Before:
+    ```mlir
+    %l = weft.cross_entropy %x, %t : (tensor<2x16x256xf32>, tensor<2x16xi32>)
+        -> tensor<f32>
+    %g = weft.cross_entropy_grad %x, %t, %d
+        : (tensor<2x16x256xf32>, tensor<2x16xi32>, tensor<f32>)
+        -> tensor<2x16x256xf32>
+    ```
+    After:
+    ```mlir
+    %s = weft.cross_entropy_stats %x, %t {vocab_axes = []}
+        : (tensor<2x16x256xf32>, tensor<2x16xi32>) -> tensor<1x2x16x3xf32>
+    %l = weft.cross_entropy_from_stats %s {denominator = 32 : i64}
+        : (tensor<1x2x16x3xf32>) -> tensor<f32>
+    %g = weft.cross_entropy_stats_grad %x, %t, %s, %d
+        {denominator = 32 : i64, vocab_axes = []}
+        : (tensor<2x16x256xf32>, tensor<2x16xi32>, tensor<1x2x16x3xf32>,
+           tensor<f32>) -> tensor<2x16x256xf32>
+    ```
+  }];
+}
+
 def WeftFuseBias : Pass<"weft-fuse-bias", "mlir::func::FuncOp"> {
   let summary = "Folds a linear layer's bias_add into its matmul";
   let description = [{

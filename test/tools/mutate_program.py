@@ -54,6 +54,20 @@ def first(program, op):
     return next(i for i in instructions(program) if i["op"] == op)
 
 
+def first_of(program, ops):
+    return next(i for i in instructions(program) if i["op"] in ops)
+
+
+def loss_op(program):
+    """The op that computes the loss: a cross_entropy, or the mean from a
+    cross_entropy_stats' statistics (weft-share-loss-stats)."""
+    return first_of(program, ("cross_entropy", "cross_entropy_from_stats"))
+
+
+def loss_grad_op(program):
+    return first_of(program, ("cross_entropy_grad", "cross_entropy_stats_grad"))
+
+
 src, dst, mutation = sys.argv[1:4]
 blob = open(src, "rb").read()
 version = struct.unpack("<I", blob[8:12])[0]
@@ -112,7 +126,7 @@ elif mutation == "in-place":
     g = first(p, "gelu")
     g["out"] = [g["in"][0]]
 elif mutation == "denominator":
-    first(p, "cross_entropy")["attrs"]["denominator"] = 7
+    loss_op(p)["attrs"]["denominator"] = 7
 elif mutation == "eps-zero":
     p["optimizer"]["eps"] = 0.0
 elif mutation in ("huge-blocks", "other-blocks"):
@@ -249,11 +263,11 @@ elif mutation == "t-train":  # a training program reading a tensor input
     p["loss"] = 2
     p["batch"], p["seq"], p["vocab"] = 3, 4, 16
 elif mutation == "m-unmasked":  # a next-token gradient in a masked-LM program
-    del first(p, "cross_entropy_grad")["attrs"]["masked"]
+    del loss_grad_op(p)["attrs"]["masked"]
 elif mutation == "m-no-recipe":  # masked cross-entropies, no recipe: given targets
     del p["masked_lm"]
 elif mutation == "m-loss":  # a recipe, and no cross-entropy computes the loss
-    ce = first(p, "cross_entropy")
+    ce = loss_op(p)
     ce["op"], ce["in"], ce["attrs"] = "fill", [], {"value": 0.0}
 elif mutation == "m-token":  # a mask id outside the vocabulary
     p["masked_lm"]["mask_token"] = p["vocab"]
@@ -304,7 +318,7 @@ elif mutation.startswith("k-"):
         for i in instructions(p):
             i.get("attrs", {}).pop("masked", None)
     elif mutation == "k-denominator":  # the tokens' count, not the samples'
-        first(p, "cross_entropy")["attrs"]["denominator"] = p["batch"] * p["seq"]
+        loss_op(p)["attrs"]["denominator"] = p["batch"] * p["seq"]
     elif mutation == "k-rows":  # fewer labels than samples
         labels["shape"] = [labels["shape"][0] - 1]
     elif mutation == "k-sharding":  # a seq dim's split on [batch] labels
