@@ -449,7 +449,17 @@ LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(loc, "dy ", shapeStr(dy.getShape()),
                              " must be ids ", shapeStr(ids.getShape()),
                              " plus a dim");
-  types.push_back(withShape(dy, {adaptor.getVocab(), dy.getShape().back()}));
+  auto table = withShape(dy, {adaptor.getVocab(), dy.getShape().back()});
+  // The gradient it is added to (weft-fuse-table-grad): the table's type,
+  // and f32 or f64 (bf16 would round the sum where a bf16 add rounds).
+  if (Value base = adaptor.getBase()) {
+    if (base.getType() != table)
+      return emitOptionalError(loc, "base is ", base.getType(), ", expected ",
+                               Type(table));
+    if (table.getElementType().isBF16())
+      return emitOptionalError(loc, "a base needs f32 or f64, got bf16");
+  }
+  types.push_back(table);
   return success();
 }
 

@@ -495,9 +495,29 @@ def Weft_MseLossOp : Weft_ForwardOp<"mse_loss",
 def Weft_EmbeddingGradOp : Weft_ComputeOp<"embedding_grad",
     [DeclareOpInterfaceMethods<Weft_LocalizeOpInterface>]> {
   let summary = "scatter-add of dy rows into a zeroed table gradient";
+  let description = [{
+    `dtable[v] = sum of dy[r] over the rows r whose id is v`, in row order
+    from 0. With the optional `base` (`[vocab, D]`, the result's type):
+    `dtable = base + that sum`, as a `weft.add` of the two would compute it,
+    bit for bit. weft-fuse-table-grad folds a tied embedding's two
+    gradients (the head's weight gradient and the table's) into it after
+    partitioning, where each rank's pieces are already local.
+
+    ```mlir
+    %g = weft.embedding_grad %dy, %ids, %head {vocab = 256 : i64}
+        : (tensor<2x16x64xf32>, tensor<2x16xi32>, tensor<256x64xf32>)
+        -> tensor<256x64xf32>
+    ```
+  }];
   let arguments = (ins Weft_FloatTensor:$dy, Weft_IdTensor:$ids,
-                   I64Attr:$vocab);
+                   Optional<Weft_FloatTensor>:$base, I64Attr:$vocab);
   let results = (outs Weft_FloatTensor:$dtable);
+  let builders = [
+    // Without a base: every pass but weft-fuse-table-grad builds this form.
+    OpBuilder<(ins "::mlir::Value":$dy, "::mlir::Value":$ids,
+                   "int64_t":$vocab), [{
+      build($_builder, $_state, dy, ids, ::mlir::Value(), vocab);
+    }]>];
 }
 
 def Weft_PositionEmbeddingGradOp

@@ -86,12 +86,16 @@ ShardingRule EmbeddingOp::getShardingRule() {
 }
 
 // dy[l..., d], ids[l...] -> dtable[V, d] (l!: partial over l's axes)
+// With a base[V, d] (weft-fuse-table-grad) l is pinned: a partial sum
+// would add the base once per shard.
 ShardingRule EmbeddingGradOp::getShardingRule() {
   ShardingRule r;
-  Dims ids = fresh(r, shapeOf(getIds()));
+  Dims ids = fresh(r, shapeOf(getIds()), /*pinned=*/bool(getBase()));
   int64_t d = r.addFactor(shapeOf(getDy()).back());
   int64_t v = r.addFactor(getVocab());
   r.operands = {concat(ids, {d}), ids};
+  if (getBase())
+    r.operands.push_back({v, d});
   r.results = {{v, d}};
   return r;
 }
@@ -131,8 +135,10 @@ ShardingRule MatmulOp::getShardingRule() {
   ArrayRef<int64_t> bN = tb ? b.drop_back() : b.take_back();
   Dims m = fresh(r, aM), n = fresh(r, bN);
   Dims ka, kb;
+  // With a fused bias K is pinned: a partial product would get the bias
+  // once per shard.
   if (aK == bK) {
-    ka = kb = fresh(r, aK);
+    ka = kb = fresh(r, aK, /*pinned=*/bool(getBias()));
   } else {
     ka = fresh(r, aK, /*pinned=*/true);
     kb = fresh(r, bK, /*pinned=*/true);

@@ -489,6 +489,36 @@ def WeftInsertAdamW : Pass<"weft-insert-adamw", "mlir::func::FuncOp"> {
   let dependentDialects = ["::weft::WeftDialect"];
 }
 
+def WeftFuseTableGrad : Pass<"weft-fuse-table-grad", "mlir::func::FuncOp"> {
+  let summary = "Adds a tied embedding's head gradient in its table's scatter";
+  let description = [{
+    A tied embedding's gradient is `weft.add(head, weft.embedding_grad(dy,
+    ids))`: the head's weight gradient plus the table's scatter-add. The
+    scatter's kernel zeroed a whole `[V, D]` table for the rows the batch
+    touches and the add read both tables again (GPT-2 124M: two 154 MB
+    tables). When the embedding_grad's result is the add's operand and
+    nothing else's, both become `weft.embedding_grad(dy, ids, head)`: one
+    pass writes `head + 0` on the rows no id touches and `head + sum` on the
+    others, bit for bit the add's result. It runs after partitioning, where
+    a vocabulary split or a data-parallel sum already has its collectives
+    around local pieces. Not in bf16 (the add rounds), not across
+    fragments or stages.
+
+    Before:
+    ```mlir
+    %e = weft.embedding_grad %dy, %ids {vocab = 256 : i64}
+        : (tensor<2x16x64xf32>, tensor<2x16xi32>) -> tensor<256x64xf32>
+    %g = weft.add %head, %e : tensor<256x64xf32>
+    ```
+    After:
+    ```mlir
+    %g = weft.embedding_grad %dy, %ids, %head {vocab = 256 : i64}
+        : (tensor<2x16x64xf32>, tensor<2x16xi32>, tensor<256x64xf32>)
+        -> tensor<256x64xf32>
+    ```
+  }];
+}
+
 def WeftShareLossStats : Pass<"weft-share-loss-stats", "mlir::func::FuncOp"> {
   let summary = "A cross-entropy's gradient reuses its forward's softmax "
                 "statistics";

@@ -116,6 +116,7 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
   if (name == "plan-memory") {
     // After partitioning: a row-parallel bias follows its all-reduce.
     pm.addNestedPass<func::FuncOp>(createWeftFuseBias());
+    pm.addNestedPass<func::FuncOp>(createWeftFuseTableGrad());
     // After partitioning: a vocabulary split already has its statistics.
     pm.addNestedPass<func::FuncOp>(createWeftShareLossStats());
     pm.addNestedPass<func::FuncOp>(createWeftPlanMemory());

@@ -39,7 +39,7 @@ namespace weft {
 /// (context parallelism: a version-13 runtime would rotate and mask a
 /// block of the sequence as if it were the whole); older files are
 /// refused with a message to recompile.
-constexpr uint32_t ProgramFormatVersion = 16;
+constexpr uint32_t ProgramFormatVersion = 17;
 constexpr uint32_t ProgramFormatMinVersion = 5;
 constexpr size_t ProgramHeaderBytes = 28;
 

@@ -722,9 +722,21 @@ Status InstChecker::run() {
   case OpKind::Embedding:
   case OpKind::EmbeddingGrad: {
     bool Grad = I.Op == OpKind::EmbeddingGrad;
-    WEFT_RETURN_IF_ERROR(counts(2, 1));
+    // Version 17: the gradient it is added to, in[2] (weft-fuse-table-grad).
+    const bool Base = Grad && I.In.size() == 3;
+    if (Base && P.Version < 17)
+      return fail("an embedding_grad's base (in[2]) needs format version 17, "
+                  "the file is version " +
+                  std::to_string(P.Version));
+    WEFT_RETURN_IF_ERROR(counts(Base ? 3 : 2, 1));
     WEFT_RETURN_IF_ERROR(isInt(true, 1));
-    WEFT_RETURN_IF_ERROR(floats({0}, {0}));
+    WEFT_RETURN_IF_ERROR(Base ? floats({0, 2}, {0}) : floats({0}, {0}));
+    if (Base && (in(2).Dims != out(0).Dims || in(2).Type != out(0).Type ||
+                 out(0).Type == DType::BF16))
+      return fail(name(true, 2) + " (the base) is " + dtypeName(in(2).Type) +
+                  shapeString(in(2).Dims) + ", expected out[0]'s " +
+                  dtypeName(out(0).Type) + shapeString(out(0).Dims) +
+                  ", f32 or f64");
     const BufferSpec &Table = Grad ? out(0) : in(0);
     const BufferSpec &Act = Grad ? in(0) : out(0);
     if (Table.Dims.size() != 2)

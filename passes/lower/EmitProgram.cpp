@@ -43,8 +43,9 @@ namespace {
 // masked-LM programs; version 10: constant buffers, select; version 14:
 // seq_axes on rope and attention (context parallelism); version 15: a
 // padded vocabulary (logical_rows on params, classes on cross-entropies);
-// version 16: a matmul's fused bias (weft-fuse-bias).
-constexpr uint32_t kFormatVersion = 16;
+// version 16: a matmul's fused bias (weft-fuse-bias); version 17: an
+// embedding_grad's base (weft-fuse-table-grad).
+constexpr uint32_t kFormatVersion = 17;
 
 // A pipeline stage's fragments (its schedule's virtual stages, and whether
 // its backward splits); one chunk, unsplit, for any other function.

@@ -44,9 +44,11 @@ template <typename T> struct Kernels {
   }
   static Status embeddingGrad(const BI &I, const SC &, CpuState &) {
     const TensorRef &Ids = I.In[1], &Tab = I.Out[0];
+    // A tied head's gradient to add (weft-fuse-table-grad), in[2].
+    const T *Base = I.In.size() == 3 ? I.In[2].as<T>() : nullptr;
     return cpu::embeddingGrad(I.In[0].as<T>(), Ids.as<int32_t>(), Ids.Numel,
                               Tab.Rows, Tab.Last, Tab.as<T>(), I.VocabFirst,
-                              vocabTotal(I, Tab.Rows));
+                              vocabTotal(I, Tab.Rows), Base);
   }
   // Under sequence parallelism the rank's positions start at SeqFirst.
   static Status positionEmbedding(const BI &I, const SC &Ctx, CpuState &) {

@@ -188,10 +188,18 @@ template <typename T> struct Kernels {
   }
   static Status embeddingGrad(const BI &I, const SC &, Ctx &C) {
     const TensorRef &Ids = I.In[1], &Tab = I.Out[0];
-    return check(cuda::embeddingGrad(I.In[0].as<T>(), Ids.as<int32_t>(),
-                                     Ids.Numel, Tab.Rows, Tab.Last, Tab.as<T>(),
-                                     I.VocabFirst, vocabTotal(I, Tab.Rows),
-                                     C.Scratch, C.Sink, C.Stream),
+    WEFT_RETURN_IF_ERROR(
+        check(cuda::embeddingGrad(I.In[0].as<T>(), Ids.as<int32_t>(), Ids.Numel,
+                                  Tab.Rows, Tab.Last, Tab.as<T>(), I.VocabFirst,
+                                  vocabTotal(I, Tab.Rows), C.Scratch, C.Sink,
+                                  C.Stream),
+              I));
+    // A tied head's gradient (weft-fuse-table-grad): the add it replaced,
+    // base + table, in place on the table (the CPU's one pass, as two).
+    if (I.In.size() < 3)
+      return Status::success();
+    return check(cuda::add(I.In[2].as<T>(), Tab.as<T>(), Tab.as<T>(), Tab.Numel,
+                           C.Stream),
                  I);
   }
   // Rows [B, S] of a step-wide host array (rows Stride apart) to Device

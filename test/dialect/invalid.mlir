@@ -40,6 +40,25 @@ func.func @matmul_bias_bf16(%x: tensor<4x8xbf16>, %w: tensor<8x6xbf16>, %b: tens
 
 // -----
 
+// An embedding_grad's base (weft-fuse-table-grad): the table's type, not bf16.
+func.func @embedding_grad_base_shape(%dy: tensor<2x4x8xf32>, %ids: tensor<2x4xi32>, %h: tensor<31x8xf32>) {
+  // expected-error @+2 {{base is 'tensor<31x8xf32>', expected 'tensor<32x8xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %g = weft.embedding_grad %dy, %ids, %h {vocab = 32 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>, tensor<31x8xf32>) -> tensor<32x8xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_base_bf16(%dy: tensor<2x4x8xbf16>, %ids: tensor<2x4xi32>, %h: tensor<32x8xbf16>) {
+  // expected-error @+2 {{a base needs f32 or f64, got bf16}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %g = weft.embedding_grad %dy, %ids, %h {vocab = 32 : i64} : (tensor<2x4x8xbf16>, tensor<2x4xi32>, tensor<32x8xbf16>) -> tensor<32x8xbf16>
+  return
+}
+
+// -----
+
 func.func @matmul_wrong_result(%a: tensor<8x64xf32>, %b: tensor<64x16xf32>) {
   // expected-error @+2 {{inferred type(s) 'tensor<8x16xf32>' are incompatible with return type(s) of operation 'tensor<8x17xf32>'}}
   // expected-error @+1 {{failed to infer returned types}}

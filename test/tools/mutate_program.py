@@ -23,7 +23,7 @@ MUTATION: empty | swap-inputs | loss-unwritten | overlap | in-place |
           r-v10 | r-int | r-denominator (the last three on a regression's
           program: float targets, mse_loss) | pack-shift (a data-parallel
           program whose bucket holds gradients written in place) |
-          bf16-bias (a bf16 program)"""
+          bf16-bias (a bf16 program) | table-base-v16 | table-base-shape"""
 import base64
 import json
 import struct
@@ -106,6 +106,15 @@ elif mutation == "pack-shift":
                 done = True
                 break
     assert done, "no gradient written into its bucket"
+elif mutation in ("table-base-v16", "table-base-shape"):
+    # A tied table's gradient with its head's as the base (weft-fuse-table-
+    # grad): written as version 16, or with dy of another shape as the base.
+    g = next(i for i in instructions(p)
+             if i["op"] == "embedding_grad" and len(i["in"]) == 3)
+    if mutation == "table-base-v16":
+        version = 16
+    else:
+        g["in"][2] = g["in"][0]
 elif mutation == "bf16-bias":
     # A bf16 program's first bias_add folded into its matmul by hand (the
     # compiler leaves bf16's bias_add unfused).

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -194,6 +195,41 @@ TEST(KernelGrad, VocabParallelEmbedding) {
   ASSERT_FALSE(S.ok());
   EXPECT_NE(S.message().find("id 6 at position 1"), std::string::npos)
       << S.message();
+}
+
+// A tied table's gradient (weft-fuse-table-grad): embedding_grad onto a
+// base is bit for bit the base plus the zeroed table's scatter, on a whole
+// table and on a vocabulary shard (ids outside it add nothing), with ids
+// repeated and a row whose base is -0 (base + 0 on rows no id touches).
+TEST(KernelGrad, EmbeddingGradOntoBase) {
+  const int64_t V = 70, D = 80, N = 600; // past the kernels' parallel grains
+  std::vector<int32_t> Ids(N);
+  for (int64_t R = 0; R < N; ++R)
+    Ids[size_t(R)] = int32_t((R * 37) % 61); // rows 61..69 untouched
+  std::vector<float> W(N * D), Base(V * D);
+  for (int64_t I = 0; I < N * D; ++I)
+    W[size_t(I)] = float(std::sin(double(I))) * 0.3f;
+  for (int64_t I = 0; I < V * D; ++I)
+    Base[size_t(I)] = float(std::cos(double(I))) * 1e3f;
+  Base[size_t(65 * D)] = -0.0f;
+  int Saved = numThreads();
+  for (int Threads : {1, 2})
+    for (auto [Rows, First] : {std::pair<int64_t, int64_t>{V, 0}, {35, 35}}) {
+      setNumThreads(Threads);
+      const float *B = Base.data() + First * D;
+      std::vector<float> Scatter(Rows * D), Want(Rows * D), Got(Rows * D, 7.0f);
+      ASSERT_TRUE(embeddingGrad(W.data(), Ids.data(), N, Rows, D,
+                                Scatter.data(), First, V)
+                      .ok());
+      for (int64_t I = 0; I < Rows * D; ++I)
+        Want[size_t(I)] = B[I] + Scatter[size_t(I)];
+      ASSERT_TRUE(embeddingGrad(W.data(), Ids.data(), N, Rows, D, Got.data(),
+                                First, V, B)
+                      .ok());
+      EXPECT_EQ(std::memcmp(Got.data(), Want.data(), Got.size() * 4), 0)
+          << Threads << " threads, rows from " << First;
+    }
+  setNumThreads(Saved);
 }
 
 TEST(KernelGrad, PositionEmbedding) {

@@ -105,8 +105,8 @@ TEST(ProgramLoader, RefusesBadMagic) {
 }
 
 TEST(ProgramLoader, RefusesOtherVersion) {
-  std::string F = encodeProgramContainer(tinyProgram().payload(), 17);
-  EXPECT_MSG(errorOf(F), "format version 17, this runtime reads version 16");
+  std::string F = encodeProgramContainer(tinyProgram().payload(), 18);
+  EXPECT_MSG(errorOf(F), "format version 18, this runtime reads version 17");
   // An older file (the flat format of versions 1 and 2; version 3, without
   // mesh.groups and per-buffer bf16; version 4, of one stage) asks to be
   // recompiled.

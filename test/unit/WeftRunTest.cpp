@@ -96,10 +96,10 @@ TEST(WeftRun, ErrorsAndExitCodes) {
   EXPECT_EQ(R.Code, 1);
   EXPECT_NE(R.Out.find("no --data given"), std::string::npos);
   std::string Bad = tinyProgram().file();
-  Bad[8] = 17; // the version is a little-endian u32 at byte 8
-  R = run(writeFile("cli_v17.wp", Bad) + " --dump");
+  Bad[8] = 18; // the version is a little-endian u32 at byte 8
+  R = run(writeFile("cli_v18.wp", Bad) + " --dump");
   EXPECT_EQ(R.Code, 1);
-  EXPECT_NE(R.Out.find("format version 17, this runtime reads version 16"),
+  EXPECT_NE(R.Out.find("format version 18, this runtime reads version 17"),
             std::string::npos)
       << R.Out;
   R = run(Prog + " --dump");

@@ -33,7 +33,8 @@ Status embedding(const T *Table, int64_t V, int64_t D, const int32_t *Ids,
                  int64_t N, T *Y, int64_t First, int64_t Total);
 template <typename T>
 Status embeddingGrad(const T *Dy, const int32_t *Ids, int64_t N, int64_t V,
-                     int64_t D, T *DTable, int64_t First, int64_t Total);
+                     int64_t D, T *DTable, int64_t First, int64_t Total,
+                     const T *Base = nullptr);
 template <typename T>
 void positionEmbedding(const T *X, const T *Table, T *Y, int64_t B, int64_t S,
                        int64_t D);
