@@ -11,6 +11,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace weft {
 #define GEN_PASS_DEF_WEFTSHARELOSSSTATS
@@ -40,8 +41,10 @@ int64_t denominatorOf(Operation *op) {
 struct ShareLossStats : weft::impl::WeftShareLossStatsBase<ShareLossStats> {
   void runOnOperation() override {
     SmallVector<std::pair<CrossEntropyOp, CrossEntropyGradOp>> pairs;
+    DenseSet<Operation *> paired; // a loss shares with one gradient
     getOperation().walk([&](CrossEntropyGradOp grad) {
-      if (CrossEntropyOp loss = forwardOf(grad))
+      CrossEntropyOp loss = forwardOf(grad);
+      if (loss && paired.insert(loss).second)
         pairs.push_back({loss, grad});
     });
     OpBuilder b(&getContext());

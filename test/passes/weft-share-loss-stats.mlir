@@ -44,3 +44,18 @@ func.func @not_shared(%x: tensor<2x16x256xf32>, %t: tensor<2x16xi32>, %u: tensor
   %g2 = weft.cross_entropy_grad %x, %u, %d : (tensor<2x16x256xf32>, tensor<2x16xi32>, tensor<f32>) -> tensor<2x16x256xf32>
   return %l1, %l2, %g1, %g2 : tensor<f32>, tensor<f32>, tensor<2x16x256xf32>, tensor<2x16x256xf32>
 }
+
+// -----
+
+// Two gradients of one loss (hand-written): the first shares its
+// statistics, the second keeps its own kernel.
+// CHECK-LABEL: func @two_gradients
+// CHECK:      %[[S:.*]] = weft.cross_entropy_stats %arg0, %arg1
+// CHECK:      weft.cross_entropy_stats_grad %arg0, %arg1, %[[S]], %arg2
+// CHECK-NEXT: weft.cross_entropy_grad %arg0, %arg1, %arg2
+func.func @two_gradients(%x: tensor<2x16x256xf32>, %t: tensor<2x16xi32>, %d: tensor<f32>) -> (tensor<f32>, tensor<2x16x256xf32>, tensor<2x16x256xf32>) {
+  %l = weft.cross_entropy %x, %t : (tensor<2x16x256xf32>, tensor<2x16xi32>) -> tensor<f32>
+  %g1 = weft.cross_entropy_grad %x, %t, %d : (tensor<2x16x256xf32>, tensor<2x16xi32>, tensor<f32>) -> tensor<2x16x256xf32>
+  %g2 = weft.cross_entropy_grad %x, %t, %d : (tensor<2x16x256xf32>, tensor<2x16xi32>, tensor<f32>) -> tensor<2x16x256xf32>
+  return %l, %g1, %g2 : tensor<f32>, tensor<2x16x256xf32>, tensor<2x16x256xf32>
+}
