@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "program/Broadcast.h"
+#include "runtime/cpu/kernels/FastMath.h"
 #include "runtime/cpu/kernels/Kernels.h"
 #include "runtime/cpu/kernels/Parallel.h"
 
@@ -290,35 +291,53 @@ void transpose(const T *X, const Dims &XShape, const Dims &Perm, T *Y) {
                [&](int64_t I, const int64_t *Off) { Y[I] = X[Off[0]]; });
 }
 
+namespace {
+// A softmax row and its gradient row: FastMath's vexp and lane sums in a
+// SIMD clone (a plain template's loop is compiled for baseline x86-64, and
+// std::exp is a scalar call). A row of -inf (every key masked) gives NaN,
+// as exp(-inf - -inf) did.
+template <typename T>
+WEFT_CLONE_BODY void softmaxRow(const T *XR, T *YR, int64_t N) {
+  T Max = rowMax(XR, N);
+  // Times the sum's inverse, as the attention kernel and PyTorch's
+  // vectorized softmax (a division per element: 1.33 against 1.19 ns).
+  T Inv = T(1) / T(rowSumExpStore(XR, N, Max, YR));
+  for (int64_t J = 0; J < N; ++J)
+    YR[J] *= Inv;
+}
+
+template <typename T>
+WEFT_CLONE_BODY void softmaxGradRow(const T *YR, const T *DyR, T *DxR,
+                                    int64_t N) {
+  T Dot = T(rowDot(DyR, YR, N));
+  for (int64_t J = 0; J < N; ++J)
+    DxR[J] = YR[J] * (DyR[J] - Dot);
+}
+
+WEFT_SIMD_CLONES void softmaxRowF(const float *XR, float *YR, int64_t N) {
+  softmaxRow(XR, YR, N);
+}
+
+WEFT_SIMD_CLONES void softmaxGradRowF(const float *YR, const float *DyR,
+                                      float *DxR, int64_t N) {
+  softmaxGradRow(YR, DyR, DxR, N);
+}
+} // namespace
+
 template <typename T> void softmax(const T *X, T *Y, int64_t Rows, int64_t N) {
+  if (N == 0)
+    return;
 #pragma omp parallel for schedule(static) if (Rows * N > ParallelGrain)
-  for (int64_t R = 0; R < Rows; ++R) {
-    const T *XR = X + R * N;
-    T *YR = Y + R * N;
-    T Max = XR[0];
-    for (int64_t J = 1; J < N; ++J)
-      Max = std::max(Max, XR[J]);
-    T Sum = 0;
-    for (int64_t J = 0; J < N; ++J) {
-      YR[J] = std::exp(XR[J] - Max);
-      Sum += YR[J];
-    }
-    for (int64_t J = 0; J < N; ++J)
-      YR[J] /= Sum;
-  }
+  for (int64_t R = 0; R < Rows; ++R)
+    byType<T>(softmaxRowF, softmaxRow<T>, X + R * N, Y + R * N, N);
 }
 
 template <typename T>
 void softmaxGrad(const T *Y, const T *Dy, T *Dx, int64_t Rows, int64_t N) {
 #pragma omp parallel for schedule(static) if (Rows * N > ParallelGrain)
-  for (int64_t R = 0; R < Rows; ++R) {
-    const T *YR = Y + R * N, *DyR = Dy + R * N;
-    T Dot = 0;
-    for (int64_t J = 0; J < N; ++J)
-      Dot += DyR[J] * YR[J];
-    for (int64_t J = 0; J < N; ++J)
-      Dx[R * N + J] = YR[J] * (DyR[J] - Dot);
-  }
+  for (int64_t R = 0; R < Rows; ++R)
+    byType<T>(softmaxGradRowF, softmaxGradRow<T>, Y + R * N, Dy + R * N,
+              Dx + R * N, N);
 }
 
 #define WEFT_INSTANTIATE(T)                                                    \
