@@ -20,6 +20,7 @@
 #include "runtime/cpu/kernels/Blas.h"
 #include "runtime/cpu/kernels/FastMath.h"
 #include "runtime/cpu/kernels/Kernels.h"
+#include "runtime/cpu/kernels/Parallel.h"
 
 #include <omp.h>
 
@@ -56,6 +57,51 @@ inline int64_t keyEnd(const int32_t *QPos, const int32_t *KPos, int64_t I0,
   while (End > 0 && KPos[End - 1] > Last)
     --End;
   return End;
+}
+
+// One row of scores over the block's keys [0, KEnd) (KPos their positions)
+// to probabilities in place, the keys Keys does not hold 0; returns the
+// row's log-sum-exp over the block, -inf when it sees none of its keys.
+// Float rows run in a SIMD clone (vexp inlined, lane sums).
+template <typename T>
+WEFT_CLONE_BODY T maskedSoftmaxRow(T *Row, const int32_t *KPos, int64_t KEnd,
+                                   KeyRange Keys) {
+  const T NegInf = -std::numeric_limits<T>::infinity();
+  T M = NegInf;
+  for (int64_t J = 0; J < KEnd; ++J)
+    M = Keys.has(KPos[J]) && Row[J] > M ? Row[J] : M;
+  if (M == NegInf) {
+    std::fill(Row, Row + KEnd, T(0));
+    return NegInf;
+  }
+  const double Sum = laneSum<T>(KEnd, [&](int64_t J) {
+    T E = Keys.has(KPos[J]) ? vexp(Row[J] - M) : T(0);
+    Row[J] = E;
+    return E;
+  });
+  const T Inv = T(1) / T(Sum);
+  for (int64_t J = 0; J < KEnd; ++J)
+    Row[J] *= Inv;
+  return M + T(std::log(Sum));
+}
+
+// The probabilities of one row again from its log-sum-exp L.
+template <typename T>
+WEFT_CLONE_BODY void probabilitiesRow(T *Row, const int32_t *KPos, int64_t KEnd,
+                                      KeyRange Keys, T L) {
+  const T NegInf = -std::numeric_limits<T>::infinity();
+  for (int64_t J = 0; J < KEnd; ++J)
+    Row[J] = L != NegInf && Keys.has(KPos[J]) ? vexp(Row[J] - L) : T(0);
+}
+
+WEFT_SIMD_CLONES float maskedSoftmaxRowF(float *Row, const int32_t *KPos,
+                                         int64_t KEnd, KeyRange Keys) {
+  return maskedSoftmaxRow(Row, KPos, KEnd, Keys);
+}
+
+WEFT_SIMD_CLONES void probabilitiesRowF(float *Row, const int32_t *KPos,
+                                        int64_t KEnd, KeyRange Keys, float L) {
+  probabilitiesRow(Row, KPos, KEnd, Keys, L);
 }
 
 // Scores of rows [I0, I0 + Rows) of query head h against keys [0, KEnd) of
@@ -127,20 +173,8 @@ void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse, int64_t B,
               keyRange(QPos[I0 + R], Causal, Window,
                        DocPos ? DocPos + Bi * DocStride + I0 + R : nullptr,
                        Spans ? Spans + 2 * Bi : nullptr);
-          T M = NegInf;
-          for (int64_t J = 0; J < KEnd; ++J)
-            if (Keys.has(KPos[J]))
-              M = std::max(M, Row[J]);
-          T Sum = T(0);
-          for (int64_t J = 0; J < KEnd; ++J) {
-            Row[J] = M != NegInf && Keys.has(KPos[J]) ? vexp(Row[J] - M) : T(0);
-            Sum += Row[J];
-          }
-          const T Inv = Sum > T(0) ? T(1) / Sum : T(0);
-          for (int64_t J = 0; J < KEnd; ++J)
-            Row[J] *= Inv;
-          Lse[(Bi * H + Hq) * Sq + I0 + R] =
-              Sum > T(0) ? M + T(std::log(double(Sum))) : NegInf;
+          Lse[(Bi * H + Hq) * Sq + I0 + R] = byType<T>(
+              maskedSoftmaxRowF, maskedSoftmaxRow<T>, Row, KPos, KEnd, Keys);
         }
         // Dropped probabilities weigh v; the denominator counted them all.
         if (Drop)
@@ -189,7 +223,6 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
                         const int32_t *Spans) {
   const BlockShape D{B, Sq, Sk, H, Hkv, Hd};
   const T Sc = scaleOf<T>(Scale, Hd);
-  const T NegInf = -std::numeric_limits<T>::infinity();
   const int64_t Group = H / Hkv;
 #pragma omp parallel for schedule(dynamic)
   for (int64_t BG = 0; BG < B * Hkv; ++BG) {
@@ -219,9 +252,8 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
               keyRange(QPos[I0 + R], Causal, Window,
                        DocPos ? DocPos + Bi * DocStride + I0 + R : nullptr,
                        Spans ? Spans + 2 * Bi : nullptr);
-          const T L = Lse[(Bi * H + Hq) * Sq + I0 + R];
-          for (int64_t J = 0; J < KEnd; ++J)
-            Row[J] = L != NegInf && Keys.has(KPos[J]) ? vexp(Row[J] - L) : T(0);
+          byType<T>(probabilitiesRowF, probabilitiesRow<T>, Row, KPos, KEnd,
+                    Keys, Lse[(Bi * H + Hq) * Sq + I0 + R]);
         }
         // dP = dy v^T (with dropout: through the mask).
         gemm(false, true, Rows, KEnd, Hd, T(1), Dy + Qoff, D.ldq(),
