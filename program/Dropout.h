@@ -50,14 +50,20 @@ WEFT_HOST_DEVICE inline uint32_t dropoutThreshold(double P) {
   return T >= 4294967295.0 ? 4294967295u : uint32_t(T);
 }
 
-/// The draw of global element Index at (Seed, Step, Site).
-WEFT_HOST_DEVICE inline uint32_t dropoutDraw(uint64_t Seed, int64_t Step,
-                                             int64_t Site, uint64_t Index) {
-  const uint64_t Block = Index >> 2;
+/// The draws of global elements 4 Block .. 4 Block + 3 at (Seed, Step,
+/// Site): one Philox call's four words.
+WEFT_HOST_DEVICE inline Philox4x32 dropoutDraws(uint64_t Seed, int64_t Step,
+                                                int64_t Site, uint64_t Block) {
   const uint32_t Ctr[4] = {uint32_t(Block), uint32_t(Block >> 32),
                            uint32_t(Site), uint32_t(Step)};
   const uint32_t Key[2] = {uint32_t(Seed), uint32_t(Seed >> 32)};
-  return philox4x32(Ctr, Key).V[Index & 3];
+  return philox4x32(Ctr, Key);
+}
+
+/// The draw of global element Index at (Seed, Step, Site).
+WEFT_HOST_DEVICE inline uint32_t dropoutDraw(uint64_t Seed, int64_t Step,
+                                             int64_t Site, uint64_t Index) {
+  return dropoutDraws(Seed, Step, Site, Index >> 2).V[Index & 3];
 }
 
 /// The factor element Index is multiplied by: 0, or 1 / (1 - p).
@@ -69,6 +75,26 @@ struct DropoutKey {
 
   WEFT_HOST_DEVICE double factor(uint64_t Index) const {
     return dropoutDraw(Seed, Step, Site, Index) < Threshold ? 0.0 : Scale;
+  }
+
+  /// Y[J] = X[J] * factor(Index + J) for J < N (Y may be X): one Philox
+  /// call for each four elements of an aligned block, where factor()
+  /// would call it once per element and keep one of its words.
+  template <typename T>
+  WEFT_HOST_DEVICE void scaleRun(const T *X, T *Y, int64_t N,
+                                 uint64_t Index) const {
+    const T Keep = T(Scale);
+    int64_t J = 0;
+    for (; J < N && ((Index + uint64_t(J)) & 3); ++J)
+      Y[J] = X[J] * T(factor(Index + uint64_t(J)));
+    for (; J + 4 <= N; J += 4) {
+      const Philox4x32 W =
+          dropoutDraws(Seed, Step, Site, (Index + uint64_t(J)) >> 2);
+      for (int L = 0; L < 4; ++L)
+        Y[J + L] = X[J + L] * (W.V[L] < Threshold ? T(0) : Keep);
+    }
+    for (; J < N; ++J)
+      Y[J] = X[J] * T(factor(Index + uint64_t(J)));
   }
 };
 

@@ -91,3 +91,35 @@ TEST(Dropout, BlockDrawsTheWholeTensorsMask) {
     EXPECT_NE(Y, Whole) << "change " << Change;
   }
 }
+
+// A run of consecutive indices (cpu::dropoutRun: four elements to a Philox
+// call, in the SIMD clones) scales each element by exactly factor(), for
+// runs that start and end off a block of four and past 2^32 (the
+// counter's high word), in f32 and in place.
+TEST(Dropout, RunsMatchTheFactorOfEachElement) {
+  DropoutKey K;
+  K.Seed = 0x123456789abcull;
+  K.Step = 7;
+  K.Site = 3;
+  K.Threshold = dropoutThreshold(0.1);
+  K.Scale = 1.0 / 0.9;
+  std::vector<float> X(1000);
+  for (size_t I = 0; I < X.size(); ++I)
+    X[I] = float(std::sin(double(I))) + 2.0f;
+  for (uint64_t Index :
+       {uint64_t(0), uint64_t(3), uint64_t(4097), (uint64_t(1) << 34) + 2})
+    for (int64_t N : {int64_t(1), int64_t(6), int64_t(997)}) {
+      std::vector<float> Y(size_t(N), -1.0f), Z(X.begin(), X.begin() + N);
+      cpu::dropoutRun(X.data(), Y.data(), N, Index, K);
+      cpu::dropoutRun(Z.data(), Z.data(), N, Index, K);
+      int Dropped = 0;
+      for (int64_t J = 0; J < N; ++J) {
+        const float Want = X[size_t(J)] * float(K.factor(Index + uint64_t(J)));
+        EXPECT_EQ(Y[size_t(J)], Want) << Index << " + " << J;
+        EXPECT_EQ(Z[size_t(J)], Want) << Index << " + " << J << " in place";
+        Dropped += Want == 0.0f;
+      }
+      if (N == 997)
+        EXPECT_GT(Dropped, 50) << Index; // about 100 of 997 at p = 0.1
+    }
+}

@@ -144,8 +144,7 @@ void dropRows(T *P, int64_t Ld, int64_t Bi, int64_t Hh, int64_t S, int64_t I0,
   for (int64_t I = I0; I < I1; ++I) {
     const uint64_t Row = (Head * uint64_t(S) + uint64_t(I)) * uint64_t(S);
     T *R = P + (I - I0) * Ld;
-    for (int64_t J = 0; J < KEnd; ++J)
-      R[J] *= T(D.Key.factor(Row + uint64_t(J)));
+    dropoutRun(R, R, KEnd, Row, D.Key);
   }
 }
 

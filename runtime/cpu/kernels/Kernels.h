@@ -272,6 +272,11 @@ void dropout(const T *X, T *Y, const std::vector<int64_t> &Local,
              const std::vector<int64_t> &First,
              const std::vector<int64_t> &Total, const DropoutKey &Key,
              const int32_t *SeqPos = nullptr);
+/// Y[J] = X[J] * Key.factor(Index + J) for J < N (Y may be X): the
+/// elements of a run of consecutive global indices, four to a Philox call.
+template <typename T>
+void dropoutRun(const T *X, T *Y, int64_t N, uint64_t Index,
+                const DropoutKey &Key);
 
 // Cross entropy over Rows rows of Logits [Rows, V], summed and divided by
 // Denominator (0: Rows, the mean): a rank's share of a mean over more rows
