@@ -128,8 +128,15 @@ void dropBlock(T *P, int64_t Sk, int64_t KEnd, int64_t Bi, int64_t Hq,
   for (int64_t R = 0; R < Rows; ++R) {
     const uint64_t Row = (Head * S + uint64_t(QPos[I0 + R])) * S;
     T *PR = P + R * Sk;
-    for (int64_t J = 0; J < KEnd; ++J)
-      PR[J] *= T(D.Key.factor(Row + uint64_t(KPos[J])));
+    // The block's keys are runs of consecutive positions: each run's
+    // factors are a run of consecutive mask indices (cpu::dropoutRun).
+    for (int64_t J = 0; J < KEnd;) {
+      int64_t E = J + 1;
+      while (E < KEnd && KPos[E] == KPos[E - 1] + 1)
+        ++E;
+      dropoutRun(PR + J, PR + J, E - J, Row + uint64_t(KPos[J]), D.Key);
+      J = E;
+    }
   }
 }
 
