@@ -40,11 +40,7 @@ WEFT_CLONE_BODY void softmaxRows(T *P, int64_t Ld, int64_t I0, int64_t I1,
   for (int64_t I = I0; I < I1; ++I) {
     T *Row = P + (I - I0) * Ld;
     int64_t N = Causal ? I + 1 : KEnd;
-    T M = rowMax(Row, N);
-    // Lanes, not one running sum: the exps vectorise.
-    T Inv = T(1) / T(rowSumExpStore(Row, N, M, Row));
-    for (int64_t J = 0; J < N; ++J)
-      Row[J] *= Inv;
+    softmaxRow(Row, Row, N);
     for (int64_t J = N; J < KEnd; ++J)
       Row[J] = T(0);
   }
@@ -61,19 +57,10 @@ void softmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
   byType<T>(softmaxRowsF, softmaxRows<T>, P, Ld, I0, I1, KEnd, Causal);
 }
 
-/// dS = P (dP - rowsum(P dP)) for one row, in place in DR: the sum over the
-/// N keys the row reads (P is 0 past them), the product over all KEnd.
-template <typename T>
-WEFT_CLONE_BODY void softmaxGradRow(const T *PR, T *DR, int64_t N,
-                                    int64_t KEnd) {
-  T Dot = T(rowDot(PR, DR, N));
-  for (int64_t J = 0; J < KEnd; ++J)
-    DR[J] = PR[J] * (DR[J] - Dot);
-}
-
+/// dS = P (dP - rowsum(P dP)) for one row, in place in DR.
 WEFT_SIMD_CLONES void softmaxGradRowF(const float *PR, float *DR, int64_t N,
                                       int64_t KEnd) {
-  softmaxGradRow(PR, DR, N, KEnd);
+  softmaxGradRow(PR, DR, DR, N, KEnd);
 }
 
 template <typename T>
@@ -83,7 +70,10 @@ void softmaxGradRows(const T *P, T *DP, int64_t Ld, int64_t G0, int64_t G1,
     const T *PR = P + (I - G0) * Ld;
     T *DR = DP + (I - G0) * Ld;
     const int64_t N = Causal ? I + 1 : KEnd;
-    byType<T>(softmaxGradRowF, softmaxGradRow<T>, PR, DR, N, KEnd);
+    if constexpr (std::is_same_v<T, float>)
+      softmaxGradRowF(PR, DR, N, KEnd);
+    else
+      softmaxGradRow(PR, DR, DR, N, KEnd);
   }
 }
 

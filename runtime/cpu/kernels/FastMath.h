@@ -151,6 +151,28 @@ WEFT_CLONE_BODY double rowDot(const T *A, const T *B, int64_t N) {
   return laneSum<T>(N, [&](int64_t I) { return A[I] * B[I]; });
 }
 
+/// Softmax of X[0, N) into Y (Y may be X): the max, the exponentials stored
+/// with their sum, then each times the sum's inverse (as PyTorch's
+/// vectorized softmax).
+template <typename T>
+WEFT_CLONE_BODY void softmaxRow(const T *X, T *Y, int64_t N) {
+  T M = rowMax(X, N);
+  T Inv = T(1) / T(rowSumExpStore(X, N, M, Y));
+  for (int64_t J = 0; J < N; ++J)
+    Y[J] *= Inv;
+}
+
+/// Out = P (D - rowsum(P D)), the softmax's gradient (Out may be D): the
+/// sum over the N columns the row reads, the product over all KEnd (P is 0
+/// past N).
+template <typename T>
+WEFT_CLONE_BODY void softmaxGradRow(const T *P, const T *D, T *Out, int64_t N,
+                                    int64_t KEnd) {
+  T Dot = T(rowDot(P, D, N));
+  for (int64_t J = 0; J < KEnd; ++J)
+    Out[J] = P[J] * (D[J] - Dot);
+}
+
 } // namespace weft::cpu
 
 #endif // WEFT_RUNTIME_KERNELS_CPU_FASTMATH_H

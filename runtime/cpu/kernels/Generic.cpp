@@ -292,35 +292,21 @@ void transpose(const T *X, const Dims &XShape, const Dims &Perm, T *Y) {
 }
 
 namespace {
-// A softmax row and its gradient row: FastMath's vexp and lane sums in a
-// SIMD clone (a plain template's loop is compiled for baseline x86-64, and
-// std::exp is a scalar call). A row of -inf (every key masked) gives NaN,
-// as exp(-inf - -inf) did.
-template <typename T>
-WEFT_CLONE_BODY void softmaxRow(const T *XR, T *YR, int64_t N) {
-  T Max = rowMax(XR, N);
-  // Times the sum's inverse, as the attention kernel and PyTorch's
-  // vectorized softmax (a division per element: 1.33 against 1.19 ns).
-  T Inv = T(1) / T(rowSumExpStore(XR, N, Max, YR));
-  for (int64_t J = 0; J < N; ++J)
-    YR[J] *= Inv;
-}
-
-template <typename T>
-WEFT_CLONE_BODY void softmaxGradRow(const T *YR, const T *DyR, T *DxR,
-                                    int64_t N) {
-  T Dot = T(rowDot(DyR, YR, N));
-  for (int64_t J = 0; J < N; ++J)
-    DxR[J] = YR[J] * (DyR[J] - Dot);
-}
-
+// FastMath's softmax rows in a SIMD clone (a plain template's loop is
+// compiled for baseline x86-64, and std::exp is a scalar call). A row of
+// -inf (every key masked) gives NaN, as exp(-inf - -inf) did.
 WEFT_SIMD_CLONES void softmaxRowF(const float *XR, float *YR, int64_t N) {
   softmaxRow(XR, YR, N);
 }
 
 WEFT_SIMD_CLONES void softmaxGradRowF(const float *YR, const float *DyR,
                                       float *DxR, int64_t N) {
-  softmaxGradRow(YR, DyR, DxR, N);
+  softmaxGradRow(YR, DyR, DxR, N, N);
+}
+
+template <typename T>
+void softmaxGradRowT(const T *YR, const T *DyR, T *DxR, int64_t N) {
+  softmaxGradRow(YR, DyR, DxR, N, N);
 }
 } // namespace
 
@@ -336,7 +322,7 @@ template <typename T>
 void softmaxGrad(const T *Y, const T *Dy, T *Dx, int64_t Rows, int64_t N) {
 #pragma omp parallel for schedule(static) if (Rows * N > ParallelGrain)
   for (int64_t R = 0; R < Rows; ++R)
-    byType<T>(softmaxGradRowF, softmaxGradRow<T>, Y + R * N, Dy + R * N,
+    byType<T>(softmaxGradRowF, softmaxGradRowT<T>, Y + R * N, Dy + R * N,
               Dx + R * N, N);
 }
 
