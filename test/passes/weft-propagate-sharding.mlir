@@ -1,4 +1,5 @@
 // RUN: weft-opt %s -split-input-file -weft-propagate-sharding | FileCheck %s
+// RUN: weft-opt %s -split-input-file -weft-propagate-sharding -weft-partition | FileCheck %s --check-prefix=PART
 
 // From two annotations (the batch split over dp, the weight's output features
 // over tp) the op rules give every value a sharding: the matmul result takes
@@ -91,4 +92,49 @@ func.func @sequence_parallel_bf16_table(%ids: tensor<2x4xi32>) -> tensor<2x4x8xb
   %h = weft.embedding %w16, %ids : (tensor<16x8xbf16>, tensor<2x4xi32>) -> tensor<2x4x8xbf16>
   %c = weft.shard %h {sharding = #weft.sharding<dims = [[], ["tp"], []]>} : tensor<2x4x8xbf16>
   return %c : tensor<2x4x8xbf16>
+}
+
+// -----
+
+// A fused bias pins the matmul's contraction (hand-written IR: weft-fuse-bias
+// runs after partitioning): a product over half of K each would add the bias
+// once per shard. So the row-split weight is gathered and the product is
+// whole. Negative: the same matmul without a bias contracts its shard of K
+// and all-reduces the partial sum.
+// CHECK-LABEL: func @fused_bias_pins_contraction
+// PART-LABEL: func @fused_bias_pins_contraction
+// PART: %[[W:.*]] = weft.all_gather %{{.*}} {axes = ["tp"], dim = 0 : i64, reason = "weft.matmul operand 1: [tp, *] -> [*, *]"}
+// PART-NEXT: %[[Y:.*]] = weft.matmul %{{.*}}, %[[W]], %{{.*}} : (tensor<4x8x16xf32>, tensor<16x32xf32>, tensor<32xf32>)
+// PART: weft.slice %{{.*}} {axes = ["tp"], dim = 2
+// PART-NEXT: %[[Z:.*]] = weft.matmul {{.*}} : (tensor<4x8x8xf32>, tensor<8x32xf32>)
+// PART-NEXT: %[[R:.*]] = weft.all_reduce %[[Z]] {axes = ["tp"]
+// PART-NEXT: return %[[Y]], %[[R]]
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+func.func @fused_bias_pins_contraction(%x: tensor<4x8x16xf32>) -> (tensor<4x8x32xf32>, tensor<4x8x32xf32>) {
+  %w = weft.param "w" {init = "normal", std = 0.02, weft.sharding = #weft.sharding<dims = [["tp"], []]>} : tensor<16x32xf32>
+  %b = weft.param "b" {init = "zeros"} : tensor<32xf32>
+  %y = weft.matmul %x, %w, %b : (tensor<4x8x16xf32>, tensor<16x32xf32>, tensor<32xf32>) -> tensor<4x8x32xf32>
+  %z = weft.matmul %x, %w : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
+  return %y, %z : tensor<4x8x32xf32>, tensor<4x8x32xf32>
+}
+
+// -----
+
+// A base (weft-fuse-table-grad, after partitioning) pins embedding_grad's
+// ids: a scatter of half the batch each onto the base would add the base
+// once per shard. So the batch-split ids are gathered. Negative: without a
+// base each rank scatters its half and the partial tables are all-reduced.
+// CHECK-LABEL: func @table_base_pins_ids
+// PART-LABEL: func @table_base_pins_ids
+// PART: %[[IDS:.*]] = weft.all_gather %arg0 {axes = ["dp"], dim = 0 : i64, reason = "weft.embedding_grad operand 1: [dp, *] -> [*, *]"}
+// PART-NEXT: %[[G:.*]] = weft.embedding_grad %arg1, %[[IDS]], %arg2 {vocab = 16 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>, tensor<16x8xf32>)
+// PART: %[[DY:.*]] = weft.slice %arg1 {axes = ["dp"], dim = 0
+// PART-NEXT: %[[H:.*]] = weft.embedding_grad %[[DY]], %arg0 {vocab = 16 : i64} : (tensor<1x4x8xf32>, tensor<1x4xi32>)
+// PART-NEXT: %[[R:.*]] = weft.all_reduce %[[H]] {axes = ["dp"]
+// PART-NEXT: return %[[G]], %[[R]]
+weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
+func.func @table_base_pins_ids(%ids: tensor<2x4xi32> {weft.sharding = #weft.sharding<dims = [["dp"], []]>}, %dy: tensor<2x4x8xf32>, %base: tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>) {
+  %g = weft.embedding_grad %dy, %ids, %base {vocab = 16} : (tensor<2x4x8xf32>, tensor<2x4xi32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %h = weft.embedding_grad %dy, %ids {vocab = 16} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<16x8xf32>
+  return %g, %h : tensor<16x8xf32>, tensor<16x8xf32>
 }
