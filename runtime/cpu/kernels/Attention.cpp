@@ -18,6 +18,7 @@
 #include "runtime/cpu/kernels/FastMath.h"
 #include "runtime/cpu/kernels/Kernels.h"
 #include "runtime/cpu/kernels/Parallel.h"
+#include "runtime/cpu/kernels/SoftmaxAvx512.h"
 
 #include <omp.h>
 
@@ -54,6 +55,13 @@ WEFT_SIMD_CLONES void softmaxRowsF(float *P, int64_t Ld, int64_t I0, int64_t I1,
 template <typename T>
 void softmaxBlock(T *P, int64_t Ld, int64_t I0, int64_t I1, int64_t KEnd,
                   bool Causal) {
+  if constexpr (std::is_same_v<T, float>)
+    if (cpuHasAvx512()) {
+      for (int64_t I = I0; I < I1; ++I)
+        softmaxRowAvx512(P + (I - I0) * Ld, P + (I - I0) * Ld,
+                         Causal ? I + 1 : KEnd, KEnd);
+      return;
+    }
   byType<T>(softmaxRowsF, softmaxRows<T>, P, Ld, I0, I1, KEnd, Causal);
 }
 
@@ -70,9 +78,12 @@ void softmaxGradRows(const T *P, T *DP, int64_t Ld, int64_t G0, int64_t G1,
     const T *PR = P + (I - G0) * Ld;
     T *DR = DP + (I - G0) * Ld;
     const int64_t N = Causal ? I + 1 : KEnd;
-    if constexpr (std::is_same_v<T, float>)
-      softmaxGradRowF(PR, DR, N, KEnd);
-    else
+    if constexpr (std::is_same_v<T, float>) {
+      if (cpuHasAvx512())
+        softmaxGradRowAvx512(PR, DR, DR, N, KEnd);
+      else
+        softmaxGradRowF(PR, DR, N, KEnd);
+    } else
       softmaxGradRow(PR, DR, DR, N, KEnd);
   }
 }

@@ -12,6 +12,7 @@
 #include "runtime/cpu/kernels/FastMath.h"
 #include "runtime/cpu/kernels/Kernels.h"
 #include "runtime/cpu/kernels/Parallel.h"
+#include "runtime/cpu/kernels/SoftmaxAvx512.h"
 
 #include <algorithm>
 #include <cmath>
@@ -314,16 +315,28 @@ template <typename T> void softmax(const T *X, T *Y, int64_t Rows, int64_t N) {
   if (N == 0)
     return;
 #pragma omp parallel for schedule(static) if (Rows * N > ParallelGrain)
-  for (int64_t R = 0; R < Rows; ++R)
+  for (int64_t R = 0; R < Rows; ++R) {
+    if constexpr (std::is_same_v<T, float>)
+      if (cpuHasAvx512()) {
+        softmaxRowAvx512(X + R * N, Y + R * N, N, N);
+        continue;
+      }
     byType<T>(softmaxRowF, softmaxRow<T>, X + R * N, Y + R * N, N);
+  }
 }
 
 template <typename T>
 void softmaxGrad(const T *Y, const T *Dy, T *Dx, int64_t Rows, int64_t N) {
 #pragma omp parallel for schedule(static) if (Rows * N > ParallelGrain)
-  for (int64_t R = 0; R < Rows; ++R)
+  for (int64_t R = 0; R < Rows; ++R) {
+    if constexpr (std::is_same_v<T, float>)
+      if (cpuHasAvx512()) {
+        softmaxGradRowAvx512(Y + R * N, Dy + R * N, Dx + R * N, N, N);
+        continue;
+      }
     byType<T>(softmaxGradRowF, softmaxGradRowT<T>, Y + R * N, Dy + R * N,
               Dx + R * N, N);
+  }
 }
 
 #define WEFT_INSTANTIATE(T)                                                    \
