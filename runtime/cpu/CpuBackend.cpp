@@ -387,8 +387,8 @@ template <typename T> struct Kernels {
   static T *orderedScratch(const BI &I, CpuState &S, size_t K) {
     const Shape &Q = I.In[I.Op == OpKind::Attention ? 0 : 1].Spec->Dims;
     const Shape &Kv = I.In[I.Op == OpKind::Attention ? 1 : 2].Spec->Dims;
-    size_t Kernel =
-        attentionScratchBytes(Q[1], Kv[1], sizeof(T), omp_get_max_threads());
+    size_t Kernel = attentionScratchBytes(Q[1], Kv[1], Q[2] / I.Attrs->NumHeads,
+                                          sizeof(T), omp_get_max_threads());
     Kernel = (Kernel + 63) / 64 * 64;
     return reinterpret_cast<T *>(static_cast<char *>(S.Scratch) + Kernel) +
            K * size_t(numElements(Kv));
@@ -772,9 +772,10 @@ public:
       case OpKind::Attention:
       case OpKind::AttentionGrad: {
         size_t Qi = I.Op == OpKind::Attention ? 0 : 1;
-        size_t Kernel = attentionScratchBytes(I.In[Qi].Spec->Dims[1],
-                                              I.In[Qi + 1].Spec->Dims[1],
-                                              sizeof(T), Threads);
+        const Shape &Q = I.In[Qi].Spec->Dims;
+        size_t Kernel =
+            attentionScratchBytes(Q[1], I.In[Qi + 1].Spec->Dims[1],
+                                  Q[2] / I.Attrs->NumHeads, sizeof(T), Threads);
         // Keys and values (and their gradients) in the natural order, for
         // load-balanced context parallelism (orderedScratch).
         if (I.SeqChunks > 0)

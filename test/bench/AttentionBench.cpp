@@ -38,7 +38,7 @@ int main(int Argc, char **Argv) {
     for (float &E : *X)
       E = N(G);
   std::vector<char> Scratch(
-      cpu::attentionScratchBytes(S, S, sizeof(float), cpu::numThreads()));
+      cpu::attentionScratchBytes(S, S, Hd, sizeof(float), cpu::numThreads()));
   const cpu::QueryRun Run{0, 0, S};
   const cpu::QueryRuns Runs{&Run, 1};
   double Fwd = 1e30, Bwd = 1e30;

@@ -8,14 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "program/Broadcast.h"
-#include "runtime/cpu/kernels/FastMath.h"
 #include "runtime/cpu/kernels/Kernels.h"
-#include "runtime/cpu/kernels/SoftmaxAvx512.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -276,72 +273,4 @@ TEST(GenericKernels, SoftmaxAndItsGradientMatchLoops) {
     EXPECT_EQ(Y[size_t(N + 3)], 0.0f);
     EXPECT_TRUE(std::isnan(Y[size_t(4 * N)]));
   }
-}
-
-// The AVX-512 softmax rows (attention's and weft.softmax's on such CPUs)
-// give FastMath's generic rows' bits, which every SIMD clone gives: rows of
-// 1 to 300 keys and two chunks' worth (laneSum's 256), masked keys past N
-// zeroed up to KEnd, in place and not, with values that reach vexp's clamps,
-// -inf keys, signed zeros and rows of one value. A row with a NaN is NaN
-// throughout in both (its maximum may differ; see SoftmaxAvx512.cpp).
-TEST(GenericKernels, Avx512SoftmaxRowsMatchTheGenericRows) {
-  if (!weft::cpu::cpuHasAvx512())
-    GTEST_SKIP() << "this CPU has no AVX-512F: the generic rows run instead";
-  const float Inf = std::numeric_limits<float>::infinity();
-  const float NaN = std::numeric_limits<float>::quiet_NaN();
-  std::mt19937 Rng{7};
-  std::uniform_real_distribution<float> U(-4.0f, 4.0f), Wide(-150.0f, 150.0f);
-  std::vector<int64_t> Lengths;
-  for (int64_t N = 1; N <= 300; ++N)
-    Lengths.push_back(N);
-  Lengths.push_back(600);
-  for (int64_t N : Lengths)
-    for (int Kind = 0; Kind < 6; ++Kind) {
-      const int64_t KEnd = N + (N % 7) * 3;
-      std::vector<float> X(static_cast<size_t>(KEnd), 0.0f), D = X;
-      for (int64_t J = 0; J < KEnd; ++J) {
-        X[size_t(J)] = Kind == 1 ? Wide(Rng) : U(Rng);
-        D[size_t(J)] = U(Rng);
-      }
-      if (Kind == 2)
-        for (int64_t J = 0; J < N; J += 3)
-          X[size_t(J)] = -Inf;
-      if (Kind == 3)
-        for (int64_t J = 0; J < N; ++J)
-          X[size_t(J)] = J % 2 ? 0.0f : -0.0f;
-      if (Kind == 4)
-        X[size_t(N / 2)] = Inf;
-      if (Kind == 5)
-        X[size_t(N / 3)] = NaN;
-      std::vector<float> Want(size_t(KEnd), 7.0f), Got(size_t(KEnd), 7.0f);
-      weft::cpu::softmaxRow(X.data(), Want.data(), N);
-      for (int64_t J = N; J < KEnd; ++J)
-        Want[size_t(J)] = 0.0f;
-      weft::cpu::softmaxRowAvx512(X.data(), Got.data(), N, KEnd);
-      std::vector<float> InPlace = X;
-      weft::cpu::softmaxRowAvx512(InPlace.data(), InPlace.data(), N, KEnd);
-      if (Kind == 4 || Kind == 5) {
-        for (int64_t J = 0; J < N; ++J) {
-          ASSERT_TRUE(std::isnan(Want[size_t(J)])) << "N " << N << " J " << J;
-          ASSERT_TRUE(std::isnan(Got[size_t(J)])) << "N " << N << " J " << J;
-        }
-        continue;
-      }
-      ASSERT_EQ(std::memcmp(Want.data(), Got.data(), Got.size() * 4), 0)
-          << "softmax row of " << N << " keys, kind " << Kind;
-      ASSERT_EQ(std::memcmp(Want.data(), InPlace.data(), Got.size() * 4), 0)
-          << "in place, " << N << " keys, kind " << Kind;
-      // The gradient through these probabilities (0 past N).
-      std::vector<float> GradWant(static_cast<size_t>(KEnd), 0.0f),
-          GradGot = GradWant;
-      weft::cpu::softmaxGradRow(Want.data(), D.data(), GradWant.data(), N,
-                                KEnd);
-      weft::cpu::softmaxGradRowAvx512(Want.data(), D.data(), GradGot.data(), N,
-                                      KEnd);
-      ASSERT_EQ(std::memcmp(GradWant.data(), GradGot.data(), KEnd * 4), 0)
-          << "softmax gradient row of " << N << " keys, kind " << Kind;
-      weft::cpu::softmaxGradRowAvx512(Want.data(), D.data(), D.data(), N, KEnd);
-      ASSERT_EQ(std::memcmp(GradWant.data(), D.data(), KEnd * 4), 0)
-          << "gradient in place, " << N << " keys, kind " << Kind;
-    }
 }

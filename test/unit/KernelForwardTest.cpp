@@ -103,7 +103,7 @@ TEST(KernelForward, Attention) {
        V = randomF(B * S * Hkv * Hd, 3);
   for (bool Causal : {true, false}) {
     std::vector<float> Y(Q.size());
-    std::vector<char> Scratch(attentionScratchBytes(S, S, 4, numThreads()));
+    std::vector<char> Scratch(attentionScratchBytes(S, S, Hd, 4, numThreads()));
     const QueryRun Whole{0, 0, S};
     attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S,
               QueryRuns{&Whole, 1}, H, Hkv, Hd, Scratch.data(), 0, Causal);

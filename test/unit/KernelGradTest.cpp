@@ -334,7 +334,7 @@ TEST_P(AttentionGrad, Gqa) {
   Vec Q = randomVec(B * S * H * Hd, 1), K = randomVec(B * S * Hkv * Hd, 2),
       V = randomVec(B * S * Hkv * Hd, 3), W = randomVec(B * S * H * Hd, 4),
       Y(B * S * H * Hd);
-  std::vector<char> Scratch(attentionScratchBytes(S, S, 8, numThreads()));
+  std::vector<char> Scratch(attentionScratchBytes(S, S, Hd, 8, numThreads()));
   auto Loss = [&] {
     attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S,
               OneRun{{0, 0, S}}, H, Hkv, Hd, Scratch.data(), 0, Causal);
@@ -356,7 +356,7 @@ TEST_P(AttentionGrad, LongerThanOneBlock) {
   Vec Q = randomVec(B * S * H * Hd, 1), K = randomVec(B * S * Hkv * Hd, 2),
       V = randomVec(B * S * Hkv * Hd, 3), W = randomVec(B * S * H * Hd, 4),
       Y(B * S * H * Hd);
-  std::vector<char> Scratch(attentionScratchBytes(S, S, 8, numThreads()));
+  std::vector<char> Scratch(attentionScratchBytes(S, S, Hd, 8, numThreads()));
   auto Loss = [&] {
     attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S,
               OneRun{{0, 0, S}}, H, Hkv, Hd, Scratch.data(), 0, Causal);
@@ -387,7 +387,7 @@ struct QueryRunsAgainstTheWhole {
         K(randomVec(B * S * Wk, 2)), V(randomVec(B * S * Wk, 3)),
         W(randomVec(B * S * Wq, 4)), Y(Q.size()), DQ(Q.size()), DK(K.size()),
         DV(V.size()), SumDK(K.size(), 0.0), SumDV(V.size(), 0.0),
-        Scratch(attentionScratchBytes(S, S, 8, numThreads())) {
+        Scratch(attentionScratchBytes(S, S, Hd, 8, numThreads())) {
     attention(Q.data(), K.data(), V.data(), Y.data(), B, S, S,
               OneRun{{0, 0, S}}, H, Hkv, Hd, Scratch.data(), 0, Causal);
     attentionGrad(W.data(), Q.data(), K.data(), V.data(), DQ.data(), DK.data(),

@@ -14,11 +14,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "program/SeqChunks.h"
+#include "runtime/cpu/kernels/Avx512.h"
 #include "runtime/cpu/kernels/Blas.h"
 #include "runtime/cpu/kernels/FastMath.h"
 #include "runtime/cpu/kernels/Kernels.h"
 #include "runtime/cpu/kernels/Parallel.h"
-#include "runtime/cpu/kernels/SoftmaxAvx512.h"
 
 #include <omp.h>
 
@@ -149,6 +149,72 @@ void dropRows(T *P, int64_t Ld, int64_t Bi, int64_t Hh, int64_t S, int64_t I0,
   }
 }
 
+namespace {
+
+// The products, through the AVX-512 micro-kernels for f32 where the CPU has
+// them and the head is wide enough (Avx512.h, attentionPacksHeads), else
+// through BLAS. The micro-kernels read their B operand from a packed copy:
+// a key or value head transposed (Xt, Hd x Ldt) for the score products, and
+// rows copied to a leading dimension of Hd for the others: read in place,
+// 64 rows of a [B, S, H * Hd] tensor fall into a few L1 sets (GPT-2's 3 KiB
+// apart: 126-130 GFLOP/s, packed 149-155).
+template <typename T> struct Products {
+  bool Fast = false;
+  int64_t Hd, Ldt;
+
+  Products(int64_t Sk, int64_t Hd) : Hd(Hd), Ldt(attentionKeysLd(Sk)) {
+    if constexpr (std::is_same_v<T, float>)
+      Fast = attentionPacksHeads(Hd) && cpuHasAvx512();
+  }
+
+  /// Xt = X^T for X [Rows, Hd] (leading dimension Ldx), when Fast.
+  void transposed(const T *X, int64_t Ldx, int64_t Rows, T *Xt) const {
+    if constexpr (std::is_same_v<T, float>)
+      if (Fast)
+        transposeAvx512(X, Ldx, Rows, Hd, Xt, Ldt);
+  }
+
+  /// Xr = X [Rows, Hd] at a leading dimension of Hd, when Fast.
+  void packed(const T *X, int64_t Ldx, int64_t Rows, T *Xr) const {
+    if (Fast)
+      for (int64_t R = 0; R < Rows; ++R)
+        std::copy_n(X + R * Ldx, Hd, Xr + R * Hd);
+  }
+
+  /// C[M, N] = Alpha A[M, Hd] X[N, Hd]^T (Xt when Fast).
+  void byKeys(int64_t M, int64_t N, T Alpha, const T *A, int64_t Lda,
+              const T *X, int64_t Ldx, const T *Xt, T *C, int64_t Ldc) const {
+    if constexpr (std::is_same_v<T, float>)
+      if (Fast)
+        return smallGemmAvx512(M, N, Hd, Alpha, A, Lda, 1, Xt, Ldt, false, C,
+                               Ldc);
+    gemm(false, true, M, N, Hd, Alpha, A, Lda, X, Ldx, T(0), C, Ldc);
+  }
+
+  /// C[M, Hd] = Alpha A[M, K] X[K, Hd] (Xr when Fast).
+  void rows(int64_t M, int64_t K, T Alpha, const T *A, int64_t Lda, const T *X,
+            int64_t Ldx, const T *Xr, T *C, int64_t Ldc) const {
+    if constexpr (std::is_same_v<T, float>)
+      if (Fast)
+        return smallGemmAvx512(M, Hd, K, Alpha, A, Lda, 1, Xr, Hd, false, C,
+                               Ldc);
+    gemm(false, false, M, Hd, K, Alpha, A, Lda, X, Ldx, T(0), C, Ldc);
+  }
+
+  /// C[M, Hd] += Alpha A[K, M]^T X[K, Hd] (Xr when Fast).
+  void addColumns(int64_t M, int64_t K, T Alpha, const T *A, int64_t Lda,
+                  const T *X, int64_t Ldx, const T *Xr, T *C,
+                  int64_t Ldc) const {
+    if constexpr (std::is_same_v<T, float>)
+      if (Fast)
+        return smallGemmAvx512(M, Hd, K, Alpha, A, 1, Lda, Xr, Hd, true, C,
+                               Ldc);
+    gemm(true, false, M, Hd, K, Alpha, A, Lda, X, Ldx, T(1), C, Ldc);
+  }
+};
+
+} // namespace
+
 template <typename T>
 void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t Sq,
                int64_t Sk, QueryRuns Runs, int64_t H, int64_t Hkv, int64_t Hd,
@@ -158,34 +224,38 @@ void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t Sq,
   const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
   const int64_t Blk = std::min(RowBlock, Sq);
   const bool Parallel = double(B * H) * Sq * Sk * Hd > 1e6;
+  const Products<T> Prod(Sk, Hd);
+  const size_t PerThread = attentionScratchPerThread(Sq, Sk, Hd);
 #pragma omp parallel for schedule(dynamic, 1) if (Parallel)
   for (int64_t BH = 0; BH < B * H; ++BH) {
     int64_t Bi = BH / H, Hh = BH % H, Kh = Hh / Group;
-    T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * 2 * Blk * Sk;
+    T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * PerThread;
+    // Packed for the AVX-512 products (only then inside the scratch): K
+    // transposed, V by rows.
+    T *Kt = Prod.Fast ? P + 2 * Blk * Sk : nullptr;
+    T *Vr = Prod.Fast ? Kt + 2 * Hd * Prod.Ldt : nullptr;
     const T *Qp = Q + Bi * Sq * Ldq + Hh * Hd;
     const T *Kp = K + Bi * Sk * Ldk + Kh * Hd;
     const T *Vp = V + Bi * Sk * Ldk + Kh * Hd;
     T *Yp = Y + Bi * Sq * Ldq + Hh * Hd;
+    Prod.transposed(Kp, Ldk, Sk, Kt);
+    Prod.packed(Vp, Ldk, Sk, Vr);
     for (const QueryRun &Run : Runs)
       for (int64_t I0 = Run.Local; I0 < Run.Local + Run.Rows; I0 += Blk) {
         int64_t I1 = std::min(Run.Local + Run.Rows, I0 + Blk);
         int64_t G0 = Run.Global + I0 - Run.Local, G1 = G0 + I1 - I0;
         int64_t KEnd = Causal ? G1 : Sk;
-        gemm(false, true, I1 - I0, KEnd, Hd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk,
-             T(0), P, Sk);
+        Prod.byKeys(I1 - I0, KEnd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk, Kt, P,
+                    Sk);
         softmaxFor(P, Sk, G0, G1, KEnd, Causal, Docs, Bi,
                    Run.Local - Run.Global);
         if (Drop)
           dropRows(P, Sk, Bi, Hh, Sk, G0, G1, KEnd, *Drop);
-        gemm(false, false, I1 - I0, Hd, KEnd, T(1), P, Sk, Vp, Ldk, T(0),
-             Yp + I0 * Ldq, Ldq);
+        Prod.rows(I1 - I0, KEnd, T(1), P, Sk, Vp, Ldk, Vr, Yp + I0 * Ldq, Ldq);
       }
   }
 }
 
-// Parallel over (batch, kv head): the query heads of a group accumulate into
-// the same dK/dV slice, so one task owns the whole group. dK and dV cover
-// every key; under context parallelism they sum this rank's queries only.
 template <typename T>
 void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
                    T *Dk, T *Dv, int64_t B, int64_t Sq, int64_t Sk,
@@ -197,15 +267,32 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
   const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
   const int64_t Blk = std::min(RowBlock, Sq);
   const bool Parallel = double(B * H) * Sq * Sk * Hd > 1e6;
+  const Products<T> Prod(Sk, Hd);
+  const size_t PerThread = attentionScratchPerThread(Sq, Sk, Hd);
 #pragma omp parallel for schedule(dynamic, 1) if (Parallel)
   for (int64_t BK = 0; BK < B * Hkv; ++BK) {
     int64_t Bi = BK / Hkv, Kh = BK % Hkv;
-    T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * 2 * Blk * Sk;
+    T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * PerThread;
     T *DP = P + Blk * Sk;
+    // Packed for the AVX-512 products (only then inside the scratch): K and
+    // V transposed, K by rows, and a block of queries and of their output
+    // gradients by rows.
+    T *Kt = nullptr, *Vt = nullptr, *Kr = nullptr, *Qb = nullptr,
+      *Dyb = nullptr;
+    if (Prod.Fast) {
+      Kt = DP + Blk * Sk;
+      Vt = Kt + Hd * Prod.Ldt;
+      Kr = Vt + Hd * Prod.Ldt;
+      Qb = Kr + Sk * Hd;
+      Dyb = Qb + Blk * Hd;
+    }
     const T *Kp = K + Bi * Sk * Ldk + Kh * Hd;
     const T *Vp = V + Bi * Sk * Ldk + Kh * Hd;
     T *Dkp = Dk + Bi * Sk * Ldk + Kh * Hd;
     T *Dvp = Dv + Bi * Sk * Ldk + Kh * Hd;
+    Prod.transposed(Kp, Ldk, Sk, Kt);
+    Prod.transposed(Vp, Ldk, Sk, Vt);
+    Prod.packed(Kp, Ldk, Sk, Kr);
     for (int64_t I = 0; I < Sk; ++I)
       for (int64_t C = 0; C < Hd; ++C) {
         Dkp[I * Ldk + C] = T(0);
@@ -220,31 +307,28 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
           int64_t I1 = std::min(Run.Local + Run.Rows, I0 + Blk), M = I1 - I0;
           int64_t G0 = Run.Global + I0 - Run.Local, G1 = G0 + M;
           int64_t KEnd = Causal ? G1 : Sk;
-          gemm(false, true, M, KEnd, Hd, Scale, Qp + I0 * Ldq, Ldq, Kp, Ldk,
-               T(0), P, Sk);
+          const T *Qi = Qp + I0 * Ldq, *Dyi = Dyp + I0 * Ldq;
+          Prod.packed(Qi, Ldq, M, Qb);
+          Prod.packed(Dyi, Ldq, M, Dyb);
+          Prod.byKeys(M, KEnd, Scale, Qi, Ldq, Kp, Ldk, Kt, P, Sk);
           softmaxFor(P, Sk, G0, G1, KEnd, Causal, Docs, Bi,
                      Run.Local - Run.Global);
           // dV[0:kend] += P^T dY[i0:i1] (with dropout: the dropped P's, once
           // dS no longer needs P below)
           if (!Drop)
-            gemm(true, false, KEnd, Hd, M, T(1), P, Sk, Dyp + I0 * Ldq, Ldq,
-                 T(1), Dvp, Ldk);
+            Prod.addColumns(KEnd, M, T(1), P, Sk, Dyi, Ldq, Dyb, Dvp, Ldk);
           // dP = dY V^T (with dropout: its gradient through the mask)
-          gemm(false, true, M, KEnd, Hd, T(1), Dyp + I0 * Ldq, Ldq, Vp, Ldk,
-               T(0), DP, Sk);
+          Prod.byKeys(M, KEnd, T(1), Dyi, Ldq, Vp, Ldk, Vt, DP, Sk);
           if (Drop)
             dropRows(DP, Sk, Bi, Hh, Sk, G0, G1, KEnd, *Drop);
           // dS = P (dP - rowsum(P dP)), in place in DP (P is 0 where masked).
           softmaxGradRows(P, DP, Sk, G0, G1, KEnd, Causal);
           // dQ[i0:i1] = scale dS K[0:kend]; dK[0:kend] += scale dS^T Q[i0:i1]
-          gemm(false, false, M, Hd, KEnd, Scale, DP, Sk, Kp, Ldk, T(0),
-               Dqp + I0 * Ldq, Ldq);
-          gemm(true, false, KEnd, Hd, M, Scale, DP, Sk, Qp + I0 * Ldq, Ldq,
-               T(1), Dkp, Ldk);
+          Prod.rows(M, KEnd, Scale, DP, Sk, Kp, Ldk, Kr, Dqp + I0 * Ldq, Ldq);
+          Prod.addColumns(KEnd, M, Scale, DP, Sk, Qi, Ldq, Qb, Dkp, Ldk);
           if (Drop) {
             dropRows(P, Sk, Bi, Hh, Sk, G0, G1, KEnd, *Drop);
-            gemm(true, false, KEnd, Hd, M, T(1), P, Sk, Dyp + I0 * Ldq, Ldq,
-                 T(1), Dvp, Ldk);
+            Prod.addColumns(KEnd, M, T(1), P, Sk, Dyi, Ldq, Dyb, Dvp, Ldk);
           }
         }
     }

@@ -182,13 +182,31 @@ struct QueryRuns {
 // Q, Y: [B,Sq,H*Hd]; K, V: [B,Sk,Hkv*Hd], the keys in their order; Runs
 // place the queries in the keys' sequence (Sq = Sk and one run from 0 but
 // under context parallelism). Queries run in blocks of AttentionRowBlock rows;
-// scratch holds two blocks of min(Sq, AttentionRowBlock) x Sk elements per
-// thread (Threads = omp_get_max_threads() when the kernel runs).
+// scratch holds, per thread (Threads = omp_get_max_threads() when the
+// kernel runs), two blocks of min(Sq, AttentionRowBlock) x Sk elements, and
+// where the AVX-512 products may run (attentionPacksHeads, Avx512.h) a head
+// packed three ways: its keys and values transposed (Hd x attentionKeysLd(Sk)
+// each), one of them row by row (Sk x Hd), and two blocks of queries or
+// their gradients (Blk x Hd each).
 constexpr int64_t AttentionRowBlock = 64;
-inline size_t attentionScratchBytes(int64_t Sq, int64_t Sk, size_t ElemBytes,
-                                    int Threads) {
-  int64_t Blk = Sq < AttentionRowBlock ? Sq : AttentionRowBlock;
-  return size_t(Threads) * 2 * size_t(Blk) * size_t(Sk) * ElemBytes;
+/// Heads of 32 or more go through the AVX-512 products on CPUs that have
+/// them; smaller ones fill too little of a 64-column tile.
+inline bool attentionPacksHeads(int64_t Hd) { return Hd >= 32; }
+/// A transposed head's leading dimension: Sk rounded up to 16, plus 16 so
+/// its rows do not all map to the same L1 sets (at Sk = 256, 1 KiB apart,
+/// the score product ran at 111 GFLOP/s against 146 with the 16).
+inline int64_t attentionKeysLd(int64_t Sk) { return (Sk + 15) / 16 * 16 + 16; }
+inline size_t attentionScratchPerThread(int64_t Sq, int64_t Sk, int64_t Hd) {
+  size_t Blk = size_t(Sq < AttentionRowBlock ? Sq : AttentionRowBlock);
+  size_t Elems = 2 * Blk * size_t(Sk);
+  if (attentionPacksHeads(Hd))
+    Elems +=
+        size_t(Hd) * (2 * size_t(attentionKeysLd(Sk)) + size_t(Sk) + 2 * Blk);
+  return Elems;
+}
+inline size_t attentionScratchBytes(int64_t Sq, int64_t Sk, int64_t Hd,
+                                    size_t ElemBytes, int Threads) {
+  return size_t(Threads) * attentionScratchPerThread(Sq, Sk, Hd) * ElemBytes;
 }
 /// Load-balanced context parallelism: copies X [B, S, W], each sequence held
 /// as Chunks chunks in the stored order (program/SeqChunks.h), into Y in

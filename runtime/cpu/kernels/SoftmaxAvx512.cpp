@@ -1,30 +1,23 @@
 //===- SoftmaxAvx512.cpp - Softmax rows in AVX-512 intrinsics -------------===//
 //
-// Each function mirrors its FastMath.h original step for step: vexp16 is
-// vexp on 16 lanes (the same constants, multiplies and adds, no FMA), the
-// lane sums keep laneSum's chunks of 256 and its 16 float lanes, masked in
-// the last partial vector, and tree16 is treeSum. The row maximum is taken
-// in any order: a maximum is exact, and the sign of a zero maximum changes
-// no exponential (x - 0 and x + 0 differ only for x = 0, and exp(+-0) = 1).
-// It ignores NaNs where the generic row may keep one; a row with a NaN sums
-// to NaN either way, so every output of it is NaN in both.
+// Each function mirrors its FastMath.h original step for step (Avx512.h
+// says why): vexp16 is vexp on 16 lanes (the same constants, multiplies and
+// adds, no FMA), the lane sums keep laneSum's chunks of 256 and its 16
+// float lanes, masked in the last partial vector, and tree16 is treeSum.
+// The row maximum is taken in any order: a maximum is exact, and the sign of
+// a zero maximum changes no exponential (x - 0 and x + 0 differ only for
+// x = 0, and exp(+-0) = 1). It ignores NaNs where the generic row may keep
+// one; a row with a NaN sums to NaN either way, so every output of it is NaN
+// in both.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/kernels/SoftmaxAvx512.h"
+#include "runtime/cpu/kernels/Avx512.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// GCC 12's AVX-512 headers pass _mm512_undefined_*() as the unused source
-// of their unmasked intrinsics, which -Wmaybe-uninitialized reports
-// (GCC bug 105593, fixed in GCC 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "runtime/cpu/kernels/Immintrin.h"
 
 #include <algorithm>
 #include <cmath>
-
-#define WEFT_AVX512 __attribute__((target("avx512f")))
 
 namespace weft::cpu {
 
