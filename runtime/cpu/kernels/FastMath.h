@@ -127,6 +127,33 @@ WEFT_CLONE_BODY double laneSum(int64_t N, TermFn Term) {
   return Total;
 }
 
+/// laneSum of TermA and of TermB in one pass: each sum's lanes, chunks and
+/// tree as laneSum's, so each is laneSum's result bit for bit.
+template <typename T, typename TermAFn, typename TermBFn>
+WEFT_CLONE_BODY void laneSums(int64_t N, TermAFn TermA, TermBFn TermB,
+                              double &SumA, double &SumB) {
+  constexpr int64_t Chunk = 256;
+  SumA = SumB = 0;
+  for (int64_t I = 0; I < N; I += Chunk) {
+    const int64_t End = std::min(I + Chunk, N);
+    T AccA[Lanes] = {}, AccB[Lanes] = {};
+    int64_t J = I;
+    for (; J + Lanes <= End; J += Lanes)
+      for (int L = 0; L < Lanes; ++L) {
+        AccA[L] += TermA(J + L);
+        AccB[L] += TermB(J + L);
+      }
+    if (J < End)
+      for (int L = 0; L < Lanes; ++L)
+        if (J + L < End) {
+          AccA[L] += TermA(J + L);
+          AccB[L] += TermB(J + L);
+        }
+    SumA += treeSum<T>(AccA);
+    SumB += treeSum<T>(AccB);
+  }
+}
+
 /// Sum of exp(X[i] - Shift).
 template <typename T>
 WEFT_CLONE_BODY double rowSumExp(const T *X, int64_t N, T Shift) {

@@ -61,11 +61,13 @@ WEFT_CLONE_BODY void layerNormGradRow(const T *DyR, const T *XR, const T *Gamma,
   double Mean = rowMean(XR, D), Rstd = rowRstd(XR, D, Mean, Eps);
   Stats[0] = Mean;
   Stats[1] = Rstd;
-  double SumG =
-      laneSum<double>(D, [&](int64_t C) { return double(DyR[C]) * Gamma[C]; });
-  double SumGX = laneSum<double>(D, [&](int64_t C) {
-    return double(DyR[C]) * Gamma[C] * (XR[C] - Mean) * Rstd;
-  });
+  double SumG, SumGX;
+  laneSums<double>(
+      D, [&](int64_t C) { return double(DyR[C]) * Gamma[C]; },
+      [&](int64_t C) {
+        return double(DyR[C]) * Gamma[C] * (XR[C] - Mean) * Rstd;
+      },
+      SumG, SumGX);
   T MG = T(SumG / D), MGX = T(SumGX / D), M = T(Mean), Rs = T(Rstd);
   for (int64_t C = 0; C < D; ++C) {
     T XHat = (XR[C] - M) * Rs;
