@@ -789,6 +789,8 @@ public:
       case OpKind::AttentionBlockGrad: {
         size_t Ki = I.Op == OpKind::AttentionBlock ? 1 : 2;
         Need = std::max(Need, cpu::ringScratchBytes(I.In[Ki].Spec->Dims[1],
+                                                    I.In[Ki - 1].Spec->Dims[2] /
+                                                        I.Attrs->NumHeads,
                                                     sizeof(T), Threads));
         break;
       }

@@ -224,4 +224,72 @@ TEST(Avx512Kernels, AttentionAndItsGradientMatchF64) {
       }
 }
 
+// Ring attention's blocks in f32 through the AVX-512 products against f64
+// through BLAS: a rank's 70 queries at positions 70-139 against the block
+// before them (every key seen) and against their own (causal), and a
+// sliding window; the gradient from the forward's own output and lse.
+TEST(Avx512Kernels, RingAttentionBlocksMatchF64) {
+  if (!weft::cpu::cpuHasAvx512())
+    GTEST_SKIP() << "this CPU has no AVX-512F: attention runs on BLAS";
+  const int64_t B = 2, S = 70, H = 4, Hkv = 2, Hd = 64;
+  std::mt19937 Rng{13};
+  std::normal_distribution<double> Normal(0.0, 1.0);
+  std::vector<int32_t> QPos(S), Before(S), Own(S);
+  for (int64_t I = 0; I < S; ++I) {
+    QPos[size_t(I)] = Own[size_t(I)] = int32_t(S + I);
+    Before[size_t(I)] = int32_t(I);
+  }
+  const size_t NQ = size_t(B * S * H * Hd), NK = size_t(B * S * Hkv * Hd),
+               NL = size_t(B * H * S);
+  for (const std::vector<int32_t> *KPos : {&Before, &Own})
+    for (int64_t Window : {int64_t(0), int64_t(40)}) {
+      std::vector<double> Q(NQ), K(NK), V(NK), Dy(NQ);
+      for (std::vector<double> *X : {&Q, &K, &V, &Dy})
+        for (double &E : *X)
+          E = Normal(Rng);
+      auto F32 = [](const std::vector<double> &X) {
+        return std::vector<float>(X.begin(), X.end());
+      };
+      std::vector<float> Qf = F32(Q), Kf = F32(K), Vf = F32(V), Dyf = F32(Dy);
+      std::vector<char> Scratch(
+          weft::cpu::ringScratchBytes(S, Hd, 8, weft::cpu::numThreads()));
+      std::vector<double> O(NQ), L(NL), Dq(NQ), Dk(NK), Dv(NK);
+      std::vector<float> Of(NQ), Lf(NL), Dqf(NQ), Dkf(NK), Dvf(NK);
+      weft::cpu::attentionBlock(Q.data(), K.data(), V.data(), O.data(),
+                                L.data(), B, S, S, QPos.data(), KPos->data(), H,
+                                Hkv, Hd, Scratch.data(), 0, true, Window);
+      weft::cpu::attentionBlockGrad(
+          Dy.data(), Q.data(), K.data(), V.data(), O.data(), L.data(),
+          Dq.data(), Dk.data(), Dv.data(), B, S, S, QPos.data(), KPos->data(),
+          H, Hkv, Hd, Scratch.data(), 0, true, Window);
+      weft::cpu::attentionBlock(Qf.data(), Kf.data(), Vf.data(), Of.data(),
+                                Lf.data(), B, S, S, QPos.data(), KPos->data(),
+                                H, Hkv, Hd, Scratch.data(), 0, true, Window);
+      weft::cpu::attentionBlockGrad(
+          Dyf.data(), Qf.data(), Kf.data(), Vf.data(), Of.data(), Lf.data(),
+          Dqf.data(), Dkf.data(), Dvf.data(), B, S, S, QPos.data(),
+          KPos->data(), H, Hkv, Hd, Scratch.data(), 0, true, Window);
+      const std::pair<const char *, std::pair<const std::vector<double> *,
+                                              const std::vector<float> *>>
+          Outputs[] = {{"o", {&O, &Of}},
+                       {"lse", {&L, &Lf}},
+                       {"dq", {&Dq, &Dqf}},
+                       {"dk", {&Dk, &Dkf}},
+                       {"dv", {&Dv, &Dvf}}};
+      for (const auto &[Name, Pair] : Outputs)
+        for (size_t I = 0; I < Pair.first->size(); ++I) {
+          const double Want = (*Pair.first)[I];
+          if (std::isinf(Want)) {
+            ASSERT_EQ(double((*Pair.second)[I]), Want)
+                << Name << "[" << I << "]";
+            continue;
+          }
+          ASSERT_NEAR((*Pair.second)[I], Want,
+                      2e-5 * std::max(1.0, std::fabs(Want)))
+              << Name << "[" << I << "], keys "
+              << (KPos == &Own ? "own" : "before") << ", window " << Window;
+        }
+    }
+}
+
 } // namespace

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "program/SeqChunks.h"
+#include "runtime/cpu/kernels/AttentionProducts.h"
 #include "runtime/cpu/kernels/Avx512.h"
 #include "runtime/cpu/kernels/Blas.h"
 #include "runtime/cpu/kernels/FastMath.h"
@@ -149,72 +150,6 @@ void dropRows(T *P, int64_t Ld, int64_t Bi, int64_t Hh, int64_t S, int64_t I0,
   }
 }
 
-namespace {
-
-// The products, through the AVX-512 micro-kernels for f32 where the CPU has
-// them and the head is wide enough (Avx512.h, attentionPacksHeads), else
-// through BLAS. The micro-kernels read their B operand from a packed copy:
-// a key or value head transposed (Xt, Hd x Ldt) for the score products, and
-// rows copied to a leading dimension of Hd for the others: read in place,
-// 64 rows of a [B, S, H * Hd] tensor fall into a few L1 sets (GPT-2's 3 KiB
-// apart: 126-130 GFLOP/s, packed 149-155).
-template <typename T> struct Products {
-  bool Fast = false;
-  int64_t Hd, Ldt;
-
-  Products(int64_t Sk, int64_t Hd) : Hd(Hd), Ldt(attentionKeysLd(Sk)) {
-    if constexpr (std::is_same_v<T, float>)
-      Fast = attentionPacksHeads(Hd) && cpuHasAvx512();
-  }
-
-  /// Xt = X^T for X [Rows, Hd] (leading dimension Ldx), when Fast.
-  void transposed(const T *X, int64_t Ldx, int64_t Rows, T *Xt) const {
-    if constexpr (std::is_same_v<T, float>)
-      if (Fast)
-        transposeAvx512(X, Ldx, Rows, Hd, Xt, Ldt);
-  }
-
-  /// Xr = X [Rows, Hd] at a leading dimension of Hd, when Fast.
-  void packed(const T *X, int64_t Ldx, int64_t Rows, T *Xr) const {
-    if (Fast)
-      for (int64_t R = 0; R < Rows; ++R)
-        std::copy_n(X + R * Ldx, Hd, Xr + R * Hd);
-  }
-
-  /// C[M, N] = Alpha A[M, Hd] X[N, Hd]^T (Xt when Fast).
-  void byKeys(int64_t M, int64_t N, T Alpha, const T *A, int64_t Lda,
-              const T *X, int64_t Ldx, const T *Xt, T *C, int64_t Ldc) const {
-    if constexpr (std::is_same_v<T, float>)
-      if (Fast)
-        return smallGemmAvx512(M, N, Hd, Alpha, A, Lda, 1, Xt, Ldt, false, C,
-                               Ldc);
-    gemm(false, true, M, N, Hd, Alpha, A, Lda, X, Ldx, T(0), C, Ldc);
-  }
-
-  /// C[M, Hd] = Alpha A[M, K] X[K, Hd] (Xr when Fast).
-  void rows(int64_t M, int64_t K, T Alpha, const T *A, int64_t Lda, const T *X,
-            int64_t Ldx, const T *Xr, T *C, int64_t Ldc) const {
-    if constexpr (std::is_same_v<T, float>)
-      if (Fast)
-        return smallGemmAvx512(M, Hd, K, Alpha, A, Lda, 1, Xr, Hd, false, C,
-                               Ldc);
-    gemm(false, false, M, Hd, K, Alpha, A, Lda, X, Ldx, T(0), C, Ldc);
-  }
-
-  /// C[M, Hd] += Alpha A[K, M]^T X[K, Hd] (Xr when Fast).
-  void addColumns(int64_t M, int64_t K, T Alpha, const T *A, int64_t Lda,
-                  const T *X, int64_t Ldx, const T *Xr, T *C,
-                  int64_t Ldc) const {
-    if constexpr (std::is_same_v<T, float>)
-      if (Fast)
-        return smallGemmAvx512(M, Hd, K, Alpha, A, 1, Lda, Xr, Hd, true, C,
-                               Ldc);
-    gemm(true, false, M, Hd, K, Alpha, A, Lda, X, Ldx, T(1), C, Ldc);
-  }
-};
-
-} // namespace
-
 template <typename T>
 void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t Sq,
                int64_t Sk, QueryRuns Runs, int64_t H, int64_t Hkv, int64_t Hd,
@@ -224,16 +159,15 @@ void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t Sq,
   const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
   const int64_t Blk = std::min(RowBlock, Sq);
   const bool Parallel = double(B * H) * Sq * Sk * Hd > 1e6;
-  const Products<T> Prod(Sk, Hd);
+  const AttentionProducts<T> Prod(Sk, Hd);
   const size_t PerThread = attentionScratchPerThread(Sq, Sk, Hd);
 #pragma omp parallel for schedule(dynamic, 1) if (Parallel)
   for (int64_t BH = 0; BH < B * H; ++BH) {
     int64_t Bi = BH / H, Hh = BH % H, Kh = Hh / Group;
     T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * PerThread;
-    // Packed for the AVX-512 products (only then inside the scratch): K
-    // transposed, V by rows.
-    T *Kt = Prod.Fast ? P + 2 * Blk * Sk : nullptr;
-    T *Vr = Prod.Fast ? Kt + 2 * Hd * Prod.Ldt : nullptr;
+    // Packed for the AVX-512 products: K transposed, V by rows.
+    const auto Buf = Prod.buffers(P + 2 * Blk * Sk, Sk, Blk);
+    T *Kt = Buf.Kt, *Vr = Buf.Rows;
     const T *Qp = Q + Bi * Sq * Ldq + Hh * Hd;
     const T *Kp = K + Bi * Sk * Ldk + Kh * Hd;
     const T *Vp = V + Bi * Sk * Ldk + Kh * Hd;
@@ -267,25 +201,17 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
   const T Scale = T(ScaleAttr > 0 ? ScaleAttr : 1.0 / std::sqrt(double(Hd)));
   const int64_t Blk = std::min(RowBlock, Sq);
   const bool Parallel = double(B * H) * Sq * Sk * Hd > 1e6;
-  const Products<T> Prod(Sk, Hd);
+  const AttentionProducts<T> Prod(Sk, Hd);
   const size_t PerThread = attentionScratchPerThread(Sq, Sk, Hd);
 #pragma omp parallel for schedule(dynamic, 1) if (Parallel)
   for (int64_t BK = 0; BK < B * Hkv; ++BK) {
     int64_t Bi = BK / Hkv, Kh = BK % Hkv;
     T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * PerThread;
     T *DP = P + Blk * Sk;
-    // Packed for the AVX-512 products (only then inside the scratch): K and
-    // V transposed, K by rows, and a block of queries and of their output
-    // gradients by rows.
-    T *Kt = nullptr, *Vt = nullptr, *Kr = nullptr, *Qb = nullptr,
-      *Dyb = nullptr;
-    if (Prod.Fast) {
-      Kt = DP + Blk * Sk;
-      Vt = Kt + Hd * Prod.Ldt;
-      Kr = Vt + Hd * Prod.Ldt;
-      Qb = Kr + Sk * Hd;
-      Dyb = Qb + Blk * Hd;
-    }
+    // Packed for the AVX-512 products: K and V transposed, K by rows, and a
+    // block of queries and of their output gradients by rows.
+    const auto Buf = Prod.buffers(DP + Blk * Sk, Sk, Blk);
+    T *Kt = Buf.Kt, *Vt = Buf.Vt, *Kr = Buf.Rows, *Qb = Buf.Qb, *Dyb = Buf.Dyb;
     const T *Kp = K + Bi * Sk * Ldk + Kh * Hd;
     const T *Vp = V + Bi * Sk * Ldk + Kh * Hd;
     T *Dkp = Dk + Bi * Sk * Ldk + Kh * Hd;

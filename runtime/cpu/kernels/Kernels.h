@@ -196,13 +196,17 @@ inline bool attentionPacksHeads(int64_t Hd) { return Hd >= 32; }
 /// its rows do not all map to the same L1 sets (at Sk = 256, 1 KiB apart,
 /// the score product ran at 111 GFLOP/s against 146 with the 16).
 inline int64_t attentionKeysLd(int64_t Sk) { return (Sk + 15) / 16 * 16 + 16; }
+/// The packed head's elements (AttentionProducts::buffers), for row blocks
+/// of Blk queries.
+inline size_t attentionPackElems(int64_t Sk, int64_t Blk, int64_t Hd) {
+  if (!attentionPacksHeads(Hd))
+    return 0;
+  return size_t(Hd) *
+         (2 * size_t(attentionKeysLd(Sk)) + size_t(Sk) + 2 * size_t(Blk));
+}
 inline size_t attentionScratchPerThread(int64_t Sq, int64_t Sk, int64_t Hd) {
-  size_t Blk = size_t(Sq < AttentionRowBlock ? Sq : AttentionRowBlock);
-  size_t Elems = 2 * Blk * size_t(Sk);
-  if (attentionPacksHeads(Hd))
-    Elems +=
-        size_t(Hd) * (2 * size_t(attentionKeysLd(Sk)) + size_t(Sk) + 2 * Blk);
-  return Elems;
+  int64_t Blk = Sq < AttentionRowBlock ? Sq : AttentionRowBlock;
+  return 2 * size_t(Blk) * size_t(Sk) + attentionPackElems(Sk, Blk, Hd);
 }
 inline size_t attentionScratchBytes(int64_t Sq, int64_t Sk, int64_t Hd,
                                     size_t ElemBytes, int Threads) {
@@ -258,7 +262,7 @@ void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
 /// into its document, and sees no key before the document's start. Spans
 /// (key padding): row b's tokens are the keys [Spans[2b], Spans[2b+1]),
 /// as attention's.
-size_t ringScratchBytes(int64_t Sk, size_t Elem, int Threads);
+size_t ringScratchBytes(int64_t Sk, int64_t Hd, size_t Elem, int Threads);
 template <typename T>
 void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse, int64_t B,
                     int64_t Sq, int64_t Sk, const int32_t *QPos,

@@ -12,11 +12,13 @@
 // the block's probabilities where they weigh v (keyed by global positions,
 // as attention's), never in the denominator, so blocks merge unchanged. Per
 // (batch, KV head), the group's query heads run in row blocks of RowBlock
-// queries with single-threaded GEMMs reading [B, S, H*hd] in place; the (batch,
-// KV head) loop is the parallel one, so a group's dk and dv have one writer.
+// queries with single-threaded GEMMs (AttentionProducts: AVX-512 on packed
+// copies, or BLAS reading [B, S, H*hd] in place); the (batch, KV head) loop
+// is the parallel one, so a group's dk and dv have one writer.
 //
 //===----------------------------------------------------------------------===//
 #include "program/AttentionMask.h"
+#include "runtime/cpu/kernels/AttentionProducts.h"
 #include "runtime/cpu/kernels/Blas.h"
 #include "runtime/cpu/kernels/FastMath.h"
 #include "runtime/cpu/kernels/Kernels.h"
@@ -104,17 +106,6 @@ WEFT_SIMD_CLONES void probabilitiesRowF(float *Row, const int32_t *KPos,
   probabilitiesRow(Row, KPos, KEnd, Keys, L);
 }
 
-// Scores of rows [I0, I0 + Rows) of query head h against keys [0, KEnd) of
-// the block, scaled: S (RowBlock x Sk, leading dimension Sk).
-template <typename T>
-void scores(const T *Q, const T *K, T *S, const BlockShape &D, int64_t Bi,
-            int64_t Hq, int64_t G, int64_t I0, int64_t Rows, int64_t KEnd,
-            T Scale) {
-  gemm(false, true, Rows, KEnd, D.Hd, Scale,
-       Q + (Bi * D.Sq + I0) * D.ldq() + Hq * D.Hd, D.ldq(),
-       K + Bi * D.Sk * D.ldk() + G * D.Hd, D.ldk(), T(0), S, D.Sk);
-}
-
 // Multiplies rows [I0, I0 + Rows) of query head Hq's block P by their
 // dropout factors (0 or 1 / (1 - p)), keyed as attention's mask: by the
 // global (sample, head, query position, key position).
@@ -142,8 +133,13 @@ void dropBlock(T *P, int64_t Sk, int64_t KEnd, int64_t Bi, int64_t Hq,
 
 } // namespace
 
-size_t ringScratchBytes(int64_t Sk, size_t Elem, int Threads) {
-  return size_t(2 * RowBlock * Sk) * Elem * size_t(std::max(Threads, 1));
+// Per thread: two blocks of RowBlock x Sk, and the packed head.
+static size_t ringScratchPerThread(int64_t Sk, int64_t Hd) {
+  return size_t(2 * RowBlock * Sk) + attentionPackElems(Sk, RowBlock, Hd);
+}
+
+size_t ringScratchBytes(int64_t Sk, int64_t Hd, size_t Elem, int Threads) {
+  return ringScratchPerThread(Sk, Hd) * Elem * size_t(std::max(Threads, 1));
 }
 
 template <typename T>
@@ -157,10 +153,18 @@ void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse, int64_t B,
   const T Sc = scaleOf<T>(Scale, Hd);
   const T NegInf = -std::numeric_limits<T>::infinity();
   const int64_t Group = H / Hkv;
+  const AttentionProducts<T> Prod(Sk, Hd);
+  const size_t PerThread = ringScratchPerThread(Sk, Hd);
 #pragma omp parallel for schedule(dynamic)
   for (int64_t BG = 0; BG < B * Hkv; ++BG) {
     const int64_t Bi = BG / Hkv, G = BG % Hkv;
-    T *S = static_cast<T *>(Scratch) + omp_get_thread_num() * 2 * RowBlock * Sk;
+    T *S = static_cast<T *>(Scratch) + omp_get_thread_num() * PerThread;
+    const T *Kg = K + Bi * Sk * D.ldk() + G * Hd;
+    const T *Vg = V + Bi * Sk * D.ldk() + G * Hd;
+    // Packed for the AVX-512 products: K transposed, V by rows.
+    const auto Buf = Prod.buffers(S + 2 * RowBlock * Sk, Sk, RowBlock);
+    Prod.transposed(Kg, D.ldk(), Sk, Buf.Kt);
+    Prod.packed(Vg, D.ldk(), Sk, Buf.Rows);
     for (int64_t Hq = G * Group; Hq < (G + 1) * Group; ++Hq)
       for (int64_t I0 = 0; I0 < Sq; I0 += RowBlock) {
         const int64_t Rows = std::min(RowBlock, Sq - I0);
@@ -173,7 +177,8 @@ void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse, int64_t B,
           }
           continue;
         }
-        scores(Q, K, S, D, Bi, Hq, G, I0, Rows, KEnd, Sc);
+        const T *Qi = Q + (Bi * Sq + I0) * D.ldq() + Hq * Hd;
+        Prod.byKeys(Rows, KEnd, Sc, Qi, D.ldq(), Kg, D.ldk(), Buf.Kt, S, Sk);
         for (int64_t R = 0; R < Rows; ++R) {
           T *Row = S + R * Sk;
           const KeyRange Keys =
@@ -186,8 +191,7 @@ void attentionBlock(const T *Q, const T *K, const T *V, T *O, T *Lse, int64_t B,
         // Dropped probabilities weigh v; the denominator counted them all.
         if (Drop)
           dropBlock(S, Sk, KEnd, Bi, Hq, I0, Rows, QPos, KPos, *Drop);
-        gemm(false, false, Rows, Hd, KEnd, T(1), S, Sk,
-             V + Bi * Sk * D.ldk() + G * Hd, D.ldk(), T(0), Out, D.ldq());
+        Prod.rows(Rows, KEnd, T(1), S, Sk, Vg, D.ldk(), Buf.Rows, Out, D.ldq());
       }
   }
 }
@@ -231,11 +235,21 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
   const BlockShape D{B, Sq, Sk, H, Hkv, Hd};
   const T Sc = scaleOf<T>(Scale, Hd);
   const int64_t Group = H / Hkv;
+  const AttentionProducts<T> Prod(Sk, Hd);
+  const size_t PerThread = ringScratchPerThread(Sk, Hd);
 #pragma omp parallel for schedule(dynamic)
   for (int64_t BG = 0; BG < B * Hkv; ++BG) {
     const int64_t Bi = BG / Hkv, G = BG % Hkv;
-    T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * 2 * RowBlock * Sk;
+    T *P = static_cast<T *>(Scratch) + omp_get_thread_num() * PerThread;
     T *Dp = P + RowBlock * Sk;
+    const T *Kg = K + Bi * Sk * D.ldk() + G * Hd;
+    const T *Vg = V + Bi * Sk * D.ldk() + G * Hd;
+    // Packed for the AVX-512 products: K and V transposed, K by rows, and a
+    // block of queries and of their output gradients by rows.
+    const auto Buf = Prod.buffers(Dp + RowBlock * Sk, Sk, RowBlock);
+    Prod.transposed(Kg, D.ldk(), Sk, Buf.Kt);
+    Prod.transposed(Vg, D.ldk(), Sk, Buf.Vt);
+    Prod.packed(Kg, D.ldk(), Sk, Buf.Rows);
     T *DkG = Dk + Bi * Sk * D.ldk() + G * Hd;
     T *DvG = Dv + Bi * Sk * D.ldk() + G * Hd;
     for (int64_t J = 0; J < Sk; ++J)
@@ -252,7 +266,10 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
                       T(0));
           continue;
         }
-        scores(Q, K, P, D, Bi, Hq, G, I0, Rows, KEnd, Sc);
+        const T *Qi = Q + Qoff, *Dyi = Dy + Qoff;
+        Prod.packed(Qi, D.ldq(), Rows, Buf.Qb);
+        Prod.packed(Dyi, D.ldq(), Rows, Buf.Dyb);
+        Prod.byKeys(Rows, KEnd, Sc, Qi, D.ldq(), Kg, D.ldk(), Buf.Kt, P, Sk);
         for (int64_t R = 0; R < Rows; ++R) {
           T *Row = P + R * Sk;
           const KeyRange Keys =
@@ -263,8 +280,8 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
                     Keys, Lse[(Bi * H + Hq) * Sq + I0 + R]);
         }
         // dP = dy v^T (with dropout: through the mask).
-        gemm(false, true, Rows, KEnd, Hd, T(1), Dy + Qoff, D.ldq(),
-             V + Bi * Sk * D.ldk() + G * Hd, D.ldk(), T(0), Dp, Sk);
+        Prod.byKeys(Rows, KEnd, T(1), Dyi, D.ldq(), Vg, D.ldk(), Buf.Vt, Dp,
+                    Sk);
         if (Drop)
           dropBlock(Dp, Sk, KEnd, Bi, Hq, I0, Rows, QPos, KPos, *Drop);
         // dS = P (dP - D), D = rowsum(dy * o); scaled once here.
@@ -278,15 +295,15 @@ void attentionBlockGrad(const T *Dy, const T *Q, const T *K, const T *V,
             DpR[J] = PR[J] * (DpR[J] - Delta) * Sc;
         }
         // dq = dS k; dk += dS^T q.
-        gemm(false, false, Rows, Hd, KEnd, T(1), Dp, Sk,
-             K + Bi * Sk * D.ldk() + G * Hd, D.ldk(), T(0), Dq + Qoff, D.ldq());
-        gemm(true, false, KEnd, Hd, Rows, T(1), Dp, Sk, Q + Qoff, D.ldq(), T(1),
-             DkG, D.ldk());
+        Prod.rows(Rows, KEnd, T(1), Dp, Sk, Kg, D.ldk(), Buf.Rows, Dq + Qoff,
+                  D.ldq());
+        Prod.addColumns(KEnd, Rows, T(1), Dp, Sk, Qi, D.ldq(), Buf.Qb, DkG,
+                        D.ldk());
         // dv += P^T dy (with dropout: the dropped P's, now dS is done).
         if (Drop)
           dropBlock(P, Sk, KEnd, Bi, Hq, I0, Rows, QPos, KPos, *Drop);
-        gemm(true, false, KEnd, Hd, Rows, T(1), P, Sk, Dy + Qoff, D.ldq(), T(1),
-             DvG, D.ldk());
+        Prod.addColumns(KEnd, Rows, T(1), P, Sk, Dyi, D.ldq(), Buf.Dyb, DvG,
+                        D.ldk());
       }
   }
 }
