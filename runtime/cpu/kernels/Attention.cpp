@@ -7,10 +7,12 @@
 // runs of consecutive global positions (QueryRun: one run, or two under
 // head-tail load balancing), and the keys are the whole sequence in order:
 // every index below that compares a query with a key is global.
-// GEMMs read Q/K/V in place in the [B,S,H*hd] layout through their leading
-// dimension. The (batch, head) loop is the parallel one; BLAS runs
-// single-threaded (as always, see Threads.cpp). Scratch per thread: one block
-// of probabilities and one of their gradients.
+// The products (AttentionProducts.h) run single-threaded: AVX-512
+// micro-kernels on packed copies of the head, or BLAS reading Q/K/V in place
+// in the [B,S,H*hd] layout through their leading dimension (as always, see
+// Threads.cpp). The (batch, head) loop is the parallel one. Scratch per
+// thread: one block of probabilities, one of their gradients, and the packed
+// head (Kernels.h, attentionScratchPerThread).
 //
 //===----------------------------------------------------------------------===//
 #include "program/SeqChunks.h"
@@ -190,6 +192,9 @@ void attention(const T *Q, const T *K, const T *V, T *Y, int64_t B, int64_t Sq,
   }
 }
 
+// Parallel over (batch, kv head): the query heads of a group accumulate into
+// the same dK/dV slice, so one task owns the whole group. dK and dV cover
+// every key; under context parallelism they sum this rank's queries only.
 template <typename T>
 void attentionGrad(const T *Dy, const T *Q, const T *K, const T *V, T *Dq,
                    T *Dk, T *Dv, int64_t B, int64_t Sq, int64_t Sk,
