@@ -9,10 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "program/Broadcast.h"
+#include "runtime/cpu/kernels/Avx512.h"
 #include "runtime/cpu/kernels/FastMath.h"
 #include "runtime/cpu/kernels/Kernels.h"
 #include "runtime/cpu/kernels/Parallel.h"
-#include "runtime/cpu/kernels/Avx512.h"
 
 #include <algorithm>
 #include <cmath>
