@@ -306,13 +306,16 @@ def main():
         (["--mesh", "dp=2,tp=2", "--layout", "megatron",
           "--sequence-parallel", "--zero", "1", "--microbatches", "2"], 2)]
     failures, checked = [], 0
+    here = os.path.dirname(os.path.abspath(__file__))
     for model in MODELS:
+        # A config file's model lies beside this script.
+        source = os.path.join(here, model) if model.endswith(".json") else model
         for dtype in ("f64", "f32"):
             for flags, micro in layouts:
                 batch, seq = 4 * micro, 16
                 common = ["--batch", str(batch), "--seq", str(seq),
                           "--dtype", dtype]
-                totals, _ = explain_totals(bin_dir, model, common, flags)
+                totals, _ = explain_totals(bin_dir, source, common, flags)
                 need, excess = textbook(model, dtype, batch, seq, flags)
                 err = compare(totals, model, dtype, batch, seq, flags)
                 checked += 1

@@ -23,15 +23,13 @@ namespace {
 constexpr int TileRows = 6;
 constexpr int TileVectors = 4; // 64 columns
 
+/// What every tile of one product shares: A's strides, B's and C's leading
+/// dimensions, K, Alpha and whether C accumulates.
 struct Operands {
   int64_t K;
   float Alpha;
-  const float *A;
-  int64_t Ars, Acs;
-  const float *B;
-  int64_t Ldb;
+  int64_t Ars, Acs, Ldb;
   bool Accumulate;
-  float *C;
   int64_t Ldc;
 };
 
@@ -135,7 +133,7 @@ WEFT_AVX512 void transpose16(const float *B, int64_t Ldb, float *Bt,
 void smallGemmAvx512(int64_t M, int64_t N, int64_t K, float Alpha,
                      const float *A, int64_t Ars, int64_t Acs, const float *B,
                      int64_t Ldb, bool Accumulate, float *C, int64_t Ldc) {
-  const Operands O{K, Alpha, A, Ars, Acs, B, Ldb, Accumulate, C, Ldc};
+  const Operands O{K, Alpha, Ars, Acs, Ldb, Accumulate, Ldc};
   for (int64_t J = 0; J < N; J += 16 * TileVectors) {
     const int64_t Cols = std::min<int64_t>(N - J, 16 * TileVectors);
     const int NV = int((Cols + 15) / 16);
