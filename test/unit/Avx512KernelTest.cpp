@@ -165,8 +165,9 @@ TEST(Avx512Kernels, TransposeMatchesALoop) {
 // Attention and its gradient in f32 through the AVX-512 products (heads of
 // 32 and more) against f64 through BLAS: grouped heads, causal and not,
 // blocks of 64 queries and a partial one, head widths that fill a tile
-// (64) or not (48), and a rank's queries as two runs of the sequence (as
-// under load-balanced context parallelism).
+// (64) or not (48), a rank's queries as two runs of the sequence (as under
+// load-balanced context parallelism), dropout of the probabilities, and two
+// packed documents a row.
 TEST(Avx512Kernels, AttentionAndItsGradientMatchF64) {
   if (!weft::cpu::cpuHasAvx512())
     GTEST_SKIP() << "this CPU has no AVX-512F: attention runs on BLAS";
@@ -176,7 +177,10 @@ TEST(Avx512Kernels, AttentionAndItsGradientMatchF64) {
   std::normal_distribution<double> Normal(0.0, 1.0);
   for (int64_t Hd : {48, 64})
     for (bool Causal : {true, false})
-      for (bool Split : {false, true}) {
+      for (int Case = 0; Case < 4; ++Case) {
+        // 0: the whole sequence; 1: two runs of it; 2: with dropout of the
+        // probabilities; 3: two packed documents a row.
+        const bool Split = Case == 1;
         std::vector<QueryRun> Runs =
             Split ? std::vector<QueryRun>{{0, 0, 20}, {20, 50, 15}}
                   : std::vector<QueryRun>{{0, 0, Sk}};
@@ -195,18 +199,38 @@ TEST(Avx512Kernels, AttentionAndItsGradientMatchF64) {
         const int Threads = weft::cpu::numThreads();
         std::vector<char> Scratch(
             weft::cpu::attentionScratchBytes(Sq, Sk, Hd, 8, Threads));
+        weft::cpu::AttentionDropout Dropout;
+        Dropout.Key.Seed = 5;
+        Dropout.Key.Threshold = uint32_t(0.1 * 4294967296.0);
+        Dropout.Key.Scale = 1.0 / 0.9;
+        Dropout.Heads = H;
+        std::vector<int32_t> Pos(size_t(B * Sq));
+        for (size_t I = 0; I < Pos.size(); ++I)
+          Pos[I] = int32_t(int64_t(I) % Sq < 30 ? int64_t(I) % Sq
+                                                : int64_t(I) % Sq - 30);
+        weft::cpu::AttentionDocuments Documents;
+        Documents.Pos = Pos.data();
+        Documents.Stride = Sq;
+        const weft::cpu::AttentionDropout *Drop =
+            Case == 2 ? &Dropout : nullptr;
+        const weft::cpu::AttentionDocuments *Docs =
+            Case == 3 ? &Documents : nullptr;
         std::vector<double> Y(NQ), Dq(NQ), Dk(NK), Dv(NK);
         weft::cpu::attention(Q.data(), K.data(), V.data(), Y.data(), B, Sq, Sk,
-                             R, H, Hkv, Hd, Scratch.data(), 0, Causal);
+                             R, H, Hkv, Hd, Scratch.data(), 0, Causal, Drop,
+                             Docs);
         weft::cpu::attentionGrad(Dy.data(), Q.data(), K.data(), V.data(),
                                  Dq.data(), Dk.data(), Dv.data(), B, Sq, Sk, R,
-                                 H, Hkv, Hd, Scratch.data(), 0, Causal);
+                                 H, Hkv, Hd, Scratch.data(), 0, Causal, Drop,
+                                 Docs);
         std::vector<float> Yf(NQ), Dqf(NQ), Dkf(NK), Dvf(NK);
         weft::cpu::attention(Qf.data(), Kf.data(), Vf.data(), Yf.data(), B, Sq,
-                             Sk, R, H, Hkv, Hd, Scratch.data(), 0, Causal);
+                             Sk, R, H, Hkv, Hd, Scratch.data(), 0, Causal, Drop,
+                             Docs);
         weft::cpu::attentionGrad(Dyf.data(), Qf.data(), Kf.data(), Vf.data(),
                                  Dqf.data(), Dkf.data(), Dvf.data(), B, Sq, Sk,
-                                 R, H, Hkv, Hd, Scratch.data(), 0, Causal);
+                                 R, H, Hkv, Hd, Scratch.data(), 0, Causal, Drop,
+                                 Docs);
         const std::pair<const char *, std::pair<const std::vector<double> *,
                                                 const std::vector<float> *>>
             Outputs[] = {{"y", {&Y, &Yf}},
@@ -219,7 +243,7 @@ TEST(Avx512Kernels, AttentionAndItsGradientMatchF64) {
             ASSERT_NEAR((*Pair.second)[I], Want,
                         2e-5 * std::max(1.0, std::fabs(Want)))
                 << Name << "[" << I << "], head dim " << Hd << ", causal "
-                << Causal << ", split " << Split;
+                << Causal << ", case " << Case;
           }
       }
 }
