@@ -196,7 +196,13 @@ try:
         return {f: open(f"{d}/{f}", "rb").read() for f in sorted(os.listdir(d))
                 if f.endswith(".safetensors") or f == "trainer_state.json"}
 
-    subprocess.run(launched(f"{WORK}/ck-ref", 0), capture_output=True, timeout=300)
+    ref = subprocess.run(launched(f"{WORK}/ck-ref", 0), capture_output=True, text=True,
+                         timeout=300)
+    if ref.returncode != 0 or last_ckpt(f"{WORK}/ck-ref") is None:
+        # Once in a CI run the reference left no checkpoint and the failure
+        # said only DIFFERS: say why.
+        failures.append(f"weft-launch across nodes, the uninterrupted reference: exit "
+                        f"{ref.returncode}: {(ref.stdout + ref.stderr)[-800:]}")
     ck = f"{WORK}/ck-killed"
     p = subprocess.Popen(launched(ck, 2), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True)
