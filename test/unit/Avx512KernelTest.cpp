@@ -14,9 +14,45 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 namespace {
+
+/// Attention's inputs q, k, v and dy drawn from N(0, 1) in f64, and their
+/// f32 copies.
+struct AttentionInputs {
+  std::vector<double> Q, K, V, Dy;
+  std::vector<float> Qf, Kf, Vf, Dyf;
+  AttentionInputs(size_t NQ, size_t NK, std::mt19937 &Rng)
+      : Q(NQ), K(NK), V(NK), Dy(NQ) {
+    std::normal_distribution<double> Normal(0.0, 1.0);
+    for (std::vector<double> *X : {&Q, &K, &V, &Dy})
+      for (double &E : *X)
+        E = Normal(Rng);
+    Qf.assign(Q.begin(), Q.end());
+    Kf.assign(K.begin(), K.end());
+    Vf.assign(V.begin(), V.end());
+    Dyf.assign(Dy.begin(), Dy.end());
+  }
+};
+
+/// Every f32 output within 2e-5 of its f64 twin (relative past 1), an
+/// infinity exactly.
+testing::AssertionResult nearF64(const char *Name,
+                                 const std::vector<double> &Want,
+                                 const std::vector<float> &Got) {
+  for (size_t I = 0; I < Want.size(); ++I) {
+    const double W = Want[I], G = Got[I];
+    const bool Ok =
+        std::isinf(W) ? G == W
+                      : std::fabs(G - W) <= 2e-5 * std::max(1.0, std::fabs(W));
+    if (!Ok)
+      return testing::AssertionFailure() << Name << "[" << I << "] = " << G
+                                         << " in f32, " << W << " in f64";
+  }
+  return testing::AssertionSuccess();
+}
 // The AVX-512 softmax rows (attention's and weft.softmax's on such CPUs)
 // give FastMath's generic rows' bits, which every SIMD clone gives: rows of
 // 1 to 300 keys and two chunks' worth (laneSum's 256), masked keys past N
@@ -174,7 +210,6 @@ TEST(Avx512Kernels, AttentionAndItsGradientMatchF64) {
   using weft::cpu::QueryRun;
   const int64_t B = 2, Sk = 70, H = 4, Hkv = 2;
   std::mt19937 Rng{11};
-  std::normal_distribution<double> Normal(0.0, 1.0);
   for (int64_t Hd : {48, 64})
     for (bool Causal : {true, false})
       for (int Case = 0; Case < 4; ++Case) {
@@ -187,14 +222,7 @@ TEST(Avx512Kernels, AttentionAndItsGradientMatchF64) {
         const int64_t Sq = Split ? 35 : Sk;
         const size_t NQ = size_t(B * Sq * H * Hd),
                      NK = size_t(B * Sk * Hkv * Hd);
-        std::vector<double> Q(NQ), K(NK), V(NK), Dy(NQ);
-        for (std::vector<double> *X : {&Q, &K, &V, &Dy})
-          for (double &E : *X)
-            E = Normal(Rng);
-        auto F32 = [](const std::vector<double> &X) {
-          return std::vector<float>(X.begin(), X.end());
-        };
-        std::vector<float> Qf = F32(Q), Kf = F32(K), Vf = F32(V), Dyf = F32(Dy);
+        const AttentionInputs In(NQ, NK, Rng);
         const weft::cpu::QueryRuns R{Runs.data(), Runs.size()};
         const int Threads = weft::cpu::numThreads();
         std::vector<char> Scratch(
@@ -216,35 +244,27 @@ TEST(Avx512Kernels, AttentionAndItsGradientMatchF64) {
         const weft::cpu::AttentionDocuments *Docs =
             Case == 3 ? &Documents : nullptr;
         std::vector<double> Y(NQ), Dq(NQ), Dk(NK), Dv(NK);
-        weft::cpu::attention(Q.data(), K.data(), V.data(), Y.data(), B, Sq, Sk,
-                             R, H, Hkv, Hd, Scratch.data(), 0, Causal, Drop,
-                             Docs);
-        weft::cpu::attentionGrad(Dy.data(), Q.data(), K.data(), V.data(),
-                                 Dq.data(), Dk.data(), Dv.data(), B, Sq, Sk, R,
-                                 H, Hkv, Hd, Scratch.data(), 0, Causal, Drop,
-                                 Docs);
+        weft::cpu::attention(In.Q.data(), In.K.data(), In.V.data(), Y.data(), B,
+                             Sq, Sk, R, H, Hkv, Hd, Scratch.data(), 0, Causal,
+                             Drop, Docs);
+        weft::cpu::attentionGrad(In.Dy.data(), In.Q.data(), In.K.data(),
+                                 In.V.data(), Dq.data(), Dk.data(), Dv.data(),
+                                 B, Sq, Sk, R, H, Hkv, Hd, Scratch.data(), 0,
+                                 Causal, Drop, Docs);
         std::vector<float> Yf(NQ), Dqf(NQ), Dkf(NK), Dvf(NK);
-        weft::cpu::attention(Qf.data(), Kf.data(), Vf.data(), Yf.data(), B, Sq,
-                             Sk, R, H, Hkv, Hd, Scratch.data(), 0, Causal, Drop,
-                             Docs);
-        weft::cpu::attentionGrad(Dyf.data(), Qf.data(), Kf.data(), Vf.data(),
-                                 Dqf.data(), Dkf.data(), Dvf.data(), B, Sq, Sk,
-                                 R, H, Hkv, Hd, Scratch.data(), 0, Causal, Drop,
-                                 Docs);
-        const std::pair<const char *, std::pair<const std::vector<double> *,
-                                                const std::vector<float> *>>
-            Outputs[] = {{"y", {&Y, &Yf}},
-                         {"dq", {&Dq, &Dqf}},
-                         {"dk", {&Dk, &Dkf}},
-                         {"dv", {&Dv, &Dvf}}};
-        for (const auto &[Name, Pair] : Outputs)
-          for (size_t I = 0; I < Pair.first->size(); ++I) {
-            const double Want = (*Pair.first)[I];
-            ASSERT_NEAR((*Pair.second)[I], Want,
-                        2e-5 * std::max(1.0, std::fabs(Want)))
-                << Name << "[" << I << "], head dim " << Hd << ", causal "
-                << Causal << ", case " << Case;
-          }
+        weft::cpu::attention(In.Qf.data(), In.Kf.data(), In.Vf.data(),
+                             Yf.data(), B, Sq, Sk, R, H, Hkv, Hd,
+                             Scratch.data(), 0, Causal, Drop, Docs);
+        weft::cpu::attentionGrad(In.Dyf.data(), In.Qf.data(), In.Kf.data(),
+                                 In.Vf.data(), Dqf.data(), Dkf.data(),
+                                 Dvf.data(), B, Sq, Sk, R, H, Hkv, Hd,
+                                 Scratch.data(), 0, Causal, Drop, Docs);
+        for (const auto &[Name, Want, Got] :
+             {std::tuple{"y", &Y, &Yf}, std::tuple{"dq", &Dq, &Dqf},
+              std::tuple{"dk", &Dk, &Dkf}, std::tuple{"dv", &Dv, &Dvf}})
+          ASSERT_TRUE(nearF64(Name, *Want, *Got))
+              << "head dim " << Hd << ", causal " << Causal << ", case "
+              << Case;
       }
 }
 
@@ -257,7 +277,6 @@ TEST(Avx512Kernels, RingAttentionBlocksMatchF64) {
     GTEST_SKIP() << "this CPU has no AVX-512F: attention runs on BLAS";
   const int64_t B = 2, S = 70, H = 4, Hkv = 2, Hd = 64;
   std::mt19937 Rng{13};
-  std::normal_distribution<double> Normal(0.0, 1.0);
   std::vector<int32_t> QPos(S), Before(S), Own(S);
   for (int64_t I = 0; I < S; ++I) {
     QPos[size_t(I)] = Own[size_t(I)] = int32_t(S + I);
@@ -267,52 +286,33 @@ TEST(Avx512Kernels, RingAttentionBlocksMatchF64) {
                NL = size_t(B * H * S);
   for (const std::vector<int32_t> *KPos : {&Before, &Own})
     for (int64_t Window : {int64_t(0), int64_t(40)}) {
-      std::vector<double> Q(NQ), K(NK), V(NK), Dy(NQ);
-      for (std::vector<double> *X : {&Q, &K, &V, &Dy})
-        for (double &E : *X)
-          E = Normal(Rng);
-      auto F32 = [](const std::vector<double> &X) {
-        return std::vector<float>(X.begin(), X.end());
-      };
-      std::vector<float> Qf = F32(Q), Kf = F32(K), Vf = F32(V), Dyf = F32(Dy);
+      const AttentionInputs In(NQ, NK, Rng);
       std::vector<char> Scratch(
           weft::cpu::ringScratchBytes(S, Hd, 8, weft::cpu::numThreads()));
       std::vector<double> O(NQ), L(NL), Dq(NQ), Dk(NK), Dv(NK);
       std::vector<float> Of(NQ), Lf(NL), Dqf(NQ), Dkf(NK), Dvf(NK);
-      weft::cpu::attentionBlock(Q.data(), K.data(), V.data(), O.data(),
+      weft::cpu::attentionBlock(In.Q.data(), In.K.data(), In.V.data(), O.data(),
                                 L.data(), B, S, S, QPos.data(), KPos->data(), H,
                                 Hkv, Hd, Scratch.data(), 0, true, Window);
       weft::cpu::attentionBlockGrad(
-          Dy.data(), Q.data(), K.data(), V.data(), O.data(), L.data(),
-          Dq.data(), Dk.data(), Dv.data(), B, S, S, QPos.data(), KPos->data(),
-          H, Hkv, Hd, Scratch.data(), 0, true, Window);
-      weft::cpu::attentionBlock(Qf.data(), Kf.data(), Vf.data(), Of.data(),
-                                Lf.data(), B, S, S, QPos.data(), KPos->data(),
-                                H, Hkv, Hd, Scratch.data(), 0, true, Window);
-      weft::cpu::attentionBlockGrad(
-          Dyf.data(), Qf.data(), Kf.data(), Vf.data(), Of.data(), Lf.data(),
-          Dqf.data(), Dkf.data(), Dvf.data(), B, S, S, QPos.data(),
+          In.Dy.data(), In.Q.data(), In.K.data(), In.V.data(), O.data(),
+          L.data(), Dq.data(), Dk.data(), Dv.data(), B, S, S, QPos.data(),
           KPos->data(), H, Hkv, Hd, Scratch.data(), 0, true, Window);
-      const std::pair<const char *, std::pair<const std::vector<double> *,
-                                              const std::vector<float> *>>
-          Outputs[] = {{"o", {&O, &Of}},
-                       {"lse", {&L, &Lf}},
-                       {"dq", {&Dq, &Dqf}},
-                       {"dk", {&Dk, &Dkf}},
-                       {"dv", {&Dv, &Dvf}}};
-      for (const auto &[Name, Pair] : Outputs)
-        for (size_t I = 0; I < Pair.first->size(); ++I) {
-          const double Want = (*Pair.first)[I];
-          if (std::isinf(Want)) {
-            ASSERT_EQ(double((*Pair.second)[I]), Want)
-                << Name << "[" << I << "]";
-            continue;
-          }
-          ASSERT_NEAR((*Pair.second)[I], Want,
-                      2e-5 * std::max(1.0, std::fabs(Want)))
-              << Name << "[" << I << "], keys "
-              << (KPos == &Own ? "own" : "before") << ", window " << Window;
-        }
+      weft::cpu::attentionBlock(In.Qf.data(), In.Kf.data(), In.Vf.data(),
+                                Of.data(), Lf.data(), B, S, S, QPos.data(),
+                                KPos->data(), H, Hkv, Hd, Scratch.data(), 0,
+                                true, Window);
+      weft::cpu::attentionBlockGrad(
+          In.Dyf.data(), In.Qf.data(), In.Kf.data(), In.Vf.data(), Of.data(),
+          Lf.data(), Dqf.data(), Dkf.data(), Dvf.data(), B, S, S, QPos.data(),
+          KPos->data(), H, Hkv, Hd, Scratch.data(), 0, true, Window);
+      for (const auto &[Name, Want, Got] :
+           {std::tuple{"o", &O, &Of}, std::tuple{"lse", &L, &Lf},
+            std::tuple{"dq", &Dq, &Dqf}, std::tuple{"dk", &Dk, &Dkf},
+            std::tuple{"dv", &Dv, &Dvf}})
+        ASSERT_TRUE(nearF64(Name, *Want, *Got))
+            << "keys " << (KPos == &Own ? "own" : "before") << ", window "
+            << Window;
     }
 }
 
