@@ -10,7 +10,7 @@
 //   fixed work (a scalar max tail and reduction, a memset of the masked
 //   keys, the lane sums through the stack) than on its exponentials. Same
 //   operations in the same order, no fused multiply-add: the generic row's
-//   result, bit for bit (GenericKernels.Avx512SoftmaxRowsMatchTheGenericRows).
+//   result, bit for bit (Avx512Kernels.SoftmaxRowsMatchTheGenericRows).
 // - Small GEMMs (GemmAvx512.cpp): attention's products of a block of 64
 //   queries with up to the sequence's keys over a head of 64, where
 //   OpenBLAS's single-threaded calls ran at 90-136 GFLOP/s against 155 for
