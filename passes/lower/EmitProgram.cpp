@@ -508,6 +508,7 @@ private:
     for (StringRef key : {"in", "out"})
       for (const json::Value &v : *inst.getArray(key))
         (key == "in" ? ids : outs).push_back(*v.getAsInteger());
+    pushTransposesFor(ids, outs);
     for (size_t k = 0; k < inFlight.size();) {
       auto [x, y] = inFlight[k];
       auto touches = [&, x = x, y = y](int64_t id, bool writes) {
@@ -534,7 +535,32 @@ private:
                         {"attrs", json::Object{}}};
   }
 
+  // An asynchronous gather along an inner dim (addBlockedCollective) whose
+  // inverse block_transpose waits: pushed, with the gather's wait, before
+  // the first instruction that touches its result or its scratch blocks.
+  void pushTransposesFor(ArrayRef<int64_t> ids, ArrayRef<int64_t> outs) {
+    SmallVector<DeferredTranspose> due;
+    for (size_t k = 0; k < deferred.size();) {
+      const DeferredTranspose &d = deferred[k];
+      auto touches = [&](int64_t id) {
+        return overlaps(id, d.blocks) || overlaps(id, d.y);
+      };
+      if (llvm::any_of(ids, touches) || llvm::any_of(outs, touches)) {
+        due.push_back(d);
+        deferred.erase(deferred.begin() + k);
+        continue;
+      }
+      ++k;
+    }
+    for (DeferredTranspose &d : due)
+      pushBlockTranspose(d.blocks, d.y, d.axes, d.dim, /*inverse=*/true);
+  }
+
   void waitForAll() {
+    SmallVector<DeferredTranspose> due = std::move(deferred);
+    deferred.clear();
+    for (DeferredTranspose &d : due)
+      pushBlockTranspose(d.blocks, d.y, d.axes, d.dim, /*inverse=*/true);
     for (auto [x, y] : inFlight)
       instructions.push_back(waitFor(y));
     inFlight.clear();
@@ -794,7 +820,15 @@ private:
           {"out", json::Array{out}},
           {"attrs", json::Object{{"axes", json::Array(axes)}, {"dim", 0}}}});
     };
-    if (gather) {
+    if (gather && op.hasAttr(weft::attrname::kAsync)) {
+      // Started along dim 0 (asynchronous there); its transpose waits.
+      pushInstruction(json::Object{
+          {"op", "all_gather_start"},
+          {"in", json::Array{x}},
+          {"out", json::Array{blocks}},
+          {"attrs", json::Object{{"axes", json::Array(axes)}, {"dim", 0}}}});
+      deferred.push_back({blocks, y, std::move(axes), dim});
+    } else if (gather) {
       collective(x, blocks);
       transpose(blocks, y, /*inverse=*/true);
     } else {
@@ -948,6 +982,14 @@ private:
   int64_t scratchOffset = 0, scratchBytes = 0;
   // Collectives started and not yet waited for: (in, out) buffer ids.
   SmallVector<std::pair<int64_t, int64_t>> inFlight;
+  /// An asynchronous inner-dim gather's inverse block_transpose, not yet
+  /// pushed (pushTransposesFor).
+  struct DeferredTranspose {
+    int64_t blocks, y;
+    json::Array axes;
+    int64_t dim;
+  };
+  SmallVector<DeferredTranspose> deferred;
   DenseMap<int64_t, std::pair<int64_t, int64_t>> arenaSpan; // offset, bytes
   std::string paramDtype = "f32";
   DenseMap<Value, int64_t> bufferIds;

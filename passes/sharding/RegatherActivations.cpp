@@ -30,6 +30,25 @@ bool matmulBetween(Operation *held, Operation *first) {
   return false;
 }
 
+// The backward matmul right before `again` (a regather placed right before
+// its first reader), with nothing between them but ops that do not read
+// `again`'s source; null where another op kind comes first, or the loss.
+// An activation's gather started there overlaps that matmul (Megatron's
+// input gradient GEMM) as its asynchronous collective.
+MatmulOp matmulToOverlap(AllGatherOp again, Operation *lossOp) {
+  Operation *src = again.getX().getDefiningOp();
+  for (Operation *op = again->getPrevNode(); op && op != lossOp && op != src;
+       op = op->getPrevNode()) {
+    if (auto m = dyn_cast<MatmulOp>(op))
+      return m;
+    // Views and casts of what the matmul reads may stand between; anything
+    // else (a collective, a norm's gradient) ends the search.
+    if (!isa<CastOp, ReshapeOp, TransposeOp>(op))
+      return nullptr;
+  }
+  return nullptr;
+}
+
 struct RegatherActivations
     : weft::impl::WeftRegatherActivationsBase<RegatherActivations> {
   using WeftRegatherActivationsBase::WeftRegatherActivationsBase;
@@ -102,6 +121,15 @@ struct RegatherActivations
       }
       for (OpOperand *use : backward)
         use->set(copy);
+      // An activation's second gather starts before the matmul ahead of
+      // its readers and completes at the first of them, as Megatron
+      // overlaps it with the input gradient's GEMM. A parameter's is
+      // weft-prefetch-params' to start early.
+      if (!param)
+        if (MatmulOp m = matmulToOverlap(again, lossOp)) {
+          again->moveBefore(m);
+          again->setAttr(weft::attrname::kAsync, b.getUnitAttr());
+        }
     }
   }
 };

@@ -1,17 +1,40 @@
 // RUN: weft-opt %s -split-input-file -weft-regather-activations | FileCheck %s
 // RUN: weft-opt %s -split-input-file -weft-regather-activations="parameters=true" | FileCheck %s --check-prefix=PARAMS
+// RUN: weft-compile gpt-tiny --mesh tp=2 --layout megatron --sequence-parallel --batch 2 --seq 16 --quiet -o %t.weft
+// RUN: weft-run %t.weft --dump | FileCheck %s --check-prefix=PROGRAM
+
+// In the program (gpt-tiny, tp=2, sequence parallel, batch 2): the
+// sequence dim is not the outer one, so each second gather runs along dim 0
+// into scratch blocks, and a block_transpose puts the sequence together.
+// It starts before the input gradient's matmul and is waited for right
+// before that transpose, which the weight gradient reads; the input
+// gradient's reduce-scatter follows. First the LM head's input (the final
+// norm's output; the tied head's input gradient reads the table as it is),
+// then the last layer's fc1 input.
+// PROGRAM:      all_gather_start  in={{.*}} out=[[[B0:[0-9]+]]]  axes=[tp]  dim=0  : [2,8,64] -> [4,8,64]
+// PROGRAM-NEXT: matmul  in={{.*}}  : [2,16,128] x [128,64] -> [2,16,64]
+// PROGRAM-NEXT: wait  in=[[[B0]]]
+// PROGRAM:      all_gather_start  in={{.*}} out=[[[B:[0-9]+]]]  axes=[tp]  dim=0  : [2,8,64] -> [4,8,64]
+// PROGRAM-NEXT: matmul  in={{.*}} out=[[[DX:[0-9]+]]]  transpose_b=true
+// PROGRAM-NEXT: wait  in=[[[B]]]
+// PROGRAM-NEXT: block_transpose  in=[[[B]]] out=[[[G:[0-9]+]]]  axes=[tp]
+// PROGRAM-NEXT: matmul  in=[[[G]],{{[0-9]+}}] out={{.*}}  transpose_a=true
+// PROGRAM-NEXT: block_transpose  in=[[[DX]]]
+// PROGRAM-NEXT: reduce_scatter
 
 // Sequence parallelism: the input of a column-parallel matmul is gathered
 // over tp. The forward's matmul reads the gathered copy; the backward's
-// weight gradient reads a second gather of the shard, made right before it,
-// so the forward's copy is not kept to the backward (Korthikanti et al.
-// 2022, section 4.2.2). The input gradient's matmul never read it.
+// weight gradient reads a second gather of the shard, so the forward's copy
+// is not kept to the backward (Korthikanti et al. 2022, section 4.2.2). The
+// input gradient's matmul never reads it: the second gather starts before
+// that matmul, asynchronously, and completes at the weight gradient, as
+// Megatron overlaps it with the input gradient's GEMM.
 // CHECK-LABEL: func @sequence_parallel
 // CHECK:       %[[G:.*]] = weft.all_gather %[[X:.*]] {axes = ["tp"], dim = 1 : i64}
 // CHECK-NEXT:  weft.matmul %[[G]], %{{.*}} :
 // CHECK:       weft.cross_entropy
-// CHECK:       weft.matmul %{{.*}}, %{{.*}} {transpose_b = true}
-// CHECK-NEXT:  %[[G2:.*]] = weft.all_gather %[[X]] {axes = ["tp"], dim = 1 : i64, weft.regather}
+// CHECK-NEXT:  %[[G2:.*]] = weft.all_gather %[[X]] {axes = ["tp"], dim = 1 : i64, weft.async, weft.regather}
+// CHECK-NEXT:  weft.matmul %{{.*}}, %{{.*}} {transpose_b = true}
 // CHECK-NEXT:  weft.matmul %[[G2]], %{{.*}} {transpose_a = true}
 weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
 func.func @sequence_parallel(%x: tensor<2x2x8xf32>, %targets: tensor<2x4xi32>, %dy: tensor<2x4x8xf32>) -> tensor<f32> {
@@ -21,6 +44,28 @@ func.func @sequence_parallel(%x: tensor<2x2x8xf32>, %targets: tensor<2x4xi32>, %
   %l = weft.cross_entropy %y, %targets {denominator = 8 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
   %dx = weft.matmul %dy, %w {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
   %dw = weft.matmul %g, %dy {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  weft.param_grad "w", %dw : tensor<8x8xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Negative: with no matmul right before the weight gradient (an add of the
+// output gradient stands between), the second gather has nothing to overlap
+// and is made, blocking, right before its reader.
+// CHECK-LABEL: func @nothing_to_overlap
+// CHECK:       weft.add
+// CHECK-NEXT:  %[[G2:.*]] = weft.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64, weft.regather}
+// CHECK-NEXT:  weft.matmul %[[G2]], %{{.*}} {transpose_a = true}
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+func.func @nothing_to_overlap(%x: tensor<2x2x8xf32>, %targets: tensor<2x4xi32>, %dy: tensor<2x4x8xf32>) -> tensor<f32> {
+  %w = weft.param "w" {init = "zeros"} : tensor<8x8xf32>
+  %g = weft.all_gather %x {axes = ["tp"], dim = 1 : i64} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
+  %y = weft.matmul %g, %w : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %l = weft.cross_entropy %y, %targets {denominator = 8 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %dx = weft.matmul %dy, %w {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %d2 = weft.add %dy, %dy : tensor<2x4x8xf32>
+  %dw = weft.matmul %g, %d2 {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<8x8xf32>
   weft.param_grad "w", %dw : tensor<8x8xf32>
   return %l : tensor<f32>
 }
