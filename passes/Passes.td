@@ -178,9 +178,14 @@ def WeftRegatherActivations
     shard from the forward to the backward (Llama 3 405B, tp=8: 4 GiB of
     the 7.5 GiB a micro-batch keeps on stage 0). As Korthikanti et al. 2022
     (section 4.2.2) and Megatron do, the backward's matmuls read a second
-    all-gather of the shard, made right before the first of them and marked
-    `weft.regather`; the forward's gathered copy dies in the forward. The
-    same bytes gathered twice: the values are the same.
+    all-gather of the shard, marked `weft.regather`; the forward's gathered
+    copy dies in the forward. The same bytes gathered twice: the values are
+    the same. An activation's second gather starts before the matmul right
+    ahead of its first reader (the input gradient's, which does not read
+    it), marked `weft.async`, and completes at that reader: Megatron's
+    LinearWithGradAccumulationAndAsyncCommunication overlaps it with the
+    input gradient's GEMM the same way. With no matmul right ahead it is
+    made, blocking, right before its first reader.
 
     Only a gather the forward makes and backward matmuls read moves, and
     one the backward recomputes (`--recompute full`) stays. A parameter's

@@ -396,6 +396,16 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
         double one = c.kind == TpCollective::AllReduce
                          ? ringAllReduceSeconds(bytes, l.tp, tpTier)
                          : ringGatherSeconds(bytes, l.tp, tpTier);
+        // An asynchronous regather runs under the input gradient's GEMM
+        // it starts before (weft-regather-activations): only what that
+        // GEMM does not hide is exposed.
+        if (c.overlapRows > 0) {
+          const double rows = c.overlapRows * double(b) / double(l.cp);
+          const double minDim = std::min({rows, c.overlapN, c.overlapK});
+          one = std::max(
+              0.0, one - 2.0 * rows * c.overlapN * c.overlapK /
+                             (hw.peakFlops() * hw.gemmEfficiency(minDim)));
+        }
         // Full recomputation runs the forward's collectives again, and its
         // weight gradients read the recomputed gathers: no regathering.
         const bool full = l.recompute == Recompute::Full;

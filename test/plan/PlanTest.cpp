@@ -479,6 +479,24 @@ TEST(Search, TpLayoutsAreWeftsOwn) {
   // section 4.2.2): those serve the backward, not the forward.
   EXPECT_EQ(ag, 6);
   EXPECT_EQ(forwardAg, 2);
+  // Each of those starts before the input gradient's matmul ahead of the
+  // weight gradient (weft.async) and runs under it: the planner reads that
+  // GEMM's local shape per sequence, [4096, K] x [K, 8192] with K the
+  // projection's output over tp. The MLP's is a gate or up projection's,
+  // 28672 / 8. Llama's q, k and v are three matmuls, and autodiff makes one
+  // of the 1024-wide key and value projections' first: 128 (Megatron's
+  // fused QKV would give 10240 / 8).
+  std::multiset<double> overlapK;
+  for (const TpCollective &c : sp8->layer) {
+    if (!c.regather) {
+      EXPECT_EQ(c.overlapRows, 0.0);
+      continue;
+    }
+    EXPECT_EQ(c.overlapRows, 4096.0);
+    EXPECT_EQ(c.overlapN, 8192.0);
+    overlapK.insert(c.overlapK);
+  }
+  EXPECT_EQ(overlapK, (std::multiset<double>{128.0, 3584.0}));
 }
 
 // Llama 3 405B on 2,048 H100s, tp=8 and pp=16 under `schedule`.
