@@ -180,12 +180,15 @@ def WeftRegatherActivations
     (section 4.2.2) and Megatron do, the backward's matmuls read a second
     all-gather of the shard, marked `weft.regather`; the forward's gathered
     copy dies in the forward. The same bytes gathered twice: the values are
-    the same. An activation's second gather starts before the matmul right
-    ahead of its first reader (the input gradient's, which does not read
-    it), marked `weft.async`, and completes at that reader: Megatron's
+    the same. An activation's second gather starts before the matmuls right
+    ahead of its first reader (the input gradients', which do not read it),
+    marked `weft.async`, and completes at that reader: Megatron's
     LinearWithGradAccumulationAndAsyncCommunication overlaps it with the
-    input gradient's GEMM the same way. With no matmul right ahead it is
-    made, blocking, right before its first reader.
+    input gradient's GEMM the same way. Input gradients between its first
+    and last readers that are ready before it (separate q, k and v
+    projections: k's and q's after v's weight gradient) move ahead with
+    them, as under Megatron's fused QKV GEMM. With no matmul right ahead
+    it is made, blocking, right before its first reader.
 
     Only a gather the forward makes and backward matmuls read moves, and
     one the backward recomputes (`--recompute full`) stays. A parameter's

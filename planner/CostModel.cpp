@@ -396,16 +396,16 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
         double one = c.kind == TpCollective::AllReduce
                          ? ringAllReduceSeconds(bytes, l.tp, tpTier)
                          : ringGatherSeconds(bytes, l.tp, tpTier);
-        // An asynchronous regather runs under the input gradient's GEMM
-        // it starts before (weft-regather-activations): only what that
-        // GEMM does not hide is exposed.
-        if (c.overlapRows > 0) {
-          const double rows = c.overlapRows * double(b) / double(l.cp);
-          const double minDim = std::min({rows, c.overlapN, c.overlapK});
-          one = std::max(
-              0.0, one - 2.0 * rows * c.overlapN * c.overlapK /
-                             (hw.peakFlops() * hw.gemmEfficiency(minDim)));
+        // An asynchronous regather runs under the input gradients' GEMMs
+        // it starts before (weft-regather-activations): only what they do
+        // not hide is exposed.
+        for (const TpCollective::Gemm &g : c.overlaps) {
+          const double rows = g.rows * double(b) / double(l.cp);
+          const double minDim = std::min({rows, g.n, g.k});
+          one -= 2.0 * rows * g.n * g.k /
+                 (hw.peakFlops() * hw.gemmEfficiency(minDim));
         }
+        one = std::max(0.0, one);
         // Full recomputation runs the forward's collectives again, and its
         // weight gradients read the recomputed gathers: no regathering.
         const bool full = l.recompute == Recompute::Full;

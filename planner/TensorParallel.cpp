@@ -52,19 +52,23 @@ bool alike(Operation *a, Operation *b) {
   return x.getDictionary(a->getContext()) == y.getDictionary(b->getContext());
 }
 
-// The input gradient's matmul an asynchronous regather starts before
-// (weft-regather-activations): its shape per sequence, into c.
-void overlappedGemm(Operation *gather, int64_t batch, TpCollective &c) {
-  auto m = dyn_cast_or_null<MatmulOp>(gather->getNextNode());
-  if (!m || m.getTransposeA())
-    return;
-  auto a = cast<RankedTensorType>(m.getA().getType());
-  auto y = cast<RankedTensorType>(m.getResult().getType());
-  if (a.getRank() < 2 || y.getRank() < 2)
-    return;
-  c.overlapK = double(a.getShape().back());
-  c.overlapN = double(y.getShape().back());
-  c.overlapRows = numel(m.getResult()) / c.overlapN / double(batch);
+// The input gradients' matmuls an asynchronous regather starts before
+// (weft-regather-activations): their shapes per sequence, into c.
+void overlappedGemms(Operation *gather, int64_t batch, TpCollective &c) {
+  for (Operation *op = gather->getNextNode(); op; op = op->getNextNode()) {
+    auto m = dyn_cast<MatmulOp>(op);
+    if (!m || m.getTransposeA())
+      return;
+    auto a = cast<RankedTensorType>(m.getA().getType());
+    auto y = cast<RankedTensorType>(m.getResult().getType());
+    if (a.getRank() < 2 || y.getRank() < 2)
+      return;
+    TpCollective::Gemm g;
+    g.k = double(a.getShape().back());
+    g.n = double(y.getShape().back());
+    g.rows = numel(m.getResult()) / g.n / double(batch);
+    c.overlaps.push_back(g);
+  }
 }
 
 } // namespace
@@ -218,7 +222,7 @@ bool tensorParallelCollectives(ModuleOp forward, int64_t tp, bool sp,
     c.forward = isForward;
     c.regather = op.hasAttr(weft::attrname::kRegather);
     if (c.regather && op.hasAttr(weft::attrname::kAsync))
-      overlappedGemm(&op, batch, c);
+      overlappedGemms(&op, batch, c);
     byLayer[layer].push_back(c);
   }
 

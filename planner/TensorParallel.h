@@ -33,10 +33,14 @@ struct TpCollective {
   /// Gathers a forward activation again for the backward's weight
   /// gradients (weft.regather): full recomputation gathers it anew instead.
   bool regather = false;
-  /// An asynchronous regather (weft.async) runs under the matmul it starts
-  /// before, the input gradient's: that GEMM's rows per sequence, columns
-  /// and inner dim (local, over tp); 0 rows for a blocking collective.
-  double overlapRows = 0, overlapN = 0, overlapK = 0;
+  /// A GEMM's rows per sequence, columns and inner dim (local, over tp).
+  struct Gemm {
+    double rows = 0, n = 0, k = 0;
+  };
+  /// An asynchronous regather (weft.async) runs under the matmuls it starts
+  /// before, the input gradients' (one per projection); none for a blocking
+  /// collective.
+  std::vector<Gemm> overlaps;
 };
 
 /// The tp collectives of one transformer layer (the layers' mean: each

@@ -30,23 +30,42 @@ bool matmulBetween(Operation *held, Operation *first) {
   return false;
 }
 
-// The backward matmul right before `again` (a regather placed right before
-// its first reader), with nothing between them but ops that do not read
-// `again`'s source; null where another op kind comes first, or the loss.
-// An activation's gather started there overlaps that matmul (Megatron's
+// The matmuls between the regather's first reader and its last that read
+// neither it nor anything made after it: under separate q, k and v
+// projections (Llama's), the k and q input gradients that autodiff put
+// between v's weight gradient and k's. Moved ahead of the regather, so that
+// it runs under all of them, as under Megatron's fused QKV GEMM; each still
+// follows what it reads, and the results are the same.
+void hoistInputGradients(AllGatherOp again, Operation *first, Operation *last,
+                         Value copy) {
+  SmallVector<Operation *> ready;
+  for (Operation *op = first->getNextNode(); op && op != last;
+       op = op->getNextNode())
+    if (isa<MatmulOp>(op) && llvm::all_of(op->getOperands(), [&](Value v) {
+          Operation *def = v.getDefiningOp();
+          return v != copy && (!def || def->isBeforeInBlock(again));
+        }))
+      ready.push_back(op);
+  for (Operation *op : ready)
+    op->moveBefore(again);
+}
+
+// The first of the backward matmuls right before `again` (a regather placed
+// right before its first reader), with only views and casts between them;
+// null where another op kind, the loss or the gathered value's maker comes
+// first. An activation's gather started there overlaps them (Megatron's
 // input gradient GEMM) as its asynchronous collective.
-MatmulOp matmulToOverlap(AllGatherOp again, Operation *lossOp) {
+Operation *overlapStart(AllGatherOp again, Operation *lossOp) {
   Operation *src = again.getX().getDefiningOp();
+  Operation *start = nullptr;
   for (Operation *op = again->getPrevNode(); op && op != lossOp && op != src;
        op = op->getPrevNode()) {
-    if (auto m = dyn_cast<MatmulOp>(op))
-      return m;
-    // Views and casts of what the matmul reads may stand between; anything
-    // else (a collective, a norm's gradient) ends the search.
-    if (!isa<CastOp, ReshapeOp, TransposeOp>(op))
-      return nullptr;
+    if (isa<MatmulOp>(op))
+      start = op;
+    else if (!isa<CastOp, ReshapeOp, TransposeOp>(op))
+      break;
   }
-  return nullptr;
+  return start;
 }
 
 struct RegatherActivations
@@ -119,17 +138,23 @@ struct RegatherActivations
         map.map(g.getResult(), copy);
         copy = b.clone(*held, map)->getResult(0);
       }
-      for (OpOperand *use : backward)
+      Operation *last = first;
+      for (OpOperand *use : backward) {
         use->set(copy);
-      // An activation's second gather starts before the matmul ahead of
-      // its readers and completes at the first of them, as Megatron
-      // overlaps it with the input gradient's GEMM. A parameter's is
-      // weft-prefetch-params' to start early.
-      if (!param)
-        if (MatmulOp m = matmulToOverlap(again, lossOp)) {
-          again->moveBefore(m);
-          again->setAttr(weft::attrname::kAsync, b.getUnitAttr());
-        }
+        if (last->isBeforeInBlock(use->getOwner()))
+          last = use->getOwner();
+      }
+      // An activation's second gather starts before the input gradients'
+      // matmuls ahead of its readers and completes at the first of them, as
+      // Megatron overlaps it with the input gradient's GEMM. A parameter's
+      // is weft-prefetch-params' to start early.
+      if (param)
+        continue;
+      hoistInputGradients(again, first, last, copy);
+      if (Operation *start = overlapStart(again, lossOp)) {
+        again->moveBefore(start);
+        again->setAttr(weft::attrname::kAsync, b.getUnitAttr());
+      }
     }
   }
 };

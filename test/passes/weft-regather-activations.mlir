@@ -50,6 +50,40 @@ func.func @sequence_parallel(%x: tensor<2x2x8xf32>, %targets: tensor<2x4xi32>, %
 
 // -----
 
+// Two projections of one gathered input (Llama's q and k): autodiff makes
+// k's input and weight gradients, then q's. q's input gradient reads only
+// what was ready before k's weight gradient, so it moves ahead of it, and
+// the second gather runs under both input gradients, as under one fused
+// GEMM. %dq2 reads k's weight gradient's result and stays where it is.
+// CHECK-LABEL: func @two_projections
+// CHECK:       weft.cross_entropy
+// CHECK-NEXT:  %[[G2:.*]] = weft.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64, weft.async, weft.regather}
+// CHECK-NEXT:  %[[DXK:.*]] = weft.matmul %{{.*}}, %{{.*}} {transpose_b = true}
+// CHECK-NEXT:  %[[DXQ:.*]] = weft.matmul %{{.*}}, %{{.*}} {transpose_b = true}
+// CHECK-NEXT:  %[[DWK:.*]] = weft.matmul %[[G2]], %{{.*}} {transpose_a = true}
+// CHECK-NEXT:  weft.matmul %{{.*}}, %[[DWK]]
+// CHECK-NEXT:  weft.matmul %[[G2]], %{{.*}} {transpose_a = true}
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+func.func @two_projections(%x: tensor<2x2x8xf32>, %targets: tensor<2x4xi32>, %dk: tensor<2x4x8xf32>, %dq: tensor<2x4x8xf32>) -> tensor<f32> {
+  %wk = weft.param "wk" {init = "zeros"} : tensor<8x8xf32>
+  %wq = weft.param "wq" {init = "zeros"} : tensor<8x8xf32>
+  %g = weft.all_gather %x {axes = ["tp"], dim = 1 : i64} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
+  %k = weft.matmul %g, %wk : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %q = weft.matmul %g, %wq : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %s = weft.add %k, %q : tensor<2x4x8xf32>
+  %l = weft.cross_entropy %s, %targets {denominator = 8 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %dxk = weft.matmul %dk, %wk {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %dwk = weft.matmul %g, %dk {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  %dxq = weft.matmul %dq, %wq {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %dq2 = weft.matmul %dq, %dwk : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %dwq = weft.matmul %g, %dq2 {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  weft.param_grad "wk", %dwk : tensor<8x8xf32>
+  weft.param_grad "wq", %dwq : tensor<8x8xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Negative: with no matmul right before the weight gradient (an add of the
 // output gradient stands between), the second gather has nothing to overlap
 // and is made, blocking, right before its reader.

@@ -8,9 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <set>
+#include <vector>
 
 using namespace weft;
 using namespace weft::cost;
@@ -479,24 +481,27 @@ TEST(Search, TpLayoutsAreWeftsOwn) {
   // section 4.2.2): those serve the backward, not the forward.
   EXPECT_EQ(ag, 6);
   EXPECT_EQ(forwardAg, 2);
-  // Each of those starts before the input gradient's matmul ahead of the
-  // weight gradient (weft.async) and runs under it: the planner reads that
-  // GEMM's local shape per sequence, [4096, K] x [K, 8192] with K the
-  // projection's output over tp. The MLP's is a gate or up projection's,
-  // 28672 / 8. Llama's q, k and v are three matmuls, and autodiff makes one
-  // of the 1024-wide key and value projections' first: 128 (Megatron's
-  // fused QKV would give 10240 / 8).
-  std::multiset<double> overlapK;
+  // Each of those starts before the input gradients' matmuls ahead of the
+  // weight gradients (weft.async) and runs under them: the planner reads
+  // their local shapes per sequence, [4096, K] x [K, 8192] with K a
+  // projection's output over tp: the attention's q, k and v (8192, 1024
+  // and 1024 over 8), the MLP's gate and up (28672 over 8).
+  std::vector<std::multiset<double>> overlapK;
   for (const TpCollective &c : sp8->layer) {
     if (!c.regather) {
-      EXPECT_EQ(c.overlapRows, 0.0);
+      EXPECT_TRUE(c.overlaps.empty());
       continue;
     }
-    EXPECT_EQ(c.overlapRows, 4096.0);
-    EXPECT_EQ(c.overlapN, 8192.0);
-    overlapK.insert(c.overlapK);
+    overlapK.emplace_back();
+    for (const TpCollective::Gemm &g : c.overlaps) {
+      EXPECT_EQ(g.rows, 4096.0);
+      EXPECT_EQ(g.n, 8192.0);
+      overlapK.back().insert(g.k);
+    }
   }
-  EXPECT_EQ(overlapK, (std::multiset<double>{128.0, 3584.0}));
+  std::sort(overlapK.begin(), overlapK.end());
+  EXPECT_EQ(overlapK, (std::vector<std::multiset<double>>{
+                          {128.0, 128.0, 1024.0}, {3584.0, 3584.0}}));
 }
 
 // Llama 3 405B on 2,048 H100s, tp=8 and pp=16 under `schedule`.
