@@ -56,6 +56,8 @@ bool alike(Operation *a, Operation *b) {
 // (weft-regather-activations): their shapes per sequence, into c.
 void overlappedGemms(Operation *gather, int64_t batch, TpCollective &c) {
   for (Operation *op = gather->getNextNode(); op; op = op->getNextNode()) {
+    if (isa<AddOp>(op))
+      continue; // the sum of two input gradients
     auto m = dyn_cast<MatmulOp>(op);
     if (!m || m.getTransposeA())
       return;

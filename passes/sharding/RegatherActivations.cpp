@@ -30,42 +30,63 @@ bool matmulBetween(Operation *held, Operation *first) {
   return false;
 }
 
-// The matmuls between the regather's first reader and its last that read
-// neither it nor anything made after it: under separate q, k and v
-// projections (Llama's), the k and q input gradients that autodiff put
-// between v's weight gradient and k's. Moved ahead of the regather, so that
-// it runs under all of them, as under Megatron's fused QKV GEMM; each still
-// follows what it reads, and the results are the same.
+// An input gradient's matmul, or the add that sums two of them.
+bool inputGradientWork(Operation *op) { return isa<MatmulOp, AddOp>(op); }
+
+// The matmuls and adds between the regather's first reader and its last
+// that read neither it nor anything made after it: under separate q, k and
+// v projections (Llama's), the k and q input gradients (and their sum) that
+// autodiff put between v's weight gradient and k's. Moved ahead of the
+// regather, in order, so that it runs under all of them, as under
+// Megatron's fused QKV GEMM; each still follows what it reads, the sums
+// keep the partial results to one at a time as before, and the results are
+// the same.
 void hoistInputGradients(AllGatherOp again, Operation *first, Operation *last,
                          Value copy) {
-  SmallVector<Operation *> ready;
-  for (Operation *op = first->getNextNode(); op && op != last;
-       op = op->getNextNode())
-    if (isa<MatmulOp>(op) && llvm::all_of(op->getOperands(), [&](Value v) {
-          Operation *def = v.getDefiningOp();
-          return v != copy && (!def || def->isBeforeInBlock(again));
-        }))
-      ready.push_back(op);
-  for (Operation *op : ready)
-    op->moveBefore(again);
+  auto ready = [&](Operation *op) {
+    return inputGradientWork(op) &&
+           llvm::all_of(op->getOperands(), [&](Value v) {
+             Operation *def = v.getDefiningOp();
+             return v != copy && (!def || def->isBeforeInBlock(again));
+           });
+  };
+  for (Operation *op = first->getNextNode(); op && op != last;) {
+    Operation *next = op->getNextNode();
+    if (ready(op))
+      op->moveBefore(again);
+    op = next;
+  }
+  // The adds right after the last reader that sum hoisted input gradients
+  // come too: one partial sum is held through the weight gradients, not
+  // one per projection.
+  for (Operation *op = last->getNextNode(); op && isa<AddOp>(op);) {
+    Operation *next = op->getNextNode();
+    if (ready(op))
+      op->moveBefore(again);
+    op = next;
+  }
 }
 
-// The first of the backward matmuls right before `again` (a regather placed
-// right before its first reader), with only views and casts between them;
-// null where another op kind, the loss or the gathered value's maker comes
-// first. An activation's gather started there overlaps them (Megatron's
-// input gradient GEMM) as its asynchronous collective.
+// The first of the input gradients' matmuls (and sums) right before `again`
+// (a regather placed right before its first reader), with only views and
+// casts between them; null where no matmul is among them, or where another
+// op kind, the loss or the gathered value's maker comes first. An
+// activation's gather started there overlaps them (Megatron's input
+// gradient GEMM) as its asynchronous collective.
 Operation *overlapStart(AllGatherOp again, Operation *lossOp) {
   Operation *src = again.getX().getDefiningOp();
   Operation *start = nullptr;
+  bool matmul = false;
   for (Operation *op = again->getPrevNode(); op && op != lossOp && op != src;
        op = op->getPrevNode()) {
-    if (isa<MatmulOp>(op))
+    if (inputGradientWork(op)) {
       start = op;
-    else if (!isa<CastOp, ReshapeOp, TransposeOp>(op))
+      matmul |= isa<MatmulOp>(op);
+    } else if (!isa<CastOp, ReshapeOp, TransposeOp>(op)) {
       break;
+    }
   }
-  return start;
+  return matmul ? start : nullptr;
 }
 
 struct RegatherActivations

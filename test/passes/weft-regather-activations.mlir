@@ -51,15 +51,17 @@ func.func @sequence_parallel(%x: tensor<2x2x8xf32>, %targets: tensor<2x4xi32>, %
 // -----
 
 // Two projections of one gathered input (Llama's q and k): autodiff makes
-// k's input and weight gradients, then q's. q's input gradient reads only
-// what was ready before k's weight gradient, so it moves ahead of it, and
-// the second gather runs under both input gradients, as under one fused
-// GEMM. %dq2 reads k's weight gradient's result and stays where it is.
+// k's input and weight gradients, then q's. q's input gradient, and the sum
+// of the two, read only what was ready before k's weight gradient, so they
+// move ahead of it, and the second gather runs under both input gradients,
+// as under one fused GEMM. %dq2 reads k's weight gradient's result and
+// stays where it is.
 // CHECK-LABEL: func @two_projections
 // CHECK:       weft.cross_entropy
 // CHECK-NEXT:  %[[G2:.*]] = weft.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64, weft.async, weft.regather}
 // CHECK-NEXT:  %[[DXK:.*]] = weft.matmul %{{.*}}, %{{.*}} {transpose_b = true}
 // CHECK-NEXT:  %[[DXQ:.*]] = weft.matmul %{{.*}}, %{{.*}} {transpose_b = true}
+// CHECK-NEXT:  weft.add %[[DXK]], %[[DXQ]]
 // CHECK-NEXT:  %[[DWK:.*]] = weft.matmul %[[G2]], %{{.*}} {transpose_a = true}
 // CHECK-NEXT:  weft.matmul %{{.*}}, %[[DWK]]
 // CHECK-NEXT:  weft.matmul %[[G2]], %{{.*}} {transpose_a = true}
@@ -75,20 +77,22 @@ func.func @two_projections(%x: tensor<2x2x8xf32>, %targets: tensor<2x4xi32>, %dk
   %dxk = weft.matmul %dk, %wk {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
   %dwk = weft.matmul %g, %dk {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<8x8xf32>
   %dxq = weft.matmul %dq, %wq {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %dx = weft.add %dxk, %dxq : tensor<2x4x8xf32>
   %dq2 = weft.matmul %dq, %dwk : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
   %dwq = weft.matmul %g, %dq2 {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<8x8xf32>
   weft.param_grad "wk", %dwk : tensor<8x8xf32>
   weft.param_grad "wq", %dwq : tensor<8x8xf32>
+  weft.param_grad "x", %dx : tensor<2x4x8xf32>
   return %l : tensor<f32>
 }
 
 // -----
 
-// Negative: with no matmul right before the weight gradient (an add of the
+// Negative: with no matmul right before the weight gradient (a GELU of the
 // output gradient stands between), the second gather has nothing to overlap
 // and is made, blocking, right before its reader.
 // CHECK-LABEL: func @nothing_to_overlap
-// CHECK:       weft.add
+// CHECK:       weft.gelu
 // CHECK-NEXT:  %[[G2:.*]] = weft.all_gather %{{.*}} {axes = ["tp"], dim = 1 : i64, weft.regather}
 // CHECK-NEXT:  weft.matmul %[[G2]], %{{.*}} {transpose_a = true}
 weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
@@ -98,7 +102,7 @@ func.func @nothing_to_overlap(%x: tensor<2x2x8xf32>, %targets: tensor<2x4xi32>, 
   %y = weft.matmul %g, %w : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
   %l = weft.cross_entropy %y, %targets {denominator = 8 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
   %dx = weft.matmul %dy, %w {transpose_b = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
-  %d2 = weft.add %dy, %dy : tensor<2x4x8xf32>
+  %d2 = weft.gelu %dy : tensor<2x4x8xf32>
   %dw = weft.matmul %g, %d2 {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<8x8xf32>
   weft.param_grad "w", %dw : tensor<8x8xf32>
   return %l : tensor<f32>
