@@ -97,6 +97,9 @@ void weft::addTrainingStage(OpPassManager &pm, int stage,
     // ZeRO-3 gathered per micro-batch: its parameters likewise.
     pm.addNestedPass<func::FuncOp>(createWeftRegatherActivations(
         WeftRegatherActivationsOptions{!o.gatherParamsOnce}));
+    // Megatron's: an input gradient's all-reduce under the weight
+    // gradient's GEMM.
+    pm.addNestedPass<func::FuncOp>(createWeftOverlapInputGradientReductions());
     // Before bucketing, which then buckets the once-per-step reductions.
     if (o.microbatches != 1)
       pm.addNestedPass<func::FuncOp>(createWeftAccumulateGradients(accumulate));

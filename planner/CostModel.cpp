@@ -396,10 +396,11 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
         double one = c.kind == TpCollective::AllReduce
                          ? ringAllReduceSeconds(bytes, l.tp, tpTier)
                          : ringGatherSeconds(bytes, l.tp, tpTier);
-        // An asynchronous regather runs under the input gradients' GEMMs
-        // it starts before (weft-regather-activations): only what they do
-        // not hide is exposed.
-        for (const TpCollective::Gemm &g : c.overlaps) {
+        // An asynchronous backward collective runs under the GEMMs before
+        // its first reader (TensorParallel.h): only what they do not hide
+        // is exposed.
+        for (const TpCollective::Gemm &g :
+             l.tpOverlap ? c.overlaps : std::vector<TpCollective::Gemm>{}) {
           const double rows = g.rows * double(b) / double(l.cp);
           const double minDim = std::min({rows, g.n, g.k});
           one -= 2.0 * rows * g.n * g.k /
@@ -437,7 +438,10 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
             {kind, "tp", tpTierName,
              "weft's Megatron layout" +
                  std::string(l.sequenceParallel ? " with SP" : "") +
-                 ", read from the partitioned IR (largest message)",
+                 ", read from the partitioned IR (largest message)" +
+                 (l.tpOverlap ? "; the backward's beyond the GEMMs they run "
+                                "under"
+                              : ""),
              k[2], int64_t(std::llround(k[0])), k[1]});
   }
 

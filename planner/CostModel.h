@@ -51,6 +51,13 @@ struct Layout {
   /// says (only the ring overlaps its transfers with compute).
   int64_t cp = 1;
   ContextComm context = ContextComm::AllGather;
+  /// Whether the backward's tp collectives run under the GEMMs weft starts
+  /// them before (the input gradient's all-reduce under the weight
+  /// gradient's, sequence parallelism's second gather under the input
+  /// gradient's), as weft and Megatron-LM since 2022 do (a framework
+  /// property, not searched: Megatron-LM 2021 and Megatron-DeepSpeed ran
+  /// them blocking).
+  bool tpOverlap = true;
 };
 
 /// One named figure of the breakdown, with how it was obtained.

@@ -294,6 +294,7 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
                     Layout l{dp, tp,   pp, mb, m,           schedule,
                              v,  zero, sp, rc, o.dpOverlap, o.masterWeights,
                              cp, cc};
+                    l.tpOverlap = o.tpOverlap;
                     Estimate est = estimate(model, hw, l, o.globalBatch,
                                             o.tokens, /*breakdown=*/false);
                     ++r.evaluated;

@@ -36,6 +36,7 @@ struct SearchOptions {
   Constraints fix;
   int64_t maxMicroBatch = 32;
   bool dpOverlap = true;      // Layout::dpOverlap of every candidate
+  bool tpOverlap = true;      // Layout::tpOverlap of every candidate
   bool masterWeights = false; // Layout::masterWeights of every candidate
   /// Rank layouts that do not fit too (a published run's layout, which fit
   /// its cluster however its framework held its activations).

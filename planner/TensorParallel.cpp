@@ -52,23 +52,30 @@ bool alike(Operation *a, Operation *b) {
   return x.getDictionary(a->getContext()) == y.getDictionary(b->getContext());
 }
 
-// The input gradients' matmuls an asynchronous regather starts before
-// (weft-regather-activations): their shapes per sequence, into c.
-void overlappedGemms(Operation *gather, int64_t batch, TpCollective &c) {
-  for (Operation *op = gather->getNextNode(); op; op = op->getNextNode()) {
-    if (isa<AddOp>(op))
-      continue; // the sum of two input gradients
-    auto m = dyn_cast<MatmulOp>(op);
-    if (!m || m.getTransposeA())
+// The matmuls an asynchronous collective runs under: those between its
+// start and its first reader (weft-regather-activations: the input
+// gradients'; weft-overlap-input-gradient-reductions: the weight
+// gradients'). Their shapes per sequence, into c.
+void overlappedGemms(Operation *collective, int64_t batch, TpCollective &c) {
+  Value result = collective->getResult(0);
+  for (Operation *op = collective->getNextNode(); op; op = op->getNextNode()) {
+    if (llvm::is_contained(op->getOperands(), result))
       return;
+    auto m = dyn_cast<MatmulOp>(op);
+    if (!m)
+      continue;
     auto a = cast<RankedTensorType>(m.getA().getType());
     auto y = cast<RankedTensorType>(m.getResult().getType());
     if (a.getRank() < 2 || y.getRank() < 2)
-      return;
+      continue;
+    // [rows, k] x [k, n], or with transpose_a the rows contracted: the
+    // FLOPs either way are 2 rows k n, rows per sequence.
     TpCollective::Gemm g;
     g.k = double(a.getShape().back());
     g.n = double(y.getShape().back());
-    g.rows = numel(m.getResult()) / g.n / double(batch);
+    g.rows = (m.getTransposeA() ? numel(m.getA()) / g.k
+                                : numel(m.getResult()) / g.n) /
+             double(batch);
     c.overlaps.push_back(g);
   }
 }
@@ -114,10 +121,11 @@ bool cutToTwoLayers(ModuleOp forward, int64_t numLayers) {
 }
 
 namespace {
-// weft-compile's stages through propagation, then its partition, folding
-// and regathering; not its gradient buckets, which would pack parameter-sized
-// reductions of several layers into one. Errors become `diagnostics`;
-// warnings (a vocab tp does not divide) are the compiler's to print.
+// weft-compile's stages through propagation, then its partition, folding,
+// regathering and overlapping; not its gradient buckets, which would pack
+// parameter-sized reductions of several layers into one. Errors become
+// `diagnostics`; warnings (a vocab tp does not divide) are the compiler's to
+// print.
 LogicalResult runThroughPartition(ModuleOp module,
                                   const TrainingPipelineOptions &options,
                                   std::string &diagnostics) {
@@ -130,6 +138,7 @@ LogicalResult runThroughPartition(ModuleOp module,
   pm.addPass(createWeftPartition());
   pm.addNestedPass<func::FuncOp>(createWeftFoldCollectives());
   pm.addNestedPass<func::FuncOp>(createWeftRegatherActivations());
+  pm.addNestedPass<func::FuncOp>(createWeftOverlapInputGradientReductions());
   ScopedDiagnosticHandler handler(module->getContext(), [&](Diagnostic &d) {
     if (d.getSeverity() == DiagnosticSeverity::Error)
       diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
@@ -223,7 +232,7 @@ bool tensorParallelCollectives(ModuleOp forward, int64_t tp, bool sp,
       c.elems /= double(batch);
     c.forward = isForward;
     c.regather = op.hasAttr(weft::attrname::kRegather);
-    if (c.regather && op.hasAttr(weft::attrname::kAsync))
+    if (op.hasAttr(weft::attrname::kAsync) && !c.forward)
       overlappedGemms(&op, batch, c);
     byLayer[layer].push_back(c);
   }

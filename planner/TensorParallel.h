@@ -37,9 +37,10 @@ struct TpCollective {
   struct Gemm {
     double rows = 0, n = 0, k = 0;
   };
-  /// An asynchronous regather (weft.async) runs under the matmuls it starts
-  /// before, the input gradients' (one per projection); none for a blocking
-  /// collective.
+  /// An asynchronous backward collective (weft.async) runs under the
+  /// matmuls between its start and its first reader: a regather under the
+  /// input gradients' (one per projection), an input gradient's all-reduce
+  /// under the weight gradients'. None for a blocking collective.
   std::vector<Gemm> overlaps;
 };
 

@@ -3,8 +3,10 @@
 
 For each published row: weft-plan's predicted TFLOP/s per GPU for the
 published layout (--fix tp, pp, full recompute, no ZeRO/SP, interleaved when
-pp > 1; micro-batch and virtual stages searched; --no-dp-overlap, as
-Megatron-LM 2021 did not overlap gradient all-reduce with backward), counted as the paper's eq. 3
+pp > 1; micro-batch and virtual stages searched; --no-dp-overlap and
+--no-tp-overlap, as Megatron-LM 2021 overlapped neither the gradient
+all-reduce nor the input gradient's tp all-reduce with the backward),
+counted as the paper's eq. 3
 F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) over the predicted step time; the
 error against the published figure (target +-15%); and whether weft's best
 unconstrained layout is predicted no slower. Then times the llama-3-70b /
@@ -49,10 +51,13 @@ def eq3(batch, layers, hidden):
 def plan(binary, tmp, config, gpus, batch, fix=None):
     # Megatron-LM 2021 ran attention as batched GEMMs and a fused softmax,
     # not a FlashAttention kernel: the a100-80g preset without its
-    # attention_efficiency; it did not overlap the gradient all-reduce, and
-    # held bf16 weights with an fp32 master copy (--master-weights).
+    # attention_efficiency; it overlapped neither the gradient all-reduce nor
+    # the input gradient's tp all-reduce (Apex's
+    # ColumnParallelLinearWithAsyncAllreduce came later in 2021), and held
+    # bf16 weights with an fp32 master copy (--master-weights).
     return run_plan(binary, tmp, config, a100(flash=False), gpus, batch, SEQ,
-                    fix, ["--no-dp-overlap", "--master-weights"])
+                    fix, ["--no-dp-overlap", "--no-tp-overlap",
+                          "--master-weights"])
 
 
 def main():

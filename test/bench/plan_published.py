@@ -207,6 +207,9 @@ def cases():
             # DeepSpeed's PipelineEngine turns the backward's all-reduce
             # off and reduces gradients after the schedule (ReduceGrads).
             no_overlap=True,
+            # Megatron-DeepSpeed leaves async_tensor_model_parallel_allreduce
+            # off (its arguments.py; deepspeedai/Megatron-DeepSpeed#447).
+            no_tp_overlap=True,
             seq=2048, fix=f"tp=4,pp=12,dp=8,mb={mb},zero=1,sp=0,"
                           "recompute=full,schedule=1f1b",
             published=batch * 2048 / secs / 384, how=f"{secs} s/iteration"))
@@ -270,6 +273,8 @@ def plan(binary, tmp, case):
     flags = ["--master-weights"]
     if case.get("no_overlap"):
         flags.append("--no-dp-overlap")
+    if case.get("no_tp_overlap"):
+        flags.append("--no-tp-overlap")
     if case.get("memory_unchecked"):
         flags.append("--memory-unchecked")
     return run_plan(binary, tmp, case["config"], case["cluster"], case["gpus"],

@@ -461,12 +461,31 @@ TEST(Search, TpLayoutsAreWeftsOwn) {
   const TpCollectives *tp8 = m.tensorParallel(8, false, error);
   ASSERT_NE(tp8, nullptr) << error;
   // Megatron: 2 all-reduces forward and 2 backward per layer, of b*s*h.
+  // The backward's start after their input gradients and run under the
+  // weight gradients (weft-overlap-input-gradient-reductions): [K, 4096] x
+  // [4096, 8192] (Llama's weights are [out, in]) with K the projection's
+  // output over tp, q's, k's and v's (8192 and 1024 over 8) and the MLP's
+  // gate and up (28672 over 8).
   ASSERT_EQ(tp8->layer.size(), 4u);
+  std::vector<std::multiset<double>> weightGradK;
   for (const TpCollective &c : tp8->layer) {
     EXPECT_EQ(c.kind, TpCollective::AllReduce);
     EXPECT_EQ(c.elems, 4096.0 * 8192.0);
     EXPECT_TRUE(c.perSequence);
+    if (c.forward) {
+      EXPECT_TRUE(c.overlaps.empty());
+      continue;
+    }
+    weightGradK.emplace_back();
+    for (const TpCollective::Gemm &g : c.overlaps) {
+      EXPECT_EQ(g.rows, 4096.0);
+      EXPECT_EQ(g.n, 8192.0);
+      weightGradK.back().insert(g.k);
+    }
   }
+  std::sort(weightGradK.begin(), weightGradK.end());
+  EXPECT_EQ(weightGradK, (std::vector<std::multiset<double>>{
+                             {128.0, 128.0, 1024.0}, {3584.0, 3584.0}}));
   const TpCollectives *sp8 = m.tensorParallel(8, true, error);
   ASSERT_NE(sp8, nullptr) << error;
   int rs = 0, ag = 0, forwardAg = 0;

@@ -75,6 +75,10 @@ static cl::opt<bool> noDpOverlapArg(
     cl::cat(planCategory), "no-dp-overlap",
     cl::desc(
         "gradient reduction does not overlap backward (Megatron-LM 2021)"));
+static cl::opt<bool> noTpOverlapArg(
+    cl::cat(planCategory), "no-tp-overlap",
+    cl::desc("the backward's tp collectives run blocking, under no GEMM "
+             "(Megatron-LM 2021, Megatron-DeepSpeed)"));
 static cl::opt<bool> masterWeightsArg(
     cl::cat(planCategory), "master-weights",
     cl::desc("count the training state as Megatron-LM, DeepSpeed and FSDP "
@@ -148,6 +152,7 @@ nlohmann::json toJson(const Estimate &e) {
           {"sequence_parallel", l.sequenceParallel},
           {"recompute", recomputeName(l.recompute)},
           {"dp_overlap", l.dpOverlap},
+          {"tp_overlap", l.tpOverlap},
           // Memory counted as a framework with master weights holds it
           // (--master-weights), not as weft does.
           {"master_weights", l.masterWeights},
@@ -367,6 +372,7 @@ int main(int argc, char **argv) {
   options.globalBatch = batchArg;
   options.tokens = tokensArg;
   options.dpOverlap = !noDpOverlapArg;
+  options.tpOverlap = !noTpOverlapArg;
   options.masterWeights = masterWeightsArg;
   options.memoryUnchecked = memoryUncheckedArg;
   std::string error;
