@@ -33,6 +33,11 @@ inline mlir::Operation *lossOp(mlir::Block &body) {
                                           : nullptr;
 }
 
+/// lossOp of a function's body; null for an external function.
+inline mlir::Operation *lossOp(mlir::func::FuncOp fn) {
+  return fn.isExternal() ? nullptr : lossOp(fn.getBody().front());
+}
+
 } // namespace weft
 
 #endif // WEFT_PASSES_MODEL_RETURNEDLOSS_H

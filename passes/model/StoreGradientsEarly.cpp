@@ -33,15 +33,11 @@ namespace an = weft::attrname;
 struct StoreGradientsEarly
     : weft::impl::WeftStoreGradientsEarlyBase<StoreGradientsEarly> {
   void runOnOperation() override {
-    func::FuncOp fn = getOperation();
-    if (fn.isExternal())
-      return;
-    Block &body = fn.getBody().front();
-    Operation *lossOp = weft::lossOp(body);
+    Operation *lossOp = weft::lossOp(getOperation());
     if (!lossOp)
       return;
     SmallVector<ParamGradOp> stores;
-    for (Operation &op : body)
+    for (Operation &op : *lossOp->getBlock())
       if (auto store = dyn_cast<ParamGradOp>(op))
         stores.push_back(store);
     for (ParamGradOp store : stores)

@@ -60,15 +60,11 @@ struct OverlapInputGradientReductions
     : weft::impl::WeftOverlapInputGradientReductionsBase<
           OverlapInputGradientReductions> {
   void runOnOperation() override {
-    func::FuncOp fn = getOperation();
-    if (fn.isExternal())
-      return;
-    Block &body = fn.getBody().front();
-    Operation *lossOp = weft::lossOp(body);
+    Operation *lossOp = weft::lossOp(getOperation());
     if (!lossOp)
       return;
     SmallVector<AllReduceOp> reductions;
-    for (Operation &op : body)
+    for (Operation &op : *lossOp->getBlock())
       if (auto reduce = dyn_cast<AllReduceOp>(op);
           reduce && lossOp->isBeforeInBlock(reduce) &&
           !reduce->hasAttr(attrname::kAsync) &&

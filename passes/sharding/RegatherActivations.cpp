@@ -94,17 +94,13 @@ struct RegatherActivations
   using WeftRegatherActivationsBase::WeftRegatherActivationsBase;
 
   void runOnOperation() override {
-    func::FuncOp fn = getOperation();
-    if (fn.isExternal())
-      return;
-    Block &body = fn.getBody().front();
     // The forward ends with the loss; a forward-only function has no
     // backward.
-    Operation *lossOp = weft::lossOp(body);
+    Operation *lossOp = weft::lossOp(getOperation());
     if (!lossOp)
       return;
     SmallVector<AllGatherOp> gathers;
-    for (Operation &op : body) {
+    for (Operation &op : *lossOp->getBlock()) {
       if (&op == lossOp)
         break;
       if (auto g = dyn_cast<AllGatherOp>(op))
