@@ -447,6 +447,35 @@ TEST(ContextParallel, TheSearchChoosesTheVariantAndFixHoldsIt) {
                    "'p2p'");
 }
 
+// The GEMMs each of `layer`'s collectives runs under (TensorParallel.h):
+// those `overlapped` picks run under GEMMs of 4096 rows per sequence and
+// 8192 columns, and give their inner dims (one set per collective, in
+// order); the others run under none.
+template <typename Pick>
+std::vector<std::multiset<double>>
+overlappedInnerDims(const std::vector<TpCollective> &layer, Pick overlapped) {
+  std::vector<std::multiset<double>> dims;
+  for (const TpCollective &c : layer) {
+    if (!overlapped(c)) {
+      EXPECT_TRUE(c.overlaps.empty());
+      continue;
+    }
+    dims.emplace_back();
+    for (const TpCollective::Gemm &g : c.overlaps) {
+      EXPECT_EQ(g.rows, 4096.0);
+      EXPECT_EQ(g.n, 8192.0);
+      dims.back().insert(g.k);
+    }
+  }
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
+// Llama 3 70B's projections of one layer's input over tp=8: q, k and v
+// (8192, 1024 and 1024 over 8), the MLP's gate and up (28672 over 8).
+const std::vector<std::multiset<double>> Llama70BProjectionsOverTp8 = {
+    {128.0, 128.0, 1024.0}, {3584.0, 3584.0}};
+
 // The planner asks weft's own passes which tp layouts exist and what they
 // send: a split weft refuses is no candidate, and the bytes are the
 // partitioned IR's.
@@ -463,29 +492,17 @@ TEST(Search, TpLayoutsAreWeftsOwn) {
   // Megatron: 2 all-reduces forward and 2 backward per layer, of b*s*h.
   // The backward's start after their input gradients and run under the
   // weight gradients (weft-overlap-input-gradient-reductions): [K, 4096] x
-  // [4096, 8192] (Llama's weights are [out, in]) with K the projection's
-  // output over tp, q's, k's and v's (8192 and 1024 over 8) and the MLP's
-  // gate and up (28672 over 8).
+  // [4096, 8192] (Llama's weights are [out, in]), K each projection's
+  // output over tp.
   ASSERT_EQ(tp8->layer.size(), 4u);
-  std::vector<std::multiset<double>> weightGradK;
   for (const TpCollective &c : tp8->layer) {
     EXPECT_EQ(c.kind, TpCollective::AllReduce);
     EXPECT_EQ(c.elems, 4096.0 * 8192.0);
     EXPECT_TRUE(c.perSequence);
-    if (c.forward) {
-      EXPECT_TRUE(c.overlaps.empty());
-      continue;
-    }
-    weightGradK.emplace_back();
-    for (const TpCollective::Gemm &g : c.overlaps) {
-      EXPECT_EQ(g.rows, 4096.0);
-      EXPECT_EQ(g.n, 8192.0);
-      weightGradK.back().insert(g.k);
-    }
   }
-  std::sort(weightGradK.begin(), weightGradK.end());
-  EXPECT_EQ(weightGradK, (std::vector<std::multiset<double>>{
-                             {128.0, 128.0, 1024.0}, {3584.0, 3584.0}}));
+  EXPECT_EQ(overlappedInnerDims(
+                tp8->layer, [](const TpCollective &c) { return !c.forward; }),
+            Llama70BProjectionsOverTp8);
   const TpCollectives *sp8 = m.tensorParallel(8, true, error);
   ASSERT_NE(sp8, nullptr) << error;
   int rs = 0, ag = 0, forwardAg = 0;
@@ -501,26 +518,11 @@ TEST(Search, TpLayoutsAreWeftsOwn) {
   EXPECT_EQ(ag, 6);
   EXPECT_EQ(forwardAg, 2);
   // Each of those starts before the input gradients' matmuls ahead of the
-  // weight gradients (weft.async) and runs under them: the planner reads
-  // their local shapes per sequence, [4096, K] x [K, 8192] with K a
-  // projection's output over tp: the attention's q, k and v (8192, 1024
-  // and 1024 over 8), the MLP's gate and up (28672 over 8).
-  std::vector<std::multiset<double>> overlapK;
-  for (const TpCollective &c : sp8->layer) {
-    if (!c.regather) {
-      EXPECT_TRUE(c.overlaps.empty());
-      continue;
-    }
-    overlapK.emplace_back();
-    for (const TpCollective::Gemm &g : c.overlaps) {
-      EXPECT_EQ(g.rows, 4096.0);
-      EXPECT_EQ(g.n, 8192.0);
-      overlapK.back().insert(g.k);
-    }
-  }
-  std::sort(overlapK.begin(), overlapK.end());
-  EXPECT_EQ(overlapK, (std::vector<std::multiset<double>>{
-                          {128.0, 128.0, 1024.0}, {3584.0, 3584.0}}));
+  // weight gradients (weft.async) and runs under them: [4096, K] x [K,
+  // 8192], K each projection's output over tp.
+  EXPECT_EQ(overlappedInnerDims(
+                sp8->layer, [](const TpCollective &c) { return c.regather; }),
+            Llama70BProjectionsOverTp8);
 }
 
 // Llama 3 405B on 2,048 H100s, tp=8 and pp=16 under `schedule`.
