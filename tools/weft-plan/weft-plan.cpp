@@ -16,6 +16,9 @@
 #include "passes/ToolDiagnostics.h"
 #include "passes/TrainingFlags.h"
 #include "planner/Search.h"
+#ifdef WEFT_HAVE_BLAS_CORE
+#include "runtime/cpu/kernels/BlasCore.h"
+#endif
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -313,6 +316,12 @@ int calibrate() {
   if (outputArg.empty())
     return fail("--calibrate needs -o FILE");
   std::string log;
+#ifdef WEFT_HAVE_BLAS_CORE
+  for (const std::string &note :
+       {weft::cpu::blasRestartNote(), weft::cpu::blasKernelWarning()})
+    if (!note.empty())
+      log += note + "\n";
+#endif
   Hardware hw = calibrateLocal(log);
   std::cerr << log;
   std::ofstream out(outputArg);
@@ -329,8 +338,13 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "weft-plan: layouts for a model on a cluster, "
                               "ranked by predicted step time\n");
-  if (calibrateArg)
+  if (calibrateArg) {
+#ifdef WEFT_HAVE_BLAS_CORE
+    // The sgemm it times must be the one weft-run gets (BlasCore.h).
+    weft::cpu::restartWithRightBlasKernels(argv);
+#endif
     return calibrate();
+  }
   if (modelArg.empty())
     return fail("no model: give a preset, a config.json, an .onnx or a "
                 "forward .mlir file");
