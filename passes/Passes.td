@@ -220,23 +220,22 @@ def WeftRegatherActivations
 
 def WeftOverlapInputGradientReductions
     : Pass<"weft-overlap-input-gradient-reductions", "mlir::func::FuncOp"> {
-  let summary = "Starts each input gradient's all-reduce right after its matmul, asynchronously";
+  let summary = "Starts each input gradient's tp reduction right after its matmul, asynchronously";
   let description = [{
     Under tensor parallelism a column-parallel matmul's input gradient is a
-    partial sum over tp, all-reduced before the norm's gradient reads it.
+    partial sum over tp, all-reduced (reduce-scattered along the sequence
+    under sequence parallelism) before the norm's gradient reads it.
     Autodiff makes the weight gradient's matmul between the two, and the
-    all-reduce waited for it. This pass moves each all-reduce of an input
-    gradient in the backward (the matmul that makes it, or the adds that
-    join several: Llama's q, k and v) right after it, moves the weight
-    gradients' matmuls made in between (read by nothing before it) after
-    it, and marks it `weft.async`: it completes at its first reader, so it
-    runs under the weight gradients' GEMMs, as Megatron's
-    LinearWithGradAccumulationAndAsyncCommunication overlaps it
-    (`allreduce_dgrad`). One with no weight gradient to run under stays as
-    it is, and so do a parameter's gradient's (weft-bucket-gradients
-    buckets those) and the forward's. Sequence parallelism's
-    reduce-scatter is not moved: the program format has no asynchronous
-    reduce-scatter.
+    reduction waited for it. This pass moves each all-reduce or
+    reduce-scatter of an input gradient in the backward (the matmul that
+    makes it, or the adds that join several: Llama's q, k and v) right
+    after it, moves the weight gradients' matmuls made in between (read by
+    nothing before it) after it, and marks it `weft.async`: it completes at
+    its first reader, so it runs under the weight gradients' GEMMs, as
+    Megatron's LinearWithGradAccumulationAndAsyncCommunication overlaps it
+    (`allreduce_dgrad`, and the reduce-scatter under SP). One with no
+    weight gradient to run under stays as it is, and so do a parameter's
+    gradient's (weft-bucket-gradients buckets those) and the forward's.
 
     ```mlir
     %dx = weft.matmul %dy, %w {transpose_b = true} : ...

@@ -817,10 +817,11 @@ Status parseInstruction(const json &J, size_t I, Instruction &Inst) {
       Op.compare(Op.size() - Start.size(), Start.size(), Start) == 0) {
     Op.resize(Op.size() - Start.size());
     Inst.Attrs.Async = true;
-    if (Op != "all_reduce" && Op != "all_gather" && Op != "ring_shift")
+    if (Op != "all_reduce" && Op != "all_gather" && Op != "reduce_scatter" &&
+        Op != "ring_shift")
       return Status::error("unknown op '" + Op + Start + "' in " + Ctx +
-                           " (only all_reduce, all_gather and ring_shift "
-                           "start asynchronously)");
+                           " (only all_reduce, all_gather, reduce_scatter and "
+                           "ring_shift start asynchronously)");
   }
   if (!parseOpName(Op, Inst.Op))
     return Status::error("unknown op '" + Op + "' in " + Ctx);

@@ -102,8 +102,9 @@ enum class OpKind {
   // y += x (format version 3): gradients summed over micro-batches.
   Accumulate,
   // Completes the asynchronous collective that writes in[0] (format version
-  // 3). An asynchronous collective is written all_reduce_start or
-  // all_gather_start and held as AllReduce or AllGather with Attrs.Async.
+  // 3). An asynchronous collective is written all_reduce_start,
+  // all_gather_start or reduce_scatter_start and held as AllReduce,
+  // AllGather or ReduceScatter with Attrs.Async.
   Wait,
   // Moves the blocks of dim `dim` (one per rank of `axes`) to the front, so a
   // collective along an inner dim runs on contiguous blocks (format 3).
@@ -172,8 +173,8 @@ inline bool isMseLoss(OpKind K) {
 bool isCollective(OpKind K);
 const char *opName(OpKind K);
 struct Instruction;
-/// The op's name as the file spells it: all_reduce_start and
-/// all_gather_start for the asynchronous forms.
+/// The op's name as the file spells it: all_reduce_start, all_gather_start
+/// and reduce_scatter_start for the asynchronous forms.
 std::string instructionName(const Instruction &I);
 /// A transfer action as messages write it: "send buffers[B] to stage P" or
 /// "recv buffers[B] from stage P".

@@ -696,9 +696,9 @@ Status InstChecker::run() {
                   std::to_string(I.Out[K]) + " out of range [0, " +
                   std::to_string(P.Buffers.size()) + ")");
   if (I.Attrs.Async && I.Op != OpKind::AllReduce && I.Op != OpKind::AllGather &&
-      I.Op != OpKind::RingShift)
-    return fail("attrs.async is only allowed on all_reduce, all_gather and "
-                "ring_shift");
+      I.Op != OpKind::ReduceScatter && I.Op != OpKind::RingShift)
+    return fail("attrs.async is only allowed on all_reduce, all_gather, "
+                "reduce_scatter and ring_shift");
   // A gradient stored unreduced (ZeRO-1) is read only by the reduction over
   // the axes it is partial over: anything else would use a partial sum.
   for (size_t K = 0; K < I.In.size(); ++K) {

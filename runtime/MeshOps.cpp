@@ -17,8 +17,9 @@
 // dim with only size-1 dims before it): the program block_transposes data
 // along an inner dim itself.
 //
-// all_reduce_start and all_gather_start only start
-// (Communicator::iallReduce, iallGather); the compiler's `wait` on their
+// all_reduce_start, all_gather_start and reduce_scatter_start only start
+// (Communicator::iallReduce, iallGather, ireduceScatter); the compiler's
+// `wait` on their
 // output completes them (the loader has checked that nothing touches their
 // buffers in between and that each is waited for in its fragment). After
 // every instruction the pending ones are tested: with a single-threaded rank
@@ -168,7 +169,7 @@ Status Executor::planMeshSteps() {
       S.AcrossBytes = Sent.Across;
       // Validated: along dim 0 or with only size-1 dims before it, so the
       // blocks are contiguous (the program block_transposes otherwise).
-      if (BI.Op == OpKind::AllGather && A.Async && AsyncOn)
+      if (A.Async && AsyncOn)
         WEFT_RETURN_IF_ERROR(Reserve(X));
       break;
     }
@@ -374,6 +375,14 @@ Status Executor::runCollective(size_t K) {
     }
     return Comm->allGather(G, X.Data, Y.Data, size_t(X.Numel), T, *Q);
   case OpKind::ReduceScatter:
+    if (S.Request >= 0) {
+      CommRequest &R = Requests[size_t(S.Request)];
+      WEFT_RETURN_IF_ERROR(
+          Comm->ireduceScatter(G, X.Data, Y.Data, size_t(Y.Numel), T, *Q, R));
+      if (R.Active)
+        startedAsync(K);
+      return Status::success();
+    }
     return Comm->reduceScatter(G, X.Data, Y.Data, size_t(Y.Numel), T, *Q);
   case OpKind::AllToAll: {
     // Posted together (startTransfers), so no pair of ranks can deadlock

@@ -813,20 +813,18 @@ private:
     auto transpose = [&](int64_t in, int64_t out, bool inverse) {
       pushBlockTranspose(in, out, axes, dim, inverse);
     };
+    const bool async = op.hasAttr(weft::attrname::kAsync);
     auto collective = [&](int64_t in, int64_t out) {
       pushInstruction(json::Object{
-          {"op", gather ? "all_gather" : "reduce_scatter"},
+          {"op", std::string(gather ? "all_gather" : "reduce_scatter") +
+                     (async ? "_start" : "")},
           {"in", json::Array{in}},
           {"out", json::Array{out}},
           {"attrs", json::Object{{"axes", json::Array(axes)}, {"dim", 0}}}});
     };
-    if (gather && op.hasAttr(weft::attrname::kAsync)) {
+    if (gather && async) {
       // Started along dim 0 (asynchronous there); its transpose waits.
-      pushInstruction(json::Object{
-          {"op", "all_gather_start"},
-          {"in", json::Array{x}},
-          {"out", json::Array{blocks}},
-          {"attrs", json::Object{{"axes", json::Array(axes)}, {"dim", 0}}}});
+      collective(x, blocks);
       deferred.push_back({blocks, y, std::move(axes), dim});
     } else if (gather) {
       collective(x, blocks);

@@ -121,7 +121,7 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
         last = std::max(last, index.lookup(body.findAncestorOpInBlock(*user)));
         // An asynchronous collective reads its input until its result is
         // first used (docs/program-format.md): keep the input's bytes alive.
-        if (isa<AllReduceOp, AllGatherOp, RingShiftOp>(user) &&
+        if (isa<AllReduceOp, AllGatherOp, ReduceScatterOp, RingShiftOp>(user) &&
             user->hasAttr(weft::attrname::kAsync))
           last = std::max(last, lastUse(user->getResult(0)));
       }

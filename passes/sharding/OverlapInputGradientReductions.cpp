@@ -21,7 +21,7 @@ using namespace mlir;
 using namespace weft;
 
 namespace {
-// The input gradient an all-reduce sums: the backward matmuls that make it
+// The input gradient a reduction sums: the backward matmuls that make it
 // and the adds that join them (Llama's q, k and v projections give three
 // matmuls and two adds), into `tree`; false where the reduced value is
 // something else.
@@ -41,7 +41,7 @@ bool inputGradientTree(Value v, Operation *lossOp,
 // The weight gradients' matmuls among `tree`'s ops, before `reduce`: read by
 // nothing before it, so they can run after it.
 SmallVector<Operation *>
-weightGradients(AllReduceOp reduce, const SmallPtrSetImpl<Operation *> &tree) {
+weightGradients(Operation *reduce, const SmallPtrSetImpl<Operation *> &tree) {
   Operation *first = reduce;
   for (Operation *op : tree)
     if (op->isBeforeInBlock(first))
@@ -63,24 +63,25 @@ struct OverlapInputGradientReductions
     Operation *lossOp = weft::lossOp(getOperation());
     if (!lossOp)
       return;
-    SmallVector<AllReduceOp> reductions;
+    // An all-reduce, or sequence parallelism's reduce-scatter.
+    SmallVector<Operation *> reductions;
     for (Operation &op : *lossOp->getBlock())
-      if (auto reduce = dyn_cast<AllReduceOp>(op);
-          reduce && lossOp->isBeforeInBlock(reduce) &&
-          !reduce->hasAttr(attrname::kAsync) &&
-          !reduce->hasAttr(attrname::kFragment) &&
-          llvm::none_of(reduce->getUsers(),
+      if (isa<AllReduceOp, ReduceScatterOp>(op) &&
+          lossOp->isBeforeInBlock(&op) && !op.hasAttr(attrname::kAsync) &&
+          !op.hasAttr(attrname::kFragment) &&
+          llvm::none_of(op.getUsers(),
                         [](Operation *u) { return isa<ParamGradOp>(u); }))
-        reductions.push_back(reduce);
+        reductions.push_back(&op);
     OpBuilder b(&getContext());
-    for (AllReduceOp reduce : reductions) {
+    for (Operation *reduce : reductions) {
+      Value reduced = reduce->getOperand(0);
       SmallPtrSet<Operation *, 8> tree;
-      if (!inputGradientTree(reduce.getX(), lossOp, tree))
+      if (!inputGradientTree(reduced, lossOp, tree))
         continue;
       SmallVector<Operation *> later = weightGradients(reduce, tree);
       if (later.empty())
         continue; // nothing to run under it
-      reduce->moveAfter(reduce.getX().getDefiningOp());
+      reduce->moveAfter(reduced.getDefiningOp());
       Operation *after = reduce;
       for (Operation *op : later) {
         op->moveAfter(after);

@@ -136,6 +136,15 @@ public:
   /// (G.Size * Count elements).
   virtual Status reduceScatter(const CommGroup &G, const void *Send, void *Recv,
                                size_t Count, DType T, Queue &Q) = 0;
+  /// Starts reduceScatter; the rules of iallReduce apply. A communicator
+  /// without a nonblocking one runs it here and completes it at its start
+  /// (R stays inactive).
+  virtual Status ireduceScatter(const CommGroup &G, const void *Send,
+                                void *Recv, size_t Count, DType T, Queue &Q,
+                                CommRequest &R) {
+    R.Active = false;
+    return reduceScatter(G, Send, Recv, Count, T, Q);
+  }
   virtual Status broadcast(const CommGroup &G, void *Buf, size_t Count, DType T,
                            int Root, Queue &Q) = 0;
   /// Recv (on Root only) = Σ over the group of Send.

@@ -409,6 +409,40 @@ public:
                                           comm(G)),
                  "MPI_Reduce_scatter_block");
   }
+  // Through shared memory or the hierarchical path it runs here, to the end
+  // (as iallReduce's shared-memory path); else MPI_Ireduce_scatter_block,
+  // progressed by test().
+  Status ireduceScatter(const CommGroup &G, const void *Send, void *Recv,
+                        size_t Count, DType T, Queue &Q,
+                        CommRequest &R) override {
+    const char *Call = "MPI_Ireduce_scatter_block";
+    WEFT_RETURN_IF_ERROR(hostReady(Q, Call));
+    if (R.Active)
+      return Status::error(std::string(Call) +
+                           ": the request is still in flight (wait for it "
+                           "before starting it again)");
+    MpiRequestState &St = requestState(R);
+    St.HierOwner = nullptr;
+    const size_t Bytes = size_t(G.Size) * Count * dtypeBytes(T);
+    ShmCollectives *Shm = nullptr;
+    if (!hierFor("reduce_scatter", G, Bytes))
+      WEFT_RETURN_IF_ERROR(shmFor("reduce_scatter", G, Bytes, T, true, Shm));
+    if (hierFor("reduce_scatter", G, Bytes) || Shm) {
+      R.Active = false;
+      return reduceScatter(G, Send, Recv, Count, T, Q);
+    }
+    WEFT_RETURN_IF_ERROR(countFits(Count, Call));
+    if (St.Handles.empty())
+      St.Handles.resize(1, MPI_REQUEST_NULL);
+    St.Started = 0;
+    WEFT_RETURN_IF_ERROR(check(
+        MPI_Ireduce_scatter_block(Send, Recv, int(Count), mpi::datatype(T),
+                                  mpi::sumOp(T), comm(G), &St.Handles[0]),
+        Call));
+    St.Started = 1;
+    R.Active = true;
+    return Status::success();
+  }
   Status broadcast(const CommGroup &G, void *Buf, size_t Count, DType T,
                    int Root, Queue &Q) override {
     WEFT_RETURN_IF_ERROR(hostReady(Q, "MPI_Bcast"));

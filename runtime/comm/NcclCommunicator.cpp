@@ -335,6 +335,26 @@ public:
                               E.Type, Rec->Comm, CommStream),
                 Call, CommStream));
   }
+  Status ireduceScatter(const CommGroup &G, const void *Send, void *Recv,
+                        size_t Count, DType T, Queue &Q,
+                        CommRequest &R) override {
+    const char *Call = "ncclReduceScatter";
+    const NcclGroup *Rec = nullptr;
+    NcclRequestState *St = nullptr;
+    WEFT_RETURN_IF_ERROR(startable(G, R, Call, Rec, St));
+    if (Q.hostMemory())
+      return forwarded(R, *St,
+                       Bootstrap->ireduceScatter(*Rec->Boot, Send, Recv, Count,
+                                                 T, Q, St->Inner));
+    Enqueue E;
+    WEFT_RETURN_IF_ERROR(prepare(Q, T, Count, size_t(G.Size), Call, E));
+    WEFT_RETURN_IF_ERROR(beginAsync(E, *St, Call));
+    return endAsync(R, *St, Rec->Comm, Call,
+                    settled(Rec,
+                            ncclReduceScatter(Send, Recv, Count, E.Type,
+                                              ncclSum, Rec->Comm, CommStream),
+                            Call, CommStream));
+  }
   Status startTransfers(const CommGroup &G, const std::vector<Transfer> &Ops,
                         Queue &Q, CommRequest &R) override {
     const char *Call = "transfers";

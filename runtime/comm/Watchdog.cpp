@@ -140,6 +140,12 @@ public:
     Scope S(*this, ReduceScatter, G);
     return Inner->reduceScatter(G, Send, Recv, Count, T, Q);
   }
+  Status ireduceScatter(const CommGroup &G, const void *Send, void *Recv,
+                        size_t Count, DType T, Queue &Q,
+                        CommRequest &R) override {
+    noteRequest(R, "reduce-scatter", G);
+    return Inner->ireduceScatter(G, Send, Recv, Count, T, Q, R);
+  }
   Status broadcast(const CommGroup &G, void *Buf, size_t Count, DType T,
                    int Root, Queue &Q) override {
     Scope S(*this, Broadcast, G);

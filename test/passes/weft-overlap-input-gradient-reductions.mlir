@@ -30,6 +30,31 @@ func.func @column_parallel(%x: tensor<2x4x8xf32>, %targets: tensor<2x4xi32>, %dy
 
 // -----
 
+// Sequence parallelism: the input gradient is reduce-scattered over tp
+// along the sequence instead; the same move.
+// CHECK-LABEL: func @sequence_parallel
+// CHECK:       weft.cross_entropy
+// CHECK-NEXT:  %[[DX:.*]] = weft.matmul %{{.*}}, %{{.*}} {transpose_b = true}
+// CHECK-NEXT:  %[[R:.*]] = weft.reduce_scatter %[[DX]] {axes = ["tp"], dim = 1 : i64, weft.async}
+// CHECK-NEXT:  weft.matmul %{{.*}}, %{{.*}} {transpose_a = true}
+// CHECK-NEXT:  weft.rms_norm_grad %[[R]]
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+func.func @sequence_parallel(%x: tensor<2x4x8xf32>, %xs: tensor<2x2x8xf32>, %targets: tensor<2x4xi32>, %dy: tensor<2x4x4xf32>) -> tensor<f32> {
+  %w = weft.param "w" {init = "zeros"} : tensor<8x4xf32>
+  %g = weft.param "g" {init = "ones"} : tensor<8xf32>
+  %y = weft.matmul %x, %w : (tensor<2x4x8xf32>, tensor<8x4xf32>) -> tensor<2x4x4xf32>
+  %l = weft.cross_entropy %y, %targets {denominator = 8 : i64} : (tensor<2x4x4xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %dx = weft.matmul %dy, %w {transpose_b = true} : (tensor<2x4x4xf32>, tensor<8x4xf32>) -> tensor<2x4x8xf32>
+  %dw = weft.matmul %x, %dy {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>) -> tensor<8x4xf32>
+  %r = weft.reduce_scatter %dx {axes = ["tp"], dim = 1 : i64} : (tensor<2x4x8xf32>) -> tensor<2x2x8xf32>
+  %dn:2 = weft.rms_norm_grad %r, %xs, %g {eps = 1.0e-5} : (tensor<2x2x8xf32>, tensor<2x2x8xf32>, tensor<8xf32>) -> (tensor<2x2x8xf32>, tensor<8xf32>)
+  weft.param_grad "w", %dw : tensor<8x4xf32>
+  weft.param_grad "g", %dn#1 : tensor<8xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Two projections of one input (Llama's k and q): autodiff makes k's input
 // and weight gradients, then q's, then their sum. The all-reduce of the sum
 // moves right after it, and both weight gradients after the all-reduce.

@@ -6,11 +6,13 @@
 // In the program (gpt-tiny, tp=2, sequence parallel, batch 2): the
 // sequence dim is not the outer one, so each second gather runs along dim 0
 // into scratch blocks, and a block_transpose puts the sequence together.
-// It starts before the input gradient's matmul and is waited for right
-// before that transpose, which the weight gradient reads; the input
-// gradient's reduce-scatter follows. First the LM head's input (the final
-// norm's output; the tied head's input gradient reads the table as it is),
-// then the last layer's fc1 input.
+// It starts before the input gradient's matmul and is waited for, with its
+// transpose, before the next instruction that needs the scratch blocks:
+// the input gradient's own transpose for its reduce-scatter, which then
+// runs under the weight gradient (weft-overlap-input-gradient-reductions).
+// First the LM head's input (the final norm's output; the tied head's
+// input gradient reads the table as it is), then the last layer's fc1
+// input.
 // PROGRAM:      all_gather_start  in={{.*}} out=[[[B0:[0-9]+]]]  axes=[tp]  dim=0  : [2,8,64] -> [4,8,64]
 // PROGRAM-NEXT: matmul  in={{.*}}  : [2,16,128] x [128,64] -> [2,16,64]
 // PROGRAM-NEXT: wait  in=[[[B0]]]
@@ -18,9 +20,11 @@
 // PROGRAM-NEXT: matmul  in={{.*}} out=[[[DX:[0-9]+]]]  transpose_b=true
 // PROGRAM-NEXT: wait  in=[[[B]]]
 // PROGRAM-NEXT: block_transpose  in=[[[B]]] out=[[[G:[0-9]+]]]  axes=[tp]
+// PROGRAM-NEXT: block_transpose  in=[[[DX]]] out=[[[S:[0-9]+]]]
+// PROGRAM-NEXT: reduce_scatter_start  in=[[[S]]] out=[[[R:[0-9]+]]]
 // PROGRAM-NEXT: matmul  in=[[[G]],{{[0-9]+}}] out={{.*}}  transpose_a=true
-// PROGRAM-NEXT: block_transpose  in=[[[DX]]]
-// PROGRAM-NEXT: reduce_scatter
+// PROGRAM-NEXT: wait  in=[[[R]]]
+// PROGRAM-NEXT: layer_norm_grad  in=[[[R]],
 
 // Sequence parallelism: the input of a column-parallel matmul is gathered
 // over tp. The forward's matmul reads the gathered copy; the backward's

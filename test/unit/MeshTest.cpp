@@ -588,8 +588,8 @@ TEST(AsyncAllReduce, LoaderRefusesAsyncElsewhereOrAsAnAttribute) {
   Bad["instructions"][3]["attrs"]["async"] = true; // fill_start
   EXPECT_NE(
       loadError(Bad).find("unknown op 'fill_start' in instructions[4] "
-                          "(only all_reduce, all_gather and ring_shift start "
-                          "asynchronously)"),
+                          "(only all_reduce, all_gather, reduce_scatter and "
+                          "ring_shift start asynchronously)"),
       std::string::npos)
       << loadError(Bad);
   Bad = J;
