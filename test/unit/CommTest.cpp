@@ -616,6 +616,43 @@ TEST(Comm, NonblockingAllGather) {
   }
 }
 
+// ireduceScatter: rank r's chunk of the sum. Over MPI (the
+// comm-mpirun-np2-no-shm test) it is in flight until tested or waited for;
+// through shared memory it completes at its start.
+TEST(Comm, NonblockingReduceScatter) {
+  NEED_RANKS(0);
+  const int N = World->size(), R = World->rank();
+  const CommGroup &G = worldGroup();
+  const int64_t Count = 300000;
+  std::vector<float> X(size_t(N * Count)), Y(size_t(Count), -1);
+  for (int64_t I = 0; I < N * Count; ++I)
+    X[size_t(I)] = float((R + 1) * (I % 997));
+  CommRequest Req;
+  ASSERT_TRUE(World->reserveRequest(Req, Count, DType::F32).ok());
+  for (int Round = 0; Round < 2; ++Round) {
+    std::fill(Y.begin(), Y.end(), -1.0f);
+    ASSERT_TRUE(World
+                    ->ireduceScatter(G, X.data(), Y.data(), Count, DType::F32,
+                                     hostQueue(), Req)
+                    .ok());
+    if (std::getenv("WEFT_NO_SHM"))
+      EXPECT_TRUE(Req.Active);
+    if (Round == 0) {
+      bool Done = false;
+      while (!Done)
+        ASSERT_TRUE(World->test(Req, Done).ok());
+    } else {
+      ASSERT_TRUE(World->wait(Req, hostQueue()).ok());
+    }
+    EXPECT_FALSE(Req.Active);
+    // Sum over ranks of (q + 1) * (i % 997) = N (N + 1) / 2 * (i % 997).
+    for (int64_t I = 0; I < Count; ++I)
+      ASSERT_EQ(Y[size_t(I)],
+                float(N * (N + 1) / 2) * float((R * Count + I) % 997))
+          << "round " << Round << " element " << I;
+  }
+}
+
 TEST(Comm, SubCommunicatorsOf2x2) {
   NEED_RANKS(4);
   const Mesh M{{"dp", "tp"}, {2, 2}};
