@@ -447,19 +447,19 @@ TEST(ContextParallel, TheSearchChoosesTheVariantAndFixHoldsIt) {
                    "'p2p'");
 }
 
-// The GEMMs each of `layer`'s collectives runs under (TensorParallel.h):
-// those `overlapped` picks run under GEMMs of 4096 rows per sequence and
-// 8192 columns, and give their inner dims (one set per collective, in
-// order); the others run under none.
+// The GEMMs each of `layer`'s collectives that `overlapped` picks runs
+// under (TensorParallel.h): GEMMs of 4096 rows per sequence and 8192
+// columns; their inner dims, one set per collective, in order. The
+// forward's collectives run under none.
 template <typename Pick>
 std::vector<std::multiset<double>>
 overlappedInnerDims(const std::vector<TpCollective> &layer, Pick overlapped) {
   std::vector<std::multiset<double>> dims;
   for (const TpCollective &c : layer) {
-    if (!overlapped(c)) {
+    if (c.forward)
       EXPECT_TRUE(c.overlaps.empty());
+    if (!overlapped(c))
       continue;
-    }
     dims.emplace_back();
     for (const TpCollective::Gemm &g : c.overlaps) {
       EXPECT_EQ(g.rows, 4096.0);
@@ -519,9 +519,18 @@ TEST(Search, TpLayoutsAreWeftsOwn) {
   EXPECT_EQ(forwardAg, 2);
   // Each of those starts before the input gradients' matmuls ahead of the
   // weight gradients (weft.async) and runs under them: [4096, K] x [K,
-  // 8192], K each projection's output over tp.
+  // 8192], K each projection's output over tp. The input gradients'
+  // reduce-scatters run under the weight gradients, as the all-reduces
+  // above.
   EXPECT_EQ(overlappedInnerDims(
                 sp8->layer, [](const TpCollective &c) { return c.regather; }),
+            Llama70BProjectionsOverTp8);
+  EXPECT_EQ(overlappedInnerDims(sp8->layer,
+                                [](const TpCollective &c) {
+                                  return c.kind ==
+                                             TpCollective::ReduceScatter &&
+                                         !c.forward;
+                                }),
             Llama70BProjectionsOverTp8);
 }
 
