@@ -480,6 +480,18 @@ TEST(Comm, Bf16SumsAddInF32AndRound) {
   EXPECT_NE(bf16ToFloat(Sum), 0.0f);
 }
 
+// Completes Req by testing alone (round 0) or by waiting (later rounds).
+void complete(CommRequest &Req, int Round) {
+  if (Round == 0) {
+    bool Done = false;
+    while (!Done)
+      ASSERT_TRUE(World->test(Req, Done).ok());
+  } else {
+    ASSERT_TRUE(World->wait(Req, hostQueue()).ok());
+  }
+  EXPECT_FALSE(Req.Active);
+}
+
 TEST(Comm, NonblockingAllReduceInChunks) {
   NEED_RANKS(0);
   const int N = World->size(), R = World->rank();
@@ -507,15 +519,7 @@ TEST(Comm, NonblockingAllReduceInChunks) {
                                        hostQueue(), Req);
       EXPECT_FALSE(Again.ok());
     }
-    if (Round == 0) {
-      // Complete by testing only.
-      bool Done = false;
-      while (!Done)
-        ASSERT_TRUE(World->test(Req, Done).ok());
-    } else {
-      ASSERT_TRUE(World->wait(Req, hostQueue()).ok());
-    }
-    EXPECT_FALSE(Req.Active);
+    complete(Req, Round);
     for (int64_t I = 0; I < Count; ++I)
       ASSERT_EQ(Y[I], float(N * (N + 1) / 2 * (I % 1000))) << I;
   }
@@ -601,14 +605,7 @@ TEST(Comm, NonblockingAllGather) {
         World
             ->iallGather(G, Send, Y.data(), Count, DType::F32, hostQueue(), Req)
             .ok());
-    if (Round == 0) {
-      bool Done = false;
-      while (!Done)
-        ASSERT_TRUE(World->test(Req, Done).ok());
-    } else {
-      ASSERT_TRUE(World->wait(Req, hostQueue()).ok());
-    }
-    EXPECT_FALSE(Req.Active);
+    complete(Req, Round);
     for (int64_t K = 0; K < N; ++K)
       for (int64_t I = 0; I < Count; ++I)
         ASSERT_EQ(Y[size_t(K * Count + I)], float(K * 1000 + I % 1000))
@@ -637,14 +634,7 @@ TEST(Comm, NonblockingReduceScatter) {
                     .ok());
     if (std::getenv("WEFT_NO_SHM"))
       EXPECT_TRUE(Req.Active);
-    if (Round == 0) {
-      bool Done = false;
-      while (!Done)
-        ASSERT_TRUE(World->test(Req, Done).ok());
-    } else {
-      ASSERT_TRUE(World->wait(Req, hostQueue()).ok());
-    }
-    EXPECT_FALSE(Req.Active);
+    complete(Req, Round);
     // Sum over ranks of (q + 1) * (i % 997) = N (N + 1) / 2 * (i % 997).
     for (int64_t I = 0; I < Count; ++I)
       ASSERT_EQ(Y[size_t(I)],
