@@ -317,10 +317,13 @@ int calibrate() {
     return fail("--calibrate needs -o FILE");
   std::string log;
 #ifdef WEFT_HAVE_BLAS_CORE
-  for (const std::string &note :
-       {weft::cpu::blasRestartNote(), weft::cpu::blasKernelWarning()})
-    if (!note.empty())
-      log += note + "\n";
+  // Restarted, it says so; else whether OpenBLAS runs slow kernels the
+  // user chose (a restart is not done over the user's OPENBLAS_CORETYPE).
+  std::string note = weft::cpu::blasRestartNote();
+  if (note.empty())
+    note = weft::cpu::blasKernelWarning();
+  if (!note.empty())
+    log += note + "\n";
 #endif
   Hardware hw = calibrateLocal(log);
   std::cerr << log;
