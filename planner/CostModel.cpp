@@ -399,14 +399,15 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
         // An asynchronous backward collective runs under the GEMMs before
         // its first reader (TensorParallel.h): only what they do not hide
         // is exposed.
-        for (const TpCollective::Gemm &g :
-             l.tpOverlap ? c.overlaps : std::vector<TpCollective::Gemm>{}) {
-          const double rows = g.rows * double(b) / double(l.cp);
-          const double minDim = std::min({rows, g.n, g.k});
-          one -= 2.0 * rows * g.n * g.k /
-                 (hw.peakFlops() * hw.gemmEfficiency(minDim));
+        if (l.tpOverlap && !c.overlaps.empty()) {
+          for (const TpCollective::Gemm &g : c.overlaps) {
+            const double rows = g.rows * double(b) / double(l.cp);
+            const double minDim = std::min({rows, g.n, g.k});
+            one -= 2.0 * rows * g.n * g.k /
+                   (hw.peakFlops() * hw.gemmEfficiency(minDim));
+          }
+          one = std::max(0.0, one);
         }
-        one = std::max(0.0, one);
         // Full recomputation runs the forward's collectives again, and its
         // weight gradients read the recomputed gathers: no regathering.
         const bool full = l.recompute == Recompute::Full;

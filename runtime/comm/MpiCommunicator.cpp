@@ -423,14 +423,14 @@ public:
                            "before starting it again)");
     MpiRequestState &St = requestState(R);
     St.HierOwner = nullptr;
+    R.Active = false;
     const size_t Bytes = size_t(G.Size) * Count * dtypeBytes(T);
+    if (HierarchicalCollectives *H = hierFor("reduce_scatter", G, Bytes))
+      return H->reduceScatter(Send, Recv, Count, T);
     ShmCollectives *Shm = nullptr;
-    if (!hierFor("reduce_scatter", G, Bytes))
-      WEFT_RETURN_IF_ERROR(shmFor("reduce_scatter", G, Bytes, T, true, Shm));
-    if (hierFor("reduce_scatter", G, Bytes) || Shm) {
-      R.Active = false;
-      return reduceScatter(G, Send, Recv, Count, T, Q);
-    }
+    WEFT_RETURN_IF_ERROR(shmFor("reduce_scatter", G, Bytes, T, true, Shm));
+    if (Shm)
+      return Shm->reduceScatter(Send, Recv, Count, T);
     WEFT_RETURN_IF_ERROR(countFits(Count, Call));
     if (St.Handles.empty())
       St.Handles.resize(1, MPI_REQUEST_NULL);
