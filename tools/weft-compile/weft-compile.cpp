@@ -308,6 +308,14 @@ std::string applyPlan() {
     return "the plan counted memory as a framework with bf16 master weights "
            "holds it (weft-plan --master-weights), not as weft does: plan "
            "without --master-weights";
+  // weft overlaps both; a row timed without is another framework's step.
+  for (const char *key : {"dp_overlap", "tp_overlap"})
+    if (!row->getBoolean(key).value_or(true))
+      return std::string("the plan timed a framework that does not overlap ") +
+             (key[0] == 'd' ? "its gradient reduction"
+                            : "its backward's tp collectives") +
+             " (" + key + " false: weft-plan --no-" + key[0] +
+             "p-overlap), where weft does: plan without that flag";
   auto integer = [&](const char *key) -> std::optional<int64_t> {
     return row->getInteger(key);
   };
