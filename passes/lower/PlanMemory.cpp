@@ -208,9 +208,10 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
     Arena arenas[2];
     DenseMap<Value, int64_t> offsets;
     DenseMap<Value, bool> shared;
-    // Values whose bytes are not their own to release: written into a grad
-    // buffer, or into a pack's buffer (released with the pack's result).
-    llvm::DenseSet<Value> direct;
+    // The values that own arena bytes, by the index of the op after which
+    // they die. Values written into a grad buffer, or into a pack's buffer
+    // (released with the pack's result), own none.
+    DenseMap<int64_t, SmallVector<Value>> dies;
     const DenseMap<Value, PackSlot> intoPack = packedInPlace(body, split);
     DenseMap<Operation *, int64_t> packAt; // a pack's buffer, once placed
     auto allocate = [&](Operation &op, Value r, bool inShared) -> bool {
@@ -224,15 +225,26 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
       }
       offsets[r] = *offset;
       shared[r] = inShared;
+      dies[lastUse(r)].push_back(r);
       return true;
+    };
+    // Frees what dies at op `at`: by its index, not by the op's operands,
+    // since an asynchronous collective's input dies at a reader of its
+    // result and a prologue value at the loop's end (ops that never name it).
+    auto releaseDead = [&](int64_t at) {
+      auto it = dies.find(at);
+      if (it == dies.end())
+        return;
+      for (Value v : it->second)
+        arenas[shared[v]].release(offsets[v], byteSize(v));
+      dies.erase(it);
     };
     for (Operation &op : body) {
       // A stored gradient is read from its grad buffer, not the arena, and
       // a constant from its own buffer.
       if (isa<ParamOp, StoredGradOp, ConstantOp>(op) ||
           op.getNumResults() == 0) {
-        releaseDead(op, index.lookup(&op), lastUse, offsets, shared, direct,
-                    arenas);
+        releaseDead(index.lookup(&op));
         continue;
       }
       for (Value r : op.getResults()) {
@@ -243,7 +255,6 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
               store && weft::storedDirectly(store)) {
             offsets[r] = 0;
             shared[r] = false;
-            direct.insert(r);
             continue;
           }
         // A pack's buffer is placed by its first input written into it.
@@ -262,18 +273,14 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
         } else if (auto it = intoPack.find(r); it != intoPack.end()) {
           offsets[r] = packAt[it->second.pack] + it->second.at;
           shared[r] = split && !keptBetweenRuns(packed);
-          direct.insert(r);
         } else if (!allocate(op, r, split && !keptBetweenRuns(r))) {
           return plan;
         }
       }
       plan.offsets.push_back({&op, {}});
-      releaseDead(op, index.lookup(&op), lastUse, offsets, shared, direct,
-                  arenas);
+      releaseDead(index.lookup(&op));
       // Results nobody reads (e.g. an unused split part) die at once.
-      for (Value r : op.getResults())
-        if (r.use_empty())
-          arenas[shared[r]].release(offsets[r], byteSize(r));
+      releaseDead(-1);
     }
     // The shared part follows the per-slot one.
     plan.slotBytes = arenas[0].peak();
@@ -367,21 +374,6 @@ struct PlanMemory : weft::impl::WeftPlanMemoryBase<PlanMemory> {
     return llvm::any_of(v.getUsers(), [&](Operation *user) {
       return isa<SendOp>(user) || fragment(user) != std::make_pair(mark, chunk);
     });
-  }
-
-  template <typename LastUse>
-  static void releaseDead(Operation &op, int64_t at, const LastUse &lastUse,
-                          DenseMap<Value, int64_t> &offsets,
-                          const DenseMap<Value, bool> &shared,
-                          const llvm::DenseSet<Value> &direct,
-                          Arena (&arenas)[2]) {
-    llvm::SmallDenseSet<Value> seen;
-    for (Value v : op.getOperands()) {
-      if (!offsets.count(v) || direct.count(v) || !seen.insert(v).second)
-        continue;
-      if (lastUse(v) == at)
-        arenas[shared.lookup(v)].release(offsets[v], byteSize(v));
-    }
   }
 };
 } // namespace
