@@ -378,7 +378,10 @@ def WeftBucketGradients : Pass<"weft-bucket-gradients", "mlir::func::FuncOp"> {
     shards and a blocked unpack, up to about `zero-bucket-bytes` gathered, as
     FSDP gathers a unit. Off by default: the packing copies cost more than
     the collectives they save on CPUs (GPT-2 124M ZeRO-3 dp=2: 18% slower
-    steps, a 22% larger arena).
+    steps, a 22% larger arena). Bucketed or not, each ZeRO gradient
+    reduce-scatter that only feeds stores (its own, or its unpack's) is
+    marked `async` and finished where the next one begins, as the
+    all-reduce buckets are.
   }];
   let options = [
     Option<"zeroBucketBytes", "zero-bucket-bytes", "int64_t", "0",

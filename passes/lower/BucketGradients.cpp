@@ -205,10 +205,50 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
     }
     flush();
     finishBeforeTheNext(made);
-    if (zeroBucketBytes <= 0)
-      return;
-    bucketReduceScatters(mesh);
-    bucketParameterGathers(mesh);
+    if (zeroBucketBytes > 0)
+      bucketReduceScatters(mesh);
+    startReduceScattersEarly();
+    if (zeroBucketBytes > 0)
+      bucketParameterGathers(mesh);
+  }
+
+  // ZeRO-2/3's gradient reduce-scatters (a bucket's, or one gradient's):
+  // started asynchronously where they are, each finished (its unpack and
+  // stores) where the next one begins, as DDP's all-reduce buckets above, so
+  // each runs under the backward's next layer as FSDP's do.
+  void startReduceScattersEarly() {
+    SmallVector<Reduction> made;
+    OpBuilder b(&getContext());
+    for (Operation &op : getOperation().getBody().front()) {
+      auto reduce = dyn_cast<ReduceScatterOp>(op);
+      if (!reduce || reduce->hasAttr(weft::attrname::kAsync) ||
+          !reduce->hasOneUse())
+        continue;
+      Operation *user = *reduce->getUsers().begin();
+      auto unpack = dyn_cast<UnpackOp>(user);
+      Reduction r{reduce, reduce, {}};
+      if (unpack) {
+        if (auto pack = reduce.getX().getDefiningOp<PackOp>())
+          r.begin = pack;
+        r.finish.push_back(unpack);
+        for (Operation *store : unpack->getUsers())
+          if (!isa<ParamGradOp>(store))
+            r.finish.clear();
+          else if (r.finish.size() && !llvm::is_contained(r.finish, store))
+            r.finish.push_back(store);
+      } else if (isa<ParamGradOp>(user)) {
+        r.finish.push_back(user);
+      }
+      if (r.finish.empty())
+        continue;
+      // The finishing ops in block order (unpack first).
+      llvm::sort(r.finish, [](Operation *a, Operation *c) {
+        return a->isBeforeInBlock(c);
+      });
+      reduce->setAttr(weft::attrname::kAsync, b.getUnitAttr());
+      made.push_back(r);
+    }
+    finishBeforeTheNext(made);
   }
 
   // ZeRO-2/3 gradients (ZeRO-1's, in the optimizer fragment): consecutive

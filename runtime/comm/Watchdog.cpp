@@ -113,6 +113,10 @@ public:
   Status iallReduce(const CommGroup &G, const void *Send, void *Recv,
                     size_t Count, DType T, Queue &Q, CommRequest &R) override {
     noteRequest(R, "all-reduce", G);
+    // A start may run the whole collective (shared memory, or the
+    // hierarchical path complete at their start): watched as a blocking
+    // call, as its wait is.
+    Scope S(*this, AllReduce, G);
     return Inner->iallReduce(G, Send, Recv, Count, T, Q, R);
   }
   Status test(CommRequest &R, bool &Done) override {
@@ -133,6 +137,8 @@ public:
   Status iallGather(const CommGroup &G, const void *Send, void *Recv,
                     size_t Count, DType T, Queue &Q, CommRequest &R) override {
     noteRequest(R, "all-gather", G);
+    // Watched as iallReduce is.
+    Scope S(*this, AllGather, G);
     return Inner->iallGather(G, Send, Recv, Count, T, Q, R);
   }
   Status reduceScatter(const CommGroup &G, const void *Send, void *Recv,
@@ -144,6 +150,8 @@ public:
                         size_t Count, DType T, Queue &Q,
                         CommRequest &R) override {
     noteRequest(R, "reduce-scatter", G);
+    // Watched as iallReduce is.
+    Scope S(*this, ReduceScatter, G);
     return Inner->ireduceScatter(G, Send, Recv, Count, T, Q, R);
   }
   Status broadcast(const CommGroup &G, void *Buf, size_t Count, DType T,

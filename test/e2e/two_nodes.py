@@ -291,7 +291,10 @@ try:
             out, _ = p.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             p.kill()
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # the victim is gone (killed, or ended with the job)
             out = ""
         took = time.monotonic() - t0
         line = next((l for l in out.splitlines() if want in l), None)

@@ -212,12 +212,18 @@ func.func @position_rows_accumulated(%dy: tensor<2x3x4xf32>, %x: tensor<8x4xf32>
 // CHECK:      %[[GDA:.*]] = weft.gelu %arg1
 // CHECK-NEXT: %[[GDB:.*]] = weft.gelu %arg2
 // CHECK-NEXT: %[[RP:.*]] = weft.pack %[[GDA]], %[[GDB]] {blocks = 2 : i64} : (tensor<4x4xf32>, tensor<4xf32>) -> tensor<20xf32>
-// CHECK-NEXT: %[[R:.*]] = weft.reduce_scatter %[[RP]] {axes = ["dp"], dim = 0 : i64, reason = "ZeRO gradient bucket of 2 tensors (80 bytes)"} : (tensor<20xf32>) -> tensor<10xf32>
+// CHECK-NEXT: %[[R:.*]] = weft.reduce_scatter %[[RP]] {axes = ["dp"], dim = 0 : i64, reason = "ZeRO gradient bucket of 2 tensors (80 bytes)", weft.async} : (tensor<20xf32>) -> tensor<10xf32>
 // CHECK-NEXT: %[[RU:.*]]:2 = weft.unpack %[[R]] : (tensor<10xf32>) -> (tensor<2x4xf32>, tensor<2xf32>)
 // CHECK:      weft.param_grad "a", %[[RU]]#0
 // CHECK:      weft.param_grad "b", %[[RU]]#1
+// Unbucketed (OFF), each gradient's reduce-scatter still starts
+// asynchronously and is finished (stored) where the next one begins.
 // OFF-LABEL:  func @zero3
 // OFF-NOT:    weft.pack
+// OFF:        %[[RA:.*]] = weft.reduce_scatter %{{.*}} {axes = ["dp"], dim = 0 : i64, weft.async}
+// OFF-NEXT:   weft.param_grad "a", %[[RA]]
+// OFF-NEXT:   %[[RB:.*]] = weft.reduce_scatter %{{.*}} {axes = ["dp"], dim = 0 : i64, weft.async}
+// OFF-NEXT:   weft.param_grad "b", %[[RB]]
 weft.mesh @mesh {axes = ["dp"], shape = array<i64: 2>}
 func.func @zero3(%x: tensor<2x4xf32>, %da: tensor<4x4xf32>, %db: tensor<4xf32>) -> tensor<2x4xf32> {
   %a = weft.param "a" {init = "zeros", weft.layer = 0 : i64} : tensor<2x4xf32>
