@@ -2,6 +2,7 @@
 #include "runtime/Executor.h"
 #include "program/Shard.h"
 #include "runtime/Init.h"
+#include "runtime/ReducedBuckets.h"
 
 #include <algorithm>
 #include <chrono>
@@ -132,15 +133,29 @@ Status Executor::bind() {
         OwnerStage[size_t(B.Param)] = B.StageIndex;
     }
   }
-  // One block: params, grads, m, v (each 64-aligned), then the two inputs.
+  // One block: params, m, v, then grads (each 64-aligned), then the two
+  // inputs. The grads of each reduced bucket lie in its unpack's order, so
+  // its all-reduce can write them in place (ReducedBuckets.h).
   size_t Total = 0;
-  std::vector<size_t> Offsets;
+  std::vector<size_t> Offsets(4 * Prog.Params.size(), 0);
+  auto place = [&](size_t P, int K) {
+    Offsets[4 * P + size_t(K)] = Total;
+    if (holds(P, StateSpecs[P][size_t(K)].Kind))
+      Total += align64(size_t(StateSpecs[P][size_t(K)].numel()) * Elem);
+  };
   for (size_t P = 0; P < Prog.Params.size(); ++P)
-    for (int K = 0; K < 4; ++K) {
-      Offsets.push_back(Total);
-      if (holds(P, StateSpecs[P][size_t(K)].Kind))
-        Total += align64(size_t(StateSpecs[P][size_t(K)].numel()) * Elem);
+    for (int K : {0, 2, 3})
+      place(P, K);
+  const std::vector<ReducedBucket> Buckets = findReducedBuckets(Prog);
+  std::vector<bool> GradPlaced(Prog.Params.size(), false);
+  for (const ReducedBucket &B : Buckets)
+    for (int64_t P : B.Params) {
+      place(size_t(P), 1);
+      GradPlaced[size_t(P)] = true;
     }
+  for (size_t P = 0; P < Prog.Params.size(); ++P)
+    if (!GradPlaced[P])
+      place(P, 1);
   // Inputs: one slot per micro-batch, tokens then targets (float targets,
   // a regression's, may be larger than the tokens).
   const BufferSpec *FloatTargets = Prog.floatTargets();
@@ -264,6 +279,7 @@ Status Executor::bind() {
     }
     Bound.push_back(std::move(BI));
   }
+  elideBucketUnpacks(Buckets);
   const Stage &St = Prog.Stages.front();
   UpdateBegin = St.updateBegin();
   WEFT_RETURN_IF_ERROR(planMeshSteps());
@@ -300,6 +316,24 @@ Status Executor::bind() {
     return Scratch.status();
   ScratchBytes += *Scratch;
   return Status::success();
+}
+
+void Executor::elideBucketUnpacks(const std::vector<ReducedBucket> &Buckets) {
+  Elided.assign(Bound.size(), false);
+  for (const ReducedBucket &B : Buckets) {
+    // The grads must lie end to end, as the unpack's pieces do; with one
+    // arena slot, selectMicrobatch never rebinds the all-reduce's result.
+    const std::vector<TensorRef> &Pieces = Bound[B.Unpack].Out;
+    bool EndToEnd = Prog.Stages.front().Slots == 1;
+    for (size_t I = 0; I + 1 < Pieces.size(); ++I)
+      EndToEnd &= static_cast<const char *>(Pieces[I].Data) +
+                      Pieces[I].Numel * dtypeBytes(Pieces[I].Spec->Type) ==
+                  Pieces[I + 1].Data;
+    if (!EndToEnd)
+      continue;
+    Bound[B.Reduce].Out[0].Data = Pieces.front().Data;
+    Elided[B.Unpack] = true;
+  }
 }
 
 Status Executor::initParams(uint64_t Seed) {
@@ -386,8 +420,9 @@ Status Executor::runInstruction(size_t K, const StepContext &Ctx) {
 
 void Executor::recordSpan(size_t K, SpanKind Kind, int64_t StartNs) {
   Span S;
-  S.StartNs = StartNs;
-  S.DurNs = Timeline::nowNs() - StartNs;
+  const int64_t Now = Timeline::nowNs();
+  S.StartNs = StartNs < 0 ? Now : StartNs;
+  S.DurNs = Now - S.StartNs;
   S.Step = CurrentStep;
   S.Inst = int32_t(K);
   S.Op = Bound[K].Op;
@@ -416,6 +451,13 @@ Status Executor::run(int64_t Begin, int64_t End, const StepContext &Ctx) {
     Here.DocSeq = GlobalSeq;
   }
   for (int64_t K = Begin; K < End; ++K) {
+    if (Elided[size_t(K)]) {
+      // Done in place by its all-reduce: a span of no time keeps every
+      // instruction in the trace.
+      if (Timing)
+        recordSpan(size_t(K), SpanKind::Instruction, -1);
+      continue;
+    }
     int64_t T0 = Timing ? Timeline::nowNs() : 0;
     Status S = runInstruction(size_t(K), Here);
     if (Timing)

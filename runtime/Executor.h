@@ -28,6 +28,8 @@
 
 namespace weft {
 
+struct ReducedBucket;
+
 class Executor {
 public:
   /// Takes a validated program. With no backend, uses the CPU backend;
@@ -190,6 +192,9 @@ private:
   int32_t *targets(int64_t K) const { return Targets + K * InputStride; }
   double element(const void *Device, int64_t I) const;
   Status runInstruction(size_t K, const StepContext &Ctx);
+  /// Points each reduced bucket's all-reduce at its grads, where they lie
+  /// end to end, and marks its unpack Elided.
+  void elideBucketUnpacks(const std::vector<ReducedBucket> &Buckets);
   /// Rebinds the instructions that read an input to micro-batch K's.
   void selectMicrobatch(int64_t K);
   /// Runs the schedule's actions [Begin, End) (Only: those of that fragment);
@@ -313,6 +318,8 @@ private:
   std::vector<SlotUse> SlotUses;
   std::vector<bool> PerMicrobatch; // per buffer: an instance per slot
   std::vector<bool> Owned;         // per param: its value
+  std::vector<bool> Elided;        // per instruction: skipped (an unpack
+                                   // its all-reduce did in place)
   std::vector<bool> StateOwned;    // per param: its grad and Adam state
   std::vector<int64_t> OwnerStage; // per param
   std::vector<void *> Where;       // per buffer, slot 0
@@ -381,6 +388,7 @@ private:
   int64_t CurrentStep = 0;
   std::vector<int64_t> AsyncStartNs; // per instruction, while timing
   /// Records instruction K's span of kind Kind from StartNs to now.
+  /// StartNs < 0: a span of no time, now.
   void recordSpan(size_t K, SpanKind Kind, int64_t StartNs);
 };
 

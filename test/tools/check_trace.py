@@ -3,7 +3,8 @@ process per rank, every instruction of every step on each rank's main
 queue (once, or once per micro-batch; spans in order, not overlapping), collectives with bytes and group,
 async collectives on their own track, pipeline transfers (which may
 overlap each other) on theirs.
-Prints a summary line per rank.
+Prints a summary line per rank (with the unpacks that a bucket's
+all-reduce did in place, spans of no time).
 usage: check_trace.py TRACE RANKS STEPS INSTRUCTIONS
 INSTRUCTIONS: one count for every rank, or one per rank (N0,N1,...): a
 pipeline rank runs its stage's instructions."""
@@ -44,7 +45,9 @@ for rank in range(ranks):
     assert all(e["dur"] >= 0 for e in transfers), transfers
     kinds = collections.Counter(e["cat"] for e in spans)
     sent = sum(e["args"]["bytes"] for e in transfers)
+    # An unpack its all-reduce did in place runs for no time.
+    in_place = sum(1 for e in run if e["name"] == "unpack" and e["dur"] == 0)
     print(f"rank {rank} ({names[rank]}): {len(run)} instruction spans, "
           f"{kinds['collective']} collectives, {kinds['async']} async in "
           f"flight, {kinds['wait']} waits, {len(transfers)} transfer groups "
-          f"({sent:.0f} bytes sent)")
+          f"({sent:.0f} bytes sent)" + (f", {in_place} unpacks in place" if in_place else ""))
