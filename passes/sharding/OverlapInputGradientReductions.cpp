@@ -81,12 +81,18 @@ struct OverlapInputGradientReductions
       SmallVector<Operation *> later = weightGradients(reduce, tree);
       if (later.empty())
         continue; // nothing to run under it
-      reduce->moveAfter(reduced.getDefiningOp());
+      // The weight gradients made after the input gradient follow the
+      // reduction where they are (they may read what was made after it: a
+      // gathered input); those made before it, between the tree's ops, move
+      // after the reduction.
+      Operation *def = reduced.getDefiningOp();
+      reduce->moveAfter(def);
       Operation *after = reduce;
-      for (Operation *op : later) {
-        op->moveAfter(after);
-        after = op;
-      }
+      for (Operation *op : later)
+        if (op->isBeforeInBlock(def)) {
+          op->moveAfter(after);
+          after = op;
+        }
       reduce->setAttr(attrname::kAsync, b.getUnitAttr());
     }
   }

@@ -114,6 +114,35 @@ func.func @nothing_to_overlap(%x: tensor<2x4x8xf32>, %targets: tensor<2x4xi32>, 
   return %l : tensor<f32>
 }
 
+// -----
+
+// A weight gradient that reads what was made after the input gradient (an
+// input gathered over the sequence, as a layout that splits the tokens over
+// tp makes) stays after that value: the reduction moves up to its input
+// gradient, and the matmul still runs under it where it was.
+// CHECK-LABEL: func @reads_a_later_gather
+// CHECK:       weft.cross_entropy
+// CHECK-NEXT:  %[[DX:.*]] = weft.matmul %{{.*}}, %{{.*}} {transpose_b = true}
+// CHECK-NEXT:  %[[R:.*]] = weft.reduce_scatter %[[DX]] {axes = ["tp"], dim = 1 : i64, weft.async}
+// CHECK-NEXT:  %[[X:.*]] = weft.all_gather
+// CHECK-NEXT:  weft.matmul %[[X]], %{{.*}} {transpose_a = true}
+// CHECK-NEXT:  weft.rms_norm_grad %[[R]]
+weft.mesh @mesh {axes = ["tp"], shape = array<i64: 2>}
+func.func @reads_a_later_gather(%x: tensor<2x4x8xf32>, %xs: tensor<2x2x8xf32>, %targets: tensor<2x4xi32>, %dy: tensor<2x4x4xf32>) -> tensor<f32> {
+  %w = weft.param "w" {init = "zeros"} : tensor<8x4xf32>
+  %g = weft.param "g" {init = "ones"} : tensor<8xf32>
+  %y = weft.matmul %x, %w : (tensor<2x4x8xf32>, tensor<8x4xf32>) -> tensor<2x4x4xf32>
+  %l = weft.cross_entropy %y, %targets {denominator = 8 : i64} : (tensor<2x4x4xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %dx = weft.matmul %dy, %w {transpose_b = true} : (tensor<2x4x4xf32>, tensor<8x4xf32>) -> tensor<2x4x8xf32>
+  %xg = weft.all_gather %xs {axes = ["tp"], dim = 1 : i64} : (tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
+  %dw = weft.matmul %xg, %dy {transpose_a = true} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>) -> tensor<8x4xf32>
+  %r = weft.reduce_scatter %dx {axes = ["tp"], dim = 1 : i64} : (tensor<2x4x8xf32>) -> tensor<2x2x8xf32>
+  %dn:2 = weft.rms_norm_grad %r, %xs, %g {eps = 1.0e-5} : (tensor<2x2x8xf32>, tensor<2x2x8xf32>, tensor<8xf32>) -> (tensor<2x2x8xf32>, tensor<8xf32>)
+  weft.param_grad "w", %dw : tensor<8x4xf32>
+  weft.param_grad "g", %dn#1 : tensor<8xf32>
+  return %l : tensor<f32>
+}
+
 // In the program (gpt-tiny on tp=2): the fc1 input gradient's all-reduce
 // starts right after its matmul and is waited for after the weight
 // gradient, right before the layer norm's gradient reads it.
