@@ -700,10 +700,12 @@ Status InstChecker::run() {
     return fail("attrs.async is only allowed on all_reduce, all_gather, "
                 "reduce_scatter and ring_shift");
   // A gradient stored unreduced (ZeRO-1) is read only by the reduction over
-  // the axes it is partial over: anything else would use a partial sum.
+  // the axes it is partial over: anything else would use a partial sum. A
+  // wait uses no value: it completes the async collective that stores it
+  // (a reduce-scatter over tp into a gradient still partial over dp).
   for (size_t K = 0; K < I.In.size(); ++K) {
     const BufferSpec &B = P.Buffers[size_t(I.In[K])];
-    if (B.Partial.empty())
+    if (B.Partial.empty() || I.Op == OpKind::Wait)
       continue;
     const bool Reduces =
         I.Op == OpKind::ReduceScatter || I.Op == OpKind::AllReduce;
