@@ -60,21 +60,21 @@ std::vector<ReducedBucket> findReducedBuckets(const Program &P) {
       B.Params.push_back(G.Param);
     }
     // The all-reduce making Flat: the last instruction before the unpack
-    // that writes it; the ones between may only wait for it.
+    // that names it; the ones between may only wait for it.
+    bool Made = false;
     size_t R = U;
-    while (Ok && R-- > 0) {
-      const Instruction &I = Is[R];
+    while (Ok && !Made && R > 0) {
+      const Instruction &I = Is[--R];
       if (I.Op == OpKind::Wait && I.In.size() == 1 && I.In[0] == Flat)
         continue;
       if (mentions(I, Flat)) {
         Ok = I.Op == OpKind::AllReduce && I.Out.size() == 1 && I.Out[0] == Flat;
-        break;
+        Made = true;
+      } else {
+        Ok = !touchesGrads(P, I, Params);
       }
-      Ok = !touchesGrads(P, I, Params);
-      if (R == 0)
-        Ok = false; // nothing made it
     }
-    if (!Ok || fragmentOf(P.Stages[0], R) < 0 ||
+    if (!Ok || !Made || fragmentOf(P.Stages[0], R) < 0 ||
         fragmentOf(P.Stages[0], R) != fragmentOf(P.Stages[0], U))
       continue;
     // Nothing after the unpack may read the all-reduce's result.

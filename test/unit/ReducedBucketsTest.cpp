@@ -2,8 +2,9 @@
 //
 // A bucket (pack -> all-reduce -> wait -> unpack into grad buffers) is
 // found; any other reader of the reduced buffer or of those gradients in
-// between, an unpack into an arena buffer, or a fragment boundary between
-// the all-reduce and its unpack keeps the copy.
+// between, an unpack into an arena buffer or of what no all-reduce made,
+// or a fragment boundary between the all-reduce and its unpack keeps the
+// copy.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/ReducedBuckets.h"
@@ -87,6 +88,15 @@ TEST(ReducedBuckets, AFragmentBetweenKeepsTheCopy) {
   P.Stages[0].Fragments[0].End = 3;
   P.Stages[0].Fragments.push_back(Optimizer);
   EXPECT_TRUE(findReducedBuckets(P).empty());
+}
+
+TEST(ReducedBuckets, AnUnpackOfWhatNoAllReduceMadeKeepsTheCopy) {
+  Program P = bucketProgram();
+  P.Instructions[1] = inst(OpKind::Pack, {0, 1}, {3}); // the position table's
+  EXPECT_TRUE(findReducedBuckets(P).empty());
+  P.Instructions.erase(P.Instructions.begin(), P.Instructions.begin() + 2);
+  P.Stages[0].Fragments[0].End = int64_t(P.Instructions.size());
+  EXPECT_TRUE(findReducedBuckets(P).empty()); // nothing makes it
 }
 
 TEST(ReducedBuckets, PipelineStagesAreLeftAlone) {
