@@ -228,13 +228,15 @@ struct BucketGradients : weft::impl::WeftBucketGradientsBase<BucketGradients> {
       auto unpack = dyn_cast<UnpackOp>(user);
       Reduction r{reduce, reduce, {}};
       if (unpack) {
+        // Only stores may read the pieces.
+        if (!llvm::all_of(unpack->getUsers(),
+                          [](Operation *u) { return isa<ParamGradOp>(u); }))
+          continue;
         if (auto pack = reduce.getX().getDefiningOp<PackOp>())
           r.begin = pack;
         r.finish.push_back(unpack);
         for (Operation *store : unpack->getUsers())
-          if (!isa<ParamGradOp>(store))
-            r.finish.clear();
-          else if (r.finish.size() && !llvm::is_contained(r.finish, store))
+          if (!llvm::is_contained(r.finish, store))
             r.finish.push_back(store);
       } else if (isa<ParamGradOp>(user)) {
         r.finish.push_back(user);
