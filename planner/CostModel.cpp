@@ -516,7 +516,7 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
   }
   double gpuParams = stageParams / l.tp;
   double gradBytes = gpuParams * e;
-  double dpComm = 0, window = 0;
+  double dpComm = 0, window = 0, afterStep = 0;
   const char *dpTierName = "";
   const int64_t dpStride = l.tp * l.cp * l.pp;
   tierFor(hw, dpStride, l.dp, dpTierName);
@@ -549,6 +549,21 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
     double lastBwd = layersPerStage * (layer.bwd() + recompute);
     if (l.dp == 1) {
       window = lastBwd;
+    } else if (l.zero == 1 && l.zero1AllReduce) {
+      // The all-reduce as ZeRO-0's; the gather inside the optimizer's step,
+      // blocking (BF16_Optimizer.step's all_gather_dp_groups).
+      dpComm = ar;
+      afterStep = gather;
+      window = lastBwd;
+      if (breakdown) {
+        r.collectives.push_back({"all_reduce", "dp", dpTierName,
+                                 "ZeRO-1 as DeepSpeed's BF16_Optimizer: the "
+                                 "whole gradient",
+                                 gradBytes, 1, ar});
+        r.collectives.push_back({"all_gather", "dp", dpTierName,
+                                 "ZeRO-1: updated parameters", gradBytes, 1,
+                                 gather});
+      }
     } else if (l.zero <= 1) {
       dpComm = ar;
       window = lastBwd; // gradients are final only in the last micro-batch
@@ -587,6 +602,7 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
     if (l.dpOverlap)
       dpComm =
           std::max(dpComm - window, dpComm / std::max(1.0, layersPerStage));
+    dpComm += afterStep;
   }
   r.dpCommS = dpComm;
   double shardParams = l.zero >= 1 ? gpuParams / l.dp : gpuParams;
@@ -685,7 +701,11 @@ Estimate estimate(const ModelCost &model, const Hardware &hw, const Layout &l,
                        : l.zero >= 3
                            ? "; exposed beyond the forward and backward it "
                              "overlaps"
-                           : "; exposed beyond the backward it overlaps")
+                           : "; exposed beyond the backward it overlaps") +
+                      (afterStep > 0 ? fmt(", then the parameters' gather "
+                                           "in the optimizer's step (%.4g s)",
+                                           afterStep)
+                                     : std::string())
                 : "dp=1: none"},
       {"optimizer", r.optimizerS, "s",
        fmt("AdamW over %.4g params at 28 B/param / HBM", shardParams)},

@@ -58,6 +58,12 @@ struct Layout {
   /// property, not searched: Megatron-LM 2021 and Megatron-DeepSpeed ran
   /// them blocking).
   bool tpOverlap = true;
+  /// ZeRO-1 sums the whole gradient with an all-reduce and gathers the
+  /// updated parameters after the step, as DeepSpeed's BF16_Optimizer does
+  /// under its "stage 0" (BLOOM's run), not a reduce-scatter and a gather
+  /// as weft and Megatron-LM's distributed optimizer do: 1.5x the bytes (a
+  /// framework property, not searched; only ZeRO-1 layouts are affected).
+  bool zero1AllReduce = false;
 };
 
 /// One named figure of the breakdown, with how it was obtained.

@@ -295,6 +295,7 @@ SearchResult searchLayouts(const ModelCost &model, const Hardware &hw,
                              v,  zero, sp, rc, o.dpOverlap, o.masterWeights,
                              cp, cc};
                     l.tpOverlap = o.tpOverlap;
+                    l.zero1AllReduce = o.zero1AllReduce;
                     Estimate est = estimate(model, hw, l, o.globalBatch,
                                             o.tokens, /*breakdown=*/false);
                     ++r.evaluated;

@@ -35,9 +35,10 @@ struct SearchOptions {
   double tokens = 0;
   Constraints fix;
   int64_t maxMicroBatch = 32;
-  bool dpOverlap = true;      // Layout::dpOverlap of every candidate
-  bool tpOverlap = true;      // Layout::tpOverlap of every candidate
-  bool masterWeights = false; // Layout::masterWeights of every candidate
+  bool dpOverlap = true;       // Layout::dpOverlap of every candidate
+  bool tpOverlap = true;       // Layout::tpOverlap of every candidate
+  bool masterWeights = false;  // Layout::masterWeights of every candidate
+  bool zero1AllReduce = false; // Layout::zero1AllReduce of every candidate
   /// Rank layouts that do not fit too (a published run's layout, which fit
   /// its cluster however its framework held its activations).
   bool memoryUnchecked = false;

@@ -210,6 +210,12 @@ def cases():
             # Megatron-DeepSpeed leaves async_tensor_model_parallel_allreduce
             # off (its arguments.py; deepspeedai/Megatron-DeepSpeed#447).
             no_tp_overlap=True,
+            # BLOOM ran DeepSpeed's BF16_Optimizer ("ZERO_STAGE=0 ... it
+            # implements its own zero stage 1", the README): the engine
+            # all-reduces the whole gradient (get_grads_for_reduction, in
+            # bf16: "NCCL ... which supports BF16 comms"), and the step
+            # all-gathers the updated bf16 parameters.
+            zero1_all_reduce=True,
             seq=2048, fix=f"tp=4,pp=12,dp=8,mb={mb},zero=1,sp=0,"
                           "recompute=full,schedule=1f1b",
             published=batch * 2048 / secs / 384, how=f"{secs} s/iteration"))
@@ -275,6 +281,8 @@ def plan(binary, tmp, case):
         flags.append("--no-dp-overlap")
     if case.get("no_tp_overlap"):
         flags.append("--no-tp-overlap")
+    if case.get("zero1_all_reduce"):
+        flags.append("--zero1-all-reduce")
     if case.get("memory_unchecked"):
         flags.append("--memory-unchecked")
     return run_plan(binary, tmp, case["config"], case["cluster"], case["gpus"],

@@ -316,6 +316,10 @@ std::string applyPlan() {
                             : "its backward's tp collectives") +
              " (" + key + " false: weft-plan --no-" + key[0] +
              "p-overlap), where weft does: plan without that flag";
+  if (row->getBoolean("zero1_all_reduce").value_or(false))
+    return "the plan timed ZeRO-1 as DeepSpeed's BF16_Optimizer runs it (an "
+           "all-reduce, then a gather: weft-plan --zero1-all-reduce), where "
+           "weft reduce-scatters the gradients: plan without that flag";
   auto integer = [&](const char *key) -> std::optional<int64_t> {
     return row->getInteger(key);
   };

@@ -82,6 +82,12 @@ static cl::opt<bool> noTpOverlapArg(
     cl::cat(planCategory), "no-tp-overlap",
     cl::desc("the backward's tp collectives run blocking, under no GEMM "
              "(Megatron-LM 2021, Megatron-DeepSpeed)"));
+static cl::opt<bool> zero1AllReduceArg(
+    cl::cat(planCategory), "zero1-all-reduce",
+    cl::desc("ZeRO-1 all-reduces the whole gradient and gathers the updated "
+             "parameters in the optimizer's step (DeepSpeed's BF16_Optimizer, "
+             "BLOOM's run), where weft reduce-scatters it: to time a "
+             "published run's layout"));
 static cl::opt<bool> masterWeightsArg(
     cl::cat(planCategory), "master-weights",
     cl::desc("count the training state as Megatron-LM, DeepSpeed and FSDP "
@@ -156,6 +162,7 @@ nlohmann::json toJson(const Estimate &e) {
           {"recompute", recomputeName(l.recompute)},
           {"dp_overlap", l.dpOverlap},
           {"tp_overlap", l.tpOverlap},
+          {"zero1_all_reduce", l.zero1AllReduce},
           // Memory counted as a framework with master weights holds it
           // (--master-weights), not as weft does.
           {"master_weights", l.masterWeights},
@@ -391,6 +398,7 @@ int main(int argc, char **argv) {
   options.dpOverlap = !noDpOverlapArg;
   options.tpOverlap = !noTpOverlapArg;
   options.masterWeights = masterWeightsArg;
+  options.zero1AllReduce = zero1AllReduceArg;
   options.memoryUnchecked = memoryUncheckedArg;
   std::string error;
   if (!parseConstraints(fixArg, options.fix, error))
