@@ -172,6 +172,7 @@ struct NodeFolder {
   bool where();
   bool range();
   bool reshape();
+  bool flatten();
   bool unsqueeze(bool squeeze);
   bool concat();
   bool slice();
@@ -579,6 +580,25 @@ bool NodeFolder::reshape() {
     return fail(e);
   HostTensor t = *x;
   t.shape = shape;
+  out.push_back(std::move(t));
+  return true;
+}
+
+// [d0 .. d(axis-1)] and [d(axis) ..] each multiplied out.
+bool NodeFolder::flatten() {
+  const HostTensor *x;
+  if (!input(0, x))
+    return false;
+  const int64_t rank = int64_t(x->shape.size());
+  int64_t axis = intAttr("axis", 1);
+  if (axis < -rank || axis > rank)
+    return fail("axis " + std::to_string(axis) + " is out of range for rank " +
+                std::to_string(rank));
+  axis = axis < 0 ? axis + rank : axis;
+  HostTensor t = *x;
+  t.shape = {1, 1};
+  for (int64_t d = 0; d < rank; ++d)
+    t.shape[d < axis ? 0 : 1] *= x->shape[size_t(d)];
   out.push_back(std::move(t));
   return true;
 }
@@ -1040,6 +1060,7 @@ const std::map<std::string, FoldFn> &folders() {
     t["Where"] = &NodeFolder::where;
     t["Range"] = &NodeFolder::range;
     t["Reshape"] = &NodeFolder::reshape;
+    t["Flatten"] = &NodeFolder::flatten;
     t["Unsqueeze"] = [](NodeFolder &f) { return f.unsqueeze(false); };
     t["Squeeze"] = [](NodeFolder &f) { return f.unsqueeze(true); };
     t["Concat"] = &NodeFolder::concat;

@@ -58,9 +58,10 @@ const std::set<std::string> &elementwiseOps() {
 // the others (shapes, axes, indices) are constants. -1: every input.
 const std::map<std::string, std::vector<int>> &movingOps() {
   static const std::map<std::string, std::vector<int>> ops = {
-      {"Concat", {-1}}, {"Expand", {0}},       {"Flatten", {0}},
-      {"Reshape", {0}}, {"ScatterND", {0, 2}}, {"Slice", {0}},
-      {"Squeeze", {0}}, {"Transpose", {0}},    {"Unsqueeze", {0}}};
+      {"Concat", {-1}},      {"Expand", {0}},   {"Flatten", {0}},
+      {"Gather", {0}},       {"GatherND", {0}}, {"Reshape", {0}},
+      {"ScatterND", {0, 2}}, {"Slice", {0}},    {"Squeeze", {0}},
+      {"Transpose", {0}},    {"Unsqueeze", {0}}};
   return ops;
 }
 
@@ -71,58 +72,53 @@ Shape stridesOf(const Shape &shape) {
   return s;
 }
 
-// One input a moving op reads elements from: its flat indices start at
-// `first` in the tagged folding; a constant's elements are tagged -1.
-struct Source {
-  const PaddedValue *padded = nullptr;
-  int64_t first = 0, size = 0;
-};
-
-// Where a moving op puts the mask's rows (row) or keys: the output axis
-// whose index equals, at every element taken from a padded input, that
-// input's index along its own row (key) axis; `from` holds each output
-// element's tagged source index. -1: no padded input has such an axis (the
-// mask has one row, or one key); -2: no output axis does it.
-int64_t movedAxis(bool row, const std::vector<Source> &sources,
-                  const HostTensor &from) {
-  bool any = false;
-  for (const Source &src : sources)
-    any |= src.padded && (row ? src.padded->rowAxis : src.padded->keyAxis) >= 0;
-  if (!any)
-    return -1;
-  const Shape outStrides = stridesOf(from.shape);
-  for (size_t c = 0; c < from.shape.size(); ++c) {
-    bool same = true;
-    for (int64_t f = 0; f < int64_t(from.ints.size()) && same; ++f) {
-      const int64_t k = from.ints[size_t(f)];
-      for (const Source &src : sources) {
-        if (k < src.first || k >= src.first + src.size || !src.padded)
-          continue;
-        const Shape &in = src.padded->ifTokens.shape;
-        const int64_t axis = row ? src.padded->rowAxis : src.padded->keyAxis;
-        if (axis >= 0)
-          same = ((k - src.first) / stridesOf(in)[size_t(axis)]) %
-                     in[size_t(axis)] ==
-                 (f / outStrides[c]) % from.shape[c];
-      }
-    }
-    if (same)
-      return int64_t(c);
+// x's elements broadcast (numpy, right-aligned) to `shape`, which x's shape
+// broadcasts to.
+std::vector<int64_t> broadcastTo(const HostTensor &x, const Shape &shape) {
+  const Shape outStrides = stridesOf(shape), inStrides = stridesOf(x.shape);
+  const size_t off = shape.size() - x.shape.size();
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  for (int64_t f = 0; f < n; ++f) {
+    int64_t at = 0;
+    for (size_t c = off; c < shape.size(); ++c)
+      if (x.shape[c - off] != 1)
+        at += (f / outStrides[c]) % shape[c] * inStrides[c - off];
+    out[size_t(f)] = x.ints[size_t(at)];
   }
-  return -2;
+  return out;
+}
+
+std::string maskElement(int64_t source, int64_t seq) {
+  return "attention_mask[" + std::to_string(source / seq) + ", " +
+         std::to_string(source % seq) + "]";
+}
+
+// Element `flat`'s index in `shape`, or the shape itself for flat = -1.
+std::string indexStr(int64_t flat, const Shape &shape) {
+  const Shape strides = stridesOf(shape);
+  std::string s = "[";
+  for (size_t c = 0; c < shape.size(); ++c)
+    s += (c ? ", " : "") +
+         std::to_string(flat < 0 ? shape[c] : (flat / strides[c]) % shape[c]);
+  return s + "]";
 }
 
 } // namespace
 
 PaddedValue paddedInput(HostType type, int64_t rows, int64_t seq) {
   PaddedValue v;
-  for (HostTensor *t : {&v.ifTokens, &v.ifPadding}) {
-    t->type = type;
+  for (HostTensor *t : {&v.ifTokens, &v.ifPadding, &v.source}) {
+    t->type = t == &v.source ? HostType::I64 : type;
     t->shape = {rows, seq};
     t->ints.assign(size_t(rows * seq), t == &v.ifTokens ? 1 : 0);
   }
-  v.rowAxis = rows > 1 ? 0 : -1;
-  v.keyAxis = seq > 1 ? 1 : -1;
+  for (size_t i = 0; i < v.source.ints.size(); ++i)
+    v.source.ints[i] = int64_t(i);
+  v.rows = rows;
+  v.seq = seq;
   return v;
 }
 
@@ -149,7 +145,7 @@ std::string foldPadded(const onnx::NodeProto &n, const std::string &nodeName,
       return nodeName + " takes the shape, axes or indices of a move from "
                         "the attention_mask input; weft reads attention_mask "
                         "as key padding only";
-  // The two foldings (and, for a move, a third of tagged flat indices).
+  // The two foldings.
   std::vector<HostTensor> results[2];
   for (int k = 0; k < 2; ++k) {
     std::vector<const HostTensor *> in = constants;
@@ -159,79 +155,102 @@ std::string foldPadded(const onnx::NodeProto &n, const std::string &nodeName,
     if (std::string e = foldNode(n, opset, in, results[k]); !e.empty())
       return e;
   }
-  outputs.assign(results[0].size(), PaddedValue());
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    outputs[o].ifTokens = std::move(results[0][o]);
-    outputs[o].ifPadding = std::move(results[1][o]);
-  }
-  if (outputs.size() != 1)
-    return nodeName + " has " + std::to_string(outputs.size()) +
+  if (results[0].size() != 1)
+    return nodeName + " has " + std::to_string(results[0].size()) +
            " results; weft follows the attention_mask input through nodes "
            "of one";
+  outputs.assign(1, PaddedValue());
   PaddedValue &out = outputs[0];
-  const int64_t rank = int64_t(out.ifTokens.shape.size());
+  out.ifTokens = std::move(results[0][0]);
+  out.ifPadding = std::move(results[1][0]);
+  for (const PaddedValue *p : padded)
+    if (p) {
+      out.rows = p->rows;
+      out.seq = p->seq;
+    }
   if (moving) {
-    std::vector<Source> sources(padded.size());
-    std::vector<HostTensor> tagged(padded.size());
+    // The move folded on the sources: each data input's mask indices (-1
+    // throughout a constant's).
+    std::vector<HostTensor> none(padded.size());
     std::vector<const HostTensor *> args = constants;
-    int64_t next = 0;
     for (size_t i = 0; i < padded.size(); ++i) {
       if (!isData(i) || (!padded[i] && !constants[i]))
         continue;
-      const HostTensor &like = padded[i] ? padded[i]->ifTokens : *constants[i];
-      tagged[i].type = HostType::I64;
-      tagged[i].shape = like.shape;
-      tagged[i].ints.resize(size_t(like.numel()));
-      for (size_t j = 0; j < tagged[i].ints.size(); ++j)
-        tagged[i].ints[j] = padded[i] ? next + int64_t(j) : -1;
-      sources[i] = Source{padded[i], next, like.numel()};
-      next += padded[i] ? like.numel() : 0;
-      args[i] = &tagged[i];
+      if (padded[i]) {
+        args[i] = &padded[i]->source;
+        continue;
+      }
+      none[i].type = HostType::I64;
+      none[i].shape = constants[i]->shape;
+      none[i].ints.assign(size_t(constants[i]->numel()), -1);
+      args[i] = &none[i];
     }
     std::vector<HostTensor> from;
     if (std::string e = foldNode(n, opset, args, from); !e.empty())
       return e;
-    out.rowAxis = movedAxis(true, sources, from[0]);
-    out.keyAxis = movedAxis(false, sources, from[0]);
-    if (out.rowAxis == -2 || out.keyAxis == -2)
-      return nodeName + " moves the attention_mask input's " +
-             (out.rowAxis == -2 ? "rows" : "keys") +
-             " off an axis of their own (a reshape that merges or splits "
-             "them, a slice of part of them); weft reads attention_mask as "
-             "key padding only";
+    out.source = std::move(from[0]);
     return "";
   }
-  // Elementwise: each padded operand's axes, right-aligned to the result's;
+  // Elementwise: every padded operand's source, broadcast to the result;
   // all of them must name the same mask element.
+  out.source.type = HostType::I64;
+  out.source.shape = out.ifTokens.shape;
+  out.source.ints.assign(size_t(out.ifTokens.numel()), -1);
   for (const PaddedValue *p : padded) {
     if (!p)
       continue;
-    const int64_t off = rank - int64_t(p->ifTokens.shape.size());
-    for (auto [mine, theirs] : {std::pair{&out.rowAxis, p->rowAxis},
-                                std::pair{&out.keyAxis, p->keyAxis}}) {
-      if (theirs < 0)
-        continue;
-      if (*mine >= 0 && *mine != theirs + off)
-        return nodeName + " combines attention_mask values of different " +
-               (mine == &out.rowAxis ? "rows" : "keys") +
-               " in one element; weft reads attention_mask as key padding "
-               "only";
-      *mine = theirs + off;
+    std::vector<int64_t> mine = broadcastTo(p->source, out.source.shape);
+    for (size_t f = 0; f < mine.size(); ++f) {
+      int64_t &at = out.source.ints[f];
+      if (mine[f] >= 0 && at >= 0 && mine[f] != at)
+        return nodeName + " combines " + maskElement(at, out.seq) + " and " +
+               maskElement(mine[f], out.seq) + " in its element " +
+               indexStr(int64_t(f), out.source.shape) +
+               "; weft reads attention_mask as key padding only";
+      if (mine[f] >= 0)
+        at = mine[f];
     }
   }
   return "";
 }
 
 std::string keyMaskForm(const PaddedValue &v) {
-  const Shape &s = v.ifTokens.shape;
+  const Shape &s = v.source.shape;
   const int64_t rank = int64_t(s.size());
-  if (rank < 2 || (v.keyAxis >= 0 && v.keyAxis != rank - 1) ||
-      (v.rowAxis >= 0 && v.rowAxis != 0))
-    return "which is not an attention's mask [rows, .., keys] (its row "
-           "axis is " +
-           std::to_string(v.rowAxis) + " and key axis " +
-           std::to_string(v.keyAxis) + " of " + std::to_string(rank) +
-           "); weft reads attention_mask as key padding only";
+  if (rank < 2)
+    return "which is not an attention's mask [rows, .., keys] (rank " +
+           std::to_string(rank) +
+           "); weft reads attention_mask as key "
+           "padding only";
+  // Every row and every key, each on its own axis: the first and the last.
+  auto notOwn = [&](const char *axis, int64_t has, const char *what,
+                    int64_t want) {
+    return "which is not an attention's mask [rows, .., keys]: its " +
+           std::string(axis) + " axis has " + std::to_string(has) +
+           " elements, the mask's " + what + " " + std::to_string(want) +
+           " (shape " + indexStr(-1, s) +
+           "); weft reads attention_mask as "
+           "key padding only";
+  };
+  if (v.seq > 1 && s[size_t(rank - 1)] != v.seq)
+    return notOwn("last", s[size_t(rank - 1)], "keys", v.seq);
+  if (v.rows > 1 && s[0] != v.rows)
+    return notOwn("first", s[0], "rows", v.rows);
+  const Shape strides = stridesOf(s);
+  for (int64_t f = 0; f < int64_t(v.source.ints.size()); ++f) {
+    const int64_t src = v.source.ints[size_t(f)];
+    if (src < 0)
+      continue;
+    const int64_t row = v.rows == 1 ? 0 : (f / strides[0]) % s[0];
+    const int64_t key = v.seq == 1 ? 0 : f % s[size_t(rank - 1)];
+    if (src == row * v.seq + key)
+      continue;
+    return "which is not an attention's mask [rows, .., keys]: its element " +
+           indexStr(f, s) + " follows " + maskElement(src, v.seq) +
+           ", where an attention's mask holds attention_mask[" +
+           std::to_string(row) + ", " + std::to_string(key) +
+           "]; weft reads attention_mask as key padding only";
+  }
   return "";
 }
 

@@ -2,16 +2,20 @@
 //
 // A graph with an `attention_mask` input [rows, seq] (1 a token, 0 padding;
 // Hugging Face's) builds its attention's mask from it: Cast, Unsqueeze,
-// Expand, 1 - m, times finfo.min, Where beside the causal triangle. weft
+// Expand, 1 - m, times finfo.min, Where beside the causal triangle
+// (transformers 4); or, through transformers 5's masking functions, each
+// score's mask element picked by index (Flatten and Gather, GatherND). weft
 // reads that mask as key padding (weft.attention's key_padding), and proves
 // the graph computes exactly that:
 //
 //  - every node between the input and the attention is elementwise (with
-//    numpy broadcasting) or moves elements (Reshape, Expand, Transpose,
-//    Slice, Squeeze, Unsqueeze), so each element of its result follows one
-//    mask element, the one its row axis and key axis name (tracked per
-//    value: the axes, found for moves by folding the node on the input's
-//    flat indices);
+//    numpy broadcasting) or moves elements (Reshape, Flatten, Expand,
+//    Transpose, Slice, Squeeze, Unsqueeze, Concat, Gather and GatherND at
+//    constant indices), so each element of its result follows one mask
+//    element (tracked per element: the mask's flat index, found for moves
+//    by folding the node on the sources' indices);
+//  - the value the attention reads follows, at element [r, .., k], the
+//    mask's element [r, k];
 //  - then two foldings give the element for any mask: ifTokens (every mask
 //    value 1) and ifPadding (every value 0).
 //
@@ -28,12 +32,12 @@ namespace weft {
 namespace onnximport {
 
 /// A value computed from the attention_mask input and constants alone: its
-/// element e is ifTokens[e] where mask[e[rowAxis], e[keyAxis]] is 1 and
-/// ifPadding[e] where it is 0 (an axis of -1: the mask has one row, or one
-/// key, and e reads that).
+/// element e is ifTokens[e] where the mask's element source[e] (its flat
+/// index, row * seq + key) is 1 and ifPadding[e] where it is 0; a source
+/// of -1: e reads no mask element (ifTokens[e] is ifPadding[e]).
 struct PaddedValue {
-  HostTensor ifTokens, ifPadding;
-  int64_t rowAxis = -1, keyAxis = -1;
+  HostTensor ifTokens, ifPadding, source;
+  int64_t rows = 1, seq = 1; // the mask's shape
 };
 
 /// The attention_mask input itself, [rows, seq] of `type`.
@@ -48,8 +52,9 @@ std::string foldPadded(const onnx::NodeProto &n, const std::string &nodeName,
                        const std::vector<const PaddedValue *> &padded,
                        std::vector<PaddedValue> &outputs);
 
-/// Whether v can be an attention's mask over keys: its last axis the keys
-/// and its first the rows (or the mask's one row). Returns why not, or "".
+/// Whether v can be an attention's mask over keys: its element [r, .., k]
+/// follows the mask's element [r, k] (its first axis the rows, unless the
+/// mask has one; its last the keys). Returns why not, or "".
 std::string keyMaskForm(const PaddedValue &v);
 
 } // namespace onnximport

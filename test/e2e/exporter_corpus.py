@@ -3,7 +3,8 @@
   exporter_corpus.py BINDIR WORKDIR
 
 fixtures/corpus/ holds tiny Hugging Face models (random weights, transformers
-4.46, torch 2.15) exported by both torch.onnx exporters: TorchScript
+4.46, torch 2.15; fixtures/corpus5/ two of them from transformers 5.25)
+exported by both torch.onnx exporters: TorchScript
 (`dynamo=False`, opsets 14 and 17) and dynamo (opset 18, optimize=False),
 with PyTorch's loss on the fixture's tokens in each .json
 (fixtures/export_exporter_corpus.py made them; it regenerates them where
@@ -198,6 +199,25 @@ e = rel(got, one)
 print(f"bert-cls-ts17 with replicas in the last stage: pp=2 trains like one rank: rel {e:.1e}")
 if e > 1e-9:
     failures.append(f"bert with replicas on pp=2: {got} vs one rank {one}")
+# transformers 5.25 (fixtures/corpus5, the same script in the bench venv):
+# its decoders export through the dynamo exporter only (TorchScript stops
+# at aten::diff in the masking functions). PyTorch's first loss, and dp=2
+# and tp=2 train like one rank.
+CORPUS5 = os.path.join(os.path.dirname(CORPUS), "corpus5")
+for name in ("llama3rope-dyn18", "mistral-sw8-dyn18"):
+    meta, first = losses(name, [], "f32", 1, corpus=CORPUS5)
+    err = abs(first[0] - meta["loss"]) / abs(meta["loss"])
+    print(f"{name} (transformers {meta['transformers']}): loss {first[0]:.7f}, "
+          f"PyTorch {meta['loss']:.7f} (rel {err:.1e})")
+    if err > 1e-5:
+        failures.append(f"{name} (transformers 5): first loss {first[0]} vs {meta['loss']}")
+    _, one = losses(name, [], "f64", 4, corpus=CORPUS5)
+    for mesh in (["dp=2"], ["tp=2", "--layout", "megatron"]):
+        _, got = losses(name, [], "f64", 4, mesh, corpus=CORPUS5)
+        e = rel(got, one)
+        print(f"  {' '.join(mesh)} trains like one rank: rel {e:.1e}")
+        if e > 1e-9:
+            failures.append(f"{name} (transformers 5) on {' '.join(mesh)}: {got} vs {one}")
 if failures:
     sys.exit("FAIL:\n  " + "\n  ".join(failures))
-print(f"PASS: {len(FIXTURES)} exports")
+print(f"PASS: {len(FIXTURES) + 2} exports")

@@ -1,9 +1,11 @@
 """ONNX graphs with an attention_mask input train padded batches exactly.
 
-  padded_onnx.py BIN_DIR WORKDIR
+  padded_onnx.py BIN_DIR WORKDIR [padded5]
 
 The fixtures (fixtures/padded, made by fixtures/export_padded_onnx.py with
-transformers 4.46.3's eager attention and the TorchScript exporter) are a
+transformers 4.46.3's eager attention and the TorchScript exporter; or,
+with a third argument, fixtures/padded5: transformers 5.25.0 and the dynamo
+exporter, whose masks index the attention_mask per score) are a
 GPT-2, a Llama (GQA, RoPE) and a BERT sequence classifier whose graphs take
 input_ids and attention_mask, with a batch of 4 rows of 12: whole, right-
 padded, left-padded, short. weft imports the mask's subgraph as the
@@ -35,7 +37,8 @@ from random_layouts import max_rel  # noqa: E402
 import wref_np  # noqa: E402
 
 BIN, WORK = sys.argv[1:3]
-FIX = os.path.join(HERE, "fixtures", "padded")
+# fixtures/padded (transformers 4, TorchScript) or another set: padded5.
+FIX = os.path.join(HERE, "fixtures", sys.argv[3] if len(sys.argv) > 3 else "padded")
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
 failures = []
@@ -49,7 +52,8 @@ def compile_(name, meta, tag, dtype, flags=(), check=True):
         cmd += ["--lr", "3e-3"] + (["--loss", "cross-entropy"] if "--loss" not in flags else [])
         if meta["classes"]:
             cmd += ["--classes", str(meta["classes"])]
-    if "gpt2" in name and "--forward-only" not in flags:
+    if ("gpt2" in name and "--forward-only" not in flags
+            and "TorchScript" in meta["exporter"]):
         cmd += ["--tie-embeddings"]  # the exporter's transposed copy of the table
     r = subprocess.run(cmd, capture_output=True, text=True)
     if check and r.returncode:
@@ -81,7 +85,9 @@ def run(name, meta, tag, prog, steps, ranks=1, mask=True, grads=False):
     return losses, ""
 
 
-for name in ("gpt2-padded", "llama-padded", "bert-cls-padded", "bert-cls-types"):
+NAMES = ["gpt2-padded", "llama-padded", "bert-cls-padded", "bert-cls-types",
+         "bert-cls-padded-ts"]
+for name in [n for n in NAMES if os.path.exists(f"{FIX}/{n}.json")]:
     meta = json.load(open(f"{FIX}/{name}.json"))
     prog, _ = compile_(name, meta, f"{name}-f64", "f64")
     losses, err = run(name, meta, f"{name}-f64", prog, 1, grads=True)

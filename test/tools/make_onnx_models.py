@@ -36,6 +36,10 @@
   mask_cumsum.onnx  positions counted from attention_mask (CumSum)
   mask_hidden.onnx  attention_mask multiplying the hidden states
   mask_scores.onnx  attention_mask added to scores that are no attention
+  mask_gather.onnx  the same mask picked per score from the flattened
+                 attention_mask (transformers 5's masks through TorchScript:
+                 Flatten, then Gather at b * seq + k)
+  mask_gather_shifted.onnx  the same, each score picking the next key's
   no_outputs.onnx  the bigram with no graph outputs
   ir0/ir99.onnx, both_data.onnx, short_weights.onnx, duplicate_weights.onnx,
   external_{escape,absolute,missing}.onnx: malformed headers and weights
@@ -156,6 +160,20 @@ save(model([embed, mid, helper.make_node("Cast", ["attention_mask"], ["mf"], nam
             helper.make_node("Add", ["s", "m3"], ["sm"], name="plus_mask"),
             helper.make_node("MatMul", ["sm", "x"], ["y"], name="mix")] + head("y"),
            [WTE], extra_inputs=[mask]), f"{out}/mask_scores.onnx")
+for name, shift in (("mask_gather", 0), ("mask_gather_shifted", 1)):
+    at = np.array([[[b * 4 + (k + shift) % 4 for k in range(4)]] for b in range(2)])
+    save(model([embed, helper.make_node("Cast", ["attention_mask"], ["mf"], name="mf", to=1),
+                helper.make_node("Flatten", ["mf"], ["flat"], name="flat", axis=2),
+                helper.make_node("Constant", [], ["at"], name="at",
+                                 value=numpy_helper.from_array(at.astype(np.int64))),
+                helper.make_node("Gather", ["flat", "at"], ["picked"], name="picked", axis=0),
+                helper.make_node("Constant", [], ["to3"], value_ints=[2, 1, 4]),
+                helper.make_node("Reshape", ["picked", "to3"], ["m3"], name="m3"),
+                helper.make_node("Transpose", ["x"], ["xt"], name="xt", perm=[0, 2, 1]),
+                helper.make_node("MatMul", ["x", "xt"], ["s"], name="scores"),
+                helper.make_node("Add", ["s", "m3"], ["sm"], name="plus_mask"),
+                helper.make_node("MatMul", ["sm", "x"], ["y"], name="mix")] + head("y"),
+               [WTE], extra_inputs=[mask]), f"{out}/{name}.onnx")
 fused = helper.make_node("FastGelu", ["x"], ["g"], name="fastgelu", domain="com.microsoft")
 m = model([embed, fused] + head("g"), [WTE])
 m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
