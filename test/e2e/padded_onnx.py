@@ -4,8 +4,9 @@
 
 The fixtures (fixtures/padded, made by fixtures/export_padded_onnx.py with
 transformers 4.46.3's eager attention and the TorchScript exporter; or,
-with a third argument, fixtures/padded5: transformers 5.25.0 and the dynamo
-exporter, whose masks index the attention_mask per score) are a
+with a third argument, fixtures/padded5: transformers 5.25.0's SDPA and the
+dynamo exporter, whose masks index the attention_mask per score, and one
+BERT through TorchScript) are a
 GPT-2, a Llama (GQA, RoPE) and a BERT sequence classifier whose graphs take
 input_ids and attention_mask, with a batch of 4 rows of 12: whole, right-
 padded, left-padded, short. weft imports the mask's subgraph as the
