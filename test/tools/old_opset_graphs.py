@@ -95,6 +95,30 @@ check("softmax11", 11, [helper.make_node("Softmax", ["x"], ["y"]),
 w = rng.standard_normal((5,)).astype(np.float32)
 check("add7", 7, [helper.make_node("Add", ["x", "w"], ["y"])], {"x": x, "w": w}, ["y"], [x + w])
 
+# Opsets 21 to 23 changed these ops' type constraints only (int4, float8,
+# bfloat16, float4 added): their values are numpy's as at 20.
+shape = numpy_helper.from_array(np.array([3, 20], np.int64), "shape")
+one = numpy_helper.from_array(np.array([1], np.int64), "one")
+for opset in (21, 22, 23):
+    path = graph(f"views{opset}", opset, [
+        helper.make_node("Reshape", ["x", "shape"], ["r"]),
+        helper.make_node("Transpose", ["r"], ["t"], perm=[1, 0]),
+        helper.make_node("Cos", ["t"], ["c"]),
+        helper.make_node("Sin", ["t"], ["n"]),
+        helper.make_node("Add", ["c", "n"], ["a"]),
+        helper.make_node("Unsqueeze", ["a", "one"], ["u"]),
+        helper.make_node("Squeeze", ["u", "one"], ["q"]),
+        helper.make_node("Flatten", ["x"], ["f"], axis=2),
+        helper.make_node("Cast", ["q"], ["y"], to=TensorProto.FLOAT),
+        helper.make_node("Identity", ["f"], ["z"])],
+        [("x", [4, 3, 5])], ["y", "z"], [shape, one])
+    got, err = run(path, {"x": x}, ["y", "z"])
+    t = x.reshape(3, 20).T
+    want = [np.cos(t) + np.sin(t), x.reshape(12, 5)]
+    if got is None or not all(np.allclose(g, w, rtol=1e-5, atol=1e-6) for g, w in zip(got, want)):
+        sys.exit(f"FAIL: views{opset}: {err or 'differs from numpy'}")
+    print(f"views{opset} (opset {opset}): numpy's [20, 3], [12, 5]")
+
 axes = numpy_helper.from_array(np.array([0], np.int64), "axes")
 refused("unsqueeze12-input", 12, [helper.make_node("Unsqueeze", ["x", "axes"], ["y"])],
         [("x", [3])], ["y"], [axes])
@@ -112,3 +136,7 @@ refused("slice9-int-bounds", 9, [helper.make_node("Slice", ["x"], ["y"], starts=
 refused("unsqueeze11-no-axes", 11, [helper.make_node("Unsqueeze", ["x"], ["y"])],
         [("x", [4])], ["y"])
 refused("opset6", 6, [helper.make_node("Tanh", ["x"], ["y"])], [("x", [4])], ["y"])
+refused("opset24", 24, [helper.make_node("Tanh", ["x"], ["y"])], [("x", [4])], ["y"])
+# Opset 23's Attention (torch's SDPA exported at 23) is no op weft imports.
+refused("attention23", 23, [helper.make_node("Attention", ["q", "k", "v"], ["y"])],
+        [("q", [1, 2, 4, 8]), ("k", [1, 2, 4, 8]), ("v", [1, 2, 4, 8])], ["y"])
