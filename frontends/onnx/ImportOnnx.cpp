@@ -77,8 +77,8 @@ using Shape = std::vector<int64_t>;
 // reads each where its opset puts it (refusing the other place). Opsets 21
 // to 23 changed the imported ops' type constraints only (int4, float8,
 // bfloat16 and float4 added; their inputs, attributes and text as at 20,
-// compared in ONNX 1.23's schemas); 23's new Attention, RMSNormalization and
-// RotaryEmbedding are ops weft does not import, refused by name.
+// compared in ONNX 1.23's schemas). Of 23's new ops weft imports Attention
+// (attentionResult); RMSNormalization and RotaryEmbedding are refused.
 constexpr int64_t kMinOpset = 7, kMaxOpset = 23;
 
 // One ONNX value: folded (a constant), a tensor of the IR, or the tensors
@@ -162,6 +162,9 @@ private:
   std::string readNode(const onnx::NodeProto &n);
   std::string emit(const onnx::NodeProto &n,
                    const std::vector<const Slot *> &in);
+  std::string attentionResult(const onnx::NodeProto &n,
+                              const std::vector<const Slot *> &in,
+                              SmallVectorImpl<Type> &types);
   std::string resultTypes(const onnx::NodeProto &n,
                           const std::vector<const Slot *> &in,
                           SmallVectorImpl<Type> &types, DictionaryAttr &attrs);
@@ -421,7 +424,8 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
   static const std::pair<const char *, size_t> kRequired[] = {
       {"Gemm", 2},     {"Slice", 3},  {"MatMul", 2},
       {"Reshape", 2},  {"Expand", 2}, {"Gather", 2},
-      {"CastLike", 2}, {"Where", 3},  {"LayerNormalization", 2}};
+      {"CastLike", 2}, {"Where", 3},  {"LayerNormalization", 2},
+      {"Attention", 3}};
   size_t required = 1;
   for (auto [name, count] : kRequired)
     if (op == name)
@@ -431,7 +435,7 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
   bool optional = op == "Slice" || op == "Gemm" || op == "Squeeze" ||
                   op == "Clip" || op == "LayerNormalization" || op == "Split" ||
                   op == "SplitToSequence" || op == "ReduceMean" ||
-                  op == "ReduceSum" || op == "Unsqueeze";
+                  op == "ReduceSum" || op == "Unsqueeze" || op == "Attention";
   if (in.size() < required)
     return fail("has " + std::to_string(in.size()) + " inputs, expected " +
                 std::to_string(required));
@@ -792,7 +796,65 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
         out.push_back(1);
     return same(x.getElementType(), out);
   }
+  if (op == "Attention")
+    return attentionResult(n, in, types);
   return fail("is not supported by weft's ONNX import");
+}
+
+// Opset 23's Attention in the 4-D form torch exports SDPA in: Q [B, H, S,
+// D], K and V [B, Hkv, S, D], an optional mask; Y [B, H, S, D] its one
+// result. weft-raise-onnx makes it weft.attention (as it does the MatMul,
+// Softmax, MatMul form) or refuses it.
+std::string Importer::attentionResult(const onnx::NodeProto &n,
+                                      const std::vector<const Slot *> &in,
+                                      SmallVectorImpl<Type> &types) {
+  const std::string where = nodeName(n);
+  static const std::set<std::string> kKnown = {
+      "is_causal", "kv_num_heads", "q_num_heads",      "qk_matmul_output_mode",
+      "scale",     "softcap",      "softmax_precision"};
+  for (const auto &a : n.attribute())
+    if (!kKnown.count(a.name()))
+      return where + ": attribute '" + a.name() +
+             "' is not an attribute of Attention at opset 23";
+  if (in.size() > 4)
+    return where + ": reads a key/value cache (past_key, past_value): weft "
+                   "trains without one";
+  if (n.output_size() != 1)
+    return where + ": has " + std::to_string(n.output_size()) +
+           " results; weft's attention yields Y alone (no present key/value "
+           "or qk_matmul_output)";
+  if (const auto *cap = findAttribute(n, "softcap"); cap && cap->f() != 0.0f)
+    return where + ": softcap " + std::to_string(cap->f()) +
+           ": weft's attention caps no scores";
+  if (const auto *p = findAttribute(n, "softmax_precision");
+      p && p->i() != onnx::TensorProto_DataType_FLOAT)
+    return where + ": softmax_precision " + std::to_string(p->i()) +
+           " is not float";
+  if (intAttr(n, "is_causal", 0) != 0 && intAttr(n, "is_causal", 0) != 1)
+    return where + ": attribute 'is_causal' = " +
+           std::to_string(intAttr(n, "is_causal", 0)) + ", expected 0 or 1";
+  for (size_t i = 0; i < 3; ++i)
+    if (!in[i]->value)
+      return where + ": input " + std::to_string(i) +
+             " is a constant; weft raises attention over computed Q, K, V";
+  auto shape = [&](size_t i) {
+    return Shape(cast<RankedTensorType>(in[i]->value.getType()).getShape());
+  };
+  Shape q = shape(0), k = shape(1), v = shape(2);
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4)
+    return where + ": takes Q, K, V of shapes " + shapeString(q) + ", " +
+           shapeString(k) + ", " + shapeString(v) +
+           "; weft imports the 4-D form torch exports ([batch, heads, seq, "
+           "head_dim])";
+  if (k[0] != q[0] || v[0] != q[0] || k[1] != v[1] || k[2] != v[2] ||
+      k[3] != q[3] || v[3] != q[3] || k[2] != q[2] || q[1] % k[1])
+    return where + ": Q " + shapeString(q) + ", K " + shapeString(k) +
+           " and V " + shapeString(v) +
+           " are not self-attention's [batch, heads, seq, head_dim], the "
+           "key/value heads dividing the query heads";
+  types.push_back(RankedTensorType::get(
+      q, cast<RankedTensorType>(in[0]->value.getType()).getElementType()));
+  return "";
 }
 
 std::string Importer::emit(const onnx::NodeProto &n,
@@ -876,6 +938,11 @@ std::string checkAttributes(const onnx::NodeProto &n,
       {"stash_type", onnx::AttributeProto::INT},
       {"upper", onnx::AttributeProto::INT},
       {"noop_with_empty_axes", onnx::AttributeProto::INT},
+      {"is_causal", onnx::AttributeProto::INT},
+      {"softmax_precision", onnx::AttributeProto::INT},
+      {"qk_matmul_output_mode", onnx::AttributeProto::INT},
+      {"scale", onnx::AttributeProto::FLOAT},
+      {"softcap", onnx::AttributeProto::FLOAT},
       {"perm", onnx::AttributeProto::INTS},
       {"axes", onnx::AttributeProto::INTS},
       {"starts", onnx::AttributeProto::INTS},

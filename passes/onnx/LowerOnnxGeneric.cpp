@@ -68,6 +68,11 @@ public:
         "And",         "Or",         "Not",
         "IsNaN",       "Max",        "Min",
         "Clip"};
+    if (t == "Attention") // what weft-raise-onnx did not make weft.attention
+      return refuse("was not raised to weft.attention, which takes Q, K and "
+                    "V as heads of [batch, seq, heads*dim] values and a mask "
+                    "that is causal, a sliding window, every key or the "
+                    "attention_mask's key padding");
     if (!llvm::is_contained(kLowered, t)) {
       std::string all;
       for (const char *l : kLowered)

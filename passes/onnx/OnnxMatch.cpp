@@ -28,7 +28,7 @@ bool wellFormed(OnnxNodeOp op) {
                 {"Greater", 2, 2},    {"GreaterOrEqual", 2, 2},
                 {"And", 2, 2},        {"Or", 2, 2},
                 {"Max", 1, ~0u},      {"Min", 1, ~0u},
-                {"Clip", 1, 3}};
+                {"Clip", 1, 3},       {"Attention", 3, 4}};
   unsigned n = op.getInputs().size(), min = 1, max = 1;
   for (const auto &a : kArity)
     if (op.getOpType() == a.type)

@@ -436,6 +436,8 @@ struct Attention : NodePattern {
     std::optional<View> root = traceView(op.getResult(0));
     if (out.size() != 3 || !root)
       return failure();
+    if (OnnxNodeOp native = nodeOf(root->base, "Attention"))
+      return raiseNative(op, native, out, *root, rw);
     OnnxNodeOp pv = nodeOf(root->base, "MatMul");
     if (!pv || shapeOf(pv.getResult(0)).size() != 4)
       return failure();
@@ -513,6 +515,81 @@ struct Attention : NodePattern {
                 rw, op.getLoc(), q, k, v, rw.getI64IntegerAttr(heads),
                 rw.getI64IntegerAttr(kvHeads), scaleAttr,
                 causal ? UnitAttr() : rw.getUnitAttr(), FloatAttr(),
+                IntegerAttr(), ArrayAttr(),
+                mask.window ? rw.getI64IntegerAttr(mask.window) : IntegerAttr(),
+                mask.keyPadding ? rw.getUnitAttr() : UnitAttr())
+                .getResult());
+    return success();
+  }
+  // Opset 23's Attention op (torch's SDPA exported at 23): Q, K, V heads
+  // views of [B, S, H*D] values as above, K not transposed; its mask an
+  // input (bool: true keeps a key; float: added), is_causal a flag that
+  // adds the causal triangle; Y [B, H, S, D] viewed back as [B, S, H*D].
+  LogicalResult raiseNative(OnnxNodeOp op, OnnxNodeOp att, const Shape &out,
+                            const View &root, PatternRewriter &rw) const {
+    Shape o = shapeOf(att.getResult(0)); // [B, H, S, D]
+    if (o.size() != 4 || att.getInputs().size() < 3)
+      return failure();
+    const int64_t heads = o[1], seq = o[2], headDim = o[3];
+    View want = View::of(att.getResult(0));
+    want.transpose({0, 2, 1, 3});
+    if (!want.reshape(out) || !(want == root) ||
+        out != Shape{o[0], seq, heads * headDim})
+      return failure();
+    std::optional<View> qView = traceView(att.getInputs()[0]),
+                        kView = traceView(att.getInputs()[1]),
+                        vView = traceView(att.getInputs()[2]);
+    if (!qView || !kView || !vView)
+      return failure();
+    Value q = qView->base, k = kView->base, v = vView->base;
+    if (shapeOf(q) != out || shapeOf(k).size() != 3 ||
+        shapeOf(k) != shapeOf(v) || shapeOf(k)[0] != out[0] ||
+        shapeOf(k)[1] != out[1] || !sameFloat({q, k, v}))
+      return failure();
+    const int64_t kvWidth = shapeOf(k)[2];
+    if (kvWidth % headDim || heads % (kvWidth / headDim))
+      return failure();
+    const int64_t kvHeads = kvWidth / headDim;
+    // K and V's heads as the op takes them: repeated to H (torch's
+    // repeat_kv), or fewer, which the op repeats (query head h reads key
+    // head h / (H / Hkv), as weft's grouping does).
+    const int64_t kHeads = shapeOf(att.getInputs()[1])[1];
+    if (kHeads % kvHeads || heads % kHeads)
+      return failure();
+    if (!(*qView == headsView(q, heads, headDim, false)) ||
+        !(*kView == headsView(k, kHeads, headDim, false)) ||
+        !(*vView == headsView(v, kHeads, headDim, false)))
+      return failure();
+    MaskKind mask{false, 0};
+    if (att.getInputs().size() > 3) {
+      Value m = att.getInputs()[3];
+      const bool bits = getElementTypeOrSelf(m.getType()).isInteger(1);
+      const bool padded = isPadded(m);
+      std::optional<MaskKind> kind =
+          bits ? selectMask(m, seq, /*keepTrue=*/true, padded)
+               : additiveMask(m, seq, padded);
+      if (!kind)
+        return failure();
+      mask = *kind;
+      mask.keyPadding = padded;
+    }
+    // is_causal adds the triangle to the mask: a window stays one.
+    if (intAttr(att, "is_causal", 0))
+      mask.causal = true;
+    double scale = floatAttr(att, "scale", 0.0);
+    double standard = 1.0 / std::sqrt(double(headDim));
+    if (scale == 0.0)
+      scale = standard;
+    if (!std::isfinite(scale))
+      return failure();
+    FloatAttr scaleAttr = std::fabs(scale - standard) <= 1e-6 * standard
+                              ? nullptr
+                              : rw.getF64FloatAttr(scale);
+    rw.replaceOp(
+        op, AttentionOp::create(
+                rw, op.getLoc(), q, k, v, rw.getI64IntegerAttr(heads),
+                rw.getI64IntegerAttr(kvHeads), scaleAttr,
+                mask.causal ? UnitAttr() : rw.getUnitAttr(), FloatAttr(),
                 IntegerAttr(), ArrayAttr(),
                 mask.window ? rw.getI64IntegerAttr(mask.window) : IntegerAttr(),
                 mask.keyPadding ? rw.getUnitAttr() : UnitAttr())

@@ -149,6 +149,52 @@ func.func @attention(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: tensor<1x
 
 // -----
 
+// Opset 23's Attention op, as torch exports SDPA at 23: q [1, 4, 8] as 2
+// heads of 4, k and v [1, 4, 4] as 1 head the op repeats (grouped-query),
+// is_causal, a scale of its own. The same weft.attention.
+// CHECK-LABEL: func @attention_op
+// CHECK-NEXT:  %[[A:.*]] = weft.attention %arg0, %arg1, %arg2 {num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 2.500000e-01 : f64}
+// CHECK-NEXT:  return %[[A]]
+func.func @attention_op(%q: tensor<1x4x8xf32>, %k: tensor<1x4x4xf32>, %v: tensor<1x4x4xf32>) -> tensor<1x4x8xf32> {
+  %qh = weft.constant dense<[1, 4, 2, 4]> : tensor<4xi64>
+  %kh = weft.constant dense<[1, 4, 1, 4]> : tensor<4xi64>
+  %back = weft.constant dense<[1, 4, 8]> : tensor<3xi64>
+  %q4 = weft.onnx_node "Reshape" "view_q"(%q, %qh) {attrs = {}, opset = 23 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %qt = weft.onnx_node "Transpose" "transpose_q"(%q4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 23 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %k4 = weft.onnx_node "Reshape" "view_k"(%k, %kh) {attrs = {}, opset = 23 : i64} : (tensor<1x4x4xf32>, tensor<4xi64>) -> tensor<1x4x1x4xf32>
+  %kt = weft.onnx_node "Transpose" "transpose_k"(%k4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 23 : i64} : (tensor<1x4x1x4xf32>) -> tensor<1x1x4x4xf32>
+  %v4 = weft.onnx_node "Reshape" "view_v"(%v, %kh) {attrs = {}, opset = 23 : i64} : (tensor<1x4x4xf32>, tensor<4xi64>) -> tensor<1x4x1x4xf32>
+  %vt = weft.onnx_node "Transpose" "transpose_v"(%v4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 23 : i64} : (tensor<1x4x1x4xf32>) -> tensor<1x1x4x4xf32>
+  %o = weft.onnx_node "Attention" "sdpa"(%qt, %kt, %vt) {attrs = {is_causal = 1 : i64, scale = 2.500000e-01 : f32}, opset = 23 : i64} : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ot = weft.onnx_node "Transpose" "transpose_o"(%o) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 23 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x4x2x4xf32>
+  %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 23 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
+  return %y : tensor<1x4x8xf32>
+}
+
+// -----
+
+// The same op with a mask that keeps an arbitrary pattern of keys: no
+// attention weft has; the op is left to the generic lowering, which names it.
+// CHECK-LABEL: func @attention_op_other_mask
+// CHECK: weft.onnx_node "Attention" "sdpa"
+func.func @attention_op_other_mask(%q: tensor<1x4x8xf32>, %k: tensor<1x4x8xf32>, %v: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %h = weft.constant dense<[1, 4, 2, 4]> : tensor<4xi64>
+  %back = weft.constant dense<[1, 4, 8]> : tensor<3xi64>
+  %mask = weft.constant dense<[[true, false, true, false], [true, true, false, false], [false, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %q4 = weft.onnx_node "Reshape" "view_q"(%q, %h) {attrs = {}, opset = 23 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %qt = weft.onnx_node "Transpose" "transpose_q"(%q4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 23 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %k4 = weft.onnx_node "Reshape" "view_k"(%k, %h) {attrs = {}, opset = 23 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %kt = weft.onnx_node "Transpose" "transpose_k"(%k4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 23 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %v4 = weft.onnx_node "Reshape" "view_v"(%v, %h) {attrs = {}, opset = 23 : i64} : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+  %vt = weft.onnx_node "Transpose" "transpose_v"(%v4) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 23 : i64} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = weft.onnx_node "Attention" "sdpa"(%qt, %kt, %vt, %mask) {attrs = {}, opset = 23 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<4x4xi1>) -> tensor<1x2x4x4xf32>
+  %ot = weft.onnx_node "Transpose" "transpose_o"(%o) {attrs = {perm = array<i64: 0, 2, 1, 3>}, opset = 23 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x4x2x4xf32>
+  %y = weft.onnx_node "Reshape" "view_o"(%ot, %back) {attrs = {}, opset = 23 : i64} : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
+  return %y : tensor<1x4x8xf32>
+}
+
+// -----
+
 // The same with the keys read in the queries' order (no k^T): scores
 // q k, not q k^T. The views differ, so it is no attention weft has; the
 // first node that computes is named.
