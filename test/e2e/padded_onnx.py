@@ -87,7 +87,7 @@ def run(name, meta, tag, prog, steps, ranks=1, mask=True, grads=False):
 
 
 NAMES = ["gpt2-padded", "llama-padded", "bert-cls-padded", "bert-cls-types",
-         "bert-cls-padded-ts"]
+         "bert-cls-padded-ts", "llama-padded-op23", "bert-cls-padded-op23"]
 for name in [n for n in NAMES if os.path.exists(f"{FIX}/{n}.json")]:
     meta = json.load(open(f"{FIX}/{name}.json"))
     prog, _ = compile_(name, meta, f"{name}-f64", "f64")
