@@ -32,6 +32,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include <array>
 #include <cmath>
 
 namespace weft {
@@ -476,15 +477,28 @@ struct Attention : NodePattern {
     // (an encoder's, bidirectional), or absent (bidirectional).
     MaskKind mask;
     Value qk = unmasked(scores, seq, mask);
-    const bool causal = mask.causal;
     qk = qk ? stripScale(qk, scale) : nullptr;
     OnnxNodeOp qkOp = nodeOf(qk, "MatMul");
     if (!qkOp)
       return failure();
     Value qv = stripScale(qkOp.getInputs()[0], scale);
     Value kv = stripScale(qkOp.getInputs()[1], scale);
-    std::optional<View> qView = traceView(qv), kView = traceView(kv),
-                        vView = traceView(pv.getInputs()[1]);
+    return replaceWithAttention(op, rw, out, {qv, kv, pv.getInputs()[1]}, heads,
+                                headDim, heads, /*keysLast=*/true, mask, scale);
+  }
+  // Replaces op with weft.attention of q, k, v: `views` the heads they are
+  // read as ([B, H, S, D]; K's with kHeads heads, [B, H, D, S] where
+  // keysLast), each a view of a [B, S, heads*D] value of the batch and
+  // sequence of `out`; or fails.
+  LogicalResult replaceWithAttention(OnnxNodeOp op, PatternRewriter &rw,
+                                     const Shape &out,
+                                     std::array<Value, 3> views, int64_t heads,
+                                     int64_t headDim, int64_t kHeads,
+                                     bool keysLast, const MaskKind &mask,
+                                     double scale) const {
+    std::optional<View> qView = traceView(views[0]),
+                        kView = traceView(views[1]),
+                        vView = traceView(views[2]);
     if (!qView || !kView || !vView)
       return failure();
     Value q = qView->base, k = kView->base, v = vView->base;
@@ -498,9 +512,11 @@ struct Attention : NodePattern {
     if (kvWidth % headDim || heads % (kvWidth / headDim))
       return failure();
     const int64_t kvHeads = kvWidth / headDim;
+    if (kHeads % kvHeads || heads % kHeads)
+      return failure();
     if (!(*qView == headsView(q, heads, headDim, false)) ||
-        !(*kView == headsView(k, heads, headDim, true)) ||
-        !(*vView == headsView(v, heads, headDim, false)))
+        !(*kView == headsView(k, kHeads, headDim, keysLast)) ||
+        !(*vView == headsView(v, kHeads, headDim, false)))
       return failure();
     // weft's default scale is 1/sqrt(D); torch's sqrt(1/sqrt(D)) on both
     // sides rounds to it within f32 rounding.
@@ -514,7 +530,7 @@ struct Attention : NodePattern {
         op, AttentionOp::create(
                 rw, op.getLoc(), q, k, v, rw.getI64IntegerAttr(heads),
                 rw.getI64IntegerAttr(kvHeads), scaleAttr,
-                causal ? UnitAttr() : rw.getUnitAttr(), FloatAttr(),
+                mask.causal ? UnitAttr() : rw.getUnitAttr(), FloatAttr(),
                 IntegerAttr(), ArrayAttr(),
                 mask.window ? rw.getI64IntegerAttr(mask.window) : IntegerAttr(),
                 mask.keyPadding ? rw.getUnitAttr() : UnitAttr())
@@ -536,30 +552,6 @@ struct Attention : NodePattern {
     if (!want.reshape(out) || !(want == root) ||
         out != Shape{o[0], seq, heads * headDim})
       return failure();
-    std::optional<View> qView = traceView(att.getInputs()[0]),
-                        kView = traceView(att.getInputs()[1]),
-                        vView = traceView(att.getInputs()[2]);
-    if (!qView || !kView || !vView)
-      return failure();
-    Value q = qView->base, k = kView->base, v = vView->base;
-    if (shapeOf(q) != out || shapeOf(k).size() != 3 ||
-        shapeOf(k) != shapeOf(v) || shapeOf(k)[0] != out[0] ||
-        shapeOf(k)[1] != out[1] || !sameFloat({q, k, v}))
-      return failure();
-    const int64_t kvWidth = shapeOf(k)[2];
-    if (kvWidth % headDim || heads % (kvWidth / headDim))
-      return failure();
-    const int64_t kvHeads = kvWidth / headDim;
-    // K and V's heads as the op takes them: repeated to H (torch's
-    // repeat_kv), or fewer, which the op repeats (query head h reads key
-    // head h / (H / Hkv), as weft's grouping does).
-    const int64_t kHeads = shapeOf(att.getInputs()[1])[1];
-    if (kHeads % kvHeads || heads % kHeads)
-      return failure();
-    if (!(*qView == headsView(q, heads, headDim, false)) ||
-        !(*kView == headsView(k, kHeads, headDim, false)) ||
-        !(*vView == headsView(v, kHeads, headDim, false)))
-      return failure();
     MaskKind mask{false, 0};
     if (att.getInputs().size() > 3) {
       Value m = att.getInputs()[3];
@@ -576,25 +568,16 @@ struct Attention : NodePattern {
     // is_causal adds the triangle to the mask: a window stays one.
     if (intAttr(att, "is_causal", 0))
       mask.causal = true;
-    double scale = floatAttr(att, "scale", 0.0);
-    double standard = 1.0 / std::sqrt(double(headDim));
-    if (scale == 0.0)
-      scale = standard;
-    if (!std::isfinite(scale))
-      return failure();
-    FloatAttr scaleAttr = std::fabs(scale - standard) <= 1e-6 * standard
-                              ? nullptr
-                              : rw.getF64FloatAttr(scale);
-    rw.replaceOp(
-        op, AttentionOp::create(
-                rw, op.getLoc(), q, k, v, rw.getI64IntegerAttr(heads),
-                rw.getI64IntegerAttr(kvHeads), scaleAttr,
-                mask.causal ? UnitAttr() : rw.getUnitAttr(), FloatAttr(),
-                IntegerAttr(), ArrayAttr(),
-                mask.window ? rw.getI64IntegerAttr(mask.window) : IntegerAttr(),
-                mask.keyPadding ? rw.getUnitAttr() : UnitAttr())
-                .getResult());
-    return success();
+    const double scale =
+        floatAttr(att, "scale", 1.0 / std::sqrt(double(headDim)));
+    // K and V's heads as the op takes them: repeated to H (torch's
+    // repeat_kv), or fewer, which the op repeats (query head h reads key
+    // head h / (H / Hkv), as weft's grouping does).
+    return replaceWithAttention(
+        op, rw, out,
+        {att.getInputs()[0], att.getInputs()[1], att.getInputs()[2]}, heads,
+        headDim, shapeOf(att.getInputs()[1])[1], /*keysLast=*/false, mask,
+        scale);
   }
   // The scores before the mask the softmax reads, and which mask that is;
   // null for any other mask. A mask computed from the graph's
