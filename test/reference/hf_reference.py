@@ -475,7 +475,7 @@ class _F64Torch(types.ModuleType):
         self.__dict__["_real"] = real
 
     def __getattr__(self, name):
-        if name == "float32":
+        if name in ("float32", "float"):  # torch.float: 5.x's rotary tables
             return self._real.float64
         return getattr(self._real, name)
 
@@ -692,7 +692,8 @@ def hf_lrs(sch):
 # Training over the schedule: weft-run --steps 12 against torch.optim.AdamW driven by
 # transformers' scheduler on transformers' model (float64), from the "rand" weights.
 # Weight decay goes where transformers' Trainer puts it (Trainer.get_decay_parameter_names:
-# not biases, not LayerNorm/RMSNorm weights); for GPT-2 and Llama that is every tensor of rank >= 2.
+# not biases, not LayerNorm/RMSNorm weights, in 4.49 and 5.25); for GPT-2 and Llama that is
+# every tensor of rank >= 2.
 TRAIN = {"cases": ["llama", "gpt2"], "steps": 11,  # t - 1 = 0 .. total_steps: pure transformers
          "args": {"lr": 3e-3, "schedule": "cosine", "warmup_steps": 3, "total_steps": 10, "min_lr": 3e-4},
          "weight_decay": 0.1}
@@ -707,12 +708,14 @@ def hf_train(case, optimizer, tokens):
     Returns dict(losses, params, decay)."""
     import torch
     torch2_names()
-    from transformers.pytorch_utils import ALL_LAYERNORM_LAYERS
-    from transformers.trainer_pt_utils import get_parameter_names
+    from transformers import Trainer
     model = hf_model(hf_config_of(case["config"]), True)
     weights = rand_weights(hf_params(model))
     load_weights(model, weights)
-    decay = set(get_parameter_names(model, ALL_LAYERNORM_LAYERS, ["bias", "layernorm", "rmsnorm"]))
+    # The Trainer's own rule (4.49: LayerNorm and RMSNorm modules, names with
+    # bias, layernorm, rmsnorm; 5.x adds a norm in the name): it reads no
+    # Trainer state.
+    decay = set(Trainer.get_decay_parameter_names(None, model))
     named = list(model.named_parameters())
     groups = [{"params": [p for n, p in named if n in decay], "weight_decay": float(optimizer["weight_decay"])},
               {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0}]
