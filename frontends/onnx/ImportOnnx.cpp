@@ -852,6 +852,13 @@ std::string Importer::attentionResult(const onnx::NodeProto &n,
            " and V " + shapeString(v) +
            " are not self-attention's [batch, heads, seq, head_dim], the "
            "key/value heads dividing the query heads";
+  // The 3-D form's head counts, where given, are the 4-D inputs' own.
+  for (auto [key, heads] :
+       {std::pair{"q_num_heads", q[1]}, std::pair{"kv_num_heads", k[1]}})
+    if (findAttribute(n, key) && intAttr(n, key, 0) != heads)
+      return where + ": attribute '" + key +
+             "' = " + std::to_string(intAttr(n, key, 0)) +
+             " where its input has " + std::to_string(heads) + " heads";
   types.push_back(RankedTensorType::get(
       q, cast<RankedTensorType>(in[0]->value.getType()).getElementType()));
   return "";
@@ -943,6 +950,8 @@ std::string checkAttributes(const onnx::NodeProto &n,
       {"qk_matmul_output_mode", onnx::AttributeProto::INT},
       {"scale", onnx::AttributeProto::FLOAT},
       {"softcap", onnx::AttributeProto::FLOAT},
+      {"q_num_heads", onnx::AttributeProto::INT},
+      {"kv_num_heads", onnx::AttributeProto::INT},
       {"perm", onnx::AttributeProto::INTS},
       {"axes", onnx::AttributeProto::INTS},
       {"starts", onnx::AttributeProto::INTS},
