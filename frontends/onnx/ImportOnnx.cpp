@@ -816,9 +816,10 @@ std::string Importer::attentionResult(const onnx::NodeProto &n,
     if (!kKnown.count(a.name()))
       return where + ": attribute '" + a.name() +
              "' is not an attribute of Attention at opset 23";
-  if (in.size() > 4)
-    return where + ": reads a key/value cache (past_key, past_value): weft "
-                   "trains without one";
+  for (size_t i = 4; i < in.size(); ++i) // absent inputs may be listed empty
+    if (in[i])
+      return where + ": reads a key/value cache (past_key, past_value): weft "
+                     "trains without one";
   if (n.output_size() != 1)
     return where + ": has " + std::to_string(n.output_size()) +
            " results; weft's attention yields Y alone (no present key/value "

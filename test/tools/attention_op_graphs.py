@@ -89,8 +89,8 @@ def compile_(path):
     return prog, r
 
 
-def check(name, heads, kv_heads, attrs, mask=None):
-    path, want = graph(name, heads, kv_heads, attrs, mask)
+def check(name, heads, kv_heads, attrs, mask=None, **kw):
+    path, want = graph(name, heads, kv_heads, attrs, mask, **kw)
     prog, r = compile_(path)
     if r.returncode:
         sys.exit(f"FAIL: {name} refused: {r.stderr.strip()}")
@@ -129,4 +129,6 @@ refused("past_key", 2, 2, {"is_causal": 1}, CAUSAL, extra_inputs=["mask"])
 refused("rank3", 2, 2, {"is_causal": 1, "q_num_heads": 2, "kv_num_heads": 2}, rank=3)
 refused("random_mask", 2, 2, {}, rng.random((1, 1, S, S)) < 0.7)
 refused("head_count", 2, 2, {"is_causal": 1, "q_num_heads": 4})
+# Absent optional inputs listed by empty names are absent.
+check("empty_inputs", 2, 2, {"is_causal": 1}, CAUSAL, extra_inputs=["", ""])
 print("PASS: attention_op_graphs")
