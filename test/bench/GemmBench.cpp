@@ -5,7 +5,7 @@
 // shapes and prints one JSON line per shape with the GEMM library and its
 // kernels ("core": "OpenBLAS Zen", "BLIS zen3").
 // Like weft-run, it restarts itself with the right OpenBLAS kernels when
-// OpenBLAS chose pre-AVX ones on its own (cpu::restartWithRightBlasKernels),
+// it runs ones older than the CPU allows (cpu::restartWithRightBlasKernels),
 // so test/bench/bench_gemm_check.py measures what a new user gets.
 //
 //   weft-bench-gemm [--threads N] [--reps R]

@@ -258,32 +258,48 @@ TEST(KernelForward, FirstNonFiniteIsTheFirstAtEveryThreadCount) {
 
 } // namespace
 
-// OpenBLAS on a VM with a masked CPU model falls back to pre-AVX kernels;
-// weft-run warns and names the OPENBLAS_CORETYPE that fixes it.
-TEST(Blas, WarnsWhenOpenBlasPicksPreAvxKernelsOnAnAvxCpu) {
+// OpenBLAS on a VM with a masked CPU model falls back to pre-AVX kernels,
+// and a machine image may preset AVX2 ones on an AVX-512 CPU; weft-run
+// warns, naming the core, the setting and the OPENBLAS_CORETYPE that fixes
+// it.
+TEST(Blas, WarnsWhenOpenBlasRunsKernelsOlderThanTheCpu) {
   using weft::cpu::blasKernelWarning;
-  std::string W = blasKernelWarning("Prescott", true, true);
-  EXPECT_NE(W.find("OpenBLAS chose its 'Prescott' kernels on a CPU with "
-                   "AVX-512"),
+  std::string W = blasKernelWarning("Prescott", true, true, nullptr);
+  EXPECT_NE(W.find("OpenBLAS runs its 'Prescott' kernels on a CPU with "
+                   "AVX-512 (the CPU model is probably masked by a VM)"),
             std::string::npos)
       << W;
   EXPECT_NE(W.find("OPENBLAS_CORETYPE=SkylakeX"), std::string::npos) << W;
-  EXPECT_NE(blasKernelWarning("Nehalem", false, true)
+  W = blasKernelWarning("Haswell", true, true, "haswell");
+  EXPECT_NE(W.find("OpenBLAS runs its 'Haswell' kernels on a CPU with "
+                   "AVX-512 (OPENBLAS_CORETYPE=haswell)"),
+            std::string::npos)
+      << W;
+  EXPECT_NE(blasKernelWarning("Nehalem", false, true, nullptr)
                 .find("OPENBLAS_CORETYPE=Haswell"),
             std::string::npos);
-  EXPECT_EQ(blasKernelWarning("SkylakeX", true, true), "");
-  EXPECT_EQ(blasKernelWarning("Haswell", false, true), "");
-  EXPECT_EQ(blasKernelWarning("Prescott", false, false), ""); // an old CPU
+  EXPECT_EQ(blasKernelWarning("SkylakeX", true, true, nullptr), "");
+  EXPECT_EQ(blasKernelWarning("Cooperlake", true, true, "Cooperlake"), "");
+  EXPECT_EQ(blasKernelWarning("Haswell", false, true, "Haswell"), "");
+  EXPECT_EQ(blasKernelWarning("Prescott", false, false, nullptr), "");
 }
 
-// weft-run restarts itself with the core cpuid allows (tools/weft-run).
+// weft-run restarts itself with the core cpuid allows (tools/weft-run):
+// AVX-512's over any older one, AVX2's over pre-AVX2 ones; a core it does
+// not know is left alone.
 TEST(Blas, CoreToForceFollowsCpuidNotTheModelName) {
   using weft::cpu::blasCoreToForce;
   EXPECT_EQ(blasCoreToForce("Prescott", true, true), "SkylakeX");
+  EXPECT_EQ(blasCoreToForce("Haswell", true, true), "SkylakeX");
+  EXPECT_EQ(blasCoreToForce("Zen", true, true), "SkylakeX");
   EXPECT_EQ(blasCoreToForce("Nehalem", false, true), "Haswell");
   EXPECT_EQ(blasCoreToForce("Core2", false, true), "Haswell");
+  EXPECT_EQ(blasCoreToForce("Sandybridge", false, true), "Haswell");
   EXPECT_EQ(blasCoreToForce("SkylakeX", true, true), "");
+  EXPECT_EQ(blasCoreToForce("Cooperlake", true, true), "");
+  EXPECT_EQ(blasCoreToForce("SapphireRapids", true, true), "");
   EXPECT_EQ(blasCoreToForce("Zen", false, true), "");
+  EXPECT_EQ(blasCoreToForce("Haswell", false, true), "");
   EXPECT_EQ(blasCoreToForce("Prescott", false, false), ""); // no AVX2
 }
 

@@ -325,7 +325,7 @@ int calibrate() {
   std::string log;
 #ifdef WEFT_HAVE_BLAS_CORE
   // Restarted, it says so; else whether OpenBLAS runs slow kernels the
-  // user chose (a restart is not done over the user's OPENBLAS_CORETYPE).
+  // user kept (WEFT_KEEP_OPENBLAS_CORETYPE).
   std::string note = weft::cpu::blasRestartNote();
   if (note.empty())
     note = weft::cpu::blasKernelWarning();

@@ -6,17 +6,21 @@
 
 namespace weft::cpu {
 
-/// A warning when OpenBLAS picked pre-AVX kernels on a CPU with AVX2 or
-/// AVX-512 (a VM that masks its CPU model defeats OpenBLAS's dynamic-arch
-/// detection: GPT-2 124M steps then take 4-5x longer); empty otherwise. The
-/// first form asks this process's OpenBLAS and CPU.
+/// A warning when OpenBLAS runs kernels older than the CPU's: pre-AVX2 ones
+/// on a CPU with AVX2 or AVX-512 (a VM that masks its CPU model defeats
+/// OpenBLAS's dynamic-arch detection: GPT-2 124M steps then take 4-5x
+/// longer), AVX2 ones on an AVX-512 CPU (OPENBLAS_CORETYPE=Haswell preset
+/// by a machine image: 1.75x); empty otherwise. UsersCore is the
+/// OPENBLAS_CORETYPE set, or null. The first form asks this process's
+/// OpenBLAS, CPU and environment.
 std::string blasKernelWarning();
-std::string blasKernelWarning(const std::string &Core, bool Avx512, bool Avx2);
+std::string blasKernelWarning(const std::string &Core, bool Avx512, bool Avx2,
+                              const char *UsersCore);
 /// The OPENBLAS_CORETYPE that gives OpenBLAS its AVX2 or AVX-512 kernels
-/// when it chose pre-AVX ones (Core) on a CPU whose cpuid has them, else
-/// "". The first form asks this process, and returns "" when the user set
-/// OPENBLAS_CORETYPE. OpenBLAS reads the variable once, when it loads:
-/// weft-run restarts itself with it set.
+/// when it runs older ones (Core) on a CPU whose cpuid has them, else "".
+/// The first form asks this process, and returns "" when the user set
+/// OPENBLAS_CORETYPE and WEFT_KEEP_OPENBLAS_CORETYPE. OpenBLAS reads the
+/// variable once, when it loads: weft-run restarts itself with it set.
 std::string blasCoreToForce();
 std::string blasCoreToForce(const std::string &Core, bool Avx512, bool Avx2);
 /// Restarts this program (execv of /proc/self/exe with Argv) with
