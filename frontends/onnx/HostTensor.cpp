@@ -1050,7 +1050,7 @@ const std::map<std::string, FoldFn> &folders() {
       int64_t code = f.intAttr("to", 0);
       return hostTypeOf(int(code), to)
                  ? f.cast(to)
-                 : f.fail("casts to ONNX type " + std::to_string(code) +
+                 : f.fail("casts to ONNX type " + onnxTypeString(code) +
                           ", which weft does not fold");
     };
     t["CastLike"] = [](NodeFolder &f) {
@@ -1107,6 +1107,16 @@ bool hostTypeOf(int code, HostType &type) {
   }
 }
 
+std::string onnxTypeString(int64_t code) {
+  std::string s = std::to_string(code);
+  if (onnx::TensorProto_DataType_IsValid(int(code)) && code >= 0 &&
+      code <= std::numeric_limits<int>::max())
+    s += " (" +
+         onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(code)) +
+         ")";
+  return s;
+}
+
 const char *hostTypeName(HostType type) {
   switch (type) {
   case HostType::F32:
@@ -1140,7 +1150,7 @@ std::string tensorFromProto(const onnx::TensorProto &proto, HostTensor &out,
                             const std::string &modelDir) {
   const std::string what = "tensor '" + proto.name() + "'";
   if (!hostTypeOf(proto.data_type(), out.type))
-    return what + " has ONNX type " + std::to_string(proto.data_type()) +
+    return what + " has ONNX type " + onnxTypeString(proto.data_type()) +
            ", which weft does not fold";
   const bool external =
       proto.data_location() == onnx::TensorProto_DataLocation_EXTERNAL;

@@ -50,6 +50,8 @@ constexpr int64_t kMaxFoldedElements = int64_t(1) << 26;
 /// Whether ONNX type code `code` is one HostType names.
 bool hostTypeOf(int code, HostType &type);
 const char *hostTypeName(HostType type);
+/// "16 (BFLOAT16)": an ONNX type code and its name, for messages.
+std::string onnxTypeString(int64_t code);
 
 /// A TensorProto's value (raw_data or the typed fields; not external data).
 /// Returns an error message, or "".

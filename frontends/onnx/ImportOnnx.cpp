@@ -33,6 +33,16 @@ using namespace mlir;
 
 namespace weft {
 namespace {
+// A half-precision model's way in: its float32 export, trained in bf16 by
+// weft's own mixed precision (weights, gradients and Adam state in f32).
+std::string halfPrecisionHint(int64_t code) {
+  return code == onnx::TensorProto_DataType_FLOAT16 ||
+                 code == onnx::TensorProto_DataType_BFLOAT16
+             ? "; export the model in float32 and compile it with --dtype "
+               "bf16 for mixed precision"
+             : "";
+}
+
 // That a weight's values are all there, where the model says, without
 // reading them (weft-run --load reads them): one of raw_data, the typed
 // field or external data, of its shape's size; external data in a file
@@ -518,7 +528,9 @@ std::string Importer::resultTypes(const onnx::NodeProto &n,
       HostType ht;
       if (!onnximport::hostTypeOf(int(intAttr(n, "to", 0)), ht))
         return fail("casts to ONNX type " +
-                    std::to_string(intAttr(n, "to", 0)));
+                    onnximport::onnxTypeString(intAttr(n, "to", 0)) +
+                    ", which weft does not import" +
+                    halfPrecisionHint(intAttr(n, "to", 0)));
       // A model computes in one float type: a value cast to double would
       // go on in f32 here, silently less precise than the graph says.
       if (ht == HostType::F64 && !floatType.isF64())
@@ -1234,7 +1246,8 @@ std::string Importer::run(const onnx::ModelProto &model,
     }
     if (!onnximport::hostTypeOf(t.data_type(), ht))
       return "initializer '" + t.name() + "' has ONNX type " +
-             std::to_string(t.data_type()) + ", which weft does not import";
+             onnximport::onnxTypeString(t.data_type()) +
+             ", which weft does not import" + halfPrecisionHint(t.data_type());
     Slot s;
     s.constant.emplace();
     std::string e = onnximport::tensorFromProto(t, *s.constant, modelDir);
@@ -1685,10 +1698,7 @@ std::string Importer::checkDeclared(const onnx::ValueInfoProto &info,
       !floatDeclared &&
       isa<FloatType>(getElementTypeOrSelf(slot->second.value)))
     return "graph output '" + info.name() + "' is declared of ONNX type " +
-           std::to_string(declared) + " (" +
-           onnx::TensorProto_DataType_Name(
-               onnx::TensorProto_DataType(declared)) +
-           ") but computes float values";
+           onnximport::onnxTypeString(declared) + " but computes float values";
   const auto &dims = info.type().tensor_type().shape();
   if (dims.dim_size() != int(got.size()))
     return "value '" + info.name() + "' is declared of rank " +

@@ -50,6 +50,8 @@
   redefined.onnx a node whose output reuses the name of an earlier value
   attr_unknown.onnx, attr_flag.onnx, output_int.onnx: an attribute the op
                  lacks, a flag out of its domain, logits declared int64
+  half_table.onnx, cast_bf16.onnx: a float16 table, a cast to bfloat16
+                 (half-precision exports: weft imports f32 and f64)
 """
 import os
 import sys
@@ -282,6 +284,11 @@ save(model([embed, target, reshape] + head("r"), [WTE]), f"{out}/attr_flag.onnx"
 int_logits = model([embed] + head(), [WTE])
 int_logits.graph.output[0].type.tensor_type.elem_type = TensorProto.INT64
 save(int_logits, f"{out}/output_int.onnx")
+half = numpy_helper.from_array(numpy_helper.to_array(WTE).astype(np.float16), "wte")
+save(model([embed] + head(), [half]), f"{out}/half_table.onnx")
+to_bf16 = helper.make_node("Cast", ["x"], ["xb"], name="to_bf16", to=TensorProto.BFLOAT16)
+back = helper.make_node("Cast", ["xb"], ["xf"], name="to_f32", to=TensorProto.FLOAT)
+save(model([embed, to_bf16, back] + head("xf"), [WTE]), f"{out}/cast_bf16.onnx")
 # The same unknown attribute at opset 18, past the linked ONNX release's
 # schemas (ReduceMean-18 reads its axes as an input).
 mean18 = helper.make_node("ReduceMean", ["x"], ["m"], name="mean_axis18", axis=99)
