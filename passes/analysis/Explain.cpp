@@ -7,6 +7,7 @@
 #include "program/PipelineSchedule.h"
 #include "program/Program.h"
 
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/Format.h"
 
 #include <tuple>
@@ -247,6 +248,8 @@ void printCollectives(Operation *root, llvm::raw_ostream &os, StringRef indent,
 
 struct Memory {
   int64_t params = 0, grads = 0, state = 0, arena = 0, staging = 0;
+  /// The CPU backend's f32 copies of one kernel's bf16 operands.
+  int64_t widening = 0;
   /// The arena's per-slot part (weft.slot_bytes; -1: the whole arena).
   int64_t slot = -1;
   int64_t perSlot() const { return slot >= 0 ? slot : arena; }
@@ -257,7 +260,7 @@ struct Memory {
   }
   /// Everything.
   int64_t total(int64_t slots) const {
-    return params + grads + state + activations(slots) + staging;
+    return params + grads + state + activations(slots) + staging + widening;
   }
 };
 
@@ -311,6 +314,36 @@ int64_t transferStaging(func::FuncOp stage) {
   return 2 * (sendBound + recvBound);
 }
 
+// The CPU backend runs a kernel with bf16 operands on f32 copies of them in
+// one scratch buffer, sized for the kernel with the most (CpuBackend's
+// planWidening, planBf16Widening): each distinct bf16 value, 64-byte
+// aligned. Ops that only move bytes run as they are; collectives and
+// transfers are not kernels.
+int64_t bf16WideningBytes(func::FuncOp fn) {
+  int64_t most = 0;
+  fn.walk([&](Operation *op) {
+    if (isa<CastOp, PackOp, UnpackOp, SendOp, RecvOp, RecvParamOp, ParamOp,
+            ParamGradOp, StoredGradOp, AllReduceOp, AllGatherOp,
+            ReduceScatterOp, RingShiftOp, AllToAllOp>(op) ||
+        op->getDialect() != op->getContext()->getLoadedDialect("weft"))
+      return;
+    llvm::SmallPtrSet<Value, 8> seen;
+    int64_t bytes = 0;
+    auto widen = [&](Value v) {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      if (!t || !t.getElementType().isBF16() || !seen.insert(v).second)
+        return;
+      bytes += (t.getNumElements() + 15) / 16 * 16 * 4;
+    };
+    for (Value v : op->getOperands())
+      widen(v);
+    for (Value v : op->getResults())
+      widen(v);
+    most = std::max(most, bytes);
+  });
+  return most;
+}
+
 // Memory per rank, from the local types the partitioner gave; a replica
 // (a param another stage trains) holds its value only.
 Memory memoryOf(Operation *root) {
@@ -343,6 +376,7 @@ Memory memoryOf(Operation *root) {
     if (auto a = fn->getAttrOfType<IntegerAttr>(weft::attrname::kSlotBytes))
       m.slot = a.getInt();
     m.staging += transferStaging(fn);
+    m.widening = std::max(m.widening, bf16WideningBytes(fn));
   });
   return m;
 }
@@ -386,6 +420,12 @@ void printMemory(const Memory &m, int64_t slots, llvm::raw_ostream &os,
        << llvm::format("  transfer staging  %12lld bytes (%.2f MiB, at most: 2 "
                        "groups of sends and of receives in flight)\n",
                        (long long)m.staging, mib(m.staging));
+  if (m.widening)
+    os << indent
+       << llvm::format(
+              "  bf16 widening     %12lld bytes (%.2f MiB, on CPUs: f32 "
+              "copies of one kernel's bf16 operands)\n",
+              (long long)m.widening, mib(m.widening));
   const int64_t total = m.total(slots);
   os << indent
      << llvm::format("  total             %12lld bytes (%.2f MiB)\n",

@@ -694,7 +694,8 @@ int main(int argc, char **argv) {
         return fail(who + " needs " + std::to_string(bytes) + " bytes (" +
                     llvm::formatv("{0:F1}", bytes / 1048576.0).str() +
                     " MiB: parameters, gradients, optimizer state, "
-                    "activations and pipeline transfer staging), over "
+                    "activations, pipeline transfer staging and bf16 "
+                    "widening), over "
                     "--memory-limit " +
                     memoryLimitArg + " (" + std::to_string(limit) +
                     " bytes); --explain breaks it down");
