@@ -78,7 +78,7 @@ struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
                  << p.getType()
                  << "; mixed precision keeps f32 master weights (build the "
                     "model in f32)";
-        readInBf16(b, p.getResult(), bf16);
+        readParamInBf16(b, p.getResult(), bf16);
         continue;
       }
       // A float constant (the generic path's, a program buffer) is read in
@@ -153,6 +153,26 @@ struct MixedPrecision : weft::impl::WeftMixedPrecisionBase<MixedPrecision> {
     }
     c.setValueAttr(DenseElementsAttr::get(cast<ShapedType>(c.getType()),
                                           ArrayRef<float>(saturated)));
+  }
+
+  /// One bf16 copy of a parameter per op that reads it, just before that
+  /// op: a tied table's lookup and LM head each read their own, so autodiff
+  /// sums the two gradients in f32, each rounded to bf16 once (as
+  /// Megatron's fp32 main_grad does), where one shared copy summed them in
+  /// bf16. A parameter read once gets the one copy as before.
+  static void readParamInBf16(OpBuilder &b, Value v, Type bf16) {
+    SmallVector<Operation *> readers;
+    for (Operation *user : v.getUsers())
+      if (!llvm::is_contained(readers, user))
+        readers.push_back(user);
+    if (readers.size() < 2)
+      return readInBf16(b, v, bf16);
+    for (Operation *user : readers) {
+      b.setInsertionPoint(user);
+      auto copy =
+          CastOp::create(b, v.getLoc(), withElement(v.getType(), bf16), v);
+      user->replaceUsesOfWith(v, copy.getResult());
+    }
   }
 
   /// One bf16 copy of v (a parameter, a constant), read by all its users.
