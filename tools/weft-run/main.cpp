@@ -174,6 +174,10 @@ layout.json; --load reads sharded or unsharded checkpoints on any mesh.
   --help            this text
 
 environment: WEFT_PROFILE=1 prints the wall time per op kind at the end.
+OpenBLAS kernels older than the CPU allows (a VM's masked CPU model, or an
+OPENBLAS_CORETYPE such as Haswell on an AVX-512 CPU) make weft-run restart
+itself once with OPENBLAS_CORETYPE=SkylakeX or Haswell, and say so;
+WEFT_KEEP_OPENBLAS_CORETYPE=1 keeps the one set.
 )";
 
 int usageError(const std::string &Msg) {
