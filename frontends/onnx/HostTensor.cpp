@@ -114,7 +114,7 @@ struct NodeFolder {
   std::string error;
 
   bool fail(const std::string &why) {
-    error = node.op_type() + " node '" + node.name() + "': " + why;
+    error = nodeLabel(node) + ": " + why;
     return false;
   }
   const onnx::AttributeProto *attr(const char *name) const {
@@ -1107,6 +1107,12 @@ bool hostTypeOf(int code, HostType &type) {
   }
 }
 
+std::string nodeLabel(const onnx::NodeProto &node) {
+  if (node.name().empty() && node.output_size() > 0)
+    return node.op_type() + " node writing '" + node.output(0) + "'";
+  return node.op_type() + " node '" + node.name() + "'";
+}
+
 std::string onnxTypeString(int64_t code) {
   std::string s = std::to_string(code);
   if (onnx::TensorProto_DataType_IsValid(int(code)) && code >= 0 &&
@@ -1307,8 +1313,8 @@ std::string foldNode(const onnx::NodeProto &node, int64_t opset,
     if (t.type == HostType::I32)
       for (int64_t v : t.ints)
         if (v < INT32_MIN || v > INT32_MAX)
-          return node.op_type() + " node '" + node.name() + "': the int32 " +
-                 "result " + std::to_string(v) + " is out of int32's range";
+          return nodeLabel(node) + ": the int32 " + "result " +
+                 std::to_string(v) + " is out of int32's range";
   return "";
 }
 

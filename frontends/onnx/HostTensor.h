@@ -50,6 +50,9 @@ constexpr int64_t kMaxFoldedElements = int64_t(1) << 26;
 /// Whether ONNX type code `code` is one HostType names.
 bool hostTypeOf(int code, HostType &type);
 const char *hostTypeName(HostType type);
+/// How messages name a node: "Cast node 'cast_3'", or for a node without a
+/// name (graphs built by hand) "Cast node writing 'xb'", its first output.
+std::string nodeLabel(const onnx::NodeProto &node);
 /// "16 (BFLOAT16)": an ONNX type code and its name, for messages.
 std::string onnxTypeString(int64_t code);
 

@@ -126,8 +126,7 @@ private:
   llvm::StringMap<Value> constants;
 
   std::string nodeName(const onnx::NodeProto &n) const {
-    return n.op_type() + " node '" + n.name() + "' (opset " +
-           std::to_string(opset) + ")";
+    return onnximport::nodeLabel(n) + " (opset " + std::to_string(opset) + ")";
   }
   Type elementType(HostType t) {
     switch (t) {
