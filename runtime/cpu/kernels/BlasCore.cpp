@@ -97,12 +97,20 @@ void restartWithRightBlasKernels(char **Argv) {
   // What the restarted process says it replaced (blasRestartNote).
   const char *Old = openblas_get_corename();
   setenv("WEFT_BLAS_REPLACED", Old ? Old : "", 1);
+  unsetenv("WEFT_BLAS_REPLACED_SETTING");
   if (const char *Set = std::getenv("OPENBLAS_CORETYPE"))
     setenv("WEFT_BLAS_REPLACED_SETTING", Set, 1);
   setenv("OPENBLAS_CORETYPE", Core.c_str(), 1);
   setenv("WEFT_BLAS_RESTARTED", Core.c_str(), 1);
   execv("/proc/self/exe", Argv);
-  unsetenv("OPENBLAS_CORETYPE"); // exec failed: carry on, and warn
+  // exec failed: carry on as started, and warn (blasKernelWarning).
+  if (const char *Set = std::getenv("WEFT_BLAS_REPLACED_SETTING"))
+    setenv("OPENBLAS_CORETYPE", Set, 1);
+  else
+    unsetenv("OPENBLAS_CORETYPE");
+  for (const char *Mark : {"WEFT_BLAS_RESTARTED", "WEFT_BLAS_REPLACED",
+                           "WEFT_BLAS_REPLACED_SETTING"})
+    unsetenv(Mark);
 }
 #else
 std::string blasKernelWarning() {
