@@ -218,7 +218,10 @@ def run_weft_gemm(a):
     if r.returncode != 0:
         raise SystemExit(f"weft-bench-gemm failed\n{r.stdout[-2000:]}")
     rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-    return {"gflops": max(float(x["gflops"]) for x in rows if x["shape"].startswith("gpt2"))}
+    # The kernels weft-run gets too: both restart over a core older than the
+    # CPU's (a VM's masked model, an image's OPENBLAS_CORETYPE=Haswell).
+    return {"gflops": max(float(x["gflops"]) for x in rows if x["shape"].startswith("gpt2")),
+            "core": rows[0].get("core"), "restarted": rows[0].get("restarted")}
 
 
 def contenders(a):
@@ -281,6 +284,14 @@ def main(a):
           f"AdamW {out.get('adamw')}")
     print(f"best sgemm this run: {best_sgemm:.1f} GFLOP/s "
           f"(torch.mm {mean.get('sgemm_torch', 0):.1f}, weft {mean.get('sgemm_weft', 0):.1f})")
+    if "sgemm_weft" in results:
+        gemm = results["sgemm_weft"][0]
+        out["weft_blas"] = {"core": gemm["core"], "restarted": gemm["restarted"],
+                            "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE")}
+        print(f"weft's GEMMs: {gemm['core']}"
+              + (f", restarted over OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}"
+                 if gemm["restarted"] and os.environ.get("OPENBLAS_CORETYPE") else
+                 ", restarted over OpenBLAS's own choice" if gemm["restarted"] else ""))
     rows = [("one", "eager"), ("one", "compile"), ("dp2", "ddp"), ("zero3", "fsdp2")]
     print(f"{'weft':18s} {'s/step':>8s}   {'peer':14s} {'s/step':>8s}   ratio  goal")
     ratios = {}
