@@ -1115,8 +1115,8 @@ std::string nodeLabel(const onnx::NodeProto &node) {
 
 std::string onnxTypeString(int64_t code) {
   std::string s = std::to_string(code);
-  if (onnx::TensorProto_DataType_IsValid(int(code)) && code >= 0 &&
-      code <= std::numeric_limits<int>::max())
+  if (code >= 0 && code <= std::numeric_limits<int>::max() &&
+      onnx::TensorProto_DataType_IsValid(int(code)))
     s += " (" +
          onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(code)) +
          ")";
@@ -1313,8 +1313,8 @@ std::string foldNode(const onnx::NodeProto &node, int64_t opset,
     if (t.type == HostType::I32)
       for (int64_t v : t.ints)
         if (v < INT32_MIN || v > INT32_MAX)
-          return nodeLabel(node) + ": the int32 " + "result " +
-                 std::to_string(v) + " is out of int32's range";
+          return nodeLabel(node) + ": the int32 result " + std::to_string(v) +
+                 " is out of int32's range";
   return "";
 }
 

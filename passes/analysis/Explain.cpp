@@ -325,7 +325,7 @@ int64_t bf16WideningBytes(func::FuncOp fn) {
     if (isa<CastOp, PackOp, UnpackOp, SendOp, RecvOp, RecvParamOp, ParamOp,
             ParamGradOp, StoredGradOp, AllReduceOp, AllGatherOp,
             ReduceScatterOp, RingShiftOp, AllToAllOp>(op) ||
-        op->getDialect() != op->getContext()->getLoadedDialect("weft"))
+        !isa_and_nonnull<WeftDialect>(op->getDialect()))
       return;
     llvm::SmallPtrSet<Value, 8> seen;
     int64_t bytes = 0;
